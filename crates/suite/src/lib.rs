@@ -1,0 +1,35 @@
+//! The benchmark content model for nmb and the loaders that build it.
+//!
+//! This crate owns what a benchmark *is*: a [`Suite`] of [`Case`]s, each with images, EHR fields, notes and
+//! [`Task`]s, each task with an optional [`Reference`]. It also owns reading suites from disk (the
+//! Neural-MedBench site file, the native hand-written format, breadth datasets such as VQA-RAD and MedQA), the
+//! bundled `sample` suite, validation problems and the suite content hash.
+//!
+//! It does not own prompts (`nmb-plan`), model calls (`nmb-requests`), storage (`nmb-store`) or scoring
+//! (`nmb-score`). Image bytes are handled by `nmb-imaging`; a suite holds image *sources* and never keeps
+//! decoded pixels.
+
+mod hash;
+mod model;
+mod problem;
+
+pub use hash::{image_hash, suite_hash};
+pub use model::*;
+pub use problem::{Problem, Severity};
+
+/// Errors that stop a suite from loading at all. Problems inside a readable suite are [`Problem`]s instead.
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Image(#[from] nmb_imaging::ImageError),
+    #[error("{0}")]
+    Invalid(Problem),
+    #[error("{0}")]
+    Spec(String),
+}
