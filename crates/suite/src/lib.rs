@@ -12,6 +12,7 @@
 mod hash;
 mod model;
 mod problem;
+pub mod sample;
 
 pub use hash::{image_hash, suite_hash};
 pub use model::*;
