@@ -1,0 +1,396 @@
+//! Reading runs back: summaries for `nmb runs show`, and the per-sample view that scoring and reports use.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{OptionalExtension, Row};
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::keys::format_utc_ms;
+use crate::records::{opt_u64, SampleStatus};
+use crate::runs::RunStatus;
+use crate::Store;
+
+/// Counts for one run. `errors_by_class` counts errored samples by their final error class, so it sums to
+/// `samples_errored`; `call_errors_by_class` counts every failed call, including ones retried successfully later.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub status: RunStatus,
+    pub created_at: String,
+    pub updated_at: String,
+    pub config_hash: String,
+    pub samples_total: u64,
+    pub samples_ok: u64,
+    pub samples_errored: u64,
+    pub samples_pending: u64,
+    /// HTTP requests (or local generations) this run actually made: every attempt of every call, retries included.
+    pub requests_sent: u64,
+    /// API calls this run made (a call groups its retries and may answer several samples).
+    pub calls: u64,
+    pub calls_errored: u64,
+    /// Sample turns answered from stored responses instead of a new request.
+    pub cache_hits: u64,
+    pub errors_by_class: BTreeMap<String, u64>,
+    pub call_errors_by_class: BTreeMap<String, u64>,
+    /// Usage of the calls this run made (cache hits spend nothing and add nothing).
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    /// Latency of this run's successful calls.
+    pub latency_ms: LatencyStats,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LatencyStats {
+    pub count: u64,
+    pub mean: f64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+impl LatencyStats {
+    fn from_values(mut v: Vec<u64>) -> LatencyStats {
+        if v.is_empty() {
+            return LatencyStats::default();
+        }
+        v.sort_unstable();
+        // Nearest-rank percentile: the smallest value with at least p% of values at or below it.
+        let rank = |p: f64| v[((p / 100.0 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        LatencyStats {
+            count: v.len() as u64,
+            mean: v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64,
+            p50: rank(50.0),
+            p90: rank(90.0),
+            p99: rank(99.0),
+            max: v[v.len() - 1],
+        }
+    }
+}
+
+/// One API call as stored, without its raw body (see [`Store::raw_response`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallInfo {
+    pub call_id: i64,
+    pub run_id: String,
+    pub task_id: String,
+    pub turn_index: u32,
+    pub prompt_hash: String,
+    pub model: String,
+    pub params: String,
+    pub template_id: String,
+    pub template_hash: String,
+    pub n_choices: u32,
+    pub ok: bool,
+    pub error_class: Option<String>,
+    pub error_message: Option<String>,
+    pub attempts: u32,
+    pub tokens_in: Option<u64>,
+    pub tokens_out: Option<u64>,
+    pub latency_ms: Option<u64>,
+    pub started_ms: i64,
+    pub finished_ms: i64,
+}
+
+/// What one sample got at one turn.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TurnRecord {
+    pub turn_index: u32,
+    pub ok: bool,
+    pub error_class: Option<String>,
+    pub error_message: Option<String>,
+    pub text: Option<String>,
+    /// Reused from a stored response; `call` is then the call that produced it (maybe in another run).
+    pub cached: bool,
+    pub cache_key: String,
+    pub choice_index: u32,
+    pub call: CallInfo,
+}
+
+/// One sample with its turns, in turn order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SampleRecord {
+    pub task_id: String,
+    pub sample_index: u32,
+    pub status: SampleStatus,
+    pub turns_done: u32,
+    pub error_class: Option<String>,
+    pub error_message: Option<String>,
+    /// The last turn's answer, only for samples whose status is `ok`: an errored sample has no answer.
+    pub final_text: Option<String>,
+    pub turns: Vec<TurnRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredImage {
+    pub sha256: String,
+    pub mime: String,
+    pub bytes: Vec<u8>,
+}
+
+const CALL_COLUMNS: &str = "c.id, c.run_id, c.task_id, c.turn_index, c.prompt_hash, x.model, x.params, \
+     x.template_id, x.template_hash, c.n_choices, c.status, c.error_class, c.error_message, c.attempts, \
+     c.tokens_in, c.tokens_out, c.latency_ms, c.started_ms, c.finished_ms";
+
+impl Store {
+    /// Counts, usage and latency for one run.
+    pub fn summary(&self, run_id: &str) -> Result<RunSummary> {
+        let run = self.run(run_id)?;
+        let op = "summarise a run";
+        let (samples, sample_errors) = self.with_conn(op, |c| {
+            let samples = count_by(c, "SELECT status, count(*) FROM samples WHERE run_id = ?1 GROUP BY status", run_id)?;
+            let errors = count_by(
+                c,
+                "SELECT error_class, count(*) FROM samples WHERE run_id = ?1 AND status = 'errored' GROUP BY error_class",
+                run_id,
+            )?;
+            Ok((samples, errors))
+        })?;
+        let (call_errors, totals, cache_hits, latencies) = self.with_conn(op, |c| {
+            let call_errors = count_by(
+                c,
+                "SELECT error_class, count(*) FROM calls WHERE run_id = ?1 AND status = 'errored' GROUP BY error_class",
+                run_id,
+            )?;
+            let totals: (i64, i64, i64, i64) = c.prepare_cached(
+                "SELECT count(*), coalesce(sum(attempts), 0), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0)
+                 FROM calls WHERE run_id = ?1",
+            )?
+            .query_row([run_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+            let hits: i64 = c
+                .prepare_cached("SELECT count(*) FROM turns WHERE run_id = ?1 AND cached = 1")?
+                .query_row([run_id], |r| r.get(0))?;
+            let mut stmt = c.prepare_cached(
+                "SELECT latency_ms FROM calls WHERE run_id = ?1 AND status = 'ok' AND latency_ms IS NOT NULL",
+            )?;
+            let lat = stmt
+                .query_map([run_id], |r| r.get::<_, i64>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok((call_errors, totals, hits, lat))
+        })?;
+        let get = |m: &BTreeMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0);
+        Ok(RunSummary {
+            samples_total: samples.values().sum(),
+            samples_ok: get(&samples, "ok"),
+            samples_errored: get(&samples, "errored"),
+            samples_pending: get(&samples, "pending"),
+            requests_sent: nonneg(totals.1),
+            calls: nonneg(totals.0),
+            calls_errored: call_errors.values().sum(),
+            cache_hits: nonneg(cache_hits),
+            errors_by_class: sample_errors,
+            call_errors_by_class: call_errors,
+            tokens_in: nonneg(totals.2),
+            tokens_out: nonneg(totals.3),
+            latency_ms: LatencyStats::from_values(latencies.into_iter().map(nonneg).collect()),
+            created_at: format_utc_ms(run.created_ms),
+            updated_at: format_utc_ms(run.updated_ms),
+            run_id: run.run_id,
+            status: run.status,
+            config_hash: run.config_hash,
+        })
+    }
+
+    /// Every sample of a run with its turns and per-call usage, ordered by task id and sample index.
+    pub fn run_samples(&self, run_id: &str) -> Result<Vec<SampleRecord>> {
+        self.run(run_id)?;
+        let sql = format!(
+            "SELECT s.task_id, s.sample_index, s.status, s.turns_done, s.error_class, s.error_message,
+                    t.turn_index, t.status, t.error_class, t.error_message, t.text, t.cached, t.cache_key,
+                    t.choice_index, {CALL_COLUMNS}
+             FROM samples s
+             LEFT JOIN turns t ON t.run_id = s.run_id AND t.task_id = s.task_id AND t.sample_index = s.sample_index
+             LEFT JOIN calls c ON c.id = t.call_id
+             LEFT JOIN contexts x ON x.id = c.context_id
+             WHERE s.run_id = ?1
+             ORDER BY s.task_id, s.sample_index, t.turn_index"
+        );
+        let rows = self.with_conn("read a run's samples", |c| {
+            let mut stmt = c.prepare(&sql)?;
+            let rows = stmt.query_map([run_id], sample_row)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        let mut out: Vec<SampleRecord> = Vec::new();
+        for (head, turn) in rows {
+            let same = out
+                .last()
+                .is_some_and(|s| s.task_id == head.task_id && s.sample_index == head.sample_index);
+            if !same {
+                out.push(SampleRecord {
+                    status: self.sample_status(&head.status)?,
+                    task_id: head.task_id,
+                    sample_index: head.sample_index,
+                    turns_done: head.turns_done,
+                    error_class: head.error_class,
+                    error_message: head.error_message,
+                    final_text: None,
+                    turns: Vec::new(),
+                });
+            }
+            if let (Some(turn), Some(sample)) = (turn, out.last_mut()) {
+                sample.turns.push(turn);
+            }
+        }
+        for s in &mut out {
+            if s.status == SampleStatus::Ok {
+                s.final_text = s.turns.last().and_then(|t| t.text.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every call a run made, in order, with usage (not the raw bodies).
+    pub fn run_calls(&self, run_id: &str) -> Result<Vec<CallInfo>> {
+        let sql = format!(
+            "SELECT {CALL_COLUMNS} FROM calls c JOIN contexts x ON x.id = c.context_id
+             WHERE c.run_id = ?1 ORDER BY c.id"
+        );
+        self.with_conn("read a run's calls", |c| {
+            let mut stmt = c.prepare(&sql)?;
+            let rows = stmt.query_map([run_id], |r| call_info(r, 0))?;
+            rows.collect()
+        })
+    }
+
+    /// The raw response body of a call, as the backend sent it.
+    pub fn raw_response(&self, call_id: i64) -> Result<Option<String>> {
+        self.with_conn("read a raw response", |c| {
+            c.query_row("SELECT raw FROM calls WHERE id = ?1", [call_id], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map(Option::flatten)
+        })
+    }
+
+    /// The stored body of a rendered prompt (JSON text).
+    pub fn prompt_body(&self, prompt_hash: &str) -> Result<Option<String>> {
+        self.with_conn("read a prompt", |c| {
+            c.query_row(
+                "SELECT body FROM prompts WHERE prompt_hash = ?1",
+                [prompt_hash],
+                |r| r.get(0),
+            )
+            .optional()
+        })
+    }
+
+    pub fn image(&self, sha256: &str) -> Result<Option<StoredImage>> {
+        self.with_conn("read an image", |c| {
+            c.query_row(
+                "SELECT mime, bytes FROM images WHERE sha256 = ?1",
+                [sha256],
+                |r| {
+                    Ok(StoredImage {
+                        sha256: sha256.to_string(),
+                        mime: r.get(0)?,
+                        bytes: r.get(1)?,
+                    })
+                },
+            )
+            .optional()
+        })
+    }
+
+    /// Rows in the images table (each distinct image once).
+    pub fn image_count(&self) -> Result<u64> {
+        self.with_conn("count images", |c| {
+            c.query_row("SELECT count(*) FROM images", [], |r| r.get::<_, i64>(0))
+        })
+        .map(nonneg)
+    }
+
+    /// Rows in the prompts table (each distinct rendered prompt once).
+    pub fn prompt_count(&self) -> Result<u64> {
+        self.with_conn("count prompts", |c| {
+            c.query_row("SELECT count(*) FROM prompts", [], |r| r.get::<_, i64>(0))
+        })
+        .map(nonneg)
+    }
+}
+
+struct SampleHead {
+    task_id: String,
+    sample_index: u32,
+    status: String,
+    turns_done: u32,
+    error_class: Option<String>,
+    error_message: Option<String>,
+}
+
+fn sample_row(r: &Row<'_>) -> rusqlite::Result<(SampleHead, Option<TurnRecord>)> {
+    let head = SampleHead {
+        task_id: r.get(0)?,
+        sample_index: r.get(1)?,
+        status: r.get(2)?,
+        turns_done: r.get(3)?,
+        error_class: r.get(4)?,
+        error_message: r.get(5)?,
+    };
+    let Some(turn_index) = r.get::<_, Option<u32>>(6)? else {
+        return Ok((head, None));
+    };
+    let turn = TurnRecord {
+        turn_index,
+        ok: r.get::<_, String>(7)? == "ok",
+        error_class: r.get(8)?,
+        error_message: r.get(9)?,
+        text: r.get(10)?,
+        cached: r.get(11)?,
+        cache_key: r.get(12)?,
+        choice_index: r.get(13)?,
+        call: call_info(r, 14)?,
+    };
+    Ok((head, Some(turn)))
+}
+
+fn call_info(r: &Row<'_>, at: usize) -> rusqlite::Result<CallInfo> {
+    Ok(CallInfo {
+        call_id: r.get(at)?,
+        run_id: r.get(at + 1)?,
+        task_id: r.get(at + 2)?,
+        turn_index: r.get(at + 3)?,
+        prompt_hash: r.get(at + 4)?,
+        model: r.get(at + 5)?,
+        params: r.get(at + 6)?,
+        template_id: r.get(at + 7)?,
+        template_hash: r.get(at + 8)?,
+        n_choices: r.get(at + 9)?,
+        ok: r.get::<_, String>(at + 10)? == "ok",
+        error_class: r.get(at + 11)?,
+        error_message: r.get(at + 12)?,
+        attempts: r.get(at + 13)?,
+        tokens_in: opt_u64(r.get(at + 14)?),
+        tokens_out: opt_u64(r.get(at + 15)?),
+        latency_ms: opt_u64(r.get(at + 16)?),
+        started_ms: r.get(at + 17)?,
+        finished_ms: r.get(at + 18)?,
+    })
+}
+
+/// `SELECT key, count(*) ... GROUP BY key` into a map; a NULL key counts under "unknown".
+fn count_by(
+    c: &rusqlite::Connection,
+    sql: &str,
+    run_id: &str,
+) -> rusqlite::Result<BTreeMap<String, u64>> {
+    let mut stmt = c.prepare_cached(sql)?;
+    let rows = stmt.query_map([run_id], |r| {
+        Ok((
+            r.get::<_, Option<String>>(0)?
+                .unwrap_or_else(|| "unknown".into()),
+            r.get::<_, i64>(1)?,
+        ))
+    })?;
+    let mut out = BTreeMap::new();
+    for row in rows {
+        let (k, n) = row?;
+        *out.entry(k).or_insert(0) += nonneg(n);
+    }
+    Ok(out)
+}
+
+fn nonneg(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}

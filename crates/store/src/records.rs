@@ -1,0 +1,672 @@
+//! Writing what happened: prompts and images (once each), API calls with their answers, cache hits.
+//!
+//! Every public write here is one immediate transaction that is committed before the call returns.
+
+use std::collections::HashSet;
+
+use rusqlite::{params, OptionalExtension, Transaction, TransactionBehavior};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Result, StoreError};
+use crate::keys::{canonical_json_str, now_ms};
+use crate::Store;
+
+/// The error classes nmb's scheduler produces. The store accepts any lower-case snake_case class, so a new
+/// class elsewhere does not need a store change; this list is for documentation and reports.
+pub const KNOWN_ERROR_CLASSES: &[&str] = &[
+    "rate_limit",
+    "server_error",
+    "network",
+    "timeout",
+    "malformed_response",
+    "refusal",
+    "context_length",
+    "auth",
+    "client_error",
+    "other",
+];
+
+/// Image bytes to store, keyed by the SHA-256 of the bytes (lower-case hex).
+#[derive(Debug, Clone, Copy)]
+pub struct ImageInput<'a> {
+    pub sha256: &'a str,
+    pub mime: &'a str,
+    pub bytes: &'a [u8],
+}
+
+/// Why a call or one of its choices failed. `class` is one of [`KNOWN_ERROR_CLASSES`] (or another snake_case
+/// word); `message` must not contain secrets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorInfo<'a> {
+    pub class: &'a str,
+    pub message: &'a str,
+}
+
+/// One API call (all its retries together) for one turn of one task.
+#[derive(Debug, Clone, Copy)]
+pub struct CallRecord<'a> {
+    pub run_id: &'a str,
+    pub task_id: &'a str,
+    pub turn_index: u32,
+    /// Hash of the rendered conversation; the prompt must have been stored with [`Store::put_prompt`].
+    pub prompt_hash: &'a str,
+    /// `BACKEND:MODEL[@BASE_URL]`.
+    pub model: &'a str,
+    /// Decoding parameters as JSON; canonicalised before storing and hashing.
+    pub params_json: &'a str,
+    pub template_id: &'a str,
+    pub template_hash: &'a str,
+    /// `None` when the call succeeded.
+    pub error: Option<ErrorInfo<'a>>,
+    pub attempts: u32,
+    /// The backend's raw response body (JSON text), stored once however many choices it holds.
+    pub raw: Option<&'a str>,
+    pub tokens_in: Option<u64>,
+    pub tokens_out: Option<u64>,
+    pub latency_ms: Option<u64>,
+    pub started_ms: i64,
+    pub finished_ms: i64,
+}
+
+/// What one sample got from a call. A call made with `n = 5` has five choices, sample indices 0..5.
+#[derive(Debug, Clone, Copy)]
+pub struct ChoiceRecord<'a> {
+    pub sample_index: u32,
+    /// Position of this answer in the raw body's list of choices.
+    pub choice_index: u32,
+    /// The extracted answer; required when neither the call nor the choice failed.
+    pub text: Option<&'a str>,
+    /// A failure of this choice only (for example one choice stopped by a content filter). When the call
+    /// failed, every choice fails with the call's error unless it names its own.
+    pub error: Option<ErrorInfo<'a>>,
+    /// This turn is the task's last: a successful answer completes the sample.
+    pub final_turn: bool,
+}
+
+/// A stored successful answer that can stand in for a new request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CachedResponse {
+    pub cache_key: String,
+    pub call_id: i64,
+    pub choice_index: u32,
+    /// The run whose call produced the answer.
+    pub origin_run_id: String,
+    pub text: String,
+    pub tokens_in: Option<u64>,
+    pub tokens_out: Option<u64>,
+    pub latency_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SampleStatus {
+    Pending,
+    Ok,
+    Errored,
+}
+
+impl SampleStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SampleStatus::Pending => "pending",
+            SampleStatus::Ok => "ok",
+            SampleStatus::Errored => "errored",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SampleStatus> {
+        match s {
+            "pending" => Some(SampleStatus::Pending),
+            "ok" => Some(SampleStatus::Ok),
+            "errored" => Some(SampleStatus::Errored),
+            _ => None,
+        }
+    }
+}
+
+/// Where one sample stands (for deciding what a resumed run still has to do).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SampleState {
+    pub task_id: String,
+    pub sample_index: u32,
+    pub status: SampleStatus,
+    /// Turns answered successfully so far.
+    pub turns_done: u32,
+    pub error_class: Option<String>,
+}
+
+/// The outcome of one turn for one sample, as written to `turns` and folded into `samples`.
+struct TurnWrite<'a> {
+    run_id: &'a str,
+    task_id: &'a str,
+    sample_index: u32,
+    turn_index: u32,
+    cache_key: &'a str,
+    call_id: i64,
+    choice_index: u32,
+    error: Option<ErrorInfo<'a>>,
+    text: Option<&'a str>,
+    cached: bool,
+    final_turn: bool,
+}
+
+impl Store {
+    /// Stores one image unless an image with that hash is already stored. Returns whether it was new. The
+    /// declared hash is checked against the bytes before anything is written.
+    pub fn put_image(&self, image: &ImageInput<'_>) -> Result<bool> {
+        self.write("store an image", |tx| self.insert_image(tx, image))
+    }
+
+    /// Stores a rendered prompt (a JSON conversation whose images are referenced by sha256) and its images, each
+    /// once across all runs. Returns whether the prompt was new.
+    pub fn put_prompt(
+        &self,
+        prompt_hash: &str,
+        body_json: &str,
+        images: &[ImageInput<'_>],
+    ) -> Result<bool> {
+        self.write("store a prompt", |tx| {
+            for image in images {
+                self.insert_image(tx, image)?;
+            }
+            let known: bool = tx
+                .prepare_cached("SELECT EXISTS (SELECT 1 FROM prompts WHERE prompt_hash = ?1)")?
+                .query_row([prompt_hash], |r| r.get(0))?;
+            if known {
+                return Ok(false);
+            }
+            if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(body_json) {
+                return Err(self
+                    .invalid("prompt body", format!("prompt {prompt_hash}: {e}"))
+                    .into());
+            }
+            tx.prepare_cached(
+                "INSERT INTO prompts (prompt_hash, created_ms, body) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![prompt_hash, now_ms(), body_json])?;
+            Ok(true)
+        })
+    }
+
+    /// Creates `pending` rows for every planned sample: `(task_id, number of samples)`. Existing rows are left
+    /// alone, so calling it again on resume is harmless. Returns how many rows were added.
+    pub fn plan_samples(&self, run_id: &str, tasks: &[(&str, u32)]) -> Result<u64> {
+        self.write("plan samples", |tx| {
+            self.require_run(tx, run_id)?;
+            let now = now_ms();
+            let mut added = 0u64;
+            let mut stmt = tx.prepare_cached(
+                "INSERT OR IGNORE INTO samples (run_id, task_id, sample_index, status, created_ms, updated_ms)
+                 VALUES (?1, ?2, ?3, 'pending', ?4, ?4)",
+            )?;
+            for (task_id, n) in tasks {
+                for i in 0..*n {
+                    added += stmt.execute(params![run_id, task_id, i, now])? as u64;
+                }
+            }
+            Ok(added)
+        })
+    }
+
+    /// Records one API call and what each of its choices gave each sample, committed before returning.
+    /// Returns the call's id.
+    pub fn record_call(&self, call: &CallRecord<'_>, choices: &[ChoiceRecord<'_>]) -> Result<i64> {
+        self.check_call(call, choices)?;
+        let params = canonical_json_str(call.params_json);
+        self.write("record a call", |tx| {
+            self.require_run(tx, call.run_id)?;
+            self.require_prompt(tx, call.prompt_hash)?;
+            let context_id = intern_context(tx, call, &params)?;
+            let call_id = insert_call(tx, call, context_id, choices.len())?;
+            for choice in choices {
+                let key = crate::keys::cache_key_canonical(
+                    call.model,
+                    &params,
+                    call.prompt_hash,
+                    choice.sample_index,
+                );
+                write_turn(
+                    tx,
+                    &TurnWrite {
+                        run_id: call.run_id,
+                        task_id: call.task_id,
+                        sample_index: choice.sample_index,
+                        turn_index: call.turn_index,
+                        cache_key: &key,
+                        call_id,
+                        choice_index: choice.choice_index,
+                        error: choice.error.or(call.error),
+                        text: choice.text,
+                        cached: false,
+                        final_turn: choice.final_turn,
+                    },
+                )?;
+            }
+            Ok(call_id)
+        })
+    }
+
+    /// The stored successful answer for `cache_key`, from any run. Errored answers never count.
+    pub fn lookup_cache(&self, cache_key: &str) -> Result<Option<CachedResponse>> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT t.call_id, t.choice_index, t.text, c.run_id, c.tokens_in, c.tokens_out, c.latency_ms
+                 FROM turns t JOIN calls c ON c.id = t.call_id
+                 WHERE t.cache_key = ?1 AND t.status = 'ok'
+                 ORDER BY t.call_id, t.id LIMIT 1",
+            )
+            .map_err(|e| self.err("look up the response cache", e))?;
+        stmt.query_row([cache_key], |r| {
+            Ok(CachedResponse {
+                cache_key: cache_key.to_string(),
+                call_id: r.get(0)?,
+                choice_index: r.get(1)?,
+                text: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                origin_run_id: r.get(3)?,
+                tokens_in: opt_u64(r.get(4)?),
+                tokens_out: opt_u64(r.get(5)?),
+                latency_ms: opt_u64(r.get(6)?),
+            })
+        })
+        .optional()
+        .map_err(|e| self.err("look up the response cache", e))
+    }
+
+    /// Records that a sample's turn reused a stored answer instead of sending a request. Returns `false` when
+    /// this run already holds exactly that answer for that turn (a resumed run revisiting its own work), which
+    /// is not counted as a cache hit.
+    pub fn record_cache_hit(
+        &self,
+        run_id: &str,
+        task_id: &str,
+        sample_index: u32,
+        turn_index: u32,
+        hit: &CachedResponse,
+        final_turn: bool,
+    ) -> Result<bool> {
+        self.write("record a cache hit", |tx| {
+            self.require_run(tx, run_id)?;
+            let existing: Option<(i64, u32, String)> = tx
+                .prepare_cached(
+                    "SELECT call_id, choice_index, status FROM turns
+                     WHERE run_id = ?1 AND task_id = ?2 AND sample_index = ?3 AND turn_index = ?4",
+                )?
+                .query_row(params![run_id, task_id, sample_index, turn_index], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .optional()?;
+            let already = existing.is_some_and(|(call, choice, status)| {
+                call == hit.call_id && choice == hit.choice_index && status == "ok"
+            });
+            if already {
+                update_sample_after_ok(tx, run_id, task_id, sample_index, turn_index, final_turn)?;
+                return Ok(false);
+            }
+            write_turn(
+                tx,
+                &TurnWrite {
+                    run_id,
+                    task_id,
+                    sample_index,
+                    turn_index,
+                    cache_key: &hit.cache_key,
+                    call_id: hit.call_id,
+                    choice_index: hit.choice_index,
+                    error: None,
+                    text: Some(&hit.text),
+                    cached: true,
+                    final_turn,
+                },
+            )?;
+            Ok(true)
+        })
+    }
+
+    /// Every sample of a run with its status, ordered by task and sample index.
+    pub fn sample_states(&self, run_id: &str) -> Result<Vec<SampleState>> {
+        let raws = self.with_conn("list samples", |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT task_id, sample_index, status, turns_done, error_class FROM samples
+                 WHERE run_id = ?1 ORDER BY task_id, sample_index",
+            )?;
+            let rows = stmt.query_map([run_id], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, u32>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, u32>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                ))
+            })?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        raws.into_iter()
+            .map(|(task_id, sample_index, status, turns_done, error_class)| {
+                Ok(SampleState {
+                    status: self.sample_status(&status)?,
+                    task_id,
+                    sample_index,
+                    turns_done,
+                    error_class,
+                })
+            })
+            .collect()
+    }
+
+    pub(crate) fn sample_status(&self, s: &str) -> Result<SampleStatus> {
+        SampleStatus::parse(s)
+            .ok_or_else(|| self.invalid("samples.status", format!("unknown status {s:?}")))
+    }
+
+    /// Runs `f` in an immediate transaction and commits it. `f` returns store errors; SQLite errors convert.
+    fn write<T>(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, WriteError>,
+    ) -> Result<T> {
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.err(op, e))?;
+        let value = f(&tx).map_err(|e| match e {
+            WriteError::Sql(e) => self.err(op, e),
+            WriteError::Store(e) => e,
+        })?;
+        tx.commit().map_err(|e| self.err(op, e))?;
+        Ok(value)
+    }
+
+    fn insert_image(
+        &self,
+        tx: &Transaction<'_>,
+        image: &ImageInput<'_>,
+    ) -> Result<bool, WriteError> {
+        let known: bool = tx
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM images WHERE sha256 = ?1)")?
+            .query_row([image.sha256], |r| r.get(0))?;
+        if known {
+            return Ok(false);
+        }
+        let actual = hex::encode(Sha256::digest(image.bytes));
+        if actual != image.sha256 {
+            return Err(StoreError::ImageHashMismatch {
+                path: self.path.clone(),
+                declared: image.sha256.to_string(),
+                actual,
+            }
+            .into());
+        }
+        tx.prepare_cached(
+            "INSERT INTO images (sha256, mime, size, created_ms, bytes) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?
+        .execute(params![
+            image.sha256,
+            image.mime,
+            image.bytes.len() as i64,
+            now_ms(),
+            image.bytes
+        ])?;
+        Ok(true)
+    }
+
+    fn require_run(&self, tx: &Transaction<'_>, run_id: &str) -> Result<(), WriteError> {
+        let known: bool = tx
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM runs WHERE run_id = ?1)")?
+            .query_row([run_id], |r| r.get(0))?;
+        if known {
+            Ok(())
+        } else {
+            Err(StoreError::UnknownRun {
+                path: self.path.clone(),
+                run_id: run_id.to_string(),
+            }
+            .into())
+        }
+    }
+
+    fn require_prompt(&self, tx: &Transaction<'_>, prompt_hash: &str) -> Result<(), WriteError> {
+        let known: bool = tx
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM prompts WHERE prompt_hash = ?1)")?
+            .query_row([prompt_hash], |r| r.get(0))?;
+        if known {
+            Ok(())
+        } else {
+            Err(self
+                .invalid(
+                    "prompt_hash",
+                    format!(
+                        "prompt {prompt_hash} is not stored; call put_prompt before record_call"
+                    ),
+                )
+                .into())
+        }
+    }
+
+    fn check_call(&self, call: &CallRecord<'_>, choices: &[ChoiceRecord<'_>]) -> Result<()> {
+        let at = || format!("call for task {} turn {}", call.task_id, call.turn_index);
+        if choices.is_empty() {
+            return Err(self.invalid(
+                "choices",
+                format!(
+                    "{}: a call must name the samples it answered (or failed) for",
+                    at()
+                ),
+            ));
+        }
+        let mut seen = HashSet::new();
+        for c in choices {
+            if !seen.insert(c.sample_index) {
+                return Err(self.invalid(
+                    "choices",
+                    format!("{}: sample index {} appears twice", at(), c.sample_index),
+                ));
+            }
+            let failed = c.error.is_some() || call.error.is_some();
+            if !failed && c.text.is_none() {
+                return Err(self.invalid(
+                    "choices",
+                    format!(
+                        "{}: sample {} succeeded but has no text",
+                        at(),
+                        c.sample_index
+                    ),
+                ));
+            }
+        }
+        for e in call
+            .error
+            .iter()
+            .chain(choices.iter().filter_map(|c| c.error.as_ref()))
+        {
+            if !valid_class(e.class) {
+                return Err(self.invalid(
+                    "error_class",
+                    format!("{}: {:?} is not a snake_case error class", at(), e.class),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Errors inside a write transaction: SQLite's own (mapped with the operation name afterwards) or the store's.
+pub(crate) enum WriteError {
+    Sql(rusqlite::Error),
+    Store(StoreError),
+}
+
+impl From<rusqlite::Error> for WriteError {
+    fn from(e: rusqlite::Error) -> Self {
+        WriteError::Sql(e)
+    }
+}
+
+impl From<StoreError> for WriteError {
+    fn from(e: StoreError) -> Self {
+        WriteError::Store(e)
+    }
+}
+
+fn valid_class(class: &str) -> bool {
+    !class.is_empty()
+        && class.len() <= 40
+        && class
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+fn intern_context(
+    tx: &Transaction<'_>,
+    call: &CallRecord<'_>,
+    params: &str,
+) -> rusqlite::Result<i64> {
+    let args = params![call.model, params, call.template_id, call.template_hash];
+    tx.prepare_cached(
+        "INSERT OR IGNORE INTO contexts (model, params, template_id, template_hash) VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(args)?;
+    tx.prepare_cached(
+        "SELECT id FROM contexts WHERE model = ?1 AND params = ?2 AND template_id = ?3 AND template_hash = ?4",
+    )?
+    .query_row(args, |r| r.get(0))
+}
+
+fn insert_call(
+    tx: &Transaction<'_>,
+    call: &CallRecord<'_>,
+    context_id: i64,
+    n_choices: usize,
+) -> rusqlite::Result<i64> {
+    tx.prepare_cached(
+        "INSERT INTO calls (run_id, task_id, turn_index, prompt_hash, context_id, n_choices, status,
+                            error_class, error_message, attempts, tokens_in, tokens_out, latency_ms,
+                            started_ms, finished_ms, raw)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+    )?
+    .execute(params![
+        call.run_id,
+        call.task_id,
+        call.turn_index,
+        call.prompt_hash,
+        context_id,
+        n_choices as i64,
+        if call.error.is_some() { "errored" } else { "ok" },
+        call.error.map(|e| e.class),
+        call.error.map(|e| e.message),
+        call.attempts,
+        sql_u64(call.tokens_in),
+        sql_u64(call.tokens_out),
+        sql_u64(call.latency_ms),
+        call.started_ms,
+        call.finished_ms,
+        call.raw,
+    ])?;
+    Ok(tx.last_insert_rowid())
+}
+
+/// Writes (or replaces) one sample's turn and updates the sample. A new answer at turn k makes any later turns
+/// of that sample stale, so they are removed.
+fn write_turn(tx: &Transaction<'_>, t: &TurnWrite<'_>) -> rusqlite::Result<()> {
+    let now = now_ms();
+    tx.prepare_cached(
+        "INSERT OR IGNORE INTO samples (run_id, task_id, sample_index, status, created_ms, updated_ms)
+         VALUES (?1, ?2, ?3, 'pending', ?4, ?4)",
+    )?
+    .execute(params![t.run_id, t.task_id, t.sample_index, now])?;
+    tx.prepare_cached(
+        "INSERT INTO turns (run_id, task_id, sample_index, turn_index, cache_key, call_id, choice_index,
+                            status, cached, recorded_ms, error_class, error_message, text)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+         ON CONFLICT (run_id, task_id, sample_index, turn_index) DO UPDATE SET
+             cache_key = excluded.cache_key, call_id = excluded.call_id,
+             choice_index = excluded.choice_index, status = excluded.status, cached = excluded.cached,
+             recorded_ms = excluded.recorded_ms, error_class = excluded.error_class,
+             error_message = excluded.error_message, text = excluded.text",
+    )?
+    .execute(params![
+        t.run_id,
+        t.task_id,
+        t.sample_index,
+        t.turn_index,
+        t.cache_key,
+        t.call_id,
+        t.choice_index,
+        if t.error.is_some() { "errored" } else { "ok" },
+        t.cached,
+        now,
+        t.error.map(|e| e.class),
+        t.error.map(|e| e.message),
+        t.text,
+    ])?;
+    tx.prepare_cached(
+        "DELETE FROM turns WHERE run_id = ?1 AND task_id = ?2 AND sample_index = ?3 AND turn_index > ?4",
+    )?
+    .execute(params![t.run_id, t.task_id, t.sample_index, t.turn_index])?;
+    match t.error {
+        None => update_sample_after_ok(
+            tx,
+            t.run_id,
+            t.task_id,
+            t.sample_index,
+            t.turn_index,
+            t.final_turn,
+        ),
+        Some(e) => {
+            tx.prepare_cached(
+                "UPDATE samples SET status = 'errored', turns_done = ?4, error_class = ?5,
+                                    error_message = ?6, updated_ms = ?7
+                 WHERE run_id = ?1 AND task_id = ?2 AND sample_index = ?3",
+            )?
+            .execute(params![
+                t.run_id,
+                t.task_id,
+                t.sample_index,
+                t.turn_index,
+                e.class,
+                e.message,
+                now
+            ])?;
+            Ok(())
+        }
+    }
+}
+
+fn update_sample_after_ok(
+    tx: &Transaction<'_>,
+    run_id: &str,
+    task_id: &str,
+    sample_index: u32,
+    turn_index: u32,
+    final_turn: bool,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT OR IGNORE INTO samples (run_id, task_id, sample_index, status, created_ms, updated_ms)
+         VALUES (?1, ?2, ?3, 'pending', ?4, ?4)",
+    )?
+    .execute(params![run_id, task_id, sample_index, now_ms()])?;
+    tx.prepare_cached(
+        "UPDATE samples SET status = ?5, turns_done = ?4 + 1, error_class = NULL, error_message = NULL,
+                            updated_ms = ?6
+         WHERE run_id = ?1 AND task_id = ?2 AND sample_index = ?3",
+    )?
+    .execute(params![
+        run_id,
+        task_id,
+        sample_index,
+        turn_index,
+        if final_turn { "ok" } else { "pending" },
+        now_ms()
+    ])?;
+    Ok(())
+}
+
+/// SQLite integers are signed; token counts and latencies never come near 2^63, so saturate rather than fail.
+fn sql_u64(v: Option<u64>) -> Option<i64> {
+    v.map(|x| i64::try_from(x).unwrap_or(i64::MAX))
+}
+
+pub(crate) fn opt_u64(v: Option<i64>) -> Option<u64> {
+    v.map(|x| u64::try_from(x).unwrap_or(0))
+}

@@ -1,0 +1,254 @@
+//! Runs: creation, status, manifest, and finding an unfinished run to resume.
+
+use rusqlite::{params, OptionalExtension, Row};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::{Result, StoreError};
+use crate::keys::{canonical_json, new_run_id, now_ms};
+use crate::Store;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Running,
+    Finished,
+    Interrupted,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Finished => "finished",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunStatus> {
+        match s {
+            "running" => Some(RunStatus::Running),
+            "finished" => Some(RunStatus::Finished),
+            "interrupted" => Some(RunStatus::Interrupted),
+            _ => None,
+        }
+    }
+}
+
+/// A run as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunInfo {
+    pub run_id: String,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    pub status: RunStatus,
+    pub config_hash: String,
+    pub manifest: Value,
+}
+
+impl RunInfo {
+    /// The manifest as a typed value (for example [`Manifest`]).
+    pub fn manifest_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        T::deserialize(&self.manifest)
+    }
+}
+
+/// The fields every run manifest carries. `create_run` accepts any serialisable object, so callers may use this
+/// type or their own; unknown fields survive a round trip through `extra`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub nmb_version: String,
+    pub suite_id: String,
+    pub suite_hash: String,
+    pub template_id: String,
+    pub template_hash: String,
+    /// `BACKEND:MODEL[@BASE_URL]`.
+    pub model: String,
+    pub params: Value,
+    /// `full`, `text` or `images`.
+    pub input_mode: String,
+    pub samples: u32,
+    /// Inputs the model could not take and that were left out, e.g. "images (text-only local model)".
+    #[serde(default)]
+    pub dropped_inputs: Vec<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+const RUN_COLUMNS: &str = "run_id, created_ms, updated_ms, status, config_hash, manifest";
+
+impl Store {
+    /// Creates a run in status `running` and returns it. The manifest must serialise to a JSON object.
+    pub fn create_run(&self, config_hash: &str, manifest: &impl Serialize) -> Result<RunInfo> {
+        let manifest = self.manifest_json(manifest)?;
+        let text = canonical_json(&manifest);
+        let conn = self.lock();
+        for _ in 0..16 {
+            let now = now_ms();
+            let run_id = new_run_id(now);
+            let inserted = conn
+                .execute(
+                    "INSERT OR IGNORE INTO runs (run_id, created_ms, updated_ms, status, config_hash, manifest)
+                     VALUES (?1, ?2, ?2, 'running', ?3, ?4)",
+                    params![run_id, now, config_hash, text],
+                )
+                .map_err(|e| self.err("create a run", e))?;
+            if inserted == 1 {
+                return Ok(RunInfo {
+                    run_id,
+                    created_ms: now,
+                    updated_ms: now,
+                    status: RunStatus::Running,
+                    config_hash: config_hash.to_string(),
+                    manifest,
+                });
+            }
+        }
+        Err(self.invalid(
+            "run_id",
+            "16 freshly generated run ids all collided with existing runs".into(),
+        ))
+    }
+
+    pub fn get_run(&self, run_id: &str) -> Result<Option<RunInfo>> {
+        let conn = self.lock();
+        let row = conn
+            .query_row(
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?1"),
+                [run_id],
+                raw_run,
+            )
+            .optional()
+            .map_err(|e| self.err("read a run", e))?;
+        row.map(|r| self.run_info(r)).transpose()
+    }
+
+    /// Like [`Store::get_run`], but an unknown id is an error naming it.
+    pub fn run(&self, run_id: &str) -> Result<RunInfo> {
+        self.get_run(run_id)?.ok_or_else(|| StoreError::UnknownRun {
+            path: self.path.clone(),
+            run_id: run_id.to_string(),
+        })
+    }
+
+    /// All runs, newest first.
+    pub fn list_runs(&self) -> Result<Vec<RunInfo>> {
+        self.query_runs(
+            &format!("SELECT {RUN_COLUMNS} FROM runs ORDER BY created_ms DESC, run_id DESC"),
+            [],
+        )
+    }
+
+    pub fn set_status(&self, run_id: &str, status: RunStatus) -> Result<()> {
+        let changed = self
+            .lock()
+            .execute(
+                "UPDATE runs SET status = ?2, updated_ms = ?3 WHERE run_id = ?1",
+                params![run_id, status.as_str(), now_ms()],
+            )
+            .map_err(|e| self.err("set a run's status", e))?;
+        self.expect_run(run_id, changed)
+    }
+
+    pub fn update_manifest(&self, run_id: &str, manifest: &impl Serialize) -> Result<()> {
+        let text = canonical_json(&self.manifest_json(manifest)?);
+        let changed = self
+            .lock()
+            .execute(
+                "UPDATE runs SET manifest = ?2, updated_ms = ?3 WHERE run_id = ?1",
+                params![run_id, text, now_ms()],
+            )
+            .map_err(|e| self.err("update a run's manifest", e))?;
+        self.expect_run(run_id, changed)
+    }
+
+    /// The newest run with this configuration that did not finish (status `running` or `interrupted`).
+    ///
+    /// A `running` run may also be one that another live process is still working on; the store cannot tell a
+    /// killed process from a live one.
+    pub fn find_resumable(&self, config_hash: &str) -> Result<Option<RunInfo>> {
+        let runs = self.query_runs(
+            &format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE config_hash = ?1 AND status != 'finished'
+                 ORDER BY created_ms DESC, run_id DESC LIMIT 1"
+            ),
+            [config_hash],
+        )?;
+        Ok(runs.into_iter().next())
+    }
+
+    fn query_runs<P: rusqlite::Params>(&self, sql: &str, p: P) -> Result<Vec<RunInfo>> {
+        let raws = {
+            let conn = self.lock();
+            let mut stmt = conn
+                .prepare_cached(sql)
+                .map_err(|e| self.err("list runs", e))?;
+            let rows = stmt
+                .query_map(p, raw_run)
+                .map_err(|e| self.err("list runs", e))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(|e| self.err("list runs", e))?
+        };
+        raws.into_iter().map(|r| self.run_info(r)).collect()
+    }
+
+    fn run_info(&self, r: RawRun) -> Result<RunInfo> {
+        let status = RunStatus::parse(&r.status)
+            .ok_or_else(|| self.invalid("runs.status", format!("unknown status {:?}", r.status)))?;
+        let manifest = serde_json::from_str(&r.manifest).map_err(|source| StoreError::Json {
+            path: self.path.clone(),
+            what: "run manifest",
+            source,
+        })?;
+        Ok(RunInfo {
+            run_id: r.run_id,
+            created_ms: r.created_ms,
+            updated_ms: r.updated_ms,
+            status,
+            config_hash: r.config_hash,
+            manifest,
+        })
+    }
+
+    fn manifest_json(&self, manifest: &impl Serialize) -> Result<Value> {
+        let value = serde_json::to_value(manifest).map_err(|source| StoreError::Json {
+            path: self.path.clone(),
+            what: "run manifest",
+            source,
+        })?;
+        if !value.is_object() {
+            return Err(self.invalid("manifest", "expected a JSON object".into()));
+        }
+        Ok(value)
+    }
+
+    fn expect_run(&self, run_id: &str, changed: usize) -> Result<()> {
+        if changed == 0 {
+            return Err(StoreError::UnknownRun {
+                path: self.path.clone(),
+                run_id: run_id.to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+struct RawRun {
+    run_id: String,
+    created_ms: i64,
+    updated_ms: i64,
+    status: String,
+    config_hash: String,
+    manifest: String,
+}
+
+fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
+    Ok(RawRun {
+        run_id: row.get(0)?,
+        created_ms: row.get(1)?,
+        updated_ms: row.get(2)?,
+        status: row.get(3)?,
+        config_hash: row.get(4)?,
+        manifest: row.get(5)?,
+    })
+}

@@ -1,0 +1,241 @@
+//! Opening a database file safely and migrating its schema.
+//!
+//! The schema version lives in `PRAGMA user_version`; `application_id` marks the file as an nmb store so that a
+//! foreign SQLite file is refused rather than altered. Each migration runs in one immediate transaction, so two
+//! processes opening the same new file at once cannot both apply it.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, TransactionBehavior};
+
+use crate::error::{Result, StoreError};
+use crate::keys::now_ms;
+
+/// `application_id` of an nmb store: "NMB1" in ASCII.
+pub const APPLICATION_ID: i64 = 0x4E4D_4231;
+
+/// How long a writer waits for another connection's lock before giving up.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One schema step. Later issues append steps (scores, judge verdicts, human labels); never edit a released one.
+pub struct Migration {
+    pub version: i64,
+    pub description: &'static str,
+    pub sql: &'static str,
+}
+
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    description: "runs, images, prompts, samples, calls, turns",
+    sql: V1,
+}];
+
+/// The newest schema version this build writes.
+pub fn latest_version() -> i64 {
+    MIGRATIONS.last().map(|m| m.version).unwrap_or(0)
+}
+
+const V1: &str = r#"
+CREATE TABLE migrations (
+    version     INTEGER PRIMARY KEY,
+    description TEXT NOT NULL,
+    applied_ms  INTEGER NOT NULL
+);
+
+CREATE TABLE runs (
+    run_id      TEXT PRIMARY KEY,
+    created_ms  INTEGER NOT NULL,
+    updated_ms  INTEGER NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ('running', 'finished', 'interrupted')),
+    config_hash TEXT NOT NULL,
+    manifest    TEXT NOT NULL CHECK (json_valid(manifest))
+);
+CREATE INDEX runs_by_config ON runs (config_hash, created_ms);
+
+-- One row per distinct image content, shared by every prompt and run.
+CREATE TABLE images (
+    sha256     TEXT PRIMARY KEY,
+    mime       TEXT NOT NULL,
+    size       INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    bytes      BLOB NOT NULL
+);
+
+-- One row per distinct rendered conversation; images are referenced by sha256, never inlined.
+CREATE TABLE prompts (
+    prompt_hash TEXT PRIMARY KEY,
+    created_ms  INTEGER NOT NULL,
+    body        TEXT NOT NULL CHECK (json_valid(body))
+);
+
+-- Interned (model, params, template) tuples so each call row carries a small integer instead of four strings.
+CREATE TABLE contexts (
+    id            INTEGER PRIMARY KEY,
+    model         TEXT NOT NULL,
+    params        TEXT NOT NULL,
+    template_id   TEXT NOT NULL,
+    template_hash TEXT NOT NULL,
+    UNIQUE (model, params, template_id, template_hash)
+);
+
+-- Exactly one row per planned sample of a run.
+CREATE TABLE samples (
+    run_id        TEXT NOT NULL REFERENCES runs (run_id),
+    task_id       TEXT NOT NULL,
+    sample_index  INTEGER NOT NULL,
+    status        TEXT NOT NULL CHECK (status IN ('pending', 'ok', 'errored')),
+    turns_done    INTEGER NOT NULL DEFAULT 0,
+    error_class   TEXT,
+    error_message TEXT,
+    created_ms    INTEGER NOT NULL,
+    updated_ms    INTEGER NOT NULL,
+    PRIMARY KEY (run_id, task_id, sample_index)
+) WITHOUT ROWID;
+
+-- One row per API call (its retries included): what went over the wire and what came back.
+-- A call that returned n choices has one raw body here and n rows in `turns`.
+CREATE TABLE calls (
+    id            INTEGER PRIMARY KEY,
+    run_id        TEXT NOT NULL REFERENCES runs (run_id),
+    task_id       TEXT NOT NULL,
+    turn_index    INTEGER NOT NULL,
+    prompt_hash   TEXT NOT NULL REFERENCES prompts (prompt_hash),
+    context_id    INTEGER NOT NULL REFERENCES contexts (id),
+    n_choices     INTEGER NOT NULL,
+    status        TEXT NOT NULL CHECK (status IN ('ok', 'errored')),
+    error_class   TEXT,
+    error_message TEXT,
+    attempts      INTEGER NOT NULL,
+    tokens_in     INTEGER,
+    tokens_out    INTEGER,
+    latency_ms    INTEGER,
+    started_ms    INTEGER NOT NULL,
+    finished_ms   INTEGER NOT NULL,
+    raw           TEXT
+);
+CREATE INDEX calls_by_run ON calls (run_id);
+
+-- What each sample got at each turn: its own choice of a call, or a cached answer (`cached` = 1, and `call_id`
+-- then points at the call that produced it, possibly in another run).
+CREATE TABLE turns (
+    id            INTEGER PRIMARY KEY,
+    run_id        TEXT NOT NULL,
+    task_id       TEXT NOT NULL,
+    sample_index  INTEGER NOT NULL,
+    turn_index    INTEGER NOT NULL,
+    cache_key     TEXT NOT NULL,
+    call_id       INTEGER NOT NULL REFERENCES calls (id),
+    choice_index  INTEGER NOT NULL,
+    status        TEXT NOT NULL CHECK (status IN ('ok', 'errored')),
+    cached        INTEGER NOT NULL DEFAULT 0,
+    recorded_ms   INTEGER NOT NULL,
+    error_class   TEXT,
+    error_message TEXT,
+    text          TEXT,
+    UNIQUE (run_id, task_id, sample_index, turn_index),
+    FOREIGN KEY (run_id, task_id, sample_index) REFERENCES samples (run_id, task_id, sample_index)
+);
+-- Only successful answers are cache entries; errored ones are retried.
+CREATE INDEX turns_ok_by_key ON turns (cache_key) WHERE status = 'ok';
+"#;
+
+/// Opens (creating if absent) and migrates the store at `path`.
+pub fn open_connection(path: &Path) -> Result<Connection> {
+    let sql_err = |op: &'static str| move |source: rusqlite::Error| classify(path, op, source);
+    let mut conn = Connection::open(path).map_err(sql_err("open"))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(sql_err("set busy_timeout"))?;
+    check_identity(&conn, path)?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(sql_err("enable WAL"))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Invalid {
+            path: path.to_path_buf(),
+            field: "journal_mode",
+            message: format!("SQLite kept journal mode {mode:?}; WAL is required (is the file on a network drive?)"),
+        });
+    }
+    conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
+        .map_err(sql_err("set pragmas"))?;
+    migrate(&mut conn, path)?;
+    Ok(conn)
+}
+
+/// Maps SQLite's "not a database" family to a clear error; everything else keeps its operation name.
+pub(crate) fn classify(path: &Path, op: &'static str, source: rusqlite::Error) -> StoreError {
+    match source.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) | Some(ErrorCode::DatabaseCorrupt) => {
+            StoreError::NotADatabase {
+                path: path.to_path_buf(),
+                message: source.to_string(),
+            }
+        }
+        _ => StoreError::Sqlite {
+            path: path.to_path_buf(),
+            op,
+            source,
+        },
+    }
+}
+
+/// Refuses files that belong to another program or to a newer nmb, before anything is written to them.
+fn check_identity(conn: &Connection, path: &Path) -> Result<()> {
+    let read = |sql: &str| -> Result<i64> {
+        conn.query_row(sql, [], |r| r.get(0))
+            .map_err(|e| classify(path, "read the file header", e))
+    };
+    let app_id = read("PRAGMA application_id")?;
+    let version = read("PRAGMA user_version")?;
+    let objects = read("SELECT count(*) FROM sqlite_master")?;
+    if app_id == 0 && version == 0 && objects == 0 {
+        return Ok(()); // empty or new file: ours to initialise
+    }
+    if app_id != APPLICATION_ID {
+        return Err(StoreError::Foreign {
+            path: path.to_path_buf(),
+            detail: format!(
+                "application_id {app_id:#x}, expected {APPLICATION_ID:#x}; {objects} schema objects present"
+            ),
+        });
+    }
+    if version > latest_version() {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+            supported: latest_version(),
+        });
+    }
+    Ok(())
+}
+
+fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
+    for m in MIGRATIONS {
+        let err = |e| classify(path, "migrate the schema", e);
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
+        // Re-read inside the write lock: another process may have migrated meanwhile.
+        let current: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(err)?;
+        if current >= m.version {
+            continue;
+        }
+        tx.execute_batch(m.sql).map_err(err)?;
+        tx.execute(
+            "INSERT INTO migrations (version, description, applied_ms) VALUES (?1, ?2, ?3)",
+            rusqlite::params![m.version, m.description, now_ms()],
+        )
+        .map_err(err)?;
+        // PRAGMAs take no bound parameters; both values are compile-time integers.
+        tx.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {};",
+            m.version
+        ))
+        .map_err(err)?;
+        tx.commit().map_err(err)?;
+    }
+    Ok(())
+}
