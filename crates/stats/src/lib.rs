@@ -1,1 +1,135 @@
-//! Placeholder; filled in by its issue.
+//! The numbers behind nmb's scores: pass@k, bootstrap confidence intervals, paired tests and agreement
+//! statistics.
+//!
+//! This crate owns the arithmetic only. It takes plain slices (per-item scores, correctness flags, ratings
+//! matrices) and returns plain values or serialisable [`Estimate`]s. It does no I/O, knows nothing about suites,
+//! stores or judges, and never decides *what* is correct — `nmb-score` does that and calls in here.
+//!
+//! What is here:
+//! - [`pass_at_k`] (the unbiased estimator, reading (a)) and [`top_k_hit`] (reading (b));
+//! - a seeded bootstrap: [`bootstrap`] for any statistic, [`bootstrap_mean`], [`paired_bootstrap`], each over
+//!   plain units or clusters ([`Design`]), with percentile intervals;
+//! - [`mcnemar_exact`] / [`mcnemar_paired`] and the [`wilson`] score interval;
+//! - agreement: [`pearson`], [`spearman`], [`cohen_kappa`], [`quadratic_kappa`], [`krippendorff_alpha`],
+//!   [`icc_2_1`], and [`agreement`] which adds a bootstrap CI over items to any of them;
+//! - [`corrected_pass_rate`] (Rogan–Gladen with a bootstrap CI);
+//! - [`model_rank_correlation`] and [`rank_correlation_over_items`] for the breadth-vs-depth view.
+//!
+//! Determinism: every random draw comes from a ChaCha8 stream keyed by the explicit `u64` seed in
+//! [`BootstrapConfig`]; the seed, level and resample count are written into every [`Estimate`]. Nothing iterates
+//! a hash map and nothing runs on threads, so the same inputs and seed give bit-identical outputs.
+
+mod agreement;
+mod bootstrap;
+mod passk;
+mod prevalence;
+mod proportion;
+mod rank;
+mod rng;
+
+pub use agreement::{
+    agreement, average_ranks, cohen_kappa, icc_2_1, krippendorff_alpha, pearson, quadratic_kappa,
+    spearman, AlphaLevel, Measure,
+};
+pub use bootstrap::{
+    bootstrap, bootstrap_mean, paired_bootstrap, BootstrapConfig, Design, PairedComparison,
+    DEFAULT_RESAMPLES, DEFAULT_SEED,
+};
+pub use passk::{pass_at_k, top_k_hit};
+pub use prevalence::{corrected_pass_rate, rogan_gladen, CorrectedRate};
+pub use proportion::{mcnemar_exact, mcnemar_paired, normal_quantile, wilson, McNemar};
+pub use rank::{
+    model_rank_correlation, rank_correlation_over_items, PermutationP, RankCorrelation,
+};
+
+use serde::{Deserialize, Serialize};
+
+/// Why a statistic could not be computed. `what` names the function and argument concerned.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StatsError {
+    #[error("{what}: needs at least {min}, got {got}")]
+    TooFew {
+        what: &'static str,
+        min: usize,
+        got: usize,
+    },
+    #[error("{what}: lengths differ ({left} vs {right})")]
+    LengthMismatch {
+        what: &'static str,
+        left: usize,
+        right: usize,
+    },
+    #[error("{what}: value at index {index} is {value}, expected a finite number")]
+    NonFinite {
+        what: &'static str,
+        index: usize,
+        value: f64,
+    },
+    #[error("{what}: expected {expected}")]
+    Invalid {
+        what: &'static str,
+        expected: String,
+    },
+    #[error("{what} is undefined: {why}")]
+    Undefined {
+        what: &'static str,
+        why: &'static str,
+    },
+}
+
+pub type Result<T> = std::result::Result<T, StatsError>;
+
+/// How an interval was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CiMethod {
+    /// Percentile interval over bootstrap resamples of independent units (items, models).
+    PercentileBootstrap,
+    /// Percentile interval over bootstrap resamples of whole clusters (for example all tasks of one case).
+    ClusterPercentileBootstrap,
+    /// Percentile interval of a bootstrap that resamples several samples independently, each with its own size
+    /// kept fixed (Rogan–Gladen: the run, the clinician-positive and the clinician-negative calibration items).
+    StratifiedPercentileBootstrap,
+    /// Wilson score interval for a binomial proportion (no resampling).
+    Wilson,
+}
+
+/// A point estimate with its interval and everything needed to reproduce it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub value: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    /// Coverage of the interval, e.g. 0.95.
+    pub level: f64,
+    pub method: CiMethod,
+    /// Seed of the resampling stream; `None` for closed-form intervals.
+    pub seed: Option<u64>,
+    /// Resamples drawn; `None` for closed-form intervals.
+    pub resamples: Option<usize>,
+    /// Resamples on which the statistic was undefined (for example zero variance); they are left out of the
+    /// interval, so a large share here means the interval describes an unusual subset of resamples.
+    #[serde(default)]
+    pub undefined_resamples: usize,
+    /// Units behind the point estimate (items, models, samples).
+    pub n: usize,
+}
+
+pub(crate) fn check_finite(what: &'static str, values: &[f64]) -> Result<()> {
+    match values.iter().position(|v| !v.is_finite()) {
+        Some(index) => Err(StatsError::NonFinite {
+            what,
+            index,
+            value: values[index],
+        }),
+        None => Ok(()),
+    }
+}
+
+pub(crate) fn check_same_len(what: &'static str, left: usize, right: usize) -> Result<()> {
+    if left == right {
+        Ok(())
+    } else {
+        Err(StatsError::LengthMismatch { what, left, right })
+    }
+}

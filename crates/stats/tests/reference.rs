@@ -1,0 +1,350 @@
+//! Point estimates against reference values computed by independent implementations (SciPy, scikit-learn,
+//! statsmodels, krippendorff, pingouin, exact fractions) in `fixtures/make_reference.py`.
+//!
+//! Tolerance is |Δ| ≤ 1e-9 for every closed-form statistic: both sides are a few dozen floating-point
+//! operations on small data, so any real disagreement (a wrong formula, tie handling, a dropped item) shows up
+//! orders of magnitude above it. p-values and normal quantiles are compared relatively, because they range
+//! down to 1e-300 where an absolute bound says nothing.
+
+use nmb_stats::*;
+use serde_json::Value;
+
+const ABS: f64 = 1e-9;
+
+fn reference() -> Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/reference.json");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path} is not JSON: {e}"))
+}
+
+fn cases<'a>(r: &'a Value, key: &str) -> &'a Vec<Value> {
+    let list = r[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("reference.json has no list {key}"));
+    assert!(!list.is_empty(), "reference.json list {key} is empty");
+    list
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64()
+        .unwrap_or_else(|| panic!("expected a number, got {v}"))
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64()
+        .unwrap_or_else(|| panic!("expected an unsigned integer, got {v}"))
+}
+
+fn floats(v: &Value) -> Vec<f64> {
+    v.as_array().unwrap().iter().map(f).collect()
+}
+
+fn ints(v: &Value) -> Vec<i64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_i64().unwrap())
+        .collect()
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn ratings(v: &Value) -> Vec<Vec<Option<f64>>> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row.as_array().unwrap().iter().map(Value::as_f64).collect())
+        .collect()
+}
+
+fn close(got: f64, want: f64, tol: f64, what: &str) {
+    assert!(
+        (got - want).abs() <= tol,
+        "{what}: got {got}, reference {want} (|Δ| = {:e})",
+        (got - want).abs()
+    );
+}
+
+fn close_rel(got: f64, want: f64, rel: f64, what: &str) {
+    assert!(
+        (got - want).abs() <= rel * want.abs() + f64::MIN_POSITIVE,
+        "{what}: got {got:e}, reference {want:e}"
+    );
+}
+
+#[test]
+fn records_versions() {
+    let r = reference();
+    for name in ["scipy", "scikit-learn", "krippendorff", "pingouin", "numpy"] {
+        assert!(
+            r["versions"][name].is_string(),
+            "reference.json does not record the {name} version"
+        );
+    }
+}
+
+#[test]
+fn pass_at_k_matches_exact_fractions() {
+    let r = reference();
+    for c in cases(&r, "pass_at_k") {
+        let (n, correct, k) = (
+            u(&c["n"]) as usize,
+            u(&c["c"]) as usize,
+            u(&c["k"]) as usize,
+        );
+        close(
+            pass_at_k(n, correct, k).unwrap(),
+            f(&c["value"]),
+            1e-12,
+            &format!("pass@{k} n={n} c={correct}"),
+        );
+    }
+}
+
+#[test]
+fn mcnemar_matches_scipy_binomtest() {
+    let r = reference();
+    for c in cases(&r, "mcnemar") {
+        let (b, cc) = (u(&c["only_a"]), u(&c["only_b"]));
+        close_rel(
+            mcnemar_exact(b, cc),
+            f(&c["p_value"]),
+            1e-9,
+            &format!("McNemar b={b} c={cc}"),
+        );
+    }
+}
+
+#[test]
+fn normal_quantile_matches_scipy() {
+    let r = reference();
+    for c in cases(&r, "normal_quantile") {
+        let p = f(&c["p"]);
+        close_rel(
+            normal_quantile(p).unwrap(),
+            f(&c["z"]),
+            1e-12,
+            &format!("normal quantile at {p}"),
+        );
+    }
+}
+
+#[test]
+fn wilson_matches_statsmodels() {
+    let r = reference();
+    for c in cases(&r, "wilson") {
+        let e = wilson(u(&c["successes"]), u(&c["n"]), f(&c["level"])).unwrap();
+        let what = format!("Wilson {} of {} at {}", c["successes"], c["n"], c["level"]);
+        close(e.ci_low, f(&c["low"]), 1e-12, &what);
+        close(e.ci_high, f(&c["high"]), 1e-12, &what);
+    }
+}
+
+#[test]
+fn correlations_match_scipy() {
+    let r = reference();
+    for c in cases(&r, "correlation") {
+        let (x, y, name) = (
+            floats(&c["x"]),
+            floats(&c["y"]),
+            c["name"].as_str().unwrap(),
+        );
+        close(
+            pearson(&x, &y).unwrap(),
+            f(&c["pearson"]),
+            ABS,
+            &format!("Pearson {name}"),
+        );
+        close(
+            spearman(&x, &y).unwrap(),
+            f(&c["spearman"]),
+            ABS,
+            &format!("Spearman {name}"),
+        );
+    }
+}
+
+#[test]
+fn kappas_match_scikit_learn() {
+    let r = reference();
+    for c in cases(&r, "cohen_kappa") {
+        let got = cohen_kappa(&strings(&c["a"]), &strings(&c["b"])).unwrap();
+        close(
+            got,
+            f(&c["kappa"]),
+            ABS,
+            &format!("Cohen's kappa {}", c["name"]),
+        );
+    }
+    for c in cases(&r, "quadratic_kappa") {
+        let got = quadratic_kappa(&ints(&c["a"]), &ints(&c["b"])).unwrap();
+        close(
+            got,
+            f(&c["kappa"]),
+            ABS,
+            &format!("quadratic kappa {}", c["name"]),
+        );
+    }
+}
+
+#[test]
+fn krippendorff_alpha_matches_the_krippendorff_package() {
+    let r = reference();
+    for c in cases(&r, "krippendorff_alpha") {
+        let items = ratings(&c["items"]);
+        let name = c["name"].as_str().unwrap();
+        close(
+            krippendorff_alpha(&items, AlphaLevel::Interval).unwrap(),
+            f(&c["interval"]),
+            ABS,
+            &format!("alpha interval {name}"),
+        );
+        close(
+            krippendorff_alpha(&items, AlphaLevel::Nominal).unwrap(),
+            f(&c["nominal"]),
+            ABS,
+            &format!("alpha nominal {name}"),
+        );
+    }
+}
+
+#[test]
+fn icc_matches_pingouin_and_anova() {
+    let r = reference();
+    for c in cases(&r, "icc_2_1") {
+        let items: Vec<Vec<f64>> = c["items"].as_array().unwrap().iter().map(floats).collect();
+        let got = icc_2_1(&items).unwrap();
+        let name = c["name"].as_str().unwrap();
+        close(
+            got,
+            f(&c["icc2_pingouin"]),
+            ABS,
+            &format!("ICC(2,1) vs pingouin {name}"),
+        );
+        close(
+            got,
+            f(&c["icc2_anova"]),
+            ABS,
+            &format!("ICC(2,1) vs numpy ANOVA {name}"),
+        );
+    }
+}
+
+#[test]
+fn agreement_entry_point_gives_the_same_points() {
+    let r = reference();
+    let cfg = BootstrapConfig {
+        resamples: 200,
+        ..BootstrapConfig::default()
+    };
+    for c in cases(&r, "krippendorff_alpha") {
+        let items = ratings(&c["items"]);
+        close(
+            agreement(Measure::AlphaInterval, &items, &cfg)
+                .unwrap()
+                .value,
+            f(&c["interval"]),
+            ABS,
+            "agreement alpha",
+        );
+        close(
+            agreement(Measure::AlphaNominal, &items, &cfg)
+                .unwrap()
+                .value,
+            f(&c["nominal"]),
+            ABS,
+            "agreement alpha",
+        );
+    }
+    for c in cases(&r, "correlation") {
+        let items: Vec<Vec<Option<f64>>> = floats(&c["x"])
+            .into_iter()
+            .zip(floats(&c["y"]))
+            .map(|(x, y)| vec![Some(x), Some(y)])
+            .collect();
+        close(
+            agreement(Measure::Pearson, &items, &cfg).unwrap().value,
+            f(&c["pearson"]),
+            ABS,
+            "agreement pearson",
+        );
+        close(
+            agreement(Measure::Spearman, &items, &cfg).unwrap().value,
+            f(&c["spearman"]),
+            ABS,
+            "agreement spearman",
+        );
+    }
+    for c in cases(&r, "quadratic_kappa") {
+        let items: Vec<Vec<Option<f64>>> = ints(&c["a"])
+            .into_iter()
+            .zip(ints(&c["b"]))
+            .map(|(a, b)| vec![Some(a as f64), Some(b as f64)])
+            .collect();
+        close(
+            agreement(Measure::QuadraticKappa, &items, &cfg)
+                .unwrap()
+                .value,
+            f(&c["kappa"]),
+            ABS,
+            "agreement qwk",
+        );
+    }
+}
+
+#[test]
+fn permutation_p_matches_brute_force() {
+    let r = reference();
+    let cfg = BootstrapConfig {
+        resamples: 200,
+        ..BootstrapConfig::default()
+    };
+    for c in cases(&r, "spearman_permutation") {
+        let got = model_rank_correlation(&floats(&c["x"]), &floats(&c["y"]), &cfg).unwrap();
+        close(got.rho.value, f(&c["rho"]), ABS, "rank correlation rho");
+        assert!(got.permutation.exact);
+        assert_eq!(got.permutation.permutations, u(&c["permutations"]));
+        close(
+            got.permutation.p_value,
+            f(&c["p_value"]),
+            1e-12,
+            "permutation p",
+        );
+    }
+}
+
+#[test]
+fn rogan_gladen_matches_exact_fractions() {
+    let r = reference();
+    let cfg = BootstrapConfig {
+        resamples: 200,
+        ..BootstrapConfig::default()
+    };
+    let flags = |yes: u64, n: u64| (0..n).map(|i| i < yes).collect::<Vec<bool>>();
+    for c in cases(&r, "rogan_gladen") {
+        let run = flags(u(&c["run_pass"]), u(&c["run_n"]));
+        let mut calibration: Vec<(bool, bool)> =
+            flags(u(&c["judge_pass_given_pass"]), u(&c["clinician_pass"]))
+                .into_iter()
+                .map(|j| (j, true))
+                .collect();
+        calibration.extend(
+            flags(u(&c["judge_fail_given_fail"]), u(&c["clinician_fail"]))
+                .into_iter()
+                .map(|j| (!j, false)),
+        );
+        let got = corrected_pass_rate(&run, &calibration, &cfg).unwrap();
+        close(
+            got.corrected.value,
+            f(&c["corrected"]),
+            1e-12,
+            "Rogan-Gladen",
+        );
+    }
+}
