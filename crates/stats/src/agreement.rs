@@ -61,7 +61,8 @@ pub fn cohen_kappa<L: Ord>(a: &[L], b: &[L]) -> Result<f64> {
             got: 0,
         });
     }
-    kappa_raw(a, b).ok_or(StatsError::Undefined {
+    let (a, b, categories) = index_labels(a, b);
+    kappa_indexed(&a, &b, categories).ok_or(StatsError::Undefined {
         what: "cohen_kappa",
         why: "both raters give a single identical label",
     })
@@ -103,12 +104,14 @@ pub enum AlphaLevel {
 /// definition. Undefined when fewer than two pairable values exist or all pairable values are equal.
 pub fn krippendorff_alpha(items: &[Vec<Option<f64>>], level: AlphaLevel) -> Result<f64> {
     check_ratings("krippendorff_alpha", items)?;
-    let units: Vec<Vec<f64>> = pairable_units(items);
-    let refs: Vec<&[f64]> = units.iter().map(Vec::as_slice).collect();
-    alpha_raw(&refs, level).ok_or(StatsError::Undefined {
-        what: "krippendorff_alpha",
-        why: "no pairable items, or every pairable value is the same",
-    })
+    let units = AlphaUnits::new(items, level);
+    let all: Vec<usize> = (0..units.len()).collect();
+    units
+        .alpha(&all, &mut Vec::new())
+        .ok_or(StatsError::Undefined {
+            what: "krippendorff_alpha",
+            why: "no pairable items, or every pairable value is the same",
+        })
 }
 
 /// ICC(2,1) of Shrout & Fleiss (1979): two-way random effects, absolute agreement, single rater.
@@ -202,13 +205,7 @@ pub fn agreement(
     match measure {
         Measure::Pearson => pairwise(items, cfg, pearson_raw),
         Measure::Spearman => pairwise(items, cfg, spearman_raw),
-        Measure::CohenKappa => pairwise(items, cfg, |x, y| {
-            let (a, b): (Vec<Code>, Vec<Code>) = (
-                x.iter().map(|&v| Code::new(v)).collect(),
-                y.iter().map(|&v| Code::new(v)).collect(),
-            );
-            kappa_raw(&a, &b)
-        }),
+        Measure::CohenKappa => kappa_with_ci(items, cfg),
         Measure::QuadraticKappa => {
             check_integers(items)?;
             pairwise(items, cfg, quadratic_kappa_raw)
@@ -223,6 +220,29 @@ fn pairwise<F>(items: &[Vec<Option<f64>>], cfg: &BootstrapConfig, stat: F) -> Re
 where
     F: Fn(&[f64], &[f64]) -> Option<f64>,
 {
+    let (x, y) = rated_by_both(items)?;
+    let (mut bx, mut by) = (Vec::with_capacity(x.len()), Vec::with_capacity(x.len()));
+    bootstrap(&Design::units(x.len()), cfg, |idx| {
+        gather(&x, idx, &mut bx);
+        gather(&y, idx, &mut by);
+        stat(&bx, &by)
+    })
+}
+
+fn kappa_with_ci(items: &[Vec<Option<f64>>], cfg: &BootstrapConfig) -> Result<Estimate> {
+    let (x, y) = rated_by_both(items)?;
+    let codes = |v: &[f64]| v.iter().map(|&c| Code::new(c)).collect::<Vec<Code>>();
+    let (a, b, categories) = index_labels(&codes(&x), &codes(&y));
+    let (mut ba, mut bb) = (Vec::with_capacity(a.len()), Vec::with_capacity(a.len()));
+    bootstrap(&Design::units(a.len()), cfg, |idx| {
+        gather(&a, idx, &mut ba);
+        gather(&b, idx, &mut bb);
+        kappa_indexed(&ba, &bb, categories)
+    })
+}
+
+/// The two columns of a two-rater matrix, keeping the items both raters rated.
+fn rated_by_both(items: &[Vec<Option<f64>>]) -> Result<(Vec<f64>, Vec<f64>)> {
     if let Some((i, row)) = items.iter().enumerate().find(|(_, row)| row.len() != 2) {
         return Err(StatsError::Invalid {
             what: "agreement (pairwise measure)",
@@ -243,12 +263,7 @@ where
             got: x.len(),
         });
     }
-    let (mut bx, mut by) = (Vec::with_capacity(x.len()), Vec::with_capacity(x.len()));
-    bootstrap(&Design::units(x.len()), cfg, |idx| {
-        gather(&x, idx, &mut bx);
-        gather(&y, idx, &mut by);
-        stat(&bx, &by)
-    })
+    Ok((x, y))
 }
 
 fn alpha_with_ci(
@@ -256,19 +271,17 @@ fn alpha_with_ci(
     level: AlphaLevel,
     cfg: &BootstrapConfig,
 ) -> Result<Estimate> {
-    let units = pairable_units(items);
-    if units.is_empty() {
+    let units = AlphaUnits::new(items, level);
+    if units.len() == 0 {
         return Err(StatsError::TooFew {
             what: "krippendorff_alpha items with two or more ratings",
             min: 1,
             got: 0,
         });
     }
-    let mut rows: Vec<&[f64]> = Vec::with_capacity(units.len());
+    let mut scratch = Vec::new();
     bootstrap(&Design::units(units.len()), cfg, |idx| {
-        rows.clear();
-        rows.extend(idx.iter().map(|&i| units[i].as_slice()));
-        alpha_raw(&rows, level)
+        units.alpha(idx, &mut scratch)
     })
 }
 
@@ -309,7 +322,7 @@ fn icc_with_ci(items: &[Vec<Option<f64>>], cfg: &BootstrapConfig) -> Result<Esti
     })
 }
 
-fn gather(values: &[f64], idx: &[usize], out: &mut Vec<f64>) {
+fn gather<T: Copy>(values: &[T], idx: &[usize], out: &mut Vec<T>) {
     out.clear();
     out.extend(idx.iter().map(|&i| values[i]));
 }
@@ -357,14 +370,6 @@ fn check_integers(items: &[Vec<Option<f64>>]) -> Result<()> {
     Ok(())
 }
 
-fn pairable_units(items: &[Vec<Option<f64>>]) -> Vec<Vec<f64>> {
-    items
-        .iter()
-        .map(|row| row.iter().flatten().copied().collect::<Vec<f64>>())
-        .filter(|values| values.len() >= 2)
-        .collect()
-}
-
 fn mean(x: &[f64]) -> f64 {
     x.iter().sum::<f64>() / x.len() as f64
 }
@@ -388,17 +393,28 @@ fn spearman_raw(x: &[f64], y: &[f64]) -> Option<f64> {
     pearson_raw(&average_ranks(x), &average_ranks(y))
 }
 
-/// Kappa from integer counts, so that the only rounding is the final division.
-fn kappa_raw<L: Ord>(a: &[L], b: &[L]) -> Option<f64> {
-    let mut margins: BTreeMap<&L, (u64, u64)> = BTreeMap::new();
-    for (x, y) in a.iter().zip(b) {
-        margins.entry(x).or_default().0 += 1;
-        margins.entry(y).or_default().1 += 1;
+/// Numbers the labels `0..categories` in their sort order.
+fn index_labels<L: Ord>(a: &[L], b: &[L]) -> (Vec<usize>, Vec<usize>, usize) {
+    let mut index: BTreeMap<&L, usize> = a.iter().chain(b).map(|l| (l, 0)).collect();
+    for (i, slot) in index.values_mut().enumerate() {
+        *slot = i;
+    }
+    let number = |v: &[L]| v.iter().map(|l| index[l]).collect::<Vec<usize>>();
+    (number(a), number(b), index.len())
+}
+
+/// Kappa from integer counts over labels numbered `0..categories`, so the only rounding is the final division.
+fn kappa_indexed(a: &[usize], b: &[usize], categories: usize) -> Option<f64> {
+    let mut margins = vec![(0u64, 0u64); categories];
+    let mut agree = 0u128;
+    for (&x, &y) in a.iter().zip(b) {
+        margins[x].0 += 1;
+        margins[y].1 += 1;
+        agree += u128::from(x == y);
     }
     let n = a.len() as u128;
-    let agree = a.iter().zip(b).filter(|(x, y)| x == y).count() as u128;
     let chance: u128 = margins
-        .values()
+        .iter()
         .map(|&(ra, rb)| u128::from(ra) * u128::from(rb))
         .sum();
     let (num, den) = (n * agree, n * n);
@@ -424,43 +440,158 @@ fn quadratic_kappa_raw(a: &[f64], b: &[f64]) -> Option<f64> {
     Some(1.0 - observed / expected)
 }
 
-/// Alpha from per-unit disagreement, `1 - (n - 1) * sum_u D_u / (m_u - 1) / D_total`, where `D` counts ordered
-/// pairs of values weighted by the distance (so for interval data `D = 2 m * sum of squared deviations`).
-fn alpha_raw(units: &[&[f64]], level: AlphaLevel) -> Option<f64> {
-    let n: usize = units.iter().map(|u| u.len()).sum();
-    if n < 2 {
-        return None;
-    }
-    let within: f64 = units
-        .iter()
-        .map(|u| pair_disagreement(u, level) / (u.len() - 1) as f64)
-        .sum();
-    let all: Vec<f64> = units.iter().flat_map(|u| u.iter().copied()).collect();
-    let total = pair_disagreement(&all, level);
-    if total == 0.0 {
-        return None;
-    }
-    Some(1.0 - (n - 1) as f64 * within / total)
+/// Per-unit summaries of the pairable items, from which alpha over any multiset of units follows in time
+/// linear in the number of units: bootstrap resamples need no copying or sorting.
+///
+/// Alpha is `1 - (n - 1) * sum_u D_u / (m_u - 1) / D_total`, where `D` sums the distance over ordered pairs of
+/// distinct values — within unit `u` (with `m_u` values) or across all `n` pairable values. For interval data
+/// `D = 2 m * (sum of squared deviations)`; for nominal data `D = m^2 - sum_c count_c^2`.
+struct AlphaUnits {
+    level: AlphaLevel,
+    sizes: Vec<usize>,
+    /// `D_u / (m_u - 1)`; it depends on the unit alone.
+    within: Vec<f64>,
+    /// Interval: per-unit sums of values and of squared values, both centred on the mean of all pairable values
+    /// so that the total's `S2 - S1^2 / n` does not cancel.
+    sums: Vec<f64>,
+    squares: Vec<f64>,
+    /// Interval: per-unit smallest and largest value, to tell "all values equal" exactly rather than from a
+    /// rounded variance.
+    ranges: Vec<(f64, f64)>,
+    /// Nominal: per-unit `(category, count)` with categories numbered `0..categories`.
+    counts: Vec<Vec<(usize, u64)>>,
+    categories: usize,
 }
 
-/// Sum over ordered pairs `i != j` of the distance between `values[i]` and `values[j]`.
-fn pair_disagreement(values: &[f64], level: AlphaLevel) -> f64 {
+impl AlphaUnits {
+    /// Items with fewer than two ratings cannot be paired and are left out.
+    fn new(items: &[Vec<Option<f64>>], level: AlphaLevel) -> Self {
+        let units: Vec<Vec<f64>> = items
+            .iter()
+            .map(|row| row.iter().flatten().copied().collect::<Vec<f64>>())
+            .filter(|values| values.len() >= 2)
+            .collect();
+        let sizes: Vec<usize> = units.iter().map(Vec::len).collect();
+        let within = units
+            .iter()
+            .map(|u| within_disagreement(u, level))
+            .collect();
+        let all: Vec<f64> = units.iter().flatten().copied().collect();
+        let centre = if all.is_empty() { 0.0 } else { mean(&all) };
+        let sums = units
+            .iter()
+            .map(|u| u.iter().map(|v| v - centre).sum())
+            .collect();
+        let squares = units
+            .iter()
+            .map(|u| u.iter().map(|v| (v - centre).powi(2)).sum())
+            .collect();
+        let ranges = units
+            .iter()
+            .map(|u| {
+                u.iter()
+                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
+                        (lo.min(v), hi.max(v))
+                    })
+            })
+            .collect();
+        let index: BTreeMap<Code, usize> = all
+            .iter()
+            .map(|&v| Code::new(v))
+            .collect::<std::collections::BTreeSet<Code>>()
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| (c, i))
+            .collect();
+        let counts = units
+            .iter()
+            .map(|u| {
+                let mut per: BTreeMap<usize, u64> = BTreeMap::new();
+                for &v in u {
+                    *per.entry(index[&Code::new(v)]).or_default() += 1;
+                }
+                per.into_iter().collect()
+            })
+            .collect();
+        AlphaUnits {
+            level,
+            sizes,
+            within,
+            sums,
+            squares,
+            ranges,
+            counts,
+            categories: index.len(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.sizes.len()
+    }
+
+    /// Alpha over the units `idx` (with repeats); `None` when undefined.
+    fn alpha(&self, idx: &[usize], scratch: &mut Vec<u64>) -> Option<f64> {
+        let n: usize = idx.iter().map(|&i| self.sizes[i]).sum();
+        if n < 2 {
+            return None;
+        }
+        let nf = n as f64;
+        let within: f64 = idx.iter().map(|&i| self.within[i]).sum();
+        let total = match self.level {
+            AlphaLevel::Interval => {
+                let lo = idx
+                    .iter()
+                    .map(|&i| self.ranges[i].0)
+                    .fold(f64::INFINITY, f64::min);
+                let hi = idx
+                    .iter()
+                    .map(|&i| self.ranges[i].1)
+                    .fold(f64::NEG_INFINITY, f64::max);
+                if lo == hi {
+                    return None;
+                }
+                let s1: f64 = idx.iter().map(|&i| self.sums[i]).sum();
+                let s2: f64 = idx.iter().map(|&i| self.squares[i]).sum();
+                2.0 * nf * (s2 - s1 * s1 / nf).max(0.0)
+            }
+            AlphaLevel::Nominal => {
+                scratch.clear();
+                scratch.resize(self.categories, 0);
+                for &i in idx {
+                    for &(c, k) in &self.counts[i] {
+                        scratch[c] += k;
+                    }
+                }
+                let same: u128 = scratch.iter().map(|&k| u128::from(k) * u128::from(k)).sum();
+                (n as u128 * n as u128 - same) as f64
+            }
+        };
+        if total == 0.0 {
+            return None;
+        }
+        Some(1.0 - (nf - 1.0) * within / total)
+    }
+}
+
+/// `D_u / (m_u - 1)` for one unit's values.
+fn within_disagreement(values: &[f64], level: AlphaLevel) -> f64 {
     let m = values.len() as f64;
-    match level {
+    let pairs = match level {
         AlphaLevel::Interval => {
             let mu = mean(values);
             2.0 * m * values.iter().map(|v| (v - mu).powi(2)).sum::<f64>()
         }
         AlphaLevel::Nominal => {
-            let mut sorted = values.to_vec();
-            sorted.sort_by(f64::total_cmp);
+            let mut sorted: Vec<Code> = values.iter().map(|&v| Code::new(v)).collect();
+            sorted.sort();
             let same: f64 = sorted
                 .chunk_by(|a, b| a == b)
                 .map(|run| (run.len() as f64).powi(2))
                 .sum();
             m * m - same
         }
-    }
+    };
+    pairs / (m - 1.0)
 }
 
 /// ICC(2,1) with the residual sum of squares computed directly from the two-way residuals rather than as
@@ -577,8 +708,12 @@ mod tests {
             krippendorff_alpha(&items, AlphaLevel::Nominal).unwrap(),
             1.0
         );
-        let constant = vec![vec![Some(1.0), Some(1.0)], vec![Some(1.0), Some(1.0)]];
+        let constant = vec![
+            vec![Some(0.1), Some(0.1), Some(0.1)],
+            vec![Some(0.1), Some(0.1)],
+        ];
         assert!(krippendorff_alpha(&constant, AlphaLevel::Nominal).is_err());
+        assert!(krippendorff_alpha(&constant, AlphaLevel::Interval).is_err());
     }
 
     #[test]

@@ -21,17 +21,37 @@ impl Draw {
         Draw(ChaCha8Rng::from_seed(key))
     }
 
-    /// A uniform integer in `0..n`; `n` must be positive.
+    /// A uniform integer in `0..n`; `n` must be positive. Lemire's multiply-and-reject method, on 32-bit words
+    /// when `n` fits (every resample in practice: half the ChaCha output per draw) and on 64-bit words otherwise.
     pub(crate) fn below(&mut self, n: usize) -> usize {
-        let range = n as u64;
-        // 2^64 mod range: products whose low half falls below this would over-represent small values.
-        let threshold = range.wrapping_neg() % range;
-        loop {
-            let product = u128::from(self.0.next_u64()) * u128::from(range);
-            if (product as u64) >= threshold {
-                return (product >> 64) as usize;
+        match u32::try_from(n) {
+            Ok(range) => self.below_u32(range) as usize,
+            Err(_) => self.below_u64(n as u64) as usize,
+        }
+    }
+
+    fn below_u32(&mut self, range: u32) -> u32 {
+        let mut product = u64::from(self.0.next_u32()) * u64::from(range);
+        // Products whose low half falls below 2^32 mod range would over-represent small values. That threshold
+        // is below `range`, so the division that computes it is only needed in the rare case checked here.
+        if (product as u32) < range {
+            let threshold = range.wrapping_neg() % range;
+            while (product as u32) < threshold {
+                product = u64::from(self.0.next_u32()) * u64::from(range);
             }
         }
+        (product >> 32) as u32
+    }
+
+    fn below_u64(&mut self, range: u64) -> u64 {
+        let mut product = u128::from(self.0.next_u64()) * u128::from(range);
+        if (product as u64) < range {
+            let threshold = range.wrapping_neg() % range;
+            while (product as u64) < threshold {
+                product = u128::from(self.0.next_u64()) * u128::from(range);
+            }
+        }
+        (product >> 64) as u64
     }
 
     /// Fills `out` with `len` indices drawn uniformly from `0..n`, with replacement.
@@ -74,5 +94,20 @@ mod tests {
         for c in counts {
             assert!((9_400..=10_600).contains(&c), "{counts:?}");
         }
+    }
+
+    #[test]
+    fn wide_ranges_use_the_64_bit_path_and_stay_in_range() {
+        let mut d = Draw::new(2);
+        let n = (u32::MAX as u64 + 12_345) as usize;
+        let draws: Vec<usize> = (0..1_000).map(|_| d.below(n)).collect();
+        assert!(draws.iter().all(|&x| x < n));
+        // Half of them should land above 2^31 (u32 arithmetic would never get near n).
+        let high = draws.iter().filter(|&&x| x > u32::MAX as usize).count();
+        assert!(
+            high < 10,
+            "{high} draws beyond u32::MAX; expected about 0.003"
+        );
+        assert!(draws.iter().filter(|&&x| x > (1usize << 31)).count() > 400);
     }
 }
