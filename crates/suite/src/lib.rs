@@ -9,11 +9,13 @@
 //! (`nmb-score`). Image bytes are handled by `nmb-imaging`; a suite holds image *sources* and never keeps
 //! decoded pixels.
 
+pub mod formats;
 mod hash;
 mod model;
 mod problem;
 pub mod sample;
 
+pub use formats::{check_images, load, stats, Filter, Format, ImageReport, LoadOptions, Loaded, SuiteStats};
 pub use hash::{image_hash, suite_hash};
 pub use model::*;
 pub use problem::{Problem, Severity};

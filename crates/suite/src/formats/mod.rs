@@ -1,0 +1,220 @@
+//! Reading suites from disk: naming a suite (`sample`, a path, or `FORMAT:PATH`), detecting its format, the
+//! loaders for each format, answer keys, filters, image checks and counts.
+//!
+//! Every loader collects all the [`Problem`]s it can find (file, case, field, what was expected) and keeps going;
+//! only a file that cannot be read or parsed at all stops a load with a [`SuiteError`].
+
+mod answers;
+mod check;
+mod filter;
+mod json;
+mod mcq;
+mod native;
+mod paths;
+mod site;
+mod vqa_rad;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::{Level, Problem, Severity, Suite, SuiteError};
+
+pub use check::{check_images, stats, ImageReport, SuiteStats};
+pub use filter::Filter;
+
+/// The on-disk formats nmb reads. `sample` is not a format: it is the suite bundled in the binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The Neural-MedBench site file: a JSON array of `{case_id, text, images: [data URL], questions}`.
+    Site,
+    /// A directory with `suite.toml` and `cases.jsonl`, written by hand.
+    Native,
+    /// VQA-RAD JSON (`trainset.json` / `testset.json`) with images in `images/` next to it.
+    VqaRad,
+    /// MedQA / MedMCQA JSONL rows `{question, options{A..}, answer_idx, answer}`.
+    Mcq,
+}
+
+impl Format {
+    pub const ALL: &'static [Format] = &[Format::Site, Format::Native, Format::VqaRad, Format::Mcq];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Site => "site",
+            Format::Native => "native",
+            Format::VqaRad => "vqa-rad",
+            Format::Mcq => "mcq",
+        }
+    }
+
+    /// The accepted names, for error messages.
+    pub fn names() -> String {
+        Format::ALL
+            .iter()
+            .map(|f| f.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    pub fn from_name(name: &str) -> Option<Format> {
+        Format::ALL.iter().copied().find(|f| f.as_str() == name)
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How to load a suite.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// Keep only tasks matching every filter (cases left without tasks are dropped).
+    pub filters: Vec<Filter>,
+    /// An answer-key JSONL file to join by `case_id` (see [`answers`](self#answer-key-format)).
+    pub answers: Option<PathBuf>,
+    /// Level for site-format tasks; by default it comes from the file name.
+    pub level: Option<Level>,
+}
+
+/// A loaded suite and every problem found on the way.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub suite: Suite,
+    pub problems: Vec<Problem>,
+}
+
+impl Loaded {
+    fn new(suite: Suite) -> Self {
+        Loaded {
+            suite,
+            problems: Vec::new(),
+        }
+    }
+
+    pub fn error_count(&self) -> usize {
+        self.problems.iter().filter(|p| p.is_error()).count()
+    }
+
+    pub fn warning_count(&self) -> usize {
+        self.problems
+            .iter()
+            .filter(|p| p.severity == Severity::Warning)
+            .count()
+    }
+}
+
+/// Loads a suite named by `spec`: `sample`, a path whose format is detected, or `FORMAT:PATH`.
+///
+/// Detection: a directory with `suite.toml` is native; a `.json` array whose objects have `case_id` and
+/// `images` is the site format, one whose objects have `qid` and `image_name` is VQA-RAD; a `.jsonl` file whose
+/// rows have `question` and `options` is multiple choice. The answer key (if any) is joined before filtering.
+pub fn load(spec: &str, opts: &LoadOptions) -> Result<Loaded, SuiteError> {
+    let mut loaded = load_unfiltered(spec, opts)?;
+    if let Some(path) = &opts.answers {
+        answers::apply(path, &mut loaded)?;
+    }
+    filter::apply(&opts.filters, &mut loaded.suite);
+    Ok(loaded)
+}
+
+fn load_unfiltered(spec: &str, opts: &LoadOptions) -> Result<Loaded, SuiteError> {
+    if spec == "sample" {
+        return Ok(Loaded::new(crate::sample::build()));
+    }
+    let (format, path) = parse_spec(spec)?;
+    match format {
+        Some(format) => load_as(format, &path, opts),
+        None => detect_and_load(&path, opts),
+    }
+}
+
+/// Splits `FORMAT:PATH`; a spec without a known format prefix is a plain path.
+fn parse_spec(spec: &str) -> Result<(Option<Format>, PathBuf), SuiteError> {
+    if spec.trim().is_empty() {
+        return Err(SuiteError::Spec(format!(
+            "empty suite name; expected `sample`, a path, or FORMAT:PATH with FORMAT one of {}",
+            Format::names()
+        )));
+    }
+    if let Some((prefix, rest)) = spec.split_once(':') {
+        if let Some(format) = Format::from_name(prefix) {
+            return Ok((Some(format), PathBuf::from(rest)));
+        }
+        let looks_like_format = !prefix.is_empty()
+            && prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if looks_like_format && !Path::new(spec).exists() {
+            return Err(SuiteError::Spec(format!(
+                "unknown suite format {prefix:?} in {spec:?}; expected one of {}",
+                Format::names()
+            )));
+        }
+    }
+    Ok((None, PathBuf::from(spec)))
+}
+
+fn load_as(format: Format, path: &Path, opts: &LoadOptions) -> Result<Loaded, SuiteError> {
+    match format {
+        Format::Native => native::load(path),
+        Format::Mcq => mcq::load(path),
+        Format::Site => site::load(path, json::read(path)?, opts.level),
+        Format::VqaRad => vqa_rad::load(path, json::read(path)?),
+    }
+}
+
+fn detect_and_load(path: &Path, opts: &LoadOptions) -> Result<Loaded, SuiteError> {
+    let meta = std::fs::metadata(path).map_err(|source| SuiteError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    if meta.is_dir() {
+        if path.join(native::SUITE_TOML).is_file() {
+            return native::load(path);
+        }
+        return Err(undetected(path, "a directory without suite.toml"));
+    }
+    if path.extension().is_some_and(|e| e == "jsonl") {
+        return match mcq::looks_like(path)? {
+            true => mcq::load(path),
+            false => Err(undetected(path, "JSONL whose first row lacks question/options")),
+        };
+    }
+    let value = json::read(path)?;
+    match detect_json(&value) {
+        Some(Format::Site) => site::load(path, value, opts.level),
+        Some(Format::VqaRad) => vqa_rad::load(path, value),
+        _ => Err(undetected(path, json::describe_shape(&value))),
+    }
+}
+
+/// Looks at the first object of a top-level array.
+fn detect_json(value: &Value) -> Option<Format> {
+    let first = value.as_array()?.iter().find_map(Value::as_object)?;
+    if first.contains_key("case_id") && first.contains_key("images") {
+        return Some(Format::Site);
+    }
+    if first.contains_key("qid") && first.contains_key("image_name") {
+        return Some(Format::VqaRad);
+    }
+    None
+}
+
+fn undetected(path: &Path, found: &str) -> SuiteError {
+    SuiteError::Spec(format!(
+        "cannot tell the format of {} (found {found}); expected a directory with suite.toml (native), a JSON \
+         array of objects with case_id and images (site), a JSON array with qid and image_name (vqa-rad), or \
+         JSONL rows with question and options (mcq). Name it explicitly as FORMAT:PATH with FORMAT one of {}",
+        path.display(),
+        Format::names()
+    ))
+}
+
+/// The file name used in problems: the path as the user gave it.
+fn file_name(path: &Path) -> String {
+    path.display().to_string()
+}
