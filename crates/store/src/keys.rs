@@ -12,21 +12,18 @@ use sha2::{Digest, Sha256};
 /// seed, output format). It is canonicalised first (object keys sorted, no whitespace), so two spellings of the
 /// same parameters give the same key. A string that is not JSON is hashed as given.
 pub fn cache_key(model: &str, params_json: &str, prompt_hash: &str, sample_index: u32) -> String {
-    cache_key_canonical(
-        model,
-        &canonical_json_str(params_json),
-        prompt_hash,
-        sample_index,
-    )
+    let params = canonical_json_str(params_json);
+    hex::encode(cache_key_bytes(model, &params, prompt_hash, sample_index))
 }
 
-/// [`cache_key`] for parameters already in canonical form.
-pub(crate) fn cache_key_canonical(
+/// The 32 bytes behind [`cache_key`], for parameters already in canonical form. Stored as a BLOB: half the size
+/// of the hex, in the row and in its index.
+pub(crate) fn cache_key_bytes(
     model: &str,
     params: &str,
     prompt_hash: &str,
     sample_index: u32,
-) -> String {
+) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(b"nmb-cache-v1\0");
     for part in [model, params, prompt_hash] {
@@ -34,7 +31,7 @@ pub(crate) fn cache_key_canonical(
         h.update(part.as_bytes());
     }
     h.update(sample_index.to_le_bytes());
-    hex::encode(h.finalize())
+    h.finalize().into()
 }
 
 /// Canonical form of a JSON text; the input unchanged when it is not JSON.

@@ -129,7 +129,7 @@ pub struct StoredImage {
     pub bytes: Vec<u8>,
 }
 
-const CALL_COLUMNS: &str = "c.id, c.run_id, c.task_id, c.turn_index, c.prompt_hash, x.model, x.params, \
+const CALL_COLUMNS: &str = "c.id, c.run_id, c.task_id, c.turn_index, p.prompt_hash, x.model, x.params, \
      x.template_id, x.template_hash, c.n_choices, c.status, c.error_class, c.error_message, c.attempts, \
      c.tokens_in, c.tokens_out, c.latency_ms, c.started_ms, c.finished_ms";
 
@@ -203,6 +203,7 @@ impl Store {
              LEFT JOIN turns t ON t.run_id = s.run_id AND t.task_id = s.task_id AND t.sample_index = s.sample_index
              LEFT JOIN calls c ON c.id = t.call_id
              LEFT JOIN contexts x ON x.id = c.context_id
+             LEFT JOIN prompts p ON p.id = c.prompt_id
              WHERE s.run_id = ?1
              ORDER BY s.task_id, s.sample_index, t.turn_index"
         );
@@ -244,6 +245,7 @@ impl Store {
     pub fn run_calls(&self, run_id: &str) -> Result<Vec<CallInfo>> {
         let sql = format!(
             "SELECT {CALL_COLUMNS} FROM calls c JOIN contexts x ON x.id = c.context_id
+             JOIN prompts p ON p.id = c.prompt_id
              WHERE c.run_id = ?1 ORDER BY c.id"
         );
         self.with_conn("read a run's calls", |c| {
@@ -338,7 +340,7 @@ fn sample_row(r: &Row<'_>) -> rusqlite::Result<(SampleHead, Option<TurnRecord>)>
         error_message: r.get(9)?,
         text: r.get(10)?,
         cached: r.get(11)?,
-        cache_key: r.get(12)?,
+        cache_key: hex::encode(r.get::<_, Vec<u8>>(12)?),
         choice_index: r.get(13)?,
         call: call_info(r, 14)?,
     };

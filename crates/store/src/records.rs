@@ -142,7 +142,7 @@ struct TurnWrite<'a> {
     task_id: &'a str,
     sample_index: u32,
     turn_index: u32,
-    cache_key: &'a str,
+    cache_key: &'a [u8],
     call_id: i64,
     choice_index: u32,
     error: Option<ErrorInfo<'a>>,
@@ -216,11 +216,11 @@ impl Store {
         let params = canonical_json_str(call.params_json);
         self.write("record a call", |tx| {
             self.require_run(tx, call.run_id)?;
-            self.require_prompt(tx, call.prompt_hash)?;
+            let prompt_id = self.require_prompt(tx, call.prompt_hash)?;
             let context_id = intern_context(tx, call, &params)?;
-            let call_id = insert_call(tx, call, context_id, choices.len())?;
+            let call_id = insert_call(tx, call, prompt_id, context_id, choices.len())?;
             for choice in choices {
-                let key = crate::keys::cache_key_canonical(
+                let key = crate::keys::cache_key_bytes(
                     call.model,
                     &params,
                     call.prompt_hash,
@@ -249,6 +249,7 @@ impl Store {
 
     /// The stored successful answer for `cache_key`, from any run. Errored answers never count.
     pub fn lookup_cache(&self, cache_key: &str) -> Result<Option<CachedResponse>> {
+        let key = self.key_bytes(cache_key)?;
         let conn = self.lock();
         let mut stmt = conn
             .prepare_cached(
@@ -258,7 +259,7 @@ impl Store {
                  ORDER BY t.call_id, t.id LIMIT 1",
             )
             .map_err(|e| self.err("look up the response cache", e))?;
-        stmt.query_row([cache_key], |r| {
+        stmt.query_row([key], |r| {
             Ok(CachedResponse {
                 cache_key: cache_key.to_string(),
                 call_id: r.get(0)?,
@@ -286,6 +287,7 @@ impl Store {
         hit: &CachedResponse,
         final_turn: bool,
     ) -> Result<bool> {
+        let key = self.key_bytes(&hit.cache_key)?;
         self.write("record a cache hit", |tx| {
             self.require_run(tx, run_id)?;
             let existing: Option<(i64, u32, String)> = tx
@@ -311,7 +313,7 @@ impl Store {
                     task_id,
                     sample_index,
                     turn_index,
-                    cache_key: &hit.cache_key,
+                    cache_key: &key,
                     call_id: hit.call_id,
                     choice_index: hit.choice_index,
                     error: None,
@@ -353,6 +355,17 @@ impl Store {
                 })
             })
             .collect()
+    }
+
+    fn key_bytes(&self, cache_key: &str) -> Result<[u8; 32]> {
+        let mut out = [0u8; 32];
+        hex::decode_to_slice(cache_key, &mut out).map_err(|e| {
+            self.invalid(
+                "cache_key",
+                format!("{cache_key:?} is not a key from cache_key() (64 hex digits): {e}"),
+            )
+        })?;
+        Ok(out)
     }
 
     pub(crate) fn sample_status(&self, s: &str) -> Result<SampleStatus> {
@@ -426,12 +439,13 @@ impl Store {
         }
     }
 
-    fn require_prompt(&self, tx: &Transaction<'_>, prompt_hash: &str) -> Result<(), WriteError> {
-        let known: bool = tx
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM prompts WHERE prompt_hash = ?1)")?
-            .query_row([prompt_hash], |r| r.get(0))?;
-        if known {
-            Ok(())
+    fn require_prompt(&self, tx: &Transaction<'_>, prompt_hash: &str) -> Result<i64, WriteError> {
+        let id: Option<i64> = tx
+            .prepare_cached("SELECT id FROM prompts WHERE prompt_hash = ?1")?
+            .query_row([prompt_hash], |r| r.get(0))
+            .optional()?;
+        if let Some(id) = id {
+            Ok(id)
         } else {
             Err(self
                 .invalid(
@@ -536,11 +550,12 @@ fn intern_context(
 fn insert_call(
     tx: &Transaction<'_>,
     call: &CallRecord<'_>,
+    prompt_id: i64,
     context_id: i64,
     n_choices: usize,
 ) -> rusqlite::Result<i64> {
     tx.prepare_cached(
-        "INSERT INTO calls (run_id, task_id, turn_index, prompt_hash, context_id, n_choices, status,
+        "INSERT INTO calls (run_id, task_id, turn_index, prompt_id, context_id, n_choices, status,
                             error_class, error_message, attempts, tokens_in, tokens_out, latency_ms,
                             started_ms, finished_ms, raw)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
@@ -549,10 +564,14 @@ fn insert_call(
         call.run_id,
         call.task_id,
         call.turn_index,
-        call.prompt_hash,
+        prompt_id,
         context_id,
         n_choices as i64,
-        if call.error.is_some() { "errored" } else { "ok" },
+        if call.error.is_some() {
+            "errored"
+        } else {
+            "ok"
+        },
         call.error.map(|e| e.class),
         call.error.map(|e| e.message),
         call.attempts,

@@ -64,7 +64,8 @@ CREATE TABLE images (
 
 -- One row per distinct rendered conversation; images are referenced by sha256, never inlined.
 CREATE TABLE prompts (
-    prompt_hash TEXT PRIMARY KEY,
+    id          INTEGER PRIMARY KEY,
+    prompt_hash TEXT NOT NULL UNIQUE,
     created_ms  INTEGER NOT NULL,
     body        TEXT NOT NULL CHECK (json_valid(body))
 );
@@ -100,7 +101,7 @@ CREATE TABLE calls (
     run_id        TEXT NOT NULL REFERENCES runs (run_id),
     task_id       TEXT NOT NULL,
     turn_index    INTEGER NOT NULL,
-    prompt_hash   TEXT NOT NULL REFERENCES prompts (prompt_hash),
+    prompt_id     INTEGER NOT NULL REFERENCES prompts (id),
     context_id    INTEGER NOT NULL REFERENCES contexts (id),
     n_choices     INTEGER NOT NULL,
     status        TEXT NOT NULL CHECK (status IN ('ok', 'errored')),
@@ -124,7 +125,7 @@ CREATE TABLE turns (
     task_id       TEXT NOT NULL,
     sample_index  INTEGER NOT NULL,
     turn_index    INTEGER NOT NULL,
-    cache_key     TEXT NOT NULL,
+    cache_key     BLOB NOT NULL, -- the 32 bytes behind cache_key()'s hex
     call_id       INTEGER NOT NULL REFERENCES calls (id),
     choice_index  INTEGER NOT NULL,
     status        TEXT NOT NULL CHECK (status IN ('ok', 'errored')),

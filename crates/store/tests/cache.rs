@@ -198,4 +198,6 @@ fn malformed_calls_are_refused_with_a_reason() {
         .unwrap_err();
     assert!(matches!(e, StoreError::UnknownRun { .. }), "{e}");
     assert_eq!(store.summary(id).unwrap().calls, 0, "nothing half-written");
+    let e = store.lookup_cache("not-a-key").unwrap_err();
+    assert!(e.to_string().contains("cache_key"), "{e}");
 }
