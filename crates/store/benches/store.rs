@@ -75,17 +75,25 @@ fn run_workload(dir: &std::path::Path, samples: u32, per_task: u32) -> serde_jso
     let base = file_bytes(&store);
 
     let start = Instant::now();
-    let mut record_secs = 0.0;
+    let cpu_start = cpu_secs();
+    let (mut lookup_secs, mut prompt_secs, mut record_secs) = (0.0, 0.0, 0.0);
+    let (mut lookup_cpu, mut prompt_cpu, mut record_cpu) = (0.0, 0.0, 0.0);
     for i in 0..samples {
         let task = &tasks[(i / per_task) as usize].0;
         let sample = i % per_task;
         let body = prompt_body(i / per_task, &hashes);
         let prompt_hash = hex::encode(Sha256::digest(body.as_bytes()));
         let key = cache_key(MODEL, PARAMS, &prompt_hash, sample);
+        let (t, c) = (Instant::now(), cpu_secs());
         assert!(store.lookup_cache(&key).expect("lookup").is_none());
+        lookup_secs += t.elapsed().as_secs_f64();
+        lookup_cpu += cpu_secs() - c;
+        let (t, c) = (Instant::now(), cpu_secs());
         store
             .put_prompt(&prompt_hash, &body, &inputs)
             .expect("put prompt");
+        prompt_secs += t.elapsed().as_secs_f64();
+        prompt_cpu += cpu_secs() - c;
         let raw = raw_body(i, sample);
         let text = answer(i);
         let call = CallRecord {
@@ -113,11 +121,13 @@ fn run_workload(dir: &std::path::Path, samples: u32, per_task: u32) -> serde_jso
             error: None,
             final_turn: true,
         };
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), cpu_secs());
         store.record_call(&call, &[choice]).expect("record call");
         record_secs += t.elapsed().as_secs_f64();
+        record_cpu += cpu_secs() - c;
     }
     let secs = start.elapsed().as_secs_f64();
+    let cpu = cpu_secs() - cpu_start;
 
     let t = Instant::now();
     let summary = store.summary(&run.run_id).expect("summary");
@@ -138,7 +148,14 @@ fn run_workload(dir: &std::path::Path, samples: u32, per_task: u32) -> serde_jso
         "samples_per_prompt": per_task,
         "samples_per_s": f64::from(samples) / secs,
         "record_call_per_s": f64::from(samples) / record_secs,
-        "us_per_sample": secs * 1e6 / f64::from(samples),
+        "wall_us_per_sample": secs * 1e6 / f64::from(samples),
+        "cpu_us_per_sample": cpu * 1e6 / f64::from(samples),
+        "wall_us_per_sample_lookup_cache": lookup_secs * 1e6 / f64::from(samples),
+        "wall_us_per_sample_put_prompt": prompt_secs * 1e6 / f64::from(samples),
+        "wall_us_per_sample_record_call": record_secs * 1e6 / f64::from(samples),
+        "cpu_us_per_sample_lookup_cache": lookup_cpu * 1e6 / f64::from(samples),
+        "cpu_us_per_sample_put_prompt": prompt_cpu * 1e6 / f64::from(samples),
+        "cpu_us_per_sample_record_call": record_cpu * 1e6 / f64::from(samples),
         "db_bytes_with_images_only": base,
         "db_bytes_final": after,
         "db_bytes_per_sample": (after - base) as f64 / f64::from(samples),
@@ -167,6 +184,16 @@ fn table_bytes(store: &Store, samples: u32) -> serde_json::Value {
         .map(|(name, bytes)| (name, json!(bytes as f64 / f64::from(samples))))
         .collect();
     serde_json::Value::Object(map)
+}
+
+/// CPU seconds this thread has run (the kernel's schedstat, in nanoseconds); 0 where there is no /proc.
+/// The workload is single-threaded: SQLite runs in the calling thread.
+fn cpu_secs() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .map(|ns| ns / 1e9)
+        .unwrap_or(0.0)
 }
 
 fn file_bytes(store: &Store) -> u64 {

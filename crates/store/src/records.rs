@@ -166,6 +166,11 @@ impl Store {
         body_json: &str,
         images: &[ImageInput<'_>],
     ) -> Result<bool> {
+        // The usual case (every sample after the first) needs no write lock: a stored prompt was stored together
+        // with its images, and its hash covers their hashes.
+        if self.has_prompt(prompt_hash)? {
+            return Ok(false);
+        }
         self.write("store a prompt", |tx| {
             for image in images {
                 self.insert_image(tx, image)?;
@@ -186,6 +191,13 @@ impl Store {
             )?
             .execute(params![prompt_hash, now_ms(), body_json])?;
             Ok(true)
+        })
+    }
+
+    pub fn has_prompt(&self, prompt_hash: &str) -> Result<bool> {
+        self.with_conn("look up a prompt", |c| {
+            c.prepare_cached("SELECT EXISTS (SELECT 1 FROM prompts WHERE prompt_hash = ?1)")?
+                .query_row([prompt_hash], |r| r.get(0))
         })
     }
 
