@@ -18,7 +18,7 @@ pub enum Role {
 #[derive(Clone, PartialEq, Eq)]
 pub struct ImagePart {
     pub sha256: String,
-    /// MIME type of `bytes` (always a web format: PNG or JPEG).
+    /// MIME type of `bytes`, from the sniffed format (always a web format: PNG, JPEG, GIF or WebP).
     pub mime: String,
     pub bytes: Arc<[u8]>,
 }

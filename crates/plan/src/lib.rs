@@ -1,8 +1,85 @@
 //! From suite tasks to model conversations.
 //!
 //! This crate owns the backend-neutral chat representation ([`chat`]), the prompt templates (data, versioned
-//! and hashed), the input modes of the paper's ablation (`full`, `text`, `images`), and the request plan: which
-//! conversations, with which sample indices, a run must send. It does not send anything (`nmb-requests`) or
-//! store anything (`nmb-store`).
+//! and hashed: [`Template`]), the input modes of the paper's ablation ([`InputMode`]: `full`, `text`,
+//! `images`), the answer shape each family asks for ([`output`]), and the request plan: which conversations,
+//! with how many samples and turns, a run must send ([`plan()`], [`PlannedTask`], [`conversation_for_turn`]),
+//! with a dry-run estimate ([`PlanSummary`], [`estimate`]). It does not send anything (`nmb-requests`), store
+//! anything (`nmb-store`) or parse answers (`nmb-score`). Images are read lazily, one task at a time, through a
+//! bounded [`ImageCache`]; DICOM and NIfTI images are refused for now with an error naming the image.
+//!
+//! # Templates
+//!
+//! A template is a minijinja source with three named blocks, each rendered to one message:
+//! `system` (the system message; omitted if it renders empty), `user` (turn 0: the case evidence and the
+//! opening question) and `turn` (each later turn of a multi-turn task: the newly revealed evidence and that
+//! turn's question). Built-in templates: `depth-v1` (differential, lesion, rationale), `breadth-closed-v1`,
+//! `breadth-open-v1`, `breadth-mcq-v1`. A user template file (`--template FILE`) may start with
+//! `{# nmb-template: id=NAME version=V #}`; its hash is computed like the built-ins' (see [`template_hash`]).
+//! Blocks are rendered with `trim_blocks` and `lstrip_blocks`; runs of blank lines collapse to one and each
+//! text part is trimmed. Undefined variables are errors.
+//!
+//! ## Images
+//!
+//! Templates produce text, but messages interleave text and images. A template places each image of the
+//! current message with `{{ image(img.index) }}` (or `{{ img.marker }}`), which emits a marker; the renderer
+//! splits the text at the markers into text and image parts, in the order the template put them. Each image of
+//! `images` must be placed exactly once (dropping or repeating one is an error). Marker delimiters are
+//! private-use characters that are removed from all case data, so case text cannot forge a marker.
+//!
+//! ## Variables
+//!
+//! Every block gets:
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `template.id`, `template.version` | this template |
+//! | `task.id`, `task.family`, `task.level` | family: `differential`, `lesion`, `rationale`, `closed_vqa`, `open_vqa`, `multiple_choice`; level: `direct`, `complex`, `multi_turn` |
+//! | `task.question` | the opening question, verbatim (may be Chinese) |
+//! | `task.options` | list of `{letter, text}` (multiple choice) |
+//! | `task.yes_no` | the question opens with an auxiliary verb ("Is", "Does", ...) and has no " or " |
+//! | `task.turns` | number of turns, 1 for single-turn tasks |
+//! | `case.id`, `case.language`, `case.metadata` | the case |
+//! | `case.ehr` | list of `{key, value}` in the case's order (empty in `images` mode) |
+//! | `case.notes` | clinical notes (empty in `images` mode) |
+//! | `inputs.mode`, `inputs.text`, `inputs.images` | the input mode and what it shows |
+//! | `output.format`, `output.schema` | `json` or `text`; the JSON schema as a string, or none |
+//! | `answer_language` | e.g. `English`, or none for no language instruction |
+//! | `images` | this message's images (empty in `text` mode): `index` (0-based, for `image()`), `number` (1-based across the whole conversation, for captions), `marker`, `id`, `label` (caption, else "MRI FLAIR axial" from modality/sequence/plane, or none), `modality`, `sequence`, `plane`, `caption`, `mime`, `width`, `height` |
+//! | `question` | this message's question, verbatim: the task's in `user`, the turn's in `turn` |
+//! | `turn.index`, `turn.number`, `turn.count` | 0-based turn, 1-based turn, number of turns |
+//! | `turn.text` | the turn's newly revealed text (empty in turn 0 and in `images` mode) |
+//!
+//! Function: `image(i)` returns the marker of `images[i]`.
+//!
+//! # Decisions
+//!
+//! - **Answer language.** Question text is kept verbatim (the real site file asks in Chinese about English
+//!   case text). The templates add "Answer in English" by default, because the references, the LLM grader's
+//!   rubric and BERTScore are in English. A suite may set the default `answer_language` (a name, or null for no
+//!   instruction); [`PlanOptions::answer_language`] overrides both.
+//! - **Output format.** Differential diagnosis and lesion recognition ask for JSON with a schema that backends
+//!   can enforce ([`output::output_format`]); the prompt also accepts a numbered-list (or labelled lines)
+//!   fallback, which `nmb-score` parses. Rationale asks for text (JSON `{"diagnosis","rationale"}` allowed);
+//!   VQA and multiple choice ask for text, multiple choice as `Answer: X`.
+//! - **Multi-turn.** Each sample is its own conversation: turn k's request carries the system message, every
+//!   earlier user message and that sample's earlier answers ([`conversation_for_turn`]). Requests per task are
+//!   samples x turns.
 
 pub mod chat;
+mod error;
+pub mod estimate;
+mod images;
+pub mod output;
+mod plan;
+mod render;
+mod template;
+
+pub use chat::{messages_hash, GenParams, ImagePart, Message, OutputFormat, Part, Role};
+pub use error::PlanError;
+pub use images::{ImageCache, LoadedImage, DEFAULT_CACHE_BYTES};
+pub use plan::{
+    conversation_for_turn, plan, InputMode, Plan, PlanOptions, PlanSummary, PlannedTask,
+    PlannedTurn, DEFAULT_ANSWER_LANGUAGE, DEFAULT_SAMPLES,
+};
+pub use template::{builtin_ids, template_hash, Template};

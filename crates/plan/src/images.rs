@@ -1,0 +1,222 @@
+//! Image bytes for prompts: read lazily from a suite image's source, checked, and shared.
+//!
+//! [`ImageCache`] keeps recently used images (bounded by bytes, least recently used evicted) so an image used by
+//! many tasks or samples is read and hashed once, and a content-hash index of weak references makes identical
+//! bytes from different sources share one allocation while anyone still holds them. Nothing else keeps image
+//! bytes alive: a plan holds only the images of the tasks its caller has not dropped yet.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use nmb_imaging::ImageSource;
+use nmb_suite::Image;
+
+use crate::chat::ImagePart;
+use crate::error::PlanError;
+
+/// Default bound on the bytes the cache keeps alive by itself.
+pub const DEFAULT_CACHE_BYTES: usize = 64 * 1024 * 1024;
+
+/// An image ready for a message, with the dimensions its header gave (for token estimates).
+#[derive(Debug, Clone)]
+pub struct LoadedImage {
+    pub part: ImagePart,
+    pub width: Option<u32>,
+    pub height: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum SourceKey {
+    File(PathBuf),
+    /// Address and length of inline bytes. The entry pins that allocation, so the address cannot be reused
+    /// for other bytes while the key exists.
+    Inline(usize, usize),
+}
+
+struct Entry {
+    loaded: LoadedImage,
+    _pin: Option<Arc<[u8]>>,
+    cost: usize,
+    last_used: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    by_source: HashMap<SourceKey, Entry>,
+    by_sha: HashMap<String, Weak<[u8]>>,
+    held: usize,
+    tick: u64,
+}
+
+/// A bounded, thread-safe cache of images ready for messages. Share it with `Arc` across plans if wanted.
+pub struct ImageCache {
+    inner: Mutex<Inner>,
+    cap_bytes: usize,
+}
+
+impl Default for ImageCache {
+    fn default() -> Self {
+        ImageCache::new(DEFAULT_CACHE_BYTES)
+    }
+}
+
+impl std::fmt::Debug for ImageCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ImageCache({} of {} bytes held)",
+            self.held_bytes(),
+            self.cap_bytes
+        )
+    }
+}
+
+fn key_of(source: &ImageSource) -> SourceKey {
+    match source {
+        ImageSource::File(p) => SourceKey::File(p.clone()),
+        ImageSource::Bytes(b) => SourceKey::Inline(b.as_ptr() as usize, b.len()),
+    }
+}
+
+impl ImageCache {
+    /// A cache that keeps at most `cap_bytes` of image bytes alive by itself.
+    pub fn new(cap_bytes: usize) -> Self {
+        ImageCache {
+            inner: Mutex::new(Inner::default()),
+            cap_bytes,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic elsewhere while holding the lock leaves the maps consistent (each update is one insert), so
+        // a poisoned lock is still usable.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Bytes the cache itself currently keeps alive.
+    pub fn held_bytes(&self) -> usize {
+        self.lock().held
+    }
+
+    /// Reads, checks and returns one image of a case. Only web formats (PNG, JPEG, GIF, WebP) are accepted.
+    pub fn load(&self, case_id: &str, image: &Image) -> Result<LoadedImage, PlanError> {
+        let key = key_of(&image.source);
+        if let Some(hit) = self.get(&key) {
+            return check_expected(case_id, image, hit);
+        }
+        let loaded = read_image(case_id, image)?;
+        let loaded = self.insert(key, image, loaded);
+        check_expected(case_id, image, loaded)
+    }
+
+    fn get(&self, key: &SourceKey) -> Option<LoadedImage> {
+        let mut inner = self.lock();
+        inner.tick += 1;
+        let tick = inner.tick;
+        let entry = inner.by_source.get_mut(key)?;
+        entry.last_used = tick;
+        Some(entry.loaded.clone())
+    }
+
+    fn insert(&self, key: SourceKey, image: &Image, mut loaded: LoadedImage) -> LoadedImage {
+        let mut inner = self.lock();
+        let shared = inner
+            .by_sha
+            .get(&loaded.part.sha256)
+            .and_then(Weak::upgrade);
+        match shared {
+            Some(bytes) => loaded.part.bytes = bytes,
+            None => {
+                let weak = Arc::downgrade(&loaded.part.bytes);
+                inner.by_sha.insert(loaded.part.sha256.clone(), weak);
+            }
+        }
+        let pin = match &image.source {
+            ImageSource::Bytes(b) => Some(b.clone()),
+            ImageSource::File(_) => None,
+        };
+        let cost = loaded.part.bytes.len();
+        inner.tick += 1;
+        let entry = Entry {
+            loaded: loaded.clone(),
+            _pin: pin,
+            cost,
+            last_used: inner.tick,
+        };
+        if let Some(old) = inner.by_source.insert(key, entry) {
+            inner.held -= old.cost;
+        }
+        inner.held += cost;
+        evict(&mut inner, self.cap_bytes);
+        loaded
+    }
+}
+
+fn evict(inner: &mut Inner, cap: usize) {
+    while inner.held > cap {
+        let oldest = inner
+            .by_source
+            .iter()
+            .min_by_key(|(_, e)| e.last_used)
+            .map(|(k, _)| k.clone());
+        let Some(key) = oldest else { break };
+        if let Some(e) = inner.by_source.remove(&key) {
+            inner.held -= e.cost;
+        }
+    }
+    if inner.by_sha.len() > 2 * inner.by_source.len() + 64 {
+        inner.by_sha.retain(|_, w| w.strong_count() > 0);
+    }
+}
+
+fn read_image(case_id: &str, image: &Image) -> Result<LoadedImage, PlanError> {
+    let source_desc = || image.source.describe();
+    let bytes = image.source.read().map_err(|source| PlanError::Image {
+        case: case_id.to_string(),
+        image: image.id.clone(),
+        source_desc: source_desc(),
+        source,
+    })?;
+    let info = nmb_imaging::inspect(&bytes).map_err(|source| PlanError::Image {
+        case: case_id.to_string(),
+        image: image.id.clone(),
+        source_desc: source_desc(),
+        source,
+    })?;
+    if !info.format.is_web_image() {
+        return Err(PlanError::UnsupportedImageFormat {
+            case: case_id.to_string(),
+            image: image.id.clone(),
+            source_desc: source_desc(),
+            format: info.format,
+        });
+    }
+    Ok(LoadedImage {
+        part: ImagePart {
+            sha256: info.sha256,
+            mime: info.format.mime().to_string(),
+            bytes,
+        },
+        width: info.width,
+        height: info.height,
+    })
+}
+
+/// A loader that already hashed the image recorded it; different bytes now mean the file changed under us.
+fn check_expected(
+    case_id: &str,
+    image: &Image,
+    loaded: LoadedImage,
+) -> Result<LoadedImage, PlanError> {
+    match &image.sha256 {
+        Some(expected) if *expected != loaded.part.sha256 => Err(PlanError::ImageChanged {
+            case: case_id.to_string(),
+            image: image.id.clone(),
+            source_desc: image.source.describe(),
+            expected: expected.clone(),
+            actual: loaded.part.sha256,
+        }),
+        _ => Ok(loaded),
+    }
+}
