@@ -267,8 +267,8 @@ fn every_image_is_a_decodable_png_with_its_hash_and_labels() {
 fn building_twice_gives_the_same_suite_hash_and_bytes() {
     let (a, b) = (suite(), &sample::build());
     assert_eq!(
-        nmb_suite::suite_hash(&a).unwrap(),
-        nmb_suite::suite_hash(&b).unwrap()
+        nmb_suite::suite_hash(a).unwrap(),
+        nmb_suite::suite_hash(b).unwrap()
     );
     for (ca, cb) in a.cases.iter().zip(&b.cases) {
         for (ia, ib) in all_images(ca).into_iter().zip(all_images(cb)) {

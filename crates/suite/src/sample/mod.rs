@@ -32,9 +32,26 @@ pub fn build() -> Suite {
         description: DESCRIPTION.into(),
         format: "sample".into(),
         defaults: Default::default(),
-        cases: cases::all().iter().map(build_case).collect(),
+        cases: build_cases(&cases::all()),
         empty_cases: Vec::new(),
     }
+}
+
+/// Builds the cases on a few threads (each case is independent, so the result does not depend on scheduling).
+fn build_cases(defs: &[CaseDef]) -> Vec<Case> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let per_thread = defs.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = defs
+            .chunks(per_thread)
+            .map(|chunk| scope.spawn(move || chunk.iter().map(build_case).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            // A worker can only fail by panicking inside `build_case`; pass that panic on unchanged.
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
 }
 
 /// Where the abnormal and the brain pixels are in one generated image, for tests and visual checks.

@@ -45,9 +45,8 @@ fn lattice(ix: i64, iy: i64, seed: u64) -> f64 {
 
 /// Smooth value noise in [0, 1) at (x, y); features are about one unit across.
 pub fn value_noise(x: f64, y: f64, seed: u64) -> f64 {
-    let (fx, fy) = (x.floor(), y.floor());
-    let (ix, iy) = (fx as i64, fy as i64);
-    let (tx, ty) = (smooth(x - fx), smooth(y - fy));
+    let (ix, iy) = (floor(x), floor(y));
+    let (tx, ty) = (smooth(x - ix as f64), smooth(y - iy as f64));
     let a = lattice(ix, iy, seed);
     let b = lattice(ix + 1, iy, seed);
     let c = lattice(ix, iy + 1, seed);
@@ -55,6 +54,17 @@ pub fn value_noise(x: f64, y: f64, seed: u64) -> f64 {
     let top = a + (b - a) * tx;
     let bottom = c + (d - c) * tx;
     top + (bottom - top) * ty
+}
+
+/// `x.floor()` as an integer, inlined: without SSE4.1 the standard `floor` is a library call, and this is hot.
+#[inline]
+fn floor(x: f64) -> i64 {
+    let i = x as i64;
+    if (i as f64) > x {
+        i - 1
+    } else {
+        i
+    }
 }
 
 fn smooth(t: f64) -> f64 {

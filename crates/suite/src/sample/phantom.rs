@@ -132,6 +132,14 @@ impl Shape {
         self.rot(-self.angle_deg)
     }
 
+    /// Pixel ranges (x, y) that can contain the shape: its bounding circle, clipped to the image.
+    fn pixel_bounds(&self) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+        let reach = self.rx.max(self.ry) * (1.0 + self.rough);
+        let to_px = |c: f64| ((c + 1.0) / 2.0 * SIZE as f64).clamp(0.0, SIZE as f64);
+        let range = |c: f64| to_px(c - reach).floor() as usize..to_px(c + reach).ceil() as usize;
+        (range(self.cx), range(self.cy))
+    }
+
     /// Normalised elliptical radius of (u, v): below 1 inside.
     fn radius(&self, u: f64, v: f64) -> f64 {
         let (c, s) = (self.cos, self.sin);
@@ -203,8 +211,10 @@ pub struct Scene {
 /// The labels of one slice, row-major, `SIZE` × `SIZE`.
 pub struct LabelMap {
     pub labels: Vec<Label>,
-    /// Whether each pixel's lesion label is "original" tissue changed by a lesion (not anatomy).
+    /// For pixels a lesion was painted on, the tissue that was there before.
     pub lesion_source: Vec<Option<Label>>,
+    /// Fine tissue texture in [-1, 1): a property of the anatomy, so every sequence of a slice shares it.
+    pub texture: Vec<f64>,
 }
 
 pub fn coord(i: usize) -> f64 {
@@ -218,15 +228,24 @@ pub fn draw(scene: &Scene) -> LabelMap {
         let seed = scene.anatomy.seed.wrapping_add(101 * (k as u64 + 1));
         paint(&mut labels, &mut lesion_source, l, seed);
     }
+    let seed = scene.anatomy.seed ^ 0x7E47;
+    let texture = (0..SIZE * SIZE)
+        .map(|i| match labels[i] {
+            Label::Background => 0.0,
+            _ => 2.0 * fbm(coord(i % SIZE) * 22.0, coord(i / SIZE) * 22.0, 1, seed) - 1.0,
+        })
+        .collect();
     LabelMap {
         labels,
         lesion_source,
+        texture,
     }
 }
 
 fn paint(labels: &mut [Label], source: &mut [Option<Label>], l: &Lesion, seed: u64) {
-    for y in 0..SIZE {
-        for x in 0..SIZE {
+    let (xs, ys) = l.shape.pixel_bounds();
+    for y in ys {
+        for x in xs.clone() {
             let i = y * SIZE + x;
             if allowed(labels[i], l.within) && l.shape.contains(coord(x), coord(y), seed) {
                 if source[i].is_none() {
@@ -457,12 +476,17 @@ fn anatomy(template: Template, a: &Anatomy) -> Vec<Label> {
 /// CSF, skull and scalp as layers at a distance from the brain (`gap`, chamfer units), so the skull follows
 /// the brain's outline as the skull base does.
 fn head_layer(gap: u32, a: &Anatomy, u: f64, v: f64) -> Label {
-    let wobble = 1.5 * (2.0 * fbm(u * 4.0, v * 4.0, 2, a.seed ^ 0x51) - 1.0);
-    let px = gap as f64 / 3.0 + wobble;
     let csf = 2.5 + 3.0 * a.atrophy;
     if gap == 0 {
-        Label::Csf // inside the outline: fissures, later overwritten where there is brain
-    } else if px <= csf {
+        return Label::Csf; // inside the outline: fissures, later overwritten where there is brain
+    }
+    // The wobble is below 1.5 px, so far pixels are background without evaluating noise.
+    if gap as f64 / 3.0 > csf + 12.5 {
+        return Label::Background;
+    }
+    let wobble = 1.5 * (2.0 * fbm(u * 4.0, v * 4.0, 2, a.seed ^ 0x51) - 1.0);
+    let px = gap as f64 / 3.0 + wobble;
+    if px <= csf {
         Label::Csf
     } else if px <= csf + 6.5 {
         Label::Bone
@@ -474,8 +498,17 @@ fn head_layer(gap: u32, a: &Anatomy, u: f64, v: f64) -> Label {
 }
 
 fn in_brain_outline(p: &Parts, u: f64, v: f64, seed: u64) -> bool {
+    let r = p
+        .brain
+        .iter()
+        .map(|s| s.radius(u, v))
+        .fold(f64::MAX, f64::min);
+    // The wobble is below 0.012, so only pixels near the edge need noise.
+    if (r - 1.0).abs() > 0.013 {
+        return r < 1.0;
+    }
     let wobble = 0.012 * (2.0 * fbm(u * 5.0, v * 5.0, 2, seed ^ 0xB7) - 1.0);
-    p.brain.iter().any(|s| s.radius(u, v) < 1.0 + wobble)
+    r < 1.0 + wobble
 }
 
 fn in_fissure(p: &Parts, u: f64, v: f64) -> bool {
@@ -502,6 +535,9 @@ fn carve_sulci(p: &Parts, a: &Anatomy, depth: &[u32], brain: &mut [bool]) {
 
 fn is_sulcus(p: &Parts, a: &Anatomy, width: f64, depth: u32, u: f64, v: f64) -> bool {
     let (cu, cv, folding) = nearest_centre(&p.folding, u, v);
+    if depth as f64 >= folding.depth * 3.0 {
+        return false; // deeper than any sulcus of this centre reaches
+    }
     let wiggle = 2.6 * fbm(u * 4.0 + 7.0, v * 4.0 - 2.0, 3, a.seed ^ 0x5C);
     let theta = noise::atan2(v - cv, u - cu);
     let phase = folding.n * theta / (2.0 * std::f64::consts::PI) + wiggle;
@@ -534,6 +570,13 @@ fn inner_structures(p: &Parts, seed: u64, labels: &mut [Label]) {
                 continue;
             }
             let (u, v) = (coord(x), coord(y));
+            let near = |s: &Shape| s.radius(u, v) < 1.05;
+            if !(p.ventricles.iter().any(near)
+                || p.hippocampi.iter().any(near)
+                || p.deep_gm.iter().any(near))
+            {
+                continue; // the wobble is below 0.05: too far from every structure
+            }
             let wob = 0.05 * (2.0 * fbm(u * 8.0, v * 8.0, 2, seed ^ 0x7E) - 1.0);
             if p.ventricles.iter().any(|s| s.radius(u, v) < 1.0 + wob) {
                 labels[i] = Label::Ventricle;

@@ -2,7 +2,7 @@
 //! partial-volume blur, a smooth bias field, tissue texture and seeded noise.
 
 use super::noise::{fbm, Rng};
-use super::phantom::{coord, Label, LabelMap, SIZE};
+use super::phantom::{Label, LabelMap, SIZE};
 use crate::Sequence;
 
 /// Signal of a tissue on a sequence, 0 (black) to 1 (white).
@@ -93,12 +93,14 @@ fn style(seq: Sequence) -> Style {
 /// Renders grayscale pixels (row-major, `SIZE` × `SIZE`).
 pub fn render(map: &LabelMap, seq: Sequence, seed: u64) -> Vec<u8> {
     let st = style(seq);
+    let bias = BiasField::new(seed ^ 0xB1A5);
     let mut img: Vec<f64> = map.labels.iter().map(|&l| signal(l, seq)).collect();
     for y in 0..SIZE {
         for x in 0..SIZE {
             let i = y * SIZE + x;
             if map.labels[i] != Label::Background {
-                img[i] *= shading(&st, coord(x), coord(y), seed);
+                let coil = 1.0 + st.bias * bias.at(x, y);
+                img[i] *= coil * (1.0 + st.texture * map.texture[i]);
             }
         }
     }
@@ -116,16 +118,45 @@ pub fn render(map: &LabelMap, seq: Sequence, seed: u64) -> Vec<u8> {
             };
             // Magnitude images: noise never makes the signal negative (Rician-like floor).
             let n = (v + sigma * rng.normal()).abs();
-            (n.clamp(0.0, 1.0) * 255.0).round() as u8
+            // Non-negative, so adding one half and truncating rounds to nearest (and avoids a libm call).
+            (n.min(1.0) * 255.0 + 0.5) as u8
         })
         .collect()
 }
 
-/// Multiplicative low-frequency coil bias times fine tissue texture.
-fn shading(st: &Style, u: f64, v: f64, seed: u64) -> f64 {
-    let bias = 1.0 + st.bias * (2.0 * fbm(u * 1.2 + 5.0, v * 1.2 - 3.0, 2, seed ^ 0xB1A5) - 1.0);
-    let texture = 1.0 + st.texture * (2.0 * fbm(u * 22.0, v * 22.0, 2, seed ^ 0x7E47) - 1.0);
-    bias * texture
+/// A smooth coil-sensitivity field in [-1, 1), sampled on a coarse grid and interpolated: it varies over
+/// the whole head, so evaluating noise at every pixel would be wasted work.
+struct BiasField {
+    grid: Vec<f64>,
+}
+
+const BIAS_GRID: usize = 29;
+
+impl BiasField {
+    fn new(seed: u64) -> Self {
+        let at = |j: usize| -1.0 + 2.0 * j as f64 / (BIAS_GRID - 1) as f64;
+        let grid = (0..BIAS_GRID * BIAS_GRID)
+            .map(|k| {
+                let (u, v) = (at(k % BIAS_GRID), at(k / BIAS_GRID));
+                2.0 * fbm(u * 1.2 + 5.0, v * 1.2 - 3.0, 2, seed) - 1.0
+            })
+            .collect();
+        BiasField { grid }
+    }
+
+    fn at(&self, x: usize, y: usize) -> f64 {
+        let scale = (BIAS_GRID - 1) as f64 / (SIZE - 1) as f64;
+        let (tx, ty) = (x as f64 * scale, y as f64 * scale);
+        let (jx, jy) = (
+            (tx as usize).min(BIAS_GRID - 2),
+            (ty as usize).min(BIAS_GRID - 2),
+        );
+        let (fx, fy) = (tx - jx as f64, ty - jy as f64);
+        let g = |i: usize, j: usize| self.grid[j * BIAS_GRID + i];
+        let top = g(jx, jy) + (g(jx + 1, jy) - g(jx, jy)) * fx;
+        let bottom = g(jx, jy + 1) + (g(jx + 1, jy + 1) - g(jx, jy + 1)) * fx;
+        top + (bottom - top) * fy
+    }
 }
 
 /// One pass of a separable [1, 2, 1] / 4 blur (edges clamp).
@@ -153,7 +184,7 @@ pub fn png(pixels: &[u8]) -> Result<Vec<u8>, image::ImageError> {
     use image::codecs::png::{CompressionType, FilterType, PngEncoder};
     use image::ImageEncoder;
     let mut out = Vec::new();
-    let enc = PngEncoder::new_with_quality(&mut out, CompressionType::Best, FilterType::Paeth);
+    let enc = PngEncoder::new_with_quality(&mut out, CompressionType::Fast, FilterType::Paeth);
     enc.write_image(
         pixels,
         SIZE as u32,
