@@ -313,6 +313,8 @@ pub fn plan<'a>(
 /// Settings resolved from the options and the suite's defaults.
 struct Settings {
     templates: BTreeMap<Family, Template>,
+    /// Per family: the output format and its schema rendered once as a string for templates.
+    outputs: BTreeMap<Family, (OutputFormat, Option<String>)>,
     input_mode: InputMode,
     samples: u32,
     answer_language: Option<String>,
@@ -337,6 +339,17 @@ impl<'a> Plan<'a> {
             templates: Family::ALL
                 .iter()
                 .map(|f| (*f, options.template_for(*f)))
+                .collect(),
+            outputs: Family::ALL
+                .iter()
+                .map(|f| {
+                    let format = output_format(*f);
+                    let schema = match &format {
+                        OutputFormat::Json { schema } => schema.as_ref().map(|s| s.to_string()),
+                        OutputFormat::Text => None,
+                    };
+                    (*f, (format, schema))
+                })
                 .collect(),
             input_mode: options.input_mode,
             samples: resolve_samples(suite, options)?,
@@ -550,16 +563,13 @@ fn case_ctx(case: &Case, mode: InputMode) -> CaseCtx {
     }
 }
 
-fn output_ctx(output: &OutputFormat) -> OutputCtx {
-    match output {
-        OutputFormat::Text => OutputCtx {
-            format: "text",
-            schema: None,
+fn output_ctx(output: &OutputFormat, schema: Option<&String>) -> OutputCtx {
+    OutputCtx {
+        format: match output {
+            OutputFormat::Text => "text",
+            OutputFormat::Json { .. } => "json",
         },
-        OutputFormat::Json { schema } => OutputCtx {
-            format: "json",
-            schema: schema.as_ref().map(|s| s.to_string()),
-        },
+        schema: schema.cloned(),
     }
 }
 
@@ -669,7 +679,10 @@ fn plan_task(
         .get(&task.family)
         .cloned()
         .unwrap_or_else(|| Template::default_for(task.family));
-    let output = output_format(task.family);
+    let (output, schema) = match settings.outputs.get(&task.family) {
+        Some((format, schema)) => (format.clone(), schema.as_ref()),
+        None => (output_format(task.family), None),
+    };
     let task_c = task_ctx(task);
     let case_c = case_ctx(case, mode);
     let inputs_c = InputsCtx {
@@ -677,7 +690,7 @@ fn plan_task(
         text: mode.includes_text(),
         images: mode.includes_images(),
     };
-    let output_c = output_ctx(&output);
+    let output_c = output_ctx(&output, schema);
     let turn_count = 1 + task.turns.len();
     let ctx = |images: Vec<ImageCtx>, question: &str, index: usize, text: String| Ctx {
         template: TemplateCtx {

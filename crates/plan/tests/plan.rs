@@ -150,3 +150,44 @@ fn templates_hash_changes_with_an_override() {
     assert_eq!(custom.template_for(Family::Differential).id(), "depth-v1");
     assert_eq!("images".parse::<InputMode>(), Ok(InputMode::Images));
 }
+
+#[test]
+fn image_cache_stays_within_its_bound_and_reuses_entries() {
+    let cache = nmb_plan::ImageCache::new(100);
+    let images = [
+        inline_image("a", 1),
+        inline_image("b", 2),
+        inline_image("c", 3),
+    ];
+    let size = images[0].source.read().unwrap().len();
+    assert!(size <= 100 && 2 * size > 100, "test PNGs are {size} bytes");
+    let first = cache.load("c", &images[0]).unwrap();
+    let again = cache.load("c", &images[0]).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&first.part.bytes, &again.part.bytes));
+    for i in &images {
+        cache.load("c", i).unwrap();
+        assert!(cache.held_bytes() <= 100, "held {}", cache.held_bytes());
+    }
+    assert_eq!((first.width, first.height), (Some(4), Some(3)));
+}
+
+#[test]
+fn templates_see_the_output_format() {
+    let t = nmb_plan::Template::from_source(
+        "fmt",
+        "1",
+        "{% block system %}{% endblock %}{% block user %}{{ output.format }}|{{ output.schema }}{% endblock %}",
+    )
+    .unwrap();
+    let options = PlanOptions {
+        template: Some(t),
+        input_mode: InputMode::Text,
+        ..PlanOptions::default()
+    };
+    let p = planned(&depth_suite(), &options).remove(0);
+    let text = p.turns[0].user.joined_text();
+    let (format, schema) = text.split_once('|').unwrap();
+    assert_eq!(format, "json");
+    let parsed: serde_json::Value = serde_json::from_str(schema).unwrap();
+    assert_eq!(parsed, nmb_plan::output::differential_schema());
+}
