@@ -43,7 +43,12 @@ pub(super) fn apply(path: &Path, loaded: &mut Loaded) -> Result<(), SuiteError> 
     Ok(())
 }
 
-fn apply_row(loc: &str, line: &[u8], suite: &mut Suite, answered: &mut HashSet<String>) -> Vec<Problem> {
+fn apply_row(
+    loc: &str,
+    line: &[u8],
+    suite: &mut Suite,
+    answered: &mut HashSet<String>,
+) -> Vec<Problem> {
     let obj = match json::jsonl_object(line) {
         Ok(obj) => obj,
         Err(msg) => return vec![Problem::error(loc, msg)],
@@ -63,7 +68,10 @@ fn apply_row(loc: &str, line: &[u8], suite: &mut Suite, answered: &mut HashSet<S
         problems.push(at(Problem::error(loc, msg), case, field));
     }
     if reference.is_empty() {
-        let msg = format!("no answer fields; expected at least one of {}", REFERENCE_FIELDS.join(", "));
+        let msg = format!(
+            "no answer fields; expected at least one of {}",
+            REFERENCE_FIELDS.join(", ")
+        );
         problems.push(Problem::warning(loc, msg).case(&case_id));
         return problems;
     }
@@ -76,7 +84,9 @@ fn apply_row(loc: &str, line: &[u8], suite: &mut Suite, answered: &mut HashSet<S
 
 fn unknown_field_warnings(loc: &str, case: Option<&str>, obj: &Map<String, Value>) -> Vec<Problem> {
     obj.keys()
-        .filter(|k| !REFERENCE_FIELDS.contains(&k.as_str()) && !SELECTOR_FIELDS.contains(&k.as_str()))
+        .filter(|k| {
+            !REFERENCE_FIELDS.contains(&k.as_str()) && !SELECTOR_FIELDS.contains(&k.as_str())
+        })
         .map(|k| {
             let msg = format!(
                 "unknown field (ignored); expected {} or {}",
@@ -98,17 +108,27 @@ fn attach(
     let mut problems = Vec::new();
     for task in tasks {
         if !answered.insert(task.id.clone()) {
-            let msg = format!("a second answer for task {}; the first one is kept", task.id);
+            let msg = format!(
+                "a second answer for task {}; the first one is kept",
+                task.id
+            );
             problems.push(Problem::error(loc, msg).case(case_id));
             continue;
         }
-        merge(task.reference.get_or_insert_with(Reference::default), reference);
+        merge(
+            task.reference.get_or_insert_with(Reference::default),
+            reference,
+        );
     }
     problems
 }
 
 /// The tasks a row answers: the one named by `task_id` or `question_number`, else every task of the case.
-fn targets<'s>(suite: &'s mut Suite, case_id: &str, obj: &Map<String, Value>) -> Result<Vec<&'s mut Task>, Problem> {
+fn targets<'s>(
+    suite: &'s mut Suite,
+    case_id: &str,
+    obj: &Map<String, Value>,
+) -> Result<Vec<&'s mut Task>, Problem> {
     let selector = selector(obj)?;
     if suite.empty_cases.iter().any(|c| c == case_id) {
         let msg = format!("{case_id} is an empty placeholder in the suite; its answer is ignored");
@@ -119,10 +139,20 @@ fn targets<'s>(suite: &'s mut Suite, case_id: &str, obj: &Map<String, Value>) ->
         return Err(Problem::error("", msg).case(case_id).field("case_id"));
     };
     let known: Vec<String> = case.tasks.iter().map(|t| t.id.clone()).collect();
-    let tasks: Vec<&mut Task> = case.tasks.iter_mut().filter(|t| selector.matches(t)).collect();
+    let tasks: Vec<&mut Task> = case
+        .tasks
+        .iter_mut()
+        .filter(|t| selector.matches(t))
+        .collect();
     if tasks.is_empty() {
-        let msg = format!("{} matches no task of the case; its tasks are: {}", selector.describe(), known.join(", "));
-        return Err(Problem::error("", msg).case(case_id).field(selector.field()));
+        let msg = format!(
+            "{} matches no task of the case; its tasks are: {}",
+            selector.describe(),
+            known.join(", ")
+        );
+        return Err(Problem::error("", msg)
+            .case(case_id)
+            .field(selector.field()));
     }
     Ok(tasks)
 }
@@ -141,7 +171,9 @@ fn selector(obj: &Map<String, Value>) -> Result<Selector, Problem> {
     match obj.get("question_number") {
         None | Some(Value::Null) => Ok(Selector::All),
         Some(Value::Number(n)) if n.is_u64() => Ok(Selector::Question(n.to_string())),
-        Some(Value::String(s)) if s.trim().parse::<u64>().is_ok() => Ok(Selector::Question(s.trim().into())),
+        Some(Value::String(s)) if s.trim().parse::<u64>().is_ok() => {
+            Ok(Selector::Question(s.trim().into()))
+        }
         Some(other) => Err(bad(
             "question_number",
             format!("expected a positive integer, found {}", other),
@@ -197,7 +229,9 @@ fn merge(into: &mut Reference, new: &Reference) {
 }
 
 /// Reads the reference fields of an object, returning (field, message) for each field of the wrong type.
-pub(super) fn reference_from_object(obj: &Map<String, Value>) -> (Reference, Vec<(String, String)>) {
+pub(super) fn reference_from_object(
+    obj: &Map<String, Value>,
+) -> (Reference, Vec<(String, String)>) {
     let mut errors = Vec::new();
     let mut text = |key: &str, scalar: bool| {
         let value = match scalar {
@@ -218,7 +252,10 @@ pub(super) fn reference_from_object(obj: &Map<String, Value>) -> (Reference, Vec
         answer: text("answer", true),
         ..Reference::default()
     };
-    for (key, slot) in [("synonyms", &mut reference.synonyms), ("differential", &mut reference.differential)] {
+    for (key, slot) in [
+        ("synonyms", &mut reference.synonyms),
+        ("differential", &mut reference.differential),
+    ] {
         match json::opt_str_list(obj, key) {
             Ok(list) => *slot = list,
             Err(msg) => errors.push((key.to_string(), msg)),

@@ -34,7 +34,11 @@ pub fn check_images(suite: &Suite) -> ImageReport {
         for task in &case.tasks {
             for (t, turn) in task.turns.iter().enumerate() {
                 for (i, image) in turn.images.iter().enumerate() {
-                    report.check(&case.id, format!("task {} turns[{t}].images[{i}]", task.id), image);
+                    report.check(
+                        &case.id,
+                        format!("task {} turns[{t}].images[{i}]", task.id),
+                        image,
+                    );
                 }
             }
         }
@@ -48,7 +52,9 @@ impl ImageReport {
         match sniff_source(&image.source) {
             Ok(format) => *self.formats.entry(format.name().to_string()).or_default() += 1,
             Err(e) => {
-                let problem = Problem::error(image.source.describe(), e.to_string()).case(case_id).field(field);
+                let problem = Problem::error(image.source.describe(), e.to_string())
+                    .case(case_id)
+                    .field(field);
                 self.problems.push(problem);
             }
         }
@@ -65,7 +71,9 @@ fn sniff_source(source: &ImageSource) -> Result<ImageFormat, ImageError> {
             };
             let file = std::fs::File::open(path).map_err(read_err)?;
             let mut head = Vec::with_capacity(SNIFF_BYTES as usize);
-            file.take(SNIFF_BYTES).read_to_end(&mut head).map_err(read_err)?;
+            file.take(SNIFF_BYTES)
+                .read_to_end(&mut head)
+                .map_err(read_err)?;
             sniff_bytes(&head)
         }
     }
@@ -75,7 +83,8 @@ fn sniff_bytes(bytes: &[u8]) -> Result<ImageFormat, ImageError> {
     if bytes.is_empty() {
         return Err(ImageError::Empty);
     }
-    nmb_imaging::sniff(bytes).ok_or_else(|| ImageError::UnknownFormat(hex::encode(&bytes[..bytes.len().min(8)])))
+    nmb_imaging::sniff(bytes)
+        .ok_or_else(|| ImageError::UnknownFormat(hex::encode(&bytes[..bytes.len().min(8)])))
 }
 
 /// The counts printed by `nmb suite stats --json`.
@@ -86,7 +95,10 @@ pub struct SuiteStats {
     pub format: String,
     /// The suite content hash; `None` when an image could not be read to hash it.
     pub hash: Option<String>,
+    /// Every case slot in the input, empty placeholders included (`cases_with_content + empty_cases`).
     pub cases: usize,
+    /// Cases that are loaded and can be run.
+    pub cases_with_content: usize,
     pub empty_cases: usize,
     pub tasks: usize,
     pub images: usize,
@@ -110,7 +122,9 @@ pub fn stats(loaded: &Loaded, images: &ImageReport) -> SuiteStats {
     let mut by_family = BTreeMap::new();
     let mut by_level = BTreeMap::new();
     for (_, task) in suite.tasks() {
-        *by_family.entry(task.family.as_str().to_string()).or_default() += 1;
+        *by_family
+            .entry(task.family.as_str().to_string())
+            .or_default() += 1;
         *by_level.entry(task.level.as_str().to_string()).or_default() += 1;
     }
     let mut languages = BTreeMap::new();
@@ -124,7 +138,8 @@ pub fn stats(loaded: &Loaded, images: &ImageReport) -> SuiteStats {
         version: suite.version.clone(),
         format: suite.format.clone(),
         hash: suite_hash(suite).ok(),
-        cases: suite.cases.len(),
+        cases: suite.cases.len() + suite.empty_cases.len(),
+        cases_with_content: suite.cases.len(),
         empty_cases: suite.empty_cases.len(),
         tasks: suite.task_count(),
         images: images.images,

@@ -29,7 +29,9 @@ impl FromStr for Filter {
             },
         };
         if key.trim().is_empty() {
-            return Err(format!("filter {s:?}: the key before '=' is empty; expected KEY=VALUE"));
+            return Err(format!(
+                "filter {s:?}: the key before '=' is empty; expected KEY=VALUE"
+            ));
         }
         Ok(Filter {
             key: key.trim().to_string(),
@@ -48,7 +50,8 @@ impl fmt::Display for Filter {
 
 impl Filter {
     pub fn matches(&self, case: &Case, task: &Task) -> bool {
-        let hit = lookup(&self.key, case, task).is_some_and(|v| v.eq_ignore_ascii_case(&self.value));
+        let hit =
+            lookup(&self.key, case, task).is_some_and(|v| v.eq_ignore_ascii_case(&self.value));
         hit != self.negate
     }
 }

@@ -42,7 +42,9 @@ pub(super) fn kind(v: &Value) -> &'static str {
 pub(super) fn describe_shape(v: &Value) -> &'static str {
     match v {
         Value::Array(a) if a.is_empty() => "an empty JSON array",
-        Value::Array(a) if a.iter().all(Value::is_object) => "a JSON array of objects of another shape",
+        Value::Array(a) if a.iter().all(Value::is_object) => {
+            "a JSON array of objects of another shape"
+        }
         Value::Array(_) => "a JSON array that is not all objects",
         Value::Object(_) => "a JSON object",
         _ => "a JSON scalar",
@@ -50,7 +52,10 @@ pub(super) fn describe_shape(v: &Value) -> &'static str {
 }
 
 /// An optional string field: missing or null is `None`; any other type is an error message.
-pub(super) fn opt_str<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, String> {
+pub(super) fn opt_str<'a>(
+    obj: &'a Map<String, Value>,
+    key: &str,
+) -> Result<Option<&'a str>, String> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -94,7 +99,10 @@ pub(super) fn opt_str_list(obj: &Map<String, Value>, key: &str) -> Result<Vec<St
                 other => Err(format!("[{i}]: expected a string, found {}", kind(other))),
             })
             .collect(),
-        Some(other) => Err(format!("expected an array of strings, found {}", kind(other))),
+        Some(other) => Err(format!(
+            "expected an array of strings, found {}",
+            kind(other)
+        )),
     }
 }
 

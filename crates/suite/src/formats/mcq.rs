@@ -28,7 +28,10 @@ pub(super) fn looks_like(path: &Path) -> Result<bool, SuiteError> {
 pub(super) fn load(path: &Path) -> Result<Loaded, SuiteError> {
     let bytes = json::read_bytes(path)?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(json::fatal(path, "the file is empty; expected one JSON object per line"));
+        return Err(json::fatal(
+            path,
+            "the file is empty; expected one JSON object per line",
+        ));
     }
     let file = file_name(path);
     let mut loaded = Loaded::new(empty_suite(path));
@@ -37,12 +40,19 @@ pub(super) fn load(path: &Path) -> Result<Loaded, SuiteError> {
         let loc = format!("{file}:{line_no}");
         match row_case(line_no, line) {
             Ok((case, warnings)) if seen.insert(case.id.clone()) => {
-                loaded.problems.extend(warnings.into_iter().map(|w| in_file(w, &loc)));
+                loaded
+                    .problems
+                    .extend(warnings.into_iter().map(|w| in_file(w, &loc)));
                 loaded.suite.cases.push(case);
             }
             Ok((case, _)) => {
-                let msg = format!("duplicate case id {:?} (from realidx); this row is skipped", case.id);
-                loaded.problems.push(Problem::error(&loc, msg).case(&case.id).field("realidx"));
+                let msg = format!(
+                    "duplicate case id {:?} (from realidx); this row is skipped",
+                    case.id
+                );
+                loaded
+                    .problems
+                    .push(Problem::error(&loc, msg).case(&case.id).field("realidx"));
             }
             Err(problem) => loaded.problems.push(in_file(problem, &loc)),
         }
@@ -51,7 +61,10 @@ pub(super) fn load(path: &Path) -> Result<Loaded, SuiteError> {
 }
 
 fn empty_suite(path: &Path) -> Suite {
-    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let dataset = path
         .ancestors()
         .skip(1)
@@ -109,21 +122,36 @@ fn row_case(line_no: usize, line: &[u8]) -> Result<(Case, Vec<Problem>), Problem
 fn options(obj: &Map<String, Value>) -> Result<Vec<(String, String)>, String> {
     let map = match obj.get("options") {
         Some(Value::Object(map)) if !map.is_empty() => map,
-        Some(Value::Object(_)) => return Err("no options; expected an object {\"A\": text, ...}".into()),
-        None | Some(Value::Null) => return Err("missing; expected an object {\"A\": text, ...}".into()),
-        Some(other) => return Err(format!("expected an object {{\"A\": text, ...}}, found {}", kind(other))),
+        Some(Value::Object(_)) => {
+            return Err("no options; expected an object {\"A\": text, ...}".into())
+        }
+        None | Some(Value::Null) => {
+            return Err("missing; expected an object {\"A\": text, ...}".into())
+        }
+        Some(other) => {
+            return Err(format!(
+                "expected an object {{\"A\": text, ...}}, found {}",
+                kind(other)
+            ))
+        }
     };
     map.iter()
         .map(|(letter, text)| match json::scalar_text(text) {
             Some(t) => Ok((letter.clone(), t)),
-            None => Err(format!("option {letter}: expected a string, found {}", kind(text))),
+            None => Err(format!(
+                "option {letter}: expected a string, found {}",
+                kind(text)
+            )),
         })
         .collect()
 }
 
 type FieldError = (&'static str, String);
 
-fn reference(obj: &Map<String, Value>, options: &[(String, String)]) -> Result<(Option<Reference>, Vec<Problem>), FieldError> {
+fn reference(
+    obj: &Map<String, Value>,
+    options: &[(String, String)],
+) -> Result<(Option<Reference>, Vec<Problem>), FieldError> {
     let choice = json::opt_scalar(obj, "answer_idx").map_err(|m| ("answer_idx", m))?;
     let answer = json::opt_scalar(obj, "answer").map_err(|m| ("answer", m))?;
     let choice = choice.map(|c| c.trim().to_string());
@@ -131,10 +159,18 @@ fn reference(obj: &Map<String, Value>, options: &[(String, String)]) -> Result<(
     if let Some(c) = &choice {
         let Some((_, text)) = options.iter().find(|(letter, _)| letter == c) else {
             let letters: Vec<&str> = options.iter().map(|(l, _)| l.as_str()).collect();
-            return Err(("answer_idx", format!("{c:?} is not an option; expected one of {}", letters.join(", "))));
+            return Err((
+                "answer_idx",
+                format!(
+                    "{c:?} is not an option; expected one of {}",
+                    letters.join(", ")
+                ),
+            ));
         };
         if answer.as_ref().is_some_and(|a| a.trim() != text.trim()) {
-            let msg = format!("answer text differs from option {c} ({text:?}); answer_idx is used for scoring");
+            let msg = format!(
+                "answer text differs from option {c} ({text:?}); answer_idx is used for scoring"
+            );
             warnings.push(Problem::warning("", msg).field("answer"));
         }
     }

@@ -3,6 +3,37 @@
 //!
 //! Every loader collects all the [`Problem`]s it can find (file, case, field, what was expected) and keeps going;
 //! only a file that cannot be read or parsed at all stops a load with a [`SuiteError`].
+//!
+//! # Answer-key format
+//!
+//! An answer key is a JSONL file: UTF-8, one JSON object per line, blank lines ignored. Each row attaches a
+//! reference answer to tasks of one case. It is joined after loading and before filtering, so it works with any
+//! format (it is meant for the Neural-MedBench site file, which carries no answers).
+//!
+//! | field | type | required | meaning |
+//! |---|---|---|---|
+//! | `case_id` | string | yes | the case, as in the suite (`"case_1"`) |
+//! | `question_number` | integer | no | the site file's `question_number`; without it (and without `task_id`) the row answers every task of the case |
+//! | `task_id` | string | no | a task id (`"case_1/q1"`), instead of `question_number` |
+//! | `diagnosis` | string | no | the final diagnosis |
+//! | `synonyms` | array of strings | no | other accepted names for the diagnosis |
+//! | `differential` | array of strings | no | the ranked differential, most likely first |
+//! | `lesion_type` | string | no | lesion type (e.g. `"acute ischaemic infarct"`) |
+//! | `lesion_location` | string | no | anatomical location (e.g. `"right MCA territory"`) |
+//! | `rationale` | string | no | the reference reasoning |
+//! | `choice` | string | no | multiple-choice key (`"C"`) |
+//! | `answer` | string or number | no | short answer (VQA) |
+//!
+//! ```text
+//! {"case_id": "case_1", "question_number": 1, "diagnosis": "Right MCA ischaemic stroke", "synonyms": ["right middle cerebral artery infarction"], "differential": ["Right MCA ischaemic stroke", "Intracerebral haemorrhage", "Todd paresis"], "lesion_type": "acute infarct", "lesion_location": "right MCA territory", "rationale": "Sudden left hemiparesis in atrial fibrillation; DWI bright, ADC dark."}
+//! {"case_id": "case_2", "diagnosis": "Multiple sclerosis", "synonyms": ["MS"]}
+//! ```
+//!
+//! Rules: a row naming a case that is not in the suite is an error; a row for an empty placeholder case is a
+//! warning and is ignored; a second row for the same task is an error (the first is kept); a field not listed
+//! above is a warning (it catches typos such as `diagnoses`); a field of the wrong type is an error; a row with
+//! no answer field is a warning. Fields given in a row replace the same fields of a reference the task already
+//! has; the others are kept.
 
 mod answers;
 mod check;
@@ -74,7 +105,7 @@ impl fmt::Display for Format {
 pub struct LoadOptions {
     /// Keep only tasks matching every filter (cases left without tasks are dropped).
     pub filters: Vec<Filter>,
-    /// An answer-key JSONL file to join by `case_id` (see [`answers`](self#answer-key-format)).
+    /// An answer-key JSONL file joined by `case_id` (see [the format](self#answer-key-format)).
     pub answers: Option<PathBuf>,
     /// Level for site-format tasks; by default it comes from the file name.
     pub level: Option<Level>,
@@ -109,8 +140,8 @@ impl Loaded {
 
 /// Loads a suite named by `spec`: `sample`, a path whose format is detected, or `FORMAT:PATH`.
 ///
-/// Detection: a directory with `suite.toml` is native; a `.json` array whose objects have `case_id` and
-/// `images` is the site format, one whose objects have `qid` and `image_name` is VQA-RAD; a `.jsonl` file whose
+/// Detection: a directory with `suite.toml` is native; a `.json` array with objects having `case_id` and
+/// `images` is the site format, one with objects having `qid` and `image_name` is VQA-RAD; a `.jsonl` file whose
 /// rows have `question` and `options` is multiple choice. The answer key (if any) is joined before filtering.
 pub fn load(spec: &str, opts: &LoadOptions) -> Result<Loaded, SuiteError> {
     let mut loaded = load_unfiltered(spec, opts)?;
@@ -181,7 +212,10 @@ fn detect_and_load(path: &Path, opts: &LoadOptions) -> Result<Loaded, SuiteError
     if path.extension().is_some_and(|e| e == "jsonl") {
         return match mcq::looks_like(path)? {
             true => mcq::load(path),
-            false => Err(undetected(path, "JSONL whose first row lacks question/options")),
+            false => Err(undetected(
+                path,
+                "JSONL whose first row lacks question/options",
+            )),
         };
     }
     let value = json::read(path)?;
@@ -192,13 +226,21 @@ fn detect_and_load(path: &Path, opts: &LoadOptions) -> Result<Loaded, SuiteError
     }
 }
 
-/// Looks at the first object of a top-level array.
+/// Looks at the objects of a top-level array; one broken object (say, without `case_id`) must not hide the
+/// format, so any object with the telltale keys decides.
 fn detect_json(value: &Value) -> Option<Format> {
-    let first = value.as_array()?.iter().find_map(Value::as_object)?;
-    if first.contains_key("case_id") && first.contains_key("images") {
+    let objects = || {
+        value
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object)
+    };
+    let has = |keys: &[&str]| objects().any(|o| keys.iter().all(|k| o.contains_key(*k)));
+    if has(&["case_id", "images"]) || has(&["images", "questions"]) {
         return Some(Format::Site);
     }
-    if first.contains_key("qid") && first.contains_key("image_name") {
+    if has(&["qid", "image_name"]) {
         return Some(Format::VqaRad);
     }
     None

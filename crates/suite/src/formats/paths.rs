@@ -27,7 +27,9 @@ pub(super) fn resolve(root: &Path, raw: &str) -> Result<PathBuf, String> {
         ));
     }
     if rel.components().any(|c| c == Component::ParentDir) {
-        return Err(format!("path {raw:?} escapes the suite directory (contains ..)"));
+        return Err(format!(
+            "path {raw:?} escapes the suite directory (contains ..)"
+        ));
     }
     let joined = root.join(rel);
     let real = joined
@@ -44,7 +46,8 @@ pub(super) fn resolve(root: &Path, raw: &str) -> Result<PathBuf, String> {
 }
 
 fn check_file(path: &Path) -> Result<(), String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     if !meta.is_file() {
         return Err(format!("{} is not a regular file", path.display()));
     }

@@ -137,7 +137,9 @@ impl SiteLoader {
             }
         };
         if !self.seen.insert(id.clone()) {
-            let msg = format!("duplicate case_id {id:?}; each case must appear once (this one is skipped)");
+            let msg = format!(
+                "duplicate case_id {id:?}; each case must appear once (this one is skipped)"
+            );
             self.error(Some(&id), field, msg);
             return None;
         }
@@ -148,7 +150,8 @@ impl SiteLoader {
         match json::opt_str(obj, "text") {
             Ok(Some(t)) => t.to_string(),
             Ok(None) => {
-                let msg = "missing; expected the case text (a string, \"\" for placeholders)".into();
+                let msg =
+                    "missing; expected the case text (a string, \"\" for placeholders)".into();
                 self.error(Some(id), "text".into(), msg);
                 String::new()
             }
@@ -190,12 +193,16 @@ impl SiteLoader {
         let questions = match obj.get("questions") {
             Some(Value::Array(q)) if !q.is_empty() => q,
             Some(Value::Array(_)) | None | Some(Value::Null) => {
-                let msg = "no questions; expected an array of {question_number, question_text}".into();
+                let msg =
+                    "no questions; expected an array of {question_number, question_text}".into();
                 self.error(Some(id), "questions".into(), msg);
                 return Vec::new();
             }
             Some(other) => {
-                let msg = format!("expected an array of question objects, found {}", kind(other));
+                let msg = format!(
+                    "expected an array of question objects, found {}",
+                    kind(other)
+                );
                 self.error(Some(id), "questions".into(), msg);
                 return Vec::new();
             }
@@ -215,14 +222,21 @@ impl SiteLoader {
     }
 
     fn task(&self, id: &str, k: usize, q: &Value) -> Result<Task, (String, String)> {
-        let obj = q
-            .as_object()
-            .ok_or_else(|| (String::new(), format!("expected a question object, found {}", kind(q))))?;
+        let obj = q.as_object().ok_or_else(|| {
+            (
+                String::new(),
+                format!("expected a question object, found {}", kind(q)),
+            )
+        })?;
         let number = question_number(obj, k).map_err(|m| (".question_number".to_string(), m))?;
-        let text = json::req_str(obj, "question_text").map_err(|m| (".question_text".to_string(), m))?;
+        let text =
+            json::req_str(obj, "question_text").map_err(|m| (".question_text".to_string(), m))?;
         let metadata = Metadata::from([
             ("question_number".to_string(), number.to_string()),
-            ("question_language".to_string(), language_of(text).to_string()),
+            (
+                "question_language".to_string(),
+                language_of(text).to_string(),
+            ),
         ]);
         Ok(Task {
             id: format!("{id}/q{number}"),
@@ -248,7 +262,10 @@ fn question_number(obj: &Map<String, Value>, k: usize) -> Result<u64, String> {
             .trim()
             .parse()
             .map_err(|_| format!("expected a positive integer, found {s:?}")),
-        Some(other) => Err(format!("expected a positive integer, found {}", kind(other))),
+        Some(other) => Err(format!(
+            "expected a positive integer, found {}",
+            kind(other)
+        )),
     }
 }
 
@@ -258,7 +275,10 @@ fn inline_image(value: &Value, k: usize) -> Result<Image, String> {
         .ok_or_else(|| format!("expected a data URL string, found {}", kind(value)))?;
     let bytes = decode_data_url(url)?;
     let info = nmb_imaging::inspect(&bytes).map_err(|e| format!("decoded data URL: {e}"))?;
-    let mut image = Image::new(format!("img{}", k + 1), ImageSource::Bytes(Arc::from(bytes)));
+    let mut image = Image::new(
+        format!("img{}", k + 1),
+        ImageSource::Bytes(Arc::from(bytes)),
+    );
     image.sha256 = Some(info.sha256);
     Ok(image)
 }
@@ -278,7 +298,10 @@ pub(super) fn decode_data_url(url: &str) -> Result<Vec<u8>, String> {
         ));
     }
     let decoded = if payload.bytes().any(|b| b.is_ascii_whitespace()) {
-        let compact: Vec<u8> = payload.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+        let compact: Vec<u8> = payload
+            .bytes()
+            .filter(|b| !b.is_ascii_whitespace())
+            .collect();
         BASE64.decode(compact)
     } else {
         BASE64.decode(payload)

@@ -18,7 +18,10 @@ const TASK_METADATA: &[&str] = &["image_organ", "question_type", "phrase_type", 
 
 pub(super) fn load(path: &Path, value: Value) -> Result<Loaded, SuiteError> {
     let Value::Array(rows) = value else {
-        let msg = format!("expected a JSON array of question objects, found {}", kind(&value));
+        let msg = format!(
+            "expected a JSON array of question objects, found {}",
+            kind(&value)
+        );
         return Err(json::fatal(path, msg));
     };
     let mut builder = Builder {
@@ -36,7 +39,10 @@ pub(super) fn load(path: &Path, value: Value) -> Result<Loaded, SuiteError> {
 }
 
 fn empty_suite(path: &Path) -> Suite {
-    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     Suite {
         id: format!("vqa-rad-{stem}"),
         version: "unversioned".into(),
@@ -69,12 +75,19 @@ struct Row<'a> {
 
 impl Builder {
     fn find_images(&mut self, path: &Path) {
-        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         match paths::canonical_root(&dir.join("images")) {
             Ok(root) => self.root = Some(root),
             Err(e) => {
-                let msg = format!("no images/ folder next to the JSON file ({e}); every image will be missing");
-                self.loaded.problems.push(Problem::error(&self.file, msg).field("image_name"));
+                let msg = format!(
+                    "no images/ folder next to the JSON file ({e}); every image will be missing"
+                );
+                self.loaded
+                    .problems
+                    .push(Problem::error(&self.file, msg).field("image_name"));
             }
         }
     }
@@ -83,7 +96,11 @@ impl Builder {
         match parse_row(row) {
             Ok(row) => self.add(row),
             Err((case, field, msg)) => {
-                let problem = at(Problem::error(&self.file, msg), case.as_deref(), format!("[{i}]{field}"));
+                let problem = at(
+                    Problem::error(&self.file, msg),
+                    case.as_deref(),
+                    format!("[{i}]{field}"),
+                );
                 self.loaded.problems.push(problem);
             }
         }
@@ -91,7 +108,10 @@ impl Builder {
 
     fn add(&mut self, row: Row) {
         if !self.qids.insert(row.qid.clone()) {
-            let msg = format!("duplicate qid {}; each question must appear once (this one is skipped)", row.qid);
+            let msg = format!(
+                "duplicate qid {}; each question must appear once (this one is skipped)",
+                row.qid
+            );
             let problem = Problem::error(&self.file, msg).case(row.image).field("qid");
             return self.loaded.problems.push(problem);
         }
@@ -141,7 +161,9 @@ impl Builder {
         match paths::resolve(root, image_name) {
             Ok(path) => Some(Image::new(image_name, ImageSource::File(path))),
             Err(msg) => {
-                let problem = Problem::error(&self.file, msg).case(image_name).field("image_name");
+                let problem = Problem::error(&self.file, msg)
+                    .case(image_name)
+                    .field("image_name");
                 self.loaded.problems.push(problem);
                 None
             }
@@ -152,9 +174,13 @@ impl Builder {
 type RowError = (Option<String>, String, String);
 
 fn parse_row(row: &Value) -> Result<Row<'_>, RowError> {
-    let obj = row
-        .as_object()
-        .ok_or_else(|| (None, String::new(), format!("expected a question object, found {}", kind(row))))?;
+    let obj = row.as_object().ok_or_else(|| {
+        (
+            None,
+            String::new(),
+            format!("expected a question object, found {}", kind(row)),
+        )
+    })?;
     let image = json::req_str(obj, "image_name").map_err(|m| (None, ".image_name".into(), m))?;
     let fail = |field: &str, msg: String| (Some(image.to_string()), format!(".{field}"), msg);
     let qid = json::opt_scalar(obj, "qid")
@@ -179,7 +205,9 @@ fn answer_family(obj: &Map<String, Value>) -> Result<Family, String> {
     match raw.trim().to_ascii_uppercase().as_str() {
         "CLOSED" => Ok(Family::ClosedVqa),
         "OPEN" => Ok(Family::OpenVqa),
-        _ => Err(format!("unknown answer_type {raw:?}; expected CLOSED or OPEN")),
+        _ => Err(format!(
+            "unknown answer_type {raw:?}; expected CLOSED or OPEN"
+        )),
     }
 }
 

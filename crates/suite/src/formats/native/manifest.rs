@@ -29,10 +29,18 @@ pub(super) struct Manifest {
 
 pub(super) fn read(dir: &Path, path: &Path) -> Result<Manifest, SuiteError> {
     let bytes = json::read_bytes(path)?;
-    let text = String::from_utf8(bytes)
-        .map_err(|e| json::fatal(path, format!("not valid UTF-8 ({e}); expected a UTF-8 TOML file")))?;
-    let table: toml::Table = toml::from_str(&text)
-        .map_err(|e| json::fatal(path, format!("not valid TOML: {}", e.to_string().trim_end())))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        json::fatal(
+            path,
+            format!("not valid UTF-8 ({e}); expected a UTF-8 TOML file"),
+        )
+    })?;
+    let table: toml::Table = toml::from_str(&text).map_err(|e| {
+        json::fatal(
+            path,
+            format!("not valid TOML: {}", e.to_string().trim_end()),
+        )
+    })?;
     let mut m = Manifest {
         suite: base_suite(dir),
         level: None,
@@ -44,7 +52,10 @@ pub(super) fn read(dir: &Path, path: &Path) -> Result<Manifest, SuiteError> {
 }
 
 fn base_suite(dir: &Path) -> Suite {
-    let dir_name = dir.canonicalize().ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
+    let dir_name = dir
+        .canonicalize()
+        .ok()
+        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
     Suite {
         id: dir_name.unwrap_or_else(|| "native".into()),
         version: "0".into(),
@@ -62,7 +73,9 @@ impl Manifest {
             let msg = format!("unknown key (ignored); expected {}", KNOWN_KEYS.join(", "));
             self.problems.push(Problem::warning(file, msg).field(key));
         }
-        let id = self.text(file, table, "id").or_else(|| self.text(file, table, "name"));
+        let id = self
+            .text(file, table, "id")
+            .or_else(|| self.text(file, table, "name"));
         if let Some(id) = id {
             self.suite.id = id;
         }
@@ -70,10 +83,13 @@ impl Manifest {
             Some(v) => self.suite.version = v,
             None => {
                 let msg = "missing; expected a version such as \"1.0\" (using \"0\")";
-                self.problems.push(Problem::warning(file, msg).field("version"));
+                self.problems
+                    .push(Problem::warning(file, msg).field("version"));
             }
         }
-        let description = self.text(file, table, "description").or_else(|| self.text(file, table, "name"));
+        let description = self
+            .text(file, table, "description")
+            .or_else(|| self.text(file, table, "name"));
         self.suite.description = description.unwrap_or_default();
         self.read_defaults(file, table.get("defaults"));
     }
@@ -96,7 +112,9 @@ impl Manifest {
         let Some(value) = value else { return };
         let Some(table) = value.as_table() else {
             let msg = format!("expected a [defaults] table, found a {}", value.type_str());
-            return self.problems.push(Problem::error(file, msg).field("defaults"));
+            return self
+                .problems
+                .push(Problem::error(file, msg).field("defaults"));
         };
         for (key, v) in table {
             match serde_json::to_value(v) {
@@ -105,21 +123,31 @@ impl Manifest {
                 }
                 Err(e) => {
                     let msg = format!("cannot be represented as JSON: {e}");
-                    self.problems.push(Problem::error(file, msg).field(format!("defaults.{key}")));
+                    self.problems
+                        .push(Problem::error(file, msg).field(format!("defaults.{key}")));
                 }
             }
         }
         self.level = self.default_level(file, table.get("level"));
-        self.language = table.get("language").and_then(|v| v.as_str()).map(str::to_string);
+        self.language = table
+            .get("language")
+            .and_then(|v| v.as_str())
+            .map(str::to_string);
     }
 
     fn default_level(&mut self, file: &str, value: Option<&toml::Value>) -> Option<Level> {
         let parsed = match value? {
             toml::Value::String(s) => s.parse::<Level>(),
-            other => Err(format!("expected a level string, found a {}", other.type_str())),
+            other => Err(format!(
+                "expected a level string, found a {}",
+                other.type_str()
+            )),
         };
         parsed
-            .map_err(|msg| self.problems.push(Problem::error(file, msg).field("defaults.level")))
+            .map_err(|msg| {
+                self.problems
+                    .push(Problem::error(file, msg).field("defaults.level"))
+            })
             .ok()
     }
 }

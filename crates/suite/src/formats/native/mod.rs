@@ -87,15 +87,25 @@ impl Builder {
             }
         };
         if !self.case_ids.insert(raw.case_id.clone()) {
-            let msg = format!("duplicate case_id {:?}; each case must appear once (this one is skipped)", raw.case_id);
-            self.problems.push(Problem::error(&file, msg).case(&raw.case_id).field("case_id"));
+            let msg = format!(
+                "duplicate case_id {:?}; each case must appear once (this one is skipped)",
+                raw.case_id
+            );
+            self.problems.push(
+                Problem::error(&file, msg)
+                    .case(&raw.case_id)
+                    .field("case_id"),
+            );
             return None;
         }
         Some(self.case(&file, raw))
     }
 
     fn case(&mut self, file: &str, raw: RawCase) -> Case {
-        let loc = Loc { file, case: &raw.case_id };
+        let loc = Loc {
+            file,
+            case: &raw.case_id,
+        };
         let mut problems = Vec::new();
         let images = self.images(&loc, "images", raw.images, &mut problems);
         let tasks = raw
@@ -116,18 +126,33 @@ impl Builder {
         }
     }
 
-    fn images(&self, loc: &Loc, field: &str, raw: Vec<RawImage>, problems: &mut Vec<Problem>) -> Vec<Image> {
+    fn images(
+        &self,
+        loc: &Loc,
+        field: &str,
+        raw: Vec<RawImage>,
+        problems: &mut Vec<Problem>,
+    ) -> Vec<Image> {
         raw.into_iter()
             .enumerate()
             .filter_map(|(i, img)| self.image(loc, &format!("{field}[{i}]"), img, problems))
             .collect()
     }
 
-    fn image(&self, loc: &Loc, field: &str, raw: RawImage, problems: &mut Vec<Problem>) -> Option<Image> {
+    fn image(
+        &self,
+        loc: &Loc,
+        field: &str,
+        raw: RawImage,
+        problems: &mut Vec<Problem>,
+    ) -> Option<Image> {
         let path = paths::resolve(&self.root, &raw.path)
             .map_err(|msg| problems.push(loc.error(format!("{field}.path"), msg)))
             .ok()?;
-        let mut image = Image::new(raw.id.unwrap_or_else(|| raw.path.clone()), ImageSource::File(path));
+        let mut image = Image::new(
+            raw.id.unwrap_or_else(|| raw.path.clone()),
+            ImageSource::File(path),
+        );
         image.modality = parse_opt(loc, &format!("{field}.modality"), raw.modality, problems);
         image.sequence = parse_opt(loc, &format!("{field}.sequence"), raw.sequence, problems);
         image.plane = parse_opt(loc, &format!("{field}.plane"), raw.plane, problems);
@@ -135,22 +160,36 @@ impl Builder {
         Some(image)
     }
 
-    fn task(&mut self, loc: &Loc, k: usize, raw: RawTask, problems: &mut Vec<Problem>) -> Option<Task> {
+    fn task(
+        &mut self,
+        loc: &Loc,
+        k: usize,
+        raw: RawTask,
+        problems: &mut Vec<Problem>,
+    ) -> Option<Task> {
         let field = format!("tasks[{k}]");
         let family = parse_req::<Family>(loc, &format!("{field}.family"), &raw.family, problems)?;
         let level = self.task_level(loc, &field, &raw, problems)?;
-        let id = raw.id.clone().unwrap_or_else(|| format!("{}/t{}", loc.case, k + 1));
+        let id = raw
+            .id
+            .clone()
+            .unwrap_or_else(|| format!("{}/t{}", loc.case, k + 1));
         if !self.task_ids.insert(id.clone()) {
             let msg = format!("duplicate task id {id:?}; task ids must be unique in the suite (this one is skipped)");
             problems.push(loc.error(format!("{field}.id"), msg));
             return None;
         }
         if raw.question.trim().is_empty() {
-            problems.push(loc.error(format!("{field}.question"), "empty; expected the question text"));
+            problems.push(loc.error(
+                format!("{field}.question"),
+                "empty; expected the question text",
+            ));
         }
         let options = raw.options.0;
         check_options(loc, &field, family, &options, problems);
-        let reference = raw.reference.and_then(|r| task_reference(loc, &field, &r, &options, problems));
+        let reference = raw
+            .reference
+            .and_then(|r| task_reference(loc, &field, &r, &options, problems));
         let turns = self.turns(loc, &field, raw.turns, problems);
         Some(Task {
             id,
@@ -165,7 +204,13 @@ impl Builder {
     }
 
     /// The task's own level, else the suite default, else multi-turn when it has turns and direct otherwise.
-    fn task_level(&self, loc: &Loc, field: &str, raw: &RawTask, problems: &mut Vec<Problem>) -> Option<Level> {
+    fn task_level(
+        &self,
+        loc: &Loc,
+        field: &str,
+        raw: &RawTask,
+        problems: &mut Vec<Problem>,
+    ) -> Option<Level> {
         let level = match &raw.level {
             Some(text) => parse_req::<Level>(loc, &format!("{field}.level"), text, problems)?,
             None if !raw.turns.is_empty() => Level::MultiTurn,
@@ -178,12 +223,21 @@ impl Builder {
         Some(level)
     }
 
-    fn turns(&self, loc: &Loc, field: &str, raw: Vec<RawTurn>, problems: &mut Vec<Problem>) -> Vec<Turn> {
+    fn turns(
+        &self,
+        loc: &Loc,
+        field: &str,
+        raw: Vec<RawTurn>,
+        problems: &mut Vec<Problem>,
+    ) -> Vec<Turn> {
         let mut turns = Vec::new();
         for (t, turn) in raw.into_iter().enumerate() {
             let turn_field = format!("{field}.turns[{t}]");
             if turn.question.trim().is_empty() {
-                problems.push(loc.error(format!("{turn_field}.question"), "empty; expected the turn's question"));
+                problems.push(loc.error(
+                    format!("{turn_field}.question"),
+                    "empty; expected the turn's question",
+                ));
             }
             let images = self.images(loc, &format!("{turn_field}.images"), turn.images, problems);
             turns.push(Turn {
@@ -212,7 +266,12 @@ fn parse_line(line: &[u8]) -> Result<RawCase, Problem> {
             problem.field(path)
         }
     })?;
-    de.end().map_err(|e| Problem::error("", format!("trailing characters after the case object: {e}")))?;
+    de.end().map_err(|e| {
+        Problem::error(
+            "",
+            format!("trailing characters after the case object: {e}"),
+        )
+    })?;
     Ok(raw)
 }
 
@@ -228,7 +287,9 @@ fn parse_req<T: std::str::FromStr<Err = String>>(
     text: &str,
     problems: &mut Vec<Problem>,
 ) -> Option<T> {
-    text.parse().map_err(|msg| problems.push(loc.error(field, msg))).ok()
+    text.parse()
+        .map_err(|msg| problems.push(loc.error(field, msg)))
+        .ok()
 }
 
 fn parse_opt<T: std::str::FromStr<Err = String>>(
@@ -241,7 +302,13 @@ fn parse_opt<T: std::str::FromStr<Err = String>>(
     parse_req(loc, field, &text, problems)
 }
 
-fn check_options(loc: &Loc, field: &str, family: Family, options: &[(String, String)], problems: &mut Vec<Problem>) {
+fn check_options(
+    loc: &Loc,
+    field: &str,
+    family: Family,
+    options: &[(String, String)],
+    problems: &mut Vec<Problem>,
+) {
     if family == Family::MultipleChoice && options.len() < 2 {
         let msg = "a multiple_choice task needs at least two options, as {\"A\": text, ...} or [text, ...]";
         problems.push(loc.error(format!("{field}.options"), msg));
@@ -255,8 +322,14 @@ fn task_reference(
     options: &[(String, String)],
     problems: &mut Vec<Problem>,
 ) -> Option<Reference> {
-    for key in obj.keys().filter(|k| !REFERENCE_FIELDS.contains(&k.as_str())) {
-        let msg = format!("unknown reference field; expected one of {}", REFERENCE_FIELDS.join(", "));
+    for key in obj
+        .keys()
+        .filter(|k| !REFERENCE_FIELDS.contains(&k.as_str()))
+    {
+        let msg = format!(
+            "unknown reference field; expected one of {}",
+            REFERENCE_FIELDS.join(", ")
+        );
         problems.push(loc.error(format!("{field}.reference.{key}"), msg));
     }
     let (reference, errors) = reference_from_object(obj);
@@ -266,7 +339,10 @@ fn task_reference(
     if let Some(choice) = &reference.choice {
         if !options.is_empty() && !options.iter().any(|(l, _)| l == choice) {
             let letters: Vec<&str> = options.iter().map(|(l, _)| l.as_str()).collect();
-            let msg = format!("{choice:?} is not an option; expected one of {}", letters.join(", "));
+            let msg = format!(
+                "{choice:?} is not an option; expected one of {}",
+                letters.join(", ")
+            );
             problems.push(loc.error(format!("{field}.reference.choice"), msg));
         }
     }

@@ -144,7 +144,9 @@ impl<'de> Visitor<'de> for OptionsVisitor {
         let mut pairs = Vec::new();
         while let Some(Scalar(text)) = seq.next_element::<Scalar>()? {
             if pairs.len() >= 26 {
-                return Err(de::Error::custom("more than 26 options; expected at most A to Z"));
+                return Err(de::Error::custom(
+                    "more than 26 options; expected at most A to Z",
+                ));
             }
             let letter = (b'A' + pairs.len() as u8) as char;
             pairs.push((letter.to_string(), text));
