@@ -140,6 +140,13 @@ impl Shape {
         (range(self.cx), range(self.cy))
     }
 
+    /// Whether (u, v) lies inside the ellipse scaled by `scale`, rejecting far points without a square root.
+    fn within(&self, u: f64, v: f64, scale: f64) -> bool {
+        let reach = self.rx.max(self.ry) * scale;
+        let (dx, dy) = (u - self.cx, v - self.cy);
+        dx * dx + dy * dy <= reach * reach && self.radius(u, v) < scale
+    }
+
     /// Normalised elliptical radius of (u, v): below 1 inside.
     fn radius(&self, u: f64, v: f64) -> f64 {
         let (c, s) = (self.cos, self.sin);
@@ -157,14 +164,13 @@ impl Shape {
             return false;
         }
         let r = self.radius(u, v);
-        let edge = if self.rough > 0.0 {
-            // Bumps a few per circumference whatever the lesion's size.
-            let f = 2.4 / self.rx.min(self.ry);
-            1.0 + self.rough * (2.0 * fbm(u * f + 3.1, v * f - 1.7, 3, seed) - 1.0)
-        } else {
-            1.0
-        };
-        r < edge
+        // The noisy edge stays within 1 ± rough, so only that band needs noise.
+        if r >= 1.0 + self.rough || r < 1.0 - self.rough {
+            return r < 1.0;
+        }
+        // Bumps a few per circumference whatever the lesion's size.
+        let f = 2.4 / self.rx.min(self.ry);
+        r < 1.0 + self.rough * (2.0 * fbm(u * f + 3.1, v * f - 1.7, 3, seed) - 1.0)
     }
 }
 
@@ -453,7 +459,7 @@ fn anatomy(template: Template, a: &Anatomy) -> Vec<Label> {
         .map(|i| {
             let (u, v) = (coord(i % SIZE), coord(i / SIZE));
             match head_layer(gap[i], a, u, v) {
-                Label::Background if p.soft_tissue.iter().any(|s| s.radius(u, v) < 1.0) => {
+                Label::Background if p.soft_tissue.iter().any(|s| s.within(u, v, 1.0)) => {
                     Label::Scalp
                 }
                 other => other,
@@ -512,7 +518,7 @@ fn in_brain_outline(p: &Parts, u: f64, v: f64, seed: u64) -> bool {
 }
 
 fn in_fissure(p: &Parts, u: f64, v: f64) -> bool {
-    p.fissures.iter().any(|s| s.radius(u, v) < 1.0)
+    p.fissures.iter().any(|s| s.within(u, v, 1.0))
 }
 
 /// Cuts sulci and fissures into the brain.
@@ -525,7 +531,7 @@ fn carve_sulci(p: &Parts, a: &Anatomy, depth: &[u32], brain: &mut [bool]) {
                 continue;
             }
             let (u, v) = (coord(x), coord(y));
-            let smooth = p.smooth.iter().any(|s| s.radius(u, v) < 1.0);
+            let smooth = p.smooth.iter().any(|s| s.within(u, v, 1.0));
             if in_fissure(p, u, v) || (!smooth && is_sulcus(p, a, width, depth[i], u, v)) {
                 brain[i] = false;
             }
@@ -570,7 +576,7 @@ fn inner_structures(p: &Parts, seed: u64, labels: &mut [Label]) {
                 continue;
             }
             let (u, v) = (coord(x), coord(y));
-            let near = |s: &Shape| s.radius(u, v) < 1.05;
+            let near = |s: &Shape| s.within(u, v, 1.05);
             if !(p.ventricles.iter().any(near)
                 || p.hippocampi.iter().any(near)
                 || p.deep_gm.iter().any(near))
@@ -578,11 +584,11 @@ fn inner_structures(p: &Parts, seed: u64, labels: &mut [Label]) {
                 continue; // the wobble is below 0.05: too far from every structure
             }
             let wob = 0.05 * (2.0 * fbm(u * 8.0, v * 8.0, 2, seed ^ 0x7E) - 1.0);
-            if p.ventricles.iter().any(|s| s.radius(u, v) < 1.0 + wob) {
+            if p.ventricles.iter().any(|s| s.within(u, v, 1.0 + wob)) {
                 labels[i] = Label::Ventricle;
-            } else if p.hippocampi.iter().any(|s| s.radius(u, v) < 1.0 + wob) {
+            } else if p.hippocampi.iter().any(|s| s.within(u, v, 1.0 + wob)) {
                 labels[i] = Label::Hippocampus;
-            } else if p.deep_gm.iter().any(|s| s.radius(u, v) < 1.0 + wob) {
+            } else if p.deep_gm.iter().any(|s| s.within(u, v, 1.0 + wob)) {
                 labels[i] = Label::DeepGm;
             }
         }
@@ -590,45 +596,48 @@ fn inner_structures(p: &Parts, seed: u64, labels: &mut [Label]) {
 }
 
 /// Distance from each `inside` pixel to the nearest outside pixel, in chamfer units (3 per pixel step,
-/// 4 per diagonal step). Outside pixels are 0.
+/// 4 per diagonal step). Outside pixels are 0; pixels beyond the image edge count as inside.
 fn chamfer(inside: &[bool]) -> Vec<u32> {
     const BIG: u32 = u32::MAX / 4;
     let n = SIZE;
     let mut d: Vec<u32> = inside.iter().map(|&b| if b { BIG } else { 0 }).collect();
-    let at = |x: isize, y: isize| -> Option<usize> {
-        (x >= 0 && y >= 0 && (x as usize) < n && (y as usize) < n)
-            .then(|| y as usize * n + x as usize)
-    };
-    let forward = [(-1, 0, 3), (0, -1, 3), (-1, -1, 4), (1, -1, 4)];
-    let backward = [(1, 0, 3), (0, 1, 3), (1, 1, 4), (-1, 1, 4)];
-    for y in 0..n as isize {
-        for x in 0..n as isize {
-            relax(&mut d, at(x, y), &forward, x, y, &at);
+    for y in 0..n {
+        for x in 0..n {
+            let i = y * n + x;
+            let mut best = d[i];
+            if x > 0 {
+                best = best.min(d[i - 1] + 3);
+            }
+            if y > 0 {
+                best = best.min(d[i - n] + 3);
+                if x > 0 {
+                    best = best.min(d[i - n - 1] + 4);
+                }
+                if x + 1 < n {
+                    best = best.min(d[i - n + 1] + 4);
+                }
+            }
+            d[i] = best;
         }
     }
-    for y in (0..n as isize).rev() {
-        for x in (0..n as isize).rev() {
-            relax(&mut d, at(x, y), &backward, x, y, &at);
+    for y in (0..n).rev() {
+        for x in (0..n).rev() {
+            let i = y * n + x;
+            let mut best = d[i];
+            if x + 1 < n {
+                best = best.min(d[i + 1] + 3);
+            }
+            if y + 1 < n {
+                best = best.min(d[i + n] + 3);
+                if x + 1 < n {
+                    best = best.min(d[i + n + 1] + 4);
+                }
+                if x > 0 {
+                    best = best.min(d[i + n - 1] + 4);
+                }
+            }
+            d[i] = best;
         }
     }
     d
-}
-
-fn relax(
-    d: &mut [u32],
-    here: Option<usize>,
-    steps: &[(isize, isize, u32)],
-    x: isize,
-    y: isize,
-    at: &dyn Fn(isize, isize) -> Option<usize>,
-) {
-    let Some(i) = here else { return };
-    if d[i] == 0 {
-        return;
-    }
-    for &(dx, dy, w) in steps {
-        if let Some(j) = at(x + dx, y + dy) {
-            d[i] = d[i].min(d[j] + w);
-        }
-    }
 }
