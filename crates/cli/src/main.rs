@@ -1,5 +1,69 @@
 //! The `nmb` command line: a thin layer over the library crates.
+//!
+//! `main` parses arguments and dispatches to one module per subcommand under `cmd/`. A subcommand returns the
+//! process exit code; errors carry context and are printed once, here.
 
-fn main() {
-    println!("nmb {}", env!("CARGO_PKG_VERSION"));
+mod cmd;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+const EXAMPLES: &str = "\
+Examples:
+  nmb suite stats sample
+  nmb suite validate ../shared/formats/neural-medbench-site.example.json --answers answers.jsonl
+  nmb suite stats ../shared/data/vqa-rad/trainset.json --filter image_organ=HEAD --json
+  nmb suite show sample <CASE_ID>
+
+A SUITE is `sample` (bundled), a path whose format is detected, or FORMAT:PATH with FORMAT one of
+site, native, vqa-rad, mcq.
+
+Exit status: 0 success; 1 failure (the suite has errors, or it could not be loaded); 2 bad usage.
+Logging goes to stderr; set NMB_LOG (e.g. NMB_LOG=debug) to see more.";
+
+/// Measures how well vision-language models reason like neurologists.
+///
+/// nmb loads benchmark suites (Neural-MedBench cases, hand-written suites, VQA-RAD, MedQA/MedMCQA), asks
+/// models about them, stores every answer and scores them.
+#[derive(Parser)]
+#[command(name = "nmb", version, about, long_about, after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Inspect benchmark suites: validate, count, show one case
+    #[command(after_help = cmd::suite::EXAMPLES)]
+    Suite(cmd::suite::SuiteCommand),
+}
+
+fn main() -> ExitCode {
+    init_tracing();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Suite(c) => cmd::suite::run(c),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NMB_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .without_time()
+        .with_target(false)
+        .init();
 }

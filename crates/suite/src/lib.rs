@@ -15,7 +15,9 @@ mod model;
 mod problem;
 pub mod sample;
 
-pub use formats::{check_images, load, stats, Filter, Format, ImageReport, LoadOptions, Loaded, SuiteStats};
+pub use formats::{
+    check_images, load, stats, Filter, Format, ImageReport, LoadOptions, Loaded, SuiteStats,
+};
 pub use hash::{image_hash, suite_hash};
 pub use model::*;
 pub use problem::{Problem, Severity};

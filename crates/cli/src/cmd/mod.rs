@@ -1,0 +1,3 @@
+//! One module per subcommand. Each exposes a clap `Args` type and a `run` returning the exit code.
+
+pub mod suite;

@@ -1,0 +1,450 @@
+//! `nmb suite validate|stats|show`: look at a benchmark suite without running any model.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use nmb_suite::{
+    check_images, Case, Filter, Image, Level, LoadOptions, Loaded, Problem, Reference, SuiteError,
+    SuiteStats, Task,
+};
+
+const SUITE_HELP: &str =
+    "The suite: `sample` (bundled), a path whose format is detected, or FORMAT:PATH \
+with FORMAT one of site, native, vqa-rad, mcq";
+
+pub const EXAMPLES: &str = "\
+Examples:
+  nmb suite validate ../shared/formats/neural-medbench-site.example.json
+  nmb suite stats ../shared/data/vqa-rad/trainset.json --filter image_organ=HEAD --json
+  nmb suite show sample <CASE_ID>
+
+A SUITE is `sample` (bundled), a path whose format is detected, or FORMAT:PATH with FORMAT one of
+site, native, vqa-rad, mcq. See `nmb suite <COMMAND> --help` for each command.";
+
+const VALIDATE_EXAMPLES: &str = "\
+Examples:
+  nmb suite validate sample
+  nmb suite validate ../shared/formats/neural-medbench-site.example.json
+  nmb suite validate site:direct-diagnosis.json --answers answers.jsonl
+  nmb suite validate ./my-suite --json
+  nmb suite validate ../shared/data/vqa-rad/trainset.json --filter image_organ=HEAD
+
+Each problem is printed as `SEVERITY: FILE: case ID: field FIELD: what is wrong and what was expected`.
+Exit status: 0 when there are no errors (warnings alone are fine), 1 when there is at least one error
+(including a file that cannot be read or parsed), 2 on bad usage.";
+
+const STATS_EXAMPLES: &str = "\
+Examples:
+  nmb suite stats sample
+  nmb suite stats ../shared/formats/neural-medbench-site.example.json --json
+  nmb suite stats ../shared/data/vqa-rad/trainset.json --filter image_organ=HEAD --json
+  nmb suite stats mcq:../shared/data/medqa/medagentsbench/test.jsonl
+
+With --json, prints one object with: id, version, format, hash, cases, empty_cases, tasks, images,
+image_formats (format -> count), by_family, by_level, with_reference, turns, languages, errors, warnings.
+Problems are not listed here (use `nmb suite validate`); their counts are. Exit status: 0 when the suite
+loads, 1 when it cannot be loaded, 2 on bad usage.";
+
+const SHOW_EXAMPLES: &str = "\
+Examples:
+  nmb suite show ../shared/formats/neural-medbench-site.example.json case_1
+  nmb suite show ../shared/formats/neural-medbench-site.example.json case_1 --answers answers.jsonl
+  nmb suite show ../shared/data/vqa-rad/trainset.json synpic54610.jpg
+
+Images are described (format, size, dimensions, hash), never printed. Exit status: 0 when the case is
+shown, 1 when the suite cannot be loaded or has no such case, 2 on bad usage.";
+
+#[derive(Args)]
+pub struct SuiteCommand {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Subcommand)]
+enum Action {
+    /// List every problem in a suite (file, case, field, what was expected); exit 1 if any is an error
+    #[command(after_help = VALIDATE_EXAMPLES)]
+    Validate(ValidateArgs),
+    /// Count cases, tasks, images and their formats, families and levels
+    #[command(after_help = STATS_EXAMPLES)]
+    Stats(StatsArgs),
+    /// Print one case readably: images (format, size, dimensions), EHR, notes, tasks and references
+    #[command(after_help = SHOW_EXAMPLES)]
+    Show(ShowArgs),
+}
+
+/// How a suite is named and loaded. Other subcommands can `#[command(flatten)]` this.
+#[derive(Args, Debug, Clone)]
+pub struct SuiteSource {
+    #[arg(value_name = "SUITE", help = SUITE_HELP)]
+    pub suite: String,
+    /// Answer-key JSONL joined by case_id (format: see the README, "Answer keys")
+    #[arg(long, value_name = "FILE")]
+    pub answers: Option<PathBuf>,
+    /// Keep only tasks whose task or case metadata has KEY=VALUE (or not, with KEY!=VALUE); repeatable,
+    /// all must hold. Built-in keys: family, level, case_id, task_id, language
+    #[arg(long = "filter", value_name = "KEY=VALUE")]
+    pub filters: Vec<Filter>,
+    /// Level of site-format tasks: direct, complex or multi_turn [default: from the file name]
+    #[arg(long, value_name = "LEVEL")]
+    pub level: Option<Level>,
+}
+
+impl SuiteSource {
+    pub fn options(&self) -> LoadOptions {
+        LoadOptions {
+            filters: self.filters.clone(),
+            answers: self.answers.clone(),
+            level: self.level,
+        }
+    }
+
+    /// Loads the suite; only a fatal problem (unreadable or unparseable file) is an error here.
+    pub fn load(&self) -> Result<Loaded> {
+        nmb_suite::load(&self.suite, &self.options())
+            .with_context(|| format!("cannot load suite {}", self.suite))
+    }
+}
+
+#[derive(Args)]
+struct ValidateArgs {
+    #[command(flatten)]
+    source: SuiteSource,
+    /// Print one JSON object {suite, ok, errors, warnings, cases, empty_cases, tasks, images, problems: [...]}
+    /// instead of text
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct StatsArgs {
+    #[command(flatten)]
+    source: SuiteSource,
+    /// Print one JSON object instead of text
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ShowArgs {
+    #[command(flatten)]
+    source: SuiteSource,
+    /// The case to show, e.g. case_1
+    #[arg(value_name = "CASE_ID")]
+    case_id: String,
+}
+
+pub fn run(command: SuiteCommand) -> Result<ExitCode> {
+    match command.action {
+        Action::Validate(args) => validate(args),
+        Action::Stats(args) => stats(args),
+        Action::Show(args) => show(args),
+    }
+}
+
+/// Counts behind the validate summary.
+#[derive(Default)]
+struct Checked {
+    problems: Vec<Problem>,
+    cases: usize,
+    empty_cases: usize,
+    tasks: usize,
+    images: usize,
+}
+
+fn validate(args: ValidateArgs) -> Result<ExitCode> {
+    let checked = check(&args.source);
+    let errors = checked.problems.iter().filter(|p| p.is_error()).count();
+    let warnings = checked.problems.len() - errors;
+    if args.json {
+        let out = serde_json::json!({
+            "suite": args.source.suite,
+            "ok": errors == 0,
+            "errors": errors,
+            "warnings": warnings,
+            "cases": checked.cases,
+            "empty_cases": checked.empty_cases,
+            "tasks": checked.tasks,
+            "images": checked.images,
+            "problems": checked.problems,
+        });
+        println!("{out}");
+    } else {
+        for problem in &checked.problems {
+            println!("{problem}");
+        }
+        println!(
+            "{}: {errors} error(s), {warnings} warning(s); {} cases with content, {} empty placeholders, \
+             {} tasks, {} images checked",
+            args.source.suite, checked.cases, checked.empty_cases, checked.tasks, checked.images
+        );
+    }
+    Ok(if errors == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Loads and checks images; a fatal load error becomes the one problem reported.
+fn check(source: &SuiteSource) -> Checked {
+    let loaded = match nmb_suite::load(&source.suite, &source.options()) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            return Checked {
+                problems: vec![fatal_problem(&source.suite, e)],
+                ..Checked::default()
+            }
+        }
+    };
+    let images = check_images(&loaded.suite);
+    let mut problems = loaded.problems;
+    problems.extend(images.problems);
+    Checked {
+        problems,
+        cases: loaded.suite.cases.len(),
+        empty_cases: loaded.suite.empty_cases.len(),
+        tasks: loaded.suite.task_count(),
+        images: images.images,
+    }
+}
+
+fn fatal_problem(spec: &str, error: SuiteError) -> Problem {
+    match error {
+        SuiteError::Invalid(problem) => problem,
+        other => Problem::error(spec, other.to_string()),
+    }
+}
+
+fn stats(args: StatsArgs) -> Result<ExitCode> {
+    let loaded = args.source.load()?;
+    let images = check_images(&loaded.suite);
+    let stats = nmb_suite::stats(&loaded, &images);
+    if stats.errors + stats.warnings > 0 {
+        tracing::warn!(
+            "{} error(s) and {} warning(s) in {}; run `nmb suite validate` to list them",
+            stats.errors,
+            stats.warnings,
+            args.source.suite
+        );
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&stats).context("serialising stats")?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    print!("{}", render_stats(&stats));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render_stats(s: &SuiteStats) -> String {
+    let counts = |m: &BTreeMap<String, usize>| match m.is_empty() {
+        true => "-".to_string(),
+        false => m
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    let rows = [
+        (
+            "suite",
+            format!("{} ({}, version {})", s.id, s.format, s.version),
+        ),
+        (
+            "hash",
+            s.hash
+                .clone()
+                .unwrap_or_else(|| "- (an image could not be read)".into()),
+        ),
+        (
+            "cases",
+            format!(
+                "{} ({} with content, {} empty placeholders)",
+                s.cases, s.cases_with_content, s.empty_cases
+            ),
+        ),
+        (
+            "tasks",
+            format!(
+                "{} ({} with a reference, {} later turns)",
+                s.tasks, s.with_reference, s.turns
+            ),
+        ),
+        (
+            "images",
+            format!("{} ({})", s.images, counts(&s.image_formats)),
+        ),
+        ("by family", counts(&s.by_family)),
+        ("by level", counts(&s.by_level)),
+        ("languages", counts(&s.languages)),
+        (
+            "problems",
+            format!("{} error(s), {} warning(s)", s.errors, s.warnings),
+        ),
+    ];
+    rows.iter().map(|(k, v)| format!("{k:<10} {v}\n")).collect()
+}
+
+fn show(args: ShowArgs) -> Result<ExitCode> {
+    let loaded = args.source.load()?;
+    let suite = &loaded.suite;
+    let Some(case) = suite.case(&args.case_id) else {
+        if suite.empty_cases.contains(&args.case_id) {
+            bail!(
+                "{} is an empty placeholder in {} (no text, no images); nothing to show",
+                args.case_id,
+                suite.id
+            );
+        }
+        let known: Vec<&str> = suite.cases.iter().take(10).map(|c| c.id.as_str()).collect();
+        let more = suite.cases.len().saturating_sub(known.len());
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        bail!(
+            "no case {:?} in suite {}; its cases are: {}{more}",
+            args.case_id,
+            suite.id,
+            known.join(", ")
+        );
+    };
+    print!("{}", render_case(&suite.id, case));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render_case(suite_id: &str, case: &Case) -> String {
+    let mut out = String::new();
+    let lang = case.language.as_deref().unwrap_or("unknown");
+    out += &format!("Case {} (suite {suite_id}, language {lang})\n", case.id);
+    if !case.metadata.is_empty() {
+        out += &format!("Metadata: {}\n", pairs(case.metadata.iter()));
+    }
+    out += &format!("\nImages ({}):\n", case.images.len());
+    for (i, image) in case.images.iter().enumerate() {
+        out += &render_image("  ", i, image);
+    }
+    if !case.ehr.is_empty() {
+        out += "\nEHR:\n";
+        for (k, v) in &case.ehr {
+            out += &format!("  {k}: {v}\n");
+        }
+    }
+    if !case.notes.trim().is_empty() {
+        out += &format!("\nNotes:\n{}\n", indent(&case.notes, "  "));
+    }
+    out += &format!("\nTasks ({}):\n", case.tasks.len());
+    for task in &case.tasks {
+        out += &render_task(task);
+    }
+    out
+}
+
+fn render_image(pad: &str, i: usize, image: &Image) -> String {
+    let info = match image
+        .source
+        .read()
+        .map_err(anyhow::Error::from)
+        .and_then(|b| Ok(nmb_imaging::inspect(&b)?))
+    {
+        Ok(info) => {
+            let dims = match (info.width, info.height) {
+                (Some(w), Some(h)) => format!(" {w}x{h}"),
+                _ => String::new(),
+            };
+            format!(
+                "{}{dims}, {}, sha256 {}…",
+                info.format,
+                human_bytes(info.bytes),
+                &info.sha256[..12]
+            )
+        }
+        Err(e) => format!("UNREADABLE: {e:#}"),
+    };
+    let mut line = format!(
+        "{pad}[{i}] {}: {info}, {}\n",
+        image.id,
+        image.source.describe()
+    );
+    if let Some(label) = image.label() {
+        line += &format!("{pad}    {label}\n");
+    }
+    line
+}
+
+fn render_task(task: &Task) -> String {
+    let mut out = format!("  {} ({}, {})\n", task.id, task.family, task.level);
+    out += &format!("    Question: {}\n", task.question);
+    for (letter, text) in &task.options {
+        out += &format!("      {letter}. {text}\n");
+    }
+    for (t, turn) in task.turns.iter().enumerate() {
+        out += &format!("    Turn {}:\n", t + 1);
+        if !turn.text.is_empty() {
+            out += &format!("{}\n", indent(&turn.text, "      "));
+        }
+        for (i, image) in turn.images.iter().enumerate() {
+            out += &render_image("      ", i, image);
+        }
+        out += &format!("      Question: {}\n", turn.question);
+    }
+    match &task.reference {
+        Some(r) => out += &render_reference(r),
+        None => out += "    Reference: none\n",
+    }
+    if !task.metadata.is_empty() {
+        out += &format!("    Metadata: {}\n", pairs(task.metadata.iter()));
+    }
+    out
+}
+
+fn render_reference(r: &Reference) -> String {
+    let mut out = String::from("    Reference:\n");
+    let mut line = |name: &str, value: &Option<String>| {
+        if let Some(v) = value {
+            out += &format!("      {name}: {v}\n");
+        }
+    };
+    line("diagnosis", &r.diagnosis);
+    line("lesion type", &r.lesion_type);
+    line("lesion location", &r.lesion_location);
+    line("rationale", &r.rationale);
+    line("choice", &r.choice);
+    line("answer", &r.answer);
+    if !r.synonyms.is_empty() {
+        out += &format!("      synonyms: {}\n", r.synonyms.join("; "));
+    }
+    for (rank, dx) in r.differential.iter().enumerate() {
+        out += &format!("      differential {}: {dx}\n", rank + 1);
+    }
+    out
+}
+
+fn pairs<'a>(items: impl Iterator<Item = (&'a String, &'a String)>) -> String {
+    items
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn indent(text: &str, pad: &str) -> String {
+    text.lines()
+        .map(|l| format!("{pad}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn human_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}

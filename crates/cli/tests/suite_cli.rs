@@ -1,0 +1,178 @@
+//! Runs the built `nmb` binary: the acceptance checks of the suite subcommands.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn nmb(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nmb"))
+        .args(args)
+        .output()
+        .expect("running nmb")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn shared() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared");
+    match dir.canonicalize() {
+        Ok(dir) => Some(dir),
+        Err(_) => {
+            eprintln!(
+                "SKIPPED: {} is absent, so the real-data checks cannot run",
+                dir.display()
+            );
+            None
+        }
+    }
+}
+
+fn json_of(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "nmb failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
+}
+
+#[test]
+fn site_example_stats_and_validate() {
+    let Some(shared) = shared() else { return };
+    let site = shared.join("formats/neural-medbench-site.example.json");
+    let site = site.to_str().unwrap();
+    let stats = json_of(&nmb(&["suite", "stats", site, "--json"]));
+    assert_eq!(stats["cases"], 3);
+    assert_eq!(stats["empty_cases"], 1);
+    assert_eq!(stats["images"], 5);
+    assert_eq!(stats["image_formats"], serde_json::json!({"png": 5}));
+    for key in ["tasks", "by_family", "by_level"] {
+        assert!(stats.get(key).is_some(), "missing {key}");
+    }
+
+    let out = nmb(&["suite", "validate", site]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = stdout(&out);
+    let warnings: Vec<&str> = text.lines().filter(|l| l.starts_with("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{text}");
+    assert!(warnings[0].contains("case_3"), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("error")), "{text}");
+}
+
+#[test]
+fn vqa_rad_counts_and_head_filter() {
+    let Some(shared) = shared() else { return };
+    let path = shared.join("data/vqa-rad/trainset.json");
+    let path = path.to_str().unwrap();
+    let all = json_of(&nmb(&["suite", "stats", path, "--json"]));
+    assert_eq!(all["tasks"], 3064);
+    assert_eq!(
+        all["images"], all["image_formats"]["jpeg"],
+        "every image resolves to a JPEG"
+    );
+    assert_eq!(all["errors"], 0);
+    let head = json_of(&nmb(&[
+        "suite",
+        "stats",
+        path,
+        "--filter",
+        "image_organ=HEAD",
+        "--json",
+    ]));
+    assert_eq!(head["tasks"], 977);
+    let out = nmb(&["suite", "validate", &format!("vqa-rad:{path}")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+#[test]
+fn medqa_has_1273_tasks() {
+    let Some(shared) = shared() else { return };
+    let path = shared.join("data/medqa/medagentsbench/test.jsonl");
+    let stats = json_of(&nmb(&["suite", "stats", path.to_str().unwrap(), "--json"]));
+    assert_eq!(stats["tasks"], 1273);
+    assert_eq!(stats["by_family"]["multiple_choice"], 1273);
+}
+
+#[test]
+fn show_prints_images_without_bytes() {
+    let Some(shared) = shared() else { return };
+    let site = shared.join("formats/neural-medbench-site.example.json");
+    let out = nmb(&["suite", "show", site.to_str().unwrap(), "case_1"]);
+    let text = stdout(&out);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("Case case_1"), "{text}");
+    assert!(text.contains("png 96x112"), "{text}");
+    assert!(!text.contains("base64"), "{text}");
+    let missing = nmb(&["suite", "show", site.to_str().unwrap(), "case_3"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("empty placeholder"));
+}
+
+#[test]
+fn validate_reports_errors_with_exit_1_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("site.json");
+    std::fs::write(&path, r#"[{"case_id": "case_1", "text": "t", "images": ["data:image/png;base64,!!"], "questions": []}"#).unwrap();
+    let out = nmb(&["suite", "validate", path.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "truncated JSON is an error, not a panic"
+    );
+    assert!(stdout(&out).contains("not valid JSON"), "{}", stdout(&out));
+
+    std::fs::write(&path, r#"[{"case_id": "case_1", "text": "t", "images": ["data:image/png;base64,!!"], "questions": []}]"#).unwrap();
+    let out = nmb(&["suite", "validate", path.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["ok"], false);
+    assert_eq!(report["errors"], 2, "{report}");
+    let fields: Vec<&str> = report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["field"].as_str())
+        .collect();
+    assert!(
+        fields.contains(&"images[0]") && fields.contains(&"questions"),
+        "{report}"
+    );
+}
+
+#[test]
+fn sample_suite_stats_run() {
+    let out = nmb(&["suite", "stats", "sample", "--json"]);
+    let stats = json_of(&out);
+    assert_eq!(stats["id"], "sample");
+}
+
+#[test]
+fn help_has_examples_for_every_subcommand() {
+    for args in [
+        &["--help"][..],
+        &["suite", "--help"],
+        &["suite", "validate", "--help"],
+        &["suite", "stats", "--help"],
+        &["suite", "show", "--help"],
+    ] {
+        let out = nmb(args);
+        assert!(out.status.success(), "{args:?}");
+        let text = stdout(&out);
+        assert!(
+            text.contains("Examples:"),
+            "{args:?} has no examples:\n{text}"
+        );
+    }
+    assert_eq!(
+        nmb(&["suite", "stats"]).status.code(),
+        Some(2),
+        "missing SUITE is a usage error"
+    );
+}
