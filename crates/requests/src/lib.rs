@@ -1,1 +1,92 @@
-//! Placeholder; filled in by its issue.
+//! Asking models over HTTP.
+//!
+//! This crate owns model specs (`BACKEND:MODEL[@BASE_URL]`), the [`Backend`] trait, the three API wire formats
+//! (OpenAI chat completions, Anthropic messages, Gemini generateContent), the classification of every failure
+//! into an [`ErrorClass`], and the [`Scheduler`] (concurrency limits, adaptive back-off on rate limits, retries,
+//! timeouts). It does not render prompts (`nmb-plan`), store anything (`nmb-store`), or run local models
+//! (`nmb-local`; its backend plugs in through the same trait).
+//!
+//! API keys come only from `OPENAI_API_KEY`, `ANTHROPIC_API_KEY` and `GEMINI_API_KEY`; they are redacted from
+//! every error this crate produces.
+
+pub mod anthropic;
+pub mod backend;
+pub mod error;
+pub mod gemini;
+pub mod openai;
+pub mod scheduler;
+pub mod spec;
+pub mod transport;
+
+use std::sync::Arc;
+
+pub use anthropic::{AnthropicBackend, AnthropicOptions};
+pub use backend::{Backend, BoxFuture, ChatRequest, Choice, Completion, Usage};
+pub use error::{CallError, ErrorClass};
+pub use gemini::GeminiBackend;
+pub use openai::{MaxTokensField, OpenAiBackend, OpenAiOptions};
+pub use scheduler::{
+    AimdConfig, Counters, CountersSnapshot, Lane, Outcome, RetryPolicy, Scheduler, SchedulerConfig,
+};
+pub use spec::{BackendKind, ModelSpec, SpecError};
+pub use transport::{ApiKey, Base64Cache, HttpOptions, Transport, TransportError};
+
+/// Per-backend options for [`connect`].
+#[derive(Debug, Clone, Default)]
+pub struct BackendOptions {
+    pub openai: OpenAiOptions,
+    pub anthropic: AnthropicOptions,
+    /// Use this key instead of the environment variable (tests; never from a command-line flag).
+    pub key: Option<ApiKey>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("{var} is not set; {spec} needs an API key (a key may only be absent with a custom base URL, e.g. {backend}:{model}@http://127.0.0.1:8000)")]
+    MissingKey {
+        var: &'static str,
+        spec: String,
+        backend: BackendKind,
+        model: String,
+    },
+    #[error("{spec}: local models run in-process and are built by nmb-local, not by nmb-requests")]
+    LocalBackend { spec: String },
+}
+
+/// Builds the HTTP backend for `spec`, reading its key from the environment (or `options.key`).
+pub fn connect(
+    spec: &ModelSpec,
+    transport: &Transport,
+    options: &BackendOptions,
+) -> Result<Arc<dyn Backend>, ConnectError> {
+    let Some(var) = spec.backend.key_env() else {
+        return Err(ConnectError::LocalBackend {
+            spec: spec.to_string(),
+        });
+    };
+    let key = options.key.clone().or_else(|| ApiKey::from_env(var));
+    if key.is_none() && !spec.has_custom_base_url() {
+        return Err(ConnectError::MissingKey {
+            var,
+            spec: spec.to_string(),
+            backend: spec.backend,
+            model: spec.model.clone(),
+        });
+    }
+    let (spec, t) = (spec.clone(), transport.clone());
+    Ok(match spec.backend {
+        BackendKind::OpenAi => Arc::new(OpenAiBackend::new(spec, key, t, options.openai.clone())),
+        BackendKind::Anthropic => Arc::new(AnthropicBackend::new(
+            spec,
+            key,
+            t,
+            options.anthropic.clone(),
+        )),
+        BackendKind::Gemini => Arc::new(GeminiBackend::new(spec, key, t)),
+        BackendKind::Local => {
+            return Err(ConnectError::LocalBackend {
+                spec: spec.to_string(),
+            })
+        }
+    })
+}

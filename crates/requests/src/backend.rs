@@ -1,0 +1,127 @@
+//! The backend trait every model implements, and the request/answer types it speaks.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use nmb_plan::chat::{GenParams, Message, OutputFormat};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{CallError, ErrorClass};
+use crate::spec::ModelSpec;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One call to a model: a conversation, decoding parameters, how many samples, and the output shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    pub messages: Vec<Message>,
+    pub params: GenParams,
+    /// Samples wanted from this one call. Only send `n > 1` to a backend whose `supports_n()` is true.
+    pub n: u32,
+    pub output: OutputFormat,
+}
+
+impl ChatRequest {
+    pub fn new(messages: Vec<Message>, params: GenParams) -> Self {
+        ChatRequest {
+            messages,
+            params,
+            n: 1,
+            output: OutputFormat::Text,
+        }
+    }
+}
+
+/// One sampled answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Choice {
+    pub text: String,
+    /// The finish reason exactly as the API reported it (`stop`, `length`, `end_turn`, `STOP`, ...); empty when
+    /// the API gave none.
+    pub finish_reason: String,
+    /// The provider filtered or refused this choice. Store it as errored with class `refusal`, never as an
+    /// (empty) answer. A call where every choice is refused comes back as a [`CallError`] instead.
+    pub refused: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// A successful call. `choices` is never empty. It may hold fewer than `n` choices when an OpenAI-compatible
+/// server ignores `n`: send the missing samples as separate calls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub choices: Vec<Choice>,
+    /// The raw response body (untrusted model output included), for the store.
+    pub raw: String,
+    pub usage: Usage,
+    /// Time from sending the request to the last byte of the response.
+    pub latency: Duration,
+}
+
+/// A model that answers chat requests. Object safe: the CLI holds an `Arc<dyn Backend>`.
+///
+/// An in-process backend (e.g. a candle model) implements `complete` by running its synchronous generation in
+/// `tokio::task::spawn_blocking` and mapping its errors to a [`CallError`] (usually class `other`).
+pub trait Backend: Send + Sync {
+    fn spec(&self) -> &ModelSpec;
+    /// Whether one call can return several samples (`n`, `candidateCount`).
+    fn supports_n(&self) -> bool;
+    /// Whether image parts are sent; a text-only backend drops them and the run manifest must say so.
+    fn supports_images(&self) -> bool;
+    fn complete<'a>(&'a self, req: &'a ChatRequest)
+        -> BoxFuture<'a, Result<Completion, CallError>>;
+}
+
+/// Refuses `n > 1` for backends without a native `n`, so samples are never silently lost.
+pub(crate) fn check_n(backend: &dyn Backend, req: &ChatRequest) -> Result<(), CallError> {
+    if req.n == 0 {
+        return Err(CallError::new(
+            ErrorClass::ClientError,
+            "request asks for n = 0 samples; expected at least 1",
+        ));
+    }
+    if req.n > 1 && !backend.supports_n() {
+        return Err(CallError::new(
+            ErrorClass::ClientError,
+            format!(
+                "backend {} has no native n; send {} separate requests with n = 1",
+                backend.spec().backend,
+                req.n
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Turns parsed choices into a completion, or into the error they amount to (none at all, or all refused).
+pub(crate) fn finish(
+    choices: Vec<Choice>,
+    raw: String,
+    usage: Usage,
+    latency: Duration,
+) -> Result<Completion, CallError> {
+    if choices.is_empty() {
+        return Err(
+            CallError::new(ErrorClass::MalformedResponse, "response has no choices").with_raw(raw),
+        );
+    }
+    if choices.iter().all(|c| c.refused) {
+        let reason = choices[0].finish_reason.clone();
+        return Err(CallError::new(
+            ErrorClass::Refusal,
+            format!("provider refused or filtered the answer (finish reason {reason:?})"),
+        )
+        .with_raw(raw));
+    }
+    Ok(Completion {
+        choices,
+        raw,
+        usage,
+        latency,
+    })
+}

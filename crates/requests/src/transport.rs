@@ -1,0 +1,320 @@
+//! What the HTTP backends share: one pooled client, a cache of base64-encoded images, API keys, and the
+//! send-and-classify step.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use base64::Engine;
+use nmb_plan::chat::ImagePart;
+
+use crate::error::{classify_status, parse_retry_after, CallError, ErrorClass};
+
+/// An API key. Its `Debug` never shows the value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: impl Into<String>) -> Self {
+        ApiKey(key.into())
+    }
+
+    /// Reads `var`; an unset or blank variable is `None`.
+    pub fn from_env(var: &str) -> Option<ApiKey> {
+        std::env::var(var)
+            .ok()
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .map(ApiKey)
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey([REDACTED])")
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    pub connect_timeout: Duration,
+    /// A whole-request limit inside the HTTP client; the scheduler has its own per-attempt timeout.
+    pub request_timeout: Option<Duration>,
+    pub pool_idle_timeout: Duration,
+    pub pool_max_idle_per_host: usize,
+    /// Upper bound on the base64 image cache, in encoded bytes.
+    pub image_cache_bytes: usize,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: None,
+            pool_idle_timeout: Duration::from_secs(90),
+            pool_max_idle_per_host: 256,
+            image_cache_bytes: 32 << 20,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build the HTTP client: {0}")]
+pub struct TransportError(String);
+
+/// One HTTP client (connection pool) and image cache shared by every backend of a run. Cheap to clone.
+#[derive(Clone)]
+pub struct Transport {
+    pub(crate) client: reqwest::Client,
+    pub(crate) images: Arc<Base64Cache>,
+}
+
+impl Transport {
+    pub fn new(opts: &HttpOptions) -> Result<Transport, TransportError> {
+        let mut b = reqwest::Client::builder()
+            .connect_timeout(opts.connect_timeout)
+            .pool_idle_timeout(opts.pool_idle_timeout)
+            .pool_max_idle_per_host(opts.pool_max_idle_per_host)
+            .tcp_nodelay(true)
+            .user_agent(concat!("nmb/", env!("CARGO_PKG_VERSION")));
+        if let Some(t) = opts.request_timeout {
+            b = b.timeout(t);
+        }
+        let client = b.build().map_err(|e| TransportError(e.to_string()))?;
+        Ok(Transport {
+            client,
+            images: Arc::new(Base64Cache::new(opts.image_cache_bytes)),
+        })
+    }
+
+    pub fn image_cache(&self) -> &Base64Cache {
+        &self.images
+    }
+}
+
+impl fmt::Debug for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Transport")
+    }
+}
+
+/// Base64 encodings of images keyed by content hash: an image shared by many requests (samples of one task,
+/// turns of a conversation) is encoded once. Bounded; the oldest entries go first.
+pub struct Base64Cache {
+    budget: usize,
+    inner: Mutex<CacheInner>,
+}
+
+#[derive(Default)]
+struct CacheInner {
+    map: HashMap<String, Arc<str>>,
+    order: VecDeque<String>,
+    bytes: usize,
+    hits: u64,
+    misses: u64,
+}
+
+impl Base64Cache {
+    pub fn new(budget_bytes: usize) -> Self {
+        Base64Cache {
+            budget: budget_bytes,
+            inner: Mutex::new(CacheInner::default()),
+        }
+    }
+
+    /// The standard base64 of `image.bytes`.
+    pub fn encode(&self, image: &ImagePart) -> Arc<str> {
+        if let Some(hit) = self.lookup(&image.sha256) {
+            return hit;
+        }
+        // Encoded outside the lock: two threads may encode the same image once each, which is harmless.
+        let encoded: Arc<str> = base64::engine::general_purpose::STANDARD
+            .encode(&image.bytes)
+            .into();
+        if !image.sha256.is_empty() && encoded.len() <= self.budget {
+            self.insert(&image.sha256, encoded.clone());
+        }
+        encoded
+    }
+
+    fn lookup(&self, sha: &str) -> Option<Arc<str>> {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let hit = g.map.get(sha).cloned();
+        match hit {
+            Some(_) => g.hits += 1,
+            None => g.misses += 1,
+        }
+        hit
+    }
+
+    fn insert(&self, sha: &str, encoded: Arc<str>) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if g.map.contains_key(sha) {
+            return;
+        }
+        g.bytes += encoded.len();
+        g.map.insert(sha.to_string(), encoded);
+        g.order.push_back(sha.to_string());
+        while g.bytes > self.budget {
+            let Some(old) = g.order.pop_front() else {
+                break;
+            };
+            if let Some(v) = g.map.remove(&old) {
+                g.bytes -= v.len();
+            }
+        }
+    }
+
+    /// (hits, misses) so far.
+    pub fn stats(&self) -> (u64, u64) {
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        (g.hits, g.misses)
+    }
+}
+
+/// Serializes a shared string (serde's `rc` feature is not enabled workspace-wide).
+pub(crate) fn ser_arc_str<S: serde::Serializer>(v: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v)
+}
+
+/// A successful (2xx) HTTP exchange.
+pub(crate) struct HttpReply {
+    pub body: String,
+    pub latency: Duration,
+}
+
+/// Sends a prepared request and turns every non-2xx outcome into a classified [`CallError`] with `secret`
+/// redacted from anything that could carry it.
+pub(crate) async fn send(
+    req: reqwest::RequestBuilder,
+    secret: Option<&str>,
+) -> Result<HttpReply, CallError> {
+    let started = Instant::now();
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| from_reqwest(e).redacted(secret))?;
+    let status = resp.status().as_u16();
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let retry_after = parse_retry_after(
+        header("retry-after").as_deref(),
+        header("retry-after-ms").as_deref(),
+        SystemTime::now(),
+    );
+    let bytes = resp
+        .bytes()
+        .await
+        .map_err(|e| from_reqwest(e).redacted(secret))?;
+    let latency = started.elapsed();
+    let body = String::from_utf8_lossy(&bytes).into_owned();
+    if (200..300).contains(&status) {
+        return Ok(HttpReply { body, latency });
+    }
+    let class = classify_status(status, &body);
+    Err(
+        CallError::new(class, format!("HTTP {status}: {}", snippet(&body, 300)))
+            .with_status(status)
+            .with_retry_after(retry_after)
+            .with_raw(body)
+            .redacted(secret),
+    )
+}
+
+/// Maps a transport failure to a class. The URL is removed first: a base URL can carry credentials.
+fn from_reqwest(e: reqwest::Error) -> CallError {
+    let class = if e.is_timeout() {
+        ErrorClass::Timeout
+    } else if e.is_decode() {
+        ErrorClass::MalformedResponse
+    } else if e.is_connect() || e.is_request() || e.is_body() {
+        ErrorClass::Network
+    } else {
+        ErrorClass::Other
+    };
+    let e = e.without_url();
+    CallError::new(class, error_chain(&e))
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(src) = cur {
+        let part = src.to_string();
+        if !s.contains(&part) {
+            s.push_str(": ");
+            s.push_str(&part);
+        }
+        cur = src.source();
+    }
+    s
+}
+
+/// The first `max` characters of `s`, on a char boundary.
+pub(crate) fn snippet(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// A JSON body that parsed but lacks what the wire format promises.
+pub(crate) fn malformed(what: impl fmt::Display, raw: String) -> CallError {
+    CallError::new(ErrorClass::MalformedResponse, what.to_string()).with_raw(raw)
+}
+
+/// Parses a 2xx body into the wire type, or a malformed-response error naming the parse failure.
+pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(
+    wire: &str,
+    body: &str,
+) -> Result<T, String> {
+    serde_json::from_str(body).map_err(|e| {
+        format!(
+            "{wire} response is not the expected JSON ({e}): {}",
+            snippet(body, 200)
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn img(sha: &str, n: usize) -> ImagePart {
+        ImagePart {
+            sha256: sha.into(),
+            mime: "image/png".into(),
+            bytes: vec![7u8; n].into(),
+        }
+    }
+
+    #[test]
+    fn cache_encodes_once_and_stays_bounded() {
+        let c = Base64Cache::new(100);
+        let a = c.encode(&img("a", 30)); // 40 encoded bytes
+        let a2 = c.encode(&img("a", 30));
+        assert!(Arc::ptr_eq(&a, &a2));
+        assert_eq!(c.stats(), (1, 1));
+        c.encode(&img("b", 30));
+        c.encode(&img("c", 30)); // 120 > 100: "a" is evicted
+        let a3 = c.encode(&img("a", 30));
+        assert!(!Arc::ptr_eq(&a, &a3));
+        assert_eq!(&*a3, &*a);
+        assert_eq!(c.stats(), (1, 4));
+    }
+
+    #[test]
+    fn key_debug_is_redacted() {
+        let k = ApiKey::new("sk-live-abcdef");
+        assert_eq!(format!("{k:?}"), "ApiKey([REDACTED])");
+    }
+}

@@ -1,0 +1,129 @@
+//! Shared helpers for the wire tests: real PNG images, conversations, and backends pointed at a fake server.
+#![allow(dead_code)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nmb_fake_server::{Config, FakeServer};
+use nmb_plan::chat::{GenParams, ImagePart, Message, Part, Role};
+use nmb_requests::scheduler::Sleeper;
+use nmb_requests::{
+    connect, ApiKey, Backend, BackendKind, BackendOptions, BoxFuture, HttpOptions, ModelSpec,
+    Transport,
+};
+use sha2::{Digest, Sha256};
+
+pub const KEY: &str = "sk-nmb-test-CANARY-7f3a9c1e5b";
+
+/// A real PNG of `side` x `side` RGB noise from `seed`.
+pub fn noise_png(side: u32, seed: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, side, side);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut w = enc.write_header().expect("png header");
+        let mut x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let data: Vec<u8> = (0..side * side * 3)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect();
+        w.write_image_data(&data).expect("png data");
+    }
+    out
+}
+
+pub fn image(seed: u64) -> ImagePart {
+    let bytes = noise_png(24, seed);
+    ImagePart {
+        sha256: hex::encode(Sha256::digest(&bytes)),
+        mime: "image/png".into(),
+        bytes: bytes.into(),
+    }
+}
+
+/// A multi-turn conversation: system, user (text + 2 images), assistant, user follow-up.
+pub fn conversation(a: &ImagePart, b: &ImagePart) -> Vec<Message> {
+    vec![
+        Message::text(Role::System, "You are an experienced neurology expert"),
+        Message {
+            role: Role::User,
+            parts: vec![
+                Part::Text("EHR: 34-year-old woman, optic neuritis.".into()),
+                Part::Image(a.clone()),
+                Part::Text("Axial FLAIR".into()),
+                Part::Image(b.clone()),
+                Part::Text("What is the most likely diagnosis?".into()),
+            ],
+        },
+        Message::text(Role::Assistant, "Most likely multiple sclerosis."),
+        Message::text(
+            Role::User,
+            "New evidence: oligoclonal bands negative. Revise.",
+        ),
+    ]
+}
+
+pub fn params() -> GenParams {
+    GenParams {
+        temperature: 0.3,
+        top_p: 0.9,
+        max_tokens: 321,
+        seed: Some(42),
+    }
+}
+
+pub fn transport() -> Transport {
+    Transport::new(&HttpOptions::default()).expect("transport")
+}
+
+pub fn spec_for(kind: BackendKind, server: &FakeServer) -> ModelSpec {
+    let base = match kind {
+        BackendKind::OpenAi => format!("{}/v1", server.url()),
+        _ => server.url(),
+    };
+    ModelSpec::parse(&format!("{kind}:test-model@{base}")).expect("spec")
+}
+
+pub fn backend(kind: BackendKind, server: &FakeServer) -> Arc<dyn Backend> {
+    let opts = BackendOptions {
+        key: Some(ApiKey::new(KEY)),
+        ..BackendOptions::default()
+    };
+    connect(&spec_for(kind, server), &transport(), &opts).expect("connect")
+}
+
+pub async fn server() -> FakeServer {
+    FakeServer::start(Config::default()).await.expect("server")
+}
+
+pub const API_KINDS: [BackendKind; 3] = [
+    BackendKind::OpenAi,
+    BackendKind::Anthropic,
+    BackendKind::Gemini,
+];
+
+/// Records retry waits instead of sleeping.
+#[derive(Default)]
+pub struct RecordingSleeper {
+    pub waits: Mutex<Vec<Duration>>,
+}
+
+impl RecordingSleeper {
+    pub fn waits(&self) -> Vec<Duration> {
+        self.waits.lock().unwrap().clone()
+    }
+}
+
+impl Sleeper for RecordingSleeper {
+    fn sleep(&self, d: Duration) -> BoxFuture<'static, ()> {
+        self.waits.lock().unwrap().push(d);
+        Box::pin(async {})
+    }
+}
