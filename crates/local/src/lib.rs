@@ -1,1 +1,497 @@
-//! Placeholder; filled in by its issue.
+//! The `local:` backend: a real language model running in-process on the CPU with candle.
+//!
+//! This crate owns loading GGUF quantized Llama-family models (candle-transformers' `quantized_llama`) from a
+//! file path or an `hf://OWNER/NAME/FILE.gguf` spec, building their tokenizer and chat template from the GGUF's own
+//! metadata, and generating one answer for a conversation. It does not own prompts (`nmb-plan`), scheduling,
+//! retries or async (`nmb-requests` wraps [`LocalModel::generate`] in `spawn_blocking`), or storage (`nmb-store`).
+//!
+//! Behaviour the rest of nmb relies on:
+//! - **Tokenizer.** A `tokenizer.json` next to the GGUF wins. Otherwise the GGUF's `tokenizer.ggml.*` metadata
+//!   (model `gpt2`: tokens, merges, token types, bos/eos ids) is turned into a byte-level BPE
+//!   `tokenizers::Tokenizer` whose pre-tokenizer follows `tokenizer.ggml.pre` (`gpt2`, `smollm` and its llama.cpp
+//!   group, `llama3`/`llama-bpe`). SentencePiece GGUFs (`llama` model) and other pre-tokenizers are refused with a
+//!   typed error that says to add a `tokenizer.json`.
+//! - **Chat template.** `tokenizer.chat_template` rendered with minijinja under Hugging Face's settings
+//!   (`trim_blocks`, `lstrip_blocks`, `raise_exception`, Python string methods), with `messages`,
+//!   `add_generation_prompt = true`, `bos_token` and `eos_token`; ChatML when the GGUF has none.
+//! - **Images.** Models here are text-only. Each image part is replaced by [`IMAGE_OMITTED_MARKER`] where it
+//!   stood, and [`LocalCompletion::images_dropped`] counts them so the run manifest can record it.
+//! - **JSON output.** [`OutputFormat::Json`] changes nothing: there is no grammar-constrained decoding, so the
+//!   model sees only what the prompt asks for, and the answer parser must be tolerant.
+//! - **Sampling.** candle's `LogitsProcessor`: temperature 0 is greedy; otherwise temperature with top-p (all
+//!   tokens when `top_p` is 1). It is seeded from [`GenParams::seed`], so a given seed gives the same text; with
+//!   no seed a random one is drawn and reported in [`LocalCompletion::seed`]. Generation stops at the end-of-turn
+//!   tokens (eos, `<|im_end|>` and the like) or after `max_tokens`.
+//! - **Context.** The window is the GGUF's `llama.context_length`, capped at candle's `MAX_SEQ_LEN` (4096), the
+//!   longest position its rotary tables cover. A prompt that does not fit is [`LocalError::ContextTooLong`]
+//!   (the `context_length` error class); an answer that reaches the end of the window finishes with `length`.
+//! - **Sharing.** [`LocalModel`] is `Send + Sync` and meant to sit in an `Arc`. Each [`LocalModel::generate`] call
+//!   works on its own clone of the model (the weights are reference-counted, only the KV cache is private), so
+//!   no lock is needed and concurrent calls are safe; on a CPU they only compete for cores, so run one at a time.
+
+mod error;
+mod gguf;
+mod spec;
+mod template;
+mod tokenizer;
+
+use std::hash::BuildHasher;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use candle_core::{Device, Tensor};
+use candle_transformers::generation::{LogitsProcessor, Sampling};
+use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
+use nmb_plan::chat::{GenParams, Message, OutputFormat};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tokenizers::Tokenizer;
+
+pub use error::LocalError;
+pub use spec::resolve_model_path;
+pub use template::{RenderedPrompt, CHATML_TEMPLATE, IMAGE_OMITTED_MARKER};
+pub use tokenizer::TokenizerSource;
+
+use gguf::Meta;
+use template::ChatTemplate;
+
+/// Prompt tokens fed to the model per forward pass; bounds the attention scratch memory of long prompts.
+const PREFILL_CHUNK: usize = 512;
+
+/// End-of-turn tokens of common chat formats; each one present in the vocabulary also stops generation.
+const END_OF_TURN_TOKENS: [&str; 6] = [
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<|end_of_text|>",
+    "<|endoftext|>",
+    "<end_of_turn>",
+    "<|end|>",
+];
+
+/// Why generation stopped, as the OpenAI-style `finish_reason` string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FinishReason {
+    /// The model produced an end-of-turn token.
+    Stop,
+    /// `max_tokens` or the end of the context window was reached.
+    Length,
+}
+
+impl FinishReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+        }
+    }
+}
+
+/// One generated answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LocalCompletion {
+    /// The answer, special tokens removed. Untrusted model output.
+    pub text: String,
+    pub finish_reason: FinishReason,
+    /// Prompt tokens, after the chat template (and BOS, when the model adds one).
+    pub tokens_in: usize,
+    /// Sampled tokens, counting the end-of-turn token when generation stopped on one.
+    pub tokens_out: usize,
+    /// Image parts left out because the model is text-only.
+    pub images_dropped: usize,
+    /// The sampling seed actually used (the given one, or the random one drawn when none was given).
+    pub seed: u64,
+    /// Wall time of the whole call: template, tokenizing, prefill and decoding.
+    pub latency: Duration,
+    /// Of `latency`, the time spent running the prompt through the model before the first sampled token.
+    pub prefill: Duration,
+}
+
+/// What a run manifest may want to record about the loaded model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelInfo {
+    pub model_id: String,
+    pub path: PathBuf,
+    pub architecture: String,
+    pub context_length: usize,
+    pub vocab_size: usize,
+    pub tokenizer: String,
+    /// True when the chat template came from the GGUF, false when ChatML was used instead.
+    pub chat_template_from_gguf: bool,
+    pub chat_template_sha256: String,
+}
+
+/// A loaded GGUF model, its tokenizer and chat template. See the crate docs for sharing and behaviour.
+pub struct LocalModel {
+    path: PathBuf,
+    model_id: String,
+    /// Weights with an empty KV cache; cloned for each generation.
+    weights: ModelWeights,
+    tokenizer: Tokenizer,
+    tokenizer_source: TokenizerSource,
+    template: ChatTemplate,
+    stop_ids: Vec<u32>,
+    bos_id: Option<u32>,
+    add_bos: bool,
+    context_length: usize,
+    architecture: String,
+    load_time: Duration,
+}
+
+impl std::fmt::Debug for LocalModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalModel")
+            .field("model_id", &self.model_id)
+            .field("path", &self.path)
+            .field("context_length", &self.context_length)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalModel {
+    /// Resolves a spec (a path or `hf://OWNER/NAME/FILE.gguf`, see [`resolve_model_path`]) and loads it.
+    pub fn open(spec: &str) -> Result<LocalModel, LocalError> {
+        LocalModel::load(&resolve_model_path(spec)?)
+    }
+
+    /// Loads a GGUF file: weights onto the CPU, tokenizer and chat template from its metadata.
+    pub fn load(path: &Path) -> Result<LocalModel, LocalError> {
+        let started = Instant::now();
+        let (mut file, content) = gguf::read_content(path)?;
+        let meta = Meta {
+            path,
+            map: &content.metadata,
+        };
+        let architecture = meta.string("general.architecture")?.to_string();
+        if architecture != "llama" {
+            return Err(LocalError::UnsupportedArchitecture {
+                path: path.to_path_buf(),
+                arch: architecture,
+            });
+        }
+        let override_file = gguf::sibling_tokenizer(path);
+        let (tokenizer, tokenizer_source) = tokenizer::load(&meta, override_file.as_deref())?;
+        let tokens = SpecialTokens::read(&meta, &tokenizer)?;
+        let template = ChatTemplate::new(
+            path,
+            meta.opt_string("tokenizer.chat_template")?,
+            tokens.bos_text.clone(),
+            tokens.eos_text.clone(),
+        )?;
+        let context_length = context_length(&meta)?;
+        let model_id = model_id(
+            path,
+            &mut file,
+            content.tensor_data_offset,
+            override_file.as_deref(),
+        )?;
+        let weights = ModelWeights::from_gguf(content, &mut file, &Device::Cpu).map_err(|e| {
+            LocalError::Gguf {
+                path: path.to_path_buf(),
+                message: format!("cannot load the weights: {e}"),
+            }
+        })?;
+        Ok(LocalModel {
+            path: path.to_path_buf(),
+            model_id,
+            weights,
+            tokenizer,
+            tokenizer_source,
+            template,
+            stop_ids: tokens.stop_ids,
+            bos_id: tokens.bos_id,
+            add_bos: tokens.add_bos,
+            context_length,
+            architecture,
+            load_time: started.elapsed(),
+        })
+    }
+
+    /// A stable identifier for cache keys: `FILE_NAME@HASH`, where the hash covers the GGUF header, its length,
+    /// samples of its tensor data and any `tokenizer.json` override (not the whole file, to stay cheap).
+    pub fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The context window in tokens (prompt plus answer).
+    pub fn context_length(&self) -> usize {
+        self.context_length
+    }
+
+    /// Lowers the context window to `tokens` (never above what the model supports), e.g. to bound memory.
+    pub fn with_context_length(mut self, tokens: usize) -> LocalModel {
+        self.context_length = self.context_length.min(tokens);
+        self
+    }
+
+    /// How long [`LocalModel::load`] took.
+    pub fn load_time(&self) -> Duration {
+        self.load_time
+    }
+
+    pub fn info(&self) -> ModelInfo {
+        let tokenizer = match &self.tokenizer_source {
+            TokenizerSource::Gguf { pre } => format!("gguf:{pre}"),
+            TokenizerSource::File(p) => format!("file:{}", p.display()),
+        };
+        ModelInfo {
+            model_id: self.model_id.clone(),
+            path: self.path.clone(),
+            architecture: self.architecture.clone(),
+            context_length: self.context_length,
+            vocab_size: self.tokenizer.get_vocab_size(true),
+            tokenizer,
+            chat_template_from_gguf: self.template.from_gguf,
+            chat_template_sha256: hex::encode(Sha256::digest(self.template.source.as_bytes())),
+        }
+    }
+
+    pub fn tokenizer_source(&self) -> &TokenizerSource {
+        &self.tokenizer_source
+    }
+
+    /// Tokenizes text as it would appear inside a prompt (special-token strings become their tokens; no BOS).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, LocalError> {
+        self.tokenizer
+            .encode(text, false)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| self.tokenizer_error(format!("cannot encode text: {e}")))
+    }
+
+    /// Turns token ids back into text; `skip_special` drops control tokens such as `<|im_end|>`.
+    pub fn decode(&self, ids: &[u32], skip_special: bool) -> Result<String, LocalError> {
+        self.tokenizer
+            .decode(ids, skip_special)
+            .map_err(|e| self.tokenizer_error(format!("cannot decode tokens: {e}")))
+    }
+
+    /// The conversation as the model will see it: chat template applied, images replaced by the marker.
+    pub fn render_prompt(&self, messages: &[Message]) -> Result<RenderedPrompt, LocalError> {
+        self.template.render(messages)
+    }
+
+    /// The prompt's token ids, with BOS prepended when the GGUF asks for it and the template did not add it.
+    pub fn prompt_tokens(&self, prompt: &str) -> Result<Vec<u32>, LocalError> {
+        let mut ids = self.encode(prompt)?;
+        if let (true, Some(bos)) = (self.add_bos, self.bos_id) {
+            if ids.first() != Some(&bos) {
+                ids.insert(0, bos);
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Generates one answer. `output` is accepted for the backend interface but adds nothing: there is no
+    /// grammar-constrained decoding (see the crate docs).
+    pub fn generate(
+        &self,
+        messages: &[Message],
+        params: &GenParams,
+        output: &OutputFormat,
+    ) -> Result<LocalCompletion, LocalError> {
+        let _ = output;
+        let started = Instant::now();
+        let sampling = sampling(params)?;
+        let rendered = self.render_prompt(messages)?;
+        let prompt = self.prompt_tokens(&rendered.text)?;
+        if prompt.is_empty() || prompt.len() >= self.context_length {
+            return Err(LocalError::ContextTooLong {
+                prompt_tokens: prompt.len(),
+                context_length: self.context_length,
+            });
+        }
+        let seed = params.seed.unwrap_or_else(random_seed);
+        let budget = (params.max_tokens as usize).min(self.context_length - prompt.len());
+        let run = self.run(
+            &prompt,
+            LogitsProcessor::from_sampling(seed, sampling),
+            budget,
+        )?;
+        Ok(LocalCompletion {
+            text: self.decode(&run.tokens, true)?,
+            finish_reason: run.finish,
+            tokens_in: prompt.len(),
+            tokens_out: run.tokens.len() + usize::from(run.finish == FinishReason::Stop),
+            images_dropped: rendered.images_dropped,
+            seed,
+            latency: started.elapsed(),
+            prefill: run.prefill,
+        })
+    }
+
+    /// Prefill in chunks, then sample token by token until an end-of-turn token or `budget` tokens.
+    fn run(
+        &self,
+        prompt: &[u32],
+        mut sampler: LogitsProcessor,
+        budget: usize,
+    ) -> Result<Run, LocalError> {
+        let started = Instant::now();
+        let mut model = self.weights.clone();
+        let mut logits = None;
+        for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
+            logits = Some(self.forward(&mut model, chunk, i * PREFILL_CHUNK)?);
+        }
+        let prefill = started.elapsed();
+        let mut tokens = Vec::new();
+        let mut logits = logits.ok_or_else(|| self.inference_error("empty prompt".into()))?;
+        loop {
+            let next = logits
+                .squeeze(0)
+                .and_then(|l| sampler.sample(&l))
+                .map_err(|e| self.inference_error(format!("sampling failed: {e}")))?;
+            if self.stop_ids.contains(&next) {
+                return Ok(Run::new(tokens, FinishReason::Stop, prefill));
+            }
+            tokens.push(next);
+            if tokens.len() >= budget {
+                return Ok(Run::new(tokens, FinishReason::Length, prefill));
+            }
+            logits = self.forward(&mut model, &[next], prompt.len() + tokens.len() - 1)?;
+        }
+    }
+
+    fn forward(
+        &self,
+        model: &mut ModelWeights,
+        ids: &[u32],
+        pos: usize,
+    ) -> Result<Tensor, LocalError> {
+        Tensor::new(ids, &Device::Cpu)
+            .and_then(|t| t.unsqueeze(0))
+            .and_then(|t| model.forward(&t, pos))
+            .map_err(|e| {
+                self.inference_error(format!("forward pass at position {pos} failed: {e}"))
+            })
+    }
+
+    fn inference_error(&self, message: String) -> LocalError {
+        LocalError::Inference {
+            path: self.path.clone(),
+            message,
+        }
+    }
+
+    fn tokenizer_error(&self, message: String) -> LocalError {
+        LocalError::Tokenizer {
+            path: self.path.clone(),
+            message,
+        }
+    }
+}
+
+struct Run {
+    tokens: Vec<u32>,
+    finish: FinishReason,
+    prefill: Duration,
+}
+
+impl Run {
+    fn new(tokens: Vec<u32>, finish: FinishReason, prefill: Duration) -> Run {
+        Run {
+            tokens,
+            finish,
+            prefill,
+        }
+    }
+}
+
+/// BOS/EOS ids and texts, whether to add BOS, and every token id that ends a turn.
+struct SpecialTokens {
+    bos_id: Option<u32>,
+    bos_text: String,
+    eos_text: String,
+    add_bos: bool,
+    stop_ids: Vec<u32>,
+}
+
+impl SpecialTokens {
+    fn read(meta: &Meta<'_>, tok: &Tokenizer) -> Result<SpecialTokens, LocalError> {
+        let id = |key: &str| -> Result<Option<u32>, LocalError> {
+            match meta.opt_uint(key)? {
+                None => Ok(None),
+                Some(v) => u32::try_from(v)
+                    .map(Some)
+                    .map_err(|_| LocalError::Metadata {
+                        path: meta.path.to_path_buf(),
+                        key: key.into(),
+                        expected: "a token id that fits in 32 bits".into(),
+                    }),
+            }
+        };
+        let bos_id = id("tokenizer.ggml.bos_token_id")?;
+        let eos_id = id("tokenizer.ggml.eos_token_id")?;
+        let eot_id = id("tokenizer.ggml.eot_token_id")?;
+        let text = |id: Option<u32>| id.and_then(|i| tok.id_to_token(i)).unwrap_or_default();
+        // llama.cpp adds BOS by default for SentencePiece vocabularies, not for byte-level BPE ones.
+        let spm = meta.opt_string("tokenizer.ggml.model")? == Some("llama");
+        let mut stop_ids: Vec<u32> = [eos_id, eot_id].into_iter().flatten().collect();
+        stop_ids.extend(END_OF_TURN_TOKENS.iter().filter_map(|t| tok.token_to_id(t)));
+        stop_ids.sort_unstable();
+        stop_ids.dedup();
+        Ok(SpecialTokens {
+            bos_id,
+            bos_text: text(bos_id),
+            eos_text: text(eos_id),
+            add_bos: meta
+                .opt_bool("tokenizer.ggml.add_bos_token")?
+                .unwrap_or(spm),
+            stop_ids,
+        })
+    }
+}
+
+fn context_length(meta: &Meta<'_>) -> Result<usize, LocalError> {
+    let declared = meta.uint("llama.context_length")?;
+    Ok(usize::try_from(declared)
+        .unwrap_or(usize::MAX)
+        .min(MAX_SEQ_LEN))
+}
+
+fn model_id(
+    path: &Path,
+    file: &mut std::fs::File,
+    data_offset: u64,
+    tokenizer_json: Option<&Path>,
+) -> Result<String, LocalError> {
+    let mut hash = gguf::content_hash(path, file, data_offset)?;
+    if let Some(tj) = tokenizer_json {
+        let bytes = std::fs::read(tj).map_err(|e| gguf::io_err(tj, e))?;
+        let mut h = Sha256::new();
+        h.update(hash.as_bytes());
+        h.update(&bytes);
+        hash = hex::encode(h.finalize());
+    }
+    Ok(format!("{}@{}", gguf::file_label(path), &hash[..16]))
+}
+
+/// Maps the request parameters to candle's sampling, rejecting values that have no meaning.
+fn sampling(params: &GenParams) -> Result<Sampling, LocalError> {
+    let bad = |field, message: String| Err(LocalError::InvalidParams { field, message });
+    let (t, p) = (params.temperature, params.top_p);
+    if !t.is_finite() || t < 0.0 {
+        return bad(
+            "temperature",
+            format!("expected a finite number >= 0, got {t}"),
+        );
+    }
+    if !p.is_finite() || p <= 0.0 || p > 1.0 {
+        return bad("top_p", format!("expected a number in (0, 1], got {p}"));
+    }
+    if params.max_tokens == 0 {
+        return bad("max_tokens", "expected at least 1".into());
+    }
+    Ok(match (t, p) {
+        (0.0, _) => Sampling::ArgMax,
+        (temperature, p) if p >= 1.0 => Sampling::All { temperature },
+        (temperature, p) => Sampling::TopP { p, temperature },
+    })
+}
+
+fn random_seed() -> u64 {
+    std::collections::hash_map::RandomState::new().hash_one(Instant::now())
+}
