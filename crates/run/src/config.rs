@@ -1,0 +1,163 @@
+//! What identifies a run: the manifest recorded with it, and the configuration hash used to resume it.
+
+use nmb_plan::{GenParams, OutputFormat, PlanOptions};
+use nmb_requests::Backend;
+use nmb_store::Manifest;
+use nmb_suite::{Family, Suite};
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::RunError;
+
+/// How to pick the run an invocation writes into.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Resume {
+    /// Resume the latest unfinished run with the same configuration, else start a new one.
+    #[default]
+    Auto,
+    /// Always start a new run (stored answers are still reused through the response cache).
+    Fresh,
+    /// Resume this run; it must have the same configuration.
+    Run(String),
+}
+
+/// Everything an evaluation needs besides the suite, the store and the backend.
+#[derive(Debug, Clone)]
+pub struct EvalSettings {
+    /// `BACKEND:MODEL[@BASE_URL]`, as recorded and used in cache keys.
+    pub model: String,
+    pub params: GenParams,
+    pub plan: PlanOptions,
+    /// Calls in flight at once, over all backends.
+    pub concurrency: usize,
+    /// Calls in flight at once on this backend (adaptive: halves on 429 and climbs back).
+    pub per_backend: usize,
+    /// Stop starting new calls after this many in this invocation; the run stays resumable.
+    pub max_requests: Option<u64>,
+    pub resume: Resume,
+    /// Extra manifest fields that identify the model beyond its spec (e.g. a local model's content hash).
+    pub model_identity: Map<String, Value>,
+    /// Inputs the backend cannot take (e.g. images for a text-only model), recorded in the manifest.
+    pub dropped_inputs: Vec<String>,
+}
+
+impl EvalSettings {
+    pub fn new(model: impl Into<String>) -> Self {
+        EvalSettings {
+            model: model.into(),
+            params: GenParams::default(),
+            plan: PlanOptions::default(),
+            concurrency: 16,
+            per_backend: 16,
+            max_requests: None,
+            resume: Resume::Auto,
+            model_identity: Map::new(),
+            dropped_inputs: Vec::new(),
+        }
+    }
+}
+
+/// The manifest recorded with a run.
+pub(crate) fn manifest(
+    suite: &Suite,
+    settings: &EvalSettings,
+    samples: u32,
+    backend: &dyn Backend,
+) -> Result<Manifest, RunError> {
+    let mut dropped = settings.dropped_inputs.clone();
+    if !backend.supports_images() && settings.plan.input_mode.includes_images() {
+        let note = "images (text-only model: image parts are not sent)".to_string();
+        if !dropped.contains(&note) {
+            dropped.push(note);
+        }
+    }
+    let mut extra = Map::new();
+    extra.insert("suite_version".into(), json!(suite.version));
+    extra.insert("suite_format".into(), json!(suite.format));
+    extra.insert("limit".into(), json!(settings.plan.limit));
+    extra.insert("templates".into(), templates(&settings.plan));
+    extra.insert(
+        "answer_language".into(),
+        json!(settings.plan.answer_language),
+    );
+    extra.insert(
+        "model_identity".into(),
+        Value::Object(settings.model_identity.clone()),
+    );
+    Ok(Manifest {
+        nmb_version: env!("CARGO_PKG_VERSION").to_string(),
+        suite_id: suite.id.clone(),
+        suite_hash: nmb_suite::suite_hash(suite)?,
+        template_id: "per-family".into(),
+        template_hash: settings.plan.templates_hash(),
+        model: settings.model.clone(),
+        params: serde_json::to_value(&settings.params).unwrap_or(Value::Null),
+        input_mode: settings.plan.input_mode.as_str().to_string(),
+        samples,
+        dropped_inputs: dropped,
+        extra,
+    })
+}
+
+fn templates(plan: &PlanOptions) -> Value {
+    let map: Map<String, Value> = Family::ALL
+        .iter()
+        .map(|f| {
+            let t = plan.template_for(*f);
+            (
+                f.as_str().to_string(),
+                json!({"id": t.id(), "version": t.version(), "hash": t.hash()}),
+            )
+        })
+        .collect();
+    Value::Object(map)
+}
+
+/// The fields that make two invocations "the same configuration".
+fn identity(m: &Manifest) -> Value {
+    json!({
+        "suite_hash": m.suite_hash,
+        "template_hash": m.template_hash,
+        "model": m.model,
+        "params": m.params,
+        "input_mode": m.input_mode,
+        "samples": m.samples,
+        "limit": m.extra.get("limit"),
+        "answer_language": m.extra.get("answer_language"),
+        "model_identity": m.extra.get("model_identity"),
+    })
+}
+
+pub(crate) fn config_hash(m: &Manifest) -> String {
+    let text = nmb_store::canonical_json(&identity(m));
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// Names the identity fields that differ between two manifests.
+pub(crate) fn describe_difference(old: &Manifest, new: &Manifest) -> String {
+    let (a, b) = (identity(old), identity(new));
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return "unknown".into();
+    };
+    let differs: Vec<&str> = a
+        .iter()
+        .filter(|(k, v)| b.get(*k) != Some(*v))
+        .map(|(k, _)| k.as_str())
+        .collect();
+    if differs.is_empty() {
+        "unknown".into()
+    } else {
+        differs.join(", ")
+    }
+}
+
+/// Decoding parameters as they enter cache keys and call records: everything besides the prompt that can change
+/// an answer, including the output format the task asks for.
+pub(crate) fn params_json(settings: &EvalSettings, output: &OutputFormat) -> String {
+    let v = json!({
+        "params": settings.params,
+        "model_identity": settings.model_identity,
+        "output": output,
+    });
+    nmb_store::canonical_json(&v)
+}

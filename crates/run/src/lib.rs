@@ -1,0 +1,244 @@
+//! The evaluation loop: a suite and a model go in, every task's sampled answers come out, stored as they arrive.
+//!
+//! This crate owns one thing: running a plan against a backend without ever losing or re-buying an answer. It
+//! decides which run a call belongs to (a new one, or the unfinished run with the same configuration), which
+//! samples still need work, which turns the store can answer from its response cache, and how the answers of one
+//! call map onto samples. Every call is recorded in the store before its samples count as done, so a process
+//! killed at any moment loses nothing that was paid for, and a resumed run sends only what is missing.
+//!
+//! It does not render prompts (`nmb-plan`), speak any wire format or retry (`nmb-requests`), or decide how rows
+//! are laid out on disk (`nmb-store`).
+
+mod config;
+mod progress;
+mod task;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use nmb_plan::{ImageCache, Plan, PlanError, PlanOptions, PlannedTask};
+use nmb_requests::{Backend, Lane, Scheduler};
+use nmb_store::{RunStatus, RunSummary, SampleStatus, Store, StoreError};
+use nmb_suite::Suite;
+
+pub use config::{EvalSettings, Resume};
+pub use progress::{Progress, ProgressSnapshot};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Suite(#[from] nmb_suite::SuiteError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("a task worker stopped unexpectedly: {0}")]
+    Worker(String),
+    #[error("run {0} not found in the store")]
+    UnknownRun(String),
+    #[error("run {run_id} was made with a different configuration ({differs}); start a new run instead of resuming it")]
+    ConfigMismatch { run_id: String, differs: String },
+}
+
+/// What happened in one invocation.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub run_id: String,
+    /// The run existed before this invocation (explicit `--resume` or the automatic resume of an unfinished run).
+    pub resumed: bool,
+    /// The request budget (`--max-requests`) ran out before every sample was done.
+    pub stopped_early: bool,
+    /// Tasks that could not be planned (for example an unreadable image), with the reason.
+    pub plan_errors: Vec<String>,
+    pub summary: RunSummary,
+}
+
+/// Shared state of one invocation, handed to every task.
+pub(crate) struct Ctx {
+    pub store: Arc<Store>,
+    pub scheduler: Scheduler,
+    pub lane: Lane,
+    pub backend: Arc<dyn Backend>,
+    pub run_id: String,
+    pub model: String,
+    pub settings: EvalSettings,
+    pub progress: Arc<Progress>,
+    /// Prompts already stored by this process, so shared prompts are written once.
+    pub stored_prompts: Mutex<HashSet<String>>,
+}
+
+/// Runs (or resumes) an evaluation of `suite` on `backend` and returns once every planned sample was attempted or
+/// the request budget ran out.
+pub async fn evaluate(
+    suite: &Suite,
+    store: Arc<Store>,
+    scheduler: Scheduler,
+    backend: Arc<dyn Backend>,
+    settings: EvalSettings,
+    progress: Arc<Progress>,
+) -> Result<RunOutcome, RunError> {
+    let cache = Arc::new(ImageCache::default());
+    let plan = Plan::new(suite, &settings.plan, cache)?;
+    let manifest = config::manifest(suite, &settings, plan.samples(), backend.as_ref())?;
+    let config_hash = config::config_hash(&manifest);
+    let (run_id, resumed) = open_run(&store, &settings.resume, &config_hash, &manifest)?;
+    store.set_status(&run_id, RunStatus::Running)?;
+    let planned_samples = plan_samples(&store, &run_id, suite, &settings.plan, plan.samples())?;
+    let done = finished_samples(&store, &run_id)?;
+    progress.start(planned_samples, done.len() as u64);
+
+    let lane = scheduler.lane(backend.clone(), settings.per_backend.max(1));
+    let ctx = Arc::new(Ctx {
+        store: store.clone(),
+        scheduler,
+        lane,
+        backend,
+        run_id: run_id.clone(),
+        model: settings.model.clone(),
+        settings,
+        progress: progress.clone(),
+        stored_prompts: Mutex::new(HashSet::new()),
+    });
+    let plan_errors = drive(&ctx, plan, &done).await?;
+
+    let summary = store.summary(&run_id)?;
+    let stopped_early = ctx.progress.budget_exhausted();
+    let status = if summary.samples_pending == 0 {
+        RunStatus::Finished
+    } else {
+        RunStatus::Interrupted
+    };
+    store.set_status(&run_id, status)?;
+    let summary = store.summary(&run_id)?;
+    Ok(RunOutcome {
+        run_id,
+        resumed,
+        stopped_early,
+        plan_errors,
+        summary,
+    })
+}
+
+/// Plans tasks one at a time and runs them with a bounded number in flight, so memory stays bounded. Stops at the
+/// first store failure, since nothing more could be recorded safely.
+async fn drive(
+    ctx: &Arc<Ctx>,
+    plan: Plan<'_>,
+    done: &HashSet<(String, u32)>,
+) -> Result<Vec<String>, RunError> {
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(
+        ctx.settings.concurrency.max(1) * 2,
+    ));
+    let mut joins = tokio::task::JoinSet::new();
+    let mut plan_errors = Vec::new();
+    let mut failure = None;
+    for planned in plan {
+        if ctx.progress.budget_exhausted() {
+            break;
+        }
+        while let Some(joined) = joins.try_join_next() {
+            note_failure(joined, &mut failure);
+        }
+        if failure.is_some() {
+            break;
+        }
+        let planned: PlannedTask = match planned {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!("{e}");
+                plan_errors.push(e.to_string());
+                continue;
+            }
+        };
+        let todo: Vec<u32> = (0..planned.samples)
+            .filter(|i| !done.contains(&(planned.task_id.clone(), *i)))
+            .collect();
+        if todo.is_empty() {
+            continue;
+        }
+        let Ok(permit) = in_flight.clone().acquire_owned().await else {
+            break;
+        };
+        let ctx = ctx.clone();
+        joins.spawn(async move {
+            let result = task::run_task(&ctx, &planned, &todo).await;
+            drop(permit);
+            result
+        });
+    }
+    while let Some(joined) = joins.join_next().await {
+        note_failure(joined, &mut failure);
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(plan_errors),
+    }
+}
+
+fn note_failure(
+    joined: Result<Result<(), RunError>, tokio::task::JoinError>,
+    failure: &mut Option<RunError>,
+) {
+    let error = match joined {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e,
+        Err(e) => RunError::Worker(e.to_string()),
+    };
+    tracing::error!("{error}");
+    failure.get_or_insert(error);
+}
+
+fn open_run(
+    store: &Store,
+    resume: &Resume,
+    config_hash: &str,
+    manifest: &nmb_store::Manifest,
+) -> Result<(String, bool), RunError> {
+    match resume {
+        Resume::Run(id) => {
+            let run = store
+                .get_run(id)?
+                .ok_or_else(|| RunError::UnknownRun(id.clone()))?;
+            if run.config_hash != config_hash {
+                let old: nmb_store::Manifest = run.manifest_as().unwrap_or_default();
+                return Err(RunError::ConfigMismatch {
+                    run_id: id.clone(),
+                    differs: config::describe_difference(&old, manifest),
+                });
+            }
+            Ok((run.run_id, true))
+        }
+        Resume::Auto => match store.find_resumable(config_hash)? {
+            Some(run) => Ok((run.run_id, true)),
+            None => Ok((store.create_run(config_hash, manifest)?.run_id, false)),
+        },
+        Resume::Fresh => Ok((store.create_run(config_hash, manifest)?.run_id, false)),
+    }
+}
+
+/// Creates the pending sample rows for every task in scope (a no-op for rows that exist) and returns how many
+/// samples the run has in all.
+fn plan_samples(
+    store: &Store,
+    run_id: &str,
+    suite: &Suite,
+    options: &PlanOptions,
+    samples: u32,
+) -> Result<u64, RunError> {
+    let tasks: Vec<(&str, u32)> = suite
+        .tasks()
+        .take(options.limit.unwrap_or(usize::MAX))
+        .map(|(_, t)| (t.id.as_str(), samples))
+        .collect();
+    store.plan_samples(run_id, &tasks)?;
+    Ok(tasks.len() as u64 * u64::from(samples))
+}
+
+fn finished_samples(store: &Store, run_id: &str) -> Result<HashSet<(String, u32)>, RunError> {
+    Ok(store
+        .sample_states(run_id)?
+        .into_iter()
+        .filter(|s| s.status == SampleStatus::Ok)
+        .map(|s| (s.task_id, s.sample_index))
+        .collect())
+}
