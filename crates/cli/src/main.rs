@@ -42,6 +42,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    restore_sigpipe();
     init_tracing();
     let cli = Cli::parse();
     let result = match cli.command {
@@ -53,6 +54,16 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Rust ignores SIGPIPE, so `nmb ... | head` would make `println!` panic once the reader is gone. The default
+/// action ends the process quietly instead, as other command-line tools do.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
