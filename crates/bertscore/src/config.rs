@@ -106,9 +106,11 @@ impl EncoderConfig {
         let family = match model_type {
             "bert" => Family::Bert,
             "roberta" | "xlm-roberta" | "camembert" => Family::Roberta,
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "field model_type: expected bert, roberta, xlm-roberta or camembert, got {other:?}"
-            )),
+            ))
+            }
         };
         let activation = match raw.hidden_act.as_str() {
             "gelu" => Activation::GeluErf,
@@ -127,7 +129,8 @@ impl EncoderConfig {
                 ));
             }
         }
-        if raw.num_attention_heads == 0 || !raw.hidden_size.is_multiple_of(raw.num_attention_heads) {
+        if raw.num_attention_heads == 0 || !raw.hidden_size.is_multiple_of(raw.num_attention_heads)
+        {
             return Err(format!(
                 "fields hidden_size/num_attention_heads: {} is not divisible into {} heads",
                 raw.hidden_size, raw.num_attention_heads

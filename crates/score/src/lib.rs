@@ -1,1 +1,6 @@
-//! Placeholder; filled in by its issue.
+//! Scoring: stored answers in, numbers out.
+//!
+//! Being built. So far it owns [`breadth`]: matching short answers of breadth items (closed VQA, open VQA,
+//! multiple choice) against their references.
+
+pub mod breadth;
