@@ -16,6 +16,7 @@ Examples:
   nmb suite validate ../shared/formats/neural-medbench-site.example.json --answers answers.jsonl
   nmb suite stats ../shared/data/vqa-rad/trainset.json --filter image_organ=HEAD --json
   nmb suite show sample <CASE_ID>
+  nmb agreement ratings.csv --pass-threshold 3 --json
   nmb bertscore --model-dir DIR --layer 6 --cands answers.txt --refs references.txt --json
 
 A SUITE is `sample` (bundled), a path whose format is detected, or FORMAT:PATH with FORMAT one of
@@ -43,6 +44,9 @@ enum Command {
     /// BERTScore (P, R, F1) of candidate lines against reference lines, with a local encoder
     #[command(after_help = cmd::bertscore::EXAMPLES)]
     Bertscore(cmd::bertscore::BertScoreArgs),
+    /// Agreement between judges and clinicians (correlations, kappas, alpha, ICC, corrected pass rates)
+    #[command(after_help = cmd::agreement::EXAMPLES)]
+    Agreement(cmd::agreement::AgreementArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +56,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Suite(c) => cmd::suite::run(c),
         Command::Bertscore(a) => cmd::bertscore::run(a),
+        Command::Agreement(a) => cmd::agreement::run(a),
     };
     match result {
         Ok(code) => code,
