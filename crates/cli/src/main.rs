@@ -4,14 +4,20 @@
 //! process exit code; errors carry context and are printed once, here.
 
 mod cmd;
+mod progress;
 
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 const EXAMPLES: &str = "\
 Examples:
+  nmb eval --suite sample --model local:SmolLM2-135M-Instruct.Q4_1.gguf --samples 1
+  nmb eval --suite sample --model openai:gpt-4o --dry-run
+  nmb runs list
+  nmb runs show <RUN_ID> --json
   nmb suite stats sample
   nmb suite validate ../shared/formats/neural-medbench-site.example.json --answers answers.jsonl
   nmb suite stats ../shared/data/vqa-rad/trainset.json --filter image_organ=HEAD --json
@@ -32,6 +38,15 @@ Logging goes to stderr; set NMB_LOG (e.g. NMB_LOG=debug) to see more.";
 #[derive(Parser)]
 #[command(name = "nmb", version, about, long_about, after_help = EXAMPLES)]
 struct Cli {
+    /// Where runs are stored (the SQLite file RUNS_DIR/nmb.sqlite)
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR",
+        env = "NMB_RUNS_DIR",
+        default_value = "nmb-runs"
+    )]
+    runs_dir: PathBuf,
     #[command(subcommand)]
     command: Command,
 }
@@ -41,6 +56,12 @@ enum Command {
     /// Inspect benchmark suites: validate, count, show one case
     #[command(after_help = cmd::suite::EXAMPLES)]
     Suite(cmd::suite::SuiteCommand),
+    /// Ask a model about every task of a suite; store every answer as it arrives (resumable)
+    #[command(after_help = cmd::eval::EXAMPLES)]
+    Eval(Box<cmd::eval::EvalArgs>),
+    /// List stored runs, or show one run's counts, errors, tokens and manifest
+    #[command(after_help = cmd::runs::EXAMPLES)]
+    Runs(cmd::runs::RunsCommand),
     /// BERTScore (P, R, F1) of candidate lines against reference lines, with a local encoder
     #[command(after_help = cmd::bertscore::EXAMPLES)]
     Bertscore(cmd::bertscore::BertScoreArgs),
@@ -55,6 +76,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Suite(c) => cmd::suite::run(c),
+        Command::Eval(args) => cmd::eval::run(*args, &cli.runs_dir),
+        Command::Runs(c) => cmd::runs::run(c, &cli.runs_dir),
         Command::Bertscore(a) => cmd::bertscore::run(a),
         Command::Agreement(a) => cmd::agreement::run(a),
     };

@@ -2,4 +2,6 @@
 
 pub mod agreement;
 pub mod bertscore;
+pub mod eval;
+pub mod runs;
 pub mod suite;

@@ -1,0 +1,483 @@
+//! `nmb eval`: ask a model about every task of a suite and store each answer as it arrives.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use nmb_plan::{GenParams, InputMode, Plan, PlanOptions, PlanSummary, PlannedTask, Template};
+use nmb_requests::{BackendKind, ModelSpec, RetryPolicy, Scheduler, SchedulerConfig};
+use nmb_run::{connect_model, ConnectOptions, EvalSettings, Progress, Resume, RunOutcome};
+use nmb_store::Store;
+use nmb_suite::{Filter, Level, Suite};
+use serde_json::json;
+
+use super::suite::SuiteSource;
+use crate::progress::{count, duration, Reporter};
+
+pub const EXAMPLES: &str = "\
+Examples:
+  nmb eval --suite sample --model local:SmolLM2-135M-Instruct.Q4_1.gguf --samples 1 --max-tokens 256
+  nmb eval --suite sample --model openai:gpt-4o --dry-run
+  nmb eval --suite sample --model openai:gpt-4o --samples 5 --concurrency 32
+  nmb eval --suite sample --model anthropic:claude-sonnet-4-5 --inputs text --limit 10
+  nmb eval --suite sample --model gemini:gemini-2.5-pro --max-requests 100
+  nmb eval --suite sample --model openai:Qwen/Qwen2-VL-7B-Instruct@http://127.0.0.1:8000/v1
+  nmb eval --suite site:direct-diagnosis.json --answers answers.jsonl --model openai:gpt-4o
+  nmb eval --suite sample --model openai:gpt-4o --resume 20250101-120000-ab12cd
+
+MODEL is BACKEND:MODEL[@BASE_URL], BACKEND one of:
+  openai:NAME[@URL]     chat completions; a base URL ending in /v1 reaches any OpenAI-compatible
+                        server (vLLM, SGLang, TGI, Ollama, llama.cpp server, OpenRouter)
+  anthropic:NAME[@URL]  the Messages API
+  gemini:NAME[@URL]     generateContent
+  local:PATH.gguf       a GGUF Llama-family model run in-process on the CPU; text only: images
+                        are dropped and the run manifest says so. local:hf://OWNER/NAME/FILE.gguf
+                        downloads the file first (needs network access to huggingface.co)
+API keys come only from OPENAI_API_KEY, ANTHROPIC_API_KEY and GEMINI_API_KEY; a key may be
+absent when a base URL is given (a local server).
+
+Every answer is stored in RUNS_DIR/nmb.sqlite as soon as it arrives. Running the same command
+again resumes the unfinished run with the same configuration (after a finished run, it starts a
+new run that takes every stored answer from the store): a stored answer is never requested
+again. --fresh starts a new run anyway; --resume RUN_ID continues a given run (same
+configuration). Progress goes to stderr: a bar on a terminal, a line every 10 s otherwise.
+
+Exit status: 0 when the run was carried out (errored samples are stored with their error class;
+--resume RUN_ID retries them), 1 on failure (suite, model, store), 2 on bad usage.";
+
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    /// The suite: `sample` (bundled), a path whose format is detected, or FORMAT:PATH with FORMAT one of site,
+    /// native, vqa-rad, mcq
+    #[arg(long, value_name = "SUITE")]
+    suite: String,
+    /// Answer-key JSONL joined by case_id (format: see the README, "Answer keys")
+    #[arg(long, value_name = "FILE")]
+    answers: Option<PathBuf>,
+    /// Keep only tasks whose task or case metadata has KEY=VALUE (or not, with KEY!=VALUE); repeatable, all
+    /// must hold. Built-in keys: family, level, case_id, task_id, language
+    #[arg(long = "filter", value_name = "KEY=VALUE")]
+    filters: Vec<Filter>,
+    /// Level of site-format tasks: direct, complex or multi_turn [default: from the file name]
+    #[arg(long, value_name = "LEVEL")]
+    level: Option<Level>,
+    /// The model, BACKEND:MODEL[@BASE_URL] (see below)
+    #[arg(long, value_name = "MODEL")]
+    model: String,
+    /// Answers sampled per task [default: the suite's `samples`, else 5, so that pass@5 is possible]. Uses the
+    /// API's `n` where it has one (OpenAI, Gemini), else separate requests
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    samples: Option<u32>,
+    /// What the model sees: `full` (EHR, notes and images), `text` (no images), `images` (images and question)
+    #[arg(long, value_name = "MODE", default_value = "full")]
+    inputs: InputMode,
+    /// Only the first N tasks, in suite order
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    limit: Option<u64>,
+    /// Requests in flight at once (lowered automatically on HTTP 429 and raised again; a local model
+    /// always runs one at a time)
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    concurrency: u32,
+    /// Send at most N requests in this invocation, then stop; the run stays resumable
+    #[arg(long, value_name = "N")]
+    max_requests: Option<u64>,
+    /// Print the requests the run would send and an estimate of their tokens; send and store nothing
+    #[arg(long)]
+    dry_run: bool,
+    /// Continue this run (see `nmb runs list`); the configuration must be the same
+    #[arg(long, value_name = "RUN_ID", conflicts_with = "fresh")]
+    resume: Option<String>,
+    /// Start a new run even if an unfinished one has the same configuration (stored answers are still reused)
+    #[arg(long)]
+    fresh: bool,
+    /// Sampling temperature, >= 0
+    #[arg(long, value_name = "T", default_value_t = 0.7, value_parser = non_negative)]
+    temperature: f64,
+    /// Nucleus sampling: keep the smallest set of tokens whose probability reaches P, 0 < P <= 1
+    #[arg(long, value_name = "P", default_value_t = 0.95, value_parser = probability)]
+    top_p: f64,
+    /// Most tokens per answer
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    max_tokens: u32,
+    /// Sampling seed where the backend takes one (OpenAI, Gemini, local); sample i of a task gets SEED + i
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// A prompt template file (minijinja) for every family instead of the built-in ones (see the nmb-plan docs)
+    #[arg(long, value_name = "FILE")]
+    template: Option<PathBuf>,
+    /// Language the prompts ask answers in [default: the suite's, else English]; "" for no instruction
+    #[arg(long, value_name = "LANG")]
+    answer_language: Option<String>,
+    /// Seconds one attempt may take before it counts as a timeout (and is retried)
+    #[arg(long, value_name = "SECS", default_value_t = 300.0, value_parser = positive)]
+    timeout: f64,
+    /// Retries of a failed request (rate limit, server error, network, timeout, malformed response)
+    #[arg(long, value_name = "N", default_value_t = 6)]
+    max_retries: u32,
+    /// Print one JSON object at the end (the run summary) instead of text
+    #[arg(long)]
+    json: bool,
+    /// No progress output on stderr
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn non_negative(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("expected a number >= 0, got {s:?}")),
+    }
+}
+
+fn probability(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err(format!("expected a number in (0, 1], got {s:?}")),
+    }
+}
+
+fn positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v < 1e7 => Ok(v),
+        _ => Err(format!("expected a number of seconds > 0, got {s:?}")),
+    }
+}
+
+impl EvalArgs {
+    fn source(&self) -> SuiteSource {
+        SuiteSource {
+            suite: self.suite.clone(),
+            answers: self.answers.clone(),
+            filters: self.filters.clone(),
+            level: self.level,
+        }
+    }
+
+    fn plan_options(&self) -> Result<PlanOptions> {
+        let template = match &self.template {
+            None => None,
+            Some(path) => Some(
+                Template::from_file(path)
+                    .with_context(|| format!("cannot use template {}", path.display()))?,
+            ),
+        };
+        Ok(PlanOptions {
+            template,
+            input_mode: self.inputs,
+            samples: self.samples,
+            limit: self.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            answer_language: self.answer_language.clone(),
+            ..PlanOptions::default()
+        })
+    }
+
+    fn params(&self) -> GenParams {
+        GenParams {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            max_tokens: self.max_tokens,
+            seed: self.seed,
+        }
+    }
+
+    fn resume(&self) -> Resume {
+        match (&self.resume, self.fresh) {
+            (Some(id), _) => Resume::Run(id.clone()),
+            (None, true) => Resume::Fresh,
+            (None, false) => Resume::Auto,
+        }
+    }
+}
+
+pub fn run(args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
+    let spec = ModelSpec::parse(&args.model).context("bad --model")?;
+    let plan = args.plan_options()?;
+    let suite = load_suite(&args)?;
+    if args.dry_run {
+        return dry_run(&args, &suite, &plan, &spec);
+    }
+    if spec.backend == BackendKind::Local {
+        eprintln!("loading local model {} ...", spec.model);
+    }
+    let model = connect_model(&args.model, &ConnectOptions::default())
+        .with_context(|| format!("cannot use model {}", args.model))?;
+    let store = Store::open_dir(runs_dir)
+        .with_context(|| format!("cannot open the run store in {}", runs_dir.display()))?;
+    let mut settings = EvalSettings::new(model.spec.to_string());
+    settings.params = args.params();
+    settings.plan = plan;
+    settings.concurrency = args.concurrency as usize;
+    settings.per_backend = args.concurrency as usize;
+    settings.max_requests = args.max_requests;
+    settings.resume = args.resume();
+    settings.model_identity = model.identity.clone();
+    let scheduler = Scheduler::new(SchedulerConfig {
+        global_limit: args.concurrency as usize,
+        timeout: Duration::from_secs_f64(args.timeout),
+        retry: RetryPolicy {
+            max_retries: args.max_retries,
+            ..RetryPolicy::default()
+        },
+        ..SchedulerConfig::default()
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let progress = Arc::new(Progress::default());
+    let started = Instant::now();
+    let outcome = runtime.block_on(async {
+        let reporter = Reporter::start(progress.clone(), scheduler.clone(), args.quiet);
+        let outcome = nmb_run::evaluate(
+            &suite,
+            Arc::new(store),
+            scheduler.clone(),
+            model.backend.clone(),
+            settings,
+            progress.clone(),
+        )
+        .await;
+        reporter.finish().await;
+        outcome
+    });
+    let outcome = outcome.context("the evaluation stopped")?;
+    report(&args, &outcome, &progress, &scheduler, started.elapsed())?;
+    if !model.backend.supports_images() && args.inputs.includes_images() && !args.json {
+        eprintln!(
+            "note: {} is text-only: images were not sent (the run manifest records this)",
+            model.spec
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Loads the suite, refusing one with errors (a run on a half-read suite would give numbers nobody can trust).
+fn load_suite(args: &EvalArgs) -> Result<Suite> {
+    let loaded = args.source().load()?;
+    let errors: Vec<_> = loaded.problems.iter().filter(|p| p.is_error()).collect();
+    if !errors.is_empty() {
+        for p in errors.iter().take(20) {
+            eprintln!("{p}");
+        }
+        bail!(
+            "suite {} has {} error(s); fix them first (`nmb suite validate {}` lists every one)",
+            args.suite,
+            errors.len(),
+            args.suite
+        );
+    }
+    if loaded.warning_count() > 0 {
+        tracing::warn!(
+            "{} warning(s) in {}; `nmb suite validate` lists them",
+            loaded.warning_count(),
+            args.suite
+        );
+    }
+    if loaded.suite.task_count() == 0 {
+        bail!("suite {} has no tasks to run (check --filter)", args.suite);
+    }
+    Ok(loaded.suite)
+}
+
+/// Whether one request can return every sample of a single-turn task.
+fn native_n(spec: &ModelSpec) -> bool {
+    matches!(spec.backend, BackendKind::OpenAi | BackendKind::Gemini)
+}
+
+fn task_requests(task: &PlannedTask, n: bool) -> u64 {
+    if n && task.turn_count() <= 1 {
+        1
+    } else {
+        task.requests()
+    }
+}
+
+fn dry_run(
+    args: &EvalArgs,
+    suite: &Suite,
+    options: &PlanOptions,
+    spec: &ModelSpec,
+) -> Result<ExitCode> {
+    let plan = Plan::new(suite, options, Arc::default()).context("cannot plan the suite")?;
+    let samples = plan.samples();
+    let n = native_n(spec);
+    let mut total = PlanSummary::default();
+    let mut requests = 0u64;
+    let mut rows = Vec::new();
+    for item in plan {
+        let task = match item {
+            Ok(t) => t,
+            Err(e) => {
+                total.add_error(&e);
+                continue;
+            }
+        };
+        let mut one = PlanSummary::default();
+        one.add(&task);
+        total.add(&task);
+        let reqs = task_requests(&task, n);
+        requests += reqs;
+        rows.push(json!({
+            "task_id": task.task_id,
+            "family": task.family.as_str(),
+            "level": task.level.as_str(),
+            "turns": task.turn_count(),
+            "samples": task.samples,
+            "requests": reqs,
+            "images_sent": one.images_sent,
+            "est_input_tokens": one.est_input_tokens,
+        }));
+    }
+    let answers = total.requests; // samples x turns
+    let max_output = answers * u64::from(args.max_tokens);
+    if args.json {
+        let out = json!({
+            "dry_run": true,
+            "suite": suite.id,
+            "model": spec.to_string(),
+            "inputs": args.inputs.as_str(),
+            "samples": samples,
+            "tasks": total.tasks,
+            "tasks_failed": total.tasks_failed,
+            "requests": requests,
+            "answers": answers,
+            "images_sent": total.images_sent,
+            "est_text_tokens": total.est_text_tokens,
+            "est_image_tokens": total.est_image_tokens,
+            "est_input_tokens": total.est_input_tokens,
+            "max_output_tokens": max_output,
+            "errors": total.errors,
+            "per_task": rows,
+        });
+        println!("{out}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "dry run: nothing is sent or stored. Suite {}, model {}, inputs {}, {} sample(s) per task.",
+        suite.id,
+        spec,
+        args.inputs.as_str(),
+        samples
+    );
+    println!(
+        "{:<40} {:<16} {:<10} {:>5} {:>8} {:>7} {:>10}",
+        "task", "family", "level", "turns", "requests", "images", "est.tokens"
+    );
+    let num = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    for r in &rows {
+        println!(
+            "{:<40} {:<16} {:<10} {:>5} {:>8} {:>7} {:>10}",
+            r["task_id"].as_str().unwrap_or(""),
+            r["family"].as_str().unwrap_or(""),
+            r["level"].as_str().unwrap_or(""),
+            num(&r["turns"]),
+            num(&r["requests"]),
+            num(&r["images_sent"]),
+            num(&r["est_input_tokens"])
+        );
+    }
+    for e in &total.errors {
+        println!("cannot plan: {e}");
+    }
+    let how = if n {
+        "one request per single-turn task with n samples"
+    } else {
+        "one request per sample and turn"
+    };
+    println!(
+        "{} task(s), {} request(s) ({how}), {} answer(s), {} image part(s) sent",
+        total.tasks, requests, answers, total.images_sent
+    );
+    println!(
+        "estimated input tokens: {} (text {} + images {}); output at most {} ({} answers x max_tokens {})",
+        total.est_input_tokens,
+        total.est_text_tokens,
+        total.est_image_tokens,
+        max_output,
+        answers,
+        args.max_tokens
+    );
+    println!("(estimates: text 4 characters per token, images by OpenAI's tile rule; see nmb-plan's estimate docs)");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report(
+    args: &EvalArgs,
+    outcome: &RunOutcome,
+    progress: &Progress,
+    scheduler: &Scheduler,
+    elapsed: Duration,
+) -> Result<()> {
+    let s = &outcome.summary;
+    let p = progress.snapshot();
+    let c = scheduler.counters();
+    if args.json {
+        let out = json!({
+            "run_id": outcome.run_id,
+            "resumed": outcome.resumed,
+            "stopped_early": outcome.stopped_early,
+            "plan_errors": outcome.plan_errors,
+            "invocation": {
+                "requests": p.calls,
+                "attempts": c.attempts,
+                "retries": c.retries,
+                "answers_from_store": p.cached,
+                "samples_ok": p.ok,
+                "samples_errored": p.errored,
+                "tokens_in": p.tokens_in,
+                "tokens_out": p.tokens_out,
+                "elapsed_s": elapsed.as_secs_f64(),
+            },
+            "summary": s,
+        });
+        println!("{out}");
+        return Ok(());
+    }
+    for e in &outcome.plan_errors {
+        eprintln!("warning: task not run: {e}");
+    }
+    let classes = |m: &std::collections::BTreeMap<String, u64>| {
+        m.iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut line = format!(
+        "run {} {}: {} samples, {} ok, {} errored",
+        s.run_id,
+        s.status.as_str(),
+        s.samples_total,
+        s.samples_ok,
+        s.samples_errored
+    );
+    if !s.errors_by_class.is_empty() {
+        line.push_str(&format!(" ({})", classes(&s.errors_by_class)));
+    }
+    line.push_str(&format!(", {} pending", s.samples_pending));
+    println!("{line}");
+    println!(
+        "this invocation: {} request(s) ({} attempt(s)), {} answer(s) from the store, tokens in {} out {}, {}",
+        p.calls,
+        c.attempts,
+        p.cached,
+        count(p.tokens_in),
+        count(p.tokens_out),
+        duration(elapsed.as_secs_f64())
+    );
+    if outcome.resumed {
+        println!("(resumed an existing run; --fresh starts a new one)");
+    }
+    if outcome.stopped_early {
+        println!(
+            "stopped after --max-requests {}; run the same command again to continue",
+            args.max_requests.unwrap_or(0)
+        );
+    } else if s.samples_errored > 0 {
+        println!("errored samples keep their error class; run the same command with --resume {} to retry them", s.run_id);
+    }
+    println!("run id: {}", s.run_id);
+    Ok(())
+}
