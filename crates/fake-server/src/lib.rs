@@ -5,10 +5,12 @@
 //! records every request for assertions (and optionally as JSON lines), answers with real response JSON
 //! (usage fields included), and injects faults on demand: scripted per request, by `FAULT:<spec>` markers in
 //! prompts, or every N-th request. It is test support: it does not implement any model, and nmb's own code never
-//! depends on it outside tests and benches.
+//! depends on it outside tests and benches. [`support`] holds what those tests and benches share besides the
+//! server: noise PNGs and process measurements (CPU time, peak memory).
 
 pub mod fault;
 mod http;
+pub mod support;
 pub mod wire;
 
 use std::collections::{HashMap, VecDeque};

@@ -7,8 +7,11 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use nmb_fake_server::support::{
+    noise_png, peak_rss_kb, proc_cpu, proc_status_kb, self_cpu, with_text_chunk,
+};
 use nmb_plan::chat::{GenParams, ImagePart, Message, Part, Role};
 use nmb_requests::{
     connect, BackendKind, BackendOptions, ChatRequest, HttpOptions, ModelSpec, Scheduler,
@@ -241,101 +244,6 @@ fn task_request(task: usize, bases: &[Vec<u8>]) -> ChatRequest {
 /// Three noise PNGs of about 46 KB (noise does not compress).
 fn base_images() -> Vec<Vec<u8>> {
     (0..3u64).map(|seed| noise_png(IMAGE_SIDE, seed)).collect()
-}
-
-fn noise_png(side: u32, seed: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    {
-        let mut enc = png::Encoder::new(&mut out, side, side);
-        enc.set_color(png::ColorType::Rgb);
-        enc.set_depth(png::BitDepth::Eight);
-        let mut w = enc.write_header().expect("png header");
-        let mut x = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let data: Vec<u8> = (0..side * side * 3)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 24) as u8
-            })
-            .collect();
-        w.write_image_data(&data).expect("png data");
-    }
-    out
-}
-
-/// The PNG with a tEXt chunk inserted after IHDR: a valid, distinct image per task without re-encoding.
-fn with_text_chunk(png: &[u8], text: &str) -> Vec<u8> {
-    const AFTER_IHDR: usize = 8 + 25;
-    let mut data = b"Comment\0".to_vec();
-    data.extend_from_slice(text.as_bytes());
-    let mut chunk = Vec::with_capacity(data.len() + 12);
-    chunk.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    chunk.extend_from_slice(b"tEXt");
-    chunk.extend_from_slice(&data);
-    let crc = crc32(&chunk[4..]);
-    chunk.extend_from_slice(&crc.to_be_bytes());
-    let mut out = Vec::with_capacity(png.len() + chunk.len());
-    out.extend_from_slice(&png[..AFTER_IHDR]);
-    out.extend_from_slice(&chunk);
-    out.extend_from_slice(&png[AFTER_IHDR..]);
-    out
-}
-
-fn crc32(bytes: &[u8]) -> u32 {
-    let mut crc = 0xFFFF_FFFFu32;
-    for &b in bytes {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0xEDB8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
-}
-
-fn self_cpu() -> Duration {
-    // SAFETY: getrusage writes into the zeroed struct we own.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
-    tv(u.ru_utime) + tv(u.ru_stime)
-}
-
-fn peak_rss_kb() -> u64 {
-    // SAFETY: as above.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
-    u.ru_maxrss as u64
-}
-
-fn tv(t: libc::timeval) -> Duration {
-    Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-}
-
-/// utime + stime of another process, from /proc/PID/stat.
-fn proc_cpu(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after_comm = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = after_comm.split_whitespace().collect();
-    // after "pid (comm)": field 3 is index 0, so utime (14) and stime (15) are 11 and 12
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i).and_then(|v| v.parse::<u64>().ok()))
-        .sum();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Duration::from_secs_f64(ticks as f64 / hz as f64)
-}
-
-fn proc_status_kb(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn round2(x: f64) -> f64 {

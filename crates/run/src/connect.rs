@@ -85,6 +85,7 @@ fn connect_local(spec: ModelSpec) -> Result<ConnectedModel, ConnectError> {
         "architecture": info.architecture,
         "context_length": info.context_length,
         "chat_template_sha256": info.chat_template_sha256,
+        "weights": info.weights,
     });
     let identity = match identity {
         Value::Object(m) => m,

@@ -94,10 +94,10 @@ pub struct EvalArgs {
     #[arg(long)]
     fresh: bool,
     /// Sampling temperature, >= 0
-    #[arg(long, value_name = "T", default_value_t = 0.7, value_parser = non_negative)]
+    #[arg(long, value_name = "T", default_value_t = 0.7, value_parser = non_negative, allow_negative_numbers = true)]
     temperature: f64,
     /// Nucleus sampling: keep the smallest set of tokens whose probability reaches P, 0 < P <= 1
-    #[arg(long, value_name = "P", default_value_t = 0.95, value_parser = probability)]
+    #[arg(long, value_name = "P", default_value_t = 0.95, value_parser = probability, allow_negative_numbers = true)]
     top_p: f64,
     /// Most tokens per answer
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]

@@ -15,29 +15,7 @@ use sha2::{Digest, Sha256};
 
 pub const KEY: &str = "sk-nmb-test-CANARY-7f3a9c1e5b";
 
-/// A real PNG of `side` x `side` RGB noise from `seed`.
-pub fn noise_png(side: u32, seed: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    {
-        let mut enc = png::Encoder::new(&mut out, side, side);
-        enc.set_color(png::ColorType::Rgb);
-        enc.set_depth(png::BitDepth::Eight);
-        let mut w = enc.write_header().expect("png header");
-        let mut x = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let data: Vec<u8> = (0..side * side * 3)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 24) as u8
-            })
-            .collect();
-        w.write_image_data(&data).expect("png data");
-    }
-    out
-}
+pub use nmb_fake_server::support::noise_png;
 
 pub fn image(seed: u64) -> ImagePart {
     let bytes = noise_png(24, seed);

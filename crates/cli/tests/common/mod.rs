@@ -1,0 +1,112 @@
+//! Shared helpers for the `nmb eval` tests: the built binary, a loopback fake server, the store it writes, and
+//! small native suites written on the fly.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use nmb_fake_server::{Config, FakeServer, Wire};
+use serde_json::Value;
+
+pub const WIRES: [Wire; 3] = [Wire::OpenAi, Wire::Anthropic, Wire::Gemini];
+
+/// A command running the built `nmb` with no API keys from the caller's environment, quiet progress.
+pub fn nmb_command(runs_dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nmb"));
+    c.arg("--runs-dir").arg(runs_dir);
+    for var in [
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "GEMINI_API_KEY",
+        "NMB_RUNS_DIR",
+        "NMB_LOG",
+    ] {
+        c.env_remove(var);
+    }
+    c
+}
+
+pub fn nmb(runs_dir: &Path, args: &[&str]) -> Output {
+    nmb_command(runs_dir)
+        .args(args)
+        .output()
+        .expect("running nmb")
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The JSON object `nmb ... --json` printed, after checking it exited 0.
+pub fn json_of(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "nmb failed ({:?}): {}{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let stdout = text(&out.stdout);
+    let last = stdout.lines().last().unwrap_or("");
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {stdout}"))
+}
+
+/// A fake server on its own runtime, recording every request.
+pub fn server(config: Config) -> FakeServer {
+    FakeServer::start_in_background(config, 2).expect("fake server starts")
+}
+
+/// `BACKEND:test-model@URL` for a wire of `server`.
+pub fn model_spec(wire: Wire, server: &FakeServer) -> String {
+    match wire {
+        Wire::OpenAi => format!("openai:test-model@{}/v1", server.url()),
+        Wire::Anthropic => format!("anthropic:test-model@{}", server.url()),
+        Wire::Gemini => format!("gemini:test-model@{}", server.url()),
+    }
+}
+
+/// The API key variable of a wire.
+pub fn key_var(wire: Wire) -> &'static str {
+    match wire {
+        Wire::OpenAi => "OPENAI_API_KEY",
+        Wire::Anthropic => "ANTHROPIC_API_KEY",
+        Wire::Gemini => "GEMINI_API_KEY",
+    }
+}
+
+pub fn store(runs_dir: &Path) -> nmb_store::Store {
+    nmb_store::Store::open_dir(runs_dir).expect("store opens")
+}
+
+/// One task of a native test suite: its id and question (which may carry a `FAULT:` marker).
+pub struct TestTask<'a> {
+    pub id: &'a str,
+    pub question: &'a str,
+}
+
+/// Writes a native suite with one case per task (EHR, notes, one small PNG each) and returns its directory.
+pub fn native_suite(dir: &Path, tasks: &[TestTask<'_>]) -> PathBuf {
+    let root = dir.join("suite");
+    std::fs::create_dir_all(root.join("images")).expect("suite dir");
+    std::fs::write(
+        root.join("suite.toml"),
+        "id = \"faults\"\nversion = \"1\"\n[defaults]\nlevel = \"direct\"\n",
+    )
+    .expect("suite.toml");
+    let mut lines = Vec::new();
+    for (i, t) in tasks.iter().enumerate() {
+        let png = nmb_fake_server::support::noise_png(16, i as u64);
+        let name = format!("images/case{i}.png");
+        std::fs::write(root.join(&name), png).expect("png");
+        let case = serde_json::json!({
+            "case_id": format!("case{i}"),
+            "images": [{"path": name, "modality": "MRI", "sequence": "FLAIR", "plane": "axial"}],
+            "ehr": {"Age": 40 + i, "Sex": "female"},
+            "notes": "Subacute headache and confusion.",
+            "tasks": [{"id": t.id, "family": "differential", "question": t.question}],
+        });
+        lines.push(case.to_string());
+    }
+    std::fs::write(root.join("cases.jsonl"), lines.join("\n") + "\n").expect("cases.jsonl");
+    root
+}

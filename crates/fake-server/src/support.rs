@@ -1,0 +1,138 @@
+//! Helpers shared by tests and benches that drive the fake server: real PNG images and process measurements
+//! (CPU time, peak memory) on Linux.
+
+use std::process::{Child, ExitStatus};
+use std::time::Duration;
+
+/// A real PNG of `side` x `side` RGB noise from `seed`. Noise does not compress, so the file is about
+/// `3 * side^2` bytes (side 124 gives ~46 KB).
+pub fn noise_png(side: u32, seed: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, side, side);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut w = enc.write_header().expect("png header");
+        let mut x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let data: Vec<u8> = (0..side * side * 3)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect();
+        w.write_image_data(&data).expect("png data");
+    }
+    out
+}
+
+/// The PNG with a tEXt chunk inserted after IHDR: a valid, distinct image without re-encoding.
+pub fn with_text_chunk(png: &[u8], text: &str) -> Vec<u8> {
+    const AFTER_IHDR: usize = 8 + 25;
+    let mut data = b"Comment\0".to_vec();
+    data.extend_from_slice(text.as_bytes());
+    let mut chunk = Vec::with_capacity(data.len() + 12);
+    chunk.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    chunk.extend_from_slice(b"tEXt");
+    chunk.extend_from_slice(&data);
+    let crc = crc32(&chunk[4..]);
+    chunk.extend_from_slice(&crc.to_be_bytes());
+    let mut out = Vec::with_capacity(png.len() + chunk.len());
+    out.extend_from_slice(&png[..AFTER_IHDR]);
+    out.extend_from_slice(&chunk);
+    out.extend_from_slice(&png[AFTER_IHDR..]);
+    out
+}
+
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = 0xFFFF_FFFFu32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+fn tv(t: libc::timeval) -> Duration {
+    Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+}
+
+fn rusage(who: libc::c_int) -> libc::rusage {
+    // SAFETY: getrusage writes into the zeroed struct we own.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(who, &mut u) };
+    u
+}
+
+/// User + system CPU time of this process so far.
+pub fn self_cpu() -> Duration {
+    let u = rusage(libc::RUSAGE_SELF);
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// Peak resident memory of this process (ru_maxrss), in KiB.
+pub fn peak_rss_kb() -> u64 {
+    rusage(libc::RUSAGE_SELF).ru_maxrss.max(0) as u64
+}
+
+/// utime + stime of another live process, from /proc/PID/stat.
+pub fn proc_cpu(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after_comm = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = after_comm.split_whitespace().collect();
+    // after "pid (comm)": field 3 is index 0, so utime (14) and stime (15) are 11 and 12
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|v| v.parse::<u64>().ok()))
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_secs_f64(ticks as f64 / hz as f64)
+}
+
+/// A field of /proc/PID/status in KiB (e.g. `VmHWM`, the peak resident set).
+pub fn proc_status_kb(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// What a finished child process used: CPU time (user + system) and peak resident memory.
+#[derive(Debug, Clone, Copy)]
+pub struct ChildUsage {
+    pub status: ExitStatus,
+    pub cpu: Duration,
+    pub user: Duration,
+    pub system: Duration,
+    pub max_rss_kb: u64,
+}
+
+/// Waits for `child` with `wait4`, which reports the child's own resource usage (not its children's).
+pub fn wait_with_usage(child: &mut Child) -> std::io::Result<ChildUsage> {
+    use std::os::unix::process::ExitStatusExt;
+    let pid = child.id() as libc::pid_t;
+    let mut status: libc::c_int = 0;
+    // SAFETY: wait4 writes into the zeroed struct and the status integer we own.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut u) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let (user, system) = (tv(u.ru_utime), tv(u.ru_stime));
+    Ok(ChildUsage {
+        status: ExitStatus::from_raw(status),
+        cpu: user + system,
+        user,
+        system,
+        max_rss_kb: u.ru_maxrss.max(0) as u64,
+    })
+}
