@@ -5,4 +5,5 @@
 //! read).
 
 pub mod breadth;
+pub mod parse;
 pub mod results;
