@@ -16,11 +16,13 @@ Examples:
   nmb suite validate ../shared/formats/neural-medbench-site.example.json --answers answers.jsonl
   nmb suite stats ../shared/data/vqa-rad/trainset.json --filter image_organ=HEAD --json
   nmb suite show sample <CASE_ID>
+  nmb score RUN_ID --judge openai:gpt-4o --json
+  nmb compare RUN_A RUN_B
 
 A SUITE is `sample` (bundled), a path whose format is detected, or FORMAT:PATH with FORMAT one of
 site, native, vqa-rad, mcq.
 
-Exit status: 0 success; 1 failure (the suite has errors, or it could not be loaded); 2 bad usage.
+Exit status: 0 success; 1 failure (the suite has errors or cannot be loaded, a run cannot be scored); 2 bad usage.
 Logging goes to stderr; set NMB_LOG (e.g. NMB_LOG=debug) to see more.";
 
 /// Measures how well vision-language models reason like neurologists.
@@ -39,6 +41,12 @@ enum Command {
     /// Inspect benchmark suites: validate, count, show one case
     #[command(after_help = cmd::suite::EXAMPLES)]
     Suite(cmd::suite::SuiteCommand),
+    /// Score a stored run: diagnosis matching, pass@k (both readings), judges, rubric, taxonomy, BERTScore, CIs
+    #[command(after_help = cmd::score::EXAMPLES)]
+    Score(cmd::score::ScoreArgs),
+    /// Compare two scored runs on the same items: paired bootstrap and exact McNemar test
+    #[command(after_help = cmd::compare::EXAMPLES)]
+    Compare(cmd::compare::CompareArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +55,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Suite(c) => cmd::suite::run(c),
+        Command::Score(c) => cmd::score::run(c),
+        Command::Compare(c) => cmd::compare::run(c),
     };
     match result {
         Ok(code) => code,

@@ -124,8 +124,17 @@ pub fn match_diagnosis(
         .collect();
     for s in synonyms {
         let hits = lex.entities_in(&lex.diagnosis_tokens(s));
+        // A synonym whose only known diagnosis is broader than the reference's ("acute left MCA stroke" for an
+        // ischaemic stroke: the lexicon sees just "stroke") would let broad candidates through; skip it.
+        let broader = |e: usize| {
+            ref_hits
+                .iter()
+                .any(|r| lex.relation(e, r.entity) == Relation::Broader)
+        };
         if let [only] = hits.as_slice() {
-            targets.push((only.entity, s.as_str(), MatchMethod::Synonym));
+            if !broader(only.entity) {
+                targets.push((only.entity, s.as_str(), MatchMethod::Synonym));
+            }
         }
     }
     if targets.is_empty() {
@@ -380,6 +389,27 @@ mod tests {
         );
         assert_eq!(
             outcome("Binswanger disease", "SIVD", &[]),
+            (Match, Some(Normalisation))
+        );
+    }
+
+    #[test]
+    fn a_synonym_the_lexicon_reads_as_broader_does_not_widen_the_reference() {
+        // The key's "acute left MCA stroke" is as specific as the reference, but the lexicon only sees "stroke"
+        // in it; a bare "Stroke" is still a granularity question for the judge.
+        let v = match_diagnosis(
+            builtin(),
+            "Stroke",
+            "Acute ischaemic stroke in the left middle cerebral artery territory",
+            &syn(&["acute left MCA stroke", "cerebral infarction"]),
+        );
+        assert_eq!(v.outcome, Inconclusive, "{v:?}");
+        assert_eq!(
+            outcome(
+                "Cerebral infarct",
+                "Acute ischaemic stroke",
+                &["cerebral infarction"]
+            ),
             (Match, Some(Normalisation))
         );
     }
