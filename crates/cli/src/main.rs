@@ -18,6 +18,8 @@ Examples:
   nmb suite show sample <CASE_ID>
   nmb score RUN_ID --judge openai:gpt-4o --json
   nmb compare RUN_A RUN_B
+  nmb agreement ratings.csv --pass-threshold 3 --json
+  nmb bertscore --model-dir DIR --layer 6 --cands answers.txt --refs references.txt --json
 
 A SUITE is `sample` (bundled), a path whose format is detected, or FORMAT:PATH with FORMAT one of
 site, native, vqa-rad, mcq.
@@ -47,6 +49,12 @@ enum Command {
     /// Compare two scored runs on the same items: paired bootstrap and exact McNemar test
     #[command(after_help = cmd::compare::EXAMPLES)]
     Compare(cmd::compare::CompareArgs),
+    /// BERTScore (P, R, F1) of candidate lines against reference lines, with a local encoder
+    #[command(after_help = cmd::bertscore::EXAMPLES)]
+    Bertscore(cmd::bertscore::BertScoreArgs),
+    /// Agreement between judges and clinicians (correlations, kappas, alpha, ICC, corrected pass rates)
+    #[command(after_help = cmd::agreement::EXAMPLES)]
+    Agreement(cmd::agreement::AgreementArgs),
 }
 
 fn main() -> ExitCode {
@@ -57,14 +65,30 @@ fn main() -> ExitCode {
         Command::Suite(c) => cmd::suite::run(c),
         Command::Score(c) => cmd::score::run(c),
         Command::Compare(c) => cmd::compare::run(c),
+        Command::Bertscore(a) => cmd::bertscore::run(a),
+        Command::Agreement(a) => cmd::agreement::run(a),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", render_error(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes on one line. Many library errors already quote their source in their own message
+/// (`cannot read FILE: No such file`), so a cause whose text is already there is not repeated.
+fn render_error(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 /// Rust ignores SIGPIPE, so `nmb ... | head` would make `println!` panic once the reader is gone. The default

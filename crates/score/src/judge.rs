@@ -45,6 +45,21 @@ pub struct JudgeModel {
     /// `BACKEND:MODEL[@BASE_URL]`, as recorded.
     pub spec: String,
     pub backend: Arc<dyn Backend>,
+    /// What identifies the model beyond its spec (a local model's content hash, from
+    /// `nmb_run::ConnectedModel::identity`); it enters the judge run's identity and every cache key, so a changed
+    /// model file never reuses stored verdicts. Empty for API models.
+    pub identity: serde_json::Map<String, Value>,
+}
+
+impl JudgeModel {
+    /// An API judge, whose spec is its identity.
+    pub fn new(spec: impl Into<String>, backend: Arc<dyn Backend>) -> Self {
+        JudgeModel {
+            spec: spec.into(),
+            backend,
+            identity: serde_json::Map::new(),
+        }
+    }
 }
 
 /// Decoding parameters for judges: deterministic where the API allows it.
@@ -86,6 +101,7 @@ type Tagged<T> = ((usize, usize), Result<Answer<T>, ScoreError>);
 
 struct Slot {
     spec: String,
+    identity: Value,
     lane: Lane,
     run_id: String,
     self_grading: Option<String>,
@@ -124,13 +140,15 @@ impl Panel {
             .to_string();
         let mut slots = Vec::new();
         for j in judges {
-            let run_id = judge_run(&store, scored, &j.spec, &params)?;
+            let identity = Value::Object(j.identity.clone());
+            let run_id = judge_run(&store, scored, &j.spec, &identity, &params)?;
             let lane = scheduler.lane(j.backend.clone(), concurrency.max(1));
             slots.push(Slot {
                 self_grading: self_grading(&j.spec, &graded),
                 family: model_family(&j.spec),
                 provider: provider(&j.spec),
                 spec: j.spec.clone(),
+                identity,
                 lane,
                 run_id,
             });
@@ -275,7 +293,11 @@ impl Panel {
         let output = OutputFormat::Json {
             schema: Some(q.schema.clone()),
         };
-        let params_json = canonical_json(&json!({"params": self.params, "output": output}));
+        let params_json = canonical_json(&json!({
+            "params": self.params,
+            "output": output,
+            "model_identity": slot.identity,
+        }));
         let key = cache_key(&slot.spec, &params_json, &prompt_hash, 0);
         if let Some(hit) = self.store.lookup_cache(&key)? {
             self.store
@@ -401,12 +423,14 @@ fn judge_run(
     store: &Store,
     scored: &RunInfo,
     judge: &str,
+    model_identity: &Value,
     params: &GenParams,
 ) -> Result<String, ScoreError> {
     let identity = json!({
         "kind": "judge",
         "scored_run_id": scored.run_id,
         "judge": judge,
+        "model_identity": model_identity,
         "params": params,
     });
     let config_hash = hex::encode(Sha256::digest(canonical_json(&identity).as_bytes()));
@@ -438,6 +462,7 @@ fn judge_run(
         "input_mode": "text",
         "samples": 1,
         "dropped_inputs": ["images (judges read text only)"],
+        "model_identity": model_identity,
     });
     Ok(store.create_run(&config_hash, &manifest)?.run_id)
 }

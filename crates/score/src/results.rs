@@ -689,7 +689,7 @@ pub struct BreadthAggregate {
 pub struct JuryAgreement {
     /// `rubric:<dimension>`, `rubric:overall`, `equivalence`, `taxonomy`.
     pub quantity: String,
-    /// `alpha_interval`, `alpha_nominal`, `icc21`, `quadratic_kappa`, `cohen_kappa`.
+    /// `alpha_interval`, `alpha_nominal`, `icc_2_1`, `quadratic_kappa`, `cohen_kappa`.
     pub measure: nmb_stats::Measure,
     pub judges: Vec<String>,
     pub items: usize,

@@ -7,9 +7,8 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use nmb_requests::{
-    connect, BackendOptions, HttpOptions, ModelSpec, Scheduler, SchedulerConfig, Transport,
-};
+use nmb_requests::{HttpOptions, Scheduler, SchedulerConfig, Transport};
+use nmb_run::{connect_model, ConnectOptions};
 use nmb_score::results::{Aggregation, GroupAggregate, PassAtK, ScoreReport};
 use nmb_score::{stored, BertScoreSetting, JudgeModel, Rubric, ScoreOptions};
 use nmb_stats::{BootstrapConfig, Estimate, DEFAULT_RESAMPLES, DEFAULT_SEED};
@@ -214,16 +213,19 @@ fn connect_judges(specs: &[String]) -> Result<Vec<JudgeModel>> {
     if specs.is_empty() {
         return Ok(Vec::new());
     }
-    let transport = Transport::new(&HttpOptions::default()).context("cannot set up HTTP")?;
+    // One HTTP client for every judge.
+    let options = ConnectOptions {
+        transport: Some(Transport::new(&HttpOptions::default()).context("cannot set up HTTP")?),
+        ..ConnectOptions::default()
+    };
     specs
         .iter()
         .map(|s| {
-            let spec = ModelSpec::parse(s).with_context(|| format!("--judge {s}"))?;
-            let backend = connect(&spec, &transport, &BackendOptions::default())
-                .with_context(|| format!("--judge {s}"))?;
+            let connected = connect_model(s, &options).with_context(|| format!("--judge {s}"))?;
             Ok(JudgeModel {
-                spec: s.trim().to_string(),
-                backend,
+                spec: connected.spec.to_string(),
+                backend: connected.backend,
+                identity: connected.identity,
             })
         })
         .collect()

@@ -413,10 +413,7 @@ pub async fn setup() -> Env {
 impl Env {
     pub fn judge(&self, name: &str) -> JudgeModel {
         let spec = format!("openai:{name}@{}/v1", self.judge_server.url());
-        JudgeModel {
-            backend: backend(&spec),
-            spec,
-        }
+        JudgeModel::new(spec.clone(), backend(&spec))
     }
 }
 
