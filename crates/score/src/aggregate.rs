@@ -411,3 +411,93 @@ pub fn estimate(
         cfg,
     )?))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{DiagnosisScore, SampleScore};
+    use nmb_suite::Level;
+
+    fn sample(task: &str, i: u32, status: SampleStatus, correct: bool, rank: Option<u32>) -> SampleScore {
+        SampleScore {
+            task_id: task.into(),
+            sample_index: i,
+            case_id: task.split('/').next().unwrap().into(),
+            family: Family::Differential,
+            level: Level::Direct,
+            disease_group: None,
+            modality: "MRI".into(),
+            case_metadata: Default::default(),
+            status,
+            error_class: None,
+            parsed: None,
+            parse_error: None,
+            correct: status.is_scored().then_some(correct),
+            unresolved: false,
+            diagnosis: Some(DiagnosisScore {
+                reference: "x".into(),
+                matched_rank: rank,
+                method: None,
+                top_1: rank == Some(1),
+                top_5: rank.is_some_and(|r| r <= 5),
+                candidates: Vec::new(),
+            }),
+            lesion: None,
+            rubric: None,
+            bertscore: None,
+            taxonomy: None,
+            breadth: None,
+        }
+    }
+
+    /// Share of the k-subsets of `n` samples (`c` of them correct) that hold a correct one, by enumeration.
+    fn enumerated(n: usize, c: usize, k: usize) -> f64 {
+        let (mut hit, mut total) = (0u32, 0u32);
+        for subset in 0u32..(1 << n) {
+            if subset.count_ones() as usize == k {
+                total += 1;
+                hit += u32::from(subset & ((1 << c) - 1) != 0);
+            }
+        }
+        f64::from(hit) / f64::from(total)
+    }
+
+    #[test]
+    fn per_task_pass_at_k_matches_enumeration_and_skips_errored_samples() {
+        for n in 1..=8usize {
+            for c in 0..=n {
+                // n answered samples (the first c correct) plus two errored ones that must not count.
+                let mut samples: Vec<SampleScore> = (0..n)
+                    .map(|i| sample("a/dx", i as u32, SampleStatus::Ok, i < c, (i < c).then_some(1)))
+                    .collect();
+                for e in 0..2 {
+                    samples.push(sample("a/dx", (n + e) as u32, SampleStatus::Errored, true, Some(1)));
+                }
+                let t = &task_scores(&samples).unwrap()[0];
+                assert_eq!((t.n, t.c, t.errored), (n, c, 2));
+                for k in KS {
+                    let got = t.pass_at_k_unbiased[&format!("pass_at_{k}")];
+                    if n < k {
+                        assert_eq!(got, None);
+                    } else {
+                        let want = enumerated(n, c, k);
+                        assert!((got.unwrap() - want).abs() < 1e-12, "n={n} c={c} k={k}: {got:?} vs {want}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn top_k_reading_counts_ranks_within_k_and_parse_failures_as_misses() {
+        let samples = vec![
+            sample("a/dx", 0, SampleStatus::Ok, true, Some(1)),
+            sample("a/dx", 1, SampleStatus::Ok, false, Some(3)),
+            sample("a/dx", 2, SampleStatus::Ok, false, Some(6)),
+            sample("a/dx", 3, SampleStatus::ParseFailed, false, None),
+        ];
+        let t = &task_scores(&samples).unwrap()[0];
+        assert_eq!(t.pass_at_k_top_k["pass_at_1"], Some(0.25));
+        assert_eq!(t.pass_at_k_top_k["pass_at_5"], Some(0.5));
+    }
+}
