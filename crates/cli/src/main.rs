@@ -22,13 +22,15 @@ Examples:
   nmb suite validate ../shared/formats/neural-medbench-site.example.json --answers answers.jsonl
   nmb suite stats ../shared/data/vqa-rad/trainset.json --filter image_organ=HEAD --json
   nmb suite show sample <CASE_ID>
+  nmb score RUN_ID --judge openai:gpt-4o --json
+  nmb compare RUN_A RUN_B
   nmb agreement ratings.csv --pass-threshold 3 --json
   nmb bertscore --model-dir DIR --layer 6 --cands answers.txt --refs references.txt --json
 
 A SUITE is `sample` (bundled), a path whose format is detected, or FORMAT:PATH with FORMAT one of
 site, native, vqa-rad, mcq.
 
-Exit status: 0 success; 1 failure (the suite has errors, or it could not be loaded); 2 bad usage.
+Exit status: 0 success; 1 failure (the suite has errors or cannot be loaded, a run cannot be scored); 2 bad usage.
 Logging goes to stderr; set NMB_LOG (e.g. NMB_LOG=debug) to see more.";
 
 /// Measures how well vision-language models reason like neurologists.
@@ -62,6 +64,12 @@ enum Command {
     /// List stored runs, or show one run's counts, errors, tokens and manifest
     #[command(after_help = cmd::runs::EXAMPLES)]
     Runs(cmd::runs::RunsCommand),
+    /// Score a stored run: diagnosis matching, pass@k (both readings), judges, rubric, taxonomy, BERTScore, CIs
+    #[command(after_help = cmd::score::EXAMPLES)]
+    Score(cmd::score::ScoreArgs),
+    /// Compare two scored runs on the same items: paired bootstrap and exact McNemar test
+    #[command(after_help = cmd::compare::EXAMPLES)]
+    Compare(cmd::compare::CompareArgs),
     /// BERTScore (P, R, F1) of candidate lines against reference lines, with a local encoder
     #[command(after_help = cmd::bertscore::EXAMPLES)]
     Bertscore(cmd::bertscore::BertScoreArgs),
@@ -78,6 +86,8 @@ fn main() -> ExitCode {
         Command::Suite(c) => cmd::suite::run(c),
         Command::Eval(args) => cmd::eval::run(*args, &cli.runs_dir),
         Command::Runs(c) => cmd::runs::run(c, &cli.runs_dir),
+        Command::Score(c) => cmd::score::run(c, &cli.runs_dir),
+        Command::Compare(c) => cmd::compare::run(c, &cli.runs_dir),
         Command::Bertscore(a) => cmd::bertscore::run(a),
         Command::Agreement(a) => cmd::agreement::run(a),
     };

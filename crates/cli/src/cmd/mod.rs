@@ -2,6 +2,8 @@
 
 pub mod agreement;
 pub mod bertscore;
+pub mod compare;
 pub mod eval;
 pub mod runs;
+pub mod score;
 pub mod suite;

@@ -1,0 +1,373 @@
+//! `nmb score RUN_ID`: score a stored run (matching, judges, rubric, taxonomy, BERTScore, CIs) and store the
+//! report.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use nmb_requests::{HttpOptions, Scheduler, SchedulerConfig, Transport};
+use nmb_run::{connect_model, ConnectOptions};
+use nmb_score::results::{Aggregation, GroupAggregate, PassAtK, ScoreReport};
+use nmb_score::{stored, BertScoreSetting, JudgeModel, Rubric, ScoreOptions};
+use nmb_stats::{BootstrapConfig, Estimate, DEFAULT_RESAMPLES, DEFAULT_SEED};
+use nmb_store::Store;
+use nmb_suite::{Filter, Level, LoadOptions, Suite};
+
+pub const EXAMPLES: &str = "\
+Examples:
+  nmb score r20260101-120000-ab12
+  nmb score r20260101-120000-ab12 --judge openai:gpt-4o --json > scores.json
+  nmb score RUN --judge openai:gpt-4o --judge anthropic:claude-sonnet-4-0 --judge gemini:gemini-2.5-pro \\
+      --jury-aggregate majority
+  nmb score RUN --judge openai:judge@http://127.0.0.1:8000/v1 --taxonomy-labels clinicians.csv
+  nmb score RUN --suite site:direct-diagnosis.json --answers answers.jsonl
+
+Without --judge, matching uses rules only (normalisation, abbreviations, the answer key's synonyms, the
+lexicon's disease hierarchy); pairs the rules cannot decide count as wrong and are reported as unresolved,
+and there is no rubric grading or judge taxonomy. Judge calls are stored in the run store like model calls:
+scoring again sends nothing that was answered before, and the same stored answers give the same report,
+byte for byte. pass@k is reported in two labelled readings: `unbiased_estimator` (over the n samples of
+each task) and `top_k_in_answer` (within one answer's ranked differential).
+
+Exit status: 0 when the run was scored, 1 on failure (unknown run, unreadable suite or labels, store
+error), 2 on bad usage.";
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum AggregateArg {
+    Mean,
+    Majority,
+}
+
+impl From<AggregateArg> for Aggregation {
+    fn from(a: AggregateArg) -> Self {
+        match a {
+            AggregateArg::Mean => Aggregation::Mean,
+            AggregateArg::Majority => Aggregation::Majority,
+        }
+    }
+}
+
+/// Opens the run store in `runs_dir` (the global `--runs-dir`); scoring never creates one.
+pub fn open_store(runs_dir: &Path) -> Result<Arc<Store>> {
+    let path = runs_dir.join(nmb_store::DB_FILE_NAME);
+    if !path.is_file() {
+        bail!(
+            "no run store at {} (run `nmb eval` first, or pass --runs-dir DIR)",
+            path.display()
+        );
+    }
+    Ok(Arc::new(Store::open(&path).with_context(|| {
+        format!("cannot open {}", path.display())
+    })?))
+}
+
+/// Bootstrap settings shared by `score` and `compare`.
+#[derive(Args, Debug, Clone)]
+pub struct BootstrapArgs {
+    /// Seed of the bootstrap resampling (recorded with every interval)
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_SEED)]
+    pub seed: u64,
+    /// Bootstrap resamples per interval
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_RESAMPLES)]
+    pub resamples: usize,
+}
+
+impl BootstrapArgs {
+    pub fn config(&self) -> BootstrapConfig {
+        BootstrapConfig {
+            resamples: self.resamples.max(1),
+            level: 0.95,
+            seed: self.seed,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ScoreArgs {
+    /// The run to score (see `nmb runs`)
+    #[arg(value_name = "RUN_ID")]
+    pub run_id: String,
+    /// Judge model BACKEND:MODEL[@BASE_URL]; repeat for a jury
+    #[arg(long = "judge", value_name = "SPEC")]
+    pub judges: Vec<String>,
+    /// How a jury's verdicts combine: rubric scores by mean or by most frequent score; yes/no and error
+    /// classes always by majority
+    #[arg(long, value_enum, default_value = "majority")]
+    pub jury_aggregate: AggregateArg,
+    /// Rubric file (TOML) [default: the built-in rubrics/neurology-v1.toml]
+    #[arg(long, value_name = "FILE")]
+    pub rubric: Option<PathBuf>,
+    /// Skip rubric grading
+    #[arg(long)]
+    pub no_rubric: bool,
+    /// Skip the judges' error taxonomy of wrong answers
+    #[arg(long)]
+    pub no_taxonomy: bool,
+    /// Human error-taxonomy labels (CSV: task_id, sample_index, category[, justification, annotator,
+    /// run_id]); they take precedence over judges
+    #[arg(long, value_name = "FILE.csv")]
+    pub taxonomy_labels: Option<PathBuf>,
+    /// BERTScore model directory (config.json, model.safetensors, tokenizer.json)
+    #[arg(long, value_name = "DIR", default_value = nmb_score::semantic::DEFAULT_MODEL_DIR)]
+    pub bertscore_model: PathBuf,
+    /// BERTScore layer [default: the model's last layer]
+    #[arg(long, value_name = "N")]
+    pub bertscore_layer: Option<usize>,
+    /// Skip BERTScore
+    #[arg(long)]
+    pub no_bertscore: bool,
+    /// Re-asks after an invalid judge answer
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub max_reasks: u32,
+    /// Judge calls in flight per judge
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub judge_concurrency: usize,
+    /// The suite the run was made on [default: from the run's manifest, e.g. `sample`]
+    #[arg(long, value_name = "SUITE")]
+    pub suite: Option<String>,
+    /// Answer-key JSONL for the suite [default: from the run's manifest]
+    #[arg(long, value_name = "FILE")]
+    pub answers: Option<PathBuf>,
+    /// Task filters the run was made with (KEY=VALUE, repeatable) [default: from the run's manifest]
+    #[arg(long = "filter", value_name = "KEY=VALUE")]
+    pub filters: Vec<Filter>,
+    /// Level of site-format tasks
+    #[arg(long, value_name = "LEVEL")]
+    pub level: Option<Level>,
+    #[command(flatten)]
+    pub bootstrap: BootstrapArgs,
+    /// Print the whole report as JSON (per-sample verdicts, per level/family aggregates with CIs, config)
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: ScoreArgs, runs_dir: &Path) -> Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let report = runtime.block_on(score(&args, runs_dir))?;
+    print_report(&report, args.json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Scores the run and stores the report; used by `nmb score` (and `nmb eval` at its end).
+pub async fn score(args: &ScoreArgs, runs_dir: &Path) -> Result<ScoreReport> {
+    let store = open_store(runs_dir)?;
+    let run = store.run(&args.run_id)?;
+    if run.manifest.get("kind").and_then(|k| k.as_str()) == Some("judge") {
+        bail!(
+            "run {} holds judge calls, not model answers; score the run it judged",
+            args.run_id
+        );
+    }
+    let suite = load_suite(args, &run.manifest)?;
+    let opts = options(args)?;
+    let scheduler = Scheduler::new(SchedulerConfig::default());
+    let report = nmb_score::score_run(&store, &scheduler, &args.run_id, &suite, &opts)
+        .await
+        .with_context(|| format!("cannot score run {}", args.run_id))?;
+    stored::save(&store, &report).context("cannot store the score report")?;
+    Ok(report)
+}
+
+fn options(args: &ScoreArgs) -> Result<ScoreOptions> {
+    let judges = connect_judges(&args.judges)?;
+    let rubric = match (&args.rubric, args.no_rubric) {
+        (_, true) => None,
+        (Some(path), false) => Some(Rubric::load(path)?),
+        (None, false) => Some(Rubric::builtin()),
+    };
+    Ok(ScoreOptions {
+        judges,
+        aggregation: args.jury_aggregate.into(),
+        max_reasks: args.max_reasks,
+        judge_concurrency: args.judge_concurrency.max(1),
+        rubric,
+        taxonomy: !args.no_taxonomy,
+        human_labels: args.taxonomy_labels.clone(),
+        bertscore: if args.no_bertscore {
+            BertScoreSetting::Off
+        } else {
+            BertScoreSetting::Model {
+                dir: args.bertscore_model.clone(),
+                layer: args.bertscore_layer,
+            }
+        },
+        bootstrap: args.bootstrap.config(),
+        ..ScoreOptions::default()
+    })
+}
+
+fn connect_judges(specs: &[String]) -> Result<Vec<JudgeModel>> {
+    if specs.is_empty() {
+        return Ok(Vec::new());
+    }
+    // One HTTP client for every judge.
+    let options = ConnectOptions {
+        transport: Some(Transport::new(&HttpOptions::default()).context("cannot set up HTTP")?),
+        ..ConnectOptions::default()
+    };
+    specs
+        .iter()
+        .map(|s| {
+            let connected = connect_model(s, &options).with_context(|| format!("--judge {s}"))?;
+            Ok(JudgeModel {
+                spec: connected.spec.to_string(),
+                backend: connected.backend,
+                identity: connected.identity,
+            })
+        })
+        .collect()
+}
+
+/// The suite named on the command line, else the one the manifest names.
+fn load_suite(args: &ScoreArgs, manifest: &serde_json::Value) -> Result<Suite> {
+    let text = |k: &str| manifest.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let spec = args
+        .suite
+        .clone()
+        .or_else(|| text("suite_spec"))
+        .or_else(|| (text("suite_id").as_deref() == Some("sample")).then(|| "sample".to_string()));
+    let Some(spec) = spec else {
+        bail!(
+            "run {} was made on suite {:?}, and its manifest does not say where that suite is; pass --suite \
+             (and --answers if it has an answer key)",
+            args.run_id,
+            text("suite_id").unwrap_or_default()
+        );
+    };
+    let answers = args
+        .answers
+        .clone()
+        .or_else(|| text("answers_path").map(PathBuf::from));
+    let filters = if args.filters.is_empty() {
+        manifest_filters(manifest)?
+    } else {
+        args.filters.clone()
+    };
+    let opts = LoadOptions {
+        filters,
+        answers,
+        level: args.level,
+    };
+    let loaded =
+        nmb_suite::load(&spec, &opts).with_context(|| format!("cannot load suite {spec}"))?;
+    Ok(loaded.suite)
+}
+
+fn manifest_filters(manifest: &serde_json::Value) -> Result<Vec<Filter>> {
+    let Some(list) = manifest.get("filters").and_then(|f| f.as_array()) else {
+        return Ok(Vec::new());
+    };
+    list.iter()
+        .filter_map(|f| f.as_str())
+        .map(|f| {
+            f.parse::<Filter>()
+                .map_err(|e| anyhow::anyhow!("run manifest filter {f:?}: {e}"))
+        })
+        .collect()
+}
+
+fn print_report(report: &ScoreReport, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+        return Ok(());
+    }
+    let c = &report.config;
+    println!("run        {}", report.run_id);
+    println!(
+        "model      {}",
+        c.run_manifest
+            .get("model")
+            .and_then(|m| m.as_str())
+            .unwrap_or("?")
+    );
+    if c.judges.is_empty() {
+        println!("judges     none (rules only)");
+    }
+    for j in &c.judges {
+        let flag = if j.self_grading {
+            "  [SELF-GRADING]"
+        } else {
+            ""
+        };
+        println!(
+            "judge      {} ({} calls in judge run {}){flag}",
+            j.spec, j.calls, j.judge_run_id
+        );
+    }
+    if let Some(r) = &c.rubric {
+        println!("rubric     {} v{} ({})", r.id, r.version, &r.hash[..12]);
+    }
+    println!(
+        "bootstrap  95% CI, {} resamples, seed {}, clustered by case",
+        c.bootstrap.resamples, c.bootstrap.seed
+    );
+    println!("stored     score report, config {}", &c.config_hash[..12]);
+    println!();
+    println!(
+        "{:<11} {:<13} {:>4} {:>4}  {:<22} {:<22} {:<22} {:<22} {:>7} {:>7}",
+        "level",
+        "family",
+        "n",
+        "err",
+        "pass@1 unbiased",
+        "pass@1 top-k",
+        "pass@5 unbiased",
+        "pass@5 top-k",
+        "rubric",
+        "BERT-F"
+    );
+    let mut rows: Vec<&GroupAggregate> = report.by_level_family.iter().collect();
+    rows.push(&report.overall);
+    for g in rows {
+        let level = g.level.map_or("all".to_string(), |l| l.to_string());
+        let family = g.family.map_or("all".to_string(), |f| f.to_string());
+        println!(
+            "{:<11} {:<13} {:>4} {:>4}  {:<22} {:<22} {:<22} {:<22} {:>7} {:>7}",
+            level,
+            family,
+            g.n,
+            g.errored,
+            pct(g.pass_at_1.unbiased_estimator.as_ref()),
+            pct(g.pass_at_1.top_k_in_answer.as_ref()),
+            pct(g.pass_at_5.unbiased_estimator.as_ref()),
+            pct(g.pass_at_5.top_k_in_answer.as_ref()),
+            g.rubric
+                .as_ref()
+                .and_then(|r| r.overall.as_ref())
+                .map_or("-".into(), |e| format!("{:.2}", e.value)),
+            g.bertscore
+                .as_ref()
+                .and_then(|b| b.f.as_ref())
+                .map_or("-".into(), |e| format!("{:.3}", e.value)),
+        );
+    }
+    let o = &report.overall;
+    println!();
+    println!(
+        "samples    {} planned, {} scored, {} errored, {} pending, {} without reference, {} unparseable, {} unresolved",
+        o.samples, o.n, o.errored, o.pending, o.no_reference, o.parse_failed, o.unresolved
+    );
+    for note in pass_notes(&o.pass_at_5).into_iter().chain(&report.notes) {
+        println!("note       {note}");
+    }
+    Ok(())
+}
+
+fn pass_notes(p: &PassAtK) -> Vec<&String> {
+    p.unbiased_note.iter().collect()
+}
+
+/// `41.2% [30.1, 52.0]`, or `-`.
+pub fn pct(e: Option<&Estimate>) -> String {
+    match e {
+        Some(e) => format!(
+            "{:.1}% [{:.1}, {:.1}]",
+            e.value * 100.0,
+            e.ci_low * 100.0,
+            e.ci_high * 100.0
+        ),
+        None => "-".into(),
+    }
+}
