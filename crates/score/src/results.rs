@@ -1,0 +1,787 @@
+//! The scoring output: every type `nmb score` writes (as JSON and into the store) and reports read back.
+//!
+//! A [`ScoreReport`] plus the store it came from is enough to write any report: the report holds every
+//! per-sample verdict (with the parsed answer, how each candidate diagnosis was matched, every judge's verdict
+//! and rationale, rubric scores, BERTScore, error-taxonomy label, breadth verdict) and every aggregate with its
+//! confidence interval; the store holds the raw answers, prompts, images and calls behind them
+//! (`Store::run_samples`), and the judges' own calls (judge runs, see [`JudgeInfo::judge_run_id`]).
+//!
+//! Conventions:
+//! - **Both pass@k readings are always labelled.** [`PassAtK::unbiased_estimator`] is reading (a), the
+//!   estimator `1 - C(n-c,k)/C(n,k)` over the n samples of a task, averaged over tasks;
+//!   [`PassAtK::top_k_in_answer`] is reading (b), "the reference is among the first k entries of one answer's
+//!   ranked differential", averaged over samples. A reading that cannot be computed is `null` with a note
+//!   saying why (too few samples for k, or no ranked list in that family).
+//! - **Errored samples are never wrong answers.** They (and `pending` samples of an unfinished run, and samples
+//!   whose task has no reference) are left out of every accuracy and counted in their own fields. A parse
+//!   failure *is* an answer, a wrong one, and is counted in `parse_failed` as well.
+//! - **Every aggregate is an [`Estimate`]** with a seeded percentile-bootstrap 95% interval; the seed and
+//!   resample count are in each estimate and in [`ScoringConfig::bootstrap`]. Units that share a case (several
+//!   tasks, or several samples, of one case) are resampled together by case.
+//! - **Deterministic.** The JSON holds no timestamps and no per-invocation counters, so scoring the same stored
+//!   responses again with the same configuration gives the same bytes. Lists are in a fixed order (samples by
+//!   task id and sample index; groups by level, family, then name).
+//! - **Additive evolution.** Fields are only ever added; readers should ignore unknown fields. New optional
+//!   fields deserialise as `None`/empty from older reports. [`SCHEMA_VERSION`] changes only on a breaking change.
+
+use std::collections::BTreeMap;
+
+use nmb_stats::{BootstrapConfig, Estimate};
+use nmb_suite::{Family, Level};
+use serde::{Deserialize, Serialize};
+
+use crate::breadth::BreadthVerdict;
+
+/// Version of the layout of [`ScoreReport`].
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The pass@k cut-offs every report carries.
+pub const KS: [usize; 2] = [1, 5];
+
+/// Everything one scoring of one run produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoreReport {
+    pub schema_version: u32,
+    /// The scored (model) run.
+    pub run_id: String,
+    pub config: ScoringConfig,
+    /// Every planned sample of the run, by task id then sample index.
+    pub samples: Vec<SampleScore>,
+    /// One row per task: its samples' counts and per-task pass@k.
+    pub tasks: Vec<TaskScore>,
+    /// All tasks together.
+    pub overall: GroupAggregate,
+    /// Per (level, family): the main table.
+    pub by_level_family: Vec<GroupAggregate>,
+    pub by_family: Vec<GroupAggregate>,
+    pub by_level: Vec<GroupAggregate>,
+    /// Per `disease_group` metadata value of the case (or task); cases without one are under `"unknown"`.
+    pub by_disease_group: Vec<GroupAggregate>,
+    /// Per imaging modality of the case's images (`MRI`, `CT`, `CT+MRI`, ...; `none` without images).
+    pub by_modality: Vec<GroupAggregate>,
+    /// Agreement between the judges of a jury (empty with a single judge).
+    #[serde(default)]
+    pub jury_agreement: Vec<JuryAgreement>,
+    /// Human-readable remarks: what was skipped and why, suite-hash mismatches, unresolved matches.
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Configuration
+
+/// What produced the scores: enough to reproduce them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoringConfig {
+    /// nmb version that scored.
+    pub nmb_version: String,
+    /// SHA-256 of the canonical JSON of every other field of this config (the run manifest included). Two scorings
+    /// with the same hash of the same stored responses give the same report.
+    pub config_hash: String,
+    /// Judges in the order given (`--judge`); empty when scoring ran without a judge.
+    pub judges: Vec<JudgeInfo>,
+    /// How several judges' verdicts are combined.
+    pub aggregation: Aggregation,
+    /// Decoding parameters sent to every judge.
+    pub judge_params: serde_json::Value,
+    /// Re-asks allowed after an invalid judge answer (so at most `1 + max_reasks` calls per judge and item).
+    pub max_reasks: u32,
+    /// Versions of the judge prompt templates (equivalence, rubric, taxonomy).
+    pub judge_prompts: BTreeMap<String, String>,
+    pub matching: MatchingConfig,
+    /// The rubric used, or `None` when rubric grading did not run.
+    pub rubric: Option<RubricInfo>,
+    pub bertscore: BertScoreConfig,
+    pub taxonomy: TaxonomyConfig,
+    pub bootstrap: BootstrapConfig,
+    /// pass@k cut-offs ([`KS`]).
+    pub ks: Vec<usize>,
+    /// The scored run's manifest, verbatim (model, parameters, suite and template hashes, nmb version).
+    pub run_manifest: serde_json::Value,
+    /// Suite hash recorded with the run.
+    pub suite_hash_run: String,
+    /// Hash of the suite (with answer key) the scores were computed against.
+    pub suite_hash_scored: String,
+    /// The two hashes agree. When they differ (for example an answer key attached only at scoring time), the
+    /// scores are against a different key than the run was planned with; a note says so.
+    pub suite_matches_run: bool,
+}
+
+/// One judge model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeInfo {
+    /// Model spec as given, `BACKEND:MODEL[@BASE_URL]`.
+    pub spec: String,
+    /// Provider (backend kind), e.g. `openai`, `anthropic`, `gemini`, `local`.
+    pub provider: String,
+    /// Model family, e.g. `gpt`, `claude`, `gemini`, `llama`; see `judge::model_family`.
+    pub family: String,
+    /// The judge comes from the same family as the graded model: its verdicts risk self-preference.
+    pub self_grading: bool,
+    /// Why `self_grading` was set (same family / same model), or `None`.
+    pub self_grading_reason: Option<String>,
+    /// The judge run in the store holding this judge's calls for this scored run.
+    pub judge_run_id: String,
+    /// Totals of that judge run (all invocations together, so they do not change on rescoring).
+    pub calls: u64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    /// Judge items whose answer never became valid (after re-asks) or whose calls failed.
+    pub failed_items: u64,
+}
+
+/// How a jury's verdicts become one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Aggregation {
+    /// Rubric: mean of the judges' scores. Yes/no and class verdicts: the share of "yes" must exceed one half
+    /// (for classes, as for majority).
+    Mean,
+    /// Rubric: the most frequent score per dimension (ties to the lower score). Yes/no: more than half say yes.
+    /// Classes: the most frequent class (ties to the earliest-listed judge's choice among the tied).
+    Majority,
+}
+
+impl Aggregation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Aggregation::Mean => "mean",
+            Aggregation::Majority => "majority",
+        }
+    }
+}
+
+/// Diagnosis and lesion matching settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MatchingConfig {
+    /// Version of the built-in normalisation lexicon (spelling variants, abbreviations, disease hierarchy).
+    pub lexicon_version: String,
+    /// Ranked entries considered per answer (5: pass@5 reading (b)).
+    pub max_rank: usize,
+    /// A judge was available for inconclusive pairs; without one they stay `unresolved` (and count as wrong).
+    pub judge_for_inconclusive: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RubricInfo {
+    pub id: String,
+    pub version: String,
+    /// SHA-256 of the rubric file's bytes.
+    pub hash: String,
+    /// Where it was read from (`built-in` for the bundled `neurology-v1`).
+    pub source: String,
+    /// Dimension ids in rubric order.
+    pub dimensions: Vec<String>,
+    /// Lowest and highest score of every dimension (0 and 5).
+    pub scale: (u8, u8),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BertScoreConfig {
+    /// BERTScore was computed (a model was available and not switched off).
+    pub enabled: bool,
+    pub model_dir: Option<String>,
+    pub layer: Option<usize>,
+    pub idf: bool,
+    /// Raw F1 (no baseline rescaling), as the published Neural-MedBench values appear to be.
+    pub rescaled: bool,
+    /// Why BERTScore was not computed, when it was not.
+    pub skipped_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaxonomyConfig {
+    /// Judges labelled wrong answers.
+    pub judged: bool,
+    /// Human labels imported from CSV; they take precedence over judge labels.
+    pub human_labels: Option<HumanLabelsInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HumanLabelsInfo {
+    pub path: String,
+    pub sha256: String,
+    pub rows: usize,
+    /// Rows that named a sample the run does not have, or a sample that was not a wrong answer.
+    pub unused_rows: usize,
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Per sample
+
+/// What became of one sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleStatus {
+    /// Answered, parsed and scored.
+    Ok,
+    /// The call failed (after retries); not an answer. Excluded from accuracy.
+    Errored,
+    /// Never answered (the run is unfinished). Excluded from accuracy.
+    Pending,
+    /// Answered, but the answer could not be parsed into the shape the family needs. Counts as wrong.
+    ParseFailed,
+    /// The task has no reference for what it asks. Excluded from accuracy.
+    NoReference,
+}
+
+impl SampleStatus {
+    /// Whether the sample is an answer that counts towards accuracy.
+    pub fn is_scored(self) -> bool {
+        matches!(self, SampleStatus::Ok | SampleStatus::ParseFailed)
+    }
+}
+
+/// The scoring of one sample (one answer; for multi-turn tasks, the last turn's answer).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleScore {
+    pub task_id: String,
+    pub sample_index: u32,
+    pub case_id: String,
+    pub family: Family,
+    pub level: Level,
+    /// `disease_group` from the task's or case's metadata.
+    pub disease_group: Option<String>,
+    /// Imaging modalities of the case's images (turn images included), e.g. `MRI`, `CT+MRI`; `none` without.
+    pub modality: String,
+    /// The case's metadata, verbatim (source, organ, synthetic, ...).
+    pub case_metadata: BTreeMap<String, String>,
+    pub status: SampleStatus,
+    /// The store's error class of an errored sample (`rate_limit`, `timeout`, ...).
+    pub error_class: Option<String>,
+    /// The parsed answer (also for parse failures: whatever could be read).
+    pub parsed: Option<ParsedAnswer>,
+    /// Why parsing failed.
+    pub parse_error: Option<String>,
+    /// Counts towards accuracy: the family's main criterion was met. `None` unless `status.is_scored()`.
+    pub correct: Option<bool>,
+    /// Some match needed for `correct` stayed inconclusive (no judge, or the judges failed); `correct` is then
+    /// `false`.
+    pub unresolved: bool,
+    /// Differential and rationale families: how the answer's diagnoses were matched.
+    pub diagnosis: Option<DiagnosisScore>,
+    /// Lesion family: type and location matches.
+    pub lesion: Option<LesionScore>,
+    pub rubric: Option<RubricResult>,
+    pub bertscore: Option<BertScoreResult>,
+    /// Set for wrong answers only.
+    pub taxonomy: Option<TaxonomyResult>,
+    /// Breadth families (closed/open VQA, multiple choice).
+    pub breadth: Option<BreadthVerdict>,
+}
+
+/// How an answer was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerFormat {
+    /// A JSON object (possibly inside a code fence or surrounded by prose).
+    Json,
+    /// A numbered or bulleted list.
+    NumberedList,
+    /// Labelled lines such as `Diagnosis: ...`, `Lesion type: ...`.
+    LabelledLines,
+    /// Prose, from which a diagnosis was taken by phrase ("most likely diagnosis is ...").
+    FreeText,
+    /// Short answer taken verbatim (breadth items).
+    Verbatim,
+}
+
+/// What was read from an answer. Fields a family does not use stay empty.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ParsedAnswer {
+    pub format: Option<AnswerFormat>,
+    /// Ranked differential, most likely first. Every entry is kept; matching looks at the first
+    /// [`MatchingConfig::max_rank`]. A rationale answer's single diagnosis is a one-entry list.
+    pub differential: Vec<RankedDiagnosis>,
+    pub final_diagnosis: Option<String>,
+    pub lesion_type: Option<String>,
+    pub lesion_location: Option<String>,
+    pub findings: Option<String>,
+    pub rationale: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankedDiagnosis {
+    /// 1-based.
+    pub rank: u32,
+    pub diagnosis: String,
+    pub evidence: Option<String>,
+}
+
+/// Which step decided a match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchMethod {
+    /// Equal (or one contains the other, or the same lexicon entry) after normalising case, punctuation,
+    /// spelling and abbreviations.
+    Normalisation,
+    /// Equal to one of the answer key's synonyms after normalisation.
+    Synonym,
+    /// An LLM judge (or jury) decided.
+    Judge,
+}
+
+/// The outcome of comparing one candidate with the reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchOutcome {
+    Match,
+    NoMatch,
+    /// Neither rule decided and no judge decided either.
+    Inconclusive,
+}
+
+/// Diagnosis matching of one answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiagnosisScore {
+    /// The answer key's diagnosis.
+    pub reference: String,
+    /// 1-based rank of the first matching entry, if any within `max_rank`.
+    pub matched_rank: Option<u32>,
+    /// How that entry was matched.
+    pub method: Option<MatchMethod>,
+    /// Reading (b) per sample: the reference is among the first 1 / 5 entries.
+    pub top_1: bool,
+    pub top_5: bool,
+    /// Each entry examined, in rank order (matching stops at the first match).
+    pub candidates: Vec<CandidateMatch>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CandidateMatch {
+    pub rank: u32,
+    pub diagnosis: String,
+    /// The candidate after normalisation (what the rules compared).
+    pub normalised: String,
+    pub outcome: MatchOutcome,
+    pub method: Option<MatchMethod>,
+    /// The reference or synonym it matched, for rule matches.
+    pub matched: Option<String>,
+    /// Why the rules alone did not decide (`granularity`, `unknown term`, ...).
+    pub rule_note: Option<String>,
+    /// The judges' decision, when asked.
+    pub judge: Option<JudgeDecision>,
+}
+
+/// A yes/no question put to the judges (are these clinically equivalent?), and their combined answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeDecision {
+    pub aggregation: Aggregation,
+    /// `None` when no judge gave a valid verdict.
+    pub equivalent: Option<bool>,
+    /// Share of valid verdicts saying yes.
+    pub yes_share: Option<f64>,
+    pub verdicts: Vec<JudgeVerdict>,
+}
+
+/// One judge's answer to one question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeVerdict {
+    /// The judge's model spec.
+    pub judge: String,
+    /// `None` when its answer never became valid or its calls failed.
+    pub equivalent: Option<bool>,
+    pub rationale: Option<String>,
+    /// Calls it took (1 + re-asks).
+    pub attempts: u32,
+    /// Why there is no verdict: the validation error of the last answer, or the call's error class.
+    pub failure: Option<String>,
+    pub self_grading: bool,
+}
+
+/// Lesion recognition: type and location compared separately; `correct` needs both.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LesionScore {
+    pub reference_type: Option<String>,
+    pub reference_location: Option<String>,
+    pub type_match: Option<FieldMatch>,
+    pub location_match: Option<FieldMatch>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FieldMatch {
+    pub candidate: Option<String>,
+    pub outcome: MatchOutcome,
+    pub method: Option<MatchMethod>,
+    pub rule_note: Option<String>,
+    pub judge: Option<JudgeDecision>,
+}
+
+/// Rubric grading of one answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RubricResult {
+    pub rubric_id: String,
+    pub rubric_version: String,
+    pub rubric_hash: String,
+    pub aggregation: Aggregation,
+    /// Combined score per dimension, rubric order; `None` for a dimension no judge scored validly.
+    pub scores: Vec<DimensionScore>,
+    pub overall: Option<f64>,
+    /// Each judge's scores.
+    pub judges: Vec<RubricVerdict>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DimensionScore {
+    pub dimension: String,
+    pub score: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RubricVerdict {
+    pub judge: String,
+    /// Dimension id to score (0..=5), empty when no valid answer came.
+    pub scores: BTreeMap<String, u8>,
+    pub overall: Option<u8>,
+    pub rationale: Option<String>,
+    pub attempts: u32,
+    pub failure: Option<String>,
+    pub self_grading: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BertScoreResult {
+    pub p: f64,
+    pub r: f64,
+    pub f: f64,
+}
+
+/// The five error classes of the Neural-MedBench taxonomy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCategory {
+    /// Missed or misread an imaging finding.
+    PerceptualFailure,
+    /// Correct findings, wrong synthesis.
+    ReasoningFailure,
+    KnowledgeGap,
+    /// Claims not tied to the case's evidence.
+    GroundingError,
+    /// Findings not present in the images.
+    VisualHallucination,
+}
+
+impl ErrorCategory {
+    pub const ALL: [ErrorCategory; 5] = [
+        ErrorCategory::PerceptualFailure,
+        ErrorCategory::ReasoningFailure,
+        ErrorCategory::KnowledgeGap,
+        ErrorCategory::GroundingError,
+        ErrorCategory::VisualHallucination,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCategory::PerceptualFailure => "perceptual_failure",
+            ErrorCategory::ReasoningFailure => "reasoning_failure",
+            ErrorCategory::KnowledgeGap => "knowledge_gap",
+            ErrorCategory::GroundingError => "grounding_error",
+            ErrorCategory::VisualHallucination => "visual_hallucination",
+        }
+    }
+
+    /// Accepts the snake_case id or the plain words, any case ("Perceptual failure", "knowledge-gap").
+    pub fn parse(text: &str) -> Option<ErrorCategory> {
+        let norm: String = text
+            .trim()
+            .to_ascii_lowercase()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let norm = norm.trim_matches('_');
+        ErrorCategory::ALL.into_iter().find(|c| c.as_str() == norm)
+    }
+}
+
+/// Who assigned an error class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LabelSource {
+    Judge,
+    Human,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaxonomyResult {
+    /// `None` when no judge gave a valid label and no human label exists.
+    pub category: Option<ErrorCategory>,
+    pub justification: Option<String>,
+    pub source: Option<LabelSource>,
+    /// The human annotator (from the CSV), for human labels.
+    pub annotator: Option<String>,
+    /// Each judge's label (also kept when a human label overrides them, for comparison).
+    pub judges: Vec<TaxonomyVerdict>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaxonomyVerdict {
+    pub judge: String,
+    pub category: Option<ErrorCategory>,
+    pub justification: Option<String>,
+    pub attempts: u32,
+    pub failure: Option<String>,
+    pub self_grading: bool,
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Per task and aggregates
+
+/// One task: how its samples fared and its pass@k values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskScore {
+    pub task_id: String,
+    pub case_id: String,
+    pub family: Family,
+    pub level: Level,
+    pub disease_group: Option<String>,
+    pub modality: String,
+    /// Planned samples.
+    pub samples: usize,
+    /// Samples that count towards accuracy (answered, with a reference).
+    pub n: usize,
+    /// Of those, correct.
+    pub c: usize,
+    pub errored: usize,
+    pub pending: usize,
+    pub parse_failed: usize,
+    pub no_reference: usize,
+    pub unresolved: usize,
+    /// Reading (a) per task for each k in [`KS`] (`None` when `n < k`): `1 - C(n-c,k)/C(n,k)`.
+    pub pass_at_k_unbiased: BTreeMap<String, Option<f64>>,
+    /// Reading (b) per task for each k: mean over its samples of "reference within the first k entries"
+    /// (`None` when the family has no ranked answer or no sample counts).
+    pub pass_at_k_top_k: BTreeMap<String, Option<f64>>,
+}
+
+/// Which breakdown a [`GroupAggregate`] belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Breakdown {
+    Overall,
+    LevelFamily,
+    Family,
+    Level,
+    DiseaseGroup,
+    Modality,
+}
+
+/// Scores of one group of tasks (one level and family, one disease group, ...).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupAggregate {
+    pub by: Breakdown,
+    /// Set for the breakdowns that group by it.
+    pub level: Option<Level>,
+    pub family: Option<Family>,
+    pub disease_group: Option<String>,
+    pub modality: Option<String>,
+    pub tasks: usize,
+    /// Cases behind those tasks (the bootstrap's clusters).
+    pub cases: usize,
+    /// Planned samples.
+    pub samples: usize,
+    /// Samples that count towards accuracy.
+    pub n: usize,
+    pub correct: usize,
+    /// Not counted in `n`.
+    pub errored: usize,
+    pub pending: usize,
+    pub no_reference: usize,
+    /// Counted in `n` (as wrong).
+    pub parse_failed: usize,
+    /// Counted in `n` (as wrong): a needed match stayed inconclusive.
+    pub unresolved: usize,
+    /// Share of the `n` samples that are correct, with a case-clustered bootstrap CI.
+    pub accuracy: Option<Estimate>,
+    pub pass_at_1: PassAtK,
+    pub pass_at_5: PassAtK,
+    /// Lesion family only.
+    pub lesion: Option<LesionAggregate>,
+    pub rubric: Option<RubricAggregate>,
+    pub bertscore: Option<BertScoreAggregate>,
+    pub taxonomy: Option<TaxonomyDistribution>,
+    /// Breadth families only.
+    pub breadth: Option<BreadthAggregate>,
+}
+
+/// pass@k in both readings. Never one without its label.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PassAtK {
+    pub k: usize,
+    /// Reading (a): unbiased estimator over each task's n samples, `1 - C(n-c,k)/C(n,k)`, averaged over the
+    /// tasks with `n >= k`; CI clustered by case.
+    pub unbiased_estimator: Option<Estimate>,
+    /// Tasks behind reading (a).
+    pub unbiased_tasks: usize,
+    /// Why reading (a) is missing or partial (tasks left out for having fewer than k samples).
+    pub unbiased_note: Option<String>,
+    /// Reading (b): the reference among the first k entries of one answer's ranked differential, averaged over
+    /// samples; CI clustered by case.
+    pub top_k_in_answer: Option<Estimate>,
+    /// Samples behind reading (b).
+    pub top_k_samples: usize,
+    pub top_k_note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LesionAggregate {
+    pub type_accuracy: Option<Estimate>,
+    pub location_accuracy: Option<Estimate>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RubricAggregate {
+    pub rubric_id: String,
+    pub rubric_version: String,
+    /// Samples with a rubric score.
+    pub n: usize,
+    /// Mean per dimension, rubric order.
+    pub dimensions: Vec<DimensionMean>,
+    pub overall: Option<Estimate>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DimensionMean {
+    pub dimension: String,
+    pub mean: Option<Estimate>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BertScoreAggregate {
+    pub n: usize,
+    pub p: Option<Estimate>,
+    pub r: Option<Estimate>,
+    pub f: Option<Estimate>,
+}
+
+/// Error classes of the wrong answers in a group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaxonomyDistribution {
+    /// Wrong answers in the group.
+    pub wrong: usize,
+    /// Of those, with a class.
+    pub labelled: usize,
+    pub from_judges: usize,
+    pub from_humans: usize,
+    /// Every class, in taxonomy order, with its count and its share of the labelled answers.
+    pub classes: Vec<CategoryShare>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CategoryShare {
+    pub category: ErrorCategory,
+    pub count: usize,
+    pub share: Option<Estimate>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BreadthAggregate {
+    pub n: usize,
+    pub accuracy: Option<Estimate>,
+    /// Open VQA only.
+    pub token_recall: Option<Estimate>,
+    pub exact_match: Option<Estimate>,
+    /// Multiple choice: answers with no recognisable choice (counted as wrong).
+    pub extraction_failures: usize,
+}
+
+/// Agreement between the judges of a jury on one quantity, over the items all of them scored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JuryAgreement {
+    /// `rubric:<dimension>`, `rubric:overall`, `equivalence`, `taxonomy`.
+    pub quantity: String,
+    /// `alpha_interval`, `alpha_nominal`, `icc21`, `quadratic_kappa`, `cohen_kappa`.
+    pub measure: nmb_stats::Measure,
+    pub judges: Vec<String>,
+    pub items: usize,
+    /// `None` when undefined (for example every judge gave the same score to every item).
+    pub estimate: Option<Estimate>,
+    pub note: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Comparing two runs
+
+/// `nmb compare RUN_A RUN_B`: the two runs on the tasks (and sample indices) both scored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub run_a: String,
+    pub run_b: String,
+    pub model_a: String,
+    pub model_b: String,
+    /// Score config hashes of the two reports compared.
+    pub config_hash_a: String,
+    pub config_hash_b: String,
+    pub bootstrap: BootstrapConfig,
+    /// One row per group (overall, then per level and family).
+    pub groups: Vec<GroupComparison>,
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupComparison {
+    pub by: Breakdown,
+    pub level: Option<Level>,
+    pub family: Option<Family>,
+    /// Paired items: (task, sample index) answered and scored in both runs.
+    pub items: usize,
+    /// Mean correctness of A and B and their difference A − B with a paired (case-clustered) bootstrap CI.
+    pub paired: Option<nmb_stats::PairedComparison>,
+    /// Exact McNemar test on the discordant items.
+    pub mcnemar: Option<nmb_stats::McNemar>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_categories_parse_from_ids_and_words() {
+        for c in ErrorCategory::ALL {
+            assert_eq!(ErrorCategory::parse(c.as_str()), Some(c));
+            let json = serde_json::to_string(&c).unwrap();
+            assert_eq!(json, format!("\"{}\"", c.as_str()));
+        }
+        assert_eq!(
+            ErrorCategory::parse(" Perceptual failure "),
+            Some(ErrorCategory::PerceptualFailure)
+        );
+        assert_eq!(
+            ErrorCategory::parse("knowledge-gap"),
+            Some(ErrorCategory::KnowledgeGap)
+        );
+        assert_eq!(ErrorCategory::parse("misc"), None);
+    }
+
+    #[test]
+    fn sample_scores_round_trip_through_json() {
+        let s = SampleScore {
+            task_id: "c/dx".into(),
+            sample_index: 0,
+            case_id: "c".into(),
+            family: Family::Differential,
+            level: Level::Direct,
+            disease_group: Some("vascular".into()),
+            modality: "MRI".into(),
+            case_metadata: BTreeMap::new(),
+            status: SampleStatus::ParseFailed,
+            error_class: None,
+            parsed: Some(ParsedAnswer::default()),
+            parse_error: Some("no diagnosis found".into()),
+            correct: Some(false),
+            unresolved: false,
+            diagnosis: None,
+            lesion: None,
+            rubric: None,
+            bertscore: None,
+            taxonomy: None,
+            breadth: None,
+        };
+        let text = serde_json::to_string(&s).unwrap();
+        assert!(text.contains("\"status\":\"parse_failed\""), "{text}");
+        let back: SampleScore = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, s);
+        assert!(SampleStatus::ParseFailed.is_scored());
+        assert!(!SampleStatus::Errored.is_scored());
+    }
+}
