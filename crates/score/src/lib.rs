@@ -5,5 +5,7 @@
 //! read).
 
 pub mod breadth;
+pub mod lexicon;
+pub mod matching;
 pub mod parse;
 pub mod results;

@@ -31,14 +31,44 @@ pub enum ParseError {
     NoLesion,
 }
 
-/// Parses `text` as an answer to a task of `family`. On failure the partial parse is returned with the error,
-/// so a report can show what was read.
-pub fn parse_answer(
-    family: Family,
-    text: &str,
-) -> Result<ParsedAnswer, (ParsedAnswer, ParseError)> {
+/// What was read from an answer, and why it falls short of what the family needs (if it does). A failed parse
+/// keeps whatever it could read, so a report can show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    pub answer: ParsedAnswer,
+    pub error: Option<ParseError>,
+}
+
+impl Parsed {
+    /// The answer when nothing the family needs is missing.
+    pub fn ok(self) -> Option<ParsedAnswer> {
+        self.error.is_none().then_some(self.answer)
+    }
+}
+
+type Outcome = Result<ParsedAnswer, Box<(ParsedAnswer, ParseError)>>;
+
+/// Parses `text` as an answer to a task of `family`.
+pub fn parse_answer(family: Family, text: &str) -> Parsed {
+    let outcome = parse_family(family, text);
+    match outcome {
+        Ok(answer) => Parsed {
+            answer,
+            error: None,
+        },
+        Err(failed) => {
+            let (answer, error) = *failed;
+            Parsed {
+                answer,
+                error: Some(error),
+            }
+        }
+    }
+}
+
+fn parse_family(family: Family, text: &str) -> Outcome {
     if text.trim().is_empty() {
-        return Err((ParsedAnswer::default(), ParseError::Empty));
+        return fail(ParsedAnswer::default(), ParseError::Empty);
     }
     match family {
         Family::Differential => parse_differential(text),
@@ -49,6 +79,10 @@ pub fn parse_answer(
             ..ParsedAnswer::default()
         }),
     }
+}
+
+fn fail(answer: ParsedAnswer, error: ParseError) -> Outcome {
+    Err(Box::new((answer, error)))
 }
 
 /// The ranked list the diagnosis matchers examine: the differential, else the final diagnosis alone.
@@ -67,7 +101,7 @@ pub fn ranked_diagnoses(parsed: &ParsedAnswer) -> Vec<RankedDiagnosis> {
         .collect()
 }
 
-fn parse_differential(text: &str) -> Result<ParsedAnswer, (ParsedAnswer, ParseError)> {
+fn parse_differential(text: &str) -> Outcome {
     let mut parsed = ParsedAnswer::default();
     if let Some(obj) = find_json_object(text) {
         parsed.format = Some(AnswerFormat::Json);
@@ -93,12 +127,12 @@ fn parse_differential(text: &str) -> Result<ParsedAnswer, (ParsedAnswer, ParseEr
         }
     }
     if parsed.differential.is_empty() && parsed.final_diagnosis.is_none() {
-        return Err((parsed, ParseError::NoDiagnosis));
+        return fail(parsed, ParseError::NoDiagnosis);
     }
     Ok(parsed)
 }
 
-fn parse_lesion(text: &str) -> Result<ParsedAnswer, (ParsedAnswer, ParseError)> {
+fn parse_lesion(text: &str) -> Outcome {
     let mut parsed = ParsedAnswer::default();
     if let Some(obj) = find_json_object(text) {
         parsed.format = Some(AnswerFormat::Json);
@@ -122,12 +156,12 @@ fn parse_lesion(text: &str) -> Result<ParsedAnswer, (ParsedAnswer, ParseError)> 
         }
     }
     if parsed.lesion_type.is_none() || parsed.lesion_location.is_none() {
-        return Err((parsed, ParseError::NoLesion));
+        return fail(parsed, ParseError::NoLesion);
     }
     Ok(parsed)
 }
 
-fn parse_rationale(text: &str) -> Result<ParsedAnswer, (ParsedAnswer, ParseError)> {
+fn parse_rationale(text: &str) -> Outcome {
     let mut parsed = ParsedAnswer::default();
     if let Some(obj) = find_json_object(text) {
         parsed.format = Some(AnswerFormat::Json);
@@ -156,7 +190,7 @@ fn parse_rationale(text: &str) -> Result<ParsedAnswer, (ParsedAnswer, ParseError
     }
     parsed.differential = ranked_diagnoses(&parsed);
     if parsed.final_diagnosis.is_none() {
-        return Err((parsed, ParseError::NoDiagnosis));
+        return fail(parsed, ParseError::NoDiagnosis);
     }
     Ok(parsed)
 }
@@ -539,7 +573,7 @@ mod tests {
                     sclerosis\", \"evidence\": \"periventricular {ovoid} lesions\"}, {\"diagnosis\": \"ADEM\", \
                     \"evidence\": \"less likely\"}], \"final_diagnosis\": \"Relapsing-remitting MS\", \
                     \"rationale\": \"Dawson fingers.\"}\n```\nLet me know.";
-        let p = parse_answer(Family::Differential, text).unwrap();
+        let p = parse_answer(Family::Differential, text).ok().unwrap();
         assert_eq!(p.format, Some(AnswerFormat::Json));
         assert_eq!(dx_names(&p), ["Multiple sclerosis", "ADEM"]);
         assert_eq!(p.differential[0].rank, 1);
@@ -554,7 +588,7 @@ mod tests {
     #[test]
     fn json_with_other_keys_ranks_and_plain_strings() {
         let text = r#"{"Differential Diagnosis": [{"rank": 2, "name": "Glioma"}, {"rank": 1, "name": "Abscess"}, {"name": "Metastasis"}]}"#;
-        let p = parse_answer(Family::Differential, text).unwrap();
+        let p = parse_answer(Family::Differential, text).ok().unwrap();
         assert_eq!(dx_names(&p), ["Abscess", "Glioma", "Metastasis"]);
         assert_eq!(
             p.differential.iter().map(|d| d.rank).collect::<Vec<_>>(),
@@ -564,6 +598,7 @@ mod tests {
             Family::Differential,
             r#"{"diagnoses": ["CJD: cortical ribboning", "Hashimoto encephalopathy"]}"#,
         )
+        .ok()
         .unwrap();
         assert_eq!(dx_names(&p), ["CJD", "Hashimoto encephalopathy"]);
         assert_eq!(
@@ -577,7 +612,7 @@ mod tests {
         let text = "Based on the images:\n\n1. **Acute ischaemic stroke (left MCA)** - DWI bright, ADC dark\n\
                     2) Intracerebral haemorrhage: no blood on CT argues against\n\n3. Todd's paresis.\n\n\
                     Final diagnosis: Left MCA infarct.";
-        let p = parse_answer(Family::Differential, text).unwrap();
+        let p = parse_answer(Family::Differential, text).ok().unwrap();
         assert_eq!(p.format, Some(AnswerFormat::NumberedList));
         assert_eq!(
             dx_names(&p),
@@ -594,7 +629,7 @@ mod tests {
     fn the_list_under_the_differential_heading_wins() {
         let text = "Reasoning:\n1. The patient is young: relevant\n2. Lesions are ovoid\n\n\
                     Differential diagnosis:\n1. Multiple sclerosis\n2. NMOSD\n";
-        let p = parse_answer(Family::Differential, text).unwrap();
+        let p = parse_answer(Family::Differential, text).ok().unwrap();
         assert_eq!(dx_names(&p), ["Multiple sclerosis", "NMOSD"]);
     }
 
@@ -604,6 +639,7 @@ mod tests {
             Family::Differential,
             "Diagnosis: PRES. Blood pressure was high.",
         )
+        .ok()
         .unwrap();
         assert_eq!(p.format, Some(AnswerFormat::LabelledLines));
         assert_eq!(ranked_diagnoses(&p)[0].diagnosis, "PRES");
@@ -612,6 +648,7 @@ mod tests {
             "Taken together, the most likely diagnosis is herpes simplex encephalitis, given the temporal \
              involvement.",
         )
+        .ok()
         .unwrap();
         assert_eq!(p.format, Some(AnswerFormat::FreeText));
         assert_eq!(
@@ -622,15 +659,14 @@ mod tests {
 
     #[test]
     fn parse_failures_say_why() {
-        let (_, e) = parse_answer(Family::Differential, "   ").unwrap_err();
-        assert_eq!(e, ParseError::Empty);
-        let (_, e) = parse_answer(Family::Differential, "I cannot help with that.").unwrap_err();
-        assert_eq!(e, ParseError::NoDiagnosis);
-        let (partial, e) =
-            parse_answer(Family::Lesion, "Lesion type: ring-enhancing lesion").unwrap_err();
-        assert_eq!(e, ParseError::NoLesion);
+        let e = parse_answer(Family::Differential, "   ").error;
+        assert_eq!(e, Some(ParseError::Empty));
+        let e = parse_answer(Family::Differential, "I cannot help with that.").error;
+        assert_eq!(e, Some(ParseError::NoDiagnosis));
+        let partial = parse_answer(Family::Lesion, "Lesion type: ring-enhancing lesion");
+        assert_eq!(partial.error, Some(ParseError::NoLesion));
         assert_eq!(
-            partial.lesion_type.as_deref(),
+            partial.answer.lesion_type.as_deref(),
             Some("ring-enhancing lesion")
         );
     }
@@ -641,6 +677,7 @@ mod tests {
             Family::Lesion,
             "{\"lesion_type\": \"Acute infarct\", \"location\": \"Left MCA territory\", \"findings\": \"DWI+\"}",
         )
+        .ok()
         .unwrap();
         assert_eq!(p.lesion_type.as_deref(), Some("Acute infarct"));
         assert_eq!(p.lesion_location.as_deref(), Some("Left MCA territory"));
@@ -649,6 +686,7 @@ mod tests {
             "**Lesion type:** ring-enhancing abscess\n**Location:** right frontal lobe\nFindings: DWI \
              restriction\nin the core",
         )
+        .ok()
         .unwrap();
         assert_eq!(p.lesion_type.as_deref(), Some("ring-enhancing abscess"));
         assert_eq!(p.lesion_location.as_deref(), Some("right frontal lobe"));
@@ -661,6 +699,7 @@ mod tests {
             Family::Rationale,
             r#"{"diagnosis": "CJD", "rationale": "Rapid dementia, myoclonus, cortical ribboning."}"#,
         )
+        .ok()
         .unwrap();
         assert_eq!(ranked_diagnoses(&p)[0].diagnosis, "CJD");
         assert_eq!(
@@ -669,7 +708,7 @@ mod tests {
         );
         let text =
             "Diagnosis: Sporadic CJD\nRationale: rapidly progressive dementia\nwith myoclonus.";
-        let p = parse_answer(Family::Rationale, text).unwrap();
+        let p = parse_answer(Family::Rationale, text).ok().unwrap();
         assert_eq!(p.final_diagnosis.as_deref(), Some("Sporadic CJD"));
         assert_eq!(
             p.rationale.as_deref(),
@@ -677,7 +716,7 @@ mod tests {
         );
         let text = "The picture is most consistent with posterior reversible encephalopathy syndrome. The \
                     oedema is parieto-occipital.";
-        let p = parse_answer(Family::Rationale, text).unwrap();
+        let p = parse_answer(Family::Rationale, text).ok().unwrap();
         assert_eq!(
             p.final_diagnosis.as_deref(),
             Some("posterior reversible encephalopathy syndrome")
@@ -691,6 +730,7 @@ mod tests {
             Family::Differential,
             "Final diagnosis: Vascular dementia, e.g. SIVD. Next steps follow.",
         )
+        .ok()
         .unwrap();
         assert_eq!(
             p.final_diagnosis.as_deref(),
