@@ -84,7 +84,7 @@ pub fn render(runs: &[RunData], analysis: &Analysis, opts: &ReportOptions) -> St
 }
 
 fn head(h: &mut String, runs: &[RunData]) {
-    let models: Vec<String> = runs.iter().map(|r| label(r)).collect();
+    let models: Vec<String> = runs.iter().map(label).collect();
     let title = format!("nmb report: {}", models.join(" vs "));
     let _ = write!(
         h,
@@ -629,28 +629,28 @@ fn thumbnails(h: &mut String, runs: &[RunData], tasks: &BTreeMap<String, Vec<usi
                 if !seen.insert(sha.clone()) {
                     continue;
                 }
-                match runs[i].thumbnails.get(sha) {
-                    Some(t) => match &t.png_base64 {
-                        Some(b64) => {
-                            let _ = write!(
-                                html,
-                                "<img src=\"data:image/png;base64,{}\" width=\"{}\" height=\"{}\" alt=\"{}\" title=\"{}\">",
-                                escape(b64),
-                                t.width,
-                                t.height,
-                                escape(&format!("image {}", &sha[..sha.len().min(12)])),
-                                escape(&format!("sha256 {sha}"))
-                            );
-                        }
-                        None => {
-                            let _ = write!(
-                                html,
-                                "<span class=\"note\">{}</span>",
-                                escape(t.problem.as_deref().unwrap_or("no thumbnail"))
-                            );
-                        }
-                    },
-                    None => {}
+                let Some(t) = runs[i].thumbnails.get(sha) else {
+                    continue;
+                };
+                match &t.png_base64 {
+                    Some(b64) => {
+                        let _ = write!(
+                            html,
+                            "<img src=\"data:image/png;base64,{}\" width=\"{}\" height=\"{}\" alt=\"{}\" title=\"{}\">",
+                            escape(b64),
+                            t.width,
+                            t.height,
+                            escape(&format!("image {}", &sha[..sha.len().min(12)])),
+                            escape(&format!("sha256 {sha}"))
+                        );
+                    }
+                    None => {
+                        let _ = write!(
+                            html,
+                            "<span class=\"note\">{}</span>",
+                            escape(t.problem.as_deref().unwrap_or("no thumbnail"))
+                        );
+                    }
                 }
             }
         }

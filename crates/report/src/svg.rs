@@ -32,7 +32,7 @@ impl Value {
     }
 }
 
-const W: f64 = 660.0;
+const W: f64 = 570.0;
 const FONT: &str = "font-family=\"DejaVu Sans, Arial, sans-serif\"";
 
 fn open(out: &mut String, width: f64, height: f64, title: &str, description: &str) {
