@@ -84,8 +84,16 @@ pub fn render(runs: &[RunData], analysis: &Analysis, opts: &ReportOptions) -> St
 }
 
 fn head(h: &mut String, runs: &[RunData]) {
-    let models: Vec<String> = runs.iter().map(label).collect();
-    let title = format!("nmb report: {}", models.join(" vs "));
+    let mut models: Vec<&str> = Vec::new();
+    for m in runs.iter().map(RunData::model) {
+        if !models.contains(&m) {
+            models.push(m);
+        }
+    }
+    let title = match runs {
+        [one] => format!("nmb report: {}", label(one)),
+        _ => format!("nmb report: {} runs · {}", runs.len(), models.join(", ")),
+    };
     let _ = write!(
         h,
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\

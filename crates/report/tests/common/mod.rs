@@ -21,6 +21,8 @@ use sha2::{Digest, Sha256};
 /// and a wrong one.
 #[derive(Clone, Debug)]
 pub struct CaseKey {
+    /// `breadth` or `depth`: skills can differ by axis.
+    pub axis: &'static str,
     pub marker: String,
     pub right: String,
     pub wrong: String,
@@ -35,23 +37,37 @@ pub struct AnswerBook {
 }
 
 impl AnswerBook {
+    pub fn merge(mut self, other: AnswerBook) -> AnswerBook {
+        self.cases.extend(other.cases);
+        self.fixed.extend(other.fixed);
+        self
+    }
+
     /// Depth cases: answer with a JSON object that serves every depth family (differential, lesion, rationale).
     pub fn depth(suite: &Suite) -> AnswerBook {
+        // One answer per case that serves all its tasks: the case's references merged field by field.
         let refs: Vec<(String, nmb_suite::Reference)> = suite
             .cases
             .iter()
             .filter_map(|c| {
-                let r = c
-                    .tasks
-                    .iter()
-                    .find_map(|t| t.reference.clone().filter(|r| r.diagnosis.is_some()))?;
-                Some((marker(c), r))
+                let mut merged = nmb_suite::Reference::default();
+                for r in c.tasks.iter().filter_map(|t| t.reference.as_ref()) {
+                    merged.diagnosis = merged.diagnosis.or(r.diagnosis.clone());
+                    merged.lesion_type = merged.lesion_type.or(r.lesion_type.clone());
+                    merged.lesion_location = merged.lesion_location.or(r.lesion_location.clone());
+                    merged.rationale = merged.rationale.or(r.rationale.clone());
+                    if merged.differential.is_empty() {
+                        merged.differential = r.differential.clone();
+                    }
+                }
+                merged.diagnosis.is_some().then(|| (marker(c), merged))
             })
             .collect();
         let mut cases = Vec::new();
         for (i, (m, r)) in refs.iter().enumerate() {
             let other = &refs[(i + 1) % refs.len()].1;
             cases.push(CaseKey {
+                axis: "depth",
                 marker: m.clone(),
                 right: depth_answer(r),
                 wrong: depth_answer(other),
@@ -78,6 +94,7 @@ impl AnswerBook {
                 let pos = t.options.iter().position(|(l, _)| *l == key).unwrap_or(0);
                 let wrong = &t.options[(pos + 1) % t.options.len()].0;
                 cases.push(CaseKey {
+                    axis: "breadth",
                     marker: t.question.clone(),
                     right: format!("The best option is {key}.\nAnswer: {key}"),
                     wrong: format!("Answer: {wrong}"),
@@ -128,8 +145,9 @@ fn depth_answer(r: &nmb_suite::Reference) -> String {
     .to_string()
 }
 
-/// A responder for the fake server: model `M` answers right with probability `skill[M]` (decided per sample
-/// from a hash of the conversation, so the same prompt always gets the same answer).
+/// A responder for the fake server: model `M` answers right with probability `skill["M/AXIS"]` (else
+/// `skill["M"]`, else one half), decided per sample from a hash of the conversation, so the same prompt always
+/// gets the same answer.
 pub fn scripted_model(
     book: Arc<AnswerBook>,
     skill: BTreeMap<String, f64>,
@@ -148,8 +166,12 @@ pub fn scripted_model(
             })
             .collect::<Vec<_>>()
             .join("\n");
-        let p = skill.get(&req.model).copied().unwrap_or(0.5);
         let case = book.cases.iter().find(|c| all_text.contains(&c.marker));
+        let p = case
+            .and_then(|c| skill.get(&format!("{}/{}", req.model, c.axis)))
+            .or_else(|| skill.get(&req.model))
+            .copied()
+            .unwrap_or(0.5);
         let texts = (0..req.samples())
             .map(|i| match case {
                 Some(c) if draw(&req.conversation_sha256, i) < p => c.right.clone(),
@@ -213,4 +235,60 @@ pub fn run_model(
         .expect("evaluation runs");
         outcome.run_id
     })
+}
+
+/// A multiple-choice JSONL file (MedQA shape) of `n` synthetic questions, written into `dir`.
+pub fn mcq_file(dir: &std::path::Path, n: usize) -> std::path::PathBuf {
+    let words = [
+        "aphasia",
+        "ataxia",
+        "chorea",
+        "dystonia",
+        "myoclonus",
+        "neglect",
+        "ptosis",
+        "tremor",
+    ];
+    let mut lines = String::new();
+    for i in 0..n {
+        let letters = ["A", "B", "C", "D"];
+        let options: serde_json::Map<String, serde_json::Value> = letters
+            .iter()
+            .enumerate()
+            .map(|(j, l)| {
+                (
+                    l.to_string(),
+                    serde_json::json!(format!(
+                        "{} type {}",
+                        words[(i + j) % words.len()],
+                        i * 4 + j
+                    )),
+                )
+            })
+            .collect();
+        let key = letters[i % 4];
+        let row = serde_json::json!({
+            "realidx": format!("q{i:03}"),
+            "question": format!("Synthetic breadth question number {i}: which sign is meant?"),
+            "options": options,
+            "answer_idx": key,
+            "answer": options[key],
+        });
+        lines.push_str(&row.to_string());
+        lines.push('\n');
+    }
+    let path = dir.join("breadth").join("mcq.jsonl");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, lines).unwrap();
+    path
+}
+
+/// Loads a suite from a path (format detected).
+pub fn load_suite(path: &std::path::Path) -> Suite {
+    nmb_suite::load(
+        &path.display().to_string(),
+        &nmb_suite::LoadOptions::default(),
+    )
+    .expect("suite loads")
+    .suite
 }
