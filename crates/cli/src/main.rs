@@ -16,6 +16,7 @@ Examples:
   nmb suite validate ../shared/formats/neural-medbench-site.example.json --answers answers.jsonl
   nmb suite stats ../shared/data/vqa-rad/trainset.json --filter image_organ=HEAD --json
   nmb suite show sample <CASE_ID>
+  nmb bertscore --model-dir DIR --layer 6 --cands answers.txt --refs references.txt --json
 
 A SUITE is `sample` (bundled), a path whose format is detected, or FORMAT:PATH with FORMAT one of
 site, native, vqa-rad, mcq.
@@ -39,6 +40,9 @@ enum Command {
     /// Inspect benchmark suites: validate, count, show one case
     #[command(after_help = cmd::suite::EXAMPLES)]
     Suite(cmd::suite::SuiteCommand),
+    /// BERTScore (P, R, F1) of candidate lines against reference lines, with a local encoder
+    #[command(after_help = cmd::bertscore::EXAMPLES)]
+    Bertscore(cmd::bertscore::BertScoreArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,14 +51,29 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Suite(c) => cmd::suite::run(c),
+        Command::Bertscore(a) => cmd::bertscore::run(a),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", render_error(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes on one line. Many library errors already quote their source in their own message
+/// (`cannot read FILE: No such file`), so a cause whose text is already there is not repeated.
+fn render_error(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 /// Rust ignores SIGPIPE, so `nmb ... | head` would make `println!` panic once the reader is gone. The default

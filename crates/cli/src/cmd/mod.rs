@@ -1,3 +1,4 @@
 //! One module per subcommand. Each exposes a clap `Args` type and a `run` returning the exit code.
 
+pub mod bertscore;
 pub mod suite;
