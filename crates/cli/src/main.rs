@@ -17,6 +17,7 @@ Examples:
   nmb suite stats ../shared/data/vqa-rad/trainset.json --filter image_organ=HEAD --json
   nmb suite show sample <CASE_ID>
   nmb bertscore --model-dir DIR --layer 6 --cands answers.txt --refs references.txt --json
+  nmb report RUN_ID [RUN_ID...] --out nmb-report --format html,md,csv,json
 
 A SUITE is `sample` (bundled), a path whose format is detected, or FORMAT:PATH with FORMAT one of
 site, native, vqa-rad, mcq.
@@ -43,6 +44,9 @@ enum Command {
     /// BERTScore (P, R, F1) of candidate lines against reference lines, with a local encoder
     #[command(after_help = cmd::bertscore::EXAMPLES)]
     Bertscore(cmd::bertscore::BertScoreArgs),
+    /// Write the report of one run or a comparison: self-contained HTML, Markdown, CSV, JSON, leaderboard
+    #[command(after_help = cmd::report::EXAMPLES)]
+    Report(cmd::report::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +56,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Suite(c) => cmd::suite::run(c),
         Command::Bertscore(a) => cmd::bertscore::run(a),
+        Command::Report(a) => cmd::report::run(a),
     };
     match result {
         Ok(code) => code,

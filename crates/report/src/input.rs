@@ -165,3 +165,45 @@ fn parse_prompt(body: &str) -> TaskPrompt {
     }
     prompt
 }
+
+/// The newest score report stored for a run (table `score_reports`, written by `nmb score`), or `None` when the
+/// run was never scored or the store predates score storage.
+pub fn stored_scores(store: &Store, run_id: &str) -> Result<Option<ScoreReport>, ReportError> {
+    let text: Option<String> = store.with_conn("read a run's score report", |c| {
+        let exists: bool = c.query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'score_reports')",
+            [],
+            |r| r.get(0),
+        )?;
+        if !exists {
+            return Ok(None);
+        }
+        let mut stmt = c.prepare(
+            "SELECT report FROM score_reports WHERE run_id = ?1 ORDER BY updated_ms DESC LIMIT 1",
+        )?;
+        let mut rows = stmt.query([run_id])?;
+        match rows.next()? {
+            Some(row) => Ok(Some(row.get(0)?)),
+            None => Ok(None),
+        }
+    })?;
+    text.map(|t| {
+        serde_json::from_str(&t).map_err(|e| ReportError::Scores {
+            what: format!("the stored score report of run {run_id}"),
+            message: e.to_string(),
+        })
+    })
+    .transpose()
+}
+
+/// A score report from a JSON file (`nmb score RUN --json > FILE`).
+pub fn scores_from_file(path: &std::path::Path) -> Result<ScoreReport, ReportError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|e| ReportError::Scores {
+        what: path.display().to_string(),
+        message: format!("{e}; expected the JSON that `nmb score RUN --json` prints"),
+    })
+}

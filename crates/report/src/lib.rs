@@ -27,7 +27,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 pub use analysis::{build, Analysis, CostEstimate, ModelPoint, Price, Prices, TwoAxis};
-pub use input::{load_run, RunData, TaskPrompt, Thumbnail};
+pub use input::{load_run, scores_from_file, stored_scores, RunData, TaskPrompt, Thumbnail};
 pub use leaderboard::{leaderboard, Leaderboard, LeaderboardEntry};
 pub use nmb_score::results::ScoreReport;
 
@@ -52,6 +52,14 @@ pub enum ReportError {
     UnknownFormat(String),
     #[error("no runs given; name at least one run id")]
     NoRuns,
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} is not a valid score report: {message}")]
+    Scores { what: String, message: String },
 }
 
 /// Output formats.

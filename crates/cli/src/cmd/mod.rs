@@ -1,4 +1,5 @@
 //! One module per subcommand. Each exposes a clap `Args` type and a `run` returning the exit code.
 
 pub mod bertscore;
+pub mod report;
 pub mod suite;
