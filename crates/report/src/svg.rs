@@ -105,8 +105,9 @@ pub fn grouped_bars(
 ) -> String {
     let mut out = String::new();
     let legend_rows = legend_rows(series);
-    let top = 34.0 + legend_rows * 16.0;
-    let (left, bottom, height) = (48.0, 40.0, 300.0 + legend_rows * 16.0);
+    // The legend sits at y = 34 (baseline); the plot starts below it with room for the top tick label.
+    let top = 50.0 + legend_rows * 16.0;
+    let (left, bottom, height) = (48.0, 40.0, 316.0 + legend_rows * 16.0);
     let plot_h = height - top - bottom;
     open(&mut out, W, height, title, description);
     legend(&mut out, left, 34.0, series);
