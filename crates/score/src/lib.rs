@@ -1,11 +1,52 @@
 //! Scoring: stored answers in, numbers out.
 //!
-//! Being built. So far it owns [`breadth`] (matching short answers of breadth items: closed VQA, open VQA,
-//! multiple choice, against their references) and [`results`] (the serde types of scoring output that reports
-//! read).
+//! This crate owns turning a stored run into a [`results::ScoreReport`]: reading answers ([`parse`]), matching
+//! diagnoses, lesion types and locations ([`lexicon`], [`matching`]), asking LLM judges what rules cannot decide
+//! ([`judge`], [`prompts`], [`jury`]), rubric grading ([`rubric`]), the error taxonomy with human labels from CSV
+//! ([`labels`]), BERTScore of rationales ([`semantic`]), breadth answers ([`breadth`]), pass@k in both readings,
+//! aggregates with bootstrap CIs ([`aggregate`]), paired comparison of two runs ([`compare`]) and keeping reports
+//! in the store ([`stored`]).
+//!
+//! It does not own the statistics themselves (`nmb-stats`), BERTScore's arithmetic (`nmb-bertscore`), talking to
+//! APIs (`nmb-requests`), the tables of answers (`nmb-store`), or rendering reports (`nmb-report`).
+//!
+//! # What is scored how
+//!
+//! | family | correct when | also |
+//! |---|---|---|
+//! | differential | the first entry of the ranked differential matches the reference diagnosis | rank of the first match (pass@k reading (b)), rubric, taxonomy, BERTScore of the rationale if the key has one |
+//! | rationale | the stated diagnosis matches | rubric, taxonomy, BERTScore of the explanation |
+//! | lesion | lesion type and location both match | type and location accuracy, rubric, taxonomy |
+//! | closed/open VQA, multiple choice | see [`breadth`] | token recall, exact match, extraction failures |
+//!
+//! Matching is rules first (normalisation, abbreviations, the answer key's synonyms, the lexicon's disease
+//! hierarchy), then, only for pairs the rules leave inconclusive, the judge (or jury). Without a judge an
+//! inconclusive pair counts as no match and the sample is flagged `unresolved`. Errored and pending samples and
+//! samples without a reference are never counted as wrong; parse failures are (and are counted apart).
+//!
+//! Judge calls go through the same backends, scheduler and store as model calls (see [`judge`] for how they are
+//! stored, cached and resumed). Scoring is deterministic: the same stored answers (the model's and the judges')
+//! and the same options give the same report, byte for byte.
 
+pub mod aggregate;
 pub mod breadth;
+pub mod compare;
+mod error;
+pub mod judge;
+pub mod jury;
+pub mod labels;
 pub mod lexicon;
 pub mod matching;
 pub mod parse;
+pub mod prompts;
 pub mod results;
+pub mod rubric;
+mod scorer;
+pub mod semantic;
+pub mod stored;
+
+pub use error::ScoreError;
+pub use judge::{JudgeModel, Panel};
+pub use rubric::Rubric;
+pub use scorer::{score_run, ScoreOptions, MAX_RANK};
+pub use semantic::BertScoreSetting;

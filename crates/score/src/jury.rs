@@ -1,0 +1,266 @@
+//! Combining a jury's verdicts, and measuring how much the judges agree.
+
+use std::collections::BTreeMap;
+
+use nmb_stats::{agreement, BootstrapConfig, Measure, StatsError};
+
+use crate::judge::Answer;
+use crate::prompts::{Equivalence, TaxonomyLabel};
+use crate::results::{
+    Aggregation, ErrorCategory, JudgeDecision, JudgeVerdict, JuryAgreement, RubricVerdict,
+    TaxonomyVerdict,
+};
+use crate::rubric::Grade;
+
+/// Who the judges are, in panel order.
+pub struct Jury<'a> {
+    pub specs: &'a [String],
+    pub self_grading: &'a [bool],
+    pub aggregation: Aggregation,
+}
+
+impl Jury<'_> {
+    /// Yes/no: equivalent when more than half of the valid verdicts say yes (so a tie is "no"), under either
+    /// aggregation; `None` when no judge answered validly.
+    pub fn equivalence(&self, answers: &[Answer<Equivalence>]) -> JudgeDecision {
+        let verdicts: Vec<JudgeVerdict> = answers
+            .iter()
+            .enumerate()
+            .map(|(j, a)| JudgeVerdict {
+                judge: self.specs[j].clone(),
+                equivalent: a.value.as_ref().map(|v| v.equivalent),
+                rationale: a.value.as_ref().map(|v| v.rationale.clone()),
+                attempts: a.attempts,
+                failure: a.failure.clone(),
+                self_grading: self.self_grading[j],
+            })
+            .collect();
+        let valid: Vec<bool> = verdicts.iter().filter_map(|v| v.equivalent).collect();
+        let yes = valid.iter().filter(|v| **v).count();
+        let yes_share = (!valid.is_empty()).then(|| yes as f64 / valid.len() as f64);
+        JudgeDecision {
+            aggregation: self.aggregation,
+            equivalent: yes_share.map(|s| s > 0.5),
+            yes_share,
+            verdicts,
+        }
+    }
+
+    pub fn rubric_verdicts(&self, answers: &[Answer<Grade>]) -> Vec<RubricVerdict> {
+        answers
+            .iter()
+            .enumerate()
+            .map(|(j, a)| RubricVerdict {
+                judge: self.specs[j].clone(),
+                scores: a
+                    .value
+                    .as_ref()
+                    .map(|g| g.scores.clone())
+                    .unwrap_or_default(),
+                overall: a.value.as_ref().map(|g| g.overall),
+                rationale: a.value.as_ref().map(|g| g.rationale.clone()),
+                attempts: a.attempts,
+                failure: a.failure.clone(),
+                self_grading: self.self_grading[j],
+            })
+            .collect()
+    }
+
+    /// One combined score from the valid judges' scores: their mean, or the most frequent score (ties to the
+    /// lower score).
+    pub fn combine_scores(&self, scores: &[u8]) -> Option<f64> {
+        if scores.is_empty() {
+            return None;
+        }
+        Some(match self.aggregation {
+            Aggregation::Mean => {
+                scores.iter().map(|&s| f64::from(s)).sum::<f64>() / scores.len() as f64
+            }
+            Aggregation::Majority => {
+                let mut counts: BTreeMap<u8, usize> = BTreeMap::new();
+                for &s in scores {
+                    *counts.entry(s).or_default() += 1;
+                }
+                let best = counts.values().copied().max().unwrap_or(0);
+                // BTreeMap iterates in ascending order, so the first with the top count is the lowest.
+                f64::from(
+                    counts
+                        .into_iter()
+                        .find(|(_, c)| *c == best)
+                        .map_or(0, |(s, _)| s),
+                )
+            }
+        })
+    }
+
+    pub fn taxonomy_verdicts(&self, answers: &[Answer<TaxonomyLabel>]) -> Vec<TaxonomyVerdict> {
+        answers
+            .iter()
+            .enumerate()
+            .map(|(j, a)| TaxonomyVerdict {
+                judge: self.specs[j].clone(),
+                category: a.value.as_ref().map(|v| v.category),
+                justification: a.value.as_ref().map(|v| v.justification.clone()),
+                attempts: a.attempts,
+                failure: a.failure.clone(),
+                self_grading: self.self_grading[j],
+            })
+            .collect()
+    }
+
+    /// The most frequent class among valid verdicts; ties go to the class of the earliest-listed judge among the
+    /// tied classes. Returns the index of the judge whose verdict (and justification) stands for the jury.
+    pub fn taxonomy_choice(&self, verdicts: &[TaxonomyVerdict]) -> Option<usize> {
+        let mut counts: BTreeMap<ErrorCategory, usize> = BTreeMap::new();
+        for c in verdicts.iter().filter_map(|v| v.category) {
+            *counts.entry(c).or_default() += 1;
+        }
+        let best = counts.values().copied().max()?;
+        verdicts
+            .iter()
+            .position(|v| v.category.is_some_and(|c| counts[&c] == best))
+    }
+}
+
+/// Agreement between judges on one quantity. `items[i][j]` is judge `j`'s value for item `i` (`None` where it
+/// gave none).
+pub fn agreement_rows(
+    quantity: &str,
+    measures: &[Measure],
+    judges: &[String],
+    items: &[Vec<Option<f64>>],
+    cfg: &BootstrapConfig,
+) -> Vec<JuryAgreement> {
+    measures
+        .iter()
+        .filter(|m| !m.is_pairwise() || judges.len() == 2)
+        .map(|&measure| {
+            let complete = items
+                .iter()
+                .filter(|row| row.iter().all(Option::is_some))
+                .count();
+            let (estimate, note) = match agreement(measure, items, cfg) {
+                Ok(e) => (Some(e), None),
+                Err(e @ (StatsError::Undefined { .. } | StatsError::TooFew { .. })) => {
+                    (None, Some(e.to_string()))
+                }
+                Err(e) => (None, Some(e.to_string())),
+            };
+            JuryAgreement {
+                quantity: quantity.to_string(),
+                measure,
+                judges: judges.to_vec(),
+                items: complete,
+                estimate,
+                note,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jury(aggregation: Aggregation, n: usize) -> (Vec<String>, Vec<bool>, Aggregation) {
+        (
+            (0..n)
+                .map(|i| format!("openai:j{i}@http://127.0.0.1:1/v1"))
+                .collect(),
+            vec![false; n],
+            aggregation,
+        )
+    }
+
+    fn eq(v: Option<bool>) -> Answer<Equivalence> {
+        Answer {
+            value: v.map(|e| Equivalence {
+                equivalent: e,
+                rationale: "r".into(),
+            }),
+            attempts: 1,
+            failure: v.is_none().then(|| "bad".into()),
+        }
+    }
+
+    #[test]
+    fn equivalence_needs_a_strict_majority_of_valid_verdicts() {
+        let (specs, sg, agg) = jury(Aggregation::Majority, 3);
+        let j = Jury {
+            specs: &specs,
+            self_grading: &sg,
+            aggregation: agg,
+        };
+        assert_eq!(
+            j.equivalence(&[eq(Some(true)), eq(Some(true)), eq(Some(false))])
+                .equivalent,
+            Some(true)
+        );
+        assert_eq!(
+            j.equivalence(&[eq(Some(true)), eq(None), eq(Some(false))])
+                .equivalent,
+            Some(false)
+        );
+        assert_eq!(
+            j.equivalence(&[eq(None), eq(None), eq(Some(true))])
+                .equivalent,
+            Some(true)
+        );
+        assert_eq!(
+            j.equivalence(&[eq(None), eq(None), eq(None)]).equivalent,
+            None
+        );
+    }
+
+    #[test]
+    fn scores_combine_by_mean_or_mode() {
+        let (specs, sg, _) = jury(Aggregation::Mean, 3);
+        let mean = Jury {
+            specs: &specs,
+            self_grading: &sg,
+            aggregation: Aggregation::Mean,
+        };
+        let mode = Jury {
+            specs: &specs,
+            self_grading: &sg,
+            aggregation: Aggregation::Majority,
+        };
+        assert_eq!(mean.combine_scores(&[2, 3, 5]), Some(10.0 / 3.0));
+        assert_eq!(mode.combine_scores(&[5, 3, 5]), Some(5.0));
+        // No majority: the lowest of the most frequent.
+        assert_eq!(mode.combine_scores(&[4, 2, 3]), Some(2.0));
+        assert_eq!(mode.combine_scores(&[]), None);
+    }
+
+    #[test]
+    fn taxonomy_majority_with_ties_to_the_first_judge() {
+        let (specs, sg, agg) = jury(Aggregation::Majority, 3);
+        let j = Jury {
+            specs: &specs,
+            self_grading: &sg,
+            aggregation: agg,
+        };
+        let v = |c: Option<ErrorCategory>| TaxonomyVerdict {
+            judge: String::new(),
+            category: c,
+            justification: None,
+            attempts: 1,
+            failure: None,
+            self_grading: false,
+        };
+        use ErrorCategory::*;
+        assert_eq!(
+            j.taxonomy_choice(&[
+                v(Some(KnowledgeGap)),
+                v(Some(ReasoningFailure)),
+                v(Some(ReasoningFailure))
+            ]),
+            Some(1)
+        );
+        assert_eq!(
+            j.taxonomy_choice(&[v(None), v(Some(GroundingError)), v(Some(PerceptualFailure))]),
+            Some(1)
+        );
+        assert_eq!(j.taxonomy_choice(&[v(None), v(None), v(None)]), None);
+    }
+}
