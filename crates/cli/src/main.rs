@@ -16,6 +16,7 @@ Examples:
   nmb suite validate ../shared/formats/neural-medbench-site.example.json --answers answers.jsonl
   nmb suite stats ../shared/data/vqa-rad/trainset.json --filter image_organ=HEAD --json
   nmb suite show sample <CASE_ID>
+  nmb agreement ratings.csv --pass-threshold 3 --json
   nmb bertscore --model-dir DIR --layer 6 --cands answers.txt --refs references.txt --json
   nmb report RUN_ID [RUN_ID...] --out nmb-report --format html,md,csv,json
 
@@ -47,6 +48,9 @@ enum Command {
     /// Write the report of one run or a comparison: self-contained HTML, Markdown, CSV, JSON, leaderboard
     #[command(after_help = cmd::report::EXAMPLES)]
     Report(cmd::report::ReportArgs),
+    /// Agreement between judges and clinicians (correlations, kappas, alpha, ICC, corrected pass rates)
+    #[command(after_help = cmd::agreement::EXAMPLES)]
+    Agreement(cmd::agreement::AgreementArgs),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +61,7 @@ fn main() -> ExitCode {
         Command::Suite(c) => cmd::suite::run(c),
         Command::Bertscore(a) => cmd::bertscore::run(a),
         Command::Report(a) => cmd::report::run(a),
+        Command::Agreement(a) => cmd::agreement::run(a),
     };
     match result {
         Ok(code) => code,

@@ -2,8 +2,9 @@
 //!
 //! This crate owns loading GGUF quantized Llama-family models (candle-transformers' `quantized_llama`) from a
 //! file path or an `hf://OWNER/NAME/FILE.gguf` spec, building their tokenizer and chat template from the GGUF's own
-//! metadata, and generating one answer for a conversation. It does not own prompts (`nmb-plan`), scheduling,
-//! retries or async (`nmb-requests` wraps [`LocalModel::generate`] in `spawn_blocking`), or storage (`nmb-store`).
+//! metadata, generating one answer for a conversation, and [`LocalBackend`], which puts a loaded model behind
+//! `nmb_requests::Backend` (generation in `spawn_blocking`, one at a time). It does not own prompts (`nmb-plan`),
+//! scheduling or retries (`nmb-requests`), or storage (`nmb-store`).
 //!
 //! Behaviour the rest of nmb relies on:
 //! - **Tokenizer.** A `tokenizer.json` next to the GGUF wins. Otherwise the GGUF's `tokenizer.ggml.*` metadata
@@ -29,6 +30,7 @@
 //!   works on its own clone of the model (the weights are reference-counted, only the KV cache is private), so
 //!   no lock is needed and concurrent calls are safe; on a CPU they only compete for cores, so run one at a time.
 
+mod backend;
 mod error;
 mod gguf;
 mod spec;
@@ -47,6 +49,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
+pub use backend::LocalBackend;
 pub use error::LocalError;
 pub use spec::resolve_model_path;
 pub use template::{RenderedPrompt, CHATML_TEMPLATE, IMAGE_OMITTED_MARKER};

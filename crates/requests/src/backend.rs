@@ -73,12 +73,19 @@ pub trait Backend: Send + Sync {
     fn supports_n(&self) -> bool;
     /// Whether image parts are sent; a text-only backend drops them and the run manifest must say so.
     fn supports_images(&self) -> bool;
+    /// The most calls this backend can usefully run at once (`None`: no limit of its own). An in-process model
+    /// that generates one answer at a time says 1, so the scheduler never queues calls inside it where they
+    /// would wait out their timeout.
+    fn max_in_flight(&self) -> Option<usize> {
+        None
+    }
     fn complete<'a>(&'a self, req: &'a ChatRequest)
         -> BoxFuture<'a, Result<Completion, CallError>>;
 }
 
-/// Refuses `n > 1` for backends without a native `n`, so samples are never silently lost.
-pub(crate) fn check_n(backend: &dyn Backend, req: &ChatRequest) -> Result<(), CallError> {
+/// Refuses `n > 1` for backends without a native `n`, so samples are never silently lost. For every backend,
+/// in-process ones included.
+pub fn check_n(backend: &dyn Backend, req: &ChatRequest) -> Result<(), CallError> {
     if req.n == 0 {
         return Err(CallError::new(
             ErrorClass::ClientError,

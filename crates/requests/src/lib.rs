@@ -21,7 +21,7 @@ pub mod transport;
 use std::sync::Arc;
 
 pub use anthropic::{AnthropicBackend, AnthropicOptions};
-pub use backend::{Backend, BoxFuture, ChatRequest, Choice, Completion, Usage};
+pub use backend::{check_n, Backend, BoxFuture, ChatRequest, Choice, Completion, Usage};
 pub use error::{CallError, ErrorClass};
 pub use gemini::GeminiBackend;
 pub use openai::{MaxTokensField, OpenAiBackend, OpenAiOptions};

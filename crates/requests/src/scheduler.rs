@@ -320,8 +320,12 @@ impl Scheduler {
         &self.config
     }
 
-    /// A lane for `backend` with at most `limit` calls in flight.
+    /// A lane for `backend` with at most `limit` calls in flight (lowered to the backend's own
+    /// [`Backend::max_in_flight`]).
     pub fn lane(&self, backend: Arc<dyn Backend>, limit: usize) -> Lane {
+        let limit = backend
+            .max_in_flight()
+            .map_or(limit, |m| limit.min(m.max(1)));
         let aimd = Arc::new(Aimd::new(limit, self.config.aimd.climb_after));
         let mut lanes = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
         lanes.retain(|w| w.strong_count() > 0);

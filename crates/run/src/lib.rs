@@ -6,10 +6,14 @@
 //! call map onto samples. Every call is recorded in the store before its samples count as done, so a process
 //! killed at any moment loses nothing that was paid for, and a resumed run sends only what is missing.
 //!
-//! It does not render prompts (`nmb-plan`), speak any wire format or retry (`nmb-requests`), or decide how rows
-//! are laid out on disk (`nmb-store`).
+//! It also turns a model name into a backend ([`connect_model`]: API models through `nmb-requests`, `local:`
+//! models through `nmb-local`), for evaluations and for anything else that asks models (judges).
+//!
+//! It does not render prompts (`nmb-plan`), speak any wire format or retry (`nmb-requests`), run models
+//! (`nmb-local`), or decide how rows are laid out on disk (`nmb-store`).
 
 mod config;
+mod connect;
 mod progress;
 mod task;
 
@@ -22,6 +26,7 @@ use nmb_store::{RunStatus, RunSummary, SampleStatus, Store, StoreError};
 use nmb_suite::Suite;
 
 pub use config::{EvalSettings, Resume};
+pub use connect::{connect_model, ConnectError, ConnectOptions, ConnectedModel};
 pub use progress::{Progress, ProgressSnapshot};
 
 #[derive(Debug, thiserror::Error)]

@@ -163,6 +163,7 @@ pub enum Measure {
     QuadraticKappa,
     AlphaInterval,
     AlphaNominal,
+    #[serde(rename = "icc_2_1")]
     Icc21,
 }
 

@@ -1,0 +1,99 @@
+//! From a model name on the command line to a backend: `BACKEND:MODEL[@BASE_URL]`, `local:PATH.gguf` included.
+
+use std::sync::Arc;
+
+use nmb_local::{LocalBackend, LocalError, LocalModel};
+use nmb_requests::{
+    BackendKind, BackendOptions, HttpOptions, ModelSpec, SpecError, Transport, TransportError,
+};
+use serde_json::{json, Map, Value};
+
+/// How to build a backend. The defaults read API keys from the environment.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectOptions {
+    /// Share one HTTP client (connection pool, image cache) between several models, e.g. a model and its judge.
+    /// `None` builds one from `http`.
+    pub transport: Option<Transport>,
+    pub http: HttpOptions,
+    pub backend: BackendOptions,
+}
+
+/// A model ready to be asked, and what identifies it beyond its spec.
+pub struct ConnectedModel {
+    pub spec: ModelSpec,
+    pub backend: Arc<dyn nmb_requests::Backend>,
+    /// Goes into [`crate::EvalSettings::model_identity`]: for `local:` the model's content hash
+    /// ([`LocalModel::model_id`]), chat template hash and context window, so a changed file never reuses stored
+    /// answers; empty for API models, whose spec is their identity.
+    pub identity: Map<String, Value>,
+}
+
+impl std::fmt::Debug for ConnectedModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectedModel")
+            .field("spec", &self.spec)
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error(transparent)]
+    Http(#[from] nmb_requests::ConnectError),
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error("cannot load local model {spec}: {source}")]
+    Local {
+        spec: String,
+        #[source]
+        source: LocalError,
+    },
+}
+
+/// Builds the backend for `spec` (`openai:`, `anthropic:`, `gemini:` or `local:`). A `local:` model is loaded
+/// here (it takes a moment and blocks: call it before starting work, or from `spawn_blocking`); an
+/// `hf://OWNER/NAME/FILE.gguf` path downloads through the Hugging Face Hub, which needs network access.
+pub fn connect_model(spec: &str, options: &ConnectOptions) -> Result<ConnectedModel, ConnectError> {
+    let spec = ModelSpec::parse(spec)?;
+    if spec.backend == BackendKind::Local {
+        return connect_local(spec);
+    }
+    let transport = match &options.transport {
+        Some(t) => t.clone(),
+        None => Transport::new(&options.http)?,
+    };
+    let backend = nmb_requests::connect(&spec, &transport, &options.backend)?;
+    Ok(ConnectedModel {
+        spec,
+        backend,
+        identity: Map::new(),
+    })
+}
+
+fn connect_local(spec: ModelSpec) -> Result<ConnectedModel, ConnectError> {
+    let model = LocalModel::open(&spec.model).map_err(|source| ConnectError::Local {
+        spec: spec.to_string(),
+        source,
+    })?;
+    let info = model.info();
+    tracing::info!(model = %info.model_id, load_ms = model.load_time().as_millis() as u64, "local model loaded");
+    let identity = json!({
+        "local_model_id": info.model_id,
+        "architecture": info.architecture,
+        "context_length": info.context_length,
+        "chat_template_sha256": info.chat_template_sha256,
+    });
+    let identity = match identity {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    let backend = Arc::new(LocalBackend::new(spec.clone(), Arc::new(model)));
+    Ok(ConnectedModel {
+        spec,
+        backend,
+        identity,
+    })
+}

