@@ -3,12 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nmb_score::results::{Breakdown, Comparison, GroupComparison, TaskScore};
+use nmb_score::results::{Comparison, TaskScore};
 use nmb_stats::{
-    bootstrap_mean, mcnemar_paired, model_rank_correlation, paired_bootstrap, BootstrapConfig,
-    Design, Estimate, RankCorrelation,
+    bootstrap_mean, model_rank_correlation, BootstrapConfig, Design, Estimate, RankCorrelation,
 };
-use nmb_suite::{Family, Level};
 use serde::{Deserialize, Serialize};
 
 use crate::input::RunData;
@@ -233,33 +231,8 @@ fn two_axis(runs: &[RunData], cfg: &BootstrapConfig) -> Option<TwoAxis> {
     })
 }
 
-/// One scored item of a run for pairing: correctness and the case it belongs to.
-struct Item {
-    correct: bool,
-    case_id: String,
-    level: Level,
-    family: Family,
-}
-
-fn items(run: &RunData) -> BTreeMap<(String, u32), Item> {
-    run.scores
-        .iter()
-        .flat_map(|s| &s.samples)
-        .filter(|s| s.status.is_scored())
-        .map(|s| {
-            (
-                (s.task_id.clone(), s.sample_index),
-                Item {
-                    correct: s.correct == Some(true),
-                    case_id: s.case_id.clone(),
-                    level: s.level,
-                    family: s.family,
-                },
-            )
-        })
-        .collect()
-}
-
+/// Every pair of runs of different models on the same suite, compared with nmb-score's paired comparison (the
+/// same numbers as `nmb compare`).
 fn paired(runs: &[RunData], cfg: &BootstrapConfig, notes: &mut Vec<String>) -> Vec<Comparison> {
     let mut out = Vec::new();
     for (i, a) in runs.iter().enumerate() {
@@ -270,72 +243,18 @@ fn paired(runs: &[RunData], cfg: &BootstrapConfig, notes: &mut Vec<String>) -> V
             if a.model() == b.model() || a.manifest.suite_hash != b.manifest.suite_hash {
                 continue;
             }
-            let (ia, ib) = (items(a), items(b));
-            let shared: Vec<(&(String, u32), &Item, &Item)> = ia
-                .iter()
-                .filter_map(|(k, x)| ib.get(k).map(|y| (k, x, y)))
-                .collect();
-            if shared.is_empty() {
-                notes.push(format!(
+            match nmb_score::compare::compare(sa, sb, cfg) {
+                Ok(c) if c.groups.first().is_some_and(|g| g.items > 0) => out.push(c),
+                Ok(_) => notes.push(format!(
                     "runs {} and {} share a suite but no item scored in both; no paired comparison",
                     a.info.run_id, b.info.run_id
-                ));
-                continue;
+                )),
+                Err(e) => notes.push(format!(
+                    "runs {} and {}: no paired comparison: {e}",
+                    a.info.run_id, b.info.run_id
+                )),
             }
-            let mut groups = vec![group(Breakdown::Overall, None, None, &shared, cfg)];
-            let cells: BTreeSet<(Level, Family)> =
-                shared.iter().map(|(_, x, _)| (x.level, x.family)).collect();
-            for (level, family) in cells {
-                let subset: Vec<_> = shared
-                    .iter()
-                    .filter(|(_, x, _)| x.level == level && x.family == family)
-                    .copied()
-                    .collect();
-                groups.push(group(
-                    Breakdown::LevelFamily,
-                    Some(level),
-                    Some(family),
-                    &subset,
-                    cfg,
-                ));
-            }
-            out.push(Comparison {
-                run_a: a.info.run_id.clone(),
-                run_b: b.info.run_id.clone(),
-                model_a: a.model().to_string(),
-                model_b: b.model().to_string(),
-                config_hash_a: sa.config.config_hash.clone(),
-                config_hash_b: sb.config.config_hash.clone(),
-                bootstrap: *cfg,
-                groups,
-                notes: Vec::new(),
-            });
         }
     }
     out
-}
-
-fn group(
-    by: Breakdown,
-    level: Option<Level>,
-    family: Option<Family>,
-    items: &[(&(String, u32), &Item, &Item)],
-    cfg: &BootstrapConfig,
-) -> GroupComparison {
-    let a: Vec<bool> = items.iter().map(|(_, x, _)| x.correct).collect();
-    let b: Vec<bool> = items.iter().map(|(_, _, y)| y.correct).collect();
-    let to_f = |v: &[bool]| {
-        v.iter()
-            .map(|&c| f64::from(u8::from(c)))
-            .collect::<Vec<f64>>()
-    };
-    let cases: Vec<&str> = items.iter().map(|(_, x, _)| x.case_id.as_str()).collect();
-    GroupComparison {
-        by,
-        level,
-        family,
-        items: items.len(),
-        paired: paired_bootstrap(&to_f(&a), &to_f(&b), &Design::clusters_by(&cases), cfg).ok(),
-        mcnemar: mcnemar_paired(&a, &b).ok(),
-    }
 }

@@ -55,7 +55,7 @@ th{background:#f0f4f8}td.num{text-align:right;font-variant-numeric:tabular-nums;
 .charts{display:flex;flex-wrap:wrap;gap:14px}.chart{border:1px solid #e3e3e3;background:#fff}
 details.case{border:1px solid #ccc;margin:8px 0;padding:4px 10px;border-radius:4px}
 details.case>summary{font-weight:bold;cursor:pointer}
-.thumbs img{margin:4px;border:1px solid #999;background:#000}
+.thumbs .thumb{display:inline-block;margin:4px;border:1px solid #999;background-color:#000;background-size:100% 100%}
 .answer{white-space:pre-wrap;font-family:"DejaVu Sans Mono",monospace;font-size:12px;background:#f7f7f7;border:1px solid #e0e0e0;padding:6px;max-height:360px;overflow:auto;margin:4px 0}
 .sample{border-left:3px solid #bbb;padding-left:8px;margin:8px 0}
 .ok{border-left-color:#009E73}.bad{border-left-color:#D55E00}.err{border-left-color:#777}
@@ -100,12 +100,13 @@ fn head(h: &mut String, runs: &[RunData]) {
          <meta http-equiv=\"Content-Security-Policy\" content=\"{}\">\
          <meta name=\"referrer\" content=\"no-referrer\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{}</title><style>{STYLE}</style></head><body>\
+         <title>{}</title><style>{STYLE}{}</style></head><body>\
          <h1>{}</h1><p class=\"muted\">{} run(s) · nmb {} · every aggregate carries a 95% bootstrap CI \
          (percentile, clustered by case) · pass@k in two labelled readings: (a) the unbiased estimator over the n \
          samples of a task, (b) the reference within the first k entries of one answer's ranked differential.</p>",
         escape(CSP),
         escape(&title),
+        thumbnail_styles(runs),
         escape(&title),
         runs.len(),
         escape(env!("CARGO_PKG_VERSION")),
@@ -625,6 +626,38 @@ fn cases(h: &mut String, runs: &[RunData], opts: &ReportOptions) {
     }
 }
 
+/// The CSS class carrying one image (hex digits only, so it needs no escaping).
+fn thumb_class(sha: &str) -> String {
+    let hex: String = sha.chars().filter(char::is_ascii_hexdigit).take(24).collect();
+    format!("t{hex}")
+}
+
+/// One CSS rule per distinct thumbnail, so an image shared by many cases is embedded once.
+fn thumbnail_styles(runs: &[RunData]) -> String {
+    let mut seen = BTreeSet::new();
+    let mut css = String::new();
+    for r in runs {
+        for (sha, t) in &r.thumbnails {
+            let Some(b64) = &t.png_base64 else { continue };
+            if !seen.insert(thumb_class(sha)) {
+                continue;
+            }
+            // Base64 holds only [A-Za-z0-9+/=]; filtering keeps anything else from closing the string, the
+            // rule or the style element.
+            let clean: String = b64
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '='))
+                .collect();
+            let _ = write!(
+                css,
+                ".{}{{background-image:url(\"data:image/png;base64,{clean}\")}}",
+                thumb_class(sha)
+            );
+        }
+    }
+    css
+}
+
 fn thumbnails(h: &mut String, runs: &[RunData], tasks: &BTreeMap<String, Vec<usize>>) {
     let mut seen = BTreeSet::new();
     let mut html = String::new();
@@ -641,15 +674,16 @@ fn thumbnails(h: &mut String, runs: &[RunData], tasks: &BTreeMap<String, Vec<usi
                     continue;
                 };
                 match &t.png_base64 {
-                    Some(b64) => {
+                    Some(_) => {
                         let _ = write!(
                             html,
-                            "<img src=\"data:image/png;base64,{}\" width=\"{}\" height=\"{}\" alt=\"{}\" title=\"{}\">",
-                            escape(b64),
+                            "<span class=\"thumb {}\" role=\"img\" aria-label=\"{}\" title=\"{}\" \
+                             style=\"width:{}px;height:{}px\"></span>",
+                            thumb_class(sha),
+                            escape(&format!("image {}", &sha[..sha.len().min(12)])),
+                            escape(&format!("sha256 {sha}")),
                             t.width,
                             t.height,
-                            escape(&format!("image {}", &sha[..sha.len().min(12)])),
-                            escape(&format!("sha256 {sha}"))
                         );
                     }
                     None => {

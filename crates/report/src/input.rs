@@ -10,10 +10,11 @@ use serde::Serialize;
 use crate::thumbs;
 use crate::ReportError;
 
-/// The prompt of one task as sent at its first turn: its text and the images it carried (by content hash).
+/// The prompt of one task as sent at its last turn: the user text of every turn and every image it carried (by
+/// content hash).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TaskPrompt {
-    /// The user text of the first turn (images left out).
+    /// The user text of every turn (images left out).
     pub text: String,
     /// Image content hashes, in prompt order.
     pub images: Vec<String>,
@@ -119,42 +120,51 @@ pub fn load_run(
     })
 }
 
-/// The first-turn prompt of every task, read once per distinct prompt hash.
+/// The prompt of every task as of its last answered turn (so a multi-turn consult shows every turn's text and
+/// images), read once per distinct prompt hash.
 fn task_prompts(
     store: &Store,
     samples: &[SampleRecord],
 ) -> Result<BTreeMap<String, TaskPrompt>, ReportError> {
-    let mut by_hash: BTreeMap<String, TaskPrompt> = BTreeMap::new();
-    let mut out = BTreeMap::new();
+    let mut last: BTreeMap<&str, (u32, &str)> = BTreeMap::new();
     for s in samples {
-        if out.contains_key(&s.task_id) {
-            continue;
+        for t in &s.turns {
+            let entry = last.entry(s.task_id.as_str()).or_insert((t.turn_index, &t.call.prompt_hash));
+            if t.turn_index > entry.0 {
+                *entry = (t.turn_index, &t.call.prompt_hash);
+            }
         }
-        let Some(first) = s.turns.iter().find(|t| t.turn_index == 0) else {
-            continue;
-        };
-        let hash = &first.call.prompt_hash;
+    }
+    let mut by_hash: BTreeMap<&str, TaskPrompt> = BTreeMap::new();
+    let mut out = BTreeMap::new();
+    for (task, (_, hash)) in last {
         if !by_hash.contains_key(hash) {
             let body = store.prompt_body(hash)?.unwrap_or_default();
-            by_hash.insert(hash.clone(), parse_prompt(&body));
+            by_hash.insert(hash, parse_prompt(&body));
         }
-        out.insert(s.task_id.clone(), by_hash[hash].clone());
+        out.insert(task.to_string(), by_hash[hash].clone());
     }
     Ok(out)
 }
 
-/// `{"messages": [{"role", "parts": [{"text"} | {"image", "mime"}]}]}` as the run crate stores it.
+/// `{"messages": [{"role", "parts": [{"text"} | {"image", "mime"}]}]}` as the run crate stores it. The user
+/// messages' text, turn after turn; the model's own earlier answers are shown with the samples instead.
 fn parse_prompt(body: &str) -> TaskPrompt {
     let value: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
     let mut prompt = TaskPrompt::default();
     let messages = value["messages"].as_array().cloned().unwrap_or_default();
-    for m in messages.iter().filter(|m| m["role"] == "user") {
+    for (turn, m) in messages.iter().filter(|m| m["role"] == "user").enumerate() {
+        if turn > 0 {
+            prompt.text.push_str(&format!("\n\n--- turn {} ---\n\n", turn + 1));
+        }
+        let mut first = true;
         for part in m["parts"].as_array().into_iter().flatten() {
             if let Some(t) = part["text"].as_str() {
-                if !prompt.text.is_empty() {
+                if !first {
                     prompt.text.push_str("\n\n");
                 }
                 prompt.text.push_str(t);
+                first = false;
             }
             if let Some(sha) = part["image"].as_str() {
                 if !prompt.images.iter().any(|i| i == sha) {
@@ -166,34 +176,12 @@ fn parse_prompt(body: &str) -> TaskPrompt {
     prompt
 }
 
-/// The newest score report stored for a run (table `score_reports`, written by `nmb score`), or `None` when the
-/// run was never scored or the store predates score storage.
+/// The newest score report stored for a run (written by `nmb score`), or `None` when it was never scored.
 pub fn stored_scores(store: &Store, run_id: &str) -> Result<Option<ScoreReport>, ReportError> {
-    let text: Option<String> = store.with_conn("read a run's score report", |c| {
-        let exists: bool = c.query_row(
-            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'score_reports')",
-            [],
-            |r| r.get(0),
-        )?;
-        if !exists {
-            return Ok(None);
-        }
-        let mut stmt = c.prepare(
-            "SELECT report FROM score_reports WHERE run_id = ?1 ORDER BY updated_ms DESC LIMIT 1",
-        )?;
-        let mut rows = stmt.query([run_id])?;
-        match rows.next()? {
-            Some(row) => Ok(Some(row.get(0)?)),
-            None => Ok(None),
-        }
-    })?;
-    text.map(|t| {
-        serde_json::from_str(&t).map_err(|e| ReportError::Scores {
-            what: format!("the stored score report of run {run_id}"),
-            message: e.to_string(),
-        })
+    nmb_score::stored::latest(store, run_id).map_err(|e| ReportError::Scores {
+        what: format!("the stored score report of run {run_id}"),
+        message: e.to_string(),
     })
-    .transpose()
 }
 
 /// A score report from a JSON file (`nmb score RUN --json > FILE`).

@@ -40,7 +40,7 @@ fn breadth_and_depth_runs_of_three_models_give_the_scatter_and_the_correlation()
     for (m, _, _) in MODELS {
         for (suite, samples) in [(&breadth_suite, 1), (&depth_suite, 5)] {
             let id = common::run_model(&store, &server, suite, m, samples);
-            let scores = common::fixture_score::score(&store, &id, suite, &cfg);
+            let scores = common::judge::score(&store, &server.url(), &id, suite, cfg.resamples);
             runs.push(load_run(&store, &id, Some(scores)).unwrap());
         }
     }

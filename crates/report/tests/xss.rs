@@ -33,7 +33,7 @@ fn model_output_cannot_run_script_in_the_html_report() {
     let mut small = suite.clone();
     small.cases.truncate(2);
     let run_id = common::run_model(&store, &server, &small, "xss-model", 2);
-    let scores = common::fixture_score::score(&store, &run_id, &small, &Default::default());
+    let scores = common::judge::score(&store, &server.url(), &run_id, &small, 1000);
     let run = load_run(&store, &run_id, Some(scores)).unwrap();
     assert!(
         run.samples

@@ -1,9 +1,10 @@
 //! Shared by the report tests and the report benchmark: real runs against the loopback fake server, a scripted
-//! model with a given skill, a scorer for those runs, and headless Chromium.
+//! model with a given skill, a deterministic judge for scoring them with nmb-score's engine, and headless
+//! Chromium.
 #![allow(dead_code)]
 
 pub mod browser;
-pub mod fixture_score;
+pub mod judge;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -153,6 +154,9 @@ pub fn scripted_model(
     skill: BTreeMap<String, f64>,
 ) -> nmb_fake_server::Responder {
     Arc::new(move |req: &ReceivedRequest| {
+        if let Some(reply) = judge::judge_reply(req) {
+            return reply;
+        }
         if let Some(text) = book.fixed.get(&req.model) {
             return Reply::Texts(vec![text.clone(); req.samples() as usize]);
         }
