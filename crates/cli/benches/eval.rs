@@ -158,11 +158,15 @@ fn write_suite(dir: &Path, tasks: usize) -> usize {
     .expect("suite.toml");
     let mut lines = String::new();
     for i in 0..tasks {
+        let images: Vec<Value> = ["FLAIR", "DWI", "T1"]
+            .iter()
+            .map(|s| {
+                json!({"path": format!("images/{s}.png"), "modality": "MRI", "sequence": s, "plane": "axial"})
+            })
+            .collect();
         let case = json!({
             "case_id": format!("case{i:04}"),
-            "images": ["FLAIR", "DWI", "T1"].iter().map(|s| json!({
-                "path": format!("images/{s}.png"), "modality": "MRI", "sequence": s, "plane": "axial"
-            })).collect::<Vec<_>>(),
+            "images": images,
             "ehr": {"Age": 30 + i % 60, "Sex": if i % 2 == 0 { "female" } else { "male" },
                     "Onset": format!("{} days", 1 + i % 30)},
             "notes": format!("Case {i}: subacute cognitive decline and myoclonus over weeks."),

@@ -26,6 +26,7 @@ Examples:
   nmb compare RUN_A RUN_B
   nmb agreement ratings.csv --pass-threshold 3 --json
   nmb bertscore --model-dir DIR --layer 6 --cands answers.txt --refs references.txt --json
+  nmb report RUN_ID [RUN_ID...] --out nmb-report --format html,md,csv,json
 
 A SUITE is `sample` (bundled), a path whose format is detected, or FORMAT:PATH with FORMAT one of
 site, native, vqa-rad, mcq.
@@ -73,6 +74,9 @@ enum Command {
     /// BERTScore (P, R, F1) of candidate lines against reference lines, with a local encoder
     #[command(after_help = cmd::bertscore::EXAMPLES)]
     Bertscore(cmd::bertscore::BertScoreArgs),
+    /// Write the report of one run or a comparison: self-contained HTML, Markdown, CSV, JSON, leaderboard
+    #[command(after_help = cmd::report::EXAMPLES)]
+    Report(cmd::report::ReportArgs),
     /// Agreement between judges and clinicians (correlations, kappas, alpha, ICC, corrected pass rates)
     #[command(after_help = cmd::agreement::EXAMPLES)]
     Agreement(cmd::agreement::AgreementArgs),
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
         Command::Score(c) => cmd::score::run(c, &cli.runs_dir),
         Command::Compare(c) => cmd::compare::run(c, &cli.runs_dir),
         Command::Bertscore(a) => cmd::bertscore::run(a),
+        Command::Report(a) => cmd::report::run(a, &cli.runs_dir),
         Command::Agreement(a) => cmd::agreement::run(a),
     };
     match result {

@@ -1,1 +1,225 @@
-//! Placeholder; filled in by its issue.
+//! Reports: what a researcher publishes from one run or a comparison of several.
+//!
+//! This crate owns turning stored runs and their scores into files:
+//! - a single self-contained HTML page (inline CSS and SVG, no script, no external asset, a strict
+//!   Content-Security-Policy), with the headline table, charts, the two-axis scatter, paired significance, a
+//!   per-case section with thumbnails and every sampled answer, and the run manifests;
+//! - Markdown with the same tables, CSV (one row per sample, plus an aggregate CSV), JSON with the full results;
+//! - a leaderboard export in the Neural-MedBench site's `js/data.js` shape.
+//!
+//! Everything a model wrote is untrusted: it is escaped in every HTML context ([`html::escape`]); images are
+//! decoded and re-encoded as small PNG thumbnails, never embedded as stored.
+//!
+//! It does not score (that is `nmb-score`, whose [`ScoreReport`] it reads), call models, or change the store.
+//! Cross-run numbers it derives itself — the breadth-versus-depth rank correlation and paired comparisons between
+//! models — come from `nmb-stats` with a recorded seed.
+
+mod analysis;
+mod csv_out;
+pub mod html;
+mod input;
+mod leaderboard;
+mod markdown;
+mod svg;
+mod thumbs;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+pub use analysis::{build, Analysis, CostEstimate, ModelPoint, Price, Prices, TwoAxis};
+pub use input::{load_run, scores_from_file, stored_scores, RunData, TaskPrompt, Thumbnail};
+pub use leaderboard::{leaderboard, Leaderboard, LeaderboardEntry};
+pub use nmb_score::results::ScoreReport;
+
+/// Why a report could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Store(#[from] nmb_store::StoreError),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write CSV {path}: {source}")]
+    Csv {
+        path: PathBuf,
+        #[source]
+        source: csv::Error,
+    },
+    #[error("unknown report format {0:?}; expected html, md, csv or json")]
+    UnknownFormat(String),
+    #[error("no runs given; name at least one run id")]
+    NoRuns,
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} is not a valid score report: {message}")]
+    Scores { what: String, message: String },
+}
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Format {
+    Html,
+    Markdown,
+    Csv,
+    Json,
+}
+
+impl Format {
+    pub const ALL: [Format; 4] = [Format::Html, Format::Markdown, Format::Csv, Format::Json];
+
+    pub fn parse(text: &str) -> Result<Format, ReportError> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "html" => Ok(Format::Html),
+            "md" | "markdown" => Ok(Format::Markdown),
+            "csv" => Ok(Format::Csv),
+            "json" => Ok(Format::Json),
+            other => Err(ReportError::UnknownFormat(other.to_string())),
+        }
+    }
+}
+
+/// What to write and where.
+#[derive(Debug, Clone)]
+pub struct ReportOptions {
+    pub out_dir: PathBuf,
+    pub formats: BTreeSet<Format>,
+    /// Also write `leaderboard.json` and `data.js`.
+    pub leaderboard: bool,
+    /// Dollar prices per million tokens, by model.
+    pub prices: Prices,
+    /// Seed, level and resamples of the bootstrap behind cross-run numbers.
+    pub bootstrap: nmb_stats::BootstrapConfig,
+    /// Cases whose section starts expanded in HTML when the report has at most this many cases.
+    pub expand_cases_up_to: usize,
+}
+
+impl ReportOptions {
+    pub fn new(out_dir: impl Into<PathBuf>) -> Self {
+        ReportOptions {
+            out_dir: out_dir.into(),
+            formats: Format::ALL.into_iter().collect(),
+            leaderboard: false,
+            prices: Prices::default(),
+            bootstrap: nmb_stats::BootstrapConfig::default(),
+            expand_cases_up_to: 20,
+        }
+    }
+}
+
+/// Files written, by kind.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Written {
+    pub html: Option<PathBuf>,
+    pub markdown: Option<PathBuf>,
+    pub csv_samples: Option<PathBuf>,
+    pub csv_aggregate: Option<PathBuf>,
+    pub json: Option<PathBuf>,
+    pub leaderboard_json: Option<PathBuf>,
+    pub leaderboard_js: Option<PathBuf>,
+}
+
+impl Written {
+    pub fn all(&self) -> Vec<&Path> {
+        [
+            &self.html,
+            &self.markdown,
+            &self.csv_samples,
+            &self.csv_aggregate,
+            &self.json,
+            &self.leaderboard_json,
+            &self.leaderboard_js,
+        ]
+        .into_iter()
+        .filter_map(|p| p.as_deref())
+        .collect()
+    }
+}
+
+/// Writes every requested format for `runs` into `opts.out_dir`.
+pub fn write_report(runs: &[RunData], opts: &ReportOptions) -> Result<Written, ReportError> {
+    if runs.is_empty() {
+        return Err(ReportError::NoRuns);
+    }
+    std::fs::create_dir_all(&opts.out_dir).map_err(|source| ReportError::Write {
+        path: opts.out_dir.clone(),
+        source,
+    })?;
+    let analysis = build(runs, &opts.prices, &opts.bootstrap);
+    let mut written = Written::default();
+    let file = |name: &str| opts.out_dir.join(name);
+    if opts.formats.contains(&Format::Html) {
+        let path = file("report.html");
+        write_text(&path, &html::render(runs, &analysis, opts))?;
+        written.html = Some(path);
+    }
+    if opts.formats.contains(&Format::Markdown) {
+        let path = file("report.md");
+        write_text(&path, &markdown::render(runs, &analysis))?;
+        written.markdown = Some(path);
+    }
+    if opts.formats.contains(&Format::Csv) {
+        let samples = file("samples.csv");
+        csv_out::write_samples(&samples, runs)?;
+        let aggregate = file("aggregate.csv");
+        csv_out::write_aggregate(&aggregate, runs, &analysis)?;
+        written.csv_samples = Some(samples);
+        written.csv_aggregate = Some(aggregate);
+    }
+    if opts.formats.contains(&Format::Json) {
+        let path = file("report.json");
+        write_text(&path, &json_report(runs, &analysis))?;
+        written.json = Some(path);
+    }
+    if opts.leaderboard {
+        let board = leaderboard(runs);
+        let json_path = file("leaderboard.json");
+        write_text(&json_path, &leaderboard::to_json(&board))?;
+        let js_path = file("data.js");
+        write_text(&js_path, &leaderboard::to_data_js(&board))?;
+        written.leaderboard_json = Some(json_path);
+        written.leaderboard_js = Some(js_path);
+    }
+    Ok(written)
+}
+
+/// The full results as one JSON document: every run's manifest, summary, cost, scores and stored answers, and
+/// the cross-run analysis.
+pub fn json_report(runs: &[RunData], analysis: &Analysis) -> String {
+    let runs: Vec<serde_json::Value> = runs
+        .iter()
+        .zip(&analysis.costs)
+        .map(|(r, cost)| {
+            serde_json::json!({
+                "run_id": r.info.run_id,
+                "status": r.info.status,
+                "created_at": nmb_store::format_utc_ms(r.info.created_ms),
+                "manifest": r.info.manifest,
+                "summary": r.summary,
+                "cost": cost,
+                "scores": r.scores,
+                "prompts": r.prompts,
+                "samples": r.samples,
+            })
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "nmb_version": env!("CARGO_PKG_VERSION"),
+        "runs": runs,
+        "analysis": analysis,
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+fn write_text(path: &Path, text: &str) -> Result<(), ReportError> {
+    std::fs::write(path, text).map_err(|source| ReportError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}

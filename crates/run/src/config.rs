@@ -39,6 +39,9 @@ pub struct EvalSettings {
     pub model_identity: Map<String, Value>,
     /// Inputs the backend cannot take (e.g. images for a text-only model), recorded in the manifest.
     pub dropped_inputs: Vec<String>,
+    /// How the suite was named (`suite_spec`, `answers_path`, `filters`, `level`), recorded in the manifest so
+    /// that scoring can load the same suite again. Not part of the configuration hash: the suite hash is.
+    pub suite_source: Map<String, Value>,
 }
 
 impl EvalSettings {
@@ -53,6 +56,7 @@ impl EvalSettings {
             resume: Resume::Auto,
             model_identity: Map::new(),
             dropped_inputs: Vec::new(),
+            suite_source: Map::new(),
         }
     }
 }
@@ -71,7 +75,7 @@ pub(crate) fn manifest(
             dropped.push(note);
         }
     }
-    let mut extra = Map::new();
+    let mut extra = settings.suite_source.clone();
     extra.insert("suite_version".into(), json!(suite.version));
     extra.insert("suite_format".into(), json!(suite.format));
     extra.insert("limit".into(), json!(settings.plan.limit));

@@ -418,7 +418,13 @@ mod tests {
     use crate::results::{DiagnosisScore, SampleScore};
     use nmb_suite::Level;
 
-    fn sample(task: &str, i: u32, status: SampleStatus, correct: bool, rank: Option<u32>) -> SampleScore {
+    fn sample(
+        task: &str,
+        i: u32,
+        status: SampleStatus,
+        correct: bool,
+        rank: Option<u32>,
+    ) -> SampleScore {
         SampleScore {
             task_id: task.into(),
             sample_index: i,
@@ -468,10 +474,24 @@ mod tests {
             for c in 0..=n {
                 // n answered samples (the first c correct) plus two errored ones that must not count.
                 let mut samples: Vec<SampleScore> = (0..n)
-                    .map(|i| sample("a/dx", i as u32, SampleStatus::Ok, i < c, (i < c).then_some(1)))
+                    .map(|i| {
+                        sample(
+                            "a/dx",
+                            i as u32,
+                            SampleStatus::Ok,
+                            i < c,
+                            (i < c).then_some(1),
+                        )
+                    })
                     .collect();
                 for e in 0..2 {
-                    samples.push(sample("a/dx", (n + e) as u32, SampleStatus::Errored, true, Some(1)));
+                    samples.push(sample(
+                        "a/dx",
+                        (n + e) as u32,
+                        SampleStatus::Errored,
+                        true,
+                        Some(1),
+                    ));
                 }
                 let t = &task_scores(&samples).unwrap()[0];
                 assert_eq!((t.n, t.c, t.errored), (n, c, 2));
@@ -481,7 +501,10 @@ mod tests {
                         assert_eq!(got, None);
                     } else {
                         let want = enumerated(n, c, k);
-                        assert!((got.unwrap() - want).abs() < 1e-12, "n={n} c={c} k={k}: {got:?} vs {want}");
+                        assert!(
+                            (got.unwrap() - want).abs() < 1e-12,
+                            "n={n} c={c} k={k}: {got:?} vs {want}"
+                        );
                     }
                 }
             }

@@ -10,10 +10,12 @@ use clap::Args;
 use nmb_plan::{GenParams, InputMode, Plan, PlanOptions, PlanSummary, PlannedTask, Template};
 use nmb_requests::{BackendKind, ModelSpec, RetryPolicy, Scheduler, SchedulerConfig};
 use nmb_run::{connect_model, ConnectOptions, EvalSettings, Progress, Resume, RunOutcome};
+use nmb_stats::BootstrapConfig;
 use nmb_store::Store;
 use nmb_suite::{Filter, Level, Suite};
 use serde_json::json;
 
+use super::score::ScoringArgs;
 use super::suite::SuiteSource;
 use crate::progress::{count, duration, Reporter};
 
@@ -123,6 +125,14 @@ pub struct EvalArgs {
     /// No progress output on stderr
     #[arg(long, short)]
     quiet: bool,
+    /// Do not score the run at the end (score it later with `nmb score RUN_ID`)
+    #[arg(long)]
+    no_score: bool,
+    #[command(flatten)]
+    scoring: ScoringArgs,
+    /// Also write the run's report (HTML, Markdown, CSV, JSON) into DIR and print the HTML file's path
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
 }
 
 fn non_negative(s: &str) -> Result<f64, String> {
@@ -214,6 +224,7 @@ pub fn run(args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
     settings.max_requests = args.max_requests;
     settings.resume = args.resume();
     settings.model_identity = model.identity.clone();
+    settings.suite_source = suite_source(&args);
     let scheduler = Scheduler::new(SchedulerConfig {
         global_limit: args.concurrency as usize,
         timeout: Duration::from_secs_f64(args.timeout),
@@ -229,11 +240,12 @@ pub fn run(args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
         .context("cannot start the async runtime")?;
     let progress = Arc::new(Progress::default());
     let started = Instant::now();
+    let store = Arc::new(store);
     let outcome = runtime.block_on(async {
         let reporter = Reporter::start(progress.clone(), scheduler.clone(), args.quiet);
         let outcome = nmb_run::evaluate(
             &suite,
-            Arc::new(store),
+            store.clone(),
             scheduler.clone(),
             model.backend.clone(),
             settings,
@@ -244,14 +256,69 @@ pub fn run(args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
         outcome
     });
     let outcome = outcome.context("the evaluation stopped")?;
-    report(&args, &outcome, &progress, &scheduler, started.elapsed())?;
+    let scores = if args.no_score || outcome.stopped_early {
+        None
+    } else {
+        let run_id = &outcome.run_id;
+        let scoring = super::score::score_loaded(
+            &store,
+            run_id,
+            &suite,
+            &args.scoring,
+            BootstrapConfig::default(),
+        );
+        Some(runtime.block_on(scoring)?)
+    };
+    report(
+        &args,
+        &outcome,
+        &progress,
+        &scheduler,
+        started.elapsed(),
+        scores.as_ref(),
+    )?;
     if !model.backend.supports_images() && args.inputs.includes_images() && !args.json {
         eprintln!(
             "note: {} is text-only: images were not sent (the run manifest records this)",
             model.spec
         );
     }
+    if let Some(dir) = &args.report {
+        let html = write_report(&store, &outcome.run_id, scores, dir)?;
+        println!("report: {}", html.display());
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How the suite was named, for the manifest, so that `nmb score RUN_ID` can load it again.
+fn suite_source(args: &EvalArgs) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("suite_spec".into(), json!(args.suite));
+    if let Some(a) = &args.answers {
+        let path = std::path::absolute(a).unwrap_or_else(|_| a.clone());
+        m.insert("answers_path".into(), json!(path));
+    }
+    let filters: Vec<String> = args.filters.iter().map(|f| f.to_string()).collect();
+    m.insert("filters".into(), json!(filters));
+    if let Some(level) = args.level {
+        m.insert("level".into(), json!(level.to_string()));
+    }
+    m
+}
+
+/// Writes every report format for one run and returns the HTML file's path.
+fn write_report(
+    store: &Store,
+    run_id: &str,
+    scores: Option<nmb_score::results::ScoreReport>,
+    dir: &Path,
+) -> Result<PathBuf> {
+    let run = nmb_report::load_run(store, run_id, scores)
+        .with_context(|| format!("cannot read run {run_id} for its report"))?;
+    let opts = nmb_report::ReportOptions::new(dir);
+    let written = nmb_report::write_report(&[run], &opts)
+        .with_context(|| format!("cannot write the report into {}", dir.display()))?;
+    written.html.context("the report writer wrote no HTML file")
 }
 
 /// Loads the suite, refusing one with errors (a run on a half-read suite would give numbers nobody can trust).
@@ -410,6 +477,7 @@ fn report(
     progress: &Progress,
     scheduler: &Scheduler,
     elapsed: Duration,
+    scores: Option<&nmb_score::results::ScoreReport>,
 ) -> Result<()> {
     let s = &outcome.summary;
     let p = progress.snapshot();
@@ -432,6 +500,12 @@ fn report(
                 "elapsed_s": elapsed.as_secs_f64(),
             },
             "summary": s,
+            "scores": scores.map(|r| json!({
+                "config_hash": r.config.config_hash,
+                "overall": r.overall,
+                "by_level_family": r.by_level_family,
+                "notes": r.notes,
+            })),
         });
         println!("{out}");
         return Ok(());
@@ -477,6 +551,17 @@ fn report(
         );
     } else if s.samples_errored > 0 {
         println!("errored samples keep their error class; run the same command with --resume {} to retry them", s.run_id);
+    }
+    match scores {
+        Some(r) => {
+            println!();
+            super::score::print_report(r, false)?;
+        }
+        None if args.no_score => println!(
+            "not scored (--no-score); `nmb score {}` scores it",
+            s.run_id
+        ),
+        None => println!("not scored: the run is unfinished"),
     }
     println!("run id: {}", s.run_id);
     Ok(())

@@ -84,11 +84,9 @@ impl BootstrapArgs {
     }
 }
 
+/// How answers are scored: judges, rubric, taxonomy, BERTScore. Shared by `nmb score` and `nmb eval`.
 #[derive(Args, Debug)]
-pub struct ScoreArgs {
-    /// The run to score (see `nmb runs`)
-    #[arg(value_name = "RUN_ID")]
-    pub run_id: String,
+pub struct ScoringArgs {
     /// Judge model BACKEND:MODEL[@BASE_URL]; repeat for a jury
     #[arg(long = "judge", value_name = "SPEC")]
     pub judges: Vec<String>,
@@ -124,7 +122,18 @@ pub struct ScoreArgs {
     /// Judge calls in flight per judge
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub judge_concurrency: usize,
-    /// The suite the run was made on [default: from the run's manifest, e.g. `sample`]
+}
+
+#[derive(Args, Debug)]
+pub struct ScoreArgs {
+    /// The run to score (see `nmb runs`)
+    #[arg(value_name = "RUN_ID")]
+    pub run_id: String,
+    #[command(flatten)]
+    pub scoring: ScoringArgs,
+    #[command(flatten)]
+    pub bootstrap: BootstrapArgs,
+    /// The suite the run was made on [default: from the run's manifest]
     #[arg(long, value_name = "SUITE")]
     pub suite: Option<String>,
     /// Answer-key JSONL for the suite [default: from the run's manifest]
@@ -133,11 +142,9 @@ pub struct ScoreArgs {
     /// Task filters the run was made with (KEY=VALUE, repeatable) [default: from the run's manifest]
     #[arg(long = "filter", value_name = "KEY=VALUE")]
     pub filters: Vec<Filter>,
-    /// Level of site-format tasks
+    /// Level of site-format tasks [default: from the run's manifest]
     #[arg(long, value_name = "LEVEL")]
     pub level: Option<Level>,
-    #[command(flatten)]
-    pub bootstrap: BootstrapArgs,
     /// Print the whole report as JSON (per-sample verdicts, per level/family aggregates with CIs, config)
     #[arg(long)]
     pub json: bool,
@@ -161,16 +168,28 @@ pub async fn score(args: &ScoreArgs, runs_dir: &Path) -> Result<ScoreReport> {
         );
     }
     let suite = load_suite(args, &run.manifest)?;
-    let opts = options(args)?;
+    let bootstrap = args.bootstrap.config();
+    score_loaded(&store, &args.run_id, &suite, &args.scoring, bootstrap).await
+}
+
+/// Scores a run whose suite is already loaded and stores the report.
+pub async fn score_loaded(
+    store: &Arc<Store>,
+    run_id: &str,
+    suite: &Suite,
+    args: &ScoringArgs,
+    bootstrap: BootstrapConfig,
+) -> Result<ScoreReport> {
+    let opts = options(args, bootstrap)?;
     let scheduler = Scheduler::new(SchedulerConfig::default());
-    let report = nmb_score::score_run(&store, &scheduler, &args.run_id, &suite, &opts)
+    let report = nmb_score::score_run(store, &scheduler, run_id, suite, &opts)
         .await
-        .with_context(|| format!("cannot score run {}", args.run_id))?;
-    stored::save(&store, &report).context("cannot store the score report")?;
+        .with_context(|| format!("cannot score run {run_id}"))?;
+    stored::save(store, &report).context("cannot store the score report")?;
     Ok(report)
 }
 
-fn options(args: &ScoreArgs) -> Result<ScoreOptions> {
+fn options(args: &ScoringArgs, bootstrap: BootstrapConfig) -> Result<ScoreOptions> {
     let judges = connect_judges(&args.judges)?;
     let rubric = match (&args.rubric, args.no_rubric) {
         (_, true) => None,
@@ -193,7 +212,7 @@ fn options(args: &ScoreArgs) -> Result<ScoreOptions> {
                 layer: args.bertscore_layer,
             }
         },
-        bootstrap: args.bootstrap.config(),
+        bootstrap,
         ..ScoreOptions::default()
     })
 }
@@ -245,10 +264,17 @@ fn load_suite(args: &ScoreArgs, manifest: &serde_json::Value) -> Result<Suite> {
     } else {
         args.filters.clone()
     };
+    let level = match args.level {
+        Some(l) => Some(l),
+        None => text("level")
+            .map(|l| l.parse::<Level>())
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("run manifest level: {e}"))?,
+    };
     let opts = LoadOptions {
         filters,
         answers,
-        level: args.level,
+        level,
     };
     let loaded =
         nmb_suite::load(&spec, &opts).with_context(|| format!("cannot load suite {spec}"))?;
@@ -268,7 +294,7 @@ fn manifest_filters(manifest: &serde_json::Value) -> Result<Vec<Filter>> {
         .collect()
 }
 
-fn print_report(report: &ScoreReport, json: bool) -> Result<()> {
+pub fn print_report(report: &ScoreReport, json: bool) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(report)?);
         return Ok(());

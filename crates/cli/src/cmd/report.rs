@@ -1,0 +1,105 @@
+//! `nmb report RUN_ID...`: writes the HTML/Markdown/CSV/JSON report (and optionally the leaderboard export) of
+//! one run or a comparison of several.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use nmb_report::{Format, Prices, ReportOptions, ScoreReport};
+
+pub const EXAMPLES: &str = "\
+Examples:
+  nmb report r20260101-120000-ab12                 # one run into ./nmb-report/
+  nmb report RUN_A RUN_B --out cmp --format html,md # compare two models
+  nmb report RUN... --leaderboard                   # + leaderboard.json, data.js
+  nmb report RUN --price gpt-4o=2.5,10              # $ per million tokens in,out
+
+Scores come from the store (written by `nmb score`), or from --scores FILE (the JSON of `nmb score --json`).
+An unscored run is still reported: answers, errors, tokens and latency, without accuracy.
+The HTML file is self-contained (inline CSS and SVG, no script, no network) and escapes all model text.
+Prints the paths written, one per line. Exit status: 0 on success, 1 on failure, 2 on bad usage.";
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Run ids (see the store); several make a comparison
+    #[arg(required = true, value_name = "RUN_ID")]
+    runs: Vec<String>,
+    /// Output directory
+    #[arg(long, default_value = "nmb-report")]
+    out: PathBuf,
+    /// Formats to write, comma-separated: html, md, csv, json
+    #[arg(long, value_delimiter = ',', default_value = "html,md,csv,json")]
+    format: Vec<String>,
+    /// Also write leaderboard.json and data.js in the Neural-MedBench site's js/data.js shape
+    #[arg(long)]
+    leaderboard: bool,
+    /// Price of a model: MODEL=IN,OUT in dollars per million input and output tokens (MODEL may be * for all)
+    #[arg(long = "price", value_name = "MODEL=IN,OUT")]
+    prices: Vec<String>,
+    /// A score report JSON file (from `nmb score RUN --json`) to use instead of the stored one; repeatable
+    #[arg(long = "scores", value_name = "FILE")]
+    scores: Vec<PathBuf>,
+    /// Seed of the bootstrap behind cross-run numbers (two-axis correlation, paired comparisons)
+    #[arg(long, default_value_t = nmb_stats::DEFAULT_SEED)]
+    seed: u64,
+    /// Bootstrap resamples for cross-run numbers
+    #[arg(long, default_value_t = nmb_stats::DEFAULT_RESAMPLES)]
+    resamples: usize,
+}
+
+pub fn run(args: ReportArgs, runs_dir: &Path) -> Result<ExitCode> {
+    let mut opts = ReportOptions::new(&args.out);
+    opts.formats = args
+        .format
+        .iter()
+        .map(|f| Format::parse(f))
+        .collect::<Result<_, _>>()?;
+    opts.leaderboard = args.leaderboard;
+    opts.prices = prices(&args.prices)?;
+    opts.bootstrap.seed = args.seed;
+    opts.bootstrap.resamples = args.resamples;
+    let store = super::score::open_store(runs_dir)?;
+    let mut from_files = score_files(&args.scores)?;
+    let mut runs = Vec::new();
+    for id in &args.runs {
+        let scores = match from_files.remove(id) {
+            Some(s) => Some(s),
+            None => nmb_report::stored_scores(&store, id)?,
+        };
+        if scores.is_none() {
+            eprintln!("note: run {id} has no scores; its report shows answers, errors and usage only (run `nmb score {id}`)");
+        }
+        let run = nmb_report::load_run(&store, id, scores)
+            .with_context(|| format!("reading run {id} from {}", runs_dir.display()))?;
+        runs.push(run);
+    }
+    if let Some(unused) = from_files.keys().next() {
+        bail!("--scores names run {unused}, which is not among the runs to report");
+    }
+    let written = nmb_report::write_report(&runs, &opts)?;
+    for path in written.all() {
+        println!("{}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn prices(specs: &[String]) -> Result<Prices> {
+    let mut prices = Prices::default();
+    for s in specs {
+        prices.add_spec(s).map_err(anyhow::Error::msg)?;
+    }
+    Ok(prices)
+}
+
+fn score_files(paths: &[PathBuf]) -> Result<BTreeMap<String, ScoreReport>> {
+    let mut out = BTreeMap::new();
+    for p in paths {
+        let report = nmb_report::scores_from_file(p)?;
+        if out.insert(report.run_id.clone(), report).is_some() {
+            bail!("{}: a second score report for the same run", p.display());
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,260 @@
+//! Numbers a report derives across runs: cost, the breadth-versus-depth view, and paired comparisons between
+//! models evaluated on the same items. Per-run numbers come from the score report as they are.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use nmb_score::results::{Comparison, TaskScore};
+use nmb_stats::{
+    bootstrap_mean, model_rank_correlation, BootstrapConfig, Design, Estimate, RankCorrelation,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::input::RunData;
+
+/// Dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Price {
+    pub input_per_mtok: f64,
+    pub output_per_mtok: f64,
+}
+
+/// Prices by model: the key is a full spec (`openai:gpt-4o@URL`), a spec without URL, a bare model name, or
+/// `*` for every other model. The most specific key wins.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Prices(pub BTreeMap<String, Price>);
+
+impl Prices {
+    /// Parses `MODEL=IN,OUT` (dollars per million input and output tokens).
+    pub fn add_spec(&mut self, spec: &str) -> Result<(), String> {
+        let (model, prices) = spec.rsplit_once('=').ok_or_else(|| {
+            format!("price {spec:?}: expected MODEL=IN,OUT (dollars per million tokens)")
+        })?;
+        let (input, output) = prices.split_once(',').ok_or_else(|| {
+            format!("price {spec:?}: expected IN,OUT after '=', e.g. gpt-4o=2.5,10")
+        })?;
+        let number = |s: &str, what: &str| {
+            s.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| {
+                    format!("price {spec:?}: {what} price {s:?} is not a non-negative number")
+                })
+        };
+        let price = Price {
+            input_per_mtok: number(input, "input")?,
+            output_per_mtok: number(output, "output")?,
+        };
+        if model.trim().is_empty() {
+            return Err(format!(
+                "price {spec:?}: the model before '=' is empty (use * for every model)"
+            ));
+        }
+        self.0.insert(model.trim().to_string(), price);
+        Ok(())
+    }
+
+    pub fn for_run(&self, run: &RunData) -> Option<Price> {
+        [
+            run.manifest.model.as_str(),
+            run.model(),
+            run.model_name(),
+            "*",
+        ]
+        .iter()
+        .find_map(|k| self.0.get(*k).copied())
+    }
+}
+
+/// Tokens and what they cost for one run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CostEstimate {
+    pub run_id: String,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub price: Option<Price>,
+    /// `None` without a price for the model.
+    pub dollars: Option<f64>,
+}
+
+/// One model on the two axes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelPoint {
+    pub model: String,
+    /// Accuracy over the scored samples of the model's breadth runs, bootstrap CI clustered by case.
+    pub breadth: Estimate,
+    /// Mean per-task pass@1 (reading (a), the unbiased estimator) over the model's depth tasks, bootstrap CI
+    /// clustered by case.
+    pub depth: Estimate,
+    pub breadth_runs: Vec<String>,
+    pub depth_runs: Vec<String>,
+}
+
+/// Breadth accuracy against depth pass@1, per model, and whether the ranks agree.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TwoAxis {
+    pub points: Vec<ModelPoint>,
+    /// Spearman's rho over models, with a bootstrap CI over models and a permutation p-value; `None` with
+    /// fewer than three models or a constant axis (see `correlation_note`).
+    pub correlation: Option<RankCorrelation>,
+    pub correlation_note: Option<String>,
+}
+
+/// Everything derived across the runs of one report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Analysis {
+    /// One per run, in the order given.
+    pub costs: Vec<CostEstimate>,
+    /// Present when at least one model has both a breadth and a depth run.
+    pub two_axis: Option<TwoAxis>,
+    /// Pairs of runs of different models on the same suite.
+    pub paired: Vec<Comparison>,
+    pub bootstrap: BootstrapConfig,
+    pub notes: Vec<String>,
+}
+
+pub fn build(runs: &[RunData], prices: &Prices, cfg: &BootstrapConfig) -> Analysis {
+    let mut notes = Vec::new();
+    for r in runs.iter().filter(|r| r.scores.is_none()) {
+        notes.push(format!(
+            "run {} has not been scored: it shows answers, errors and usage only (run `nmb score {}`)",
+            r.info.run_id, r.info.run_id
+        ));
+    }
+    Analysis {
+        costs: runs.iter().map(|r| cost(r, prices)).collect(),
+        two_axis: two_axis(runs, cfg),
+        paired: paired(runs, cfg, &mut notes),
+        bootstrap: *cfg,
+        notes,
+    }
+}
+
+fn cost(run: &RunData, prices: &Prices) -> CostEstimate {
+    let price = prices.for_run(run);
+    let (tin, tout) = (run.summary.tokens_in, run.summary.tokens_out);
+    CostEstimate {
+        run_id: run.info.run_id.clone(),
+        tokens_in: tin,
+        tokens_out: tout,
+        price,
+        dollars: price.map(|p| {
+            (tin as f64 * p.input_per_mtok + tout as f64 * p.output_per_mtok) / 1_000_000.0
+        }),
+    }
+}
+
+/// Per-task pass@k reading (a) as the score report holds it.
+pub(crate) fn task_pass(t: &TaskScore, k: usize) -> Option<f64> {
+    let keys = [k.to_string(), format!("pass@{k}"), format!("pass_at_{k}")];
+    keys.iter()
+        .find_map(|key| t.pass_at_k_unbiased.get(key))
+        .copied()
+        .flatten()
+}
+
+#[derive(Default)]
+struct Axis {
+    values: Vec<f64>,
+    clusters: Vec<(String, String)>,
+    runs: BTreeSet<String>,
+}
+
+impl Axis {
+    fn estimate(&self, cfg: &BootstrapConfig) -> Option<Estimate> {
+        if self.values.is_empty() {
+            return None;
+        }
+        bootstrap_mean(&self.values, &Design::clusters_by(&self.clusters), cfg).ok()
+    }
+}
+
+fn two_axis(runs: &[RunData], cfg: &BootstrapConfig) -> Option<TwoAxis> {
+    let mut by_model: BTreeMap<String, (Axis, Axis)> = BTreeMap::new();
+    for run in runs {
+        let Some(scores) = &run.scores else { continue };
+        let (breadth, depth) = by_model.entry(run.model().to_string()).or_default();
+        for s in scores
+            .samples
+            .iter()
+            .filter(|s| !s.family.is_depth() && s.status.is_scored())
+        {
+            breadth
+                .values
+                .push(f64::from(u8::from(s.correct == Some(true))));
+            breadth
+                .clusters
+                .push((run.info.run_id.clone(), s.case_id.clone()));
+            breadth.runs.insert(run.info.run_id.clone());
+        }
+        for t in scores.tasks.iter().filter(|t| t.family.is_depth()) {
+            if let Some(p) = task_pass(t, 1) {
+                depth.values.push(p);
+                depth
+                    .clusters
+                    .push((run.info.run_id.clone(), t.case_id.clone()));
+                depth.runs.insert(run.info.run_id.clone());
+            }
+        }
+    }
+    let points: Vec<ModelPoint> = by_model
+        .into_iter()
+        .filter_map(|(model, (b, d))| {
+            Some(ModelPoint {
+                breadth: b.estimate(cfg)?,
+                depth: d.estimate(cfg)?,
+                breadth_runs: b.runs.into_iter().collect(),
+                depth_runs: d.runs.into_iter().collect(),
+                model,
+            })
+        })
+        .collect();
+    if points.is_empty() {
+        return None;
+    }
+    let breadth: Vec<f64> = points.iter().map(|p| p.breadth.value).collect();
+    let depth: Vec<f64> = points.iter().map(|p| p.depth.value).collect();
+    let (correlation, correlation_note) = match model_rank_correlation(&breadth, &depth, cfg) {
+        Ok(c) => (Some(c), None),
+        Err(e) => (
+            None,
+            Some(format!(
+                "no rank correlation: {e} (models with both a breadth and a depth run: {})",
+                points.len()
+            )),
+        ),
+    };
+    Some(TwoAxis {
+        points,
+        correlation,
+        correlation_note,
+    })
+}
+
+/// Every pair of runs of different models on the same suite, compared with nmb-score's paired comparison (the
+/// same numbers as `nmb compare`).
+fn paired(runs: &[RunData], cfg: &BootstrapConfig, notes: &mut Vec<String>) -> Vec<Comparison> {
+    let mut out = Vec::new();
+    for (i, a) in runs.iter().enumerate() {
+        for b in &runs[i + 1..] {
+            let (Some(sa), Some(sb)) = (&a.scores, &b.scores) else {
+                continue;
+            };
+            if a.model() == b.model() || a.manifest.suite_hash != b.manifest.suite_hash {
+                continue;
+            }
+            match nmb_score::compare::compare(sa, sb, cfg) {
+                Ok(c) if c.groups.first().is_some_and(|g| g.items > 0) => out.push(c),
+                Ok(_) => notes.push(format!(
+                    "runs {} and {} share a suite but no item scored in both; no paired comparison",
+                    a.info.run_id, b.info.run_id
+                )),
+                Err(e) => notes.push(format!(
+                    "runs {} and {}: no paired comparison: {e}",
+                    a.info.run_id, b.info.run_id
+                )),
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,305 @@
+//! CSV for pandas: one row per sample (`samples.csv`) and one row per run and group (`aggregate.csv`).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use nmb_score::results::{Breakdown, GroupAggregate, SampleScore};
+use nmb_stats::Estimate;
+
+use crate::analysis::Analysis;
+use crate::input::RunData;
+use crate::ReportError;
+
+const SAMPLE_COLUMNS: &[&str] = &[
+    "run_id",
+    "model",
+    "suite_id",
+    "task_id",
+    "case_id",
+    "family",
+    "level",
+    "sample_index",
+    "status",
+    "error_class",
+    "correct",
+    "unresolved",
+    "parse_error",
+    "matched_rank",
+    "top_1",
+    "top_5",
+    "breadth_extracted",
+    "extraction_failed",
+    "token_recall",
+    "exact_match",
+    "rubric_overall",
+    "bertscore_f",
+    "taxonomy",
+    "taxonomy_source",
+    "turns",
+    "cached_turns",
+    "call_ids",
+    "tokens_in",
+    "tokens_out",
+    "latency_ms",
+    "answer",
+];
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or(String::new(), |v| v.to_string())
+}
+
+fn enum_text<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn csv_err(path: &Path) -> impl Fn(csv::Error) -> ReportError + '_ {
+    move |source| ReportError::Csv {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Usage columns count every call a sample's turns used; a call that answered n samples appears in each of
+/// their rows, so sum over distinct `call_ids` for totals.
+pub fn write_samples(path: &Path, runs: &[RunData]) -> Result<(), ReportError> {
+    let mut w = csv::Writer::from_path(path).map_err(csv_err(path))?;
+    w.write_record(SAMPLE_COLUMNS).map_err(csv_err(path))?;
+    for r in runs {
+        let scored = r.scored();
+        for s in &r.samples {
+            let sc: Option<&SampleScore> =
+                scored.get(&(s.task_id.as_str(), s.sample_index)).copied();
+            let calls: BTreeSet<i64> = s
+                .turns
+                .iter()
+                .filter(|t| !t.cached)
+                .map(|t| t.call.call_id)
+                .collect();
+            let fresh = s.turns.iter().filter(|t| !t.cached);
+            let first_per_call = |t: &&nmb_store::TurnRecord| {
+                s.turns
+                    .iter()
+                    .position(|u| u.call.call_id == t.call.call_id)
+                    == s.turns.iter().position(|u| std::ptr::eq(u, *t))
+            };
+            let usage: Vec<&nmb_store::TurnRecord> = fresh.filter(first_per_call).collect();
+            let sum = |f: fn(&nmb_store::CallInfo) -> Option<u64>| -> String {
+                let v: Vec<u64> = usage.iter().filter_map(|t| f(&t.call)).collect();
+                if v.is_empty() {
+                    String::new()
+                } else {
+                    v.iter().sum::<u64>().to_string()
+                }
+            };
+            let status = sc.map_or_else(|| s.status.as_str().to_string(), |x| enum_text(&x.status));
+            let row: Vec<String> = vec![
+                r.info.run_id.clone(),
+                r.model().to_string(),
+                r.manifest.suite_id.clone(),
+                s.task_id.clone(),
+                sc.map_or(String::new(), |x| x.case_id.clone()),
+                sc.map_or(String::new(), |x| x.family.as_str().to_string()),
+                sc.map_or(String::new(), |x| x.level.as_str().to_string()),
+                s.sample_index.to_string(),
+                status,
+                opt(s.error_class.as_ref()),
+                opt(sc.and_then(|x| x.correct)),
+                opt(sc.map(|x| x.unresolved)),
+                opt(sc.and_then(|x| x.parse_error.as_ref())),
+                opt(sc
+                    .and_then(|x| x.diagnosis.as_ref())
+                    .and_then(|d| d.matched_rank)),
+                opt(sc.and_then(|x| x.diagnosis.as_ref()).map(|d| d.top_1)),
+                opt(sc.and_then(|x| x.diagnosis.as_ref()).map(|d| d.top_5)),
+                opt(sc
+                    .and_then(|x| x.breadth.as_ref())
+                    .and_then(|b| b.extracted.clone())),
+                opt(sc
+                    .and_then(|x| x.breadth.as_ref())
+                    .map(|b| b.extraction_failed)),
+                opt(sc
+                    .and_then(|x| x.breadth.as_ref())
+                    .and_then(|b| b.token_recall)),
+                opt(sc
+                    .and_then(|x| x.breadth.as_ref())
+                    .and_then(|b| b.exact_match)),
+                opt(sc.and_then(|x| x.rubric.as_ref()).and_then(|x| x.overall)),
+                opt(sc.and_then(|x| x.bertscore.as_ref()).map(|b| b.f)),
+                opt(sc
+                    .and_then(|x| x.taxonomy.as_ref())
+                    .and_then(|t| t.category)
+                    .map(|c| c.as_str())),
+                opt(sc
+                    .and_then(|x| x.taxonomy.as_ref())
+                    .and_then(|t| t.source)
+                    .map(|c| enum_text(&c))),
+                s.turns.len().to_string(),
+                s.turns.iter().filter(|t| t.cached).count().to_string(),
+                calls
+                    .iter()
+                    .map(i64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(";"),
+                sum(|c| c.tokens_in),
+                sum(|c| c.tokens_out),
+                sum(|c| c.latency_ms),
+                s.final_text.clone().unwrap_or_default(),
+            ];
+            w.write_record(&row).map_err(csv_err(path))?;
+        }
+    }
+    w.flush().map_err(|source| ReportError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+const AGGREGATE_COLUMNS: &[&str] = &[
+    "run_id",
+    "model",
+    "suite_id",
+    "by",
+    "level",
+    "family",
+    "disease_group",
+    "modality",
+    "tasks",
+    "cases",
+    "samples",
+    "n",
+    "correct",
+    "errored",
+    "pending",
+    "no_reference",
+    "parse_failed",
+    "unresolved",
+    "pass_at_1_a",
+    "pass_at_1_a_low",
+    "pass_at_1_a_high",
+    "pass_at_5_a",
+    "pass_at_5_a_low",
+    "pass_at_5_a_high",
+    "pass_at_1_b",
+    "pass_at_1_b_low",
+    "pass_at_1_b_high",
+    "pass_at_5_b",
+    "pass_at_5_b_low",
+    "pass_at_5_b_high",
+    "accuracy",
+    "accuracy_low",
+    "accuracy_high",
+    "token_recall",
+    "exact_match",
+    "extraction_failures",
+    "rubric_overall",
+    "bertscore_f",
+    "tokens_in",
+    "tokens_out",
+    "cost_usd",
+];
+
+fn est(e: Option<&Estimate>) -> [String; 3] {
+    match e {
+        Some(e) => [
+            e.value.to_string(),
+            e.ci_low.to_string(),
+            e.ci_high.to_string(),
+        ],
+        None => Default::default(),
+    }
+}
+
+pub fn write_aggregate(
+    path: &Path,
+    runs: &[RunData],
+    analysis: &Analysis,
+) -> Result<(), ReportError> {
+    let mut w = csv::Writer::from_path(path).map_err(csv_err(path))?;
+    w.write_record(AGGREGATE_COLUMNS).map_err(csv_err(path))?;
+    for (r, cost) in runs.iter().zip(&analysis.costs) {
+        let Some(s) = &r.scores else { continue };
+        let groups = std::iter::once(&s.overall)
+            .chain(&s.by_level_family)
+            .chain(&s.by_family)
+            .chain(&s.by_level)
+            .chain(&s.by_disease_group)
+            .chain(&s.by_modality);
+        for g in groups {
+            let overall = g.by == Breakdown::Overall;
+            let mut row = vec![
+                r.info.run_id.clone(),
+                r.model().to_string(),
+                r.manifest.suite_id.clone(),
+                enum_text(&g.by),
+                opt(g.level.map(|l| l.as_str())),
+                opt(g.family.map(|f| f.as_str())),
+                opt(g.disease_group.as_ref()),
+                opt(g.modality.as_ref()),
+            ];
+            row.extend(counts(g));
+            row.extend(est(g.pass_at_1.unbiased_estimator.as_ref()));
+            row.extend(est(g.pass_at_5.unbiased_estimator.as_ref()));
+            row.extend(est(g.pass_at_1.top_k_in_answer.as_ref()));
+            row.extend(est(g.pass_at_5.top_k_in_answer.as_ref()));
+            row.extend(est(g.accuracy.as_ref()));
+            let b = g.breadth.as_ref();
+            row.push(opt(b
+                .and_then(|b| b.token_recall.as_ref())
+                .map(|e| e.value)));
+            row.push(opt(b.and_then(|b| b.exact_match.as_ref()).map(|e| e.value)));
+            row.push(opt(b.map(|b| b.extraction_failures)));
+            row.push(opt(g
+                .rubric
+                .as_ref()
+                .and_then(|x| x.overall.as_ref())
+                .map(|e| e.value)));
+            row.push(opt(g
+                .bertscore
+                .as_ref()
+                .and_then(|x| x.f.as_ref())
+                .map(|e| e.value)));
+            // Usage and cost belong to the run as a whole.
+            row.push(if overall {
+                cost.tokens_in.to_string()
+            } else {
+                String::new()
+            });
+            row.push(if overall {
+                cost.tokens_out.to_string()
+            } else {
+                String::new()
+            });
+            row.push(if overall {
+                opt(cost.dollars)
+            } else {
+                String::new()
+            });
+            w.write_record(&row).map_err(csv_err(path))?;
+        }
+    }
+    w.flush().map_err(|source| ReportError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn counts(g: &GroupAggregate) -> Vec<String> {
+    [
+        g.tasks,
+        g.cases,
+        g.samples,
+        g.n,
+        g.correct,
+        g.errored,
+        g.pending,
+        g.no_reference,
+        g.parse_failed,
+        g.unresolved,
+    ]
+    .iter()
+    .map(usize::to_string)
+    .collect()
+}

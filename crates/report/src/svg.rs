@@ -1,0 +1,539 @@
+//! Inline SVG charts. Every label goes through [`escape`]; numbers are formatted by us. No script, no external
+//! reference, no `foreignObject`.
+
+use std::fmt::Write;
+
+use crate::html::escape;
+
+/// Okabe–Ito colours: distinguishable with the common colour-vision deficiencies.
+pub const PALETTE: [&str; 8] = [
+    "#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#8C6D1F", "#000000",
+];
+
+pub fn colour(i: usize) -> &'static str {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// A value with an optional interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Value {
+    pub value: f64,
+    pub lo: Option<f64>,
+    pub hi: Option<f64>,
+}
+
+impl Value {
+    pub fn from_estimate(e: &nmb_stats::Estimate) -> Value {
+        Value {
+            value: e.value,
+            lo: Some(e.ci_low),
+            hi: Some(e.ci_high),
+        }
+    }
+}
+
+const W: f64 = 570.0;
+const FONT: &str = "font-family=\"DejaVu Sans, Arial, sans-serif\"";
+
+fn open(out: &mut String, width: f64, height: f64, title: &str, description: &str) {
+    let _ = write!(
+        out,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"{width:.0}\" height=\"{height:.0}\" \
+         viewBox=\"0 0 {width:.0} {height:.0}\" role=\"img\" aria-label=\"{}\" {FONT} font-size=\"12\">\
+         <title>{}</title><desc>{}</desc>\
+         <text x=\"8\" y=\"18\" font-size=\"14\" font-weight=\"bold\">{}</text>",
+        escape(title),
+        escape(title),
+        escape(description),
+        escape(title)
+    );
+}
+
+fn text(out: &mut String, x: f64, y: f64, anchor: &str, extra: &str, s: &str) {
+    let _ = write!(
+        out,
+        "<text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"{anchor}\" {extra}>{}</text>",
+        escape(s)
+    );
+}
+
+fn line(out: &mut String, x1: f64, y1: f64, x2: f64, y2: f64, stroke: &str, width: f64) {
+    let _ = write!(
+        out,
+        "<line x1=\"{x1:.1}\" y1=\"{y1:.1}\" x2=\"{x2:.1}\" y2=\"{y2:.1}\" stroke=\"{stroke}\" stroke-width=\"{width}\"/>"
+    );
+}
+
+fn legend(out: &mut String, x: f64, y: f64, series: &[String]) -> f64 {
+    let mut cx = x;
+    let mut cy = y;
+    for (i, name) in series.iter().enumerate() {
+        let label = truncate(name, 34);
+        let w = 18.0 + label.chars().count() as f64 * 6.6 + 14.0;
+        if cx + w > W - 8.0 && cx > x {
+            cx = x;
+            cy += 16.0;
+        }
+        let _ = write!(
+            out,
+            "<rect x=\"{cx:.1}\" y=\"{:.1}\" width=\"12\" height=\"12\" fill=\"{}\"/>",
+            cy - 10.0,
+            colour(i)
+        );
+        text(out, cx + 16.0, cy, "start", "", &label);
+        cx += w;
+    }
+    cy
+}
+
+pub fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(max.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// Grouped vertical bars on a 0–100% axis with CI whiskers: `groups[g] = (label, bars by series)`.
+pub fn grouped_bars(
+    title: &str,
+    description: &str,
+    series: &[String],
+    groups: &[(String, Vec<Option<Value>>)],
+) -> String {
+    let mut out = String::new();
+    let legend_rows = legend_rows(series);
+    // The legend sits at y = 34 (baseline); the plot starts below it with room for the top tick label.
+    let top = 50.0 + legend_rows * 16.0;
+    let (left, bottom, height) = (48.0, 40.0, 316.0 + legend_rows * 16.0);
+    let plot_h = height - top - bottom;
+    open(&mut out, W, height, title, description);
+    legend(&mut out, left, 34.0, series);
+    let y = |v: f64| top + plot_h * (1.0 - v.clamp(0.0, 1.0));
+    for tick in 0..=5 {
+        let v = f64::from(tick) / 5.0;
+        line(&mut out, left, y(v), W - 8.0, y(v), "#ddd", 1.0);
+        text(
+            &mut out,
+            left - 4.0,
+            y(v) + 4.0,
+            "end",
+            "",
+            &format!("{:.0}%", v * 100.0),
+        );
+    }
+    let group_w = (W - 8.0 - left) / groups.len().max(1) as f64;
+    let bar_w = (group_w * 0.8 / series.len().max(1) as f64).min(48.0);
+    for (g, (label, bars)) in groups.iter().enumerate() {
+        let gx = left + group_w * g as f64 + (group_w - bar_w * series.len() as f64) / 2.0;
+        for (s, bar) in bars.iter().enumerate() {
+            let x = gx + bar_w * s as f64;
+            match bar {
+                Some(v) => {
+                    let _ = write!(
+                        out,
+                        "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{}</title></rect>",
+                        y(v.value),
+                        bar_w - 2.0,
+                        (y(0.0) - y(v.value)).max(0.5),
+                        colour(s),
+                        escape(&format!("{}: {}", series.get(s).map_or("", |s| s.as_str()), describe(v)))
+                    );
+                    whisker_v(&mut out, x + (bar_w - 2.0) / 2.0, v, &y);
+                }
+                None => text(
+                    &mut out,
+                    x + bar_w / 2.0,
+                    y(0.0) - 4.0,
+                    "middle",
+                    "fill=\"#999\" font-size=\"10\"",
+                    "n/a",
+                ),
+            }
+        }
+        text(
+            &mut out,
+            left + group_w * (g as f64 + 0.5),
+            y(0.0) + 16.0,
+            "middle",
+            "",
+            &truncate(label, 28),
+        );
+    }
+    line(&mut out, left, y(0.0), W - 8.0, y(0.0), "#333", 1.0);
+    out.push_str("</svg>");
+    out
+}
+
+fn legend_rows(series: &[String]) -> f64 {
+    let total: f64 = series
+        .iter()
+        .map(|s| 32.0 + truncate(s, 34).chars().count() as f64 * 6.6)
+        .sum();
+    (total / (W - 60.0)).ceil().max(1.0) - 1.0
+}
+
+fn whisker_v(out: &mut String, cx: f64, v: &Value, y: &dyn Fn(f64) -> f64) {
+    if let (Some(lo), Some(hi)) = (v.lo, v.hi) {
+        line(out, cx, y(lo), cx, y(hi), "#222", 1.2);
+        line(out, cx - 4.0, y(lo), cx + 4.0, y(lo), "#222", 1.2);
+        line(out, cx - 4.0, y(hi), cx + 4.0, y(hi), "#222", 1.2);
+    }
+}
+
+fn describe(v: &Value) -> String {
+    match (v.lo, v.hi) {
+        (Some(lo), Some(hi)) => format!(
+            "{:.1}% (95% CI {:.1}–{:.1})",
+            v.value * 100.0,
+            lo * 100.0,
+            hi * 100.0
+        ),
+        _ => format!("{:.1}%", v.value * 100.0),
+    }
+}
+
+/// Horizontal grouped bars on a fixed scale `0..max` (rubric dimensions 0–5): `rows[r] = (label, by series)`.
+pub fn profile(
+    title: &str,
+    description: &str,
+    series: &[String],
+    rows: &[(String, Vec<Option<Value>>)],
+    max: f64,
+) -> String {
+    let mut out = String::new();
+    let legend_rows = legend_rows(series);
+    let top = 34.0 + legend_rows * 16.0 + 8.0;
+    let left = 170.0;
+    let bar_h = 12.0;
+    let row_h = bar_h * series.len().max(1) as f64 + 10.0;
+    let height = top + row_h * rows.len() as f64 + 30.0;
+    open(&mut out, W, height, title, description);
+    legend(&mut out, 8.0, 34.0, series);
+    let plot_w = W - left - 20.0;
+    let x = |v: f64| left + plot_w * (v / max).clamp(0.0, 1.0);
+    let bottom = top + row_h * rows.len() as f64;
+    for tick in 0..=(max as u32) {
+        let v = f64::from(tick);
+        line(&mut out, x(v), top - 4.0, x(v), bottom, "#ddd", 1.0);
+        text(
+            &mut out,
+            x(v),
+            bottom + 14.0,
+            "middle",
+            "",
+            &format!("{v:.0}"),
+        );
+    }
+    for (r, (label, values)) in rows.iter().enumerate() {
+        let ry = top + row_h * r as f64;
+        text(
+            &mut out,
+            left - 6.0,
+            ry + row_h / 2.0,
+            "end",
+            "",
+            &truncate(label, 26),
+        );
+        for (s, v) in values.iter().enumerate() {
+            let by = ry + bar_h * s as f64;
+            let Some(v) = v else { continue };
+            let _ = write!(
+                out,
+                "<rect x=\"{left:.1}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{}</title></rect>",
+                (x(v.value) - left).max(0.5),
+                bar_h - 2.0,
+                colour(s),
+                escape(&format!("{}: {:.2}", series.get(s).map_or("", |s| s.as_str()), v.value))
+            );
+            if let (Some(lo), Some(hi)) = (v.lo, v.hi) {
+                let cy = by + (bar_h - 2.0) / 2.0;
+                line(&mut out, x(lo), cy, x(hi), cy, "#222", 1.2);
+            }
+        }
+    }
+    out.push_str("</svg>");
+    out
+}
+
+/// 100%-stacked horizontal bars with counts: `rows[r] = (label, count per class)`.
+pub fn stacked(
+    title: &str,
+    description: &str,
+    classes: &[String],
+    rows: &[(String, Vec<usize>)],
+) -> String {
+    let mut out = String::new();
+    let legend_rows = legend_rows(classes);
+    let top = 34.0 + legend_rows * 16.0 + 10.0;
+    let left = 170.0;
+    let row_h = 26.0;
+    let height = top + row_h * rows.len() as f64 + 28.0;
+    open(&mut out, W, height, title, description);
+    legend(&mut out, 8.0, 34.0, classes);
+    let plot_w = W - left - 20.0;
+    for tick in 0..=4 {
+        let v = f64::from(tick) / 4.0;
+        let x = left + plot_w * v;
+        line(
+            &mut out,
+            x,
+            top - 4.0,
+            x,
+            top + row_h * rows.len() as f64,
+            "#ddd",
+            1.0,
+        );
+        text(
+            &mut out,
+            x,
+            top + row_h * rows.len() as f64 + 14.0,
+            "middle",
+            "",
+            &format!("{:.0}%", v * 100.0),
+        );
+    }
+    for (r, (label, counts)) in rows.iter().enumerate() {
+        let y = top + row_h * r as f64;
+        let total: usize = counts.iter().sum();
+        text(
+            &mut out,
+            left - 6.0,
+            y + 14.0,
+            "end",
+            "",
+            &truncate(label, 26),
+        );
+        if total == 0 {
+            text(
+                &mut out,
+                left + 4.0,
+                y + 14.0,
+                "start",
+                "fill=\"#777\"",
+                "no labelled wrong answers",
+            );
+            continue;
+        }
+        let mut x = left;
+        for (c, &n) in counts.iter().enumerate() {
+            if n == 0 {
+                continue;
+            }
+            let w = plot_w * n as f64 / total as f64;
+            let _ = write!(
+                out,
+                "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"18\" fill=\"{}\"><title>{}</title></rect>",
+                colour(c),
+                escape(&format!("{}: {n} of {total}", classes.get(c).map_or("", |s| s.as_str())))
+            );
+            if w > 22.0 {
+                text(
+                    &mut out,
+                    x + w / 2.0,
+                    y + 13.0,
+                    "middle",
+                    "fill=\"#fff\" font-size=\"11\"",
+                    &n.to_string(),
+                );
+            }
+            x += w;
+        }
+    }
+    out.push_str("</svg>");
+    out
+}
+
+/// Dots with horizontal CI whiskers on an axis zoomed to the data (BERTScore F1 sits in a narrow band).
+pub fn forest(
+    title: &str,
+    description: &str,
+    rows: &[(String, Value)],
+    colours: &[usize],
+) -> String {
+    let mut out = String::new();
+    let top = 40.0;
+    let left = 220.0;
+    let row_h = 22.0;
+    let height = top + row_h * rows.len() as f64 + 34.0;
+    open(&mut out, W, height, title, description);
+    let lo = rows
+        .iter()
+        .map(|(_, v)| v.lo.unwrap_or(v.value))
+        .fold(f64::INFINITY, f64::min);
+    let hi = rows
+        .iter()
+        .map(|(_, v)| v.hi.unwrap_or(v.value))
+        .fold(f64::NEG_INFINITY, f64::max);
+    let (lo, hi) = nice_range(lo, hi);
+    let plot_w = W - left - 24.0;
+    let x = |v: f64| left + plot_w * ((v - lo) / (hi - lo)).clamp(0.0, 1.0);
+    let bottom = top + row_h * rows.len() as f64;
+    for i in 0..=4 {
+        let v = lo + (hi - lo) * f64::from(i) / 4.0;
+        line(&mut out, x(v), top - 6.0, x(v), bottom, "#ddd", 1.0);
+        text(
+            &mut out,
+            x(v),
+            bottom + 14.0,
+            "middle",
+            "",
+            &format!("{v:.3}"),
+        );
+    }
+    for (r, (label, v)) in rows.iter().enumerate() {
+        let cy = top + row_h * r as f64 + row_h / 2.0 - 4.0;
+        text(
+            &mut out,
+            left - 8.0,
+            cy + 4.0,
+            "end",
+            "",
+            &truncate(label, 34),
+        );
+        let c = colour(colours.get(r).copied().unwrap_or(r));
+        if let (Some(l), Some(h)) = (v.lo, v.hi) {
+            line(&mut out, x(l), cy, x(h), cy, c, 2.0);
+            line(&mut out, x(l), cy - 4.0, x(l), cy + 4.0, c, 2.0);
+            line(&mut out, x(h), cy - 4.0, x(h), cy + 4.0, c, 2.0);
+        }
+        let _ = write!(
+            out,
+            "<circle cx=\"{:.1}\" cy=\"{cy:.1}\" r=\"5\" fill=\"{c}\"><title>{}</title></circle>",
+            x(v.value),
+            escape(&format!("{label}: {:.3}", v.value))
+        );
+    }
+    out.push_str("</svg>");
+    out
+}
+
+fn nice_range(lo: f64, hi: f64) -> (f64, f64) {
+    if !lo.is_finite() || !hi.is_finite() {
+        return (0.0, 1.0);
+    }
+    let span = (hi - lo).max(0.02);
+    let lo = ((lo - span * 0.1) * 50.0).floor() / 50.0;
+    let hi = ((hi + span * 0.1) * 50.0).ceil() / 50.0;
+    (lo.max(-1.0), hi.min(1.0).max(lo + 0.02))
+}
+
+/// One point of the two-axis scatter.
+pub struct Point {
+    pub label: String,
+    pub x: Value,
+    pub y: Value,
+}
+
+/// Scatter on 0–100% × 0–100% with whiskers on both axes and a label per point.
+pub fn scatter(
+    title: &str,
+    description: &str,
+    x_label: &str,
+    y_label: &str,
+    points: &[Point],
+    note: &str,
+) -> String {
+    let mut out = String::new();
+    let (left, top, size) = (64.0, 40.0, 380.0);
+    let height = top + size + 70.0;
+    open(&mut out, W, height, title, description);
+    let x = |v: f64| left + size * v.clamp(0.0, 1.0);
+    let y = |v: f64| top + size * (1.0 - v.clamp(0.0, 1.0));
+    for i in 0..=5 {
+        let v = f64::from(i) / 5.0;
+        line(&mut out, x(v), top, x(v), top + size, "#eee", 1.0);
+        line(&mut out, left, y(v), left + size, y(v), "#eee", 1.0);
+        text(
+            &mut out,
+            x(v),
+            top + size + 16.0,
+            "middle",
+            "",
+            &format!("{:.0}%", v * 100.0),
+        );
+        text(
+            &mut out,
+            left - 6.0,
+            y(v) + 4.0,
+            "end",
+            "",
+            &format!("{:.0}%", v * 100.0),
+        );
+    }
+    let _ = write!(
+        out,
+        "<rect x=\"{left}\" y=\"{top}\" width=\"{size}\" height=\"{size}\" fill=\"none\" stroke=\"#333\"/>"
+    );
+    line(&mut out, x(0.0), y(0.0), x(1.0), y(1.0), "#bbb", 1.0);
+    text(
+        &mut out,
+        left + size / 2.0,
+        top + size + 36.0,
+        "middle",
+        "font-weight=\"bold\"",
+        x_label,
+    );
+    let _ = write!(
+        out,
+        "<text x=\"16\" y=\"{:.1}\" text-anchor=\"middle\" font-weight=\"bold\" transform=\"rotate(-90 16 {:.1})\">{}</text>",
+        top + size / 2.0,
+        top + size / 2.0,
+        escape(y_label)
+    );
+    for (i, p) in points.iter().enumerate() {
+        let c = colour(i);
+        let (px, py) = (x(p.x.value), y(p.y.value));
+        if let (Some(lo), Some(hi)) = (p.x.lo, p.x.hi) {
+            line(&mut out, x(lo), py, x(hi), py, c, 1.5);
+        }
+        if let (Some(lo), Some(hi)) = (p.y.lo, p.y.hi) {
+            line(&mut out, px, y(lo), px, y(hi), c, 1.5);
+        }
+        let _ = write!(
+            out,
+            "<circle class=\"point\" cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"6\" fill=\"{c}\" stroke=\"#fff\"><title>{}</title></circle>",
+            escape(&format!("{}: breadth {}, depth {}", p.label, describe(&p.x), describe(&p.y)))
+        );
+        text(
+            &mut out,
+            px + 9.0,
+            py - 8.0,
+            "start",
+            &format!("fill=\"{c}\" font-size=\"11\""),
+            &truncate(&p.label, 24),
+        );
+    }
+    // A key on the right: colour, model, both values.
+    let kx = left + size + 24.0;
+    for (i, p) in points.iter().enumerate() {
+        let ky = top + 14.0 + 34.0 * i as f64;
+        let _ = write!(
+            out,
+            "<circle cx=\"{kx:.1}\" cy=\"{:.1}\" r=\"5\" fill=\"{}\"/>",
+            ky - 4.0,
+            colour(i)
+        );
+        text(
+            &mut out,
+            kx + 10.0,
+            ky,
+            "start",
+            "",
+            &truncate(&p.label, 26),
+        );
+        text(
+            &mut out,
+            kx + 10.0,
+            ky + 14.0,
+            "start",
+            "fill=\"#555\" font-size=\"10\"",
+            &format!("{:.1}% / {:.1}%", p.x.value * 100.0, p.y.value * 100.0),
+        );
+    }
+    text(&mut out, 8.0, height - 8.0, "start", "fill=\"#333\"", note);
+    out.push_str("</svg>");
+    out
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs Debian's `chromium` for the report tests (headless rendering, XSS check, screenshots) and prints the
+# path of the binary. Safe to run again: it does nothing when chromium is already there. Exits non-zero (and the
+# tests then skip with a message) when it cannot be installed, e.g. without root or without network.
+set -euo pipefail
+find_chromium() {
+  for name in chromium chromium-browser; do
+    if command -v "$name" >/dev/null 2>&1; then command -v "$name"; return 0; fi
+  done
+  return 1
+}
+if bin="$(find_chromium)"; then echo "$bin"; exit 0; fi
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "chromium: not installed and apt-get is not available; install Debian's chromium by hand" >&2; exit 1
+fi
+as_root=()
+if [ "$(id -u)" != 0 ]; then
+  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then as_root=(sudo -n); else
+    echo "chromium: not installed, and installing it needs root (apt-get install chromium)" >&2; exit 1
+  fi
+fi
+echo "chromium: installing Debian's chromium with apt-get (once)" >&2
+apt_opts=(-o DPkg::Lock::Timeout=600 -qq)
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" apt-get "${apt_opts[@]}" update >&2 || true
+"${as_root[@]}" apt-get "${apt_opts[@]}" install -y --no-install-recommends chromium fonts-dejavu-core >&2
+find_chromium
