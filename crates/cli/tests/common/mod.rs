@@ -47,8 +47,11 @@ pub fn json_of(out: &Output) -> Value {
         text(&out.stderr)
     );
     let stdout = text(&out.stdout);
+    // One line, or the whole output when it is pretty-printed.
     let last = stdout.lines().last().unwrap_or("");
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {stdout}"))
+    serde_json::from_str(last)
+        .or_else(|_| serde_json::from_str(&stdout))
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {stdout}"))
 }
 
 /// A fake server on its own runtime, recording every request.
