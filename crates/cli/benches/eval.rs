@@ -2,6 +2,9 @@
 //! single-sample tasks that share 3 PNG images of ~46 KB each, against a zero-latency loopback fake server in a
 //! separate process. Prints one JSON object.
 //!
+//! The run is not scored (`--no-score`): this measures asking and storing; scoring adds its own store rows
+//! (the score report) and CPU, and is measured apart.
+//!
 //! Measured: requests per second (whole process, from spawn to exit: suite loading, planning, sending and
 //! storing), CPU time per request and peak memory of the nmb process alone (wait4 rusage; the server is
 //! another process whose CPU is reported apart), bytes the store grows per sample (after a WAL checkpoint),
@@ -36,7 +39,14 @@ fn main() {
         return;
     }
     let opts = parse(&args);
-    let dir = tempfile::tempdir().expect("temp dir");
+    // NMB_BENCH_DIR keeps the suite and the store for a look afterwards.
+    let dir = match std::env::var_os("NMB_BENCH_DIR") {
+        Some(d) => tempfile::Builder::new()
+            .keep(true)
+            .tempdir_in(d)
+            .expect("bench dir"),
+        None => tempfile::tempdir().expect("temp dir"),
+    };
     let image_bytes = write_suite(dir.path(), opts.tasks);
     let (mut server, port) = spawn_server();
     let model = match opts.wire.as_str() {
@@ -228,6 +238,7 @@ fn eval(runs: &Path, dir: &Path, model: &str, opts: &Opts, resume: Option<&str>)
         model,
         "--samples",
         "1",
+        "--no-score",
     ]);
     cmd.args([
         "--concurrency",

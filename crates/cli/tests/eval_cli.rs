@@ -314,6 +314,15 @@ fn every_help_has_examples() {
         &["runs", "--help"],
         &["runs", "list", "--help"],
         &["runs", "show", "--help"],
+        &["suite", "--help"],
+        &["suite", "validate", "--help"],
+        &["suite", "stats", "--help"],
+        &["suite", "show", "--help"],
+        &["score", "--help"],
+        &["compare", "--help"],
+        &["report", "--help"],
+        &["agreement", "--help"],
+        &["bertscore", "--help"],
     ] {
         let out = nmb(dir.path(), args);
         assert!(out.status.success());
@@ -341,6 +350,9 @@ fn every_help_has_examples() {
         "--filter",
         "--runs-dir",
         "NMB_RUNS_DIR",
+        "--no-score",
+        "--judge",
+        "--report",
         "OPENAI_API_KEY",
     ] {
         assert!(help.contains(flag), "eval --help lacks {flag}");

@@ -14,6 +14,7 @@
 
 mod error;
 mod keys;
+mod packed;
 mod query;
 mod records;
 mod runs;

@@ -259,7 +259,7 @@ impl Store {
     pub fn raw_response(&self, call_id: i64) -> Result<Option<String>> {
         self.with_conn("read a raw response", |c| {
             c.query_row("SELECT raw FROM calls WHERE id = ?1", [call_id], |r| {
-                r.get(0)
+                unpacked(r, 0)
             })
             .optional()
             .map(Option::flatten)
@@ -272,9 +272,10 @@ impl Store {
             c.query_row(
                 "SELECT body FROM prompts WHERE prompt_hash = ?1",
                 [prompt_hash],
-                |r| r.get(0),
+                |r| unpacked(r, 0),
             )
             .optional()
+            .map(Option::flatten)
         })
     }
 
@@ -395,4 +396,11 @@ fn count_by(
 
 fn nonneg(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
+}
+
+/// A column written by `packed::pack` (or plain TEXT from older stores), as text.
+fn unpacked(row: &rusqlite::Row<'_>, idx: usize) -> rusqlite::Result<Option<String>> {
+    crate::packed::unpack(row.get_ref(idx)?).map_err(|message| {
+        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Blob, message.into())
+    })
 }

@@ -189,7 +189,11 @@ impl Store {
             tx.prepare_cached(
                 "INSERT INTO prompts (prompt_hash, created_ms, body) VALUES (?1, ?2, ?3)",
             )?
-            .execute(params![prompt_hash, now_ms(), body_json])?;
+            .execute(params![
+                prompt_hash,
+                now_ms(),
+                crate::packed::pack(body_json)
+            ])?;
             Ok(true)
         })
     }
@@ -592,7 +596,7 @@ fn insert_call(
         sql_u64(call.latency_ms),
         call.started_ms,
         call.finished_ms,
-        call.raw,
+        call.raw.map(crate::packed::pack),
     ])?;
     Ok(tx.last_insert_rowid())
 }

@@ -36,6 +36,11 @@ pub const MIGRATIONS: &[Migration] = &[
         description: "score reports and per-sample scores (nmb-score)",
         sql: V2,
     },
+    Migration {
+        version: 3,
+        description: "prompt bodies may be zlib-compressed (BLOB)",
+        sql: V3,
+    },
 ];
 
 /// The newest schema version this build writes.
@@ -151,6 +156,17 @@ CREATE INDEX turns_ok_by_key ON turns (cache_key) WHERE status = 'ok';
 /// Scores written by `nmb-score`: one report per (run, scoring configuration), rewritten when the same
 /// configuration is scored again, and one row per sample for SQL queries. Judges' own calls are ordinary runs
 /// (manifest `kind` = `judge`) in the tables above.
+/// Prompt bodies repeat the template's text in every prompt, and were most of a stored sample's bytes. From v3
+/// on a body is a BLOB holding zlib-compressed JSON; bodies stored before stay plain JSON TEXT (readers take
+/// both, see `crate::packed`). `calls.raw` needs no change: it never had a JSON check, and takes either type.
+/// The column is copied, dropped and renamed because SQLite cannot relax a column's CHECK in place.
+const V3: &str = r#"
+ALTER TABLE prompts ADD COLUMN body_v3 BLOB;
+UPDATE prompts SET body_v3 = body;
+ALTER TABLE prompts DROP COLUMN body;
+ALTER TABLE prompts RENAME COLUMN body_v3 TO body;
+"#;
+
 const V2: &str = r#"
 CREATE TABLE score_reports (
     run_id         TEXT NOT NULL REFERENCES runs (run_id),

@@ -1,7 +1,8 @@
 //! A check that a string (an API key in tests) is nowhere in a store: not in any file byte, not in any value.
 //!
 //! Scanning raw file bytes catches deleted data left in free pages; a long value can be split across overflow
-//! pages, so every text and blob value is also read back and searched.
+//! pages, so every text and blob value is also read back and searched, compressed ones (prompt bodies, raw
+//! responses) inflated.
 
 use std::path::{Path, PathBuf};
 
@@ -73,7 +74,16 @@ fn scan_values(db_path: &Path, needle: &[u8]) -> Result<Vec<SecretHit>> {
         while let Some(row) = rows.next().map_err(err)? {
             for (i, seen) in found.iter_mut().enumerate() {
                 let hit = match row.get_ref(i).map_err(err)? {
-                    ValueRef::Text(b) | ValueRef::Blob(b) => find(b, needle).is_some(),
+                    ValueRef::Text(b) => find(b, needle).is_some(),
+                    // Compressed columns are searched inflated too (images and other blobs simply fail to
+                    // inflate).
+                    v @ ValueRef::Blob(b) => {
+                        find(b, needle).is_some()
+                            || crate::packed::unpack(v)
+                                .ok()
+                                .flatten()
+                                .is_some_and(|t| find(t.as_bytes(), needle).is_some())
+                    }
                     _ => false,
                 };
                 *seen |= hit;

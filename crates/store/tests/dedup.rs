@@ -99,3 +99,42 @@ fn a_prompt_body_that_is_not_json_is_refused() {
     let err = store.put_prompt("h", "not json", &[]).unwrap_err();
     assert!(err.to_string().contains("prompt h"), "{err}");
 }
+
+#[test]
+fn prompt_bodies_are_stored_compressed_and_plain_ones_still_read() {
+    let (_dir, store) = temp_store();
+    let text = "You are an experienced neurology expert. ".repeat(40);
+    let body =
+        serde_json::json!({"messages": [{"role": "user", "parts": [{"text": text}]}]}).to_string();
+    store.put_prompt("h-new", &body, &[]).unwrap();
+    assert_eq!(
+        store.prompt_body("h-new").unwrap().as_deref(),
+        Some(body.as_str())
+    );
+
+    let conn = rusqlite::Connection::open(store.path()).unwrap();
+    let (kind, stored): (String, i64) = conn
+        .query_row(
+            "SELECT typeof(body), length(body) FROM prompts WHERE prompt_hash = 'h-new'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(kind, "blob");
+    assert!(
+        (stored as usize) < body.len() / 4,
+        "{stored} bytes for {}",
+        body.len()
+    );
+
+    // A body written as plain JSON text (as stores before schema v3 hold them) reads back as it is.
+    conn.execute(
+        "INSERT INTO prompts (prompt_hash, created_ms, body) VALUES ('h-old', 0, '{\"messages\": []}')",
+        [],
+    )
+    .unwrap();
+    assert_eq!(
+        store.prompt_body("h-old").unwrap().as_deref(),
+        Some("{\"messages\": []}")
+    );
+}

@@ -26,3 +26,23 @@ fn the_secret_scan_finds_a_planted_string_and_nothing_else() {
     );
     assert!(find_bytes_in_store(store.path(), b"").is_err());
 }
+
+#[test]
+fn the_secret_scan_looks_inside_compressed_values() {
+    let (_dir, store) = temp_store();
+    let run = store.create_run("cfg", &manifest()).unwrap();
+    let secret = "sk-test-NMB-SECRET-in-a-raw-body";
+    // The raw body is stored compressed, so the key is not in the file's bytes as is.
+    let raw = format!("{{\"echo\": \"{secret}\"}}");
+    let prompt = put_text_prompt(&store, "t", 0);
+    let mut c = call(&run.run_id, "t", 0, &prompt);
+    c.raw = Some(&raw);
+    store
+        .record_call(&c, &[ok_choice(0, "fine", true)])
+        .unwrap();
+    let hits = find_bytes_in_store(store.path(), secret.as_bytes()).unwrap();
+    assert!(
+        hits.iter().any(|h| matches!(h, SecretHit::Value { table, column } if table == "calls" && column == "raw")),
+        "{hits:?}"
+    );
+}

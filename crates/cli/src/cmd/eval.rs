@@ -23,7 +23,8 @@ pub const EXAMPLES: &str = "\
 Examples:
   nmb eval --suite sample --model local:SmolLM2-135M-Instruct.Q4_1.gguf --samples 1 --max-tokens 256
   nmb eval --suite sample --model openai:gpt-4o --dry-run
-  nmb eval --suite sample --model openai:gpt-4o --samples 5 --concurrency 32
+  nmb eval --suite sample --model openai:gpt-4o --samples 5 --concurrency 32 --report out
+  nmb eval --suite sample --model openai:gpt-4o --judge anthropic:claude-sonnet-4-5
   nmb eval --suite sample --model anthropic:claude-sonnet-4-5 --inputs text --limit 10
   nmb eval --suite sample --model gemini:gemini-2.5-pro --max-requests 100
   nmb eval --suite sample --model openai:Qwen/Qwen2-VL-7B-Instruct@http://127.0.0.1:8000/v1
@@ -46,6 +47,10 @@ again resumes the unfinished run with the same configuration (after a finished r
 new run that takes every stored answer from the store): a stored answer is never requested
 again. --fresh starts a new run anyway; --resume RUN_ID continues a given run (same
 configuration). Progress goes to stderr: a bar on a terminal, a line every 10 s otherwise.
+
+At the end the run is scored as `nmb score RUN_ID` would (rules and BERTScore; judges with
+--judge) and the score report is stored; --no-score skips this. --report DIR also writes the
+HTML, Markdown, CSV and JSON report and prints the HTML file's path.
 
 Exit status: 0 when the run was carried out (errored samples are stored with their error class;
 --resume RUN_ID retries them), 1 on failure (suite, model, store), 2 on bad usage.";

@@ -1,0 +1,59 @@
+//! Large text columns (prompt bodies, raw responses) stored zlib-compressed as BLOBs. A TEXT value is read as
+//! it is, so rows written before compression still read back.
+
+use std::io::{Read, Write};
+
+use flate2::read::ZlibDecoder;
+use flate2::write::ZlibEncoder;
+use flate2::Compression;
+use rusqlite::types::ValueRef;
+
+/// The bytes to store for `text`.
+pub(crate) fn pack(text: &str) -> Vec<u8> {
+    let mut enc = ZlibEncoder::new(Vec::with_capacity(text.len() / 2), Compression::default());
+    // Writing into a Vec cannot fail.
+    let _ = enc.write_all(text.as_bytes());
+    enc.finish().unwrap_or_default()
+}
+
+/// The text behind a stored value: TEXT as is, BLOB inflated. `None` for NULL.
+pub(crate) fn unpack(value: ValueRef<'_>) -> Result<Option<String>, String> {
+    match value {
+        ValueRef::Null => Ok(None),
+        ValueRef::Text(t) => String::from_utf8(t.to_vec())
+            .map(Some)
+            .map_err(|e| format!("stored text is not UTF-8: {e}")),
+        ValueRef::Blob(b) => {
+            let mut out = String::new();
+            ZlibDecoder::new(b)
+                .read_to_string(&mut out)
+                .map_err(|e| format!("stored compressed text does not inflate: {e}"))?;
+            Ok(Some(out))
+        }
+        other => Err(format!(
+            "expected text or a compressed blob, found {:?}",
+            other.data_type()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_plain_text() {
+        let text = r#"{"messages":[{"role":"user","parts":[{"text":"é and the same text again and again"}]}]}"#;
+        let packed = pack(text);
+        assert_eq!(
+            unpack(ValueRef::Blob(&packed)).unwrap().as_deref(),
+            Some(text)
+        );
+        assert_eq!(
+            unpack(ValueRef::Text(text.as_bytes())).unwrap().as_deref(),
+            Some(text)
+        );
+        assert_eq!(unpack(ValueRef::Null).unwrap(), None);
+        assert!(unpack(ValueRef::Blob(b"not zlib")).is_err());
+    }
+}
