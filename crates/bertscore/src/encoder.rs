@@ -251,7 +251,7 @@ impl Encoder {
 
     fn activate(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
         match self.cfg.activation {
-            Activation::GeluErf => xs.gelu_erf(),
+            Activation::GeluErf => crate::gelu::gelu_erf(xs),
             Activation::GeluTanh => xs.gelu(),
             Activation::Relu => xs.relu(),
         }

@@ -19,6 +19,7 @@
 mod cli;
 mod config;
 mod encoder;
+mod gelu;
 mod greedy;
 mod tokenize;
 
