@@ -42,7 +42,7 @@ fn main() {
     // NMB_BENCH_DIR keeps the suite and the store for a look afterwards.
     let dir = match std::env::var_os("NMB_BENCH_DIR") {
         Some(d) => tempfile::Builder::new()
-            .keep(true)
+            .disable_cleanup(true)
             .tempdir_in(d)
             .expect("bench dir"),
         None => tempfile::tempdir().expect("temp dir"),
