@@ -298,7 +298,7 @@ pub fn run(args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
 /// How the suite was named, for the manifest, so that `nmb score RUN_ID` can load it again.
 fn suite_source(args: &EvalArgs) -> serde_json::Map<String, serde_json::Value> {
     let mut m = serde_json::Map::new();
-    m.insert("suite_spec".into(), json!(args.suite));
+    m.insert("suite_spec".into(), json!(absolute_suite_spec(&args.suite)));
     if let Some(a) = &args.answers {
         let path = std::path::absolute(a).unwrap_or_else(|_| a.clone());
         m.insert("answers_path".into(), json!(path));
@@ -309,6 +309,28 @@ fn suite_source(args: &EvalArgs) -> serde_json::Map<String, serde_json::Value> {
         m.insert("level".into(), json!(level.to_string()));
     }
     m
+}
+
+/// The suite spec with its path made absolute (`FORMAT:PATH` or `PATH`), so scoring from another directory
+/// finds it; `sample` and specs whose path does not exist stay as typed.
+fn absolute_suite_spec(spec: &str) -> String {
+    let absolute = |p: &str| {
+        let path = Path::new(p);
+        path.exists()
+            .then(|| std::path::absolute(path).ok())
+            .flatten()
+            .map(|a| a.display().to_string())
+    };
+    if let Some(a) = absolute(spec) {
+        return a;
+    }
+    match spec.split_once(':') {
+        Some((format, rest)) => match absolute(rest) {
+            Some(a) => format!("{format}:{a}"),
+            None => spec.to_string(),
+        },
+        None => spec.to_string(),
+    }
 }
 
 /// Writes every report format for one run and returns the HTML file's path.
