@@ -12,15 +12,15 @@
 //!
 //! `cargo bench -p nmb --bench eval [-- --tasks N --concurrency N --wire openai|anthropic|gemini]`
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use nmb_fake_server::support::{noise_png, proc_cpu, proc_status_kb, wait_with_usage};
+use nmb_fake_server::support::{
+    noise_png, proc_cpu, proc_status_kb, spawn_child_server, wait_with_usage,
+};
 use serde_json::{json, Value};
 
-const CHILD_FLAG: &str = "--fake-server-child";
 const IMAGE_SIDE: u32 = 124; // a ~46 KB noise PNG
 
 struct Opts {
@@ -31,13 +31,7 @@ struct Opts {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some(CHILD_FLAG) {
-        if let Err(e) = nmb_fake_server::run_cli(&args[1..]) {
-            eprintln!("{e}");
-            std::process::exit(2);
-        }
-        return;
-    }
+    nmb_fake_server::support::serve_if_child(&args);
     let opts = parse(&args);
     // NMB_BENCH_DIR keeps the suite and the store for a look afterwards.
     let dir = match std::env::var_os("NMB_BENCH_DIR") {
@@ -48,7 +42,10 @@ fn main() {
         None => tempfile::tempdir().expect("temp dir"),
     };
     let image_bytes = write_suite(dir.path(), opts.tasks);
-    let (mut server, port) = spawn_server();
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let (mut server, port) =
+        spawn_child_server(&["--threads", &threads.to_string(), "--no-image-hash"])
+            .expect("spawn fake server");
     let model = match opts.wire.as_str() {
         "anthropic" => format!("anthropic:bench-model@http://127.0.0.1:{port}"),
         "gemini" => format!("gemini:bench-model@http://127.0.0.1:{port}"),
@@ -188,33 +185,6 @@ fn write_suite(dir: &Path, tasks: usize) -> usize {
     }
     std::fs::write(root.join("cases.jsonl"), lines).expect("cases.jsonl");
     size
-}
-
-fn spawn_server() -> (Child, u16) {
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let exe = std::env::current_exe().expect("current exe");
-    let mut child = Command::new(exe)
-        .args([
-            CHILD_FLAG,
-            "--threads",
-            &threads.to_string(),
-            "--no-image-hash",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn fake server");
-    let stdout = child.stdout.take().expect("child stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("LISTENING line");
-    let port = line
-        .trim()
-        .strip_prefix("LISTENING ")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected server output {line:?}"));
-    (child, port)
 }
 
 struct Measured {

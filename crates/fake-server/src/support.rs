@@ -136,3 +136,45 @@ pub fn wait_with_usage(child: &mut Child) -> std::io::Result<ChildUsage> {
         max_rss_kb: u.ru_maxrss.max(0) as u64,
     })
 }
+
+/// The argument that makes a bench binary serve as the fake server (see [`serve_if_child`]).
+pub const CHILD_FLAG: &str = "--fake-server-child";
+
+/// In a binary that runs the fake server as a child of itself (so its CPU and memory are measured apart): when
+/// `args` (without the program name) start with [`CHILD_FLAG`], serves with the rest of them as `nmb-fake-server`
+/// options and never returns; otherwise returns.
+pub fn serve_if_child(args: &[String]) {
+    if args.first().map(String::as_str) != Some(CHILD_FLAG) {
+        return;
+    }
+    if let Err(e) = crate::run_cli(&args[1..]) {
+        eprintln!("{e}");
+        std::process::exit(2);
+    }
+    std::process::exit(0);
+}
+
+/// Starts this binary again as the fake server with `server_args` and returns the child and its port, read from
+/// the `LISTENING <port>` line.
+pub fn spawn_child_server(server_args: &[&str]) -> std::io::Result<(Child, u16)> {
+    use std::io::BufRead;
+    let exe = std::env::current_exe()?;
+    let mut child = std::process::Command::new(exe)
+        .arg(CHILD_FLAG)
+        .args(server_args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| std::io::Error::other("no stdout"))?;
+    let mut line = String::new();
+    std::io::BufReader::new(stdout).read_line(&mut line)?;
+    let port = line
+        .trim()
+        .strip_prefix("LISTENING ")
+        .and_then(|p| p.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("unexpected server output {line:?}")))?;
+    Ok((child, port))
+}

@@ -4,13 +4,11 @@
 //!
 //! `cargo bench -p nmb-requests --bench throughput [-- --requests N --concurrency N --wire openai|anthropic|gemini|all]`
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
 use nmb_fake_server::support::{
-    noise_png, peak_rss_kb, proc_cpu, proc_status_kb, self_cpu, with_text_chunk,
+    noise_png, peak_rss_kb, proc_cpu, proc_status_kb, self_cpu, spawn_child_server, with_text_chunk,
 };
 use nmb_plan::chat::{GenParams, ImagePart, Message, Part, Role};
 use nmb_requests::{
@@ -19,18 +17,11 @@ use nmb_requests::{
 };
 use sha2::{Digest, Sha256};
 
-const CHILD_FLAG: &str = "--fake-server-child";
 const IMAGE_SIDE: u32 = 124; // 124 * 124 * 3 bytes of noise: a ~46 KB PNG
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some(CHILD_FLAG) {
-        if let Err(e) = nmb_fake_server::run_cli(&args[1..]) {
-            eprintln!("{e}");
-            std::process::exit(2);
-        }
-        return;
-    }
+    nmb_fake_server::support::serve_if_child(&args);
     let opts = Opts::parse(&args);
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -38,7 +29,8 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    let (mut child, port) = spawn_server(threads);
+    let (mut child, port) =
+        spawn_child_server(&["--threads", &threads.to_string()]).expect("spawn fake server");
     let results: Vec<_> = rt.block_on(async {
         let mut out = Vec::new();
         for kind in &opts.wires {
@@ -109,27 +101,6 @@ impl Opts {
         }
         o
     }
-}
-
-fn spawn_server(threads: usize) -> (Child, u16) {
-    let exe = std::env::current_exe().expect("current exe");
-    let mut child = Command::new(exe)
-        .args([CHILD_FLAG, "--threads", &threads.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn fake server");
-    let stdout = child.stdout.take().expect("child stdout");
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("LISTENING line");
-    let port = line
-        .trim()
-        .strip_prefix("LISTENING ")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected server output {line:?}"));
-    (child, port)
 }
 
 async fn run_wire(kind: BackendKind, port: u16, server_pid: u32, opts: &Opts) -> serde_json::Value {
