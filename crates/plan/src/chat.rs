@@ -129,3 +129,24 @@ pub fn messages_hash(messages: &[Message]) -> String {
     }
     hex::encode(h.finalize())
 }
+
+/// A conversation as the run store keeps it (`nmb_store::Store::put_prompt`):
+/// `{"messages": [{"role", "parts": [{"text"} | {"image": SHA256, "mime"}]}]}`, text verbatim and images by
+/// content hash only (their bytes are stored once, apart).
+pub fn stored_prompt_body(messages: &[Message]) -> String {
+    let messages: Vec<serde_json::Value> = messages
+        .iter()
+        .map(|m| {
+            let parts: Vec<serde_json::Value> = m
+                .parts
+                .iter()
+                .map(|p| match p {
+                    Part::Text(t) => serde_json::json!({"text": t}),
+                    Part::Image(i) => serde_json::json!({"image": i.sha256, "mime": i.mime}),
+                })
+                .collect();
+            serde_json::json!({"role": m.role, "parts": parts})
+        })
+        .collect();
+    serde_json::json!({ "messages": messages }).to_string()
+}

@@ -9,7 +9,6 @@ use nmb_requests::{ChatRequest, Completion};
 use nmb_store::{
     cache_key, now_ms, CachedResponse, CallRecord, ChoiceRecord, ErrorInfo, ImageInput,
 };
-use serde_json::{json, Value};
 
 use crate::{config, Ctx, RunError};
 
@@ -144,29 +143,10 @@ fn store_prompt(ctx: &Ctx, prompt: &Prompt) -> Result<(), RunError> {
             }
         }
     }
-    let body = prompt_body(&prompt.messages).to_string();
+    let body = nmb_plan::chat::stored_prompt_body(&prompt.messages);
     ctx.store.put_prompt(&prompt.hash, &body, &images)?;
     stored.insert(prompt.hash.clone());
     Ok(())
-}
-
-/// The conversation as stored: text verbatim, images by content hash only.
-fn prompt_body(messages: &[Message]) -> Value {
-    let messages: Vec<Value> = messages
-        .iter()
-        .map(|m| {
-            let parts: Vec<Value> = m
-                .parts
-                .iter()
-                .map(|p| match p {
-                    Part::Text(t) => json!({"text": t}),
-                    Part::Image(i) => json!({"image": i.sha256, "mime": i.mime}),
-                })
-                .collect();
-            json!({"role": m.role, "parts": parts})
-        })
-        .collect();
-    json!({ "messages": messages })
 }
 
 fn lookup(

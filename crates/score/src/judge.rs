@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures::stream::{self, StreamExt};
-use nmb_plan::chat::{messages_hash, GenParams, Message, OutputFormat, Part, Role};
+use nmb_plan::chat::{messages_hash, GenParams, Message, OutputFormat, Role};
 use nmb_requests::{Backend, BackendKind, ChatRequest, Lane, ModelSpec, Scheduler};
 use nmb_store::{
     cache_key, canonical_json, now_ms, CallRecord, ChoiceRecord, ErrorInfo, RunInfo, Store,
@@ -288,8 +288,11 @@ impl Panel {
         messages: &[Message],
     ) -> Result<Result<String, String>, ScoreError> {
         let prompt_hash = messages_hash(messages);
-        self.store
-            .put_prompt(&prompt_hash, &prompt_body(messages).to_string(), &[])?;
+        self.store.put_prompt(
+            &prompt_hash,
+            &nmb_plan::chat::stored_prompt_body(messages),
+            &[],
+        )?;
         let output = OutputFormat::Json {
             schema: Some(q.schema.clone()),
         };
@@ -397,25 +400,6 @@ fn reask(why: &str) -> String {
         "Your answer could not be used: {why}. Reply again with only the JSON object described above: no \
          code fences, no text before or after it, every required field present and valid."
     )
-}
-
-/// The conversation as stored (text only; judges are never sent images).
-fn prompt_body(messages: &[Message]) -> Value {
-    let messages: Vec<Value> = messages
-        .iter()
-        .map(|m| {
-            let parts: Vec<Value> = m
-                .parts
-                .iter()
-                .filter_map(|p| match p {
-                    Part::Text(t) => Some(json!({"text": t})),
-                    Part::Image(_) => None,
-                })
-                .collect();
-            json!({"role": m.role, "parts": parts})
-        })
-        .collect();
-    json!({ "messages": messages })
 }
 
 /// Finds the judge run of `judge` for `scored`, or creates it.
