@@ -1,53 +1,85 @@
-//! A BERT/RoBERTa encoder forward pass in candle, stopping at a chosen layer.
+//! A BERT/RoBERTa encoder forward pass up to a chosen layer, on packed token rows.
 //!
 //! It follows Hugging Face's `BertModel`/`RobertaModel` in eval mode (no dropout): embeddings
 //! (word + position + token type 0) with LayerNorm, then post-norm layers of self-attention and a
 //! GELU feed-forward. Only the first `layer` encoder layers are loaded and run, because bert-score
 //! truncates the model the same way and nothing after that layer affects the hidden states it reads.
+//!
+//! candle loads the checkpoint (safetensors in any float dtype, converted to f32). The forward pass
+//! then works on plain f32 buffers, because that is where the time goes: the sequences of a batch
+//! are packed back to back with no padding, so every matrix product covers real tokens only (a
+//! padded key would get attention weight exactly 0 in Hugging Face, so packing changes nothing);
+//! each dense layer is one call into `gemm`, the matrix-multiply crate candle's CPU backend uses,
+//! writing into buffers reused from batch to batch; attention runs per sequence on rayon's threads.
+//! Written as candle tensor ops (`reference.rs`, kept as the test oracle) the same computation
+//! spent half its time allocating per op and dispatching one multi-threaded product per sequence
+//! and head.
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Tensor};
 use candle_nn::VarBuilder;
+use rayon::prelude::*;
 
 use crate::config::{Activation, EncoderConfig};
+use crate::matmul::{self, PackedMatrix};
+use crate::ops;
 
-/// A dense layer kept as `weight^T` view + bias, applied to 2-D `[rows, in]` input as one GEMM.
+/// The dtype all weights are converted to on load.
+pub const DTYPE: DType = DType::F32;
+
+/// A dense layer `y = x W^T + b`, with `W^T` (`[in, out]`) packed for [`matmul::add_product`].
 struct Dense {
-    weight: Tensor,
-    bias: Tensor,
+    weight_t: PackedMatrix,
+    bias: Vec<f32>,
 }
 
 impl Dense {
-    fn load(
-        vb: &VarBuilder,
-        name: &str,
-        out_dim: usize,
-        in_dim: usize,
-    ) -> candle_core::Result<Self> {
-        let vb = vb.pp(name);
+    fn tensors(vb: &VarBuilder, out: usize, inp: usize) -> candle_core::Result<(Tensor, Tensor)> {
+        Ok((vb.get((out, inp), "weight")?, vb.get(out, "bias")?))
+    }
+
+    /// One dense layer from the `weight`/`bias` pairs of several that read the same input,
+    /// stacked along their outputs.
+    fn stacked(parts: &[(Tensor, Tensor)]) -> candle_core::Result<Self> {
+        let weights: Vec<&Tensor> = parts.iter().map(|p| &p.0).collect();
+        let biases: Vec<&Tensor> = parts.iter().map(|p| &p.1).collect();
+        let weight = Tensor::cat(&weights, 0)?;
+        let (outputs, inputs) = weight.dims2()?;
+        let weight_t: Vec<f32> = weight.t()?.contiguous()?.flatten_all()?.to_vec1()?;
         Ok(Self {
-            weight: vb.get((out_dim, in_dim), "weight")?,
-            bias: vb.get(out_dim, "bias")?,
+            weight_t: PackedMatrix::new(&weight_t, inputs, outputs),
+            bias: Tensor::cat(&biases, 0)?.to_vec1()?,
         })
     }
 
-    /// Stacks several dense layers that read the same input into one wider layer.
-    fn concat(parts: &[Dense]) -> candle_core::Result<Self> {
-        let weights: Vec<&Tensor> = parts.iter().map(|d| &d.weight).collect();
-        let biases: Vec<&Tensor> = parts.iter().map(|d| &d.bias).collect();
-        Ok(Self {
-            weight: Tensor::cat(&weights, 0)?,
-            bias: Tensor::cat(&biases, 0)?,
-        })
+    fn load(vb: &VarBuilder, name: &str, out: usize, inp: usize) -> candle_core::Result<Self> {
+        Self::stacked(&[Self::tensors(&vb.pp(name), out, inp)?])
     }
 
-    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        xs.matmul(&self.weight.t()?)?.broadcast_add(&self.bias)
+    /// `dst = x W^T + b (+ residual)` for `rows` rows; `dst` and `residual` are `[rows, out]`.
+    fn apply(&self, x: &[f32], rows: usize, dst: &mut [f32], residual: Option<&[f32]>) {
+        let out = self.weight_t.cols();
+        let dst = &mut dst[..rows * out];
+        match residual {
+            Some(res) => dst
+                .par_chunks_mut(out)
+                .zip(res.par_chunks(out))
+                .for_each(|(d, r)| {
+                    d.iter_mut()
+                        .zip(r)
+                        .zip(&self.bias)
+                        .for_each(|((d, r), b)| *d = r + b)
+                }),
+            None => dst
+                .par_chunks_mut(out)
+                .for_each(|d| d.copy_from_slice(&self.bias)),
+        }
+        matmul::add_product(&x[..rows * self.weight_t.rows()], rows, &self.weight_t, dst);
     }
 }
 
 struct Norm {
-    weight: Tensor,
-    bias: Tensor,
+    weight: Vec<f32>,
+    bias: Vec<f32>,
     eps: f32,
 }
 
@@ -55,14 +87,17 @@ impl Norm {
     fn load(vb: &VarBuilder, size: usize, eps: f64) -> candle_core::Result<Self> {
         let vb = vb.pp("LayerNorm");
         Ok(Self {
-            weight: vb.get(size, "weight")?,
-            bias: vb.get(size, "bias")?,
+            weight: vb.get(size, "weight")?.to_vec1()?,
+            bias: vb.get(size, "bias")?.to_vec1()?,
             eps: eps as f32,
         })
     }
 
-    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        candle_nn::ops::layer_norm(xs, &self.weight, &self.bias, self.eps)
+    /// LayerNorm of every row of `xs`, in place.
+    fn apply(&self, xs: &mut [f32]) {
+        let h = self.weight.len();
+        xs.par_chunks_mut(h)
+            .for_each(|row| ops::layer_norm(row, &self.weight, &self.bias, self.eps));
     }
 }
 
@@ -80,10 +115,10 @@ impl Layer {
         let h = cfg.hidden_size;
         let att = vb.pp("attention");
         let own = att.pp("self");
-        let qkv = Dense::concat(&[
-            Dense::load(&own, "query", h, h)?,
-            Dense::load(&own, "key", h, h)?,
-            Dense::load(&own, "value", h, h)?,
+        let qkv = Dense::stacked(&[
+            Dense::tensors(&own.pp("query"), h, h)?,
+            Dense::tensors(&own.pp("key"), h, h)?,
+            Dense::tensors(&own.pp("value"), h, h)?,
         ])?;
         let out = att.pp("output");
         Ok(Self {
@@ -97,20 +132,50 @@ impl Layer {
     }
 }
 
-/// Shape of one padded batch, shared by the layer functions.
-struct BatchShape {
-    batch: usize,
-    seq: usize,
+/// Activation buffers, kept between batches so each batch reuses memory already paged in.
+#[derive(Default)]
+pub struct Scratch {
+    hidden: Vec<f32>,
+    qkv: Vec<f32>,
+    context: Vec<f32>,
+    attended: Vec<f32>,
+    inner: Vec<f32>,
+}
+
+fn sized(buf: &mut Vec<f32>, len: usize) -> &mut [f32] {
+    if buf.len() < len {
+        buf.resize(len, 0.0);
+    }
+    &mut buf[..len]
+}
+
+/// Where each sequence's rows start in the packed buffers, and the total.
+struct Packing {
+    starts: Vec<usize>,
+    lens: Vec<usize>,
+    rows: usize,
+}
+
+impl Packing {
+    fn new(seqs: &[&[u32]]) -> Self {
+        let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+        let mut starts = Vec::with_capacity(lens.len());
+        let mut rows = 0;
+        for len in &lens {
+            starts.push(rows);
+            rows += len;
+        }
+        Self { starts, lens, rows }
+    }
 }
 
 pub struct Encoder {
     cfg: EncoderConfig,
-    word: Tensor,
-    position: Tensor,
-    token_type0: Tensor,
+    word: Vec<f32>,
+    position: Vec<f32>,
+    token_type0: Vec<f32>,
     emb_norm: Norm,
     layers: Vec<Layer>,
-    device: Device,
 }
 
 impl Encoder {
@@ -123,144 +188,125 @@ impl Encoder {
         let layers = (0..layer)
             .map(|i| Layer::load(&vb.pp(format!("encoder.layer.{i}")), cfg))
             .collect::<candle_core::Result<Vec<_>>>()?;
+        let flat = |t: Tensor| t.flatten_all()?.to_vec1::<f32>();
         Ok(Self {
             cfg: cfg.clone(),
-            word: emb.get((cfg.vocab_size, h), "word_embeddings.weight")?,
-            position: emb.get(
+            word: flat(emb.get((cfg.vocab_size, h), "word_embeddings.weight")?)?,
+            position: flat(emb.get(
                 (cfg.max_position_embeddings, h),
                 "position_embeddings.weight",
-            )?,
-            token_type0: token_types.get(0)?,
+            )?)?,
+            token_type0: token_types.get(0)?.to_vec1()?,
             emb_norm: Norm::load(&emb, h, cfg.layer_norm_eps)?,
             layers,
-            device: vb.device().clone(),
         })
     }
 
-    /// Runs the batch of token-id sequences and returns, for each sequence, its unpadded hidden
-    /// states at the chosen layer as a row-major `len x hidden` vector.
-    pub fn hidden_states(&self, seqs: &[&[u32]]) -> candle_core::Result<Vec<Vec<f32>>> {
-        let shape = BatchShape {
-            batch: seqs.len(),
-            seq: seqs.iter().map(|s| s.len()).max().unwrap_or(0),
-        };
-        if shape.batch == 0 || shape.seq == 0 {
-            return Ok(vec![Vec::new(); shape.batch]);
-        }
-        let mask = self.attention_bias(seqs, &shape)?;
-        let mut xs = self.embed(seqs, &shape)?;
-        for layer in &self.layers {
-            xs = self.layer_forward(layer, &xs, &mask, &shape)?;
-        }
-        let flat: Vec<f32> = xs.flatten_all()?.to_vec1()?;
+    /// Runs the batch of token-id sequences and returns, for each sequence, its hidden states at
+    /// the chosen layer as a row-major `len x hidden` vector.
+    pub fn hidden_states(
+        &self,
+        seqs: &[&[u32]],
+        scratch: &mut Scratch,
+    ) -> candle_core::Result<Vec<Vec<f32>>> {
+        let pack = Packing::new(seqs);
         let h = self.cfg.hidden_size;
-        Ok(seqs
+        self.embed(seqs, sized(&mut scratch.hidden, pack.rows * h))?;
+        for layer in &self.layers {
+            self.layer_forward(layer, &pack, scratch);
+        }
+        let hidden = &scratch.hidden;
+        Ok(pack
+            .starts
             .iter()
-            .enumerate()
-            .map(|(b, s)| {
-                let start = b * shape.seq * h;
-                flat[start..start + s.len() * h].to_vec()
-            })
+            .zip(&pack.lens)
+            .map(|(&start, &len)| hidden[start * h..(start + len) * h].to_vec())
             .collect())
     }
 
-    /// Word + position + token-type-0 embeddings, LayerNorm'd; returns `[batch*seq, hidden]`.
-    fn embed(&self, seqs: &[&[u32]], shape: &BatchShape) -> candle_core::Result<Tensor> {
-        let mut ids = Vec::with_capacity(shape.batch * shape.seq);
-        for s in seqs {
-            ids.extend_from_slice(s);
-            ids.extend(std::iter::repeat_n(
-                self.cfg.pad_token_id as u32,
-                shape.seq - s.len(),
-            ));
-        }
-        let ids = Tensor::from_vec(ids, shape.batch * shape.seq, &self.device)?;
-        let offset = self.cfg.position_offset() as u32;
-        let positions: Vec<u32> = (0..shape.seq as u32).map(|i| i + offset).collect();
-        let positions = Tensor::from_vec(positions, shape.seq, &self.device)?;
+    /// Word + position + token-type-0 embeddings, LayerNorm'd, into `dst` (`[rows, hidden]`).
+    fn embed(&self, seqs: &[&[u32]], dst: &mut [f32]) -> candle_core::Result<()> {
         let h = self.cfg.hidden_size;
-        let word = self
-            .word
-            .index_select(&ids, 0)?
-            .reshape((shape.batch, shape.seq, h))?;
-        let pos = self.position.index_select(&positions, 0)?;
-        let xs = word
-            .broadcast_add(&pos)?
-            .broadcast_add(&self.token_type0)?
-            .reshape((shape.batch * shape.seq, h))?;
-        self.emb_norm.forward(&xs)
-    }
-
-    /// Additive attention bias `[batch, 1, 1, seq]`: 0 on real tokens, a large negative number on
-    /// padding, as Hugging Face's extended attention mask does.
-    fn attention_bias(&self, seqs: &[&[u32]], shape: &BatchShape) -> candle_core::Result<Tensor> {
-        let mut bias = Vec::with_capacity(shape.batch * shape.seq);
-        for s in seqs {
-            bias.extend(std::iter::repeat_n(0f32, s.len()));
-            bias.extend(std::iter::repeat_n(f32::MIN, shape.seq - s.len()));
+        let offset = self.cfg.position_offset();
+        let mut rows = dst.chunks_exact_mut(h);
+        for seq in seqs {
+            if offset + seq.len() > self.cfg.max_position_embeddings {
+                candle_core::bail!(
+                    "a sequence of {} tokens needs more than the model's {} positions",
+                    seq.len(),
+                    self.cfg.max_position_embeddings
+                );
+            }
+            for (i, &id) in seq.iter().enumerate() {
+                let id = id as usize;
+                if id >= self.cfg.vocab_size {
+                    candle_core::bail!(
+                        "token id {id} is outside the vocabulary ({} entries)",
+                        self.cfg.vocab_size
+                    );
+                }
+                let row = rows.next().expect("dst holds one row per token");
+                let word = &self.word[id * h..(id + 1) * h];
+                let pos = &self.position[(offset + i) * h..(offset + i + 1) * h];
+                for (((d, w), p), t) in row.iter_mut().zip(word).zip(pos).zip(&self.token_type0) {
+                    *d = w + p + t;
+                }
+            }
         }
-        Tensor::from_vec(bias, (shape.batch, 1, 1, shape.seq), &self.device)
+        self.emb_norm.apply(dst);
+        Ok(())
     }
 
-    fn layer_forward(
-        &self,
-        layer: &Layer,
-        xs: &Tensor,
-        mask: &Tensor,
-        shape: &BatchShape,
-    ) -> candle_core::Result<Tensor> {
-        let context = self.self_attention(layer, xs, mask, shape)?;
-        let attended = layer
-            .attn_norm
-            .forward(&(layer.attn_out.forward(&context)? + xs)?)?;
-        let inner = self.activate(&layer.ffn_in.forward(&attended)?)?;
-        layer
-            .ffn_norm
-            .forward(&(layer.ffn_out.forward(&inner)? + &attended)?)
+    fn layer_forward(&self, layer: &Layer, pack: &Packing, s: &mut Scratch) {
+        let (h, rows) = (self.cfg.hidden_size, pack.rows);
+        let hidden = &mut s.hidden[..rows * h];
+        let qkv = sized(&mut s.qkv, rows * 3 * h);
+        layer.qkv.apply(hidden, rows, qkv, None);
+        let context = sized(&mut s.context, rows * h);
+        self.attention(qkv, pack, context);
+        let attended = sized(&mut s.attended, rows * h);
+        layer.attn_out.apply(context, rows, attended, Some(hidden));
+        layer.attn_norm.apply(attended);
+        let inner = sized(&mut s.inner, rows * self.cfg.intermediate_size);
+        layer.ffn_in.apply(attended, rows, inner, None);
+        self.activate(inner);
+        layer.ffn_out.apply(inner, rows, hidden, Some(attended));
+        layer.ffn_norm.apply(hidden);
     }
 
-    /// Multi-head self-attention on `[batch*seq, hidden]`; returns the same shape, before the
-    /// output projection.
-    fn self_attention(
-        &self,
-        layer: &Layer,
-        xs: &Tensor,
-        mask: &Tensor,
-        shape: &BatchShape,
-    ) -> candle_core::Result<Tensor> {
-        let heads = self.cfg.num_heads;
-        let head_dim = self.cfg.hidden_size / heads;
-        let (b, t) = (shape.batch, shape.seq);
-        let qkv = layer
-            .qkv
-            .forward(xs)?
-            .reshape((b, t, 3, heads, head_dim))?
-            .permute((2, 0, 3, 1, 4))?
-            .contiguous()?;
-        let q = (qkv.get(0)? * (1.0 / (head_dim as f64).sqrt()))?;
-        let k = qkv.get(1)?;
-        let v = qkv.get(2)?;
-        let scores = q.matmul(&k.t()?)?.broadcast_add(mask)?;
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-        probs
-            .matmul(&v)?
-            .transpose(1, 2)?
-            .contiguous()?
-            .reshape((b * t, self.cfg.hidden_size))
-    }
-
-    fn activate(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        match self.cfg.activation {
-            Activation::GeluErf => crate::gelu::gelu_erf(xs),
-            Activation::GeluTanh => xs.gelu(),
-            Activation::Relu => xs.relu(),
+    /// Multi-head self-attention of each packed sequence over its own tokens: reads the `[rows,
+    /// 3 hidden]` query/key/value rows and writes `[rows, hidden]`, before the output projection.
+    fn attention(&self, qkv: &[f32], pack: &Packing, context: &mut [f32]) {
+        let h = self.cfg.hidden_size;
+        let mut parts = Vec::with_capacity(pack.lens.len());
+        let mut rest = context;
+        for &len in &pack.lens {
+            let (part, tail) = rest.split_at_mut(len * h);
+            parts.push(part);
+            rest = tail;
         }
+        let heads = ops::Heads {
+            count: self.cfg.num_heads,
+            dim: h / self.cfg.num_heads,
+        };
+        parts
+            .into_par_iter()
+            .zip(pack.starts.par_iter().zip(&pack.lens))
+            .for_each(|(out, (&start, &len))| {
+                ops::attend(&qkv[start * 3 * h..(start + len) * 3 * h], len, heads, out)
+            });
+    }
+
+    fn activate(&self, xs: &mut [f32]) {
+        let f: fn(&mut [f32]) = match self.cfg.activation {
+            Activation::GeluErf => ops::gelu_erf,
+            Activation::GeluTanh => ops::gelu_tanh,
+            Activation::Relu => |c| c.iter_mut().for_each(|x| *x = x.max(0.0)),
+        };
+        xs.par_chunks_mut(16 * 1024).for_each(f);
     }
 
     pub fn hidden_size(&self) -> usize {
         self.cfg.hidden_size
     }
 }
-
-/// The dtype all weights are converted to on load.
-pub const DTYPE: DType = DType::F32;

@@ -19,8 +19,11 @@
 mod cli;
 mod config;
 mod encoder;
-mod gelu;
 mod greedy;
+mod matmul;
+mod ops;
+#[cfg(test)]
+mod reference;
 mod tokenize;
 
 use std::collections::HashMap;
@@ -34,7 +37,7 @@ use serde::{Deserialize, Serialize};
 pub use cli::{format_json, format_table, read_lines, run_cli, CliArgs};
 pub use config::{EncoderConfig, Family};
 
-use encoder::Encoder;
+use encoder::{Encoder, Scratch};
 use greedy::{Embedded, PadFloor, Weighting};
 use tokenize::TextTokenizer;
 
@@ -130,6 +133,11 @@ pub struct BertScorer {
 
 /// Pairs are embedded and matched this many matching batches at a time, to bound memory.
 const BATCHES_PER_CHUNK: usize = 16;
+
+/// Tokens per encoder forward pass. Batches run side by side, one per thread, and at this size
+/// the activations of two of them stay in a typical L3 cache; measured on MiniLM, about 5%
+/// faster than 64 texts of up to ~120 tokens each.
+const ENCODER_TOKENS: usize = 1024;
 
 impl BertScorer {
     /// Loads `config.json`, `model.safetensors` and `tokenizer.json` from `dir`, keeping the
@@ -241,7 +249,8 @@ impl BertScorer {
             .collect())
     }
 
-    /// Unit-length hidden states per text id, encoded in length-sorted batches.
+    /// Unit-length hidden states per text id, encoded in length-sorted batches that run side by
+    /// side on rayon's threads (each batch's own work also splits across idle threads).
     fn embed(
         &self,
         ids: &[usize],
@@ -251,17 +260,49 @@ impl BertScorer {
         let mut order = ids.to_vec();
         order.sort_by_key(|&i| std::cmp::Reverse(tokens[i].len()));
         let dim = self.encoder.hidden_size();
-        let mut out = HashMap::with_capacity(order.len());
-        for batch in order.chunks(batch_size) {
-            let seqs: Vec<&[u32]> = batch.iter().map(|&i| tokens[i].as_slice()).collect();
-            let states = self.encoder.hidden_states(&seqs)?;
-            for (&i, mut v) in batch.iter().zip(states) {
-                greedy::normalise(&mut v, dim);
-                out.insert(i, v);
-            }
-        }
-        Ok(out)
+        let batches = encoder_batches(&order, tokens, batch_size);
+        let states = batches
+            .par_iter()
+            .with_max_len(1)
+            .map_init(Scratch::default, |scratch, batch| {
+                let seqs: Vec<&[u32]> = batch.iter().map(|&i| tokens[i].as_slice()).collect();
+                let mut states = self.encoder.hidden_states(&seqs, scratch)?;
+                states.iter_mut().for_each(|v| greedy::normalise(v, dim));
+                Ok::<_, BertScoreError>(states)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(batches
+            .iter()
+            .zip(states)
+            .flat_map(|(batch, states)| batch.iter().copied().zip(states))
+            .collect())
     }
+}
+
+/// Splits `order` into runs of at most `max_texts` texts and, past the first text, at most
+/// [`ENCODER_TOKENS`] tokens.
+fn encoder_batches<'a>(
+    order: &'a [usize],
+    tokens: &[Vec<u32>],
+    max_texts: usize,
+) -> Vec<&'a [usize]> {
+    let mut batches = Vec::new();
+    let mut rest = order;
+    while !rest.is_empty() {
+        let mut count = 0;
+        let mut total = 0;
+        for &i in rest.iter().take(max_texts) {
+            total += tokens[i].len();
+            if count > 0 && total > ENCODER_TOKENS {
+                break;
+            }
+            count += 1;
+        }
+        let (batch, tail) = rest.split_at(count);
+        batches.push(batch);
+        rest = tail;
+    }
+    batches
 }
 
 fn check_inputs(
