@@ -116,6 +116,19 @@ pub struct Outcome {
     pub attempt_errors: Vec<ErrorClass>,
 }
 
+impl Outcome {
+    /// How long the model took to answer: the successful attempt's own request time, without the
+    /// waits for a concurrency slot or between retries (a local model serving one call at a time
+    /// would otherwise be charged for the queue in front of it). A failed call has no answer, so
+    /// it reports [`Outcome::total_latency`].
+    pub fn response_latency(&self) -> Duration {
+        match &self.result {
+            Ok(c) => c.latency,
+            Err(_) => self.total_latency,
+        }
+    }
+}
+
 /// Live counters for progress display. All monotonic except `in_flight`.
 #[derive(Default)]
 pub struct Counters {

@@ -176,6 +176,11 @@ async fn retry_after_waits_in_real_time() {
     assert!(out.result.is_ok());
     assert!(t0.elapsed() >= Duration::from_secs(1), "{:?}", t0.elapsed());
     assert!(out.total_latency >= Duration::from_secs(1));
+    assert!(
+        out.response_latency() < Duration::from_secs(1),
+        "the stored latency is the answering attempt's, not the wait: {:?}",
+        out.response_latency()
+    );
     assert_eq!(s.counters().retries, 1);
 }
 

@@ -260,7 +260,7 @@ async fn call(
         raw,
         tokens_in: completion.map(|c| c.usage.input_tokens),
         tokens_out: completion.map(|c| c.usage.output_tokens),
-        latency_ms: Some(outcome.total_latency.as_millis() as u64),
+        latency_ms: Some(outcome.response_latency().as_millis() as u64),
         started_ms,
         finished_ms,
     };
