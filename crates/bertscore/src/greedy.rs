@@ -4,6 +4,7 @@ use std::collections::{HashMap, HashSet};
 
 use multiversion::multiversion;
 
+use crate::ops::dot;
 use crate::Prf;
 
 /// One embedded sentence: unit-length token vectors (row-major `len x dim`) and a weight per
@@ -61,25 +62,6 @@ pub fn score_pair(cand: &Embedded, reference: &Embedded, dim: usize, floor: PadF
         r,
         f: if f.is_nan() { 0.0 } else { f },
     }
-}
-
-/// Kept in eight partial sums so it vectorises (inlined into the AVX2 build of `score_pair`).
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for i in 0..8 {
-            lanes[i] += x[i] * y[i];
-        }
-    }
-    lanes.iter().sum::<f32>() + tail
 }
 
 /// `sum(w*x) / sum(w)`; NaN when all weights are 0, as in bert-score.

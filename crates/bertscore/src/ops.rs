@@ -37,6 +37,26 @@ fn lane_sum(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     lanes.iter().sum::<f32>() + tail
 }
 
+/// The dot product of two equal-length slices, in eight partial sums like [`lane_sum`] (for the
+/// greedy matching's cosines, inlined into its AVX2 build).
+#[inline(always)]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for (lane, (x, y)) in lanes.iter_mut().zip(x.iter().zip(y)) {
+            *lane += x * y;
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
+}
+
 /// The exact GELU, `0.5 x (1 + erf(x / sqrt 2))` (Hugging Face's `gelu`), of every element.
 #[multiversion(targets("x86_64+avx2+fma"))]
 pub fn gelu_erf(xs: &mut [f32]) {
