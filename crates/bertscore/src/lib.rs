@@ -28,6 +28,7 @@ mod tokenize;
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use candle_core::Device;
 use candle_nn::VarBuilder;
@@ -261,12 +262,18 @@ impl BertScorer {
         order.sort_by_key(|&i| std::cmp::Reverse(tokens[i].len()));
         let dim = self.encoder.hidden_size();
         let batches = encoder_batches(&order, tokens, batch_size);
+        // Buffers go back here after each batch for the next one to take (rayon's `map_init`
+        // would make fresh ones for nearly every batch once they are split one per task).
+        let spare: Mutex<Vec<Scratch>> = Mutex::new(Vec::new());
         let states = batches
             .par_iter()
             .with_max_len(1)
-            .map_init(Scratch::default, |scratch, batch| {
+            .map(|batch| {
                 let seqs: Vec<&[u32]> = batch.iter().map(|&i| tokens[i].as_slice()).collect();
-                let mut states = self.encoder.hidden_states(&seqs, scratch)?;
+                let mut scratch = lock(&spare).pop().unwrap_or_default();
+                let states = self.encoder.hidden_states(&seqs, &mut scratch);
+                lock(&spare).push(scratch);
+                let mut states = states?;
                 states.iter_mut().for_each(|v| greedy::normalise(v, dim));
                 Ok::<_, BertScoreError>(states)
             })
@@ -277,6 +284,10 @@ impl BertScorer {
             .flat_map(|(batch, states)| batch.iter().copied().zip(states))
             .collect())
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Splits `order` into runs of at most `max_texts` texts and, past the first text, at most
