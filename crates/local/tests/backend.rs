@@ -4,8 +4,8 @@ mod common;
 
 use std::sync::Arc;
 
+use nmb_chat::{GenParams, ImagePart, Message, Part, Role};
 use nmb_local::{LocalBackend, LocalModel};
-use nmb_plan::chat::{GenParams, ImagePart, Message, Part, Role};
 use nmb_requests::{Backend, ChatRequest, ErrorClass, ModelSpec};
 
 fn backend(context: Option<usize>) -> Option<LocalBackend> {

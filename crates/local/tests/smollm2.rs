@@ -4,8 +4,8 @@ mod common;
 
 use std::sync::{Arc, OnceLock};
 
+use nmb_chat::{GenParams, ImagePart, Message, OutputFormat, Part, Role};
 use nmb_local::{FinishReason, LocalError, LocalModel, TokenizerSource, IMAGE_OMITTED_MARKER};
-use nmb_plan::chat::{GenParams, ImagePart, Message, OutputFormat, Part, Role};
 
 /// Loaded once per test binary; every test shares it, as the backend will.
 fn model() -> Option<&'static LocalModel> {

@@ -120,7 +120,7 @@ fn build_store(dir: &std::path::Path, suite: &Suite) -> (Store, String) {
         input_mode: "full".into(),
         samples: SAMPLES,
         dropped_inputs: Vec::new(),
-        extra: Default::default(),
+        ..Manifest::default()
     };
     let run = store.create_run("bench", &manifest).unwrap();
     let tasks: Vec<(&str, u32)> = suite

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use nmb_chat::StoredConversation;
 use nmb_score::results::{SampleScore, ScoreReport};
 use nmb_store::{Manifest, RunInfo, RunSummary, SampleRecord, Store};
 use serde::Serialize;
@@ -94,7 +95,7 @@ pub fn load_run(
     scores: Option<ScoreReport>,
 ) -> Result<RunData, ReportError> {
     let info = store.run(run_id)?;
-    let manifest: Manifest = info.manifest_as().unwrap_or_default();
+    let manifest = info.manifest.clone();
     let summary = store.summary(run_id)?;
     let samples = store.run_samples(run_id)?;
     let prompts = task_prompts(store, &samples)?;
@@ -149,31 +150,23 @@ fn task_prompts(
     Ok(out)
 }
 
-/// `{"messages": [{"role", "parts": [{"text"} | {"image", "mime"}]}]}` as the run crate stores it. The user
-/// messages' text, turn after turn; the model's own earlier answers are shown with the samples instead.
+/// The user messages' text, turn after turn, and their images; the model's own earlier answers are shown with
+/// the samples instead. A body that is not a stored conversation gives an empty prompt.
 fn parse_prompt(body: &str) -> TaskPrompt {
-    let value: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
     let mut prompt = TaskPrompt::default();
-    let messages = value["messages"].as_array().cloned().unwrap_or_default();
-    for (turn, m) in messages.iter().filter(|m| m["role"] == "user").enumerate() {
+    let Ok(stored) = StoredConversation::parse(body) else {
+        return prompt;
+    };
+    for (turn, m) in stored.user_messages().enumerate() {
         if turn > 0 {
             prompt
                 .text
                 .push_str(&format!("\n\n--- turn {} ---\n\n", turn + 1));
         }
-        let mut first = true;
-        for part in m["parts"].as_array().into_iter().flatten() {
-            if let Some(t) = part["text"].as_str() {
-                if !first {
-                    prompt.text.push_str("\n\n");
-                }
-                prompt.text.push_str(t);
-                first = false;
-            }
-            if let Some(sha) = part["image"].as_str() {
-                if !prompt.images.iter().any(|i| i == sha) {
-                    prompt.images.push(sha.to_string());
-                }
+        prompt.text.push_str(&m.text());
+        for sha in m.images() {
+            if !prompt.images.iter().any(|i| i == sha) {
+                prompt.images.push(sha.to_string());
             }
         }
     }

@@ -7,10 +7,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use nmb_chat::{GenParams, ImagePart, Message, Part, Role};
 use nmb_fake_server::support::{
     noise_png, peak_rss_kb, proc_cpu, proc_status_kb, self_cpu, spawn_child_server, with_text_chunk,
 };
-use nmb_plan::chat::{GenParams, ImagePart, Message, Part, Role};
 use nmb_requests::{
     connect, BackendKind, BackendOptions, ChatRequest, HttpOptions, ModelSpec, Scheduler,
     SchedulerConfig, Transport,

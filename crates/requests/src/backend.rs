@@ -4,7 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use nmb_plan::chat::{GenParams, Message, OutputFormat};
+use nmb_chat::{GenParams, Message, OutputFormat};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{CallError, ErrorClass};
@@ -61,6 +61,20 @@ pub struct Completion {
     pub usage: Usage,
     /// Time from sending the request to the last byte of the response.
     pub latency: Duration,
+}
+
+impl Completion {
+    /// Replaces every occurrence of `secret` in the raw body and the answers (a server may echo a key back in a
+    /// successful response too).
+    pub fn redacted(mut self, secret: Option<&str>) -> Self {
+        if let Some(s) = secret {
+            self.raw = crate::error::redact(&self.raw, s);
+            for c in &mut self.choices {
+                c.text = crate::error::redact(&c.text, s);
+            }
+        }
+        self
+    }
 }
 
 /// A model that answers chat requests. Object safe: the CLI holds an `Arc<dyn Backend>`.

@@ -16,13 +16,15 @@ pub enum ErrorClass {
     MalformedResponse,
     Refusal,
     ContextLength,
+    /// The model cannot take this kind of input (images sent to a text-only server). Not retried.
+    UnsupportedInput,
     Auth,
     ClientError,
     Other,
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 10] = [
+    pub const ALL: [ErrorClass; 11] = [
         ErrorClass::RateLimit,
         ErrorClass::ServerError,
         ErrorClass::Network,
@@ -30,6 +32,7 @@ impl ErrorClass {
         ErrorClass::MalformedResponse,
         ErrorClass::Refusal,
         ErrorClass::ContextLength,
+        ErrorClass::UnsupportedInput,
         ErrorClass::Auth,
         ErrorClass::ClientError,
         ErrorClass::Other,
@@ -44,6 +47,7 @@ impl ErrorClass {
             ErrorClass::MalformedResponse => "malformed_response",
             ErrorClass::Refusal => "refusal",
             ErrorClass::ContextLength => "context_length",
+            ErrorClass::UnsupportedInput => "unsupported_input",
             ErrorClass::Auth => "auth",
             ErrorClass::ClientError => "client_error",
             ErrorClass::Other => "other",
@@ -126,8 +130,15 @@ pub fn redact(text: &str, secret: &str) -> String {
     text.replace(secret, "[REDACTED]")
 }
 
+/// What a stored `unsupported_input` error says to do.
+pub const UNSUPPORTED_INPUT_HINT: &str =
+    "the model cannot take this input (images need a vision model); run with --inputs text";
+
 /// Classifies an HTTP error status and its body.
 pub fn classify_status(status: u16, body: &str) -> ErrorClass {
+    if (400..=599).contains(&status) && mentions_unsupported_input(body) {
+        return ErrorClass::UnsupportedInput;
+    }
     match status {
         429 => ErrorClass::RateLimit,
         401 | 403 => ErrorClass::Auth,
@@ -137,6 +148,46 @@ pub fn classify_status(status: u16, body: &str) -> ErrorClass {
         500..=599 => ErrorClass::ServerError,
         _ => ErrorClass::Other,
     }
+}
+
+/// Phrases servers use when a text-only model is sent images (llama.cpp without a vision projector answers
+/// HTTP 500 "image input is not supported - hint: ... you may need to provide the mmproj").
+fn mentions_unsupported_input(body: &str) -> bool {
+    let b = body.to_ascii_lowercase();
+    [
+        "image input is not supported",
+        "mmproj",
+        "does not support image",
+        "images are not supported",
+        "image inputs are not supported",
+        "does not support vision",
+        "multimodal input is not supported",
+    ]
+    .iter()
+    .any(|p| b.contains(p))
+}
+
+/// Whether a failed call is the server refusing `n > 1` (llama.cpp: HTTP 400 "Only one completion choice is
+/// allowed" or "Field 'n': ..."; TGI, Ollama and others differ), so its samples can be asked one per request.
+pub fn rejects_n(err: &CallError) -> bool {
+    if err.class != ErrorClass::ClientError {
+        return false;
+    }
+    let text = format!("{} {}", err.message, err.raw.as_deref().unwrap_or("")).to_ascii_lowercase();
+    [
+        "'n'",
+        "\"n\"",
+        "\\\"n\\\"",
+        "`n`",
+        "field n ",
+        "parameter n ",
+        " n > 1",
+        " n>1",
+        "only one completion choice",
+        "only one choice",
+    ]
+    .iter()
+    .any(|p| text.contains(p))
 }
 
 /// Phrases the three vendors (and vLLM / llama.cpp) use when the prompt is too long.
@@ -235,6 +286,50 @@ mod tests {
             ErrorClass::ClientError
         );
         assert_eq!(classify_status(404, ""), ErrorClass::ClientError);
+    }
+
+    #[test]
+    fn text_only_servers_refusing_images_are_unsupported_input() {
+        let llama_cpp = r#"{"error":{"code":500,"message":"image input is not supported - hint: if this is unexpected, you may need to provide the mmproj","type":"server_error"}}"#;
+        assert_eq!(
+            classify_status(500, llama_cpp),
+            ErrorClass::UnsupportedInput
+        );
+        assert_eq!(
+            classify_status(400, "This model does not support image inputs"),
+            ErrorClass::UnsupportedInput
+        );
+        assert_eq!(
+            classify_status(500, "out of memory"),
+            ErrorClass::ServerError
+        );
+        assert_eq!(
+            ErrorClass::parse("unsupported_input"),
+            Some(ErrorClass::UnsupportedInput)
+        );
+    }
+
+    #[test]
+    fn rejections_of_n_are_told_from_other_client_errors() {
+        let error = |body: &str| {
+            CallError::new(ErrorClass::ClientError, format!("HTTP 400: {body}")).with_raw(body)
+        };
+        for body in [
+            r#"{"error":{"code":400,"message":"Only one completion choice is allowed","type":"invalid_request_error"}}"#,
+            r#"{"error":{"message":"Field 'n': Value must be between 1 <= value <= 1"}}"#,
+            r#"{"detail":[{"loc":["body","n"],"msg":"n > 1 is not supported"}]}"#,
+            "`n` must be 1",
+        ] {
+            assert!(rejects_n(&error(body)), "{body}");
+        }
+        for body in [
+            r#"{"error":{"message":"completion must be shorter"}}"#,
+            r#"{"error":{"message":"bad temperature"}}"#,
+        ] {
+            assert!(!rejects_n(&error(body)), "{body}");
+        }
+        let server = CallError::new(ErrorClass::ServerError, "Field 'n' broke the server");
+        assert!(!rejects_n(&server), "only client errors are rejections");
     }
 
     #[test]

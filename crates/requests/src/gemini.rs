@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use nmb_plan::chat::{OutputFormat, Part, Role};
+use nmb_chat::{OutputFormat, Part, Role};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{check_n, finish, Backend, BoxFuture, ChatRequest, Choice, Completion, Usage};
@@ -57,7 +57,9 @@ impl GeminiBackend {
         }
         let secret = self.key.as_ref().map(ApiKey::expose);
         let reply = send(http, secret).await?;
-        parse_response(reply.body, reply.latency).map_err(|e| e.redacted(secret))
+        parse_response(reply.body, reply.latency)
+            .map(|c| c.redacted(secret))
+            .map_err(|e| e.redacted(secret))
     }
 
     fn body(&self, req: &ChatRequest) -> serde_json::Result<Vec<u8>> {

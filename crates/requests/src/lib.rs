@@ -15,6 +15,7 @@ pub mod error;
 pub mod gemini;
 pub mod openai;
 pub mod scheduler;
+pub mod secrets;
 pub mod spec;
 pub mod transport;
 
@@ -22,12 +23,13 @@ use std::sync::Arc;
 
 pub use anthropic::{AnthropicBackend, AnthropicOptions};
 pub use backend::{check_n, Backend, BoxFuture, ChatRequest, Choice, Completion, Usage};
-pub use error::{CallError, ErrorClass};
+pub use error::{rejects_n, CallError, ErrorClass};
 pub use gemini::GeminiBackend;
 pub use openai::{MaxTokensField, OpenAiBackend, OpenAiOptions};
 pub use scheduler::{
     AimdConfig, Counters, CountersSnapshot, Lane, Outcome, RetryPolicy, Scheduler, SchedulerConfig,
 };
+pub use secrets::Secrets;
 pub use spec::{BackendKind, ModelSpec, SpecError};
 pub use transport::{ApiKey, Base64Cache, HttpOptions, Transport, TransportError};
 

@@ -7,9 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine;
-use nmb_plan::chat::ImagePart;
+use nmb_chat::ImagePart;
 
-use crate::error::{classify_status, parse_retry_after, CallError, ErrorClass};
+use crate::error::{
+    classify_status, parse_retry_after, CallError, ErrorClass, UNSUPPORTED_INPUT_HINT,
+};
 
 /// An API key. Its `Debug` never shows the value.
 #[derive(Clone, PartialEq, Eq)]
@@ -221,13 +223,15 @@ pub(crate) async fn send(
         return Ok(HttpReply { body, latency });
     }
     let class = classify_status(status, &body);
-    Err(
-        CallError::new(class, format!("HTTP {status}: {}", snippet(&body, 300)))
-            .with_status(status)
-            .with_retry_after(retry_after)
-            .with_raw(body)
-            .redacted(secret),
-    )
+    let mut message = format!("HTTP {status}: {}", snippet(&body, 300));
+    if class == ErrorClass::UnsupportedInput {
+        message = format!("{message} ({UNSUPPORTED_INPUT_HINT})");
+    }
+    Err(CallError::new(class, message)
+        .with_status(status)
+        .with_retry_after(retry_after)
+        .with_raw(body)
+        .redacted(secret))
 }
 
 /// Maps a transport failure to a class. The URL is removed first: a base URL can carry credentials.

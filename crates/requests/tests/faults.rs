@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
+use nmb_chat::{Message, OutputFormat, Role};
 use nmb_fake_server::{Config, FakeServer, Fault};
-use nmb_plan::chat::{Message, OutputFormat, Role};
 use nmb_requests::{
     AimdConfig, BackendKind, ChatRequest, ErrorClass, Outcome, RetryPolicy, Scheduler,
     SchedulerConfig,
@@ -35,8 +35,8 @@ fn simple_request() -> ChatRequest {
         messages: vec![Message {
             role: Role::User,
             parts: vec![
-                nmb_plan::chat::Part::Text("Describe the lesion.".into()),
-                nmb_plan::chat::Part::Image(img),
+                nmb_chat::Part::Text("Describe the lesion.".into()),
+                nmb_chat::Part::Image(img),
             ],
         }],
         params: params(),
@@ -210,11 +210,11 @@ async fn faults_by_prompt_marker() {
     let s = scheduler(sleeper.clone(), Duration::from_secs(5));
     let lane = s.lane(backend(BackendKind::Gemini, &server), 4);
     let mut req = simple_request();
-    req.messages[0].parts[0] = nmb_plan::chat::Part::Text("FAULT:503*2 describe".into());
+    req.messages[0].parts[0] = nmb_chat::Part::Text("FAULT:503*2 describe".into());
     let out = s.run(&lane, &req).await;
     assert!(out.result.is_ok());
     assert_eq!(out.attempt_errors, [ErrorClass::ServerError; 2]);
-    req.messages[0].parts[0] = nmb_plan::chat::Part::Text("FAULT:refusal describe".into());
+    req.messages[0].parts[0] = nmb_chat::Part::Text("FAULT:refusal describe".into());
     let out = s.run(&lane, &req).await;
     assert_eq!(out.result.unwrap_err().class, ErrorClass::Refusal);
     let snap = s.counters();

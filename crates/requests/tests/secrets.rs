@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use nmb_chat::{Message, Role};
 use nmb_fake_server::{Config, FakeServer, Reply};
-use nmb_plan::chat::{Message, Role};
 use nmb_requests::{
     connect, ApiKey, BackendOptions, CallError, ChatRequest, HttpOptions, ModelSpec, RetryPolicy,
     Scheduler, SchedulerConfig, Transport,

@@ -3,8 +3,8 @@
 mod common;
 
 use common::*;
+use nmb_chat::OutputFormat;
 use nmb_fake_server::{ReceivedRequest, Wire};
-use nmb_plan::chat::OutputFormat;
 use nmb_requests::{BackendKind, ChatRequest, ErrorClass};
 
 fn roles(r: &ReceivedRequest) -> Vec<&str> {
@@ -180,11 +180,11 @@ async fn gemini_wire() {
 
 #[tokio::test]
 async fn same_conversation_hash_on_every_wire() {
-    // The server computes nmb_plan's messages_hash from what it received: equal to the sender's means no part
+    // The server computes nmb_chat's messages_hash from what it received: equal to the sender's means no part
     // was lost, reordered or altered on any wire.
     let server = server().await;
     let (req, _) = request(1, OutputFormat::Text);
-    let expected = nmb_plan::chat::messages_hash(&req.messages);
+    let expected = nmb_chat::messages_hash(&req.messages);
     for kind in API_KINDS {
         backend(kind, &server)
             .complete(&req)

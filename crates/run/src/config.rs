@@ -2,7 +2,9 @@
 
 use nmb_plan::{GenParams, OutputFormat, PlanOptions};
 use nmb_requests::Backend;
-use nmb_store::Manifest;
+use std::collections::BTreeMap;
+
+use nmb_store::{Manifest, Recorded, SuiteSource, TemplateRef};
 use nmb_suite::{Family, Suite};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
@@ -39,9 +41,13 @@ pub struct EvalSettings {
     pub model_identity: Map<String, Value>,
     /// Inputs the backend cannot take (e.g. images for a text-only model), recorded in the manifest.
     pub dropped_inputs: Vec<String>,
-    /// How the suite was named (`suite_spec`, `answers_path`, `filters`, `level`), recorded in the manifest so
-    /// that scoring can load the same suite again. Not part of the configuration hash: the suite hash is.
-    pub suite_source: Map<String, Value>,
+    /// How the suite was named, recorded in the manifest so that scoring can load the same suite again. Not part
+    /// of the configuration hash: the suite hash is.
+    pub suite_source: SuiteSource,
+    /// The name reports show (`--name`); not part of the configuration hash.
+    pub display_name: Option<String>,
+    /// Ask every sample in a request of its own even where the API has `n` (`--no-n`).
+    pub no_n: bool,
 }
 
 impl EvalSettings {
@@ -56,7 +62,9 @@ impl EvalSettings {
             resume: Resume::Auto,
             model_identity: Map::new(),
             dropped_inputs: Vec::new(),
-            suite_source: Map::new(),
+            suite_source: SuiteSource::default(),
+            display_name: None,
+            no_n: false,
         }
     }
 }
@@ -75,46 +83,43 @@ pub(crate) fn manifest(
             dropped.push(note);
         }
     }
-    let mut extra = settings.suite_source.clone();
-    extra.insert("suite_version".into(), json!(suite.version));
-    extra.insert("suite_format".into(), json!(suite.format));
-    extra.insert("limit".into(), json!(settings.plan.limit));
-    extra.insert("templates".into(), templates(&settings.plan));
-    extra.insert(
-        "answer_language".into(),
-        json!(settings.plan.answer_language),
-    );
-    extra.insert(
-        "model_identity".into(),
-        Value::Object(settings.model_identity.clone()),
-    );
     Ok(Manifest {
         nmb_version: env!("CARGO_PKG_VERSION").to_string(),
         suite_id: suite.id.clone(),
         suite_hash: nmb_suite::suite_hash(suite)?,
+        suite_version: Some(suite.version.clone()),
+        suite_format: Some(suite.format.clone()),
+        suite_source: settings.suite_source.clone(),
+        limit: Recorded::Present(settings.plan.limit.map(|l| l as u64)),
         template_id: "per-family".into(),
         template_hash: settings.plan.templates_hash(),
+        templates: Some(templates(&settings.plan)),
         model: settings.model.clone(),
+        model_identity: Some(settings.model_identity.clone()),
+        display_name: settings.display_name.clone(),
         params: serde_json::to_value(&settings.params).unwrap_or(Value::Null),
         input_mode: settings.plan.input_mode.as_str().to_string(),
+        answer_language: Recorded::Present(settings.plan.answer_language.clone()),
         samples,
         dropped_inputs: dropped,
-        extra,
+        n_unsupported: settings.no_n.then(|| crate::sampling::FORCED.to_string()),
+        ..Manifest::default()
     })
 }
 
-fn templates(plan: &PlanOptions) -> Value {
-    let map: Map<String, Value> = Family::ALL
+fn templates(plan: &PlanOptions) -> BTreeMap<String, TemplateRef> {
+    Family::ALL
         .iter()
         .map(|f| {
             let t = plan.template_for(*f);
-            (
-                f.as_str().to_string(),
-                json!({"id": t.id(), "version": t.version(), "hash": t.hash()}),
-            )
+            let template = TemplateRef {
+                hash: t.hash().to_string(),
+                id: t.id().to_string(),
+                version: t.version().to_string(),
+            };
+            (f.as_str().to_string(), template)
         })
-        .collect();
-    Value::Object(map)
+        .collect()
 }
 
 /// The fields that make two invocations "the same configuration".
@@ -126,9 +131,9 @@ fn identity(m: &Manifest) -> Value {
         "params": m.params,
         "input_mode": m.input_mode,
         "samples": m.samples,
-        "limit": m.extra.get("limit"),
-        "answer_language": m.extra.get("answer_language"),
-        "model_identity": m.extra.get("model_identity"),
+        "limit": m.limit.get(),
+        "answer_language": m.answer_language.get(),
+        "model_identity": m.model_identity,
     })
 }
 

@@ -15,19 +15,23 @@
 mod config;
 mod connect;
 mod progress;
+pub mod record;
+mod sampling;
 mod task;
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use nmb_plan::{ImageCache, Plan, PlanError, PlanOptions, PlannedTask};
-use nmb_requests::{Backend, Lane, Scheduler};
-use nmb_store::{RunStatus, RunSummary, SampleStatus, Store, StoreError};
+use nmb_requests::{Backend, Scheduler};
+use nmb_store::{RunInfo, RunStatus, RunSummary, SampleStatus, Store, StoreError};
 use nmb_suite::Suite;
 
 pub use config::{EvalSettings, Resume};
 pub use connect::{connect_model, ConnectError, ConnectOptions, ConnectedModel};
 pub use progress::{Progress, ProgressSnapshot};
+pub use record::{CallResult, CallSpec, Prompt, Recorder};
+pub use sampling::FORCED as NO_N;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -60,16 +64,10 @@ pub struct RunOutcome {
 
 /// Shared state of one invocation, handed to every task.
 pub(crate) struct Ctx {
-    pub store: Arc<Store>,
-    pub scheduler: Scheduler,
-    pub lane: Lane,
-    pub backend: Arc<dyn Backend>,
-    pub run_id: String,
-    pub model: String,
+    pub recorder: Recorder,
+    pub samples: sampling::Sampling,
     pub settings: EvalSettings,
     pub progress: Arc<Progress>,
-    /// Prompts already stored by this process, so shared prompts are written once.
-    pub stored_prompts: Mutex<HashSet<String>>,
 }
 
 /// Runs (or resumes) an evaluation of `suite` on `backend` and returns once every planned sample was attempted or
@@ -86,23 +84,29 @@ pub async fn evaluate(
     let plan = Plan::new(suite, &settings.plan, cache)?;
     let manifest = config::manifest(suite, &settings, plan.samples(), backend.as_ref())?;
     let config_hash = config::config_hash(&manifest);
-    let (run_id, resumed) = open_run(&store, &settings.resume, &config_hash, &manifest)?;
+    let (run, resumed) = open_run(&store, &settings.resume, &config_hash, &manifest)?;
+    let run_id = run.run_id.clone();
     store.set_status(&run_id, RunStatus::Running)?;
     let planned_samples = plan_samples(&store, &run_id, suite, &settings.plan, plan.samples())?;
     let done = finished_samples(&store, &run_id)?;
     progress.start(planned_samples, done.len() as u64);
 
     let lane = scheduler.lane(backend.clone(), settings.per_backend.max(1));
+    let samples = sampling::Sampling::new(
+        store.clone(),
+        &run_id,
+        backend.supports_n(),
+        run.manifest
+            .n_unsupported
+            .as_deref()
+            .or(settings.no_n.then_some(sampling::FORCED)),
+    );
+    let recorder = Recorder::new(store.clone(), scheduler, lane, &run_id, &settings.model);
     let ctx = Arc::new(Ctx {
-        store: store.clone(),
-        scheduler,
-        lane,
-        backend,
-        run_id: run_id.clone(),
-        model: settings.model.clone(),
+        recorder,
+        samples,
         settings,
         progress: progress.clone(),
-        stored_prompts: Mutex::new(HashSet::new()),
     });
     let plan_errors = drive(&ctx, plan, &done).await?;
 
@@ -198,26 +202,25 @@ fn open_run(
     resume: &Resume,
     config_hash: &str,
     manifest: &nmb_store::Manifest,
-) -> Result<(String, bool), RunError> {
+) -> Result<(RunInfo, bool), RunError> {
     match resume {
         Resume::Run(id) => {
             let run = store
                 .get_run(id)?
                 .ok_or_else(|| RunError::UnknownRun(id.clone()))?;
             if run.config_hash != config_hash {
-                let old: nmb_store::Manifest = run.manifest_as().unwrap_or_default();
                 return Err(RunError::ConfigMismatch {
                     run_id: id.clone(),
-                    differs: config::describe_difference(&old, manifest),
+                    differs: config::describe_difference(&run.manifest, manifest),
                 });
             }
-            Ok((run.run_id, true))
+            Ok((run, true))
         }
         Resume::Auto => match store.find_resumable(config_hash)? {
-            Some(run) => Ok((run.run_id, true)),
-            None => Ok((store.create_run(config_hash, manifest)?.run_id, false)),
+            Some(run) => Ok((run, true)),
+            None => Ok((store.create_run(config_hash, manifest)?, false)),
         },
-        Resume::Fresh => Ok((store.create_run(config_hash, manifest)?.run_id, false)),
+        Resume::Fresh => Ok((store.create_run(config_hash, manifest)?, false)),
     }
 }
 

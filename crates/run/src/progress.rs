@@ -16,6 +16,8 @@ pub struct Progress {
     errored: AtomicU64,
     /// Sample turns answered from the store instead of a request.
     cached: AtomicU64,
+    /// Samples whose last answer a request of this invocation brought.
+    asked: AtomicU64,
     /// Calls this invocation sent (each may have retried).
     calls: AtomicU64,
     tokens_in: AtomicU64,
@@ -27,8 +29,14 @@ pub struct Progress {
 pub struct ProgressSnapshot {
     pub total: u64,
     pub done: u64,
+    /// Samples that were already done when this invocation started (a resumed run).
+    pub already_done: u64,
+    /// Samples finished in this invocation: `asked` + those answered from the store.
     pub ok: u64,
     pub errored: u64,
+    /// Samples whose answer a request of this invocation brought.
+    pub asked: u64,
+    /// Sample turns answered from the response cache (answers stored by this or an earlier run).
     pub cached: u64,
     pub calls: u64,
     pub tokens_in: u64,
@@ -45,6 +53,7 @@ impl Default for Progress {
             ok: AtomicU64::new(0),
             errored: AtomicU64::new(0),
             cached: AtomicU64::new(0),
+            asked: AtomicU64::new(0),
             calls: AtomicU64::new(0),
             tokens_in: AtomicU64::new(0),
             tokens_out: AtomicU64::new(0),
@@ -61,6 +70,12 @@ impl Progress {
 
     pub(crate) fn sample_ok(&self) {
         self.ok.fetch_add(1, Relaxed);
+    }
+
+    /// A sample finished with an answer a request brought.
+    pub(crate) fn sample_answered(&self) {
+        self.asked.fetch_add(1, Relaxed);
+        self.sample_ok();
     }
 
     pub(crate) fn sample_errored(&self) {
@@ -95,11 +110,14 @@ impl Progress {
 
     pub fn snapshot(&self) -> ProgressSnapshot {
         let (ok, errored) = (self.ok.load(Relaxed), self.errored.load(Relaxed));
+        let already_done = self.already_done.load(Relaxed);
         ProgressSnapshot {
             total: self.total.load(Relaxed),
-            done: self.already_done.load(Relaxed) + ok + errored,
+            done: already_done + ok + errored,
+            already_done,
             ok,
             errored,
+            asked: self.asked.load(Relaxed),
             cached: self.cached.load(Relaxed),
             calls: self.calls.load(Relaxed),
             tokens_in: self.tokens_in.load(Relaxed),

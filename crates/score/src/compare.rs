@@ -89,14 +89,7 @@ pub fn compare(
             ));
         }
     }
-    let model = |r: &ScoreReport| {
-        r.config
-            .run_manifest
-            .get("model")
-            .and_then(|m| m.as_str())
-            .unwrap_or("")
-            .to_string()
-    };
+    let model = |r: &ScoreReport| r.config.manifest().model;
     Ok(Comparison {
         run_a: a.run_id.clone(),
         run_b: b.run_id.clone(),

@@ -28,11 +28,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures::stream::{self, StreamExt};
-use nmb_plan::chat::{messages_hash, GenParams, Message, OutputFormat, Role};
-use nmb_requests::{Backend, BackendKind, ChatRequest, Lane, ModelSpec, Scheduler};
-use nmb_store::{
-    cache_key, canonical_json, now_ms, CallRecord, ChoiceRecord, ErrorInfo, RunInfo, Store,
-};
+use nmb_chat::{GenParams, Message, OutputFormat, Role};
+use nmb_requests::{Backend, BackendKind, ModelSpec, Scheduler};
+use nmb_run::{CallSpec, Recorder};
+use nmb_store::{canonical_json, Manifest, RunInfo, RunKind, Store};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -102,8 +101,8 @@ type Tagged<T> = ((usize, usize), Result<Answer<T>, ScoreError>);
 struct Slot {
     spec: String,
     identity: Value,
-    lane: Lane,
-    run_id: String,
+    /// Records this judge's calls in its judge run.
+    recorder: Recorder,
     self_grading: Option<String>,
     family: String,
     provider: String,
@@ -112,7 +111,6 @@ struct Slot {
 /// The judges of one scoring, with their judge runs.
 pub struct Panel {
     store: Arc<Store>,
-    scheduler: Scheduler,
     slots: Vec<Slot>,
     params: GenParams,
     max_reasks: u32,
@@ -132,30 +130,24 @@ impl Panel {
         max_reasks: u32,
         concurrency: usize,
     ) -> Result<Panel, ScoreError> {
-        let graded = scored
-            .manifest
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let graded = scored.manifest.model.clone();
         let mut slots = Vec::new();
         for j in judges {
             let identity = Value::Object(j.identity.clone());
             let run_id = judge_run(&store, scored, &j.spec, &identity, &params)?;
             let lane = scheduler.lane(j.backend.clone(), concurrency.max(1));
+            let recorder = Recorder::new(store.clone(), scheduler.clone(), lane, run_id, &j.spec);
             slots.push(Slot {
                 self_grading: self_grading(&j.spec, &graded),
                 family: model_family(&j.spec),
                 provider: provider(&j.spec),
                 spec: j.spec.clone(),
                 identity,
-                lane,
-                run_id,
+                recorder,
             });
         }
         Ok(Panel {
             store,
-            scheduler,
             slots,
             params,
             max_reasks,
@@ -287,12 +279,8 @@ impl Panel {
         attempt: u32,
         messages: &[Message],
     ) -> Result<Result<String, String>, ScoreError> {
-        let prompt_hash = messages_hash(messages);
-        self.store.put_prompt(
-            &prompt_hash,
-            &nmb_plan::chat::stored_prompt_body(messages),
-            &[],
-        )?;
+        let recorder = &slot.recorder;
+        let prompt = recorder.prompt(messages.to_vec())?;
         let output = OutputFormat::Json {
             schema: Some(q.schema.clone()),
         };
@@ -301,90 +289,44 @@ impl Panel {
             "output": output,
             "model_identity": slot.identity,
         }));
-        let key = cache_key(&slot.spec, &params_json, &prompt_hash, 0);
-        if let Some(hit) = self.store.lookup_cache(&key)? {
-            self.store
-                .record_cache_hit(&slot.run_id, &q.item_id, 0, attempt, &hit, true)?;
+        if let Some(hit) = recorder.lookup(&params_json, &prompt, 0)? {
+            recorder.record_hit(&q.item_id, 0, attempt, &hit, true)?;
             self.reused.fetch_add(1, Ordering::Relaxed);
             return Ok(Ok(hit.text));
         }
-        let request = ChatRequest {
-            messages: messages.to_vec(),
-            params: self.params.clone(),
-            n: 1,
-            output,
+        let spec = CallSpec {
+            task_id: &q.item_id,
+            turn: attempt,
+            prompt: &prompt,
+            samples: &[0],
+            params: &self.params,
+            output: &output,
+            params_json: &params_json,
+            template_id: q.template_id,
+            template_hash: &q.template_hash,
+            final_turn: true,
         };
-        let started_ms = now_ms();
-        let outcome = self.scheduler.run(&slot.lane, &request).await;
-        let finished_ms = now_ms();
+        let result = recorder.call(spec).await?;
         self.sent.fetch_add(1, Ordering::Relaxed);
-        let choice = outcome.result.as_ref().ok().and_then(|c| c.choices.first());
-        let result: Result<String, String> = match (&outcome.result, choice) {
-            (Ok(_), Some(c)) if !c.refused => Ok(c.text.clone()),
-            (Ok(_), _) => Err("refusal".into()),
-            (Err(e), _) => Err(e.class.as_str().to_string()),
-        };
-        let call_error = outcome.result.as_ref().err();
-        let message = call_error.map(|e| e.message.clone()).unwrap_or_default();
-        let choice_error = match &result {
-            Err(class) if call_error.is_none() && class == "refusal" => Some(ErrorInfo {
-                class: "refusal",
-                message: "the provider refused or filtered this answer",
-            }),
-            _ => None,
-        };
-        let completion = outcome.result.as_ref().ok();
-        let raw = match &outcome.result {
-            Ok(c) => Some(c.raw.as_str()),
-            Err(e) => e.raw.as_deref(),
-        };
-        self.store.record_call(
-            &CallRecord {
-                run_id: &slot.run_id,
-                task_id: &q.item_id,
-                turn_index: attempt,
-                prompt_hash: &prompt_hash,
-                model: &slot.spec,
-                params_json: &params_json,
-                template_id: q.template_id,
-                template_hash: &q.template_hash,
-                error: call_error.map(|e| ErrorInfo {
-                    class: e.class.as_str(),
-                    message: &message,
-                }),
-                attempts: outcome.attempts,
-                raw,
-                tokens_in: completion.map(|c| c.usage.input_tokens),
-                tokens_out: completion.map(|c| c.usage.output_tokens),
-                latency_ms: Some(outcome.response_latency().as_millis() as u64),
-                started_ms,
-                finished_ms,
-            },
-            &[ChoiceRecord {
-                sample_index: 0,
-                choice_index: 0,
-                text: result.as_ref().ok().map(String::as_str),
-                error: choice_error,
-                final_turn: true,
-            }],
-        )?;
-        Ok(result)
+        let answer = result.samples.into_iter().next().map(|(_, r)| r);
+        Ok(answer.unwrap_or_else(|| Err("malformed_response".into())))
     }
 
     /// Marks the judge runs finished and describes each judge with its run's totals.
     pub fn finish(&self, failed_items: &[u64]) -> Result<Vec<JudgeInfo>, ScoreError> {
         let mut out = Vec::new();
         for (j, slot) in self.slots.iter().enumerate() {
+            let run_id = slot.recorder.run_id();
             self.store
-                .set_status(&slot.run_id, nmb_store::RunStatus::Finished)?;
-            let summary = self.store.summary(&slot.run_id)?;
+                .set_status(run_id, nmb_store::RunStatus::Finished)?;
+            let summary = self.store.summary(run_id)?;
             out.push(JudgeInfo {
                 spec: slot.spec.clone(),
                 provider: slot.provider.clone(),
                 family: slot.family.clone(),
                 self_grading: slot.self_grading.is_some(),
                 self_grading_reason: slot.self_grading.clone(),
-                judge_run_id: slot.run_id.clone(),
+                judge_run_id: slot.recorder.run_id().to_string(),
                 calls: summary.calls,
                 tokens_in: summary.tokens_in,
                 tokens_out: summary.tokens_out,
@@ -418,36 +360,25 @@ fn judge_run(
         "params": params,
     });
     let config_hash = hex::encode(Sha256::digest(canonical_json(&identity).as_bytes()));
-    let existing: Option<String> = store.with_conn("find a judge run", |c| {
-        use rusqlite::OptionalExtension;
-        c.query_row(
-            "SELECT run_id FROM runs WHERE config_hash = ?1 ORDER BY created_ms, run_id LIMIT 1",
-            [&config_hash],
-            |r| r.get(0),
-        )
-        .optional()
-    })?;
-    if let Some(run_id) = existing {
+    if let Some(run_id) = store.first_run_with_config(&config_hash)? {
         store.set_status(&run_id, nmb_store::RunStatus::Running)?;
         return Ok(run_id);
     }
-    let m = &scored.manifest;
-    let field = |k: &str| m.get(k).cloned().unwrap_or(Value::String(String::new()));
-    let manifest = json!({
-        "kind": "judge",
-        "scored_run_id": scored.run_id,
-        "nmb_version": env!("CARGO_PKG_VERSION"),
-        "suite_id": field("suite_id"),
-        "suite_hash": field("suite_hash"),
-        "template_id": "judge",
-        "template_hash": "",
-        "model": judge,
-        "params": params,
-        "input_mode": "text",
-        "samples": 1,
-        "dropped_inputs": ["images (judges read text only)"],
-        "model_identity": model_identity,
-    });
+    let manifest = Manifest {
+        nmb_version: env!("CARGO_PKG_VERSION").into(),
+        kind: RunKind::Judge,
+        scored_run_id: Some(scored.run_id.clone()),
+        suite_id: scored.manifest.suite_id.clone(),
+        suite_hash: scored.manifest.suite_hash.clone(),
+        template_id: "judge".into(),
+        model: judge.into(),
+        model_identity: Some(model_identity.as_object().cloned().unwrap_or_default()),
+        params: serde_json::to_value(params).unwrap_or(Value::Null),
+        input_mode: "text".into(),
+        samples: 1,
+        dropped_inputs: vec!["images (judges read text only)".into()],
+        ..Manifest::default()
+    };
     Ok(store.create_run(&config_hash, &manifest)?.run_id)
 }
 

@@ -96,7 +96,8 @@ pub struct ScoringConfig {
     pub bootstrap: BootstrapConfig,
     /// pass@k cut-offs ([`KS`]).
     pub ks: Vec<usize>,
-    /// The scored run's manifest, verbatim (model, parameters, suite and template hashes, nmb version).
+    /// The scored run's manifest, verbatim (model, parameters, suite and template hashes, nmb version). Kept as
+    /// JSON so its bytes stay those of the stored manifest; [`ScoringConfig::manifest`] gives the typed form.
     pub run_manifest: serde_json::Value,
     /// Suite hash recorded with the run.
     pub suite_hash_run: String,
@@ -105,6 +106,13 @@ pub struct ScoringConfig {
     /// The two hashes agree. When they differ (for example an answer key attached only at scoring time), the
     /// scores are against a different key than the run was planned with; a note says so.
     pub suite_matches_run: bool,
+}
+
+impl ScoringConfig {
+    /// The scored run's manifest, typed (an unreadable one gives the empty manifest).
+    pub fn manifest(&self) -> nmb_store::Manifest {
+        serde_json::from_value(self.run_manifest.clone()).unwrap_or_default()
+    }
 }
 
 /// One judge model.

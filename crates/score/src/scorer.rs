@@ -925,12 +925,7 @@ fn scoring_config(
     taxonomy: TaxonomyConfig,
     lex: &Lexicon,
 ) -> Result<ScoringConfig, ScoreError> {
-    let suite_hash_run = run
-        .manifest
-        .get("suite_hash")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    let suite_hash_run = run.manifest.suite_hash.clone();
     let suite_hash_scored = nmb_suite::suite_hash(suite)?;
     let mut config = ScoringConfig {
         nmb_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -950,7 +945,7 @@ fn scoring_config(
         taxonomy,
         bootstrap: opts.bootstrap,
         ks: KS.to_vec(),
-        run_manifest: run.manifest.clone(),
+        run_manifest: serde_json::to_value(&run.manifest).unwrap_or(Value::Null),
         suite_matches_run: suite_hash_run == suite_hash_scored,
         suite_hash_run,
         suite_hash_scored,

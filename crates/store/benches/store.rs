@@ -47,7 +47,13 @@ const IMAGE_BYTES: usize = 46_000;
 fn run_workload(dir: &std::path::Path, samples: u32, per_task: u32) -> serde_json::Value {
     let store = Store::open_dir(dir).expect("open store");
     let run = store
-        .create_run("bench", &json!({"model": MODEL}))
+        .create_run(
+            "bench",
+            &nmb_store::Manifest {
+                model: MODEL.into(),
+                ..Default::default()
+            },
+        )
         .expect("create run");
     let images: Vec<Vec<u8>> = (0..3).map(|i| fake_png(i, IMAGE_BYTES)).collect();
     let hashes: Vec<String> = images

@@ -14,11 +14,13 @@
 
 mod error;
 mod keys;
+mod manifest;
 mod packed;
 mod query;
 mod records;
 mod runs;
 mod schema;
+mod scores;
 mod secrets;
 
 use std::path::{Path, PathBuf};
@@ -28,13 +30,15 @@ use rusqlite::Connection;
 
 pub use error::{Result, StoreError};
 pub use keys::{cache_key, canonical_json, canonical_json_str, format_utc_ms, now_ms};
+pub use manifest::{default_display_name, Manifest, Recorded, RunKind, SuiteSource, TemplateRef};
 pub use query::{CallInfo, LatencyStats, RunSummary, SampleRecord, StoredImage, TurnRecord};
 pub use records::{
     CachedResponse, CallRecord, ChoiceRecord, ErrorInfo, ImageInput, SampleState, SampleStatus,
     KNOWN_ERROR_CLASSES,
 };
-pub use runs::{Manifest, RunInfo, RunStatus};
+pub use runs::{RunInfo, RunStatus};
 pub use schema::{latest_version, Migration, APPLICATION_ID, BUSY_TIMEOUT, MIGRATIONS};
+pub use scores::{SampleScoreRow, ScoreReportRecord};
 pub use secrets::{find_bytes_in_store, SecretHit};
 
 /// Runs directory used when none is configured.

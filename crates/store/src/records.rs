@@ -22,6 +22,7 @@ pub const KNOWN_ERROR_CLASSES: &[&str] = &[
     "malformed_response",
     "refusal",
     "context_length",
+    "unsupported_input",
     "auth",
     "client_error",
     "other",

@@ -2,10 +2,10 @@
 
 use rusqlite::{params, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
 use crate::error::{Result, StoreError};
 use crate::keys::{canonical_json, new_run_id, now_ms};
+use crate::manifest::Manifest;
 use crate::Store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -43,45 +43,15 @@ pub struct RunInfo {
     pub updated_ms: i64,
     pub status: RunStatus,
     pub config_hash: String,
-    pub manifest: Value,
-}
-
-impl RunInfo {
-    /// The manifest as a typed value (for example [`Manifest`]).
-    pub fn manifest_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        T::deserialize(&self.manifest)
-    }
-}
-
-/// The fields every run manifest carries. `create_run` accepts any serialisable object, so callers may use this
-/// type or their own; unknown fields survive a round trip through `extra`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Manifest {
-    pub nmb_version: String,
-    pub suite_id: String,
-    pub suite_hash: String,
-    pub template_id: String,
-    pub template_hash: String,
-    /// `BACKEND:MODEL[@BASE_URL]`.
-    pub model: String,
-    pub params: Value,
-    /// `full`, `text` or `images`.
-    pub input_mode: String,
-    pub samples: u32,
-    /// Inputs the model could not take and that were left out, e.g. "images (text-only local model)".
-    #[serde(default)]
-    pub dropped_inputs: Vec<String>,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub manifest: Manifest,
 }
 
 const RUN_COLUMNS: &str = "run_id, created_ms, updated_ms, status, config_hash, manifest";
 
 impl Store {
-    /// Creates a run in status `running` and returns it. The manifest must serialise to a JSON object.
-    pub fn create_run(&self, config_hash: &str, manifest: &impl Serialize) -> Result<RunInfo> {
-        let manifest = self.manifest_json(manifest)?;
-        let text = canonical_json(&manifest);
+    /// Creates a run in status `running` and returns it.
+    pub fn create_run(&self, config_hash: &str, manifest: &Manifest) -> Result<RunInfo> {
+        let text = canonical_json(&self.manifest_json(manifest)?);
         let conn = self.lock();
         for _ in 0..16 {
             let now = now_ms();
@@ -100,7 +70,7 @@ impl Store {
                     updated_ms: now,
                     status: RunStatus::Running,
                     config_hash: config_hash.to_string(),
-                    manifest,
+                    manifest: manifest.clone(),
                 });
             }
         }
@@ -150,7 +120,7 @@ impl Store {
         self.expect_run(run_id, changed)
     }
 
-    pub fn update_manifest(&self, run_id: &str, manifest: &impl Serialize) -> Result<()> {
+    pub fn update_manifest(&self, run_id: &str, manifest: &Manifest) -> Result<()> {
         let text = canonical_json(&self.manifest_json(manifest)?);
         let changed = self
             .lock()
@@ -160,6 +130,18 @@ impl Store {
             )
             .map_err(|e| self.err("update a run's manifest", e))?;
         self.expect_run(run_id, changed)
+    }
+
+    /// The oldest run with this configuration, whatever its status (judge runs are found again this way).
+    pub fn first_run_with_config(&self, config_hash: &str) -> Result<Option<String>> {
+        self.lock()
+            .query_row(
+                "SELECT run_id FROM runs WHERE config_hash = ?1 ORDER BY created_ms, run_id LIMIT 1",
+                [config_hash],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err("find a run by configuration", e))
     }
 
     /// The newest run with this configuration that did not finish (status `running` or `interrupted`).
@@ -210,16 +192,12 @@ impl Store {
         })
     }
 
-    fn manifest_json(&self, manifest: &impl Serialize) -> Result<Value> {
-        let value = serde_json::to_value(manifest).map_err(|source| StoreError::Json {
+    fn manifest_json(&self, manifest: &Manifest) -> Result<serde_json::Value> {
+        serde_json::to_value(manifest).map_err(|source| StoreError::Json {
             path: self.path.clone(),
             what: "run manifest",
             source,
-        })?;
-        if !value.is_object() {
-            return Err(self.invalid("manifest", "expected a JSON object".into()));
-        }
-        Ok(value)
+        })
     }
 
     fn expect_run(&self, run_id: &str, changed: usize) -> Result<()> {

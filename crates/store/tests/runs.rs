@@ -17,11 +17,11 @@ fn create_get_list_and_status() {
     assert_eq!(a.status, RunStatus::Running);
 
     let got = store.get_run(&a.run_id).unwrap().expect("run exists");
-    assert_eq!(got.manifest["suite_id"], "sample");
+    assert_eq!(got.manifest.suite_id, "sample");
     assert_eq!(got.config_hash, "cfg-a");
-    let typed: Manifest = got.manifest_as().unwrap();
-    assert_eq!(typed.samples, 5);
-    assert_eq!(typed.input_mode, "full");
+    assert_eq!(got.manifest.samples, 5);
+    assert_eq!(got.manifest.input_mode, "full");
+    assert_eq!(got.manifest, manifest());
 
     let ids: Vec<String> = store
         .list_runs()
@@ -46,20 +46,26 @@ fn create_get_list_and_status() {
 }
 
 #[test]
-fn manifest_updates_and_rejects_non_objects() {
+fn manifest_updates_and_a_corrupt_one_is_an_error() {
     let (_dir, store) = temp_store();
     let run = store.create_run("cfg", &manifest()).unwrap();
-    let mut m = manifest();
-    m["dropped_inputs"] = serde_json::json!(["images (text-only model)"]);
+    let mut m: Manifest = manifest();
+    m.dropped_inputs = vec!["images (text-only model)".into()];
     store.update_manifest(&run.run_id, &m).unwrap();
     assert_eq!(
-        store.run(&run.run_id).unwrap().manifest["dropped_inputs"][0],
-        "images (text-only model)"
+        store.run(&run.run_id).unwrap().manifest.dropped_inputs,
+        ["images (text-only model)"]
     );
-    assert!(matches!(
-        store.create_run("cfg", &vec![1, 2]),
-        Err(StoreError::Invalid { .. })
-    ));
+    store
+        .with_conn("corrupt a manifest", |c| {
+            c.execute("UPDATE runs SET manifest = '[1, 2]'", [])
+        })
+        .unwrap();
+    let err = store.run(&run.run_id).unwrap_err();
+    assert!(
+        matches!(err, StoreError::Json { .. }) && err.to_string().contains("run manifest"),
+        "{err}"
+    );
 }
 
 #[test]

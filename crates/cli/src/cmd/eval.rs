@@ -296,19 +296,17 @@ pub fn run(args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
 }
 
 /// How the suite was named, for the manifest, so that `nmb score RUN_ID` can load it again.
-fn suite_source(args: &EvalArgs) -> serde_json::Map<String, serde_json::Value> {
-    let mut m = serde_json::Map::new();
-    m.insert("suite_spec".into(), json!(absolute_suite_spec(&args.suite)));
-    if let Some(a) = &args.answers {
-        let path = std::path::absolute(a).unwrap_or_else(|_| a.clone());
-        m.insert("answers_path".into(), json!(path));
+fn suite_source(args: &EvalArgs) -> nmb_store::SuiteSource {
+    let answers = args
+        .answers
+        .as_ref()
+        .map(|a| std::path::absolute(a).unwrap_or_else(|_| a.clone()));
+    nmb_store::SuiteSource {
+        suite_spec: Some(absolute_suite_spec(&args.suite)),
+        answers_path: answers.map(|p| p.display().to_string()),
+        filters: Some(args.filters.iter().map(|f| f.to_string()).collect()),
+        level: args.level.map(|l| l.to_string()),
     }
-    let filters: Vec<String> = args.filters.iter().map(|f| f.to_string()).collect();
-    m.insert("filters".into(), json!(filters));
-    if let Some(level) = args.level {
-        m.insert("level".into(), json!(level.to_string()));
-    }
-    m
 }
 
 /// The suite spec with its path made absolute (`FORMAT:PATH` or `PATH`), so scoring from another directory

@@ -94,7 +94,10 @@ fn open(runs_dir: &Path) -> Result<Option<Store>> {
 fn run_json(summary: &RunSummary, info: &RunInfo) -> Value {
     let mut v = serde_json::to_value(summary).unwrap_or_else(|_| json!({}));
     if let Some(obj) = v.as_object_mut() {
-        obj.insert("manifest".into(), info.manifest.clone());
+        obj.insert(
+            "manifest".into(),
+            serde_json::to_value(&info.manifest).unwrap_or_else(|_| json!({})),
+        );
     }
     v
 }
@@ -130,15 +133,15 @@ fn list(args: ListArgs, runs_dir: &Path) -> Result<ExitCode> {
         "run id", "status", "created", "ok/err/total", "suite"
     );
     for (s, info) in &rows {
-        let field = |k: &str| info.manifest.get(k).and_then(Value::as_str).unwrap_or("-");
+        let field = |v: &str| if v.is_empty() { "-" } else { v }.to_string();
         println!(
             "{:<24} {:<11} {:<24} {:>14}  {:<12} {}",
             s.run_id,
             s.status.as_str(),
             s.created_at,
             format!("{}/{}/{}", s.samples_ok, s.samples_errored, s.samples_total),
-            field("suite_id"),
-            field("model")
+            field(&info.manifest.suite_id),
+            field(&info.manifest.display_name())
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -172,12 +175,7 @@ fn show(args: ShowArgs, runs_dir: &Path) -> Result<ExitCode> {
 
 fn render(s: &RunSummary, info: &RunInfo) -> String {
     let m = &info.manifest;
-    let text = |k: &str| {
-        m.get(k).map_or("-".to_string(), |v| match v {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        })
-    };
+    let text = |v: &str| if v.is_empty() { "-" } else { v }.to_string();
     let classes = |c: &std::collections::BTreeMap<String, u64>| {
         if c.is_empty() {
             "-".to_string()
@@ -188,33 +186,24 @@ fn render(s: &RunSummary, info: &RunInfo) -> String {
                 .join(", ")
         }
     };
-    let dropped = m
-        .get("dropped_inputs")
-        .and_then(Value::as_array)
-        .filter(|a| !a.is_empty())
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join("; ")
-        })
-        .unwrap_or_else(|| "-".into());
+    let dropped = text(&m.dropped_inputs.join("; "));
     let rows = [
         ("run", s.run_id.clone()),
         ("status", s.status.as_str().to_string()),
         ("created", s.created_at.clone()),
         ("updated", s.updated_at.clone()),
-        ("model", text("model")),
+        ("name", text(&m.display_name())),
+        ("model", text(&m.model)),
         (
             "suite",
-            format!("{} (hash {})", text("suite_id"), text("suite_hash")),
+            format!("{} (hash {})", text(&m.suite_id), text(&m.suite_hash)),
         ),
-        ("inputs", text("input_mode")),
-        ("samples/task", text("samples")),
-        ("parameters", text("params")),
-        ("templates", text("template_hash")),
+        ("inputs", text(&m.input_mode)),
+        ("samples/task", m.samples.to_string()),
+        ("parameters", m.params.to_string()),
+        ("templates", text(&m.template_hash)),
         ("dropped", dropped),
-        ("nmb", text("nmb_version")),
+        ("nmb", text(&m.nmb_version)),
         (
             "samples",
             format!(

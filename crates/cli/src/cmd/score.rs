@@ -12,7 +12,7 @@ use nmb_run::{connect_model, ConnectOptions};
 use nmb_score::results::{Aggregation, GroupAggregate, PassAtK, ScoreReport};
 use nmb_score::{stored, BertScoreSetting, JudgeModel, Rubric, ScoreOptions};
 use nmb_stats::{BootstrapConfig, Estimate, DEFAULT_RESAMPLES, DEFAULT_SEED};
-use nmb_store::Store;
+use nmb_store::{Manifest, Store, SuiteSource};
 use nmb_suite::{Filter, Level, LoadOptions, Suite};
 
 pub const EXAMPLES: &str = "\
@@ -161,9 +161,9 @@ pub fn run(args: ScoreArgs, runs_dir: &Path) -> Result<ExitCode> {
 pub async fn score(args: &ScoreArgs, runs_dir: &Path) -> Result<ScoreReport> {
     let store = open_store(runs_dir)?;
     let run = store.run(&args.run_id)?;
-    if run.manifest.get("kind").and_then(|k| k.as_str()) == Some("judge") {
+    if let Some(judged) = run.manifest.judged_run() {
         bail!(
-            "run {} holds judge calls, not model answers; score the run it judged",
+            "run {} holds judge calls, not model answers; score the run it judged ({judged})",
             args.run_id
         );
     }
@@ -240,33 +240,35 @@ fn connect_judges(specs: &[String]) -> Result<Vec<JudgeModel>> {
 }
 
 /// The suite named on the command line, else the one the manifest names.
-fn load_suite(args: &ScoreArgs, manifest: &serde_json::Value) -> Result<Suite> {
-    let text = |k: &str| manifest.get(k).and_then(|v| v.as_str()).map(str::to_string);
+fn load_suite(args: &ScoreArgs, manifest: &Manifest) -> Result<Suite> {
+    let source = &manifest.suite_source;
     let spec = args
         .suite
         .clone()
-        .or_else(|| text("suite_spec"))
-        .or_else(|| (text("suite_id").as_deref() == Some("sample")).then(|| "sample".to_string()));
+        .or_else(|| source.suite_spec.clone())
+        .or_else(|| (manifest.suite_id == "sample").then(|| "sample".to_string()));
     let Some(spec) = spec else {
         bail!(
             "run {} was made on suite {:?}, and its manifest does not say where that suite is; pass --suite \
              (and --answers if it has an answer key)",
             args.run_id,
-            text("suite_id").unwrap_or_default()
+            manifest.suite_id
         );
     };
     let answers = args
         .answers
         .clone()
-        .or_else(|| text("answers_path").map(PathBuf::from));
+        .or_else(|| source.answers_path.as_ref().map(PathBuf::from));
     let filters = if args.filters.is_empty() {
-        manifest_filters(manifest)?
+        manifest_filters(source)?
     } else {
         args.filters.clone()
     };
     let level = match args.level {
         Some(l) => Some(l),
-        None => text("level")
+        None => source
+            .level
+            .as_deref()
             .map(|l| l.parse::<Level>())
             .transpose()
             .map_err(|e| anyhow::anyhow!("run manifest level: {e}"))?,
@@ -281,12 +283,11 @@ fn load_suite(args: &ScoreArgs, manifest: &serde_json::Value) -> Result<Suite> {
     Ok(loaded.suite)
 }
 
-fn manifest_filters(manifest: &serde_json::Value) -> Result<Vec<Filter>> {
-    let Some(list) = manifest.get("filters").and_then(|f| f.as_array()) else {
-        return Ok(Vec::new());
-    };
-    list.iter()
-        .filter_map(|f| f.as_str())
+fn manifest_filters(source: &SuiteSource) -> Result<Vec<Filter>> {
+    source
+        .filters
+        .iter()
+        .flatten()
         .map(|f| {
             f.parse::<Filter>()
                 .map_err(|e| anyhow::anyhow!("run manifest filter {f:?}: {e}"))
@@ -301,12 +302,11 @@ pub fn print_report(report: &ScoreReport, json: bool) -> Result<()> {
     }
     let c = &report.config;
     println!("run        {}", report.run_id);
+    let manifest = c.manifest();
     println!(
-        "model      {}",
-        c.run_manifest
-            .get("model")
-            .and_then(|m| m.as_str())
-            .unwrap_or("?")
+        "model      {} ({})",
+        manifest.display_name(),
+        manifest.model
     );
     if c.judges.is_empty() {
         println!("judges     none (rules only)");

@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use nmb_chat::{GenParams, ImagePart, Message, Part, Role};
 use nmb_fake_server::{Config, FakeServer};
-use nmb_plan::chat::{GenParams, ImagePart, Message, Part, Role};
 use nmb_requests::scheduler::Sleeper;
 use nmb_requests::{
     connect, ApiKey, Backend, BackendKind, BackendOptions, BoxFuture, HttpOptions, ModelSpec,

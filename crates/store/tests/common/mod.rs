@@ -125,10 +125,11 @@ pub fn record_ok(store: &Store, run_id: &str, task: &str, sample: u32, text: &st
         .expect("record call")
 }
 
-pub fn manifest() -> serde_json::Value {
-    serde_json::json!({
+pub fn manifest() -> nmb_store::Manifest {
+    serde_json::from_value(serde_json::json!({
         "nmb_version": "0.1.0", "suite_id": "sample", "suite_hash": "abc",
         "template_id": TEMPLATE, "template_hash": TEMPLATE_HASH, "model": MODEL,
         "params": {"temperature": 0.7}, "input_mode": "full", "samples": 5, "dropped_inputs": []
-    })
+    }))
+    .expect("a manifest")
 }

@@ -1,0 +1,154 @@
+//! Backend-neutral chat messages: what a prompt is once rendered, before any wire format.
+//!
+//! This leaf crate owns the conversation types every other crate speaks ([`Message`], [`Part`], [`Role`]),
+//! the decoding parameters ([`GenParams`]) and output shape ([`OutputFormat`]) of a request, the conversation
+//! hash that keys the response cache ([`messages_hash`]), and the form in which the run store keeps a
+//! conversation ([`StoredConversation`]), written by evaluation and judge runs and read by reports.
+//!
+//! It does not render prompts (`nmb-plan`), speak any wire format (`nmb-requests`), or store anything
+//! (`nmb-store`). It depends on nothing of nmb's, so the backends need neither suites nor templates.
+//!
+//! ```
+//! use nmb_chat::{messages_hash, Message, Role, StoredConversation};
+//!
+//! let messages = vec![Message::text(Role::User, "Where is the lesion?")];
+//! let body = StoredConversation::from_messages(&messages).to_json();
+//! assert_eq!(body, r#"{"messages":[{"parts":[{"text":"Where is the lesion?"}],"role":"user"}]}"#);
+//! let back = StoredConversation::parse(&body).unwrap();
+//! assert_eq!(back.user_text(), "Where is the lesion?");
+//! assert_eq!(messages_hash(&messages).len(), 64);
+//! ```
+
+mod stored;
+
+pub use stored::{StoredConversation, StoredMessage, StoredPart};
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+/// An image inside a message. The bytes are shared, never copied per request; `sha256` identifies them in the
+/// store so an image is kept once however many requests use it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ImagePart {
+    pub sha256: String,
+    /// MIME type of `bytes`, from the sniffed format (always a web format: PNG, JPEG, GIF or WebP).
+    pub mime: String,
+    pub bytes: Arc<[u8]>,
+}
+
+impl std::fmt::Debug for ImagePart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ImagePart({}, {}, {} bytes)",
+            self.mime,
+            &self.sha256[..12.min(self.sha256.len())],
+            self.bytes.len()
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Part {
+    Text(String),
+    Image(ImagePart),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub role: Role,
+    pub parts: Vec<Part>,
+}
+
+impl Message {
+    pub fn text(role: Role, text: impl Into<String>) -> Self {
+        Message {
+            role,
+            parts: vec![Part::Text(text.into())],
+        }
+    }
+
+    /// All text parts joined by blank lines (for text-only backends and token estimates).
+    pub fn joined_text(&self) -> String {
+        self.parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Text(t) => Some(t.as_str()),
+                Part::Image(_) => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    }
+
+    pub fn image_count(&self) -> usize {
+        self.parts
+            .iter()
+            .filter(|p| matches!(p, Part::Image(_)))
+            .count()
+    }
+}
+
+/// Decoding parameters. Recorded with every request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GenParams {
+    pub temperature: f64,
+    pub top_p: f64,
+    pub max_tokens: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+impl Default for GenParams {
+    fn default() -> Self {
+        GenParams {
+            temperature: 0.7,
+            top_p: 0.95,
+            max_tokens: 1024,
+            seed: None,
+        }
+    }
+}
+
+/// What output shape to ask the backend for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum OutputFormat {
+    Text,
+    /// JSON, optionally constrained by a JSON schema where the backend supports one.
+    Json {
+        schema: Option<serde_json::Value>,
+    },
+}
+
+/// A stable hash of a conversation: roles, texts and image content hashes (not image bytes).
+pub fn messages_hash(messages: &[Message]) -> String {
+    let mut h = Sha256::new();
+    for m in messages {
+        h.update(format!("{:?}\u{1}", m.role).as_bytes());
+        for p in &m.parts {
+            match p {
+                Part::Text(t) => {
+                    h.update(b"T");
+                    h.update((t.len() as u64).to_le_bytes());
+                    h.update(t.as_bytes());
+                }
+                Part::Image(i) => {
+                    h.update(b"I");
+                    h.update(i.sha256.as_bytes());
+                }
+            }
+        }
+        h.update(b"\x02");
+    }
+    hex::encode(h.finalize())
+}

@@ -1,0 +1,264 @@
+//! The one path every model call takes, for evaluations and judges alike: store the prompt once, answer from
+//! the response cache when it can, else call through the scheduler and record the call, its raw body and each
+//! sample's answer before anyone counts it as done. API keys are redacted from everything stored.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use nmb_chat::{messages_hash, GenParams, Message, OutputFormat, Part, StoredConversation};
+use nmb_requests::{CallError, ChatRequest, Completion, Lane, Outcome, Scheduler, Secrets, Usage};
+use nmb_store::{
+    cache_key, now_ms, CachedResponse, CallRecord, ChoiceRecord, ErrorInfo, ImageInput, Store,
+    StoreError,
+};
+
+/// Why a choice of a successful call holds no answer.
+const REFUSED: &str = "the provider refused or filtered this answer";
+
+/// A rendered conversation and its hash.
+#[derive(Debug, Clone)]
+pub struct Prompt {
+    pub messages: Vec<Message>,
+    pub hash: String,
+}
+
+/// What one call (or cache hit) gave one sample: its answer, or the class of the failure.
+pub type SampleResult = (u32, Result<String, String>);
+
+/// One call to record: which task, turn and samples it answers, and everything that identifies its answers.
+#[derive(Debug, Clone, Copy)]
+pub struct CallSpec<'a> {
+    pub task_id: &'a str,
+    pub turn: u32,
+    pub prompt: &'a Prompt,
+    /// The samples the call answers, in choice order (`n` = their number).
+    pub samples: &'a [u32],
+    pub params: &'a GenParams,
+    pub output: &'a OutputFormat,
+    /// Parameters as they enter cache keys and call records (see [`Recorder::lookup`]).
+    pub params_json: &'a str,
+    pub template_id: &'a str,
+    pub template_hash: &'a str,
+    /// This turn is the task's last: an answer completes the sample.
+    pub final_turn: bool,
+}
+
+/// What came of a recorded call.
+#[derive(Debug)]
+pub struct CallResult {
+    /// Per answered sample; samples past the choices the server returned are left out, so they can be asked again.
+    pub samples: Vec<SampleResult>,
+    /// Token usage of a successful call.
+    pub usage: Option<Usage>,
+    /// The call's failure, when it failed as a whole.
+    pub error: Option<CallError>,
+}
+
+/// Records the calls of one run (a model run or a judge run) to one model.
+pub struct Recorder {
+    store: Arc<Store>,
+    scheduler: Scheduler,
+    lane: Lane,
+    run_id: String,
+    /// `BACKEND:MODEL[@BASE_URL]`, as it enters cache keys and call records.
+    model: String,
+    secrets: Secrets,
+    /// Prompts already stored by this recorder, so shared prompts are written once.
+    stored_prompts: Mutex<HashSet<String>>,
+}
+
+impl Recorder {
+    /// A recorder writing into `run_id`. Known API keys ([`Secrets::from_env`]) are redacted from what it stores.
+    pub fn new(
+        store: Arc<Store>,
+        scheduler: Scheduler,
+        lane: Lane,
+        run_id: impl Into<String>,
+        model: impl Into<String>,
+    ) -> Self {
+        Recorder {
+            store,
+            scheduler,
+            lane,
+            run_id: run_id.into(),
+            model: model.into(),
+            secrets: Secrets::from_env(),
+            stored_prompts: Mutex::new(HashSet::new()),
+        }
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    pub fn lane(&self) -> &Lane {
+        &self.lane
+    }
+
+    /// Hashes `messages` and makes sure the conversation and its images are stored.
+    pub fn prompt(&self, messages: Vec<Message>) -> Result<Prompt, StoreError> {
+        let hash = messages_hash(&messages);
+        let prompt = Prompt { messages, hash };
+        let mut stored = self
+            .stored_prompts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if !stored.contains(&prompt.hash) {
+            let body = StoredConversation::from_messages(&prompt.messages).to_json();
+            let body = self.secrets.redact(&body);
+            self.store
+                .put_prompt(&prompt.hash, &body, &images(&prompt.messages))?;
+            stored.insert(prompt.hash.clone());
+        }
+        Ok(prompt)
+    }
+
+    /// A stored successful answer to this prompt for this sample, from any run.
+    pub fn lookup(
+        &self,
+        params_json: &str,
+        prompt: &Prompt,
+        sample: u32,
+    ) -> Result<Option<CachedResponse>, StoreError> {
+        let key = cache_key(&self.model, params_json, &prompt.hash, sample);
+        self.store.lookup_cache(&key)
+    }
+
+    /// Records that `hit` answered this turn of `sample`.
+    pub fn record_hit(
+        &self,
+        task_id: &str,
+        sample: u32,
+        turn: u32,
+        hit: &CachedResponse,
+        final_turn: bool,
+    ) -> Result<(), StoreError> {
+        self.store
+            .record_cache_hit(&self.run_id, task_id, sample, turn, hit, final_turn)?;
+        Ok(())
+    }
+
+    /// Sends one call for `spec.samples` and records it. Only store failures are errors: a failed call is
+    /// recorded, and its samples come back with the failure's class.
+    pub async fn call(&self, spec: CallSpec<'_>) -> Result<CallResult, StoreError> {
+        let request = ChatRequest {
+            messages: spec.prompt.messages.clone(),
+            params: spec.params.clone(),
+            n: spec.samples.len() as u32,
+            output: spec.output.clone(),
+        };
+        let started_ms = now_ms();
+        let outcome = self.scheduler.run(&self.lane, &request).await;
+        let finished_ms = now_ms();
+        // Answers are redacted before anyone sees them, so that a later turn's prompt, built from them, is the
+        // same whether the answer came from this call or, after a resume, from the store.
+        let samples: Vec<SampleResult> = match &outcome.result {
+            Ok(c) => answered(spec.samples, c)
+                .into_iter()
+                .map(|(i, r)| (i, r.map(|t| self.secrets.redact(&t))))
+                .collect(),
+            Err(e) => spec
+                .samples
+                .iter()
+                .map(|i| (*i, Err(e.class.as_str().to_string())))
+                .collect(),
+        };
+        self.record(&spec, &outcome, &samples, started_ms, finished_ms)?;
+        Ok(CallResult {
+            samples,
+            usage: outcome.result.as_ref().ok().map(|c| c.usage),
+            error: outcome.result.err(),
+        })
+    }
+
+    fn record(
+        &self,
+        spec: &CallSpec<'_>,
+        outcome: &Outcome,
+        samples: &[SampleResult],
+        started_ms: i64,
+        finished_ms: i64,
+    ) -> Result<(), StoreError> {
+        let completion = outcome.result.as_ref().ok();
+        let failure = outcome.result.as_ref().err();
+        let message = failure.map(|e| self.secrets.redact(&e.message));
+        let raw = match &outcome.result {
+            Ok(c) => Some(c.raw.as_str()),
+            Err(e) => e.raw.as_deref(),
+        }
+        .map(|r| self.secrets.redact(r));
+        let refused = ErrorInfo {
+            class: "refusal",
+            message: REFUSED,
+        };
+        let choices: Vec<ChoiceRecord> = samples
+            .iter()
+            .enumerate()
+            .map(|(j, (i, r))| ChoiceRecord {
+                sample_index: *i,
+                choice_index: j as u32,
+                text: r.as_ref().ok().map(String::as_str),
+                error: match r {
+                    Err(class) if class == "refusal" && completion.is_some() => Some(refused),
+                    _ => None,
+                },
+                final_turn: spec.final_turn,
+            })
+            .collect();
+        let record = CallRecord {
+            run_id: &self.run_id,
+            task_id: spec.task_id,
+            turn_index: spec.turn,
+            prompt_hash: &spec.prompt.hash,
+            model: &self.model,
+            params_json: spec.params_json,
+            template_id: spec.template_id,
+            template_hash: spec.template_hash,
+            error: failure.map(|e| ErrorInfo {
+                class: e.class.as_str(),
+                message: message.as_deref().unwrap_or(""),
+            }),
+            attempts: outcome.attempts,
+            raw: raw.as_deref(),
+            tokens_in: completion.map(|c| c.usage.input_tokens),
+            tokens_out: completion.map(|c| c.usage.output_tokens),
+            latency_ms: Some(outcome.response_latency().as_millis() as u64),
+            started_ms,
+            finished_ms,
+        };
+        self.store.record_call(&record, &choices)?;
+        Ok(())
+    }
+}
+
+/// Maps the completion's choices onto the samples in order; refused choices become errors.
+fn answered(samples: &[u32], completion: &Completion) -> Vec<SampleResult> {
+    samples
+        .iter()
+        .zip(&completion.choices)
+        .map(|(i, choice)| {
+            if choice.refused {
+                (*i, Err("refusal".to_string()))
+            } else {
+                (*i, Ok(choice.text.clone()))
+            }
+        })
+        .collect()
+}
+
+/// The distinct images of a conversation, for the store.
+fn images(messages: &[Message]) -> Vec<ImageInput<'_>> {
+    let mut out: Vec<ImageInput> = Vec::new();
+    for part in messages.iter().flat_map(|m| &m.parts) {
+        if let Part::Image(img) = part {
+            if !out.iter().any(|i| i.sha256 == img.sha256) {
+                out.push(ImageInput {
+                    sha256: &img.sha256,
+                    mime: &img.mime,
+                    bytes: &img.bytes,
+                });
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,146 @@
+//! Score reports (tables `score_reports` and `sample_scores`): the JSON report of one scoring of a run, keyed by
+//! (run, scoring configuration hash), with one queryable row per sample. `nmb-score` decides what a report holds;
+//! this module only stores and finds it.
+
+use rusqlite::{params, OptionalExtension};
+
+use crate::error::Result;
+use crate::keys::now_ms;
+use crate::Store;
+
+/// One sample's scores as a queryable row.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SampleScoreRow {
+    pub task_id: String,
+    pub sample_index: u32,
+    pub case_id: String,
+    pub family: String,
+    pub level: String,
+    pub status: String,
+    pub correct: Option<bool>,
+    pub matched_rank: Option<u32>,
+    pub match_method: Option<String>,
+    pub rubric_overall: Option<f64>,
+    pub bertscore_f: Option<f64>,
+    pub error_category: Option<String>,
+    pub error_source: Option<String>,
+}
+
+/// A report to store: its JSON text and rows.
+#[derive(Debug, Clone, Copy)]
+pub struct ScoreReportRecord<'a> {
+    pub run_id: &'a str,
+    pub config_hash: &'a str,
+    /// The version of the report's JSON layout.
+    pub schema_version: i64,
+    pub report_json: &'a str,
+    pub samples: &'a [SampleScoreRow],
+}
+
+impl Store {
+    /// Writes a report and its rows in one transaction, replacing a report with the same configuration hash.
+    pub fn save_score_report(&self, r: &ScoreReportRecord<'_>) -> Result<()> {
+        self.with_conn("store a score report", |c| {
+            let tx = c.transaction()?;
+            tx.execute(
+                "INSERT INTO score_reports (run_id, config_hash, created_ms, updated_ms, schema_version, report)
+                 VALUES (?1, ?2, ?3, ?3, ?4, ?5)
+                 ON CONFLICT (run_id, config_hash) DO UPDATE SET
+                     updated_ms = excluded.updated_ms, schema_version = excluded.schema_version,
+                     report = excluded.report",
+                params![r.run_id, r.config_hash, now_ms(), r.schema_version, r.report_json],
+            )?;
+            tx.execute(
+                "DELETE FROM sample_scores WHERE run_id = ?1 AND config_hash = ?2",
+                params![r.run_id, r.config_hash],
+            )?;
+            {
+                let mut stmt = tx.prepare(
+                    "INSERT INTO sample_scores (run_id, config_hash, task_id, sample_index, case_id, family, level,
+                         status, correct, matched_rank, match_method, rubric_overall, bertscore_f, error_category,
+                         error_source)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                )?;
+                for s in r.samples {
+                    stmt.execute(params![
+                        r.run_id,
+                        r.config_hash,
+                        s.task_id,
+                        s.sample_index,
+                        s.case_id,
+                        s.family,
+                        s.level,
+                        s.status,
+                        s.correct,
+                        s.matched_rank,
+                        s.match_method,
+                        s.rubric_overall,
+                        s.bertscore_f,
+                        s.error_category,
+                        s.error_source,
+                    ])?;
+                }
+            }
+            tx.commit()
+        })
+    }
+
+    /// The JSON of the most recently written report of `run_id`, if it was ever scored.
+    pub fn latest_score_report(&self, run_id: &str) -> Result<Option<String>> {
+        self.with_conn("read a score report", |c| {
+            c.query_row(
+                "SELECT report FROM score_reports WHERE run_id = ?1
+                 ORDER BY updated_ms DESC, config_hash LIMIT 1",
+                params![run_id],
+                |r| r.get(0),
+            )
+            .optional()
+        })
+    }
+
+    /// The JSON of the report of `run_id` scored with configuration `config_hash`.
+    pub fn score_report(&self, run_id: &str, config_hash: &str) -> Result<Option<String>> {
+        self.with_conn("read a score report", |c| {
+            c.query_row(
+                "SELECT report FROM score_reports WHERE run_id = ?1 AND config_hash = ?2",
+                params![run_id, config_hash],
+                |r| r.get(0),
+            )
+            .optional()
+        })
+    }
+
+    /// The per-sample rows of a stored report, in task and sample order.
+    pub fn sample_score_rows(
+        &self,
+        run_id: &str,
+        config_hash: &str,
+    ) -> Result<Vec<SampleScoreRow>> {
+        self.with_conn("read sample scores", |c| {
+            let mut stmt = c.prepare(
+                "SELECT task_id, sample_index, case_id, family, level, status, correct, matched_rank,
+                        match_method, rubric_overall, bertscore_f, error_category, error_source
+                 FROM sample_scores WHERE run_id = ?1 AND config_hash = ?2
+                 ORDER BY task_id, sample_index",
+            )?;
+            let rows = stmt.query_map(params![run_id, config_hash], |r| {
+                Ok(SampleScoreRow {
+                    task_id: r.get(0)?,
+                    sample_index: r.get(1)?,
+                    case_id: r.get(2)?,
+                    family: r.get(3)?,
+                    level: r.get(4)?,
+                    status: r.get(5)?,
+                    correct: r.get(6)?,
+                    matched_rank: r.get(7)?,
+                    match_method: r.get(8)?,
+                    rubric_overall: r.get(9)?,
+                    bertscore_f: r.get(10)?,
+                    error_category: r.get(11)?,
+                    error_source: r.get(12)?,
+                })
+            })?;
+            rows.collect()
+        })
+    }
+}
