@@ -1,5 +1,6 @@
 //! API keys set to a recognisable value appear nowhere: not in the database, not in debug logs, not in any
-//! output or file nmb writes, even when the server echoes the key back in an error body.
+//! output or file nmb writes (reports included), even when the server echoes the key back in an error body or in
+//! a successful answer, to a model run or to a judge run.
 
 mod common;
 
@@ -16,11 +17,22 @@ const KEYS: [(&str, &str); 3] = [
 ];
 
 /// Answers most requests normally; a quarter get a 401 whose body quotes the key they carried, as some
-/// providers do ("Incorrect API key provided: sk-...").
+/// providers do ("Incorrect API key provided: sk-..."), and another quarter a successful answer that quotes it.
 fn echoing_server() -> nmb_fake_server::FakeServer {
     server(Config {
         responder: Arc::new(|req| {
-            let echo = req.conversation_sha256.starts_with(['0', '1', '2', '3']);
+            let h = &req.conversation_sha256;
+            let echo = h.starts_with(['0', '1', '2', '3']);
+            let echo_ok = h.starts_with(['4', '5', '6', '7']) || req.model == "judge-model";
+            if let (Some(auth), true) = (&req.auth, echo_ok) {
+                return Reply::Texts(vec![
+                    format!(
+                        "The most likely diagnosis is stroke. (Your key was {}.)",
+                        auth.value
+                    );
+                    req.samples() as usize
+                ]);
+            }
             match (&req.auth, echo) {
                 (Some(auth), true) => Reply::Raw {
                     status: 401,
@@ -100,6 +112,34 @@ fn keys_appear_nowhere() {
     let out = nmb_command(&runs).args(["runs", "list"]).output().unwrap();
     outputs.push(("runs list".into(), out.stdout));
 
+    // A judge run whose successful answers echo the key, then the report of the scored run.
+    let judge =
+        model_spec(nmb_fake_server::Wire::OpenAi, &server).replace("test-model", "judge-model");
+    let out = nmb_command(&runs)
+        .envs(KEYS)
+        .env("NMB_LOG", "debug")
+        .args([
+            "score",
+            &run_ids[0],
+            "--judge",
+            &judge,
+            "--no-bertscore",
+            "--max-reasks",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    outputs.push(("score --judge stdout".into(), out.stdout));
+    outputs.push(("score --judge stderr".into(), out.stderr));
+    let out = nmb_command(&runs)
+        .envs(KEYS)
+        .args(["report", &run_ids[0], "--out"])
+        .arg(runs.join("report"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
     // The keys did reach the server (so the search below could have found them).
     let requests = server.requests();
     for (var, key) in KEYS {
@@ -122,6 +162,30 @@ fn keys_appear_nowhere() {
         })
     });
     assert!(redacted, "an echoed key was stored as [REDACTED]");
+    // ... and so were successful answers quoting it, of model runs and of the judge run.
+    let all_runs = store.list_runs().unwrap();
+    let answers_redacted = |kind: nmb_store::RunKind| {
+        all_runs
+            .iter()
+            .filter(|r| r.manifest.kind == kind)
+            .any(|r| {
+                store.run_samples(&r.run_id).unwrap().iter().any(|s| {
+                    s.turns.iter().any(|t| {
+                        t.text.as_deref().is_some_and(|x| {
+                            x.contains("Your key was") && x.contains("[REDACTED].)")
+                        })
+                    })
+                })
+            })
+    };
+    assert!(
+        answers_redacted(nmb_store::RunKind::Model),
+        "a model run's echoed answer"
+    );
+    assert!(
+        answers_redacted(nmb_store::RunKind::Judge),
+        "a judge run's echoed answer"
+    );
     drop(store);
 
     let mut files = Vec::new();
