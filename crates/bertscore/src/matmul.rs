@@ -124,36 +124,38 @@ unsafe fn kernel(
     rows: usize,
     cols: usize,
 ) {
-    let b = &b[..depth * NR];
-    let a = a.map(|row| row[..depth].as_ptr());
-    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
-    for (p, bv) in b.chunks_exact(NR).enumerate() {
-        let b0 = _mm256_loadu_ps(bv.as_ptr());
-        let b1 = _mm256_loadu_ps(bv.as_ptr().add(8));
-        for (acc, row) in acc.iter_mut().zip(&a) {
-            let x = _mm256_broadcast_ss(&*row.add(p));
-            acc[0] = _mm256_fmadd_ps(x, b0, acc[0]);
-            acc[1] = _mm256_fmadd_ps(x, b1, acc[1]);
+    unsafe {
+        let b = &b[..depth * NR];
+        let a = a.map(|row| row[..depth].as_ptr());
+        let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+        for (p, bv) in b.chunks_exact(NR).enumerate() {
+            let b0 = _mm256_loadu_ps(bv.as_ptr());
+            let b1 = _mm256_loadu_ps(bv.as_ptr().add(8));
+            for (acc, row) in acc.iter_mut().zip(&a) {
+                let x = _mm256_broadcast_ss(&*row.add(p));
+                acc[0] = _mm256_fmadd_ps(x, b0, acc[0]);
+                acc[1] = _mm256_fmadd_ps(x, b1, acc[1]);
+            }
         }
-    }
-    if rows == MR && cols == NR {
-        for (r, acc) in acc.iter().enumerate() {
-            let row = c.add(r * ldc);
-            _mm256_storeu_ps(row, _mm256_add_ps(_mm256_loadu_ps(row), acc[0]));
-            _mm256_storeu_ps(
-                row.add(8),
-                _mm256_add_ps(_mm256_loadu_ps(row.add(8)), acc[1]),
-            );
-        }
-    } else {
-        let mut tile = [0f32; MR * NR];
-        for (r, acc) in acc.iter().enumerate() {
-            _mm256_storeu_ps(tile.as_mut_ptr().add(r * NR), acc[0]);
-            _mm256_storeu_ps(tile.as_mut_ptr().add(r * NR + 8), acc[1]);
-        }
-        for r in 0..rows {
-            for j in 0..cols {
-                *c.add(r * ldc + j) += tile[r * NR + j];
+        if rows == MR && cols == NR {
+            for (r, acc) in acc.iter().enumerate() {
+                let row = c.add(r * ldc);
+                _mm256_storeu_ps(row, _mm256_add_ps(_mm256_loadu_ps(row), acc[0]));
+                _mm256_storeu_ps(
+                    row.add(8),
+                    _mm256_add_ps(_mm256_loadu_ps(row.add(8)), acc[1]),
+                );
+            }
+        } else {
+            let mut tile = [0f32; MR * NR];
+            for (r, acc) in acc.iter().enumerate() {
+                _mm256_storeu_ps(tile.as_mut_ptr().add(r * NR), acc[0]);
+                _mm256_storeu_ps(tile.as_mut_ptr().add(r * NR + 8), acc[1]);
+            }
+            for r in 0..rows {
+                for j in 0..cols {
+                    *c.add(r * ldc + j) += tile[r * NR + j];
+                }
             }
         }
     }

@@ -3,6 +3,9 @@
 //! `main` parses arguments and dispatches to one module per subcommand under `cmd/`. A subcommand returns the
 //! process exit code; errors carry context and are printed once, here.
 
+// Doc comments on the argument structs are clap's help text (`[default: ...]`, `MODEL[@BASE_URL]`), not rustdoc.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 mod cmd;
 mod progress;
 

@@ -399,7 +399,7 @@ fn nonneg(v: i64) -> u64 {
 }
 
 /// A column written by `packed::pack` (or plain TEXT from older stores), as text.
-fn unpacked(row: &rusqlite::Row<'_>, idx: usize) -> rusqlite::Result<Option<String>> {
+fn unpacked(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<String>> {
     crate::packed::unpack(row.get_ref(idx)?).map_err(|message| {
         rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Blob, message.into())
     })

@@ -2,7 +2,7 @@
 //!
 //! - [`assets`]: where `scripts/assets.sh` put the model weights and Python packages (`NMB_ASSETS_DIR`, else
 //!   `<repo>/.nmb-assets`).
-//! - [`need`]: a test that needs something absent (a browser, a server, weights) skips with a message locally,
+//! - [`mod@need`]: a test that needs something absent (a browser, a server, weights) skips with a message locally,
 //!   and fails under `CI=true`: a skipped check is not a passed one.
 //! - [`images`]: small PNGs made on the fly.
 //! - [`llama`]: llama.cpp's real OpenAI-compatible server (PyPI `xllamacpp`) on a GGUF, as a child process.

@@ -18,7 +18,7 @@ pub struct LlamaServer {
 }
 
 impl LlamaServer {
-    /// Starts the server on `gguf`, or returns `None` (after [`need`]) when Python's `xllamacpp` is not
+    /// Starts the server on `gguf`, or returns `None` (after [`need()`]) when Python's `xllamacpp` is not
     /// installed. Panics when it is installed but does not start.
     pub fn start(gguf: &Path) -> Option<LlamaServer> {
         need(
