@@ -211,3 +211,88 @@ fn keys_appear_nowhere() {
         }
     }
 }
+
+/// A store written before answers were redacted may hold a key in an answer and an error: the report still
+/// shows `[REDACTED]` in every file.
+#[test]
+fn reports_cut_keys_out_of_an_older_store() {
+    use nmb_store::{CallRecord, ChoiceRecord, ErrorInfo, Manifest};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runs = dir.path().join("runs");
+    let (var, key) = KEYS[0];
+    let s = store(&runs);
+    let manifest = Manifest {
+        model: "openai:echo-model@http://127.0.0.1:9/v1".into(),
+        suite_id: "tiny".into(),
+        samples: 2,
+        ..Manifest::default()
+    };
+    let run = s.create_run("cfg", &manifest).unwrap();
+    s.plan_samples(&run.run_id, &[("case_1/dx", 2)]).unwrap();
+    let body =
+        serde_json::json!({"messages": [{"role": "user", "parts": [{"text": "Diagnosis?"}]}]});
+    s.put_prompt("p1", &body.to_string(), &[]).unwrap();
+    let answer = format!("Stroke. Your key was {key}.");
+    let message = format!("HTTP 401: Incorrect API key provided: {key}");
+    let raw = format!("{{\"echo\": \"{key}\"}}");
+    for (i, error) in [
+        None,
+        Some(ErrorInfo {
+            class: "auth",
+            message: &message,
+        }),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let record = CallRecord {
+            run_id: &run.run_id,
+            task_id: "case_1/dx",
+            turn_index: 0,
+            prompt_hash: "p1",
+            model: &manifest.model,
+            params_json: "{}",
+            template_id: "t",
+            template_hash: "h",
+            error,
+            attempts: 1,
+            raw: Some(&raw),
+            tokens_in: Some(10),
+            tokens_out: Some(5),
+            latency_ms: Some(4),
+            started_ms: 0,
+            finished_ms: 4,
+        };
+        let choice = ChoiceRecord {
+            sample_index: i as u32,
+            choice_index: 0,
+            text: error.is_none().then_some(answer.as_str()),
+            error: None,
+            final_turn: true,
+        };
+        s.record_call(&record, &[choice]).unwrap();
+    }
+    drop(s);
+    let out_dir = dir.path().join("report");
+    let out = nmb_command(&runs)
+        .env(var, key)
+        .args(["report", &run.run_id, "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut files = Vec::new();
+    files_under(&out_dir, &mut files);
+    assert!(files.len() >= 5, "{files:?}");
+    let mut redacted = 0;
+    for f in &files {
+        let content = String::from_utf8_lossy(&std::fs::read(f).unwrap()).into_owned();
+        assert!(!content.contains(key), "key found in {}", f.display());
+        redacted += usize::from(content.contains("[REDACTED]"));
+    }
+    assert!(
+        redacted >= 2,
+        "the answer is in the HTML and the CSV, redacted"
+    );
+}

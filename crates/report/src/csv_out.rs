@@ -55,6 +55,16 @@ fn enum_text<T: serde::Serialize>(v: &T) -> String {
         .unwrap_or_default()
 }
 
+/// The CSV text written so far.
+fn finish(w: csv::Writer<Vec<u8>>, path: &Path) -> Result<String, ReportError> {
+    let bytes = w.into_inner().map_err(|e| ReportError::Write {
+        path: path.to_path_buf(),
+        source: e.into_error(),
+    })?;
+    // Every field came from Rust strings, so the bytes are UTF-8.
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 fn csv_err(path: &Path) -> impl Fn(csv::Error) -> ReportError + '_ {
     move |source| ReportError::Csv {
         path: path.to_path_buf(),
@@ -64,8 +74,8 @@ fn csv_err(path: &Path) -> impl Fn(csv::Error) -> ReportError + '_ {
 
 /// Usage columns count every call a sample's turns used; a call that answered n samples appears in each of
 /// their rows, so sum over distinct `call_ids` for totals.
-pub fn write_samples(path: &Path, runs: &[RunData]) -> Result<(), ReportError> {
-    let mut w = csv::Writer::from_path(path).map_err(csv_err(path))?;
+pub fn samples(path: &Path, runs: &[RunData]) -> Result<String, ReportError> {
+    let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record(SAMPLE_COLUMNS).map_err(csv_err(path))?;
     for r in runs {
         let scored = r.scored();
@@ -151,10 +161,7 @@ pub fn write_samples(path: &Path, runs: &[RunData]) -> Result<(), ReportError> {
             w.write_record(&row).map_err(csv_err(path))?;
         }
     }
-    w.flush().map_err(|source| ReportError::Write {
-        path: path.to_path_buf(),
-        source,
-    })
+    finish(w, path)
 }
 
 const AGGREGATE_COLUMNS: &[&str] = &[
@@ -212,12 +219,12 @@ fn est(e: Option<&Estimate>) -> [String; 3] {
     }
 }
 
-pub fn write_aggregate(
+pub fn aggregate(
     path: &Path,
     runs: &[RunData],
     analysis: &Analysis,
-) -> Result<(), ReportError> {
-    let mut w = csv::Writer::from_path(path).map_err(csv_err(path))?;
+) -> Result<String, ReportError> {
+    let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record(AGGREGATE_COLUMNS).map_err(csv_err(path))?;
     for (r, cost) in runs.iter().zip(&analysis.costs) {
         let Some(s) = &r.scores else { continue };
@@ -280,10 +287,7 @@ pub fn write_aggregate(
             w.write_record(&row).map_err(csv_err(path))?;
         }
     }
-    w.flush().map_err(|source| ReportError::Write {
-        path: path.to_path_buf(),
-        source,
-    })
+    finish(w, path)
 }
 
 fn counts(g: &GroupAggregate) -> Vec<String> {

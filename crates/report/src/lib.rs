@@ -98,6 +98,8 @@ pub struct ReportOptions {
     pub bootstrap: nmb_stats::BootstrapConfig,
     /// Cases whose section starts expanded in HTML when the report has at most this many cases.
     pub expand_cases_up_to: usize,
+    /// API keys cut out of every file written (a store from before keys were redacted may still hold one).
+    pub secrets: nmb_requests::Secrets,
 }
 
 impl ReportOptions {
@@ -109,6 +111,7 @@ impl ReportOptions {
             prices: Prices::default(),
             bootstrap: nmb_stats::BootstrapConfig::default(),
             expand_cases_up_to: 20,
+            secrets: nmb_requests::Secrets::from_env(),
         }
     }
 }
@@ -156,33 +159,37 @@ pub fn write_report(runs: &[RunData], opts: &ReportOptions) -> Result<Written, R
     let file = |name: &str| opts.out_dir.join(name);
     if opts.formats.contains(&Format::Html) {
         let path = file("report.html");
-        write_text(&path, &html::render(runs, &analysis, opts))?;
+        write_text(&path, &html::render(runs, &analysis, opts), opts)?;
         written.html = Some(path);
     }
     if opts.formats.contains(&Format::Markdown) {
         let path = file("report.md");
-        write_text(&path, &markdown::render(runs, &analysis))?;
+        write_text(&path, &markdown::render(runs, &analysis), opts)?;
         written.markdown = Some(path);
     }
     if opts.formats.contains(&Format::Csv) {
         let samples = file("samples.csv");
-        csv_out::write_samples(&samples, runs)?;
+        write_text(&samples, &csv_out::samples(&samples, runs)?, opts)?;
         let aggregate = file("aggregate.csv");
-        csv_out::write_aggregate(&aggregate, runs, &analysis)?;
+        write_text(
+            &aggregate,
+            &csv_out::aggregate(&aggregate, runs, &analysis)?,
+            opts,
+        )?;
         written.csv_samples = Some(samples);
         written.csv_aggregate = Some(aggregate);
     }
     if opts.formats.contains(&Format::Json) {
         let path = file("report.json");
-        write_text(&path, &json_report(runs, &analysis))?;
+        write_text(&path, &json_report(runs, &analysis), opts)?;
         written.json = Some(path);
     }
     if opts.leaderboard {
         let board = leaderboard(runs);
         let json_path = file("leaderboard.json");
-        write_text(&json_path, &leaderboard::to_json(&board))?;
+        write_text(&json_path, &leaderboard::to_json(&board), opts)?;
         let js_path = file("data.js");
-        write_text(&js_path, &leaderboard::to_data_js(&board))?;
+        write_text(&js_path, &leaderboard::to_data_js(&board), opts)?;
         written.leaderboard_json = Some(json_path);
         written.leaderboard_js = Some(js_path);
     }
@@ -217,8 +224,8 @@ pub fn json_report(runs: &[RunData], analysis: &Analysis) -> String {
     serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
-fn write_text(path: &Path, text: &str) -> Result<(), ReportError> {
-    std::fs::write(path, text).map_err(|source| ReportError::Write {
+fn write_text(path: &Path, text: &str, opts: &ReportOptions) -> Result<(), ReportError> {
+    std::fs::write(path, opts.secrets.redact(text)).map_err(|source| ReportError::Write {
         path: path.to_path_buf(),
         source,
     })
