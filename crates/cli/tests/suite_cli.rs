@@ -146,6 +146,58 @@ fn validate_reports_errors_with_exit_1_and_json() {
     );
 }
 
+/// A site file whose second image is a PNG signature and IHDR chunk and nothing else (it passed as "0 error(s)"
+/// when validation read only headers).
+#[test]
+fn validate_decodes_every_image_in_full() {
+    use base64::Engine;
+    let dir = tempfile::tempdir().unwrap();
+    let png = nmb_test_support::images::png(16, 3);
+    let cut = &png[..8 + 25];
+    let url = |b: &[u8]| {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(b);
+        format!("data:image/jpeg;base64,{b64}")
+    };
+    let site = serde_json::json!([{"case_id": "case_1", "text": "A 70-year-old man.",
+        "images": [url(&png), url(cut)],
+        "questions": [{"question_number": 1, "question_text": "Diagnosis?"}]}]);
+    let path = dir.path().join("direct-diagnosis.json");
+    std::fs::write(&path, site.to_string()).unwrap();
+    let path = path.to_str().unwrap();
+
+    let out = nmb(&["suite", "validate", path]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("error"))
+        .unwrap_or_else(|| panic!("no error line: {text}"));
+    for part in [
+        "direct-diagnosis.json",
+        "case case_1",
+        "field images[1]",
+        "cannot decode png image",
+    ] {
+        assert!(line.contains(part), "{part:?} not in {line:?}");
+    }
+
+    let out = nmb(&["suite", "validate", path, "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["errors"], 1, "{report}");
+    let problem = &report["problems"][0];
+    assert!(problem["file"]
+        .as_str()
+        .unwrap()
+        .ends_with("direct-diagnosis.json"));
+    assert_eq!(problem["case_id"], "case_1");
+    assert_eq!(problem["field"], "images[1]");
+    assert!(problem["message"]
+        .as_str()
+        .unwrap()
+        .contains("expected a complete image"));
+}
+
 #[test]
 fn sample_suite_stats_run() {
     let out = nmb(&["suite", "stats", "sample", "--json"]);

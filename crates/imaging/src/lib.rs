@@ -246,6 +246,38 @@ pub fn decode(bytes: &[u8]) -> Result<image::DynamicImage, ImageError> {
     })
 }
 
+/// Checks that the bytes are a whole image: web and raster formats are decoded in full (a truncated or corrupt
+/// file fails here, not when a prompt is built); DICOM and NIfTI are recognised by their magic numbers only,
+/// since rendering volumes is not part of this crate yet.
+pub fn verify(bytes: &[u8]) -> Result<ImageFormat, ImageError> {
+    if bytes.is_empty() {
+        return Err(ImageError::Empty);
+    }
+    let format = sniff(bytes).ok_or_else(|| ImageError::UnknownFormat(hex_prefix(bytes)))?;
+    let Some(fmt) = raster_format(format) else {
+        return Ok(format);
+    };
+    // Decoded pixels are dropped at once: only whether every byte decodes matters here.
+    image::load_from_memory_with_format(bytes, fmt)
+        .map(|_| format)
+        .map_err(|e| ImageError::Decode {
+            format,
+            message: e.to_string(),
+        })
+}
+
+fn raster_format(format: ImageFormat) -> Option<image::ImageFormat> {
+    match format {
+        ImageFormat::Png => Some(image::ImageFormat::Png),
+        ImageFormat::Jpeg => Some(image::ImageFormat::Jpeg),
+        ImageFormat::Gif => Some(image::ImageFormat::Gif),
+        ImageFormat::Webp => Some(image::ImageFormat::WebP),
+        ImageFormat::Bmp => Some(image::ImageFormat::Bmp),
+        ImageFormat::Tiff => Some(image::ImageFormat::Tiff),
+        ImageFormat::Dicom | ImageFormat::Nifti => None,
+    }
+}
+
 fn hex_prefix(bytes: &[u8]) -> String {
     let n = bytes.len().min(8);
     let mut s = hex::encode(&bytes[..n]);
@@ -282,6 +314,43 @@ mod tests {
             inspect(b"hello world"),
             Err(ImageError::UnknownFormat(_))
         ));
+    }
+
+    /// PNG signature and a valid IHDR chunk (with its CRC), then nothing: what a header-only check accepts.
+    fn header_only_png() -> Vec<u8> {
+        let png = tiny_png();
+        png[..8 + 25].to_vec()
+    }
+
+    #[test]
+    fn verify_decodes_in_full() {
+        assert_eq!(verify(&tiny_png()).unwrap(), ImageFormat::Png);
+        let head = header_only_png();
+        assert_eq!(head.len(), 33);
+        assert!(inspect(&head).is_ok(), "the header alone looks fine");
+        let err = verify(&head).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ImageError::Decode {
+                    format: ImageFormat::Png,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let png = tiny_png();
+        assert!(
+            verify(&png[..png.len() - 16]).is_err(),
+            "cut inside the last IDAT chunk"
+        );
+        let mut jpeg = std::io::Cursor::new(Vec::new());
+        image::GrayImage::from_pixel(16, 16, image::Luma([90]))
+            .write_to(&mut jpeg, image::ImageFormat::Jpeg)
+            .unwrap();
+        let jpeg = jpeg.into_inner();
+        assert_eq!(verify(&jpeg).unwrap(), ImageFormat::Jpeg);
+        assert!(verify(&jpeg[..jpeg.len() / 2]).is_err());
     }
 
     #[test]

@@ -178,12 +178,15 @@ fn read_image(case_id: &str, image: &Image) -> Result<LoadedImage, PlanError> {
         source_desc: source_desc(),
         source,
     })?;
-    let info = nmb_imaging::inspect(&bytes).map_err(|source| PlanError::Image {
+    let image_error = |source| PlanError::Image {
         case: case_id.to_string(),
         image: image.id.clone(),
         source_desc: source_desc(),
         source,
-    })?;
+    };
+    // A truncated or corrupt image is refused here, before a model is paid to look at it.
+    nmb_imaging::verify(&bytes).map_err(image_error)?;
+    let info = nmb_imaging::inspect(&bytes).map_err(image_error)?;
     if !info.format.is_web_image() {
         return Err(PlanError::UnsupportedImageFormat {
             case: case_id.to_string(),

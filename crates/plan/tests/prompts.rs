@@ -506,6 +506,20 @@ fn non_web_images_are_refused_with_a_clear_error() {
         msg.contains("/nonexistent/x.png") && msg.contains("gone"),
         "{msg}"
     );
+
+    // A PNG with a valid header and no pixel data is refused before any model sees it.
+    let mut png = std::io::Cursor::new(Vec::new());
+    image::GrayImage::from_pixel(16, 16, image::Luma([9]))
+        .write_to(&mut png, image::ImageFormat::Png)
+        .unwrap();
+    let header_only = png.into_inner()[..33].to_vec();
+    let mut s = depth_suite();
+    s.cases[0].images[0] = nmb_suite::Image::new("cut", ImageSource::Bytes(Arc::from(header_only)));
+    let msg = plan(&s, &full()).next().unwrap().unwrap_err().to_string();
+    assert!(
+        msg.contains("case_1") && msg.contains("cut") && msg.contains("cannot decode png"),
+        "{msg}"
+    );
 }
 
 #[test]

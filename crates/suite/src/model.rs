@@ -75,6 +75,8 @@ pub struct Image {
     pub caption: Option<String>,
     /// SHA-256 of the bytes, filled in when the bytes were read at load time (inline images), else lazily.
     pub sha256: Option<String>,
+    /// The file an inline image was read from (a site file's data URL), so problems can name it.
+    pub origin: Option<String>,
 }
 
 impl Image {
@@ -87,6 +89,7 @@ impl Image {
             plane: None,
             caption: None,
             sha256: None,
+            origin: None,
         }
     }
 

@@ -53,6 +53,25 @@ macro_rules! corpus {
     };
 }
 
+/// A PNG's signature and IHDR chunk (valid CRC), then nothing: the header says 16 x 16, there are no pixels.
+fn header_only_png() -> Vec<u8> {
+    png(16, 16, 7)[..8 + 25].to_vec()
+}
+
+/// A PNG cut in the middle of its image data.
+fn png_cut_in_idat() -> Vec<u8> {
+    let whole = png(64, 64, 5);
+    whole[..whole.len() / 2].to_vec()
+}
+
+fn jpeg_cut_in_half() -> Vec<u8> {
+    let img = image::RgbImage::from_fn(64, 64, |x, y| image::Rgb([x as u8 * 4, y as u8 * 4, 90]));
+    let mut out = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Jpeg).unwrap();
+    let whole = out.into_inner();
+    whole[..whole.len() / 2].to_vec()
+}
+
 corpus! {
     truncated_json: |d| spec(&write(d, "site.json", &serde_json::to_string(&small_site()).unwrap()[..200]))
         => ["FATAL", "site.json", "not valid JSON", "line 1"];
@@ -66,6 +85,14 @@ corpus! {
         => ["case case_1", "field images[0]", "expected a data URL"];
     unknown_image_bytes: |d| site_with(d, json!([{"case_id": "case_1", "text": "t", "images": ["data:image/jpeg;base64,aGVsbG8gd29ybGQ="], "questions": [{"question_text": "q"}]}]))
         => ["case case_1", "field images[0]", "unrecognised image bytes", "expected PNG, JPEG"];
+    header_only_png_in_site_file: |d| site_with(d, json!([site_case("case_1", "t", &[png(4, 4, 1), header_only_png()], "q")]))
+        => ["site.json", "case case_1", "field images[1]", "cannot decode png image", "expected a complete image that decodes"];
+    png_cut_in_its_data_in_site_file: |d| site_with(d, json!([site_case("case_1", "t", &[png_cut_in_idat()], "q")]))
+        => ["site.json", "case case_1", "field images[0]", "cannot decode png image"];
+    truncated_png_in_native_suite: |d| { write(d, "cut.png", header_only_png()); native_with(d, image_case("cut.png")) }
+        => ["cut.png", "case c1", "field images[0]", "cannot decode png image", "expected a complete image"];
+    truncated_jpeg_in_native_suite: |d| { write(d, "cut.jpg", jpeg_cut_in_half()); native_with(d, image_case("cut.jpg")) }
+        => ["cut.jpg", "case c1", "field images[0]", "cannot decode jpeg image"];
     missing_case_id: |d| site_with(d, json!([{"text": "t", "images": [], "questions": [{"question_text": "q"}]}]))
         => ["site.json", "field [0].case_id", "missing", "expected a case id"];
     duplicate_case_id: |d| site_with(d, json!([site_case("case_1", "a", &[png(2, 2, 1)], "q"), site_case("case_1", "b", &[png(2, 2, 2)], "q")]))

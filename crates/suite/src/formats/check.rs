@@ -1,17 +1,13 @@
-//! Checks that need image bytes (every image resolves and is a known format) and the counts behind
-//! `nmb suite stats`.
+//! Checks that need image bytes (every image resolves, is a known format and decodes in full) and the counts
+//! behind `nmb suite stats`.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 
 use nmb_imaging::{ImageError, ImageFormat, ImageSource};
 use serde::Serialize;
 
 use super::Loaded;
 use crate::{suite_hash, Image, Problem, Suite};
-
-/// Enough leading bytes for every magic number `nmb_imaging::sniff` knows (NIfTI's sits at offset 344).
-const SNIFF_BYTES: u64 = 512;
 
 /// What reading the start of every image found.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -20,11 +16,11 @@ pub struct ImageReport {
     pub images: usize,
     /// Format name (`png`, `jpeg`, ...) → count, for images whose bytes were recognised.
     pub formats: BTreeMap<String, usize>,
-    /// One error per image that is missing, empty or not a known format.
+    /// One error per image that is missing, empty, not a known format, or does not decode.
     pub problems: Vec<Problem>,
 }
 
-/// Sniffs every image of the suite, reading only the first bytes of file-backed ones.
+/// Reads and decodes every image of the suite in full, one at a time (see `nmb_imaging::verify`).
 pub fn check_images(suite: &Suite) -> ImageReport {
     let mut report = ImageReport::default();
     for case in &suite.cases {
@@ -49,42 +45,28 @@ pub fn check_images(suite: &Suite) -> ImageReport {
 impl ImageReport {
     fn check(&mut self, case_id: &str, field: String, image: &Image) {
         self.images += 1;
-        match sniff_source(&image.source) {
+        match verify_source(&image.source) {
             Ok(format) => *self.formats.entry(format.name().to_string()).or_default() += 1,
             Err(e) => {
-                let problem = Problem::error(image.source.describe(), e.to_string())
-                    .case(case_id)
-                    .field(field);
+                let file = match &image.origin {
+                    Some(origin) => origin.clone(),
+                    None => image.source.describe(),
+                };
+                let message = match &e {
+                    ImageError::Decode { .. } => {
+                        format!("{e}; expected a complete image that decodes")
+                    }
+                    _ => e.to_string(),
+                };
+                let problem = Problem::error(file, message).case(case_id).field(field);
                 self.problems.push(problem);
             }
         }
     }
 }
 
-fn sniff_source(source: &ImageSource) -> Result<ImageFormat, ImageError> {
-    match source {
-        ImageSource::Bytes(bytes) => sniff_bytes(bytes),
-        ImageSource::File(path) => {
-            let read_err = |source| ImageError::Read {
-                path: path.clone(),
-                source,
-            };
-            let file = std::fs::File::open(path).map_err(read_err)?;
-            let mut head = Vec::with_capacity(SNIFF_BYTES as usize);
-            file.take(SNIFF_BYTES)
-                .read_to_end(&mut head)
-                .map_err(read_err)?;
-            sniff_bytes(&head)
-        }
-    }
-}
-
-fn sniff_bytes(bytes: &[u8]) -> Result<ImageFormat, ImageError> {
-    if bytes.is_empty() {
-        return Err(ImageError::Empty);
-    }
-    nmb_imaging::sniff(bytes)
-        .ok_or_else(|| ImageError::UnknownFormat(hex::encode(&bytes[..bytes.len().min(8)])))
+fn verify_source(source: &ImageSource) -> Result<ImageFormat, ImageError> {
+    nmb_imaging::verify(&source.read()?)
 }
 
 /// The counts printed by `nmb suite stats --json`.

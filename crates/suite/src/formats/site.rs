@@ -182,7 +182,10 @@ impl SiteLoader {
         let mut images = Vec::new();
         for (k, value) in values.into_iter().enumerate() {
             match inline_image(&value, k) {
-                Ok(image) => images.push(image),
+                Ok(mut image) => {
+                    image.origin = Some(self.file.clone());
+                    images.push(image);
+                }
                 Err(msg) => self.error(Some(id), format!("images[{k}]"), msg),
             }
         }
