@@ -1,0 +1,134 @@
+//! Rubric grading by the judges, and their agreement.
+
+use nmb_stats::{BootstrapConfig, Measure};
+use nmb_store::SampleRecord;
+
+use super::resolve::count_failures;
+use super::Work;
+use crate::judge::{Answer, Panel, Question};
+use crate::jury::{agreement_rows, Jury};
+use crate::prompts::{self, Context};
+use crate::results::{DimensionScore, JuryAgreement, RubricResult};
+use crate::rubric::{Grade, Rubric};
+use crate::ScoreError;
+
+/// The answers of every turn of a sample, for judges.
+pub(super) fn turn_answers(record: &SampleRecord) -> Vec<String> {
+    record
+        .turns
+        .iter()
+        .map(|t| t.text.clone().unwrap_or_default())
+        .collect()
+}
+
+/// Per rubric item: per dimension (rubric order, then overall) per judge.
+type RubricRows = Vec<Vec<Vec<Option<f64>>>>;
+
+pub(super) async fn grade_rubric(
+    panel: &Panel,
+    jury: &Jury<'_>,
+    rubric: &Rubric,
+    work: &mut [Work<'_>],
+    failed: &mut [u64],
+) -> Result<RubricRows, ScoreError> {
+    let targets: Vec<usize> = work
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| w.score.status.is_scored() && w.task.family.is_depth())
+        .map(|(i, _)| i)
+        .collect();
+    let questions: Vec<Question> = targets
+        .iter()
+        .map(|&i| {
+            let w = &work[i];
+            let answers = turn_answers(w.record);
+            prompts::rubric(
+                rubric,
+                &Context {
+                    case: w.case,
+                    task: w.task,
+                    answers: &answers,
+                },
+                w.record.sample_index,
+            )
+        })
+        .collect();
+    let answers: Vec<Vec<Answer<Grade>>> = if questions.is_empty() {
+        Vec::new()
+    } else {
+        panel
+            .ask(&questions, |t| prompts::validate_rubric(rubric, t))
+            .await?
+    };
+    count_failures(&answers, failed);
+    let dims = rubric.dimension_ids();
+    let mut rows = Vec::new();
+    for (&i, a) in targets.iter().zip(&answers) {
+        let verdicts = jury.rubric_verdicts(a);
+        let scores: Vec<DimensionScore> = dims
+            .iter()
+            .map(|d| DimensionScore {
+                dimension: d.clone(),
+                score: jury.combine_scores(
+                    &verdicts
+                        .iter()
+                        .filter_map(|v| v.scores.get(d).copied())
+                        .collect::<Vec<_>>(),
+                ),
+            })
+            .collect();
+        let overall = jury.combine_scores(
+            &verdicts
+                .iter()
+                .filter_map(|v| v.overall)
+                .collect::<Vec<_>>(),
+        );
+        let mut per_dim: Vec<Vec<Option<f64>>> = dims
+            .iter()
+            .map(|d| {
+                verdicts
+                    .iter()
+                    .map(|v| v.scores.get(d).map(|s| f64::from(*s)))
+                    .collect()
+            })
+            .collect();
+        per_dim.push(verdicts.iter().map(|v| v.overall.map(f64::from)).collect());
+        rows.push(per_dim);
+        work[i].score.rubric = Some(RubricResult {
+            rubric_id: rubric.id.clone(),
+            rubric_version: rubric.version.clone(),
+            rubric_hash: rubric.hash.clone(),
+            aggregation: jury.aggregation,
+            scores,
+            overall,
+            judges: verdicts,
+        });
+    }
+    Ok(rows)
+}
+
+pub(super) fn rubric_agreement(
+    rubric: &Rubric,
+    specs: &[String],
+    rows: &RubricRows,
+    cfg: &BootstrapConfig,
+) -> Vec<JuryAgreement> {
+    let mut names = rubric.dimension_ids();
+    names.push("overall".into());
+    let mut out = Vec::new();
+    for (d, name) in names.iter().enumerate() {
+        let items: Vec<Vec<Option<f64>>> = rows.iter().map(|r| r[d].clone()).collect();
+        out.extend(agreement_rows(
+            &format!("rubric:{name}"),
+            &[
+                Measure::AlphaInterval,
+                Measure::Icc21,
+                Measure::QuadraticKappa,
+            ],
+            specs,
+            &items,
+            cfg,
+        ));
+    }
+    out
+}

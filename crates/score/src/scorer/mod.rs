@@ -1,0 +1,266 @@
+//! Scoring one stored run: parse every answer, match it, ask the judges what the rules could not decide, grade
+//! with the rubric, classify wrong answers, compute BERTScore, aggregate with CIs.
+
+mod bertscore;
+mod grade;
+mod prepare;
+mod report;
+mod resolve;
+mod taxonomy;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use nmb_chat::GenParams;
+use nmb_requests::Scheduler;
+use nmb_stats::{BootstrapConfig, Measure};
+use nmb_store::{SampleRecord, Store};
+use nmb_suite::{Case, Suite, Task};
+
+use crate::judge::{default_judge_params, JudgeModel, Panel};
+use crate::jury::{agreement_rows, Jury};
+use crate::labels::HumanLabels;
+use crate::lexicon::builtin;
+use crate::matching::RuleVerdict;
+use crate::prompts::Field;
+use crate::results::{
+    Aggregation, HumanLabelsInfo, JuryAgreement, LabelSource, SampleScore, ScoreReport,
+    TaxonomyConfig,
+};
+use crate::rubric::Rubric;
+use crate::semantic::BertScoreSetting;
+use crate::ScoreError;
+use bertscore::bertscore;
+use grade::grade_rubric;
+use grade::rubric_agreement;
+use prepare::prepare;
+use report::build_report;
+use report::scoring_config;
+use resolve::equivalence_agreement;
+use resolve::resolve_matches;
+use taxonomy::classify_errors;
+
+/// Entries of a ranked differential that are matched (pass@5).
+pub const MAX_RANK: usize = 5;
+
+/// How to score.
+#[derive(Clone)]
+pub struct ScoreOptions {
+    /// No judges: inconclusive matches stay unresolved, and there is no rubric or taxonomy.
+    pub judges: Vec<JudgeModel>,
+    pub aggregation: Aggregation,
+    pub judge_params: GenParams,
+    /// Re-asks after an invalid judge answer.
+    pub max_reasks: u32,
+    /// Calls in flight per judge.
+    pub judge_concurrency: usize,
+    /// `None` skips rubric grading.
+    pub rubric: Option<Rubric>,
+    /// Ask judges for the error class of wrong answers.
+    pub taxonomy: bool,
+    pub human_labels: Option<PathBuf>,
+    pub bertscore: BertScoreSetting,
+    pub bootstrap: BootstrapConfig,
+}
+
+impl Default for ScoreOptions {
+    fn default() -> Self {
+        ScoreOptions {
+            judges: Vec::new(),
+            aggregation: Aggregation::Majority,
+            judge_params: default_judge_params(),
+            max_reasks: 2,
+            judge_concurrency: 8,
+            rubric: Some(Rubric::builtin()),
+            taxonomy: true,
+            human_labels: None,
+            bertscore: BertScoreSetting::Model {
+                dir: PathBuf::from(crate::semantic::DEFAULT_MODEL_DIR),
+                layer: None,
+            },
+            bootstrap: BootstrapConfig::default(),
+        }
+    }
+}
+
+/// One sample while it is being scored.
+struct Work<'a> {
+    record: &'a SampleRecord,
+    case: &'a Case,
+    task: &'a Task,
+    score: SampleScore,
+    /// Rule verdicts of the ranked entries examined (differential, rationale).
+    rules: Vec<(u32, String, RuleVerdict)>,
+    /// Lesion type and location rule verdicts with the candidate text.
+    lesion_rules: Vec<(Field, Option<String>, Option<RuleVerdict>)>,
+}
+
+/// Scores `run_id` against `suite` (which must hold the tasks the run answered, with their answer key).
+pub async fn score_run(
+    store: &Arc<Store>,
+    scheduler: &Scheduler,
+    run_id: &str,
+    suite: &Suite,
+    opts: &ScoreOptions,
+) -> Result<ScoreReport, ScoreError> {
+    let run = store.run(run_id)?;
+    let records = store.run_samples(run_id)?;
+    let lex = builtin();
+    let index: HashMap<&str, (&Case, &Task)> = suite
+        .tasks()
+        .map(|(c, t)| (t.id.as_str(), (c, t)))
+        .collect();
+    let mut work = Vec::with_capacity(records.len());
+    for r in &records {
+        let (case, task) =
+            index
+                .get(r.task_id.as_str())
+                .ok_or_else(|| ScoreError::UnknownTask {
+                    run_id: run_id.to_string(),
+                    task_id: r.task_id.clone(),
+                    suite_id: suite.id.clone(),
+                })?;
+        work.push(prepare(lex, r, case, task));
+    }
+    let panel = if opts.judges.is_empty() {
+        None
+    } else {
+        Some(Panel::open(
+            store.clone(),
+            scheduler.clone(),
+            &opts.judges,
+            &run,
+            opts.judge_params.clone(),
+            opts.max_reasks,
+            opts.judge_concurrency,
+        )?)
+    };
+    let specs: Vec<String> = panel.as_ref().map(|p| p.specs()).unwrap_or_default();
+    let self_grading: Vec<bool> = (0..specs.len())
+        .map(|j| panel.as_ref().is_some_and(|p| p.self_grading(j)))
+        .collect();
+    let jury = Jury {
+        specs: &specs,
+        self_grading: &self_grading,
+        aggregation: opts.aggregation,
+    };
+    let mut failed = vec![0u64; specs.len()];
+    let mut agreement: Vec<JuryAgreement> = Vec::new();
+    let mut notes = Vec::new();
+
+    let equivalence = resolve_matches(panel.as_ref(), &jury, &mut work, &mut failed).await?;
+    if specs.len() > 1 {
+        agreement.extend(equivalence_agreement(&specs, &equivalence, &opts.bootstrap));
+    }
+    let unresolved = work.iter().filter(|w| w.score.unresolved).count();
+    if unresolved > 0 && panel.is_none() {
+        notes.push(format!(
+            "{unresolved} answers need a judge to decide a match (granularity, related or unknown terms) and count \
+             as wrong; score with --judge to resolve them"
+        ));
+    }
+    let rubric = match (&panel, &opts.rubric) {
+        (Some(p), Some(r)) => {
+            let rows = grade_rubric(p, &jury, r, &mut work, &mut failed).await?;
+            if specs.len() > 1 {
+                agreement.extend(rubric_agreement(r, &specs, &rows, &opts.bootstrap));
+            }
+            Some(r)
+        }
+        (None, Some(_)) => {
+            notes.push("rubric grading skipped: it needs at least one --judge".into());
+            None
+        }
+        _ => None,
+    };
+    let human = opts
+        .human_labels
+        .as_ref()
+        .map(|p| HumanLabels::load(p, run_id))
+        .transpose()?;
+    let judged_taxonomy = opts.taxonomy && panel.is_some();
+    if opts.taxonomy && panel.is_none() && human.is_none() {
+        notes.push("error taxonomy skipped: it needs a --judge or --taxonomy-labels".into());
+    }
+    let tax_rows = classify_errors(
+        if judged_taxonomy {
+            panel.as_ref()
+        } else {
+            None
+        },
+        &jury,
+        human.as_ref(),
+        &mut work,
+        &mut failed,
+    )
+    .await?;
+    if specs.len() > 1 && judged_taxonomy {
+        agreement.extend(agreement_rows(
+            "taxonomy",
+            &[Measure::AlphaNominal, Measure::CohenKappa],
+            &specs,
+            &tax_rows,
+            &opts.bootstrap,
+        ));
+    }
+    let bert_config = bertscore(&opts.bertscore, &mut work)?;
+    if let Some(reason) = &bert_config.skipped_reason {
+        notes.push(format!("BERTScore not computed: {reason}"));
+    }
+    let judges = match &panel {
+        Some(p) => p.finish(&failed)?,
+        None => Vec::new(),
+    };
+    for j in judges.iter().filter(|j| j.self_grading) {
+        notes.push(format!(
+            "judge {} may be self-grading: {}",
+            j.spec,
+            j.self_grading_reason.as_deref().unwrap_or("")
+        ));
+    }
+    let used_labels = human.as_ref().map(|h| {
+        let used = work
+            .iter()
+            .filter(|w| {
+                w.score
+                    .taxonomy
+                    .as_ref()
+                    .is_some_and(|t| t.source == Some(LabelSource::Human))
+            })
+            .count();
+        HumanLabelsInfo {
+            path: h.path.display().to_string(),
+            sha256: h.sha256.clone(),
+            rows: h.rows,
+            unused_rows: h.rows.saturating_sub(used),
+        }
+    });
+    let samples: Vec<SampleScore> = work.into_iter().map(|w| w.score).collect();
+    let config = scoring_config(
+        &run,
+        suite,
+        opts,
+        judges,
+        rubric,
+        bert_config,
+        TaxonomyConfig {
+            judged: judged_taxonomy,
+            human_labels: used_labels,
+        },
+        lex,
+    )?;
+    if !config.suite_matches_run {
+        notes.push(format!(
+            "the suite scored against (hash {}) differs from the one the run was made with (hash {}): answer key or \
+             content changed since",
+            short(&config.suite_hash_scored),
+            short(&config.suite_hash_run)
+        ));
+    }
+    build_report(run_id, config, samples, agreement, notes, &opts.bootstrap)
+}
+
+fn short(h: &str) -> &str {
+    &h[..h.len().min(12)]
+}

@@ -1,0 +1,162 @@
+//! Per sample, before any judge: parse the answer, match it by the rules, note what a judge must decide.
+
+use std::collections::BTreeSet;
+
+use nmb_store::SampleRecord;
+use nmb_suite::{Case, Family, Task};
+
+use super::Work;
+use super::MAX_RANK;
+use crate::breadth::{self, BreadthError};
+use crate::lexicon::Lexicon;
+use crate::matching::{match_diagnosis, match_lesion_type, match_location};
+use crate::parse::{parse_answer, ranked_diagnoses};
+use crate::prompts::Field;
+use crate::results::{MatchOutcome, SampleScore, SampleStatus};
+
+pub(super) fn prepare<'a>(
+    lex: &Lexicon,
+    record: &'a SampleRecord,
+    case: &'a Case,
+    task: &'a Task,
+) -> Work<'a> {
+    let mut score = SampleScore {
+        task_id: task.id.clone(),
+        sample_index: record.sample_index,
+        case_id: case.id.clone(),
+        family: task.family,
+        level: task.level,
+        disease_group: task
+            .metadata
+            .get("disease_group")
+            .or_else(|| case.metadata.get("disease_group"))
+            .cloned(),
+        modality: modality(case, task),
+        case_metadata: case.metadata.clone(),
+        status: SampleStatus::Ok,
+        error_class: None,
+        parsed: None,
+        parse_error: None,
+        correct: None,
+        unresolved: false,
+        diagnosis: None,
+        lesion: None,
+        rubric: None,
+        bertscore: None,
+        taxonomy: None,
+        breadth: None,
+    };
+    let mut w = Work {
+        record,
+        case,
+        task,
+        score: score.clone(),
+        rules: Vec::new(),
+        lesion_rules: Vec::new(),
+    };
+    match record.status {
+        nmb_store::SampleStatus::Errored => {
+            score.status = SampleStatus::Errored;
+            score.error_class = record.error_class.clone();
+            w.score = score;
+            return w;
+        }
+        nmb_store::SampleStatus::Pending => {
+            score.status = SampleStatus::Pending;
+            w.score = score;
+            return w;
+        }
+        nmb_store::SampleStatus::Ok => {}
+    }
+    let text = record.final_text.clone().unwrap_or_default();
+    if !task.family.is_depth() {
+        match breadth::score_answer(task, &text) {
+            Ok(v) => {
+                score.correct = Some(v.correct);
+                score.breadth = Some(v);
+            }
+            Err(BreadthError::NoReference) | Err(BreadthError::NotBreadth(_)) => {
+                score.status = SampleStatus::NoReference;
+            }
+        }
+        w.score = score;
+        return w;
+    }
+    let reference = task.reference.clone().unwrap_or_default();
+    let has_reference = match task.family {
+        Family::Lesion => reference.lesion_type.is_some() || reference.lesion_location.is_some(),
+        _ => reference.diagnosis.is_some(),
+    };
+    if !has_reference {
+        score.status = SampleStatus::NoReference;
+        w.score = score;
+        return w;
+    }
+    let parsed = parse_answer(task.family, &text);
+    score.parsed = Some(parsed.answer.clone());
+    if let Some(e) = parsed.error {
+        score.status = SampleStatus::ParseFailed;
+        score.parse_error = Some(e.to_string());
+        score.correct = Some(false);
+        w.score = score;
+        return w;
+    }
+    let answer = parsed.answer;
+    match task.family {
+        Family::Lesion => {
+            for (field, cand, refr) in [
+                (
+                    Field::LesionType,
+                    &answer.lesion_type,
+                    &reference.lesion_type,
+                ),
+                (
+                    Field::Location,
+                    &answer.lesion_location,
+                    &reference.lesion_location,
+                ),
+            ] {
+                let verdict = refr.as_ref().map(|r| {
+                    let c = cand.as_deref().unwrap_or("");
+                    match field {
+                        Field::LesionType => match_lesion_type(lex, c, r),
+                        _ => match_location(lex, c, r),
+                    }
+                });
+                w.lesion_rules.push((field, cand.clone(), verdict));
+            }
+        }
+        _ => {
+            let refr = reference.diagnosis.as_deref().unwrap_or("");
+            for entry in ranked_diagnoses(&answer).into_iter().take(MAX_RANK) {
+                let v = match_diagnosis(lex, &entry.diagnosis, refr, &reference.synonyms);
+                let matched = v.outcome == MatchOutcome::Match;
+                w.rules.push((entry.rank, entry.diagnosis, v));
+                if matched {
+                    break; // later entries cannot change the first matching rank
+                }
+            }
+        }
+    }
+    w.score = score;
+    w
+}
+
+/// Modalities of the case's images (turn images included), sorted and joined by `+`; `none` without images.
+pub(super) fn modality(case: &Case, task: &Task) -> String {
+    let set: BTreeSet<String> = case
+        .images
+        .iter()
+        .chain(task.turns.iter().flat_map(|t| t.images.iter()))
+        .filter_map(|i| i.modality.map(|m| m.as_str().to_string()))
+        .collect();
+    if set.is_empty() {
+        if case.images.is_empty() {
+            "none".into()
+        } else {
+            "unknown".into()
+        }
+    } else {
+        set.into_iter().collect::<Vec<_>>().join("+")
+    }
+}

@@ -1,0 +1,227 @@
+//! The scoring configuration, its hash, and the aggregated report.
+
+use std::collections::BTreeSet;
+
+use nmb_stats::BootstrapConfig;
+use nmb_store::{canonical_json, RunInfo};
+use nmb_suite::{Family, Level, Suite};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use super::ScoreOptions;
+use super::MAX_RANK;
+use crate::aggregate::{aggregate, task_scores, GroupKey};
+use crate::lexicon::Lexicon;
+use crate::prompts::{self};
+use crate::results::{
+    Breakdown, GroupAggregate, JudgeInfo, JuryAgreement, MatchingConfig, SampleScore, ScoreReport,
+    ScoringConfig, TaskScore, TaxonomyConfig, KS, SCHEMA_VERSION,
+};
+use crate::rubric::Rubric;
+use crate::ScoreError;
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn scoring_config(
+    run: &RunInfo,
+    suite: &Suite,
+    opts: &ScoreOptions,
+    judges: Vec<JudgeInfo>,
+    rubric: Option<&Rubric>,
+    bertscore: crate::results::BertScoreConfig,
+    taxonomy: TaxonomyConfig,
+    lex: &Lexicon,
+) -> Result<ScoringConfig, ScoreError> {
+    let suite_hash_run = run.manifest.suite_hash.clone();
+    let suite_hash_scored = nmb_suite::suite_hash(suite)?;
+    let mut config = ScoringConfig {
+        nmb_version: env!("CARGO_PKG_VERSION").to_string(),
+        config_hash: String::new(),
+        judges,
+        aggregation: opts.aggregation,
+        judge_params: serde_json::to_value(&opts.judge_params).unwrap_or(Value::Null),
+        max_reasks: opts.max_reasks,
+        judge_prompts: prompts::template_versions(rubric),
+        matching: MatchingConfig {
+            lexicon_version: lex.version.clone(),
+            max_rank: MAX_RANK,
+            judge_for_inconclusive: !opts.judges.is_empty(),
+        },
+        rubric: rubric.map(Rubric::info),
+        bertscore,
+        taxonomy,
+        bootstrap: opts.bootstrap,
+        ks: KS.to_vec(),
+        run_manifest: serde_json::to_value(&run.manifest).unwrap_or(Value::Null),
+        suite_matches_run: suite_hash_run == suite_hash_scored,
+        suite_hash_run,
+        suite_hash_scored,
+    };
+    config.config_hash = config_hash(&config);
+    Ok(config)
+}
+
+/// Hash of what determines the scores: everything in the config except outcomes (judge call totals, judge run
+/// ids, whether BERTScore ended up computed).
+fn config_hash(c: &ScoringConfig) -> String {
+    let identity = json!({
+        "nmb_version": c.nmb_version,
+        "judges": c.judges.iter().map(|j| &j.spec).collect::<Vec<_>>(),
+        "aggregation": c.aggregation,
+        "judge_params": c.judge_params,
+        "max_reasks": c.max_reasks,
+        "judge_prompts": c.judge_prompts,
+        "matching": c.matching,
+        "rubric": c.rubric,
+        "bertscore": {"model_dir": c.bertscore.model_dir, "layer": c.bertscore.layer, "off": c.bertscore.model_dir.is_none()},
+        "taxonomy": {"judged": c.taxonomy.judged, "labels": c.taxonomy.human_labels.as_ref().map(|h| &h.sha256)},
+        "bootstrap": c.bootstrap,
+        "ks": c.ks,
+        "run_manifest": c.run_manifest,
+        "suite_hash_scored": c.suite_hash_scored,
+    });
+    hex::encode(Sha256::digest(canonical_json(&identity).as_bytes()))
+}
+
+pub(super) fn build_report(
+    run_id: &str,
+    config: ScoringConfig,
+    samples: Vec<SampleScore>,
+    jury_agreement: Vec<JuryAgreement>,
+    notes: Vec<String>,
+    cfg: &BootstrapConfig,
+) -> Result<ScoreReport, ScoreError> {
+    let tasks = task_scores(&samples)?;
+    let group = |by: Breakdown,
+                 key: GroupKey,
+                 keep: &dyn Fn(&TaskScore) -> bool|
+     -> Result<Option<GroupAggregate>, ScoreError> {
+        let ts: Vec<&TaskScore> = tasks.iter().filter(|t| keep(t)).collect();
+        if ts.is_empty() {
+            return Ok(None);
+        }
+        let ids: BTreeSet<&str> = ts.iter().map(|t| t.task_id.as_str()).collect();
+        let ss: Vec<&SampleScore> = samples
+            .iter()
+            .filter(|s| ids.contains(s.task_id.as_str()))
+            .collect();
+        Ok(Some(aggregate(
+            GroupKey {
+                by: Some(by),
+                ..key
+            },
+            &ts,
+            &ss,
+            cfg,
+        )?))
+    };
+    let levels: BTreeSet<Level> = tasks.iter().map(|t| t.level).collect();
+    let families: BTreeSet<Family> = tasks.iter().map(|t| t.family).collect();
+    let diseases: BTreeSet<String> = tasks.iter().map(disease).collect();
+    let modalities: BTreeSet<String> = tasks.iter().map(|t| t.modality.clone()).collect();
+
+    let overall = match group(Breakdown::Overall, GroupKey::default(), &|_| true)? {
+        Some(g) => g,
+        None => empty_group(),
+    };
+    let mut by_level_family = Vec::new();
+    for &l in &levels {
+        for &f in &families {
+            let key = GroupKey {
+                level: Some(l),
+                family: Some(f),
+                ..GroupKey::default()
+            };
+            by_level_family.extend(group(Breakdown::LevelFamily, key, &|t| {
+                t.level == l && t.family == f
+            })?);
+        }
+    }
+    let mut by_family = Vec::new();
+    for &f in &families {
+        let key = GroupKey {
+            family: Some(f),
+            ..GroupKey::default()
+        };
+        by_family.extend(group(Breakdown::Family, key, &|t| t.family == f)?);
+    }
+    let mut by_level = Vec::new();
+    for &l in &levels {
+        let key = GroupKey {
+            level: Some(l),
+            ..GroupKey::default()
+        };
+        by_level.extend(group(Breakdown::Level, key, &|t| t.level == l)?);
+    }
+    let mut by_disease_group = Vec::new();
+    for d in &diseases {
+        let key = GroupKey {
+            disease_group: Some(d.clone()),
+            ..GroupKey::default()
+        };
+        by_disease_group.extend(group(Breakdown::DiseaseGroup, key, &|t| disease(t) == *d)?);
+    }
+    let mut by_modality = Vec::new();
+    for m in &modalities {
+        let key = GroupKey {
+            modality: Some(m.clone()),
+            ..GroupKey::default()
+        };
+        by_modality.extend(group(Breakdown::Modality, key, &|t| t.modality == *m)?);
+    }
+    Ok(ScoreReport {
+        schema_version: SCHEMA_VERSION,
+        run_id: run_id.to_string(),
+        config,
+        samples,
+        tasks,
+        overall,
+        by_level_family,
+        by_family,
+        by_level,
+        by_disease_group,
+        by_modality,
+        jury_agreement,
+        notes,
+    })
+}
+
+fn disease(t: &TaskScore) -> String {
+    t.disease_group.clone().unwrap_or_else(|| "unknown".into())
+}
+
+fn empty_group() -> GroupAggregate {
+    let none = |k| crate::results::PassAtK {
+        k,
+        unbiased_estimator: None,
+        unbiased_tasks: 0,
+        unbiased_note: Some("the run has no samples".into()),
+        top_k_in_answer: None,
+        top_k_samples: 0,
+        top_k_note: Some("the run has no samples".into()),
+    };
+    GroupAggregate {
+        by: Breakdown::Overall,
+        level: None,
+        family: None,
+        disease_group: None,
+        modality: None,
+        tasks: 0,
+        cases: 0,
+        samples: 0,
+        n: 0,
+        correct: 0,
+        errored: 0,
+        pending: 0,
+        no_reference: 0,
+        parse_failed: 0,
+        unresolved: 0,
+        accuracy: None,
+        pass_at_1: none(1),
+        pass_at_5: none(5),
+        lesion: None,
+        rubric: None,
+        bertscore: None,
+        taxonomy: None,
+        breadth: None,
+    }
+}
