@@ -1,0 +1,198 @@
+//! Response bodies in each wire format: successes, errors and injected faults.
+
+use serde_json::json;
+
+use super::ReceivedPart;
+use super::ReceivedRequest;
+use super::Wire;
+use crate::fault::Fault;
+
+/// An HTTP response ready to write.
+pub(crate) struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Response {
+    fn json(status: u16, body: serde_json::Value) -> Response {
+        Response {
+            status,
+            headers: Vec::new(),
+            body: body.to_string(),
+        }
+    }
+}
+
+/// Rough token counts, so usage fields are plausible and depend on the input.
+fn usage(req: &ReceivedRequest, texts: &[String]) -> (u64, u64) {
+    let chars: usize = req
+        .messages
+        .iter()
+        .flat_map(|m| m.parts.iter())
+        .map(|p| match p {
+            ReceivedPart::Text { text } => text.len(),
+            _ => 340, // about 85 tokens per image
+        })
+        .sum();
+    let out: usize = texts.iter().map(String::len).sum();
+    ((chars / 4 + 1) as u64, (out / 4 + 1) as u64)
+}
+
+/// A successful answer with one choice per text.
+pub(crate) fn success(req: &ReceivedRequest, texts: &[String]) -> Response {
+    let (input, output) = usage(req, texts);
+    let body = match req.wire {
+        Wire::OpenAi => json!({
+            "id": format!("chatcmpl-fake-{}", req.seq),
+            "object": "chat.completion",
+            "created": 0,
+            "model": req.model,
+            "choices": texts.iter().enumerate().map(|(i, t)| json!({
+                "index": i,
+                "message": {"role": "assistant", "content": t},
+                "finish_reason": "stop",
+            })).collect::<Vec<_>>(),
+            "usage": {"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output},
+        }),
+        Wire::Anthropic => json!({
+            "id": format!("msg_fake_{}", req.seq),
+            "type": "message",
+            "role": "assistant",
+            "model": req.model,
+            "content": [{"type": "text", "text": texts.first().cloned().unwrap_or_default()}],
+            "stop_reason": "end_turn",
+            "stop_sequence": null,
+            "usage": {"input_tokens": input, "output_tokens": output},
+        }),
+        Wire::Gemini => json!({
+            "candidates": texts.iter().enumerate().map(|(i, t)| json!({
+                "content": {"parts": [{"text": t}], "role": "model"},
+                "finishReason": "STOP",
+                "index": i,
+            })).collect::<Vec<_>>(),
+            "usageMetadata": {"promptTokenCount": input, "candidatesTokenCount": output,
+                              "totalTokenCount": input + output},
+            "modelVersion": req.model,
+        }),
+    };
+    Response::json(200, body)
+}
+
+/// The wire's error body for `status`.
+pub(crate) fn error(wire: Wire, status: u16, message: &str) -> Response {
+    let body = match wire {
+        Wire::OpenAi => json!({"error": {
+            "message": message, "type": openai_error_type(status), "param": null,
+            "code": if status == 429 { json!("rate_limit_exceeded") } else { json!(null) },
+        }}),
+        Wire::Anthropic => json!({"type": "error", "error": {
+            "type": anthropic_error_type(status), "message": message,
+        }}),
+        Wire::Gemini => json!({"error": {
+            "code": status, "message": message, "status": gemini_status(status),
+        }}),
+    };
+    Response::json(status, body)
+}
+
+fn openai_error_type(status: u16) -> &'static str {
+    match status {
+        429 => "requests",
+        401 | 403 => "authentication_error",
+        400..=499 => "invalid_request_error",
+        _ => "server_error",
+    }
+}
+
+fn anthropic_error_type(status: u16) -> &'static str {
+    match status {
+        429 => "rate_limit_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        529 => "overloaded_error",
+        400..=499 => "invalid_request_error",
+        _ => "api_error",
+    }
+}
+
+fn gemini_status(status: u16) -> &'static str {
+    match status {
+        429 => "RESOURCE_EXHAUSTED",
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 => "NOT_FOUND",
+        503 => "UNAVAILABLE",
+        400..=499 => "INVALID_ARGUMENT",
+        _ => "INTERNAL",
+    }
+}
+
+/// The response a fault produces, for faults that produce one.
+pub(crate) fn fault_response(req: &ReceivedRequest, fault: &Fault) -> Option<Response> {
+    let wire = req.wire;
+    Some(match fault {
+        Fault::RateLimit {
+            retry_after,
+            retry_after_ms,
+        } => {
+            let mut r = error(wire, 429, "Rate limit reached for requests (fake server)");
+            if let Some(v) = retry_after {
+                r.headers.push(("retry-after".into(), v.clone()));
+            }
+            if let Some(ms) = retry_after_ms {
+                r.headers.push(("retry-after-ms".into(), ms.to_string()));
+            }
+            r
+        }
+        Fault::Status(code) => error(wire, *code, &format!("fake server fault: status {code}")),
+        Fault::ContextLength => error(wire, 400, context_message(wire)),
+        Fault::Malformed => Response {
+            status: 200,
+            headers: Vec::new(),
+            body: "{\"choices\": [{\"message\": {\"content\": \"trunc".into(),
+        },
+        Fault::Empty => Response::json(200, empty_body(req)),
+        Fault::Refusal => Response::json(200, refusal_body(req)),
+        Fault::Reset | Fault::Slow(_) | Fault::Hang => return None,
+    })
+}
+
+fn context_message(wire: Wire) -> &'static str {
+    match wire {
+        Wire::OpenAi => "This model's maximum context length is 128000 tokens. However, your messages resulted in 131072 tokens. Please reduce the length of the messages.",
+        Wire::Anthropic => "prompt is too long: 215000 tokens > 200000 maximum",
+        Wire::Gemini => "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+    }
+}
+
+fn empty_body(req: &ReceivedRequest) -> serde_json::Value {
+    match req.wire {
+        Wire::OpenAi => {
+            json!({"id": "chatcmpl-empty", "object": "chat.completion", "model": req.model,
+            "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1}})
+        }
+        Wire::Anthropic => json!({"id": "msg_empty", "type": "message", "role": "assistant",
+            "model": req.model, "content": [], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 0}}),
+        Wire::Gemini => json!({"candidates": [],
+            "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 0, "totalTokenCount": 1}}),
+    }
+}
+
+fn refusal_body(req: &ReceivedRequest) -> serde_json::Value {
+    match req.wire {
+        Wire::OpenAi => {
+            json!({"id": "chatcmpl-filtered", "object": "chat.completion", "model": req.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": null},
+                         "finish_reason": "content_filter"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1}})
+        }
+        Wire::Anthropic => json!({"id": "msg_refusal", "type": "message", "role": "assistant",
+            "model": req.model, "content": [], "stop_reason": "refusal",
+            "usage": {"input_tokens": 1, "output_tokens": 0}}),
+        Wire::Gemini => json!({"promptFeedback": {"blockReason": "SAFETY"},
+            "usageMetadata": {"promptTokenCount": 1, "totalTokenCount": 1}}),
+    }
+}
