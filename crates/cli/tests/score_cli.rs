@@ -184,7 +184,29 @@ fn score_is_idempotent_and_compare_pairs_two_runs() {
     assert_eq!(overall["by"], "overall");
     assert!(overall["items"].as_u64().unwrap() > 0);
     assert!(overall["mcnemar"]["p_value"].as_f64().unwrap() <= 1.0);
+    // Two samples per task: McNemar treats them as clustered by case, and says so.
+    assert_eq!(overall["mcnemar"]["test"], "cluster_adjusted", "{cmp}");
     assert!(overall["paired"]["diff"]["ci_low"].is_number());
+    let table = nmb(&[
+        "compare",
+        &run_a,
+        &run_b,
+        "--runs-dir",
+        runs,
+        "--resamples",
+        "200",
+    ]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(table.status.success());
+    for part in [
+        "McNemar p (test)",
+        "(cluster-adj.)",
+        "bootstrap p",
+        "overall",
+        "pp",
+    ] {
+        assert!(text.contains(part), "{part:?} in {text}");
+    }
 }
 
 #[test]

@@ -20,7 +20,9 @@ pub mod html;
 mod input;
 mod leaderboard;
 mod markdown;
+mod paired;
 mod svg;
+mod table;
 mod thumbs;
 
 use std::collections::BTreeSet;
@@ -30,6 +32,8 @@ pub use analysis::{build, Analysis, CostEstimate, ModelPoint, Price, Prices, Two
 pub use input::{load_run, scores_from_file, stored_scores, RunData, TaskPrompt, Thumbnail};
 pub use leaderboard::{leaderboard, Leaderboard, LeaderboardEntry};
 pub use nmb_score::results::ScoreReport;
+pub use paired::paired_table;
+pub use table::{Cell, Column, Table};
 
 /// Why a report could not be written.
 #[derive(Debug, thiserror::Error)]

@@ -176,45 +176,8 @@ fn paired(m: &mut String, analysis: &Analysis) {
     if analysis.paired.is_empty() {
         return;
     }
-    m.push_str("## Paired comparisons\n\n| A | B | group | items | A | B | A − B [CI] | bootstrap p | only A/only B | McNemar p |\n|---|---|---|---|---|---|---|---|---|---|\n");
-    for c in &analysis.paired {
-        for g in &c.groups {
-            let group = match (g.level, g.family) {
-                (Some(l), Some(f)) => format!("{} · {}", l.as_str(), f.as_str()),
-                _ => "overall".into(),
-            };
-            let (a, b, d, p) = g.paired.as_ref().map_or(
-                ("–".into(), "–".into(), "–".into(), "–".into()),
-                |p| {
-                    (
-                        format!("{:.1}%", p.mean_a * 100.0),
-                        format!("{:.1}%", p.mean_b * 100.0),
-                        format!(
-                            "{:+.1} pp [{:+.1}, {:+.1}]",
-                            p.diff.value * 100.0,
-                            p.diff.ci_low * 100.0,
-                            p.diff.ci_high * 100.0
-                        ),
-                        format!("{:.3}", p.p_value),
-                    )
-                },
-            );
-            let (disc, mp) = g.mcnemar.as_ref().map_or(("–".into(), "–".into()), |x| {
-                (
-                    format!("{}/{}", x.only_a, x.only_b),
-                    format!("{:.3}", x.p_value),
-                )
-            });
-            let _ = writeln!(
-                m,
-                "| {} | {} | {} | {} | {a} | {b} | {d} | {p} | {disc} | {mp} |",
-                cell(&c.model_a),
-                cell(&c.model_b),
-                group,
-                g.items
-            );
-        }
-    }
+    m.push_str("## Paired comparisons\n\n");
+    m.push_str(&crate::paired_table(&analysis.paired).markdown());
     m.push('\n');
 }
 

@@ -1,20 +1,32 @@
-//! Comparing two scored runs on the same items: paired bootstrap of the difference in accuracy and the exact
-//! McNemar test.
+//! Comparing two scored runs on the same items: paired bootstrap of the difference in accuracy and McNemar's
+//! test.
 //!
 //! Items are (task id, sample index) pairs that both reports scored (errored, pending and no-reference samples
 //! are left out, on either side). The bootstrap resamples whole cases, pairing the two runs' answers to the same
 //! case. Groups: all items, then each (level, family) with items.
+//!
+//! The n samples of a task, and the tasks of a case, are not independent pairs: the exact McNemar test on items
+//! would count them as such and give p-values that are too small. A group whose items are each the only answer
+//! of their task gets the exact test; any other group gets the cluster-adjusted test of Durkalski et al. (2003)
+//! with cases as clusters. Each McNemar result says which test produced it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nmb_stats::{mcnemar_paired, paired_bootstrap, BootstrapConfig, Design};
+use nmb_stats::{
+    mcnemar_clustered, mcnemar_paired, paired_bootstrap, BootstrapConfig, Design, McNemar,
+    McNemarTest,
+};
 use nmb_suite::{Family, Level};
 
 use crate::results::{Breakdown, Comparison, GroupComparison, ScoreReport};
 use crate::ScoreError;
 
+/// Fewer cases than this make the cluster-adjusted test's χ² approximation rough.
+const FEW_CLUSTERS: usize = 10;
+
 struct Item<'a> {
     case_id: &'a str,
+    task_id: &'a str,
     level: Level,
     family: Family,
     a: bool,
@@ -41,6 +53,7 @@ pub fn compare(
                 .get(&(s.task_id.as_str(), s.sample_index))
                 .map(|t| Item {
                     case_id: s.case_id.as_str(),
+                    task_id: s.task_id.as_str(),
                     level: s.level,
                     family: s.family,
                     a: s.correct == Some(true),
@@ -89,12 +102,15 @@ pub fn compare(
             ));
         }
     }
-    let model = |r: &ScoreReport| r.config.manifest().model;
+    notes.extend(mcnemar_notes(&groups));
+    let (ma, mb) = (a.config.manifest(), b.config.manifest());
     Ok(Comparison {
         run_a: a.run_id.clone(),
         run_b: b.run_id.clone(),
-        model_a: model(a),
-        model_b: model(b),
+        name_a: ma.display_name(),
+        name_b: mb.display_name(),
+        model_a: ma.model,
+        model_b: mb.model,
         config_hash_a: a.config.config_hash.clone(),
         config_hash_b: b.config.config_hash.clone(),
         bootstrap: *cfg,
@@ -139,6 +155,47 @@ fn group(
             &Design::clusters_by(&cases),
             cfg,
         )?),
-        mcnemar: Some(mcnemar_paired(&a, &b)?),
+        mcnemar: Some(mcnemar(items, &a, &b, &cases)?),
     })
+}
+
+/// The exact test where every item is its task's only answer, else the cluster-adjusted test by case.
+fn mcnemar(items: &[&Item], a: &[bool], b: &[bool], cases: &[&str]) -> Result<McNemar, ScoreError> {
+    let mut per_task: BTreeMap<&str, usize> = BTreeMap::new();
+    for i in items {
+        *per_task.entry(i.task_id).or_default() += 1;
+    }
+    if per_task.values().all(|&n| n == 1) {
+        Ok(mcnemar_paired(a, b)?)
+    } else {
+        Ok(mcnemar_clustered(a, b, cases)?)
+    }
+}
+
+/// Which McNemar tests the groups used, and a warning when the cluster-adjusted one saw few cases.
+fn mcnemar_notes(groups: &[GroupComparison]) -> Vec<String> {
+    let clustered = groups.iter().any(|g| {
+        g.mcnemar
+            .is_some_and(|m| m.test == McNemarTest::ClusterAdjusted)
+    });
+    let mut notes = Vec::new();
+    if clustered {
+        notes.push(
+            "McNemar p-values: groups with several answers per task use the cluster-adjusted test (Durkalski \
+             2003; cases as clusters), groups with one answer per task the exact test"
+                .to_string(),
+        );
+    }
+    let few = groups.iter().find_map(|g| {
+        let m = g.mcnemar?;
+        (m.test == McNemarTest::ClusterAdjusted && m.clusters? < FEW_CLUSTERS)
+            .then_some(m.clusters?)
+    });
+    if let Some(k) = few {
+        notes.push(format!(
+            "the cluster-adjusted McNemar test saw only {k} case(s) in some groups: its χ² approximation is \
+             rough there; prefer the paired bootstrap"
+        ));
+    }
+    notes
 }

@@ -716,6 +716,11 @@ pub struct Comparison {
     pub run_b: String,
     pub model_a: String,
     pub model_b: String,
+    /// The runs' display names (`--name`, else the model id or a local model's file stem).
+    #[serde(default)]
+    pub name_a: String,
+    #[serde(default)]
+    pub name_b: String,
     /// Score config hashes of the two reports compared.
     pub config_hash_a: String,
     pub config_hash_b: String,
@@ -733,9 +738,11 @@ pub struct GroupComparison {
     pub family: Option<Family>,
     /// Paired items: (task, sample index) answered and scored in both runs.
     pub items: usize,
-    /// Mean correctness of A and B and their difference A − B with a paired (case-clustered) bootstrap CI.
+    /// Mean correctness of A and B and their difference A − B with a paired case-clustered bootstrap CI and
+    /// p-value.
     pub paired: Option<nmb_stats::PairedComparison>,
-    /// Exact McNemar test on the discordant items.
+    /// McNemar's test on the discordant items: exact where every item is the only answer of its task, else
+    /// cluster-adjusted with cases as clusters; `test` says which.
     pub mcnemar: Option<nmb_stats::McNemar>,
 }
 

@@ -528,12 +528,58 @@ async fn without_a_judge_inconclusive_matches_stay_unresolved_and_compare_finds_
         .count() as u64;
     let m = overall.mcnemar.unwrap();
     assert_eq!((m.only_a, m.only_b), (gained, 0));
-    let p_exact = (2.0 * 0.5f64.powi(gained as i32)).min(1.0);
+    // Several samples per task: McNemar must treat them as clustered (by case), not as independent pairs.
+    // Durkalski's X² = (Σ_k g_k)² / Σ_k g_k² with g_k the gains in case k (all in one direction here).
+    let mut by_case: BTreeMap<&str, f64> = BTreeMap::new();
+    for p in env
+        .planned
+        .iter()
+        .filter(|p| !p.errored && p.correct && p.needs_judge_at_rank_1)
+    {
+        *by_case.entry(p.case_id.as_str()).or_default() += 1.0;
+    }
+    let x2 = (gained as f64).powi(2) / by_case.values().map(|g| g * g).sum::<f64>();
+    assert_eq!(m.test, nmb_stats::McNemarTest::ClusterAdjusted);
+    assert!(close(m.statistic.unwrap(), x2), "{m:?} vs X² {x2}");
+    let chi2 = statrs::distribution::ChiSquared::new(1.0).unwrap();
+    let p_chi2 = statrs::distribution::ContinuousCDF::sf(&chi2, x2);
     assert!(
-        (m.p_value - p_exact).abs() < 1e-12,
-        "{} vs {p_exact}",
+        (m.p_value - p_chi2).abs() < 1e-9,
+        "{} vs {p_chi2}",
         m.p_value
     );
+    assert!(
+        cmp.notes.iter().any(|n| n.contains("cluster-adjusted")),
+        "{:?}",
+        cmp.notes
+    );
+    if by_case.len() < 10 {
+        assert!(
+            cmp.notes.iter().any(|n| n.contains("rough")),
+            "{:?}",
+            cmp.notes
+        );
+    }
+
+    // With one sample per task the exact test is right, and is used.
+    let first_only = |r: &ScoreReport| {
+        let mut r = r.clone();
+        r.samples.retain(|s| s.sample_index == 0);
+        r
+    };
+    let one =
+        nmb_score::compare::compare(&first_only(&judged), &first_only(&plain), &boot()).unwrap();
+    let m1 = one.groups[0].mcnemar.unwrap();
+    assert_eq!(m1.test, nmb_stats::McNemarTest::Exact);
+    let gained_first = env
+        .planned
+        .iter()
+        .filter(|p| p.sample == 0 && !p.errored && p.correct && p.needs_judge_at_rank_1)
+        .count() as i32;
+    assert!(close(
+        m1.p_value,
+        (2.0 * 0.5f64.powi(gained_first)).min(1.0)
+    ));
     let paired = overall.paired.as_ref().unwrap();
     assert!(close(paired.diff.value, gained as f64 / answered as f64));
 }

@@ -9,7 +9,8 @@
 //! - [`pass_at_k`] (the unbiased estimator, reading (a)) and [`top_k_hit`] (reading (b));
 //! - a seeded bootstrap: [`bootstrap`] for any statistic, [`bootstrap_mean`], [`paired_bootstrap`], each over
 //!   plain units or clusters ([`Design`]), with percentile intervals;
-//! - [`mcnemar_exact`] / [`mcnemar_paired`] and the [`wilson`] score interval;
+//! - [`mcnemar_exact`] / [`mcnemar_paired`] for independent pairs, [`mcnemar_clustered`] (Durkalski 2003) for
+//!   pairs in clusters, and the [`wilson`] score interval;
 //! - agreement: [`pearson`], [`spearman`], [`cohen_kappa`], [`quadratic_kappa`], [`krippendorff_alpha`],
 //!   [`icc_2_1`], and [`agreement`] which adds a bootstrap CI over items to any of them;
 //! - [`corrected_pass_rate`] (Rogan–Gladen with a bootstrap CI);
@@ -37,7 +38,9 @@ pub use bootstrap::{
 };
 pub use passk::{pass_at_k, top_k_hit};
 pub use prevalence::{corrected_pass_rate, rogan_gladen, CorrectedRate};
-pub use proportion::{mcnemar_exact, mcnemar_paired, normal_quantile, wilson, McNemar};
+pub use proportion::{
+    mcnemar_clustered, mcnemar_exact, mcnemar_paired, normal_quantile, wilson, McNemar, McNemarTest,
+};
 pub use rank::{
     model_rank_correlation, rank_correlation_over_items, PermutationP, RankCorrelation,
 };

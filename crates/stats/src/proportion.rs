@@ -51,7 +51,38 @@ fn z_for_level(what: &'static str, level: f64) -> Result<f64> {
     normal_quantile(0.5 + level / 2.0)
 }
 
-/// Discordant-pair counts and the exact McNemar p-value for two runs on the same items.
+/// Which McNemar test produced a p-value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McNemarTest {
+    /// The exact binomial test on the discordant items ([`mcnemar_exact`]): valid when the items are
+    /// independent (one answer per task).
+    #[default]
+    Exact,
+    /// Durkalski et al. (2003) for matched pairs in clusters ([`mcnemar_clustered`]): several answers per task
+    /// and several tasks per case count as one case's evidence, not as independent pairs.
+    ClusterAdjusted,
+}
+
+impl McNemarTest {
+    /// The test's name, for tables and notes.
+    pub fn label(self) -> &'static str {
+        match self {
+            McNemarTest::Exact => "exact McNemar",
+            McNemarTest::ClusterAdjusted => "cluster-adjusted McNemar (Durkalski 2003)",
+        }
+    }
+
+    /// A short tag for table cells.
+    pub fn tag(self) -> &'static str {
+        match self {
+            McNemarTest::Exact => "exact",
+            McNemarTest::ClusterAdjusted => "cluster-adj.",
+        }
+    }
+}
+
+/// Discordant-pair counts and a McNemar p-value for two runs on the same items.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct McNemar {
     /// Items run A got right and run B got wrong.
@@ -59,6 +90,15 @@ pub struct McNemar {
     /// Items run B got right and run A got wrong.
     pub only_b: u64,
     pub p_value: f64,
+    /// The test behind `p_value` (reports written before this field existed used the exact test).
+    #[serde(default)]
+    pub test: McNemarTest,
+    /// The χ² statistic of the cluster-adjusted test (`None` for the exact test, or without discordance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statistic: Option<f64>,
+    /// Clusters the cluster-adjusted test saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clusters: Option<usize>,
 }
 
 /// Exact (binomial) McNemar test on the discordant pairs: `p = min(1, 2 P(X <= min(b, c)))` with
@@ -96,7 +136,59 @@ pub fn mcnemar_paired(a: &[bool], b: &[bool]) -> Result<McNemar> {
         only_a,
         only_b,
         p_value: mcnemar_exact(only_a, only_b),
+        test: McNemarTest::Exact,
+        statistic: None,
+        clusters: None,
     })
+}
+
+/// McNemar's test for matched pairs that come in clusters (Durkalski, Palesch, Lipsitz and Rust, "Analysis of
+/// clustered matched-pair data", Stat Med 2003; 22:2417-28). With `b_k` and `c_k` the items of cluster `k` that
+/// only A and only B got right,
+///
+/// `X² = (Σ_k (b_k − c_k))² / Σ_k (b_k − c_k)²`, and `p = P(χ²₁ > X²)`.
+///
+/// The variance comes from the spread of the clusters' net differences, so answers that move together (the n
+/// samples of a task, the tasks of a case) count as one cluster's evidence: repeating every item k times leaves
+/// X² unchanged, where the exact test on items would grow ever more certain. No discordance at all gives p = 1.
+/// It relies on a χ² approximation that needs many clusters; with few (one cluster always gives X² = 1) the
+/// p-value is rough, and callers should say so.
+pub fn mcnemar_clustered(a: &[bool], b: &[bool], clusters: &[&str]) -> Result<McNemar> {
+    check_same_len("mcnemar_clustered a vs b", a.len(), b.len())?;
+    check_same_len("mcnemar_clustered a vs clusters", a.len(), clusters.len())?;
+    let mut net: std::collections::BTreeMap<&str, i64> = std::collections::BTreeMap::new();
+    let (mut only_a, mut only_b) = (0u64, 0u64);
+    for ((&x, &y), &c) in a.iter().zip(b).zip(clusters) {
+        let d = net.entry(c).or_insert(0);
+        if x && !y {
+            only_a += 1;
+            *d += 1;
+        } else if !x && y {
+            only_b += 1;
+            *d -= 1;
+        }
+    }
+    let sum: f64 = net.values().map(|&d| d as f64).sum();
+    let squares: f64 = net.values().map(|&d| (d * d) as f64).sum();
+    let (statistic, p_value) = if squares == 0.0 {
+        (None, 1.0)
+    } else {
+        let x2 = sum * sum / squares;
+        (Some(x2), chi_square_1_sf(x2))
+    };
+    Ok(McNemar {
+        only_a,
+        only_b,
+        p_value,
+        test: McNemarTest::ClusterAdjusted,
+        statistic,
+        clusters: Some(net.len()),
+    })
+}
+
+/// `P(χ²₁ > x)`, which is `erfc(sqrt(x / 2))`.
+fn chi_square_1_sf(x: f64) -> f64 {
+    statrs::function::erf::erfc((x / 2.0).sqrt())
 }
 
 /// Quantile function of the standard normal distribution (Wichura's algorithm AS 241, PPND16, relative error
@@ -218,6 +310,28 @@ mod tests {
         assert!((mcnemar_exact(4, 1) - 0.375).abs() < 1e-15);
         assert_eq!(mcnemar_exact(7, 7), 1.0);
         assert!(mcnemar_exact(0, 5_000) == 0.0 || mcnemar_exact(0, 5_000) < 1e-300);
+    }
+
+    #[test]
+    fn clustered_mcnemar_ignores_repetition_where_the_exact_test_does_not() {
+        let a = [true, true, false, true, true, false, true, false];
+        let b = [false, true, true, false, false, false, false, true];
+        let cases = ["c1", "c1", "c2", "c3", "c3", "c4", "c5", "c6"];
+        let once = mcnemar_clustered(&a, &b, &cases).unwrap();
+        let rep = |v: &[bool]| v.iter().flat_map(|&x| [x; 5]).collect::<Vec<_>>();
+        let rep_cases: Vec<&str> = cases.iter().flat_map(|&c| [c; 5]).collect();
+        let five = mcnemar_clustered(&rep(&a), &rep(&b), &rep_cases).unwrap();
+        assert!((once.p_value - five.p_value).abs() < 1e-12);
+        assert_eq!(five.only_a, 5 * once.only_a);
+        let exact_once = mcnemar_paired(&a, &b).unwrap().p_value;
+        let exact_five = mcnemar_paired(&rep(&a), &rep(&b)).unwrap().p_value;
+        assert!(
+            exact_five < exact_once / 4.0,
+            "{exact_five} vs {exact_once}"
+        );
+        assert_eq!(once.test, McNemarTest::ClusterAdjusted);
+        assert_eq!(once.clusters, Some(6));
+        assert!(mcnemar_clustered(&a, &b, &cases[..3]).is_err());
     }
 
     #[test]

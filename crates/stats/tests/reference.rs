@@ -348,3 +348,40 @@ fn rogan_gladen_matches_exact_fractions() {
         );
     }
 }
+
+/// Durkalski's cluster-adjusted McNemar against `fixtures/make_clustered_mcnemar.py` (NumPy and SciPy).
+#[test]
+fn clustered_mcnemar_matches_the_reference() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/clustered_mcnemar.json"
+    );
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    let r: Value = serde_json::from_str(&text).unwrap();
+    let list = r["cases"].as_array().unwrap();
+    assert!(list.len() >= 10);
+    for c in list {
+        let bools = |v: &Value| -> Vec<bool> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_bool().unwrap())
+                .collect()
+        };
+        let clusters = strings(&c["clusters"]);
+        let clusters: Vec<&str> = clusters.iter().map(String::as_str).collect();
+        let m = mcnemar_clustered(&bools(&c["a"]), &bools(&c["b"]), &clusters).unwrap();
+        let name = c["name"].as_str().unwrap();
+        match c["statistic"].as_f64() {
+            Some(x2) => assert!((m.statistic.unwrap() - x2).abs() <= ABS, "{name}: X²"),
+            None => assert_eq!(m.statistic, None, "{name}"),
+        }
+        let want = f(&c["p_value"]);
+        assert!(
+            (m.p_value - want).abs() <= 1e-9 * want,
+            "{name}: p {} vs {want}",
+            m.p_value
+        );
+        assert_eq!(m.test, McNemarTest::ClusterAdjusted);
+    }
+}

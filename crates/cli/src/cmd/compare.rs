@@ -1,4 +1,4 @@
-//! `nmb compare RUN_A RUN_B`: paired bootstrap and exact McNemar test between two scored runs.
+//! `nmb compare RUN_A RUN_B`: paired bootstrap and McNemar's test between two scored runs.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -17,8 +17,10 @@ Examples:
 
 Both runs must have been scored (`nmb score`); the newest stored report of each is used. Items are the
 (task, sample) pairs both runs answered and scored; errored samples are left out on either side. The
-difference is accuracy(A) - accuracy(B) with a paired bootstrap 95% CI that resamples whole cases, and the
-exact (binomial) McNemar test on the discordant items; overall and per level and family.
+difference is accuracy(A) - accuracy(B) with a paired bootstrap 95% CI that resamples whole cases, and
+McNemar's test on the discordant items: exact where every task has one paired answer, else cluster-adjusted
+(Durkalski 2003) with cases as clusters, so the n samples of a task are not counted as independent pairs;
+overall and per level and family. Each p-value names its test.
 
 Exit status: 0 when compared, 1 when a run is unknown or not scored, 2 on bad usage.";
 
@@ -58,54 +60,17 @@ pub fn run(args: CompareArgs, runs_dir: &Path) -> Result<ExitCode> {
 }
 
 fn print_table(c: &Comparison) {
-    println!("A  {}  {}", c.run_a, c.model_a);
-    println!("B  {}  {}", c.run_b, c.model_b);
+    println!("A  {}  {} ({})", c.run_a, c.name_a, c.model_a);
+    println!("B  {}  {} ({})", c.run_b, c.name_b, c.model_b);
     println!(
-        "paired bootstrap 95% CI ({} resamples, seed {}, clustered by case); exact McNemar p",
+        "paired bootstrap: {} resamples, seed {}",
         c.bootstrap.resamples, c.bootstrap.seed
     );
     println!();
-    println!(
-        "{:<11} {:<13} {:>5} {:>8} {:>8} {:<28} {:>6} {:>6} {:>9}",
-        "level",
-        "family",
-        "items",
-        "acc A",
-        "acc B",
-        "A - B [95% CI]",
-        "only A",
-        "only B",
-        "McNemar p"
+    print!(
+        "{}",
+        nmb_report::paired_table(std::slice::from_ref(c)).text()
     );
-    for g in &c.groups {
-        let level = g.level.map_or("all".to_string(), |l| l.to_string());
-        let family = g.family.map_or("all".to_string(), |f| f.to_string());
-        let (acc_a, acc_b, diff) = match &g.paired {
-            Some(p) => (
-                format!("{:.1}%", p.mean_a * 100.0),
-                format!("{:.1}%", p.mean_b * 100.0),
-                format!(
-                    "{:+.1} [{:+.1}, {:+.1}] pts",
-                    p.diff.value * 100.0,
-                    p.diff.ci_low * 100.0,
-                    p.diff.ci_high * 100.0
-                ),
-            ),
-            None => ("-".into(), "-".into(), "-".into()),
-        };
-        let (only_a, only_b, p) = match &g.mcnemar {
-            Some(m) => (
-                m.only_a.to_string(),
-                m.only_b.to_string(),
-                format!("{:.4}", m.p_value),
-            ),
-            None => ("-".into(), "-".into(), "-".into()),
-        };
-        println!(
-            "{:<11} {:<13} {:>5} {:>8} {:>8} {:<28} {:>6} {:>6} {:>9}",
-            level, family, g.items, acc_a, acc_b, diff, only_a, only_b, p
-        );
-    }
     for n in &c.notes {
         println!("note  {n}");
     }
