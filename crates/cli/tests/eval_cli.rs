@@ -85,7 +85,7 @@ fn the_request_budget_stops_and_the_next_invocation_continues() {
     assert_eq!(part["summary"]["status"], "interrupted");
     assert_eq!(part["summary"]["samples_ok"], 5);
     // The resume says what was stored before, what it asked, and what the cache gave.
-    let text_args: Vec<&str> = eval_args(&model, &["--no-score"])
+    let text_args: Vec<&str> = eval_args(&model, &["--no-score", "--name", "budget run"])
         .into_iter()
         .filter(|a| *a != "--json")
         .collect();
@@ -108,6 +108,9 @@ fn the_request_budget_stops_and_the_next_invocation_continues() {
     assert_eq!(again["summary"]["samples_ok"], 12);
     assert_eq!(again["invocation"]["answers_already_stored"], 12);
     assert_eq!(again["invocation"]["answers_asked"], 0);
+    // The resumed run took the --name given on the way (it is not part of the configuration).
+    let show = text(&nmb(dir.path(), &["runs", "show", run_id]).stdout);
+    assert!(show.contains("name          budget run"), "{show}");
     assert_eq!(again["invocation"]["requests"], 0);
     assert_eq!(server.request_count(), 12);
 }

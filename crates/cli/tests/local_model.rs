@@ -81,4 +81,55 @@ fn smollm2_answers_two_sample_tasks() {
     let result = json_of(&nmb(dir.path(), &again));
     assert_eq!(result["invocation"]["requests"], 0);
     assert_eq!(result["summary"]["requests_sent"], 2);
+
+    // Reports name the run by the model file's stem, never by its absolute path, outside the manifest.
+    let stem = "SmolLM2-135M-Instruct.Q4_1";
+    let report = |run: &str, out: &str| {
+        let out = dir.path().join(out);
+        let o = nmb(
+            dir.path(),
+            &["report", run, "--out", out.to_str().unwrap(), "--leaderboard"],
+        );
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        out
+    };
+    let out = report(&run_id, "report-default");
+    let folder = path.parent().unwrap().display().to_string();
+    for file in ["report.md", "data.js"] {
+        let content = std::fs::read_to_string(out.join(file)).unwrap();
+        assert!(content.contains(stem), "{file} shows {stem}");
+        let outside_manifest = content.split("## Runs").next().unwrap();
+        assert!(!outside_manifest.contains(&folder), "{file} shows the model's folder");
+    }
+    // The CSV's `model` column is the name; `model_spec` keeps the spec for joins.
+    let csv = std::fs::read_to_string(out.join("samples.csv")).unwrap();
+    let column = |name: &str, line: &str| {
+        let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+        let i = header.iter().position(|h| *h == name).unwrap();
+        line.split(',').nth(i).unwrap().to_string()
+    };
+    let row = csv.lines().nth(1).unwrap();
+    assert_eq!(column("model", row), stem);
+    assert_eq!(column("model_spec", row), model);
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let before_manifest = html.split("id=\"manifest\"").next().unwrap();
+    assert!(before_manifest.contains(stem) && !before_manifest.contains(&folder));
+
+    // --name renames the run everywhere; the configuration (and so the stored answers) stay the same.
+    let mut named = args.to_vec();
+    named.extend(["--name", "Smol <Q4>"]);
+    let renamed = json_of(&nmb(dir.path(), &named));
+    assert_eq!(renamed["invocation"]["requests"], 0, "answers come from the store");
+    let renamed_id = renamed["run_id"].as_str().unwrap();
+    let out = report(renamed_id, "report-named");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| Smol <Q4> |"), "{md}");
+    let csv = std::fs::read_to_string(out.join("samples.csv")).unwrap();
+    assert!(csv.lines().nth(1).unwrap().contains(",Smol <Q4>,"), "{csv}");
+    let js = std::fs::read_to_string(out.join("data.js")).unwrap();
+    assert!(js.contains("\"Smol <Q4>\""), "{js}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("Smol &lt;Q4&gt;"));
+    let list = text(&nmb(dir.path(), &["runs", "list"]).stdout);
+    assert!(list.contains("Smol <Q4>") && list.contains(stem), "{list}");
 }

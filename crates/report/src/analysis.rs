@@ -80,7 +80,10 @@ pub struct CostEstimate {
 /// One model on the two axes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelPoint {
+    /// The model spec without base URL: runs of one model are paired by it.
     pub model: String,
+    /// The name shown (the display name of the model's first run).
+    pub name: String,
     /// Accuracy over the scored samples of the model's breadth runs, bootstrap CI clustered by case.
     pub breadth: Estimate,
     /// Mean per-task pass@1 (reading (a), the unbiased estimator) over the model's depth tasks, bootstrap CI
@@ -171,8 +174,10 @@ impl Axis {
 
 fn two_axis(runs: &[RunData], cfg: &BootstrapConfig) -> Option<TwoAxis> {
     let mut by_model: BTreeMap<String, (Axis, Axis)> = BTreeMap::new();
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
     for run in runs {
         let Some(scores) = &run.scores else { continue };
+        names.entry(run.model().to_string()).or_insert_with(|| run.name());
         let (breadth, depth) = by_model.entry(run.model().to_string()).or_default();
         for s in scores
             .samples
@@ -205,6 +210,7 @@ fn two_axis(runs: &[RunData], cfg: &BootstrapConfig) -> Option<TwoAxis> {
                 depth: d.estimate(cfg)?,
                 breadth_runs: b.runs.into_iter().collect(),
                 depth_runs: d.runs.into_iter().collect(),
+                name: names.get(&model).cloned().unwrap_or_else(|| model.clone()),
                 model,
             })
         })

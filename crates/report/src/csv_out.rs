@@ -13,6 +13,7 @@ use crate::ReportError;
 const SAMPLE_COLUMNS: &[&str] = &[
     "run_id",
     "model",
+    "model_spec",
     "suite_id",
     "task_id",
     "case_id",
@@ -107,6 +108,7 @@ pub fn samples(path: &Path, runs: &[RunData]) -> Result<String, ReportError> {
             let status = sc.map_or_else(|| s.status.as_str().to_string(), |x| enum_text(&x.status));
             let row: Vec<String> = vec![
                 r.info.run_id.clone(),
+                r.name(),
                 r.model().to_string(),
                 r.manifest.suite_id.clone(),
                 s.task_id.clone(),
@@ -167,6 +169,7 @@ pub fn samples(path: &Path, runs: &[RunData]) -> Result<String, ReportError> {
 const AGGREGATE_COLUMNS: &[&str] = &[
     "run_id",
     "model",
+    "model_spec",
     "suite_id",
     "by",
     "level",
@@ -238,6 +241,7 @@ pub fn aggregate(
             let overall = g.by == Breakdown::Overall;
             let mut row = vec![
                 r.info.run_id.clone(),
+                r.name(),
                 r.model().to_string(),
                 r.manifest.suite_id.clone(),
                 enum_text(&g.by),

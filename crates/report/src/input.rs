@@ -51,7 +51,12 @@ pub struct RunData {
 }
 
 impl RunData {
-    /// A short label: the model spec without backend URL.
+    /// The name every table, chart and export shows: `--name`, else a local model's file stem, else the model id.
+    pub fn name(&self) -> String {
+        self.manifest.display_name()
+    }
+
+    /// The model spec without backend URL (what identifies the model; [`RunData::name`] is what is shown).
     pub fn model(&self) -> &str {
         let m = self.manifest.model.as_str();
         m.split('@').next().unwrap_or(m)

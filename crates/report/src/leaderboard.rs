@@ -76,7 +76,7 @@ fn entry(r: &RunData, s: &ScoreReport, level: Level, id: usize) -> Option<Leader
         .map(|f| (f.value * 100.0).round() / 100.0);
     Some(LeaderboardEntry {
         id,
-        name: r.model_name().to_string(),
+        name: r.name(),
         resolved: percent(g.pass_at_1.unbiased_estimator.as_ref()),
         pass5: percent(g.pass_at_5.unbiased_estimator.as_ref()),
         bertscore: bert,

@@ -59,7 +59,7 @@ fn headline(m: &mut String, runs: &[RunData], analysis: &Analysis) {
         let _ = writeln!(
             m,
             "| {} | {} | {}/{}/{} | {} | {} | {} | {} | {} | {}/{} | {} | {}/{} |",
-            cell(r.model()),
+            cell(&r.name()),
             cell(&r.manifest.suite_id),
             s.samples_ok,
             s.samples_errored,
@@ -91,7 +91,7 @@ fn levels(m: &mut String, runs: &[RunData]) {
             let _ = writeln!(
                 rows,
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                cell(r.model()),
+                cell(&r.name()),
                 g.level.map_or("all", Level::as_str),
                 g.family.map_or("all", Family::as_str),
                 g.n,
@@ -122,7 +122,7 @@ fn breadth(m: &mut String, runs: &[RunData]) {
             let _ = writeln!(
                 rows,
                 "| {} | {} | {} | {} | {} | {} | {} | {} |",
-                cell(r.model()),
+                cell(&r.name()),
                 cell(&r.manifest.suite_id),
                 g.family.map_or("all", Family::as_str),
                 b.n,
@@ -149,7 +149,7 @@ fn two_axis(m: &mut String, analysis: &Analysis) {
         let _ = writeln!(
             m,
             "| {} | {} | {} |",
-            cell(&p.model),
+            cell(&p.name),
             pct(Some(&p.breadth)),
             pct(Some(&p.depth))
         );
@@ -182,13 +182,14 @@ fn paired(m: &mut String, analysis: &Analysis) {
 }
 
 fn manifests(m: &mut String, runs: &[RunData]) {
-    m.push_str("## Runs\n\n| run | model | suite hash | template hash | parameters | samples | nmb | dropped inputs |\n|---|---|---|---|---|---|---|---|\n");
+    m.push_str("## Runs\n\n| run | name | model | suite hash | template hash | parameters | samples | nmb | dropped inputs |\n|---|---|---|---|---|---|---|---|---|\n");
     for r in runs {
         let x = &r.manifest;
         let _ = writeln!(
             m,
-            "| {} | {} | {} | {} | `{}` | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | `{}` | {} | {} | {} |",
             cell(&r.info.run_id),
+            cell(&x.display_name()),
             cell(&x.model),
             cell(&x.suite_hash),
             cell(&x.template_hash),

@@ -84,8 +84,9 @@ pub async fn evaluate(
     let plan = Plan::new(suite, &settings.plan, cache)?;
     let manifest = config::manifest(suite, &settings, plan.samples(), backend.as_ref())?;
     let config_hash = config::config_hash(&manifest);
-    let (run, resumed) = open_run(&store, &settings.resume, &config_hash, &manifest)?;
+    let (mut run, resumed) = open_run(&store, &settings.resume, &config_hash, &manifest)?;
     let run_id = run.run_id.clone();
+    rename(&store, &mut run, settings.display_name.as_deref())?;
     store.set_status(&run_id, RunStatus::Running)?;
     let planned_samples = plan_samples(&store, &run_id, suite, &settings.plan, plan.samples())?;
     let done = finished_samples(&store, &run_id)?;
@@ -222,6 +223,16 @@ fn open_run(
         },
         Resume::Fresh => Ok((store.create_run(config_hash, manifest)?, false)),
     }
+}
+
+/// A resumed run takes the `--name` given now (the name is not part of the configuration).
+fn rename(store: &Store, run: &mut RunInfo, name: Option<&str>) -> Result<(), RunError> {
+    if name.is_none() || run.manifest.display_name.as_deref() == name {
+        return Ok(());
+    }
+    run.manifest.display_name = name.map(str::to_string);
+    store.update_manifest(&run.run_id, &run.manifest)?;
+    Ok(())
 }
 
 /// Creates the pending sample rows for every task in scope (a no-op for rows that exist) and returns how many

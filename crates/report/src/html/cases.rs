@@ -174,7 +174,7 @@ fn task_section(
     }
     for &i in run_ids {
         let r = &runs[i];
-        let _ = write!(h, "<div><b>{}</b>", escape(r.model()));
+        let _ = write!(h, "<div><b>{}</b>", escape(&r.name()));
         for s in r.samples.iter().filter(|s| s.task_id == task) {
             sample(h, s, scored[i].get(&(task, s.sample_index)).copied());
         }

@@ -19,7 +19,7 @@ pub(super) fn charts(h: &mut String, runs: &[RunData]) {
         .filter(|r| r.has_depth())
         .filter_map(|r| r.scores.as_ref().map(|s| (r, s)))
         .collect();
-    let series: Vec<String> = depth.iter().map(|(r, _)| r.model().to_string()).collect();
+    let series: Vec<String> = depth.iter().map(|(r, _)| r.name()).collect();
     let levels: BTreeSet<Level> = depth
         .iter()
         .flat_map(|(_, s)| s.by_level.iter().filter_map(|g| g.level))
@@ -104,7 +104,7 @@ fn rubric_chart(h: &mut String, runs: &[(&RunData, &ScoreReport)]) {
             .map(|(_, x)| x.overall.as_ref().map(Value::from_estimate))
             .collect(),
     ));
-    let series: Vec<String> = with.iter().map(|(r, _)| r.model().to_string()).collect();
+    let series: Vec<String> = with.iter().map(|(r, _)| r.name()).collect();
     h.push_str(&svg::profile(
         "Rubric profile (0–5), mean with 95% CI",
         "Mean judge score per rubric dimension.",
@@ -128,7 +128,7 @@ fn taxonomy_chart(h: &mut String, runs: &[(&RunData, &ScoreReport)]) {
                         .map_or(0, |x| x.count)
                 })
                 .collect();
-            Some((format!("{} ({} wrong)", r.model(), t.wrong), counts))
+            Some((format!("{} ({} wrong)", r.name(), t.wrong), counts))
         })
         .collect();
     if rows.is_empty() {
@@ -158,7 +158,7 @@ fn bertscore_chart(h: &mut String, runs: &[(&RunData, &ScoreReport)]) {
         );
         for (name, g) in groups {
             if let Some(f) = g.bertscore.as_ref().and_then(|b| b.f.as_ref()) {
-                rows.push((format!("{} · {name}", r.model()), Value::from_estimate(f)));
+                rows.push((format!("{} · {name}", r.name()), Value::from_estimate(f)));
                 colours.push(i);
             }
         }
@@ -181,7 +181,7 @@ pub(super) fn two_axis(h: &mut String, t: &TwoAxis) {
         .points
         .iter()
         .map(|p| svg::Point {
-            label: p.model.clone(),
+            label: p.name.clone(),
             x: Value::from_estimate(&p.breadth),
             y: Value::from_estimate(&p.depth),
         })
@@ -214,7 +214,7 @@ pub(super) fn two_axis(h: &mut String, t: &TwoAxis) {
         let _ = write!(
             h,
             "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
-            escape(&p.model),
+            escape(&p.name),
             pct(Some(&p.breadth)),
             pct(Some(&p.depth)),
             escape(&p.breadth_runs.join(", ")),

@@ -6,6 +6,48 @@ use super::escape;
 use super::label;
 use crate::input::RunData;
 
+/// The manifest's optional fields, where this run recorded them.
+fn recorded_rows(m: &nmb_store::Manifest) -> Vec<(&'static str, String)> {
+    let src = &m.suite_source;
+    let mut rows = Vec::new();
+    let mut push = |k: &'static str, v: Option<String>| {
+        if let Some(v) = v.filter(|v| !v.is_empty()) {
+            rows.push((k, v));
+        }
+    };
+    push("suite named as", src.suite_spec.clone());
+    push("answer key", src.answers_path.clone());
+    push("filters", src.filters.as_ref().map(|f| f.join(", ")));
+    push("level", src.level.clone());
+    push(
+        "suite version / format",
+        m.suite_version
+            .as_ref()
+            .map(|v| format!("{v} / {}", m.suite_format.as_deref().unwrap_or("?"))),
+    );
+    push("task limit", m.limit.get().map(u64::to_string));
+    push("answer language", m.answer_language.get().cloned());
+    push(
+        "templates",
+        m.templates.as_ref().map(|t| {
+            t.iter()
+                .map(|(family, t)| format!("{family}: {} v{} ({})", t.id, t.version, t.hash))
+                .collect::<Vec<_>>()
+                .join("; ")
+        }),
+    );
+    push(
+        "model identity",
+        m.model_identity
+            .as_ref()
+            .filter(|i| !i.is_empty())
+            .map(|i| serde_json::Value::Object(i.clone()).to_string()),
+    );
+    push("one request per sample", m.n_unsupported.clone());
+    push("scored run (judge run)", m.judged_run().map(str::to_string));
+    rows
+}
+
 pub(super) fn manifests(h: &mut String, runs: &[RunData]) {
     h.push_str("<h2 id=\"manifest\">Run manifests</h2>");
     for r in runs {
@@ -14,6 +56,7 @@ pub(super) fn manifests(h: &mut String, runs: &[RunData]) {
             ("run", r.info.run_id.clone()),
             ("status", r.info.status.as_str().into()),
             ("created", nmb_store::format_utc_ms(r.info.created_ms)),
+            ("name", m.display_name()),
             ("model", m.model.clone()),
             ("suite", format!("{} ({})", m.suite_id, m.suite_hash)),
             (
@@ -34,6 +77,7 @@ pub(super) fn manifests(h: &mut String, runs: &[RunData]) {
                 },
             ),
         ];
+        rows.extend(recorded_rows(m));
         for (k, v) in &m.extra {
             rows.push((k.as_str(), v.to_string()));
         }

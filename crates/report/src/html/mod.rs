@@ -120,9 +120,9 @@ fn head(h: &mut String, runs: &[RunData]) {
     );
 }
 
-/// `model · suite` for a run.
+/// `name · suite` for a run.
 fn label(r: &RunData) -> String {
-    format!("{} · {}", r.model(), r.manifest.suite_id)
+    format!("{} · {}", r.name(), r.manifest.suite_id)
 }
 
 fn notes(h: &mut String, runs: &[RunData], analysis: &Analysis) {

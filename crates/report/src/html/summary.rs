@@ -37,7 +37,7 @@ pub(super) fn headline(h: &mut String, runs: &[RunData], analysis: &Analysis) {
              <td class=\"num\">{} / {} / {}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
              <td class=\"num\">{} / {}</td><td class=\"num\">{cost_text}</td><td class=\"num\">{} / {} ms</td></tr>",
-            escape(r.model()),
+            escape(&r.name()),
             escape(&r.manifest.suite_id),
             escape(r.info.status.as_str()),
             s.samples_ok,
@@ -63,7 +63,7 @@ pub(super) fn headline(h: &mut String, runs: &[RunData], analysis: &Analysis) {
                 let _ = write!(
                     h,
                     "<tr><td>{}</td><td>{}</td><td class=\"num\">{n}</td></tr>",
-                    escape(r.model()),
+                    escape(&r.name()),
                     escape(class)
                 );
             }
@@ -113,7 +113,7 @@ fn group_row(h: &mut String, r: &RunData, g: &GroupAggregate) {
          <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
          <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
          <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-        escape(r.model()),
+        escape(&r.name()),
         g.level.map_or("all", Level::as_str),
         g.family.map_or("all", Family::as_str),
         g.tasks,
@@ -151,7 +151,7 @@ pub(super) fn breadth_tables(h: &mut String, runs: &[RunData]) {
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-            escape(r.model()),
+            escape(&r.name()),
             escape(&r.manifest.suite_id),
             g.family.map_or("all", Family::as_str),
             b.n,
