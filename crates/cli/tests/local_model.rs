@@ -88,7 +88,13 @@ fn smollm2_answers_two_sample_tasks() {
         let out = dir.path().join(out);
         let o = nmb(
             dir.path(),
-            &["report", run, "--out", out.to_str().unwrap(), "--leaderboard"],
+            &[
+                "report",
+                run,
+                "--out",
+                out.to_str().unwrap(),
+                "--leaderboard",
+            ],
         );
         assert!(o.status.success(), "{}", text(&o.stderr));
         out
@@ -99,7 +105,10 @@ fn smollm2_answers_two_sample_tasks() {
         let content = std::fs::read_to_string(out.join(file)).unwrap();
         assert!(content.contains(stem), "{file} shows {stem}");
         let outside_manifest = content.split("## Runs").next().unwrap();
-        assert!(!outside_manifest.contains(&folder), "{file} shows the model's folder");
+        assert!(
+            !outside_manifest.contains(&folder),
+            "{file} shows the model's folder"
+        );
     }
     // The CSV's `model` column is the name; `model_spec` keeps the spec for joins.
     let csv = std::fs::read_to_string(out.join("samples.csv")).unwrap();
@@ -119,7 +128,10 @@ fn smollm2_answers_two_sample_tasks() {
     let mut named = args.to_vec();
     named.extend(["--name", "Smol <Q4>"]);
     let renamed = json_of(&nmb(dir.path(), &named));
-    assert_eq!(renamed["invocation"]["requests"], 0, "answers come from the store");
+    assert_eq!(
+        renamed["invocation"]["requests"], 0,
+        "answers come from the store"
+    );
     let renamed_id = renamed["run_id"].as_str().unwrap();
     let out = report(renamed_id, "report-named");
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();

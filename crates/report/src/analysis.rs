@@ -177,7 +177,9 @@ fn two_axis(runs: &[RunData], cfg: &BootstrapConfig) -> Option<TwoAxis> {
     let mut names: BTreeMap<String, String> = BTreeMap::new();
     for run in runs {
         let Some(scores) = &run.scores else { continue };
-        names.entry(run.model().to_string()).or_insert_with(|| run.name());
+        names
+            .entry(run.model().to_string())
+            .or_insert_with(|| run.name());
         let (breadth, depth) = by_model.entry(run.model().to_string()).or_default();
         for s in scores
             .samples
