@@ -1,6 +1,6 @@
 //! Runs the built `nmb` binary: the acceptance checks of the suite subcommands.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::Value;
@@ -17,17 +17,7 @@ fn stdout(out: &Output) -> String {
 }
 
 fn shared() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared");
-    match dir.canonicalize() {
-        Ok(dir) => Some(dir),
-        Err(_) => {
-            eprintln!(
-                "SKIPPED: {} is absent, so the real-data checks cannot run",
-                dir.display()
-            );
-            None
-        }
-    }
+    nmb_test_support::assets::shared_dir()
 }
 
 fn json_of(out: &Output) -> Value {

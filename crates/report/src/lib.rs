@@ -18,7 +18,7 @@ mod analysis;
 mod csv_out;
 pub mod html;
 mod input;
-mod leaderboard;
+pub mod leaderboard;
 mod markdown;
 mod paired;
 mod svg;
@@ -30,7 +30,10 @@ use std::path::{Path, PathBuf};
 
 pub use analysis::{build, Analysis, CostEstimate, ModelPoint, Price, Prices, TwoAxis};
 pub use input::{load_run, scores_from_file, stored_scores, RunData, TaskPrompt, Thumbnail};
-pub use leaderboard::{leaderboard, Leaderboard, LeaderboardEntry};
+pub use leaderboard::{
+    leaderboard, model_data, read_data_js, vendor, Leaderboard, LeaderboardEntry,
+    LeaderboardOptions, MergeError,
+};
 pub use nmb_score::results::ScoreReport;
 pub use paired::paired_table;
 pub use table::{Cell, Column, Table};
@@ -64,6 +67,8 @@ pub enum ReportError {
     },
     #[error("{what} is not a valid score report: {message}")]
     Scores { what: String, message: String },
+    #[error("cannot merge the leaderboard into {0}")]
+    Merge(#[from] MergeError),
 }
 
 /// Output formats.
@@ -96,6 +101,8 @@ pub struct ReportOptions {
     pub formats: BTreeSet<Format>,
     /// Also write `leaderboard.json` and `data.js`.
     pub leaderboard: bool,
+    /// Version key, organisations, model sizes and the file to merge into, for the leaderboard.
+    pub leaderboard_options: LeaderboardOptions,
     /// Dollar prices per million tokens, by model.
     pub prices: Prices,
     /// Seed, level and resamples of the bootstrap behind cross-run numbers.
@@ -112,6 +119,7 @@ impl ReportOptions {
             out_dir: out_dir.into(),
             formats: Format::ALL.into_iter().collect(),
             leaderboard: false,
+            leaderboard_options: LeaderboardOptions::default(),
             prices: Prices::default(),
             bootstrap: nmb_stats::BootstrapConfig::default(),
             expand_cases_up_to: 20,
@@ -189,11 +197,13 @@ pub fn write_report(runs: &[RunData], opts: &ReportOptions) -> Result<Written, R
         written.json = Some(path);
     }
     if opts.leaderboard {
-        let board = leaderboard(runs);
+        let lb = &opts.leaderboard_options;
+        let existing = lb.merge.as_deref().map(read_data_js).transpose()?;
+        let data = model_data(&leaderboard(runs, lb), lb, existing);
         let json_path = file("leaderboard.json");
-        write_text(&json_path, &leaderboard::to_json(&board), opts)?;
+        write_text(&json_path, &leaderboard::to_json(&data), opts)?;
         let js_path = file("data.js");
-        write_text(&js_path, &leaderboard::to_data_js(&board), opts)?;
+        write_text(&js_path, &leaderboard::to_data_js(&data), opts)?;
         written.leaderboard_json = Some(json_path);
         written.leaderboard_js = Some(js_path);
     }

@@ -8,9 +8,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::browser;
 use nmb_report::{load_run, write_report, ReportOptions, RunData};
 use nmb_store::Store;
+use nmb_test_support::browser;
 
 fn sample_runs(dir: &std::path::Path) -> Vec<RunData> {
     let store = Arc::new(Store::open_dir(dir.join("runs")).unwrap());
@@ -87,26 +87,31 @@ fn sample_suite_report_renders_its_charts_in_chromium() {
         "thumbnails"
     );
 
-    // Leaderboard in the site's shape.
-    let board: serde_json::Value = serde_json::from_str(
+    // Leaderboard in the site's shape: modelData["1.0"][dataset], every field the site reads.
+    let data: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(written.leaderboard_json.as_ref().unwrap()).unwrap(),
     )
     .unwrap();
     for split in ["verified", "lite", "multimodal"] {
-        let list = board[split]
+        let list = data["1.0"][split]
             .as_array()
             .unwrap_or_else(|| panic!("{split} list"));
         assert_eq!(list.len(), 2, "{split}: one record per model");
         for rec in list {
-            for key in ["id", "name", "resolved", "pass5", "bertscore", "date"] {
+            for key in nmb_report::leaderboard::SITE_FIELDS {
                 assert!(rec.get(key).is_some(), "{split} record has {key}: {rec}");
+            }
+            for key in ["name", "Accuracy_Pass5", "version"] {
+                assert!(rec[key].is_string(), "the site lowercases {key}: {rec}");
             }
             let resolved = rec["resolved"].as_f64().unwrap();
             assert!((0.0..=100.0).contains(&resolved), "percent");
         }
     }
     let js = std::fs::read_to_string(written.leaderboard_js.as_ref().unwrap()).unwrap();
-    assert!(js.contains("const modelData = {") && js.contains("\"verified\""));
+    assert!(
+        js.contains("const modelData = {") && js.contains("\"verified\"") && js.contains("\"1.0\"")
+    );
 
     // CSV: one row per sample of both runs, one aggregate row per group.
     let samples: usize = runs.iter().map(|r| r.samples.len()).sum();

@@ -8,9 +8,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::browser;
 use nmb_report::{build, load_run, write_report, Format, Prices, ReportOptions, RunData};
 use nmb_store::Store;
+use nmb_test_support::browser;
 
 const MODELS: [(&str, f64, f64); 3] = [
     ("alpha", 0.9, 0.25),

@@ -7,9 +7,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::browser;
 use nmb_report::{load_run, write_report, Format, ReportOptions};
 use nmb_store::Store;
+use nmb_test_support::browser;
 
 const PAYLOAD: &str = concat!(
     "{\"differential\": [{\"rank\": 1, \"diagnosis\": \"<script>alert(1)</script>\"}, ",

@@ -5,23 +5,13 @@
 //! ("Yes, there is.", "The left side.", "Answer: (C)") are correct; and the reference answers of *other* items
 //! with a different answer are almost never correct.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use nmb_score::breadth::{normalise, score_answer, text, BreadthVerdict};
 use nmb_suite::{load, Family, LoadOptions, Task};
 
 fn shared() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared");
-    match dir.canonicalize() {
-        Ok(dir) if dir.is_dir() => Some(dir),
-        _ => {
-            eprintln!(
-                "SKIPPED: {} is absent, so breadth scoring cannot be checked on real data",
-                dir.display()
-            );
-            None
-        }
-    }
+    nmb_test_support::assets::shared_dir()
 }
 
 fn tasks(rel: &str, filters: &[&str]) -> Option<Vec<Task>> {

@@ -22,6 +22,20 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// `../shared` next to the repository (the real public datasets and the docs), with [`need()`]'s rule.
+pub fn shared_dir() -> Option<PathBuf> {
+    let dir = repo_root()
+        .join("../shared")
+        .canonicalize()
+        .ok()
+        .filter(|d| d.is_dir());
+    need(
+        "../shared (the real datasets next to the repository)",
+        "check out the project with its shared/ folder beside it",
+        dir,
+    )
+}
+
 const HOW: &str = "scripts/assets.sh installs it (or set NMB_ASSETS_DIR)";
 
 fn existing(p: PathBuf) -> Option<PathBuf> {

@@ -5,11 +5,13 @@
 //! - [`mod@need`]: a test that needs something absent (a browser, a server, weights) skips with a message locally,
 //!   and fails under `CI=true`: a skipped check is not a passed one.
 //! - [`images`]: small PNGs made on the fly.
+//! - [`browser`]: headless Chromium: a page's DOM, screenshots, and a WebDriver session to click and type.
 //! - [`llama`]: llama.cpp's real OpenAI-compatible server (PyPI `xllamacpp`) on a GGUF, as a child process.
 //!
 //! It is for tests and benches only: no crate of nmb's depends on it outside `[dev-dependencies]`.
 
 pub mod assets;
+pub mod browser;
 pub mod images;
 pub mod llama;
 pub mod need;

@@ -14,6 +14,8 @@ Examples:
   nmb report r20260101-120000-ab12                 # one run into ./nmb-report/
   nmb report RUN_A RUN_B --out cmp --format html,md # compare two models
   nmb report RUN... --leaderboard                   # + leaderboard.json, data.js
+  nmb report RUN_A RUN_B --leaderboard --org gpt-4o=OpenAI --model-size my-model=7
+  nmb report RUN --leaderboard-merge site/js/data.js  # the site's data.js with these rows added
   nmb report RUN --price gpt-4o=2.5,10              # $ per million tokens in,out
 
 Scores come from the store (written by `nmb score`), or from --scores FILE (the JSON of `nmb score --json`).
@@ -35,6 +37,20 @@ pub struct ReportArgs {
     /// Also write leaderboard.json and data.js in the Neural-MedBench site's js/data.js shape
     #[arg(long)]
     leaderboard: bool,
+    /// The site's version key the rows go under
+    #[arg(long, value_name = "KEY", default_value = nmb_report::leaderboard::DEFAULT_VERSION_KEY)]
+    leaderboard_version: String,
+    /// Organisation shown for a model: MODEL=NAME, MODEL a run's name, model spec or model id [default: the API's
+    /// vendor]; repeatable
+    #[arg(long = "org", value_name = "MODEL=NAME")]
+    orgs: Vec<String>,
+    /// Model size in billions of parameters: MODEL=N [default: null]; repeatable
+    #[arg(long = "model-size", value_name = "MODEL=N")]
+    sizes: Vec<String>,
+    /// An existing site data.js: write it back with these runs' rows added, or replaced by name, and every other
+    /// model and version kept (implies --leaderboard)
+    #[arg(long, value_name = "FILE")]
+    leaderboard_merge: Option<PathBuf>,
     /// Price of a model: MODEL=IN,OUT in dollars per million input and output tokens (MODEL may be * for all)
     #[arg(long = "price", value_name = "MODEL=IN,OUT")]
     prices: Vec<String>,
@@ -56,7 +72,18 @@ pub fn run(args: ReportArgs, runs_dir: &Path) -> Result<ExitCode> {
         .iter()
         .map(|f| Format::parse(f))
         .collect::<Result<_, _>>()?;
-    opts.leaderboard = args.leaderboard;
+    opts.leaderboard = args.leaderboard || args.leaderboard_merge.is_some();
+    opts.leaderboard_options = nmb_report::LeaderboardOptions {
+        version_key: Some(args.leaderboard_version.clone()),
+        orgs: pairs(&args.orgs, "--org", |v| Ok(v.to_string()))?,
+        sizes: pairs(&args.sizes, "--model-size", |v| {
+            v.parse::<f64>()
+                .ok()
+                .filter(|n| n.is_finite() && *n > 0.0)
+                .ok_or_else(|| format!("expected a positive number of billions, got {v:?}"))
+        })?,
+        merge: args.leaderboard_merge.clone(),
+    };
     opts.prices = prices(&args.prices)?;
     opts.bootstrap.seed = args.seed;
     opts.bootstrap.resamples = args.resamples;
@@ -83,6 +110,23 @@ pub fn run(args: ReportArgs, runs_dir: &Path) -> Result<ExitCode> {
         println!("{}", path.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `MODEL=VALUE` flags into a map; the value parsed by `parse`.
+fn pairs<T>(
+    specs: &[String],
+    flag: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<BTreeMap<String, T>> {
+    let mut out = BTreeMap::new();
+    for s in specs {
+        let Some((model, value)) = s.split_once('=').filter(|(m, _)| !m.trim().is_empty()) else {
+            bail!("{flag} {s:?}: expected MODEL=VALUE");
+        };
+        let value = parse(value.trim()).map_err(|e| anyhow::anyhow!("{flag} {s:?}: {e}"))?;
+        out.insert(model.trim().to_string(), value);
+    }
+    Ok(out)
 }
 
 fn prices(specs: &[String]) -> Result<Prices> {

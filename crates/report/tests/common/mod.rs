@@ -3,7 +3,6 @@
 //! Chromium.
 #![allow(dead_code)]
 
-pub mod browser;
 pub mod judge;
 
 use std::collections::BTreeMap;

@@ -9,17 +9,7 @@ use serde_json::{json, Value};
 
 /// `../shared` next to the repository, or `None` (with a printed reason) when it is absent.
 pub fn shared() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared");
-    match dir.canonicalize() {
-        Ok(dir) if dir.is_dir() => Some(dir),
-        _ => {
-            eprintln!(
-                "SKIPPED: {} is absent, so the real-data checks cannot run",
-                dir.display()
-            );
-            None
-        }
-    }
+    nmb_test_support::assets::shared_dir()
 }
 
 /// A small grey PNG whose pixels depend on `seed`, so different seeds give different bytes.
