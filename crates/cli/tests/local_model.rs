@@ -138,8 +138,11 @@ fn smollm2_answers_two_sample_tasks() {
     assert!(md.contains("| Smol <Q4> |"), "{md}");
     let csv = std::fs::read_to_string(out.join("samples.csv")).unwrap();
     assert!(csv.lines().nth(1).unwrap().contains(",Smol <Q4>,"), "{csv}");
+    // The site writes names into its page as HTML: data.js carries them escaped, leaderboard.json as they are.
     let js = std::fs::read_to_string(out.join("data.js")).unwrap();
-    assert!(js.contains("\"Smol <Q4>\""), "{js}");
+    assert!(js.contains("\"Smol &lt;Q4&gt;\""), "{js}");
+    let json = std::fs::read_to_string(out.join("leaderboard.json")).unwrap();
+    assert!(json.contains("\"Smol <Q4>\""), "{json}");
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("Smol &lt;Q4&gt;"));
     let list = text(&nmb(dir.path(), &["runs", "list"]).stdout);

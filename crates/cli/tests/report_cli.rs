@@ -15,10 +15,7 @@ fn nmb(args: &[&str]) -> Output {
 }
 
 fn png() -> Vec<u8> {
-    let img = image::GrayImage::from_fn(64, 48, |x, y| image::Luma([(x * 4 + y) as u8]));
-    let mut out = std::io::Cursor::new(Vec::new());
-    img.write_to(&mut out, image::ImageFormat::Png).unwrap();
-    out.into_inner()
+    nmb_test_support::images::gray_png(64, 48, 0)
 }
 
 /// One run, one task, two samples: one answered (with markup in it), one errored.

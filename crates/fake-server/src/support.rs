@@ -4,30 +4,8 @@
 use std::process::{Child, ExitStatus};
 use std::time::Duration;
 
-/// A real PNG of `side` x `side` RGB noise from `seed`. Noise does not compress, so the file is about
-/// `3 * side^2` bytes (side 124 gives ~46 KB).
-pub fn noise_png(side: u32, seed: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    {
-        let mut enc = png::Encoder::new(&mut out, side, side);
-        enc.set_color(png::ColorType::Rgb);
-        enc.set_depth(png::BitDepth::Eight);
-        let mut w = enc.write_header().expect("png header");
-        let mut x = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let data: Vec<u8> = (0..side * side * 3)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 24) as u8
-            })
-            .collect();
-        w.write_image_data(&data).expect("png data");
-    }
-    out
-}
+/// A real PNG of RGB noise (see `nmb_test_support::images::noise_png`).
+pub use nmb_test_support::images::noise_png;
 
 /// The PNG with a tEXt chunk inserted after IHDR: a valid, distinct image without re-encoding.
 pub fn with_text_chunk(png: &[u8], text: &str) -> Vec<u8> {

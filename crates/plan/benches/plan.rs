@@ -11,18 +11,7 @@ use nmb_plan::{messages_hash, plan, PlanOptions};
 use nmb_suite::{Case, Family, Image, Level, Suite, Task};
 
 fn noise_png(seed: u32) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(2_654_435_761).max(1);
-    let img = image::RgbImage::from_fn(124, 124, |_, _| {
-        state ^= state << 13;
-        state ^= state >> 17;
-        state ^= state << 5;
-        let [a, b, c, _] = state.to_le_bytes();
-        image::Rgb([a, b, c])
-    });
-    let mut out = std::io::Cursor::new(Vec::new());
-    img.write_to(&mut out, image::ImageFormat::Png)
-        .expect("encode png");
-    out.into_inner()
+    nmb_test_support::images::noise_png(124, u64::from(seed))
 }
 
 fn suite(tasks: usize, images: &[ImageSource]) -> Suite {

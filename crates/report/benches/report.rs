@@ -19,13 +19,7 @@ const SAMPLES: u32 = 5;
 const IMAGES: usize = 40;
 
 fn png(seed: usize) -> Vec<u8> {
-    let img = image::GrayImage::from_fn(512, 512, |x, y| {
-        let d = ((x as i64 - 256).pow(2) + (y as i64 - 256).pow(2)) as f64;
-        image::Luma([((d.sqrt() as usize * 3 + seed * 17 + (x as usize ^ y as usize)) % 256) as u8])
-    });
-    let mut out = std::io::Cursor::new(Vec::new());
-    img.write_to(&mut out, image::ImageFormat::Png).unwrap();
-    out.into_inner()
+    nmb_test_support::images::gray_png(512, 512, seed as u8)
 }
 
 fn suite() -> Suite {

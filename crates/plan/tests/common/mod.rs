@@ -9,11 +9,7 @@ use nmb_suite::{Case, Family, Image, Level, Modality, Plane, Sequence, Suite, Ta
 
 /// A distinct tiny PNG per `shade`.
 pub fn png(shade: u8) -> Vec<u8> {
-    let img = image::GrayImage::from_pixel(4, 3, image::Luma([shade]));
-    let mut out = std::io::Cursor::new(Vec::new());
-    img.write_to(&mut out, image::ImageFormat::Png)
-        .expect("encode png");
-    out.into_inner()
+    nmb_test_support::images::flat_png(4, 3, shade)
 }
 
 pub fn inline_image(id: &str, shade: u8) -> Image {

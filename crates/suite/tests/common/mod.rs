@@ -14,13 +14,7 @@ pub fn shared() -> Option<PathBuf> {
 
 /// A small grey PNG whose pixels depend on `seed`, so different seeds give different bytes.
 pub fn png(width: u32, height: u32, seed: u8) -> Vec<u8> {
-    let img = image::GrayImage::from_fn(width, height, |x, y| {
-        image::Luma([(x as u8) ^ (y as u8) ^ seed])
-    });
-    let mut out = std::io::Cursor::new(Vec::new());
-    img.write_to(&mut out, image::ImageFormat::Png)
-        .expect("encoding a PNG in memory");
-    out.into_inner()
+    nmb_test_support::images::gray_png(width, height, seed)
 }
 
 pub fn data_url(bytes: &[u8]) -> String {
