@@ -16,6 +16,7 @@
 //! batches are reproduced, including its habit of counting padded positions as similarity 0
 //! (see [`ScoreOptions::emulate_pad_zeros`]).
 
+mod baseline;
 mod cli;
 mod config;
 mod encoder;
@@ -35,6 +36,7 @@ use candle_nn::VarBuilder;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+pub use baseline::{baseline_from_file, baseline_row, parse_triple};
 pub use cli::{format_json, format_table, read_lines, run_cli, CliArgs};
 pub use config::{EncoderConfig, Family};
 

@@ -238,3 +238,53 @@ fn bad_runs_and_specs_are_clear_errors() {
     ]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `--bertscore-idf` and `--bertscore-rescale` reach the scoring and its recorded configuration; a baseline file
+/// that does not exist is an error naming it.
+#[test]
+fn bertscore_options_are_recorded() {
+    let Some(minilm) = nmb_test_support::assets::minilm_dir() else {
+        return;
+    };
+    let server = FakeServer::start_in_background(Config::default(), 1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().to_str().unwrap();
+    let run = stored_run(dir.path(), &server, "model-a");
+    let model = minilm.to_str().unwrap();
+    let base = [
+        "score",
+        &run,
+        "--runs-dir",
+        runs,
+        "--bertscore-model",
+        model,
+        "--json",
+    ];
+    let raw = ok_json(&nmb(&base));
+    assert_eq!(raw["config"]["bertscore"]["idf"], false);
+    assert!(raw["config"]["bertscore"].get("baseline").is_none());
+    let tuned = ok_json(&nmb(&[
+        &base[..],
+        &["--bertscore-idf", "--bertscore-rescale", "default"],
+    ]
+    .concat()));
+    let b = &tuned["config"]["bertscore"];
+    assert_eq!(b["idf"], true, "{b}");
+    assert_eq!(b["rescaled"], true);
+    assert!(b["baseline"]["source"]
+        .as_str()
+        .unwrap()
+        .contains("all-MiniLM-L6-v2"));
+    assert_ne!(tuned["config"]["config_hash"], raw["config"]["config_hash"]);
+    let missing = dir.path().join("no-such-baseline.tsv");
+    let out = nmb(&[
+        &base[..],
+        &["--bertscore-rescale", missing.to_str().unwrap()],
+    ]
+    .concat());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no-such-baseline.tsv"),
+        "{out:?}"
+    );
+}

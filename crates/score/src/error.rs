@@ -32,6 +32,8 @@ pub enum ScoreError {
     },
     #[error("BERTScore: {0}")]
     BertScore(#[from] nmb_bertscore::BertScoreError),
+    #[error("no built-in BERTScore baseline for the model in {dir} (nmb ships one for all-MiniLM-L6-v2 only, recognised by its weights); pass --bertscore-rescale FILE with a baseline in bert-score's LAYER,P,R,F format")]
+    NoBaseline { dir: PathBuf },
     #[error("statistics: {0}")]
     Stats(#[from] nmb_stats::StatsError),
     #[error("suite: {0}")]

@@ -191,10 +191,24 @@ pub struct BertScoreConfig {
     pub model_dir: Option<String>,
     pub layer: Option<usize>,
     pub idf: bool,
-    /// Raw F1 (no baseline rescaling), as the published Neural-MedBench values appear to be.
+    /// Rescaled with a baseline; `false` is raw F1, as the published Neural-MedBench values appear to be.
     pub rescaled: bool,
     /// Why BERTScore was not computed, when it was not.
     pub skipped_reason: Option<String>,
+    /// The baseline used for rescaling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<BaselineInfo>,
+}
+
+/// A rescaling baseline: where it came from and its values at the scored layer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BaselineInfo {
+    /// The file (with its SHA-256), or nmb's shipped baseline for the model.
+    pub source: String,
+    pub layer: usize,
+    pub p: f64,
+    pub r: f64,
+    pub f: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

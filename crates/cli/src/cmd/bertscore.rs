@@ -1,9 +1,9 @@
 //! `nmb bertscore`: BERTScore of candidate lines against reference lines, with a local encoder.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 use nmb_bertscore::{format_json, format_table, run_cli, CliArgs};
 
@@ -54,8 +54,12 @@ pub struct BertScoreArgs {
 
 pub fn run(args: BertScoreArgs) -> Result<ExitCode> {
     let baseline = match (&args.baseline, &args.baseline_file) {
-        (Some(text), _) => Some(parse_triple(text).context("--baseline")?),
-        (None, Some(path)) => Some(baseline_from_file(path, args.layer)?),
+        (Some(text), _) => Some(
+            nmb_bertscore::parse_triple(text)
+                .map_err(anyhow::Error::msg)
+                .context("--baseline")?,
+        ),
+        (None, Some(path)) => Some(nmb_bertscore::baseline_from_file(path, args.layer)?),
         (None, None) => None,
     };
     let cli = CliArgs {
@@ -74,60 +78,4 @@ pub fn run(args: BertScoreArgs) -> Result<ExitCode> {
         print!("{}", format_table(&scores));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn parse_triple(text: &str) -> Result<[f64; 3]> {
-    let values: Vec<&str> = text.split(',').map(str::trim).collect();
-    let [p, r, f] = values.as_slice() else {
-        bail!("expected three comma-separated numbers P,R,F, got {text:?}");
-    };
-    let number = |s: &str| {
-        s.parse::<f64>()
-            .ok()
-            .filter(|v| v.is_finite())
-            .with_context(|| format!("expected a number, got {s:?} in {text:?}"))
-    };
-    Ok([number(p)?, number(r)?, number(f)?])
-}
-
-/// bert-score's `rescale_baseline/LANG/MODEL.tsv` files: a `LAYER,P,R,F` header, then one row per layer.
-fn baseline_from_file(path: &Path, layer: usize) -> Result<[f64; 3]> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read baseline file {}", path.display()))?;
-    for (i, line) in text.lines().enumerate().skip(1) {
-        let Some((first, rest)) = line.split_once(',') else {
-            continue;
-        };
-        if first.trim().parse::<usize>().ok() == Some(layer) {
-            return parse_triple(rest)
-                .with_context(|| format!("{}:{}: layer {layer}", path.display(), i + 1));
-        }
-    }
-    bail!(
-        "{}: no row for layer {layer}; expected a header `LAYER,P,R,F` and a row `{layer},P,R,F`",
-        path.display()
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn triple_parses_and_rejects() {
-        assert_eq!(parse_triple("0.1, 0.2,0.3").unwrap(), [0.1, 0.2, 0.3]);
-        assert!(parse_triple("0.1,0.2").is_err());
-        assert!(parse_triple("0.1,x,0.3").is_err());
-        assert!(parse_triple("0.1,NaN,0.3").is_err());
-    }
-
-    #[test]
-    fn baseline_file_row_by_layer() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("b.tsv");
-        std::fs::write(&p, "LAYER,P,R,F\n5,0.1,0.2,0.3\n6,0.4,0.5,0.6\n").unwrap();
-        assert_eq!(baseline_from_file(&p, 6).unwrap(), [0.4, 0.5, 0.6]);
-        let missing = baseline_from_file(&p, 7).unwrap_err().to_string();
-        assert!(missing.contains("no row for layer 7"), "{missing}");
-    }
 }

@@ -10,6 +10,7 @@ use clap::{Args, ValueEnum};
 use nmb_requests::{HttpOptions, Scheduler, SchedulerConfig, Transport};
 use nmb_run::{connect_model, ConnectOptions};
 use nmb_score::results::{Aggregation, GroupAggregate, PassAtK, ScoreReport};
+use nmb_score::semantic::Rescale;
 use nmb_score::{stored, BertScoreSetting, JudgeModel, Rubric, ScoreOptions};
 use nmb_stats::{BootstrapConfig, Estimate, DEFAULT_RESAMPLES, DEFAULT_SEED};
 use nmb_store::{Manifest, Store, SuiteSource};
@@ -113,6 +114,13 @@ pub struct ScoringArgs {
     /// BERTScore layer [default: the model's last layer]
     #[arg(long, value_name = "N")]
     pub bertscore_layer: Option<usize>,
+    /// Weight BERTScore's tokens by idf computed from the references (bert-score's idf=True)
+    #[arg(long, conflicts_with = "no_bertscore")]
+    pub bertscore_idf: bool,
+    /// Rescale BERTScore with a baseline: a file in bert-score's format (LAYER,P,R,F), or `default` for the
+    /// baseline nmb ships for its MiniLM model [default: raw scores]
+    #[arg(long, value_name = "FILE|default", conflicts_with = "no_bertscore")]
+    pub bertscore_rescale: Option<String>,
     /// Skip BERTScore
     #[arg(long)]
     pub no_bertscore: bool,
@@ -210,6 +218,11 @@ fn options(args: &ScoringArgs, bootstrap: BootstrapConfig) -> Result<ScoreOption
             BertScoreSetting::Model {
                 dir: args.bertscore_model.clone(),
                 layer: args.bertscore_layer,
+                idf: args.bertscore_idf,
+                rescale: args.bertscore_rescale.as_deref().map(|r| match r {
+                    "default" => Rescale::Default,
+                    file => Rescale::File(PathBuf::from(file)),
+                }),
             }
         },
         bootstrap,

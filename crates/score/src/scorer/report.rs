@@ -12,10 +12,10 @@ use super::ScoreOptions;
 use super::MAX_RANK;
 use crate::aggregate::{aggregate, task_scores, GroupKey};
 use crate::lexicon::Lexicon;
-use crate::prompts::{self};
+use crate::prompts;
 use crate::results::{
-    Breakdown, GroupAggregate, JudgeInfo, JuryAgreement, MatchingConfig, SampleScore, ScoreReport,
-    ScoringConfig, TaskScore, TaxonomyConfig, KS, SCHEMA_VERSION,
+    BertScoreConfig, Breakdown, GroupAggregate, JudgeInfo, JuryAgreement, MatchingConfig,
+    SampleScore, ScoreReport, ScoringConfig, TaskScore, TaxonomyConfig, KS, SCHEMA_VERSION,
 };
 use crate::rubric::Rubric;
 use crate::ScoreError;
@@ -72,7 +72,7 @@ fn config_hash(c: &ScoringConfig) -> String {
         "judge_prompts": c.judge_prompts,
         "matching": c.matching,
         "rubric": c.rubric,
-        "bertscore": {"model_dir": c.bertscore.model_dir, "layer": c.bertscore.layer, "off": c.bertscore.model_dir.is_none()},
+        "bertscore": bertscore_identity(&c.bertscore),
         "taxonomy": {"judged": c.taxonomy.judged, "labels": c.taxonomy.human_labels.as_ref().map(|h| &h.sha256)},
         "bootstrap": c.bootstrap,
         "ks": c.ks,
@@ -80,6 +80,19 @@ fn config_hash(c: &ScoringConfig) -> String {
         "suite_hash_scored": c.suite_hash_scored,
     });
     hex::encode(Sha256::digest(canonical_json(&identity).as_bytes()))
+}
+
+/// BERTScore's part of the configuration hash. idf and the baseline enter only when used, so that scoring with
+/// neither keeps the hash (and the stored report) of versions that had neither.
+fn bertscore_identity(b: &BertScoreConfig) -> Value {
+    let mut id = json!({"model_dir": b.model_dir, "layer": b.layer, "off": b.model_dir.is_none()});
+    if b.idf {
+        id["idf"] = json!(true);
+    }
+    if let Some(base) = &b.baseline {
+        id["baseline"] = json!([base.source, base.p, base.r, base.f]);
+    }
+    id
 }
 
 pub(super) fn build_report(
