@@ -27,7 +27,7 @@ pub(super) fn scoring_config(
     opts: &ScoreOptions,
     judges: Vec<JudgeInfo>,
     rubric: Option<&Rubric>,
-    bertscore: crate::results::BertScoreConfig,
+    bertscore: BertScoreConfig,
     taxonomy: TaxonomyConfig,
     lex: &Lexicon,
 ) -> Result<ScoringConfig, ScoreError> {
