@@ -67,4 +67,43 @@ mod tests {
     fn present_things_pass_through() {
         assert_eq!(need("x", "y", Some(3)), Some(3));
     }
+
+    /// Run as a child by the test below: a check whose browser is absent.
+    #[test]
+    fn child_missing_a_browser() {
+        if std::env::var_os("NMB_NEED_CHILD").is_none() {
+            return;
+        }
+        assert!(need::<()>("a browser", "install it", None).is_none());
+    }
+
+    /// The same absent browser fails the check under CI=true and skips it otherwise, in a real test process.
+    #[test]
+    fn a_missing_browser_fails_under_ci_and_skips_locally() {
+        let run = |ci: Option<&str>| {
+            let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+            cmd.args([
+                "need::tests::child_missing_a_browser",
+                "--exact",
+                "--nocapture",
+            ])
+            .env("NMB_NEED_CHILD", "1")
+            .env_remove("CI");
+            if let Some(v) = ci {
+                cmd.env("CI", v);
+            }
+            cmd.output().unwrap()
+        };
+        let ci = run(Some("true"));
+        assert!(!ci.status.success(), "under CI=true the check fails");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&ci.stdout),
+            String::from_utf8_lossy(&ci.stderr)
+        );
+        assert!(said.contains("required under CI=true"), "{said}");
+        let local = run(None);
+        assert!(local.status.success(), "locally it skips");
+        assert!(String::from_utf8_lossy(&local.stderr).contains("SKIPPED: a browser is absent"));
+    }
 }
