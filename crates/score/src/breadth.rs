@@ -14,7 +14,7 @@
 //!   "X." or a bare letter, else the one option whose full text the answer contains. Nothing found is an
 //!   extraction failure, counted separately from a wrong choice.
 //!
-//! The normalisation rules are in [`text`]; the tests in `tests/breadth_real.rs` check them on every reference
+//! The normalisation rules are in [`text`]; the tests in `tests/it/breadth_real.rs` check them on every reference
 //! answer of VQA-RAD, MedQA and MedMCQA.
 
 pub mod text;

@@ -1,0 +1,150 @@
+//! The real model end to end: `nmb eval` runs the local SmolLM2-135M-Instruct (Q4_1 GGUF, installed by
+//! scripts/assets.sh) on two sample tasks; the answers are stored, and the manifest records the dropped images.
+
+use crate::common;
+
+use nmb_test_support::assets::smollm2_gguf;
+use std::path::PathBuf;
+
+use common::*;
+use nmb_store::SampleStatus;
+
+fn smollm2() -> Option<PathBuf> {
+    smollm2_gguf()
+}
+
+#[test]
+fn smollm2_answers_two_sample_tasks() {
+    let Some(path) = smollm2() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let model = format!("local:{}", path.display());
+    let args = [
+        "eval",
+        "--suite",
+        "sample",
+        "--model",
+        &model,
+        "--samples",
+        "1",
+        "--limit",
+        "2",
+        "--max-tokens",
+        "24",
+        "--seed",
+        "7",
+        "--json",
+        "-q",
+    ];
+    let result = json_of(&nmb(dir.path(), &args));
+    let summary = &result["summary"];
+    assert_eq!(summary["samples_total"], 2, "{result}");
+    assert_eq!(summary["samples_ok"], 2, "{result}");
+    assert_eq!(summary["requests_sent"], 2);
+    assert!(summary["tokens_in"].as_u64().unwrap() > 100);
+    assert!(summary["tokens_out"].as_u64().unwrap() > 0);
+    let run_id = result["run_id"].as_str().unwrap().to_string();
+
+    let store = store(dir.path());
+    for s in store.run_samples(&run_id).expect("samples") {
+        assert_eq!(s.status, SampleStatus::Ok);
+        let text = s.final_text.expect("an answer");
+        assert!(!text.trim().is_empty(), "{}: empty answer", s.task_id);
+        let raw = store
+            .raw_response(s.turns[0].call.call_id)
+            .unwrap()
+            .unwrap();
+        let raw: serde_json::Value = serde_json::from_str(&raw).unwrap();
+        assert_eq!(raw["text"], text.as_str());
+        assert_eq!(
+            raw["images_dropped"], 3,
+            "the sample tasks have 3 images each"
+        );
+    }
+    drop(store);
+
+    let show = json_of(&nmb(dir.path(), &["runs", "show", &run_id, "--json"]));
+    let dropped = show["manifest"]["dropped_inputs"].as_array().unwrap();
+    assert!(
+        dropped
+            .iter()
+            .any(|d| d.as_str().unwrap().starts_with("images")),
+        "{show}"
+    );
+    let id = show["manifest"]["model_identity"]["local_model_id"]
+        .as_str()
+        .unwrap();
+    assert!(id.starts_with("SmolLM2-135M-Instruct.Q4_1.gguf@"), "{id}");
+
+    // Resuming the finished run generates nothing.
+    let mut again = args.to_vec();
+    again.extend(["--resume", &run_id]);
+    let result = json_of(&nmb(dir.path(), &again));
+    assert_eq!(result["invocation"]["requests"], 0);
+    assert_eq!(result["summary"]["requests_sent"], 2);
+
+    // Reports name the run by the model file's stem, never by its absolute path, outside the manifest.
+    let stem = "SmolLM2-135M-Instruct.Q4_1";
+    let report = |run: &str, out: &str| {
+        let out = dir.path().join(out);
+        let o = nmb(
+            dir.path(),
+            &[
+                "report",
+                run,
+                "--out",
+                out.to_str().unwrap(),
+                "--leaderboard",
+            ],
+        );
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        out
+    };
+    let out = report(&run_id, "report-default");
+    let folder = path.parent().unwrap().display().to_string();
+    for file in ["report.md", "data.js"] {
+        let content = std::fs::read_to_string(out.join(file)).unwrap();
+        assert!(content.contains(stem), "{file} shows {stem}");
+        let outside_manifest = content.split("## Runs").next().unwrap();
+        assert!(
+            !outside_manifest.contains(&folder),
+            "{file} shows the model's folder"
+        );
+    }
+    // The CSV's `model` column is the name; `model_spec` keeps the spec for joins.
+    let csv = std::fs::read_to_string(out.join("samples.csv")).unwrap();
+    let column = |name: &str, line: &str| {
+        let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+        let i = header.iter().position(|h| *h == name).unwrap();
+        line.split(',').nth(i).unwrap().to_string()
+    };
+    let row = csv.lines().nth(1).unwrap();
+    assert_eq!(column("model", row), stem);
+    assert_eq!(column("model_spec", row), model);
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let before_manifest = html.split("id=\"manifest\"").next().unwrap();
+    assert!(before_manifest.contains(stem) && !before_manifest.contains(&folder));
+
+    // --name renames the run everywhere; the configuration (and so the stored answers) stay the same.
+    let mut named = args.to_vec();
+    named.extend(["--name", "Smol <Q4>"]);
+    let renamed = json_of(&nmb(dir.path(), &named));
+    assert_eq!(
+        renamed["invocation"]["requests"], 0,
+        "answers come from the store"
+    );
+    let renamed_id = renamed["run_id"].as_str().unwrap();
+    let out = report(renamed_id, "report-named");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| Smol <Q4> |"), "{md}");
+    let csv = std::fs::read_to_string(out.join("samples.csv")).unwrap();
+    assert!(csv.lines().nth(1).unwrap().contains(",Smol <Q4>,"), "{csv}");
+    // The site writes names into its page as HTML: data.js carries them escaped, leaderboard.json as they are.
+    let js = std::fs::read_to_string(out.join("data.js")).unwrap();
+    assert!(js.contains("\"Smol &lt;Q4&gt;\""), "{js}");
+    let json = std::fs::read_to_string(out.join("leaderboard.json")).unwrap();
+    assert!(json.contains("\"Smol <Q4>\""), "{json}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("Smol &lt;Q4&gt;"));
+    let list = text(&nmb(dir.path(), &["runs", "list"]).stdout);
+    assert!(list.contains("Smol <Q4>") && list.contains(stem), "{list}");
+}

@@ -1,0 +1,19 @@
+//! The integration tests of `nmb`, one module per concern, linked into one test binary.
+
+mod agreement_cli;
+mod bertscore_cli;
+mod common;
+mod eval_cli;
+mod eval_faults;
+mod eval_scores;
+mod eval_wire;
+mod kill;
+mod leaderboard_site;
+mod llama_cpp_server;
+mod local_model;
+mod old_store;
+mod report_cli;
+mod score_cli;
+mod secrets;
+mod suite_cli;
+mod text_only_server;

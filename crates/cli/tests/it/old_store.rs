@@ -1,0 +1,169 @@
+//! A run store written by nmb before the run manifest was typed and model and judge calls shared one path
+//! (commit d64a7b6, `fixtures/make-old-store.sh`) still opens, rescores to the same bytes, resumes without
+//! asking anything twice, and reports.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::*;
+use nmb_fake_server::Config;
+use serde_json::Value;
+
+const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/store-nmb-0.1.0-d64a7b6.sqlite"
+);
+/// The fixture's runs name a server on this port: the base URL is part of a run's configuration.
+const PORT: u16 = 39217;
+
+fn copy_of_old_store() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::copy(FIXTURE, dir.path().join("nmb.sqlite")).expect("copy the fixture");
+    dir
+}
+
+/// The runs the fixture holds, by model name: `fake-model` (finished, scored), `fake-judge` (its judge run) and
+/// `fake-model-b` (interrupted in the middle of two consults).
+fn runs_by_model(runs: &Path) -> BTreeMap<String, Value> {
+    let listed = json_of(&nmb(runs, &["runs", "list", "--json"]));
+    listed
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|r| {
+            let model = r["manifest"]["model"].as_str().unwrap_or("");
+            let name = model.split(['@', ':']).nth(1).unwrap_or("").to_string();
+            (name, r.clone())
+        })
+        .collect()
+}
+
+fn stored_reports(runs: &Path, run_id: &str) -> BTreeMap<String, String> {
+    store(runs)
+        .with_conn("read score reports", |c| {
+            let mut stmt =
+                c.prepare("SELECT config_hash, report FROM score_reports WHERE run_id = ?1")?;
+            let rows = stmt.query_map([run_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect()
+        })
+        .expect("score reports")
+}
+
+/// (task, sample, turn) of every answered turn of a run.
+fn answered_turns(runs: &Path, run_id: &str) -> Vec<(String, u32, u32)> {
+    let samples = store(runs).run_samples(run_id).expect("samples");
+    samples
+        .iter()
+        .flat_map(|s| {
+            s.turns
+                .iter()
+                .filter(|t| t.ok)
+                .map(|t| (s.task_id.clone(), s.sample_index, t.turn_index))
+        })
+        .collect()
+}
+
+#[test]
+fn a_store_from_the_previous_version_rescores_resumes_and_reports() {
+    let dir = copy_of_old_store();
+    let runs = dir.path();
+    let by_model = runs_by_model(runs);
+    let (scored, judge, unfinished) = (
+        &by_model["fake-model"],
+        &by_model["fake-judge"],
+        &by_model["fake-model-b"],
+    );
+    let scored_id = scored["run_id"].as_str().unwrap();
+    assert_eq!(scored["status"], "finished");
+    assert_eq!(judge["manifest"]["kind"], "judge");
+    assert_eq!(judge["manifest"]["scored_run_id"], scored_id);
+    assert_eq!(unfinished["status"], "interrupted");
+
+    // Rescoring with the same options finds the same configuration and writes the same bytes.
+    let before = stored_reports(runs, scored_id);
+    let out = nmb(runs, &["score", scored_id, "--no-bertscore", "--json"]);
+    let report = json_of(&out);
+    let hash = report["config"]["config_hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let after = stored_reports(runs, scored_id);
+    assert!(
+        before.contains_key(&hash),
+        "the scoring configuration hash changed: {hash} not among {:?}",
+        before.keys()
+    );
+    assert!(
+        before[&hash] == after[&hash],
+        "rescoring changed the stored report's bytes"
+    );
+
+    // A judge run is refused, naming the run it judged.
+    let out = nmb(runs, &["score", judge["run_id"].as_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains(scored_id),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // The same command resumes the unfinished run and asks only for what was never answered.
+    let server = server(Config {
+        port: PORT,
+        ..Config::default()
+    });
+    let unfinished_id = unfinished["run_id"].as_str().unwrap();
+    let answered_before = answered_turns(runs, unfinished_id);
+    assert!(!answered_before.is_empty());
+    let url = format!("http://127.0.0.1:{PORT}/v1");
+    let out = nmb(
+        runs,
+        &[
+            "eval",
+            "--suite",
+            "sample",
+            "--model",
+            &format!("openai:fake-model-b@{url}"),
+            "--samples",
+            "2",
+            "--filter",
+            "level=multi_turn",
+            "--limit",
+            "2",
+            "--inputs",
+            "text",
+            "--no-score",
+            "--json",
+            "-q",
+        ],
+    );
+    let resumed = json_of(&out);
+    assert_eq!(resumed["run_id"], unfinished_id);
+    assert_eq!(resumed["resumed"], true);
+    assert_eq!(resumed["summary"]["samples_pending"], 0);
+    // Every request brought a turn that had no answer: none re-asked a stored one.
+    let answered_after = answered_turns(runs, unfinished_id);
+    assert!(answered_before.iter().all(|t| answered_after.contains(t)));
+    let requests = server.requests().len();
+    assert!(requests > 0);
+    assert_eq!(requests, answered_after.len() - answered_before.len());
+
+    // Both model runs report.
+    let out_dir = runs.join("report");
+    let out = nmb(
+        runs,
+        &[
+            "report",
+            scored_id,
+            unfinished_id,
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--format",
+            "html,json",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out_dir.join("report.html").is_file());
+}

@@ -1,0 +1,103 @@
+//! `LocalBackend`: SmolLM2 behind the `nmb_requests::Backend` trait (spawn_blocking, one at a time, images dropped).
+
+use crate::common;
+
+use std::sync::Arc;
+
+use nmb_chat::{GenParams, ImagePart, Message, Part, Role};
+use nmb_local::{LocalBackend, LocalModel};
+use nmb_requests::{Backend, ChatRequest, ErrorClass, ModelSpec};
+
+fn backend(context: Option<usize>) -> Option<LocalBackend> {
+    let path = common::smollm2()?;
+    let mut model = LocalModel::load(&path).expect("SmolLM2 loads");
+    if let Some(c) = context {
+        model = model.with_context_length(c);
+    }
+    let spec = ModelSpec::parse(&format!("local:{}", path.display())).expect("spec");
+    Some(LocalBackend::new(spec, Arc::new(model)))
+}
+
+fn request(text: &str, with_image: bool) -> ChatRequest {
+    let mut parts = vec![Part::Text(text.into())];
+    if with_image {
+        parts.push(Part::Image(ImagePart {
+            sha256: "ab".repeat(32),
+            mime: "image/png".into(),
+            bytes: vec![0u8; 16].into(),
+        }));
+    }
+    ChatRequest::new(
+        vec![
+            Message::text(Role::System, "You are a concise assistant."),
+            Message {
+                role: Role::User,
+                parts,
+            },
+        ],
+        GenParams {
+            temperature: 0.0,
+            top_p: 1.0,
+            max_tokens: 12,
+            seed: Some(1),
+        },
+    )
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+#[test]
+fn answers_through_the_backend_trait_and_drops_images() {
+    let Some(b) = backend(None) else { return };
+    assert!(!b.supports_images());
+    assert!(!b.supports_n());
+    assert_eq!(b.max_in_flight(), Some(1));
+    let rt = runtime();
+    let req = request("Name one symptom of a stroke.", true);
+    let c = rt.block_on(b.complete(&req)).expect("completion");
+    assert_eq!(c.choices.len(), 1);
+    assert!(!c.choices[0].text.trim().is_empty());
+    assert!(c.usage.input_tokens > 10 && c.usage.output_tokens > 0);
+    let raw: serde_json::Value = serde_json::from_str(&c.raw).expect("raw is JSON");
+    assert_eq!(raw["images_dropped"], 1);
+    assert_eq!(raw["object"], "nmb.local.completion");
+    assert_eq!(raw["text"], c.choices[0].text.as_str());
+    // Greedy decoding with the same prompt gives the same text, also from two calls at once.
+    let b = Arc::new(b);
+    let (x, y) = rt.block_on(async {
+        let (b1, b2) = (b.clone(), b.clone());
+        let r1 = request("Name one symptom of a stroke.", false);
+        let r2 = r1.clone();
+        tokio::join!(async move { b1.complete(&r1).await }, async move {
+            b2.complete(&r2).await
+        })
+    });
+    assert_eq!(
+        x.expect("first").choices[0].text,
+        y.expect("second").choices[0].text
+    );
+}
+
+#[test]
+fn failures_have_the_right_class() {
+    let Some(b) = backend(Some(32)) else { return };
+    let rt = runtime();
+    let long = "Describe the brain in detail. ".repeat(20);
+    let e = rt.block_on(b.complete(&request(&long, false))).unwrap_err();
+    assert_eq!(e.class, ErrorClass::ContextLength, "{e}");
+    let mut two = request("Hi", false);
+    two.n = 2;
+    let e = rt.block_on(b.complete(&two)).unwrap_err();
+    assert_eq!(e.class, ErrorClass::ClientError, "{e}");
+    let mut bad = request("Hi", false);
+    bad.params.top_p = 0.0;
+    let e = rt.block_on(b.complete(&bad)).unwrap_err();
+    assert_eq!(e.class, ErrorClass::ClientError, "{e}");
+    assert!(e.message.contains("top_p"), "{e}");
+}

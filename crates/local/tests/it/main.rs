@@ -1,0 +1,6 @@
+//! The integration tests of `nmb-local`, one module per concern, linked into one test binary.
+
+mod backend;
+mod common;
+mod load_errors;
+mod smollm2;

@@ -1,0 +1,6 @@
+//! The integration tests of `nmb-plan`, one module per concern, linked into one test binary.
+
+mod common;
+mod plan;
+mod prompts;
+mod sample_suite;

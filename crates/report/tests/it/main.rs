@@ -1,0 +1,6 @@
+//! The integration tests of `nmb-report`, one module per concern, linked into one test binary.
+
+mod common;
+mod sample_report;
+mod two_axis;
+mod xss;

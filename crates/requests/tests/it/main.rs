@@ -1,0 +1,6 @@
+//! The integration tests of `nmb-requests`, one module per concern, linked into one test binary.
+
+mod common;
+mod faults;
+mod secrets;
+mod wire;

@@ -1,0 +1,5 @@
+//! The integration tests of `nmb-score`, one module per concern, linked into one test binary.
+
+mod breadth_real;
+mod common;
+mod e2e;

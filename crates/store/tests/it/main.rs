@@ -1,0 +1,10 @@
+//! The integration tests of `nmb-store`, one module per concern, linked into one test binary.
+
+mod cache;
+mod common;
+mod concurrency;
+mod crash;
+mod dedup;
+mod open;
+mod runs;
+mod secrets;

@@ -1,0 +1,101 @@
+//! Breadth datasets from ../shared/data: VQA-RAD and MedQA / MedMCQA. Skipped when ../shared is absent.
+
+use crate::common;
+
+use common::*;
+use nmb_suite::{check_images, load, Family, LoadOptions};
+
+fn vqa_rad(filters: &[&str]) -> Option<nmb_suite::Loaded> {
+    let path = shared()?.join("data/vqa-rad/trainset.json");
+    let filters = filters.iter().map(|f| f.parse().unwrap()).collect();
+    let opts = LoadOptions {
+        filters,
+        ..LoadOptions::default()
+    };
+    Some(load(&path.display().to_string(), &opts).expect("trainset loads"))
+}
+
+#[test]
+fn vqa_rad_trainset_has_3064_tasks_and_every_image_resolves() {
+    let Some(loaded) = vqa_rad(&[]) else { return };
+    assert!(
+        loaded.problems.is_empty(),
+        "{:?}",
+        &loaded.problems[..loaded.problems.len().min(5)]
+    );
+    let suite = &loaded.suite;
+    assert_eq!(suite.format, "vqa-rad");
+    assert_eq!(suite.task_count(), 3064);
+    assert_eq!(suite.cases.len(), 314, "one case per distinct image_name");
+    let report = check_images(suite);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(report.images, suite.cases.len());
+    assert_eq!(report.formats.get("jpeg"), Some(&suite.cases.len()));
+    // "CLOSED " with a trailing space still counts as closed.
+    let closed = suite
+        .tasks()
+        .filter(|(_, t)| t.family == Family::ClosedVqa)
+        .count();
+    let open = suite
+        .tasks()
+        .filter(|(_, t)| t.family == Family::OpenVqa)
+        .count();
+    assert_eq!(closed + open, 3064);
+    let first = suite.tasks().next().unwrap().1;
+    assert_eq!(first.metadata.get("qid").map(String::as_str), Some("1"));
+    assert_eq!(
+        first.reference.as_ref().and_then(|r| r.answer.as_deref()),
+        Some("Yes")
+    );
+}
+
+#[test]
+fn vqa_rad_head_filter_gives_977_tasks() {
+    let Some(loaded) = vqa_rad(&["image_organ=HEAD"]) else {
+        return;
+    };
+    assert_eq!(loaded.suite.task_count(), 977);
+    assert!(loaded
+        .suite
+        .cases
+        .iter()
+        .all(|c| c.metadata.get("image_organ").map(String::as_str) == Some("HEAD")));
+    let Some(not_head) = vqa_rad(&["image_organ!=head"]) else {
+        return;
+    };
+    assert_eq!(not_head.suite.task_count(), 3064 - 977);
+}
+
+#[test]
+fn medqa_test_has_1273_multiple_choice_tasks() {
+    let Some(shared) = shared() else { return };
+    let path = shared.join("data/medqa/medagentsbench/test.jsonl");
+    let loaded = load(&path.display().to_string(), &LoadOptions::default()).unwrap();
+    assert_eq!(loaded.error_count(), 0, "{:?}", loaded.problems.first());
+    let suite = &loaded.suite;
+    assert_eq!(
+        (suite.format.as_str(), suite.id.as_str()),
+        ("mcq", "medqa-test")
+    );
+    assert_eq!(suite.task_count(), 1273);
+    let (_, task) = suite.tasks().next().unwrap();
+    assert_eq!(task.family, Family::MultipleChoice);
+    let letters: Vec<&str> = task.options.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(letters, vec!["A", "B", "C", "D"]);
+    let reference = task.reference.as_ref().unwrap();
+    assert_eq!(reference.choice.as_deref(), Some("B"));
+    assert_eq!(
+        reference.answer.as_deref(),
+        Some("Tell the attending that he cannot fail to disclose this mistake")
+    );
+}
+
+#[test]
+fn medmcqa_loads_through_the_same_loader() {
+    let Some(shared) = shared() else { return };
+    let path = shared.join("data/medmcqa/medagentsbench/test.jsonl");
+    let loaded = load(&format!("mcq:{}", path.display()), &LoadOptions::default()).unwrap();
+    assert_eq!(loaded.error_count(), 0, "{:?}", loaded.problems.first());
+    assert_eq!(loaded.suite.task_count(), 2816);
+    assert_eq!(loaded.suite.id, "medmcqa-test");
+}

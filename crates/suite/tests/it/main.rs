@@ -1,0 +1,9 @@
+//! The integration tests of `nmb-suite`, one module per concern, linked into one test binary.
+
+mod breadth;
+mod common;
+mod hash;
+mod malformed;
+mod native;
+mod sample;
+mod site;
