@@ -84,7 +84,27 @@ fn the_request_budget_stops_and_the_next_invocation_continues() {
     assert_eq!(server.request_count(), 5);
     assert_eq!(part["summary"]["status"], "interrupted");
     assert_eq!(part["summary"]["samples_ok"], 5);
-    // The resume says what was stored before, what it asked, and what the cache gave.
+    let rest = json_of(&nmb(dir.path(), &eval_args(&model, &[])));
+    assert_eq!(rest["run_id"], part["run_id"], "resumed by default");
+    assert_eq!(rest["invocation"]["requests"], 7);
+    assert_eq!(rest["summary"]["samples_ok"], 12);
+    assert_eq!(server.request_count(), 12);
+    assert_eq!(rest["summary"]["status"], "finished");
+}
+
+/// After a resume, the summary says how many answers were already stored, how many were asked now and how
+/// many came from the response cache (it used to say "0 answer(s) from the store"); a resumed run takes the
+/// --name given on the way.
+#[test]
+fn a_resumed_invocation_says_what_was_stored_asked_and_cached() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = server(Config::default());
+    let model = model_spec(Wire::Anthropic, &server);
+    let part = json_of(&nmb(
+        dir.path(),
+        &eval_args(&model, &["--max-requests", "5", "--concurrency", "2"]),
+    ));
+    assert_eq!(part["summary"]["samples_ok"], 5);
     let text_args: Vec<&str> = eval_args(&model, &["--no-score", "--name", "budget run"])
         .into_iter()
         .filter(|a| *a != "--json")
@@ -97,22 +117,16 @@ fn the_request_budget_stops_and_the_next_invocation_continues() {
         "{stdout}"
     );
     assert!(stdout.contains("; 0 from the response cache"), "{stdout}");
-    assert!(
-        stdout.contains(part["run_id"].as_str().unwrap()),
-        "resumed by default"
-    );
-    assert_eq!(server.request_count(), 12);
     let run_id = part["run_id"].as_str().unwrap();
+    assert!(stdout.contains(run_id), "resumed by default");
     let again = json_of(&nmb(dir.path(), &eval_args(&model, &["--resume", run_id])));
     assert_eq!(again["summary"]["status"], "finished");
-    assert_eq!(again["summary"]["samples_ok"], 12);
     assert_eq!(again["invocation"]["answers_already_stored"], 12);
     assert_eq!(again["invocation"]["answers_asked"], 0);
-    // The resumed run took the --name given on the way (it is not part of the configuration).
-    let show = text(&nmb(dir.path(), &["runs", "show", run_id]).stdout);
-    assert!(show.contains("name          budget run"), "{show}");
     assert_eq!(again["invocation"]["requests"], 0);
     assert_eq!(server.request_count(), 12);
+    let show = text(&nmb(dir.path(), &["runs", "show", run_id]).stdout);
+    assert!(show.contains("name          budget run"), "{show}");
 }
 
 #[test]
