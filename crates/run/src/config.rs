@@ -1,9 +1,9 @@
 //! What identifies a run: the manifest recorded with it, and the configuration hash used to resume it.
 
-use nmb_plan::{GenParams, OutputFormat, PlanOptions};
-use nmb_requests::Backend;
 use std::collections::BTreeMap;
 
+use nmb_plan::{GenParams, OutputFormat, PlanOptions};
+use nmb_requests::Backend;
 use nmb_store::{Manifest, Recorded, SuiteSource, TemplateRef};
 use nmb_suite::{Family, Suite};
 use serde_json::{json, Map, Value};

@@ -91,10 +91,6 @@ impl Recorder {
         &self.run_id
     }
 
-    pub fn lane(&self) -> &Lane {
-        &self.lane
-    }
-
     /// Hashes `messages` and makes sure the conversation and its images are stored.
     pub fn prompt(&self, messages: Vec<Message>) -> Result<Prompt, StoreError> {
         let hash = messages_hash(&messages);
