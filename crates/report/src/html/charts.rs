@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use nmb_score::results::{ErrorCategory, ScoreReport};
+use nmb_score::results::{BertScoreConfig, ErrorCategory, ScoreReport};
 use nmb_suite::Level;
 
 use super::escape;
@@ -167,12 +167,27 @@ fn bertscore_chart(h: &mut String, runs: &[(&RunData, &ScoreReport)]) {
         h.push_str("<p class=\"muted\">No BERTScore (no encoder configured for scoring): no BERTScore chart.</p>");
         return;
     }
+    let kinds: BTreeSet<&str> = runs
+        .iter()
+        .map(|(_, s)| bertscore_kind(&s.config.bertscore))
+        .collect();
+    let kind = kinds.into_iter().collect::<Vec<_>>().join(" / ");
     h.push_str(&svg::forest(
-        "BERTScore F1 (raw), mean with 95% CI",
+        &format!("BERTScore F1 ({kind}), mean with 95% CI"),
         "Mean BERTScore F1 of rationale answers per model and level.",
         &rows,
         &colours,
     ));
+}
+
+/// How a run's BERTScore was computed, for chart titles: raw, idf-weighted, rescaled.
+fn bertscore_kind(c: &BertScoreConfig) -> &'static str {
+    match (c.idf, c.rescaled) {
+        (false, false) => "raw",
+        (true, false) => "idf",
+        (false, true) => "rescaled",
+        (true, true) => "idf, rescaled",
+    }
 }
 
 pub(super) fn two_axis(h: &mut String, t: &TwoAxis) {
