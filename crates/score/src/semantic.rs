@@ -128,6 +128,28 @@ pub fn score_pairs(
     Ok((Some(out), config))
 }
 
+/// Checks, before anything is scored, that the rescaling baseline applies: the file has the layer's row, or the
+/// shipped baseline fits the model. A missing model is not an error (scoring then goes on without BERTScore).
+pub fn check(setting: &BertScoreSetting) -> Result<(), ScoreError> {
+    let BertScoreSetting::Model {
+        dir,
+        layer,
+        rescale: Some(rescale),
+        ..
+    } = setting
+    else {
+        return Ok(());
+    };
+    if !dir.join("config.json").is_file() {
+        return Ok(());
+    }
+    let layer = match layer {
+        Some(l) => *l,
+        None => last_layer(dir)?,
+    };
+    baseline(rescale, dir, layer).map(|_| ())
+}
+
 /// The baseline row of `layer`, and where it came from.
 fn baseline(rescale: &Rescale, dir: &Path, layer: usize) -> Result<BaselineInfo, ScoreError> {
     let ([p, r, f], source) = match rescale {

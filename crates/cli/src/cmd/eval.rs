@@ -222,6 +222,10 @@ pub fn run(args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
     if args.dry_run {
         return dry_run(&args, &suite, &plan, &spec);
     }
+    if !args.no_score {
+        super::score::check(&args.scoring)
+            .context("a scoring option would fail after the evaluation")?;
+    }
     if spec.backend == BackendKind::Local {
         eprintln!("loading local model {} ...", spec.model);
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use nmb_requests::{HttpOptions, Scheduler, SchedulerConfig, Transport};
+use nmb_requests::{HttpOptions, ModelSpec, Scheduler, SchedulerConfig, Transport};
 use nmb_run::{connect_model, ConnectOptions};
 use nmb_score::results::{Aggregation, GroupAggregate, PassAtK, ScoreReport};
 use nmb_score::semantic::Rescale;
@@ -212,22 +212,38 @@ fn options(args: &ScoringArgs, bootstrap: BootstrapConfig) -> Result<ScoreOption
         rubric,
         taxonomy: !args.no_taxonomy,
         human_labels: args.taxonomy_labels.clone(),
-        bertscore: if args.no_bertscore {
-            BertScoreSetting::Off
-        } else {
-            BertScoreSetting::Model {
-                dir: args.bertscore_model.clone(),
-                layer: args.bertscore_layer,
-                idf: args.bertscore_idf,
-                rescale: args.bertscore_rescale.as_deref().map(|r| match r {
-                    "default" => Rescale::Default,
-                    file => Rescale::File(PathBuf::from(file)),
-                }),
-            }
-        },
+        bertscore: bertscore_setting(args),
         bootstrap,
         ..ScoreOptions::default()
     })
+}
+
+fn bertscore_setting(args: &ScoringArgs) -> BertScoreSetting {
+    if args.no_bertscore {
+        return BertScoreSetting::Off;
+    }
+    BertScoreSetting::Model {
+        dir: args.bertscore_model.clone(),
+        layer: args.bertscore_layer,
+        idf: args.bertscore_idf,
+        rescale: args.bertscore_rescale.as_deref().map(|r| match r {
+            "default" => Rescale::Default,
+            file => Rescale::File(PathBuf::from(file)),
+        }),
+    }
+}
+
+/// What can be checked before a run is evaluated, so that a bad scoring option fails before any model is asked
+/// rather than after: judge specs, the rubric file, the BERTScore baseline.
+pub fn check(args: &ScoringArgs) -> Result<()> {
+    for j in &args.judges {
+        ModelSpec::parse(j).with_context(|| format!("--judge {j}"))?;
+    }
+    if let (Some(path), false) = (&args.rubric, args.no_rubric) {
+        Rubric::load(path)?;
+    }
+    nmb_score::semantic::check(&bertscore_setting(args)).context("BERTScore options")?;
+    Ok(())
 }
 
 fn connect_judges(specs: &[String]) -> Result<Vec<JudgeModel>> {

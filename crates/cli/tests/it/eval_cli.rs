@@ -431,3 +431,38 @@ fn runs_dir_comes_from_the_environment() {
         "{stdout}"
     );
 }
+
+/// A scoring option that cannot work (a missing baseline file, an unparseable judge) fails before the model is
+/// asked anything, not after the whole evaluation.
+#[test]
+fn bad_scoring_options_fail_before_any_request() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = server(Config::default());
+    let model = model_spec(Wire::OpenAi, &server);
+    let Some(minilm) = nmb_test_support::assets::minilm_dir() else {
+        return;
+    };
+    let missing = dir.path().join("no-such-baseline.tsv");
+    for extra in [
+        vec![
+            "--bertscore-model",
+            minilm.to_str().unwrap(),
+            "--bertscore-rescale",
+            missing.to_str().unwrap(),
+        ],
+        vec!["--judge", "nonsense-without-backend"],
+    ] {
+        let out = nmb(dir.path(), &eval_args(&model, &extra));
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("scoring option"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+    assert_eq!(
+        server.request_count(),
+        0,
+        "the model was asked before the check"
+    );
+}
