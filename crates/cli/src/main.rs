@@ -83,6 +83,9 @@ enum Command {
     /// Agreement between judges and clinicians (correlations, kappas, alpha, ICC, corrected pass rates)
     #[command(after_help = cmd::agreement::EXAMPLES)]
     Agreement(cmd::agreement::AgreementArgs),
+    /// Look at a DICOM file or series or a NIfTI volume, and render the views a model would receive
+    #[command(subcommand, after_help = cmd::image::EXAMPLES)]
+    Image(cmd::image::ImageCommand),
 }
 
 fn main() -> ExitCode {
@@ -98,6 +101,7 @@ fn main() -> ExitCode {
         Command::Bertscore(a) => cmd::bertscore::run(a),
         Command::Report(a) => cmd::report::run(a, &cli.runs_dir),
         Command::Agreement(a) => cmd::agreement::run(a),
+        Command::Image(c) => cmd::image::run(c),
     };
     match result {
         Ok(code) => code,

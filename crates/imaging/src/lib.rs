@@ -1,9 +1,24 @@
-//! Image bytes for nmb: where an image's bytes come from, what format they really are, and their content hash.
+//! Image bytes and volumes for nmb: where an image comes from, what format it really is, its content hash, and
+//! how a DICOM series or NIfTI volume becomes the PNGs a model sees.
 //!
-//! This crate owns the byte level only. It sniffs formats from magic numbers (never from a label or a file
-//! extension), hashes content with SHA-256, reads dimensions from headers, and decodes or re-encodes on demand.
-//! It does not know about cases, sequences or planes (that is `nmb-suite`), and it never keeps decoded pixels
-//! around: callers ask for them when they need them and drop them afterwards.
+//! This crate sniffs formats from magic numbers (never from a label or a file extension), hashes content with
+//! SHA-256, reads dimensions from headers, and decodes or re-encodes on demand. Volumes are read with dicom-rs
+//! and the `nifti` crate ([`load_volume`]), reoriented to RAS ([`Volume::to_ras`]) and rendered
+//! ([`render::render`]) under [`RenderOptions`]. It does not know about cases or prompts (that is `nmb-suite` and
+//! `nmb-plan`), it does not cache renders (the caller keys them with [`render_key`]), and it never keeps decoded
+//! pixels around.
+
+mod dicom;
+pub mod meta;
+mod nifti;
+pub mod options;
+pub mod render;
+pub mod volume;
+
+pub use meta::{SeriesSummary, VolumeMeta};
+pub use options::{Layout, RenderOptions, Slices, View, Window};
+pub use render::{render_path, RenderedView, RENDERER_VERSION};
+pub use volume::Volume;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -30,6 +45,116 @@ pub enum ImageError {
         format: ImageFormat,
         message: String,
     },
+}
+
+/// Errors from reading or rendering a volume. Each names the file (or directory) it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum VolumeError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Dicom { path: PathBuf, message: String },
+    #[error("{path}: cannot decode pixel data in transfer syntax {uid} ({name}): {message}")]
+    TransferSyntax {
+        path: PathBuf,
+        uid: String,
+        name: String,
+        message: String,
+    },
+    #[error("{path}: not a NIfTI-1 volume: {message}")]
+    Nifti { path: PathBuf, message: String },
+    #[error("{path}: {message}")]
+    Render { path: PathBuf, message: String },
+    #[error("{path}: not a volume; expected a DICOM file, a directory of DICOM files, or a .nii/.nii.gz file")]
+    NotVolume { path: PathBuf },
+}
+
+/// Reads a DICOM file, the series in a DICOM directory, or a NIfTI file, in storage order. `opts.series` and
+/// `opts.volume` pick a series or a 4-D volume; the other options only matter when rendering.
+pub fn load_volume(path: &Path, opts: &RenderOptions) -> Result<(Volume, VolumeMeta), VolumeError> {
+    let (volume, mut meta) = if path.is_dir() {
+        dicom::load(path, opts.series.as_deref())?
+    } else {
+        match sniff_file(path) {
+            Some(ImageFormat::Dicom) => dicom::load(path, opts.series.as_deref())?,
+            Some(ImageFormat::Nifti) => nifti::load(path, opts.volume)?,
+            _ => {
+                return Err(VolumeError::NotVolume {
+                    path: path.to_path_buf(),
+                })
+            }
+        }
+    };
+    if meta.orientation.is_empty() {
+        meta.orientation = meta::axis_codes(&volume.affine);
+    }
+    Ok((volume, meta))
+}
+
+/// Whether a path is something [`load_volume`] reads: a directory, or a DICOM or NIfTI file.
+pub fn is_volume_path(path: &Path) -> bool {
+    path.is_dir()
+        || matches!(
+            sniff_file(path),
+            Some(ImageFormat::Dicom | ImageFormat::Nifti)
+        )
+}
+
+/// Sniffs a file's format from its first bytes (gzip-compressed NIfTI included).
+pub fn sniff_file(path: &Path) -> Option<ImageFormat> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(512);
+    std::fs::File::open(path)
+        .ok()?
+        .take(512)
+        .read_to_end(&mut head)
+        .ok()?;
+    sniff(&head)
+}
+
+/// The content hash of a volume source: a file's SHA-256, or for a directory a hash over its files' names and
+/// hashes (in name order), so that renaming, adding or changing any file changes it.
+pub fn source_hash(path: &Path) -> Result<String, VolumeError> {
+    let read_err = |source| VolumeError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    if !path.is_dir() {
+        return std::fs::read(path)
+            .map(|b| content_hash(&b))
+            .map_err(read_err);
+    }
+    let mut names: Vec<(String, PathBuf)> = std::fs::read_dir(path)
+        .map_err(read_err)?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_file())
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+        .collect();
+    names.sort();
+    let mut h = Sha256::new();
+    h.update(b"nmb-series-v1\n");
+    for (name, file) in names {
+        let bytes =
+            std::fs::read(&file).map_err(|source| VolumeError::Read { path: file, source })?;
+        h.update(format!("{name}\t{}\n", content_hash(&bytes)).as_bytes());
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// The cache key of a render: the source's content, the options and the renderer version, so that a re-run
+/// reuses a render and any change to the bytes, an option or the renderer makes a new one.
+pub fn render_key(source_hash: &str, opts: &RenderOptions) -> String {
+    content_hash(
+        format!(
+            "nmb-render-v{RENDERER_VERSION}\n{source_hash}\n{}",
+            opts.key()
+        )
+        .as_bytes(),
+    )
 }
 
 /// The format of an image, detected from its bytes.
@@ -92,6 +217,10 @@ impl fmt::Display for ImageFormat {
 
 /// Detects the format from magic bytes. Returns `None` for bytes no supported format claims.
 pub fn sniff(bytes: &[u8]) -> Option<ImageFormat> {
+    // DICOM first: its 128-byte preamble is free-form and often starts with TIFF's magic ("II*\0").
+    if bytes.len() >= 132 && &bytes[128..132] == b"DICM" {
+        return Some(ImageFormat::Dicom);
+    }
     if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
         return Some(ImageFormat::Png);
     }
@@ -110,9 +239,6 @@ pub fn sniff(bytes: &[u8]) -> Option<ImageFormat> {
     if bytes.starts_with(b"II*\0") || bytes.starts_with(b"MM\0*") {
         return Some(ImageFormat::Tiff);
     }
-    if bytes.len() >= 132 && &bytes[128..132] == b"DICM" {
-        return Some(ImageFormat::Dicom);
-    }
     if is_nifti(bytes) {
         return Some(ImageFormat::Nifti);
     }
@@ -121,7 +247,14 @@ pub fn sniff(bytes: &[u8]) -> Option<ImageFormat> {
 
 fn is_nifti(bytes: &[u8]) -> bool {
     // NIfTI-1: sizeof_hdr == 348 and magic "n+1\0"/"ni1\0" at 344; NIfTI-2: sizeof_hdr == 540, magic at 4.
-    // Gzipped NIfTI (.nii.gz) starts with the gzip magic; accept it and let the decoder confirm.
+    // Gzipped NIfTI (.nii.gz): look at the start of the decompressed stream.
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        use std::io::Read;
+        let mut head = Vec::with_capacity(348);
+        let mut gz = flate2::read::GzDecoder::new(bytes).take(348);
+        let _ = gz.read_to_end(&mut head);
+        return !head.starts_with(&[0x1f, 0x8b]) && is_nifti(&head);
+    }
     if bytes.len() >= 348 {
         let magic = &bytes[344..348];
         if magic == b"n+1\0" || magic == b"ni1\0" {

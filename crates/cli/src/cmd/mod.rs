@@ -4,6 +4,7 @@ pub mod agreement;
 pub mod bertscore;
 pub mod compare;
 pub mod eval;
+pub mod image;
 pub mod report;
 pub mod runs;
 pub mod score;

@@ -1,0 +1,209 @@
+//! NIfTI-1 volumes (`.nii`, `.nii.gz`) into a [`Volume`]: scaling by scl_slope/scl_inter, orientation from the
+//! sform (else the qform, else the voxel sizes alone), and one 3-D volume out of a 4-D file.
+
+use std::io::Read;
+use std::path::Path;
+
+use nifti::{InMemNiftiObject, IntoNdArray, NiftiHeader, NiftiObject};
+
+use crate::meta::{axis_codes, plane_of_normal, VolumeMeta};
+use crate::volume::Volume;
+use crate::{ImageFormat, VolumeError};
+
+/// Loads volume `index` (0 for a 3-D file) of a NIfTI file, gzipped or not (told apart by its bytes).
+pub fn load(path: &Path, index: Option<usize>) -> Result<(Volume, VolumeMeta), VolumeError> {
+    let bytes = read(path)?;
+    let err = |message: String| VolumeError::Nifti {
+        path: path.to_path_buf(),
+        message,
+    };
+    if bytes.len() >= 8 && (&bytes[4..8] == b"n+2\0" || &bytes[4..8] == b"ni2\0") {
+        return Err(err(
+            "NIfTI-2 files are not supported; expected NIfTI-1 (.nii or .nii.gz)".into(),
+        ));
+    }
+    // The nifti crate asserts on some inconsistent headers; a bad file must be an error, not a crash.
+    let parsed =
+        std::panic::catch_unwind(|| InMemNiftiObject::from_reader(std::io::Cursor::new(&bytes)));
+    let obj = match parsed {
+        Ok(Ok(obj)) => obj,
+        Ok(Err(e)) => return Err(err(format!("cannot parse: {e}"))),
+        Err(_) => {
+            return Err(err(
+                "cannot parse: the header is inconsistent with the data".into(),
+            ))
+        }
+    };
+    let header = obj.header().clone();
+    let dims = spatial_dims(&header).map_err(&err)?;
+    let volumes = if header.dim[0] >= 4 {
+        header.dim[4].max(1) as usize
+    } else {
+        1
+    };
+    let index = index.unwrap_or(0);
+    if index >= volumes {
+        return Err(err(format!(
+            "volume {index} asked for, but the file has {volumes} (expected 0..{volumes})"
+        )));
+    }
+    let array = obj
+        .into_volume()
+        .into_ndarray::<f32>()
+        .map_err(|e| err(format!("cannot read the voxels: {e}")))?;
+    let n = dims.iter().product::<usize>();
+    let all = array
+        .as_slice_memory_order()
+        .ok_or_else(|| err("voxels are not contiguous".into()))?;
+    let data = all
+        .get(index * n..(index + 1) * n)
+        .ok_or_else(|| {
+            err(format!(
+                "file holds {} voxels, expected at least {}",
+                all.len(),
+                (index + 1) * n
+            ))
+        })?
+        .to_vec();
+    if data.iter().any(|v| !v.is_finite()) {
+        return Err(err("voxels include NaN or infinite values".into()));
+    }
+    let affine = affine(&header, dims).map_err(&err)?;
+    let spacing = std::array::from_fn(|a| {
+        let len = (0..3).map(|r| affine[r][a].powi(2)).sum::<f64>().sqrt();
+        if len > 0.0 {
+            len
+        } else {
+            1.0
+        }
+    });
+    let mut meta = VolumeMeta::new(ImageFormat::Nifti);
+    meta.source_dims = dims;
+    meta.orientation = axis_codes(&affine);
+    meta.pixel_spacing = Some([spacing[1], spacing[0]]);
+    meta.slice_spacing = Some(spacing[2]);
+    meta.frames = dims[2];
+    meta.volumes = volumes;
+    meta.volume_index = index;
+    let normal = [affine[0][2], affine[1][2], affine[2][2]];
+    meta.plane = plane_of_normal(normal);
+    Ok((
+        Volume {
+            dims,
+            spacing,
+            affine,
+            data,
+        },
+        meta,
+    ))
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, VolumeError> {
+    let raw = std::fs::read(path).map_err(|source| VolumeError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if !raw.starts_with(&[0x1f, 0x8b]) {
+        return Ok(raw);
+    }
+    let mut out = Vec::new();
+    flate2::read::MultiGzDecoder::new(&raw[..])
+        .read_to_end(&mut out)
+        .map_err(|e| VolumeError::Nifti {
+            path: path.to_path_buf(),
+            message: format!("cannot decompress the gzip stream: {e}"),
+        })?;
+    Ok(out)
+}
+
+fn spatial_dims(h: &NiftiHeader) -> Result<[usize; 3], String> {
+    let rank = h.dim[0] as usize;
+    if !(2..=7).contains(&rank) {
+        return Err(format!("dim[0] is {rank}; expected 2 to 7 dimensions"));
+    }
+    if rank > 4 && h.dim[5..=rank].iter().any(|&d| d > 1) {
+        return Err(format!(
+            "{rank}-D data with extra dimensions {:?}; expected a 3-D or 4-D volume",
+            &h.dim[5..=rank]
+        ));
+    }
+    let d = |i: usize| {
+        if i <= rank {
+            h.dim[i].max(1) as usize
+        } else {
+            1
+        }
+    };
+    Ok([d(1), d(2), d(3)])
+}
+
+/// The voxel-to-RAS affine: sform when set, else qform, else the voxel sizes alone (as nibabel does).
+fn affine(h: &NiftiHeader, dims: [usize; 3]) -> Result<[[f64; 4]; 3], String> {
+    if h.sform_code > 0 {
+        let rows = [h.srow_x, h.srow_y, h.srow_z].map(|r| r.map(f64::from));
+        if rows.iter().flatten().all(|v| v.is_finite()) && det3(&rows) != 0.0 {
+            return Ok(rows);
+        }
+    }
+    let pix = |i: usize| -> f64 {
+        let v = f64::from(h.pixdim[i]).abs();
+        if v > 0.0 && v.is_finite() {
+            v
+        } else {
+            1.0
+        }
+    };
+    if h.qform_code > 0 {
+        return Ok(qform(h, [pix(1), pix(2), pix(3)]));
+    }
+    // No orientation at all: nibabel's fallback, x flipped (radiological storage) and centred.
+    let s = [pix(1), pix(2), pix(3)];
+    Ok([
+        [-s[0], 0.0, 0.0, (dims[0] as f64 - 1.0) / 2.0 * s[0]],
+        [0.0, s[1], 0.0, -(dims[1] as f64 - 1.0) / 2.0 * s[1]],
+        [0.0, 0.0, s[2], -(dims[2] as f64 - 1.0) / 2.0 * s[2]],
+    ])
+}
+
+fn qform(h: &NiftiHeader, s: [f64; 3]) -> [[f64; 4]; 3] {
+    let (b, c, d) = (
+        f64::from(h.quatern_b),
+        f64::from(h.quatern_c),
+        f64::from(h.quatern_d),
+    );
+    let a = (1.0 - (b * b + c * c + d * d)).max(0.0).sqrt();
+    let r = [
+        [
+            a * a + b * b - c * c - d * d,
+            2.0 * (b * c - a * d),
+            2.0 * (b * d + a * c),
+        ],
+        [
+            2.0 * (b * c + a * d),
+            a * a + c * c - b * b - d * d,
+            2.0 * (c * d - a * b),
+        ],
+        [
+            2.0 * (b * d - a * c),
+            2.0 * (c * d + a * b),
+            a * a + d * d - b * b - c * c,
+        ],
+    ];
+    let qfac = if h.pixdim[0] < 0.0 { -1.0 } else { 1.0 };
+    let scale = [s[0], s[1], s[2] * qfac];
+    let offset = [h.quatern_x, h.quatern_y, h.quatern_z].map(f64::from);
+    std::array::from_fn(|row| {
+        [
+            r[row][0] * scale[0],
+            r[row][1] * scale[1],
+            r[row][2] * scale[2],
+            offset[row],
+        ]
+    })
+}
+
+fn det3(m: &[[f64; 4]; 3]) -> f64 {
+    m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+        - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+        + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
+}
