@@ -36,7 +36,25 @@ struct Frames {
 /// Loads one DICOM file, or the series in a directory (`series` picks one when the directory holds several: a
 /// 1-based number from the listing, or a series description).
 pub fn load(path: &Path, series: Option<&str>) -> Result<(Volume, VolumeMeta), VolumeError> {
-    let (files, skipped) = open_all(path)?;
+    let (group, mut meta) = chosen_series(path, series, false)?;
+    let volume = assemble(path, group, &mut meta)?;
+    Ok((volume, meta))
+}
+
+/// What the headers say, without decoding any pixels.
+pub fn describe(path: &Path, series: Option<&str>) -> Result<VolumeMeta, VolumeError> {
+    let (group, mut meta) = chosen_series(path, series, true)?;
+    meta.frames = group.iter().map(|f| f.positions.len()).sum();
+    meta.source_dims = [group[0].cols, group[0].rows, meta.frames];
+    Ok(meta)
+}
+
+fn chosen_series(
+    path: &Path,
+    series: Option<&str>,
+    headers_only: bool,
+) -> Result<(Vec<Frames>, VolumeMeta), VolumeError> {
+    let (files, skipped) = open_all(path, headers_only)?;
     let groups = group_series(files);
     let summaries: Vec<SeriesSummary> = groups.iter().map(|g| summary(g)).collect();
     let chosen = choose_series(path, &summaries, series)?;
@@ -48,16 +66,17 @@ pub fn load(path: &Path, series: Option<&str>) -> Result<(Volume, VolumeMeta), V
     meta.series = summaries;
     meta.chosen_series = chosen;
     meta.skipped_files = skipped;
-    let volume = assemble(path, group, &mut meta)?;
-    Ok((volume, meta))
+    Ok((group, meta))
 }
 
-fn open_all(path: &Path) -> Result<(Vec<Frames>, usize), VolumeError> {
+fn open_all(path: &Path, headers_only: bool) -> Result<(Vec<Frames>, usize), VolumeError> {
     if !path.is_dir() {
-        let obj = open(path)?;
+        let obj = open(path, headers_only)?;
         let frames = frames_of(path.to_path_buf(), obj).ok_or_else(|| VolumeError::Dicom {
             path: path.to_path_buf(),
-            message: "the file holds no pixel data (PixelData (7FE0,0010) is missing)".into(),
+            message:
+                "the file holds no image (Rows and Columns are missing); expected a DICOM image"
+                    .into(),
         })?;
         return Ok((vec![frames], 0));
     }
@@ -69,7 +88,7 @@ fn open_all(path: &Path) -> Result<(Vec<Frames>, usize), VolumeError> {
             if !bytes_look_like_dicom {
                 return Ok(None);
             }
-            Ok(frames_of(p.clone(), open(p)?))
+            Ok(frames_of(p.clone(), open(p, headers_only)?))
         })
         .collect::<Result<_, VolumeError>>()?;
     let skipped = opened.iter().filter(|f| f.is_none()).count();
@@ -100,17 +119,20 @@ fn list_files(dir: &Path) -> Result<Vec<PathBuf>, VolumeError> {
     Ok(files)
 }
 
-fn open(path: &Path) -> Result<DefaultDicomObject, VolumeError> {
-    OpenFileOptions::new()
-        .open_file(path)
-        .map_err(|e| VolumeError::Dicom {
-            path: path.to_path_buf(),
-            message: format!("cannot parse the DICOM file: {e}"),
-        })
+fn open(path: &Path, headers_only: bool) -> Result<DefaultDicomObject, VolumeError> {
+    let options = OpenFileOptions::new();
+    let options = if headers_only {
+        options.read_until(tags::PIXEL_DATA)
+    } else {
+        options
+    };
+    options.open_file(path).map_err(|e| VolumeError::Dicom {
+        path: path.to_path_buf(),
+        message: format!("cannot parse the DICOM file: {e}"),
+    })
 }
 
 fn frames_of(path: PathBuf, obj: DefaultDicomObject) -> Option<Frames> {
-    obj.element_opt(tags::PIXEL_DATA).ok().flatten()?;
     let rows = int(&obj, tags::ROWS)? as usize;
     let cols = int(&obj, tags::COLUMNS)? as usize;
     let n_frames = int(&obj, tags::NUMBER_OF_FRAMES).unwrap_or(1).max(1) as usize;
@@ -409,12 +431,27 @@ fn assemble(path: &Path, group: Vec<Frames>, meta: &mut VolumeMeta) -> Result<Vo
     // DICOM patient space is LPS; the volume's world is RAS, so x and y change sign.
     let affine = [lps[0].map(|v| -v), lps[1].map(|v| -v), lps[2]];
     meta.source_dims = [cols, rows, planes.len()];
+    let stack = meta.uneven_spacing.then(|| stack_positions(&planes, &n));
     Ok(Volume {
         dims: [cols, rows, planes.len()],
         spacing: [spacing_xy[1], spacing_xy[0], step],
         affine,
         data,
+        stack,
     })
+}
+
+/// Each slice's real RAS position along the world axis the slice normal runs along.
+fn stack_positions(planes: &[Plane], n: &[f64; 3]) -> (usize, Vec<f64>) {
+    let w = (0..3)
+        .max_by(|&a, &b| n[a].abs().total_cmp(&n[b].abs()))
+        .unwrap_or(2);
+    let sign = if w < 2 { -1.0 } else { 1.0 };
+    let mm = planes
+        .iter()
+        .map(|p| p.origin.map(|o| o[w] * sign).unwrap_or(0.0))
+        .collect();
+    (2, mm)
 }
 
 fn decode(f: &Frames, n: &[f64; 3], monochrome1: bool) -> Result<Vec<Plane>, VolumeError> {

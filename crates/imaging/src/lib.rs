@@ -95,6 +95,21 @@ pub fn load_volume(path: &Path, opts: &RenderOptions) -> Result<(Volume, VolumeM
     Ok((volume, meta))
 }
 
+/// What a volume's headers say (modality, sequence, plane, spacing...), without decoding pixels: cheap enough
+/// for loading a suite.
+pub fn describe_volume(path: &Path, opts: &RenderOptions) -> Result<VolumeMeta, VolumeError> {
+    let meta = if path.is_dir() || sniff_file(path) == Some(ImageFormat::Dicom) {
+        dicom::describe(path, opts.series.as_deref())?
+    } else if sniff_file(path) == Some(ImageFormat::Nifti) {
+        nifti::describe(path)?
+    } else {
+        return Err(VolumeError::NotVolume {
+            path: path.to_path_buf(),
+        });
+    };
+    Ok(meta)
+}
+
 /// Whether a path is something [`load_volume`] reads: a directory, or a DICOM or NIfTI file.
 pub fn is_volume_path(path: &Path) -> bool {
     path.is_dir()

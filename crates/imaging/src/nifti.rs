@@ -69,33 +69,83 @@ pub fn load(path: &Path, index: Option<usize>) -> Result<(Volume, VolumeMeta), V
         return Err(err("voxels include NaN or infinite values".into()));
     }
     let affine = affine(&header, dims).map_err(&err)?;
-    let spacing = std::array::from_fn(|a| {
-        let len = (0..3).map(|r| affine[r][a].powi(2)).sum::<f64>().sqrt();
-        if len > 0.0 {
-            len
-        } else {
-            1.0
-        }
-    });
-    let mut meta = VolumeMeta::new(ImageFormat::Nifti);
-    meta.source_dims = dims;
-    meta.orientation = axis_codes(&affine);
-    meta.pixel_spacing = Some([spacing[1], spacing[0]]);
-    meta.slice_spacing = Some(spacing[2]);
-    meta.frames = dims[2];
-    meta.volumes = volumes;
-    meta.volume_index = index;
-    let normal = [affine[0][2], affine[1][2], affine[2][2]];
-    meta.plane = plane_of_normal(normal);
+    let spacing = spacing_of(&affine);
+    let meta = header_meta(&header, dims, &affine, index);
     Ok((
         Volume {
             dims,
             spacing,
             affine,
             data,
+            stack: None,
         },
         meta,
     ))
+}
+
+/// What the header says, without reading the voxels.
+pub fn describe(path: &Path) -> Result<VolumeMeta, VolumeError> {
+    let err = |message: String| VolumeError::Nifti {
+        path: path.to_path_buf(),
+        message,
+    };
+    let file = std::fs::File::open(path).map_err(|source| VolumeError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut head = Vec::with_capacity(348);
+    let mut gz_magic = [0u8; 2];
+    let is_gz = std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut gz_magic))
+        .is_ok()
+        && gz_magic == [0x1f, 0x8b];
+    let read = if is_gz {
+        flate2::read::MultiGzDecoder::new(file)
+            .take(348)
+            .read_to_end(&mut head)
+    } else {
+        file.take(348).read_to_end(&mut head)
+    };
+    read.map_err(|e| err(format!("cannot read the header: {e}")))?;
+    let header = NiftiHeader::from_reader(std::io::Cursor::new(&head))
+        .map_err(|e| err(format!("cannot parse the header: {e}")))?;
+    let dims = spatial_dims(&header).map_err(&err)?;
+    let affine = affine(&header, dims).map_err(&err)?;
+    Ok(header_meta(&header, dims, &affine, 0))
+}
+
+fn header_meta(
+    header: &NiftiHeader,
+    dims: [usize; 3],
+    affine: &[[f64; 4]; 3],
+    index: usize,
+) -> VolumeMeta {
+    let spacing = spacing_of(affine);
+    let mut meta = VolumeMeta::new(ImageFormat::Nifti);
+    meta.source_dims = dims;
+    meta.orientation = axis_codes(affine);
+    meta.pixel_spacing = Some([spacing[1], spacing[0]]);
+    meta.slice_spacing = Some(spacing[2]);
+    meta.frames = dims[2];
+    meta.volumes = if header.dim[0] >= 4 {
+        header.dim[4].max(1) as usize
+    } else {
+        1
+    };
+    meta.volume_index = index;
+    meta.plane = plane_of_normal([affine[0][2], affine[1][2], affine[2][2]]);
+    meta
+}
+
+fn spacing_of(affine: &[[f64; 4]; 3]) -> [f64; 3] {
+    std::array::from_fn(|a| {
+        let len = (0..3).map(|r| affine[r][a].powi(2)).sum::<f64>().sqrt();
+        if len > 0.0 {
+            len
+        } else {
+            1.0
+        }
+    })
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, VolumeError> {

@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RenderOptions {
-    pub view: View,
+    /// The plane to cut; by default the plane the scan was acquired in (axial when unknown).
+    pub view: Option<View>,
     /// Which slices; by default the middle one, or as many as the montage has cells.
     pub slices: Option<Slices>,
     pub window: Window,
@@ -31,7 +32,7 @@ impl RenderOptions {
     pub fn key(&self) -> String {
         format!(
             "view={};slices={};window={};layout={};max_side={};volume={};series={}",
-            self.view,
+            self.view.map(|v| v.to_string()).unwrap_or_default(),
             self.slices
                 .as_ref()
                 .map(ToString::to_string)
@@ -42,6 +43,13 @@ impl RenderOptions {
             self.volume.map(|v| v.to_string()).unwrap_or_default(),
             self.series.as_deref().unwrap_or_default(),
         )
+    }
+
+    /// The view to render: the one asked for, else the acquisition plane, else axial.
+    pub fn view_for(&self, meta: &crate::VolumeMeta) -> View {
+        self.view
+            .or_else(|| meta.plane.as_deref().and_then(|p| p.parse().ok()))
+            .unwrap_or_default()
     }
 
     /// The slices to show when none were named.

@@ -30,7 +30,8 @@ pub fn render(
     meta: &VolumeMeta,
     opts: &RenderOptions,
 ) -> Result<Vec<RenderedView>, String> {
-    let axis = opts.view.axis();
+    let view = opts.view_for(meta);
+    let axis = view.axis();
     let slices = pick_slices(volume, axis, &opts.slices_or_default())?;
     let (lo, hi) = window_range(volume, meta, &opts.window);
     let images: Vec<GrayImage> = slices
@@ -41,7 +42,7 @@ pub fn render(
         .iter()
         .map(|&n| position_text(volume, axis, n))
         .collect();
-    let view = opts.view.to_string();
+    let view = view.to_string();
     match opts.layout {
         Layout::Single => images
             .into_iter()
@@ -211,8 +212,24 @@ fn position_text(volume: &Volume, axis: usize, n: usize) -> String {
     format!("{letter} {mm:+.1} mm")
 }
 
+/// Cells narrower than this are enlarged (nearest neighbour) so that their labels do not hide them.
+const MIN_CELL: u32 = 128;
+
 fn montage(images: &[GrayImage], labels: &[String], rows: usize, cols: usize) -> GrayImage {
-    let (cw, ch) = images.first().map(|i| i.dimensions()).unwrap_or((1, 1));
+    let (w, h) = images.first().map(|i| i.dimensions()).unwrap_or((1, 1));
+    let zoom = MIN_CELL.div_ceil(w.max(1)).max(1);
+    let (cw, ch) = (w * zoom, h * zoom);
+    let zoomed: Vec<GrayImage>;
+    let images = if zoom > 1 {
+        let filter = image::imageops::FilterType::Nearest;
+        zoomed = images
+            .iter()
+            .map(|i| image::imageops::resize(i, cw, ch, filter))
+            .collect();
+        &zoomed
+    } else {
+        images
+    };
     let mut out = GrayImage::new(cw * cols as u32, ch * rows as u32);
     let scale = (cw / 160).clamp(1, 4);
     for (k, (img, label)) in images.iter().zip(labels).enumerate() {

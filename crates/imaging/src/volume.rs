@@ -13,6 +13,10 @@ pub struct Volume {
     /// Voxel index to RAS millimetres: `ras[r] = affine[r][0]*i + affine[r][1]*j + affine[r][2]*k + affine[r][3]`.
     pub affine: [[f64; 4]; 3],
     pub data: Vec<f32>,
+    /// Slices stacked at uneven distances (a DICOM series with gaps): the storage axis they were stacked along
+    /// and each slice's real position (mm) along the RAS axis that axis runs along. The affine then holds only
+    /// the median step, so positions come from here.
+    pub stack: Option<(usize, Vec<f64>)>,
 }
 
 /// A RAS world axis: 0 = left→right, 1 = posterior→anterior, 2 = inferior→superior.
@@ -72,21 +76,39 @@ impl Volume {
                 data.extend((0..dims[0]).map(|x| self.data[(row + step[0] * x as isize) as usize]));
             }
         }
+        let stack = self.stack.as_ref().map(|(axis, mm)| {
+            let w = (0..3).find(|&w| perm[w] == *axis).unwrap_or(*axis);
+            let mut mm = mm.clone();
+            if flip[w] {
+                mm.reverse();
+            }
+            (w, mm)
+        });
         Volume {
             dims,
             spacing,
             affine: reoriented_affine(&self.affine, old, perm, flip),
             data,
+            stack,
         }
     }
 
     /// World position (mm) of voxel index `n` along RAS axis `axis`, for a volume already in RAS order.
     pub fn position_mm(&self, axis: Axis, n: usize) -> f64 {
-        self.affine[axis][axis] * n as f64 + self.affine[axis][3]
+        match &self.stack {
+            Some((a, mm)) if *a == axis && n < mm.len() => mm[n],
+            _ => self.affine[axis][axis] * n as f64 + self.affine[axis][3],
+        }
     }
 
     /// The voxel index along `axis` nearest to world position `mm`, if inside the volume.
     pub fn index_at_mm(&self, axis: Axis, mm: f64) -> Option<usize> {
+        if let Some((_, list)) = self.stack.as_ref().filter(|(a, _)| *a == axis) {
+            let tolerance = self.spacing[axis] / 2.0 + 1e-6;
+            return (0..list.len())
+                .min_by(|&x, &y| (list[x] - mm).abs().total_cmp(&(list[y] - mm).abs()))
+                .filter(|&n| (list[n] - mm).abs() <= tolerance);
+        }
         let step = self.affine[axis][axis];
         if step == 0.0 {
             return None;
@@ -180,6 +202,7 @@ mod tests {
             spacing: [1.0, 2.0, 3.0],
             affine,
             data,
+            stack: None,
         }
     }
 
@@ -211,6 +234,7 @@ mod tests {
                 [3.0, 0.0, 0.0, 7.0],
             ],
             data,
+            stack: None,
         };
         let back = stored.to_ras();
         assert_eq!(back.dims, ras.dims);

@@ -31,8 +31,8 @@ pub enum PlanError {
         source: ImageError,
     },
     #[error(
-        "case {case}, image {image} ({source_desc}): {format} images cannot be sent to a model yet; \
-         expected PNG, JPEG, GIF or WebP (DICOM/NIfTI rendering is not implemented)"
+        "case {case}, image {image} ({source_desc}): {format} images cannot be sent to a model as they are; \
+         expected PNG, JPEG, GIF or WebP, or a volume (DICOM, NIfTI) given as a file path so it can be rendered"
     )]
     UnsupportedImageFormat {
         case: String,
@@ -50,6 +50,12 @@ pub enum PlanError {
         source_desc: String,
         expected: String,
         actual: String,
+    },
+    #[error("case {case}, image {image}: {message}")]
+    Volume {
+        case: String,
+        image: String,
+        message: String,
     },
     /// A caller asked for a turn the task does not have, or gave too few earlier answers.
     #[error("task {task}: {message}")]

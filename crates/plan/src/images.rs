@@ -3,7 +3,8 @@
 //! [`ImageCache`] keeps recently used images (bounded by bytes, least recently used evicted) so an image used by
 //! many tasks or samples is read and hashed once, and a content-hash index of weak references makes identical
 //! bytes from different sources share one allocation while anyone still holds them. Nothing else keeps image
-//! bytes alive: a plan holds only the images of the tasks its caller has not dropped yet.
+//! bytes alive: a plan holds only the images of the tasks its caller has not dropped yet. A volume becomes its
+//! rendered views (see [`crate::volumes`]), cached here by path and options like any other image.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use nmb_suite::Image;
 
 use crate::chat::ImagePart;
 use crate::error::PlanError;
+use crate::volumes::{effective_options, load_volume, RenderCache};
 
 /// Default bound on the bytes the cache keeps alive by itself.
 pub const DEFAULT_CACHE_BYTES: usize = 64 * 1024 * 1024;
@@ -24,6 +26,8 @@ pub struct LoadedImage {
     pub part: ImagePart,
     pub width: Option<u32>,
     pub height: Option<u32>,
+    /// For a view rendered from a volume: what it shows ("axial slice 45 (S +12.0 mm)").
+    pub view: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -32,10 +36,12 @@ enum SourceKey {
     /// Address and length of inline bytes. The entry pins that allocation, so the address cannot be reused
     /// for other bytes while the key exists.
     Inline(usize, usize),
+    /// A volume's path and its effective render options.
+    Volume(PathBuf, String),
 }
 
 struct Entry {
-    loaded: LoadedImage,
+    loaded: Vec<LoadedImage>,
     _pin: Option<Arc<[u8]>>,
     cost: usize,
     last_used: u64,
@@ -53,6 +59,8 @@ struct Inner {
 pub struct ImageCache {
     inner: Mutex<Inner>,
     cap_bytes: usize,
+    renders: Option<Arc<dyn RenderCache>>,
+    max_side: Option<u32>,
 }
 
 impl Default for ImageCache {
@@ -85,7 +93,21 @@ impl ImageCache {
         ImageCache {
             inner: Mutex::new(Inner::default()),
             cap_bytes,
+            renders: None,
+            max_side: None,
         }
+    }
+
+    /// Keeps volume renders in `renders` too, so another process (a re-run) finds them.
+    pub fn with_render_cache(mut self, renders: Arc<dyn RenderCache>) -> Self {
+        self.renders = Some(renders);
+        self
+    }
+
+    /// Caps the longest side of rendered views (the backend's own limit), unless a suite asks for less.
+    pub fn with_max_side(mut self, max_side: Option<u32>) -> Self {
+        self.max_side = max_side;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -99,18 +121,28 @@ impl ImageCache {
         self.lock().held
     }
 
-    /// Reads, checks and returns one image of a case. Only web formats (PNG, JPEG, GIF, WebP) are accepted.
-    pub fn load(&self, case_id: &str, image: &Image) -> Result<LoadedImage, PlanError> {
+    /// Reads, checks and returns the images one suite image becomes: itself for a web format (PNG, JPEG, GIF,
+    /// WebP), or the rendered views of a volume.
+    pub fn load(&self, case_id: &str, image: &Image) -> Result<Vec<LoadedImage>, PlanError> {
+        if let (Some(opts), Some(path)) = (&image.render, image.source.path()) {
+            let opts = effective_options(opts, self.max_side);
+            let key = SourceKey::Volume(path.to_path_buf(), opts.key());
+            if let Some(hit) = self.get(&key) {
+                return Ok(hit);
+            }
+            let views = load_volume(case_id, image, &opts, self.renders.as_deref())?;
+            return Ok(self.insert(key, image, views));
+        }
         let key = key_of(&image.source);
         if let Some(hit) = self.get(&key) {
             return check_expected(case_id, image, hit);
         }
         let loaded = read_image(case_id, image)?;
-        let loaded = self.insert(key, image, loaded);
+        let loaded = self.insert(key, image, vec![loaded]);
         check_expected(case_id, image, loaded)
     }
 
-    fn get(&self, key: &SourceKey) -> Option<LoadedImage> {
+    fn get(&self, key: &SourceKey) -> Option<Vec<LoadedImage>> {
         let mut inner = self.lock();
         inner.tick += 1;
         let tick = inner.tick;
@@ -119,24 +151,21 @@ impl ImageCache {
         Some(entry.loaded.clone())
     }
 
-    fn insert(&self, key: SourceKey, image: &Image, mut loaded: LoadedImage) -> LoadedImage {
+    fn insert(
+        &self,
+        key: SourceKey,
+        image: &Image,
+        mut loaded: Vec<LoadedImage>,
+    ) -> Vec<LoadedImage> {
         let mut inner = self.lock();
-        let shared = inner
-            .by_sha
-            .get(&loaded.part.sha256)
-            .and_then(Weak::upgrade);
-        match shared {
-            Some(bytes) => loaded.part.bytes = bytes,
-            None => {
-                let weak = Arc::downgrade(&loaded.part.bytes);
-                inner.by_sha.insert(loaded.part.sha256.clone(), weak);
-            }
+        for one in &mut loaded {
+            share_bytes(&mut inner, one);
         }
         let pin = match &image.source {
             ImageSource::Bytes(b) => Some(b.clone()),
             ImageSource::File(_) => None,
         };
-        let cost = loaded.part.bytes.len();
+        let cost = loaded.iter().map(|l| l.part.bytes.len()).sum();
         inner.tick += 1;
         let entry = Entry {
             loaded: loaded.clone(),
@@ -150,6 +179,21 @@ impl ImageCache {
         inner.held += cost;
         evict(&mut inner, self.cap_bytes);
         loaded
+    }
+}
+
+/// Identical bytes from different sources share one allocation while anyone holds them.
+fn share_bytes(inner: &mut Inner, loaded: &mut LoadedImage) {
+    let shared = inner
+        .by_sha
+        .get(&loaded.part.sha256)
+        .and_then(Weak::upgrade);
+    match shared {
+        Some(bytes) => loaded.part.bytes = bytes,
+        None => {
+            let weak = Arc::downgrade(&loaded.part.bytes);
+            inner.by_sha.insert(loaded.part.sha256.clone(), weak);
+        }
     }
 }
 
@@ -203,6 +247,7 @@ fn read_image(case_id: &str, image: &Image) -> Result<LoadedImage, PlanError> {
         },
         width: info.width,
         height: info.height,
+        view: None,
     })
 }
 
@@ -210,15 +255,19 @@ fn read_image(case_id: &str, image: &Image) -> Result<LoadedImage, PlanError> {
 fn check_expected(
     case_id: &str,
     image: &Image,
-    loaded: LoadedImage,
-) -> Result<LoadedImage, PlanError> {
+    loaded: Vec<LoadedImage>,
+) -> Result<Vec<LoadedImage>, PlanError> {
+    let actual = loaded
+        .first()
+        .map(|l| l.part.sha256.clone())
+        .unwrap_or_default();
     match &image.sha256 {
-        Some(expected) if *expected != loaded.part.sha256 => Err(PlanError::ImageChanged {
+        Some(expected) if *expected != actual => Err(PlanError::ImageChanged {
             case: case_id.to_string(),
             image: image.id.clone(),
             source_desc: image.source.describe(),
             expected: expected.clone(),
-            actual: loaded.part.sha256,
+            actual,
         }),
         _ => Ok(loaded),
     }

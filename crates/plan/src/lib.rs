@@ -74,6 +74,7 @@ pub mod output;
 mod plan;
 mod render;
 mod template;
+pub mod volumes;
 
 pub use chat::{messages_hash, GenParams, ImagePart, Message, OutputFormat, Part, Role};
 pub use error::PlanError;
@@ -83,3 +84,4 @@ pub use plan::{
     PlannedTurn, DEFAULT_ANSWER_LANGUAGE, DEFAULT_SAMPLES,
 };
 pub use template::{builtin_ids, template_hash, Template};
+pub use volumes::{CachedView, RenderCache};

@@ -596,7 +596,7 @@ fn image_ctx(images: &[(&Image, LoadedImage)], first_number: usize) -> Vec<Image
             number: first_number + index,
             marker: marker(index),
             id: clean(&image.id),
-            label: image.label().as_deref().map(clean),
+            label: view_label(image, loaded).as_deref().map(clean),
             modality: image.modality.map(|m| m.as_str()),
             sequence: image.sequence.map(|s| s.as_str()),
             plane: image.plane.map(|p| p.as_str()),
@@ -608,6 +608,28 @@ fn image_ctx(images: &[(&Image, LoadedImage)], first_number: usize) -> Vec<Image
         .collect()
 }
 
+/// The image's caption; for a view rendered from a volume, its caption (else modality and sequence) followed by
+/// what the view shows, which names the plane itself.
+fn view_label(image: &Image, loaded: &LoadedImage) -> Option<String> {
+    let Some(view) = &loaded.view else {
+        return image.label();
+    };
+    let head = image.caption.clone().or_else(|| {
+        let parts: Vec<String> = [
+            image.modality.map(|m| m.to_string()),
+            image.sequence.map(|s| s.to_string()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        (!parts.is_empty()).then(|| parts.join(" "))
+    });
+    Some(match head {
+        Some(head) => format!("{head}, {view}"),
+        None => view.clone(),
+    })
+}
+
 fn load_images<'i>(
     cache: &ImageCache,
     case: &Case,
@@ -617,10 +639,11 @@ fn load_images<'i>(
     if !mode.includes_images() {
         return Ok(Vec::new());
     }
-    images
-        .iter()
-        .map(|i| Ok((i, cache.load(&case.id, i)?)))
-        .collect()
+    let mut out = Vec::new();
+    for image in images {
+        out.extend(cache.load(&case.id, image)?.into_iter().map(|l| (image, l)));
+    }
+    Ok(out)
 }
 
 /// Renders one user message (or the system message) and splits it into parts.

@@ -135,6 +135,10 @@ impl Backend for AnthropicBackend {
     fn supports_images(&self) -> bool {
         true
     }
+    fn max_image_side(&self) -> Option<u32> {
+        // Anthropic resizes images whose long edge exceeds 1568 px.
+        Some(1568)
+    }
     fn complete<'a>(
         &'a self,
         req: &'a ChatRequest,

@@ -87,6 +87,11 @@ pub trait Backend: Send + Sync {
     fn supports_n(&self) -> bool;
     /// Whether image parts are sent; a text-only backend drops them and the run manifest must say so.
     fn supports_images(&self) -> bool;
+    /// The longest image side this API uses without shrinking it itself (`None`: no limit of its own). Volumes
+    /// are rendered no larger than this, so the size recorded is the size the model actually sees.
+    fn max_image_side(&self) -> Option<u32> {
+        None
+    }
     /// The most calls this backend can usefully run at once (`None`: no limit of its own). An in-process model
     /// that generates one answer at a time says 1, so the scheduler never queues calls inside it where they
     /// would wait out their timeout.

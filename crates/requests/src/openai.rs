@@ -119,6 +119,10 @@ impl Backend for OpenAiBackend {
     fn supports_images(&self) -> bool {
         true
     }
+    fn max_image_side(&self) -> Option<u32> {
+        // OpenAI fits high-detail images into 2048 x 2048.
+        Some(2048)
+    }
     fn complete<'a>(
         &'a self,
         req: &'a ChatRequest,

@@ -16,6 +16,7 @@ mod config;
 mod connect;
 mod progress;
 pub mod record;
+mod renders;
 mod sampling;
 mod task;
 
@@ -80,7 +81,11 @@ pub async fn evaluate(
     settings: EvalSettings,
     progress: Arc<Progress>,
 ) -> Result<RunOutcome, RunError> {
-    let cache = Arc::new(ImageCache::default());
+    let cache = Arc::new(
+        ImageCache::default()
+            .with_render_cache(Arc::new(renders::StoreRenders(store.clone())))
+            .with_max_side(backend.max_image_side()),
+    );
     let plan = Plan::new(suite, &settings.plan, cache)?;
     let manifest = config::manifest(suite, &settings, plan.samples(), backend.as_ref())?;
     let config_hash = config::config_hash(&manifest);

@@ -18,6 +18,7 @@ mod manifest;
 mod packed;
 mod query;
 mod records;
+mod renders;
 mod runs;
 mod schema;
 mod scores;
@@ -36,6 +37,7 @@ pub use records::{
     CachedResponse, CallRecord, ChoiceRecord, ErrorInfo, ImageInput, SampleState, SampleStatus,
     KNOWN_ERROR_CLASSES,
 };
+pub use renders::RenderView;
 pub use runs::{RunInfo, RunStatus};
 pub use schema::{latest_version, Migration, APPLICATION_ID, BUSY_TIMEOUT, MIGRATIONS};
 pub use scores::{SampleScoreRow, ScoreReportRecord};

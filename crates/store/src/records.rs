@@ -391,7 +391,7 @@ impl Store {
     }
 
     /// Runs `f` in an immediate transaction and commits it. `f` returns store errors; SQLite errors convert.
-    fn write<T>(
+    pub(crate) fn write<T>(
         &self,
         op: &'static str,
         f: impl FnOnce(&Transaction<'_>) -> Result<T, WriteError>,
@@ -408,7 +408,7 @@ impl Store {
         Ok(value)
     }
 
-    fn insert_image(
+    pub(crate) fn insert_image(
         &self,
         tx: &Transaction<'_>,
         image: &ImageInput<'_>,

@@ -41,6 +41,11 @@ pub const MIGRATIONS: &[Migration] = &[
         description: "prompt bodies may be zlib-compressed (BLOB)",
         sql: V3,
     },
+    Migration {
+        version: 4,
+        description: "volume renders: (source hash, options) -> the PNG views they gave",
+        sql: V4,
+    },
 ];
 
 /// The newest schema version this build writes.
@@ -160,6 +165,21 @@ CREATE INDEX turns_ok_by_key ON turns (cache_key) WHERE status = 'ok';
 /// on a body is a BLOB holding zlib-compressed JSON; bodies stored before stay plain JSON TEXT (readers take
 /// both, see `crate::packed`). `calls.raw` needs no change: it never had a JSON check, and takes either type.
 /// The column is copied, dropped and renamed because SQLite cannot relax a column's CHECK in place.
+const V4: &str = r#"
+-- One row per view of a rendered volume. The key hashes the source's content, the render options and the
+-- renderer version; the PNG itself is an ordinary row of images, stored once by its hash.
+CREATE TABLE renders (
+    render_key TEXT NOT NULL,
+    idx        INTEGER NOT NULL,
+    sha256     TEXT NOT NULL REFERENCES images (sha256),
+    width      INTEGER NOT NULL,
+    height     INTEGER NOT NULL,
+    label      TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    PRIMARY KEY (render_key, idx)
+);
+"#;
+
 const V3: &str = r#"
 ALTER TABLE prompts ADD COLUMN body_v3 BLOB;
 UPDATE prompts SET body_v3 = body;

@@ -26,6 +26,11 @@ pub fn image_hash(image: &Image) -> Result<String, SuiteError> {
     if let Some(h) = &image.sha256 {
         return Ok(h.clone());
     }
+    if image.render.is_some() {
+        if let Some(path) = image.source.path() {
+            return Ok(nmb_imaging::source_hash(path)?);
+        }
+    }
     let bytes = image.source.read()?;
     Ok(nmb_imaging::content_hash(&bytes))
 }
@@ -34,14 +39,19 @@ fn images_value(images: &[Image]) -> Result<Value, SuiteError> {
     images
         .iter()
         .map(|i| {
-            Ok(json!({
+            let mut value = json!({
                 "id": i.id,
                 "sha256": image_hash(i)?,
                 "modality": i.modality.map(|m| m.as_str()),
                 "sequence": i.sequence.map(|s| s.as_str()),
                 "plane": i.plane.map(|p| p.as_str()),
                 "caption": i.caption,
-            }))
+            });
+            // Only volumes carry the key, so the hashes of suites without volumes stay as they were.
+            if let Some(render) = &i.render {
+                value["render"] = json!(render.key());
+            }
+            Ok(value)
         })
         .collect::<Result<Vec<_>, SuiteError>>()
         .map(Value::Array)

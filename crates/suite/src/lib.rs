@@ -34,6 +34,8 @@ pub enum SuiteError {
     #[error("{0}")]
     Image(#[from] nmb_imaging::ImageError),
     #[error("{0}")]
+    Volume(#[from] nmb_imaging::VolumeError),
+    #[error("{0}")]
     Invalid(Problem),
     #[error("{0}")]
     Spec(String),

@@ -77,6 +77,9 @@ pub struct Image {
     pub sha256: Option<String>,
     /// The file an inline image was read from (a site file's data URL), so problems can name it.
     pub origin: Option<String>,
+    /// Set for a volume (a DICOM file or series directory, or a NIfTI file): how it becomes the images a model
+    /// sees. `None` for an ordinary image.
+    pub render: Option<nmb_imaging::RenderOptions>,
 }
 
 impl Image {
@@ -90,6 +93,7 @@ impl Image {
             caption: None,
             sha256: None,
             origin: None,
+            render: None,
         }
     }
 

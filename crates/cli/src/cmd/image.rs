@@ -51,9 +51,9 @@ pub struct RenderArgs {
     path: PathBuf,
     #[command(flatten)]
     pick: PickArgs,
-    /// axial, coronal or sagittal
-    #[arg(long, default_value = "axial")]
-    view: View,
+    /// axial, coronal or sagittal (default: the plane the scan was acquired in)
+    #[arg(long)]
+    view: Option<View>,
     /// mid, even:N, slice numbers (10,20,30) or a range in mm (mm:-20..40/5)
     #[arg(long)]
     slices: Option<Slices>,

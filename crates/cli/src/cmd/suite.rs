@@ -54,7 +54,8 @@ Examples:
   nmb suite show ../shared/formats/neural-medbench-site.example.json case_1 --answers answers.jsonl
   nmb suite show ../shared/data/vqa-rad/trainset.json synpic54610.jpg
 
-Images are described (format, size, dimensions, hash), never printed. Exit status: 0 when the case is
+Images are described (format, size, dimensions, hash), never printed. Volumes (DICOM, NIfTI) are rendered
+and their views listed; --views DIR writes those PNGs. Exit status: 0 when the case is
 shown, 1 when the suite cannot be loaded or has no such case, 2 on bad usage.";
 
 #[derive(Args)]
@@ -135,6 +136,9 @@ struct ShowArgs {
     /// The case to show, e.g. case_1
     #[arg(value_name = "CASE_ID")]
     case_id: String,
+    /// Also write the views rendered from the case's volumes (DICOM, NIfTI) into this directory, as PNG
+    #[arg(long, value_name = "DIR")]
+    views: Option<PathBuf>,
 }
 
 pub fn run(command: SuiteCommand) -> Result<ExitCode> {
@@ -317,7 +321,39 @@ fn show(args: ShowArgs) -> Result<ExitCode> {
         );
     };
     print!("{}", render_case(&suite.id, case));
+    if let Some(dir) = &args.views {
+        write_views(case, dir)?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes each volume's views as `IMAGE-NN.png` (image ids made file-safe).
+fn write_views(case: &Case, dir: &std::path::Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for image in &case.images {
+        let (Some(path), Some(opts)) = (image.source.path(), &image.render) else {
+            continue;
+        };
+        let (views, _) = nmb_imaging::render_path(path, opts)?;
+        let stem: String = image
+            .id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        for (n, view) in views.iter().enumerate() {
+            let file = dir.join(format!("{stem}-{:02}.png", n + 1));
+            std::fs::write(&file, &view.png)
+                .with_context(|| format!("cannot write {}", file.display()))?;
+            println!("view: {}", file.display());
+        }
+    }
+    Ok(())
 }
 
 fn render_case(suite_id: &str, case: &Case) -> String {
@@ -348,6 +384,9 @@ fn render_case(suite_id: &str, case: &Case) -> String {
 }
 
 fn render_image(pad: &str, i: usize, image: &Image) -> String {
+    if let Some(opts) = &image.render {
+        return render_volume(pad, i, image, opts);
+    }
     let info = match image
         .source
         .read()
@@ -377,6 +416,44 @@ fn render_image(pad: &str, i: usize, image: &Image) -> String {
         line += &format!("{pad}    {label}\n");
     }
     line
+}
+
+/// A volume with the views a model would receive (rendered now, so problems show here too).
+fn render_volume(pad: &str, i: usize, image: &Image, opts: &nmb_imaging::RenderOptions) -> String {
+    let mut out = format!(
+        "{pad}[{i}] {}: volume {}, render {}\n",
+        image.id,
+        image.source.describe(),
+        opts.key()
+    );
+    if let Some(label) = image.label() {
+        out += &format!("{pad}    {label}\n");
+    }
+    let Some(path) = image.source.path() else {
+        return out;
+    };
+    match nmb_imaging::render_path(path, opts) {
+        Ok((views, meta)) => {
+            let [c, r, s] = meta.source_dims;
+            out += &format!(
+                "{pad}    {} {c}x{r}x{s}, {} view(s):\n",
+                meta.format,
+                views.len()
+            );
+            for v in views {
+                let sha = nmb_imaging::content_hash(&v.png);
+                out += &format!(
+                    "{pad}      {} {}x{} png, sha256 {}…\n",
+                    v.label,
+                    v.width,
+                    v.height,
+                    &sha[..12]
+                );
+            }
+        }
+        Err(e) => out += &format!("{pad}    UNREADABLE: {e}\n"),
+    }
+    out
 }
 
 fn render_task(task: &Task) -> String {

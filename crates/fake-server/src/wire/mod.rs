@@ -54,6 +54,9 @@ pub enum ReceivedPart {
         mime: String,
         sha256: String,
         bytes: usize,
+        /// Dimensions of the decoded image (`None` when image hashing is off).
+        width: Option<u32>,
+        height: Option<u32>,
     },
     /// An image given by URL rather than inline data.
     ImageUrl {
@@ -292,15 +295,28 @@ fn image_part(mime: &str, data: &str, hash_images: bool) -> Result<ReceivedPart,
             mime: mime.to_string(),
             sha256: String::new(),
             bytes: data.len() / 4 * 3,
+            width: None,
+            height: None,
         });
     }
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(data.as_bytes())
         .map_err(|e| format!("image data is not valid base64: {e}"))?;
+    // A real API refuses an image that does not decode, or whose bytes are not the declared type.
+    let format = nmb_imaging::verify(&bytes).map_err(|e| format!("image does not decode: {e}"))?;
+    if format.mime() != mime {
+        return Err(format!(
+            "image declared {mime} but its bytes are {}",
+            format.mime()
+        ));
+    }
+    let info = nmb_imaging::inspect(&bytes).map_err(|e| format!("image does not decode: {e}"))?;
     Ok(ReceivedPart::Image {
         mime: mime.to_string(),
-        sha256: hex::encode(Sha256::digest(&bytes)),
+        sha256: info.sha256,
         bytes: bytes.len(),
+        width: info.width,
+        height: info.height,
     })
 }
 

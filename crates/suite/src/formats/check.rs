@@ -45,6 +45,9 @@ pub fn check_images(suite: &Suite) -> ImageReport {
 impl ImageReport {
     fn check(&mut self, case_id: &str, field: String, image: &Image) {
         self.images += 1;
+        if image.render.is_some() {
+            return self.check_volume(case_id, field, image);
+        }
         match verify_source(&image.source) {
             Ok(format) => *self.formats.entry(format.name().to_string()).or_default() += 1,
             Err(e) => {
@@ -59,6 +62,29 @@ impl ImageReport {
                     _ => e.to_string(),
                 };
                 let problem = Problem::error(file, message).case(case_id).field(field);
+                self.problems.push(problem);
+            }
+        }
+    }
+}
+
+impl ImageReport {
+    /// A volume is rendered in full, so an unsupported transfer syntax or a bad option shows up here.
+    fn check_volume(&mut self, case_id: &str, field: String, image: &Image) {
+        let (Some(path), Some(opts)) = (image.source.path(), &image.render) else {
+            return;
+        };
+        match nmb_imaging::render_path(path, opts) {
+            Ok((_, meta)) => {
+                *self
+                    .formats
+                    .entry(meta.format.name().to_string())
+                    .or_default() += 1
+            }
+            Err(e) => {
+                let problem = Problem::error(path.display().to_string(), e.to_string())
+                    .case(case_id)
+                    .field(field);
                 self.problems.push(problem);
             }
         }

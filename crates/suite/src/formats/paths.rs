@@ -45,6 +45,28 @@ pub(super) fn resolve(root: &Path, raw: &str) -> Result<PathBuf, String> {
     Ok(real)
 }
 
+/// Like [`resolve`], but a directory is accepted too (a DICOM series).
+pub(super) fn resolve_entry(root: &Path, raw: &str) -> Result<PathBuf, String> {
+    let joined = root.join(raw);
+    if !joined.is_dir() {
+        return resolve(root, raw);
+    }
+    let rel = Path::new(raw);
+    if rel.is_absolute() || rel.components().any(|c| c == Component::ParentDir) {
+        return resolve(root, raw);
+    }
+    let real = joined
+        .canonicalize()
+        .map_err(|e| format!("directory {} not found: {e}", joined.display()))?;
+    if !real.starts_with(root) {
+        return Err(format!(
+            "path {raw:?} escapes the suite directory through a symlink (resolves to {})",
+            real.display()
+        ));
+    }
+    Ok(real)
+}
+
 fn check_file(path: &Path) -> Result<(), String> {
     let meta =
         std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;

@@ -4,10 +4,14 @@
 //! `{case_id, language, images: [{path, modality, sequence, plane, caption}], ehr: {..in order..}, notes,
 //! metadata: {..}, tasks: [{id, family, level, question, options, turns: [{text, images, question}],
 //! reference: {..}, metadata}]}`. Image paths are relative to the directory and may not leave it; images are
-//! read when used, not at load time (only their metadata is checked here).
+//! read when used, not at load time (only their metadata is checked here). A path may also name a volume: a
+//! DICOM file, a directory holding a DICOM series, or a NIfTI file, with optional `render` options
+//! (`{view, slices, window, layout, max_side, volume, series}`); its headers fill an empty modality, sequence
+//! and plane.
 
 mod manifest;
 mod raw;
+mod volume;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -146,9 +150,10 @@ impl Builder {
         raw: RawImage,
         problems: &mut Vec<Problem>,
     ) -> Option<Image> {
-        let path = paths::resolve(&self.root, &raw.path)
+        let path = paths::resolve_entry(&self.root, &raw.path)
             .map_err(|msg| problems.push(loc.error(format!("{field}.path"), msg)))
             .ok()?;
+        let render = volume::render_options(loc, field, &path, raw.render, problems)?;
         let mut image = Image::new(
             raw.id.unwrap_or_else(|| raw.path.clone()),
             ImageSource::File(path),
@@ -157,6 +162,10 @@ impl Builder {
         image.sequence = parse_opt(loc, &format!("{field}.sequence"), raw.sequence, problems);
         image.plane = parse_opt(loc, &format!("{field}.plane"), raw.plane, problems);
         image.caption = raw.caption;
+        image.render = render;
+        if image.render.is_some() {
+            volume::fill_from_headers(loc, field, &mut image, problems);
+        }
         Some(image)
     }
 

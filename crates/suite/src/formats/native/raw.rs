@@ -34,6 +34,8 @@ pub(super) struct RawImage {
     pub sequence: Option<String>,
     pub plane: Option<String>,
     pub caption: Option<String>,
+    /// Render options for a volume (DICOM file or series directory, NIfTI file).
+    pub render: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
