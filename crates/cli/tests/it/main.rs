@@ -17,3 +17,4 @@ mod score_cli;
 mod secrets;
 mod suite_cli;
 mod text_only_server;
+mod volumes;

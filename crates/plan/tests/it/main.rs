@@ -4,3 +4,4 @@ mod common;
 mod plan;
 mod prompts;
 mod sample_suite;
+mod volumes;
