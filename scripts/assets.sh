@@ -15,6 +15,8 @@ need=()
 [ -f "$dest/pydicom/data/test_files/MR_small.dcm" ] || need+=(pydicom==3.0.2)
 [ -f "$dest/data_store/data/emri_small.dcm" ] || need+=(pydicom-data==1.0.0)
 [ -f "$dest/nibabel/tests/data/anatomical.nii" ] || need+=(nibabel==5.4.2)
+# nibabel imports `packaging`; only the imaging benchmark's Python side imports nibabel.
+[ -f "$dest/packaging/version.py" ] || need+=(packaging==25.0)
 if [ ${#need[@]} -gt 0 ]; then
   echo "assets: installing ${need[*]} into $dest" >&2
   python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$dest" --upgrade "${need[@]}"

@@ -364,7 +364,11 @@ struct Plane {
     pixels: Vec<f32>,
 }
 
-fn assemble(path: &Path, group: Vec<Frames>, meta: &mut VolumeMeta) -> Result<Volume, VolumeError> {
+fn assemble(
+    _path: &Path,
+    group: Vec<Frames>,
+    meta: &mut VolumeMeta,
+) -> Result<Volume, VolumeError> {
     let (rows, cols) = (group[0].rows, group[0].cols);
     if let Some(odd) = group.iter().find(|f| (f.rows, f.cols) != (rows, cols)) {
         return Err(VolumeError::Dicom {
@@ -407,7 +411,6 @@ fn assemble(path: &Path, group: Vec<Frames>, meta: &mut VolumeMeta) -> Result<Vo
     for p in &planes {
         data.extend_from_slice(&p.pixels);
     }
-    check_finite(path, &data)?;
     let lps = [
         [
             iop[0] * spacing_xy[1],
@@ -432,13 +435,14 @@ fn assemble(path: &Path, group: Vec<Frames>, meta: &mut VolumeMeta) -> Result<Vo
     let affine = [lps[0].map(|v| -v), lps[1].map(|v| -v), lps[2]];
     meta.source_dims = [cols, rows, planes.len()];
     let stack = meta.uneven_spacing.then(|| stack_positions(&planes, &n));
-    Ok(Volume {
-        dims: [cols, rows, planes.len()],
-        spacing: [spacing_xy[1], spacing_xy[0], step],
+    let mut volume = Volume::from_f32(
+        [cols, rows, planes.len()],
+        [spacing_xy[1], spacing_xy[0], step],
         affine,
         data,
-        stack,
-    })
+    );
+    volume.stack = stack;
+    Ok(volume)
 }
 
 /// Each slice's real RAS position along the world axis the slice normal runs along.
@@ -551,15 +555,4 @@ fn uneven(planes: &[Plane], step: f64) -> bool {
         (Some(a), Some(b)) => ((b - a) - step).abs() > 0.1 * step.max(0.01),
         _ => false,
     })
-}
-
-/// NaN pixels would turn into black (or white) after windowing with nothing said; refuse them instead.
-fn check_finite(path: &Path, data: &[f32]) -> Result<(), VolumeError> {
-    if data.iter().any(|v| !v.is_finite()) {
-        return Err(VolumeError::Dicom {
-            path: path.to_path_buf(),
-            message: "decoded pixels include NaN or infinite values".into(),
-        });
-    }
-    Ok(())
 }

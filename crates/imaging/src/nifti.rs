@@ -4,10 +4,10 @@
 use std::io::Read;
 use std::path::Path;
 
-use nifti::{InMemNiftiObject, IntoNdArray, NiftiHeader, NiftiObject};
+use nifti::NiftiHeader;
 
 use crate::meta::{axis_codes, plane_of_normal, VolumeMeta};
-use crate::volume::Volume;
+use crate::volume::{FileBytes, RawVoxels, Scalar, Volume, Voxels};
 use crate::{ImageFormat, VolumeError};
 
 /// Loads volume `index` (0 for a 3-D file) of a NIfTI file, gzipped or not (told apart by its bytes).
@@ -22,19 +22,8 @@ pub fn load(path: &Path, index: Option<usize>) -> Result<(Volume, VolumeMeta), V
             "NIfTI-2 files are not supported; expected NIfTI-1 (.nii or .nii.gz)".into(),
         ));
     }
-    // The nifti crate asserts on some inconsistent headers; a bad file must be an error, not a crash.
-    let parsed =
-        std::panic::catch_unwind(|| InMemNiftiObject::from_reader(std::io::Cursor::new(&bytes)));
-    let obj = match parsed {
-        Ok(Ok(obj)) => obj,
-        Ok(Err(e)) => return Err(err(format!("cannot parse: {e}"))),
-        Err(_) => {
-            return Err(err(
-                "cannot parse: the header is inconsistent with the data".into(),
-            ))
-        }
-    };
-    let header = obj.header().clone();
+    let header = NiftiHeader::from_reader(std::io::Cursor::new(&bytes[..]))
+        .map_err(|e| err(format!("cannot parse the header: {e}")))?;
     let dims = spatial_dims(&header).map_err(&err)?;
     let volumes = if header.dim[0] >= 4 {
         header.dim[4].max(1) as usize
@@ -47,40 +36,63 @@ pub fn load(path: &Path, index: Option<usize>) -> Result<(Volume, VolumeMeta), V
             "volume {index} asked for, but the file has {volumes} (expected 0..{volumes})"
         )));
     }
-    let array = obj
-        .into_volume()
-        .into_ndarray::<f32>()
-        .map_err(|e| err(format!("cannot read the voxels: {e}")))?;
+    let scalar = scalar_of(header.datatype).map_err(&err)?;
     let n = dims.iter().product::<usize>();
-    let all = array
-        .as_slice_memory_order()
-        .ok_or_else(|| err("voxels are not contiguous".into()))?;
-    let data = all
-        .get(index * n..(index + 1) * n)
-        .ok_or_else(|| {
-            err(format!(
-                "file holds {} voxels, expected at least {}",
-                all.len(),
-                (index + 1) * n
-            ))
-        })?
-        .to_vec();
-    if data.iter().any(|v| !v.is_finite()) {
-        return Err(err("voxels include NaN or infinite values".into()));
+    let vox_offset = header.vox_offset.max(352.0) as usize;
+    let start = vox_offset + index * n * scalar.size();
+    let needed = vox_offset + volumes * n * scalar.size();
+    if bytes.len() < needed {
+        return Err(err(format!(
+            "the file holds {} bytes, but its header describes {needed} ({volumes} volume(s) of {}x{}x{} {:?} \
+             voxels after {vox_offset} header bytes); expected a complete file",
+            bytes.len(),
+            dims[0],
+            dims[1],
+            dims[2],
+            scalar
+        )));
     }
     let affine = affine(&header, dims).map_err(&err)?;
     let spacing = spacing_of(&affine);
     let meta = header_meta(&header, dims, &affine, index);
-    Ok((
-        Volume {
-            dims,
-            spacing,
-            affine,
-            data,
-            stack: None,
+    let voxels = Voxels::Raw(RawVoxels {
+        bytes,
+        start,
+        scalar,
+        big_endian: header.endianness == nifti::Endianness::Big,
+        slope: if header.scl_slope.is_finite() {
+            header.scl_slope
+        } else {
+            0.0
         },
-        meta,
-    ))
+        inter: if header.scl_inter.is_finite() {
+            header.scl_inter
+        } else {
+            0.0
+        },
+    });
+    Ok((Volume::over(dims, spacing, affine, voxels), meta))
+}
+
+fn scalar_of(datatype: i16) -> Result<Scalar, String> {
+    Ok(match datatype {
+        2 => Scalar::U8,
+        4 => Scalar::I16,
+        8 => Scalar::I32,
+        16 => Scalar::F32,
+        64 => Scalar::F64,
+        256 => Scalar::I8,
+        512 => Scalar::U16,
+        768 => Scalar::U32,
+        1024 => Scalar::I64,
+        1280 => Scalar::U64,
+        other => {
+            return Err(format!(
+                "datatype {other} is not supported; expected a scalar type (integers, float32 or float64), \
+                 not complex or RGB"
+            ))
+        }
+    })
 }
 
 /// What the header says, without reading the voxels.
@@ -148,14 +160,23 @@ fn spacing_of(affine: &[[f64; 4]; 3]) -> [f64; 3] {
     })
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, VolumeError> {
-    let raw = std::fs::read(path).map_err(|source| VolumeError::Read {
+fn read(path: &Path) -> Result<FileBytes, VolumeError> {
+    let read_err = |source| VolumeError::Read {
         path: path.to_path_buf(),
         source,
-    })?;
-    if !raw.starts_with(&[0x1f, 0x8b]) {
-        return Ok(raw);
+    };
+    let mut file = std::fs::File::open(path).map_err(read_err)?;
+    let mut magic = [0u8; 2];
+    let gz = file.read_exact(&mut magic).is_ok() && magic == [0x1f, 0x8b];
+    if !gz {
+        // SAFETY: the map is only read. Like ripgrep, nmb accepts that a file truncated by another process while
+        // it is being read can stop the process; the length was checked against the header when opened.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(read_err)?;
+        return Ok(FileBytes::Mapped(map));
     }
+    let mut raw = Vec::new();
+    std::io::Seek::rewind(&mut file).map_err(read_err)?;
+    file.read_to_end(&mut raw).map_err(read_err)?;
     let mut out = Vec::new();
     flate2::read::MultiGzDecoder::new(&raw[..])
         .read_to_end(&mut out)
@@ -163,7 +184,7 @@ fn read(path: &Path) -> Result<Vec<u8>, VolumeError> {
             path: path.to_path_buf(),
             message: format!("cannot decompress the gzip stream: {e}"),
         })?;
-    Ok(out)
+    Ok(FileBytes::Owned(out))
 }
 
 fn spatial_dims(h: &NiftiHeader) -> Result<[usize; 3], String> {

@@ -37,7 +37,7 @@ pub fn render(
     let images: Vec<GrayImage> = slices
         .iter()
         .map(|&n| slice_image(volume, axis, n, lo, hi))
-        .collect();
+        .collect::<Result<_, _>>()?;
     let positions: Vec<String> = slices
         .iter()
         .map(|&n| position_text(volume, axis, n))
@@ -163,8 +163,14 @@ fn grey(v: f32, lo: f32, hi: f32) -> u8 {
     (t * 255.0).round() as u8
 }
 
-/// Columns, rows, and the voxel index of image pixel (c, r), for each view (radiological convention).
-fn slice_image(volume: &Volume, axis: usize, n: usize, lo: f32, hi: f32) -> GrayImage {
+/// One slice as displayed (radiological convention), windowed to grey levels.
+fn slice_image(
+    volume: &Volume,
+    axis: usize,
+    n: usize,
+    lo: f32,
+    hi: f32,
+) -> Result<GrayImage, String> {
     let [nx, ny, nz] = volume.dims;
     let sp = volume.spacing;
     let (w, h, col_sp, row_sp) = match axis {
@@ -173,17 +179,24 @@ fn slice_image(volume: &Volume, axis: usize, n: usize, lo: f32, hi: f32) -> Gray
         _ => (ny, nz, sp[1], sp[2]),
     };
     let mut img = GrayImage::new(w as u32, h as u32);
-    for r in 0..h {
-        for c in 0..w {
-            let v = match axis {
-                2 => volume.at(nx - 1 - c, ny - 1 - r, n),
-                1 => volume.at(nx - 1 - c, n, nz - 1 - r),
-                _ => volume.at(n, ny - 1 - c, nz - 1 - r),
-            };
-            img.put_pixel(c as u32, r as u32, Luma([grey(v, lo, hi)]));
+    let mut line = vec![0.0f32; w];
+    for (r, out) in img.chunks_exact_mut(w).enumerate() {
+        // Each image row is one line of voxels walked backwards: right to left, or anterior to posterior.
+        let (from, along) = match axis {
+            2 => ([nx - 1, ny - 1 - r, n], 0),
+            1 => ([nx - 1, n, nz - 1 - r], 0),
+            _ => ([n, ny - 1, nz - 1 - r], 1),
+        };
+        volume.line(from, along, true, &mut line);
+        if line.iter().any(|v| !v.is_finite()) {
+            // Windowing would turn it into black or white with nothing said.
+            return Err(format!("slice {n} holds NaN or infinite values"));
+        }
+        for (px, v) in out.iter_mut().zip(&line) {
+            *px = grey(*v, lo, hi);
         }
     }
-    square_pixels(img, col_sp, row_sp)
+    Ok(square_pixels(img, col_sp, row_sp))
 }
 
 /// Stretches the finer-sampled direction's partner so that one pixel is the same distance both ways.

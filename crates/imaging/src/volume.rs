@@ -4,25 +4,195 @@
 //! permutes and flips the axes (never resamples) so that the voxel axes run Right, Anterior, Superior. After that
 //! "axial" means a slice across the third axis whatever the storage order was.
 
-/// A 3-D scalar volume. Voxel `(i, j, k)` is at `data[i + dims[0] * (j + dims[1] * k)]`.
-#[derive(Debug, Clone, PartialEq)]
+use std::sync::Arc;
+
+/// A 3-D scalar volume: a view (dimensions, strides) over voxels that may be shared with other views.
+///
+/// Reorienting ([`Volume::to_ras`]) only changes the view, never copies voxels, and a NIfTI file's voxels stay
+/// in their stored type until read: a render touches the slices it shows and a sample for the window, not the
+/// whole volume.
+#[derive(Debug, Clone)]
 pub struct Volume {
     pub dims: [usize; 3],
     /// Millimetres between neighbouring voxels along each voxel axis.
     pub spacing: [f64; 3],
     /// Voxel index to RAS millimetres: `ras[r] = affine[r][0]*i + affine[r][1]*j + affine[r][2]*k + affine[r][3]`.
     pub affine: [[f64; 4]; 3],
-    pub data: Vec<f32>,
-    /// Slices stacked at uneven distances (a DICOM series with gaps): the storage axis they were stacked along
+    voxels: Arc<Voxels>,
+    /// Storage index of voxel (i, j, k): `offset + i*strides[0] + j*strides[1] + k*strides[2]`.
+    strides: [isize; 3],
+    offset: isize,
+    /// Slices stacked at uneven distances (a DICOM series with gaps): the voxel axis they were stacked along
     /// and each slice's real position (mm) along the RAS axis that axis runs along. The affine then holds only
     /// the median step, so positions come from here.
     pub stack: Option<(usize, Vec<f64>)>,
+}
+
+/// Where voxel values live.
+#[derive(Debug)]
+pub enum Voxels {
+    /// Decoded values, x fastest.
+    F32(Vec<f32>),
+    /// A file's bytes, read on access.
+    Raw(RawVoxels),
+}
+
+/// A file's bytes: read into memory (a decompressed .nii.gz), or mapped (a plain .nii), so that a render reads
+/// only the pages it touches, as ripgrep maps large files.
+#[derive(Debug)]
+pub enum FileBytes {
+    Owned(Vec<u8>),
+    Mapped(memmap2::Mmap),
+}
+
+impl std::ops::Deref for FileBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            FileBytes::Owned(v) => v,
+            FileBytes::Mapped(m) => m,
+        }
+    }
+}
+
+/// Voxels as a file stores them: a scalar type, a byte order, and a linear scaling.
+#[derive(Debug)]
+pub struct RawVoxels {
+    pub bytes: FileBytes,
+    /// Byte offset of the first voxel.
+    pub start: usize,
+    pub scalar: Scalar,
+    pub big_endian: bool,
+    /// Value = stored * slope + inter (NIfTI's scl_slope / scl_inter; slope 0 means no scaling).
+    pub slope: f32,
+    pub inter: f32,
+}
+
+/// Stored voxel types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scalar {
+    U8,
+    I8,
+    U16,
+    I16,
+    U32,
+    I32,
+    U64,
+    I64,
+    F32,
+    F64,
+}
+
+impl Scalar {
+    pub fn size(self) -> usize {
+        match self {
+            Scalar::U8 | Scalar::I8 => 1,
+            Scalar::U16 | Scalar::I16 => 2,
+            Scalar::U32 | Scalar::I32 | Scalar::F32 => 4,
+            Scalar::U64 | Scalar::I64 | Scalar::F64 => 8,
+        }
+    }
+}
+
+impl RawVoxels {
+    fn get(&self, n: usize) -> f32 {
+        let mut one = [0.0];
+        self.fill(n as isize, 1, &mut one);
+        one[0]
+    }
+
+    /// `out[t]` = voxel `first + t * step`; the type is matched once per line, not per voxel.
+    fn fill(&self, first: isize, step: isize, out: &mut [f32]) {
+        let bytes: &[u8] = &self.bytes;
+        let big = self.big_endian;
+        let start = self.start as isize;
+        macro_rules! typed {
+            ($t:ty) => {{
+                const N: usize = std::mem::size_of::<$t>();
+                for (t, o) in out.iter_mut().enumerate() {
+                    let at = (start + (first + t as isize * step) * N as isize) as usize;
+                    let mut a = [0u8; N];
+                    a.copy_from_slice(&bytes[at..at + N]);
+                    let v = if big {
+                        <$t>::from_be_bytes(a)
+                    } else {
+                        <$t>::from_le_bytes(a)
+                    };
+                    *o = v as f32;
+                }
+            }};
+        }
+        match self.scalar {
+            Scalar::U8 => typed!(u8),
+            Scalar::I8 => typed!(i8),
+            Scalar::U16 => typed!(u16),
+            Scalar::I16 => typed!(i16),
+            Scalar::U32 => typed!(u32),
+            Scalar::I32 => typed!(i32),
+            Scalar::U64 => typed!(u64),
+            Scalar::I64 => typed!(i64),
+            Scalar::F32 => typed!(f32),
+            Scalar::F64 => typed!(f64),
+        }
+        if self.slope != 0.0 {
+            out.iter_mut()
+                .for_each(|v| *v = *v * self.slope + self.inter);
+        }
+    }
+}
+
+impl Voxels {
+    fn get(&self, n: usize) -> f32 {
+        match self {
+            Voxels::F32(v) => v[n],
+            Voxels::Raw(r) => r.get(n),
+        }
+    }
+
+    fn fill(&self, first: isize, step: isize, out: &mut [f32]) {
+        match self {
+            Voxels::F32(v) => {
+                for (t, o) in out.iter_mut().enumerate() {
+                    *o = v[(first + t as isize * step) as usize];
+                }
+            }
+            Voxels::Raw(r) => r.fill(first, step, out),
+        }
+    }
 }
 
 /// A RAS world axis: 0 = left→right, 1 = posterior→anterior, 2 = inferior→superior.
 pub type Axis = usize;
 
 impl Volume {
+    /// A volume over decoded values stored x fastest (`data.len()` must be the product of `dims`).
+    pub fn from_f32(
+        dims: [usize; 3],
+        spacing: [f64; 3],
+        affine: [[f64; 4]; 3],
+        data: Vec<f32>,
+    ) -> Volume {
+        Volume::over(dims, spacing, affine, Voxels::F32(data))
+    }
+
+    /// A volume over voxels stored x fastest, in whatever form.
+    pub fn over(
+        dims: [usize; 3],
+        spacing: [f64; 3],
+        affine: [[f64; 4]; 3],
+        voxels: Voxels,
+    ) -> Volume {
+        Volume {
+            dims,
+            spacing,
+            affine,
+            voxels: Arc::new(voxels),
+            strides: [1, dims[0] as isize, (dims[0] * dims[1]) as isize],
+            offset: 0,
+            stack: None,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.dims.iter().product()
     }
@@ -32,18 +202,32 @@ impl Volume {
     }
 
     pub fn at(&self, i: usize, j: usize, k: usize) -> f32 {
-        self.data[i + self.dims[0] * (j + self.dims[1] * k)]
+        let n = self.offset
+            + i as isize * self.strides[0]
+            + j as isize * self.strides[1]
+            + k as isize * self.strides[2];
+        self.voxels.get(n as usize)
+    }
+
+    /// Fills `out` with the values along voxel axis `axis` from voxel `from`, walking backwards when `reverse`.
+    pub fn line(&self, from: [usize; 3], axis: usize, reverse: bool, out: &mut [f32]) {
+        let first = self.offset
+            + from[0] as isize * self.strides[0]
+            + from[1] as isize * self.strides[1]
+            + from[2] as isize * self.strides[2];
+        let step = if reverse {
+            -self.strides[axis]
+        } else {
+            self.strides[axis]
+        };
+        self.voxels.fill(first, step, out);
     }
 
     /// The same voxels with axes permuted and flipped to the closest RAS orientation (as nibabel's
     /// `as_closest_canonical`). Oblique volumes are not resampled: each voxel axis goes to the world axis it runs
-    /// most nearly along.
+    /// most nearly along. Only the view changes; no voxel is copied.
     pub fn to_ras(&self) -> Volume {
         let (perm, flip) = closest_axes(&self.affine);
-        if perm == [0, 1, 2] && flip == [false; 3] {
-            return self.clone();
-        }
-        // new axis w takes old axis perm[w], reversed when flip[w].
         let old = self.dims;
         let dims = [old[perm[0]], old[perm[1]], old[perm[2]]];
         let spacing = [
@@ -51,31 +235,16 @@ impl Volume {
             self.spacing[perm[1]],
             self.spacing[perm[2]],
         ];
-        let old_stride = [1, old[0], old[0] * old[1]];
-        let step: [isize; 3] = std::array::from_fn(|w| {
-            let s = old_stride[perm[w]] as isize;
+        let mut offset = self.offset;
+        let strides: [isize; 3] = std::array::from_fn(|w| {
+            let s = self.strides[perm[w]];
             if flip[w] {
+                offset += (old[perm[w]] as isize - 1) * s;
                 -s
             } else {
                 s
             }
         });
-        let start: isize = (0..3)
-            .map(|w| {
-                if flip[w] {
-                    ((old[perm[w]] - 1) * old_stride[perm[w]]) as isize
-                } else {
-                    0
-                }
-            })
-            .sum();
-        let mut data = Vec::with_capacity(self.data.len());
-        for z in 0..dims[2] {
-            for y in 0..dims[1] {
-                let row = start + step[1] * y as isize + step[2] * z as isize;
-                data.extend((0..dims[0]).map(|x| self.data[(row + step[0] * x as isize) as usize]));
-            }
-        }
         let stack = self.stack.as_ref().map(|(axis, mm)| {
             let w = (0..3).find(|&w| perm[w] == *axis).unwrap_or(*axis);
             let mut mm = mm.clone();
@@ -88,7 +257,9 @@ impl Volume {
             dims,
             spacing,
             affine: reoriented_affine(&self.affine, old, perm, flip),
-            data,
+            voxels: self.voxels.clone(),
+            strides,
+            offset,
             stack,
         }
     }
@@ -117,24 +288,26 @@ impl Volume {
         (n >= 0.0 && (n as usize) < self.dims[axis]).then_some(n as usize)
     }
 
-    /// Sorted sample of values, for percentiles.
+    /// Percentiles of the volume's finite values, from about 200,000 voxels: whole rows of the stored order,
+    /// evenly spread, so that a mapped file is read in a few runs rather than page by page.
     pub fn percentiles(&self, ps: &[f64]) -> Vec<f32> {
-        let stride = (self.data.len() / 200_000).max(1);
-        let mut sample: Vec<f32> = self
-            .data
-            .iter()
-            .step_by(stride)
-            .copied()
-            .filter(|v| v.is_finite())
-            .collect();
+        let row = self.dims[0].max(1);
+        let rows = self.len() / row;
+        let every = (self.len() / 200_000).max(1);
+        let mut line = vec![0.0; row];
+        let mut sample: Vec<f32> = Vec::with_capacity(200_000 + row);
+        for r in (0..rows).step_by(every) {
+            self.voxels.fill((r * row) as isize, 1, &mut line);
+            sample.extend(line.iter().copied().filter(|v| v.is_finite()));
+        }
         if sample.is_empty() {
             return vec![0.0; ps.len()];
         }
-        sample.sort_by(f32::total_cmp);
+        let last = sample.len() - 1;
         ps.iter()
             .map(|p| {
-                let idx = ((p / 100.0) * (sample.len() - 1) as f64).round() as usize;
-                sample[idx.min(sample.len() - 1)]
+                let idx = (((p / 100.0) * last as f64).round() as usize).min(last);
+                *sample.select_nth_unstable_by(idx, f32::total_cmp).1
             })
             .collect()
     }
@@ -197,13 +370,7 @@ mod tests {
         let data = (0..dims.iter().product::<usize>())
             .map(|n| n as f32)
             .collect();
-        Volume {
-            dims,
-            spacing: [1.0, 2.0, 3.0],
-            affine,
-            data,
-            stack: None,
-        }
+        Volume::from_f32(dims, [1.0, 2.0, 3.0], affine, data)
     }
 
     #[test]
@@ -225,21 +392,25 @@ mod tests {
                 }
             }
         }
-        let stored = Volume {
-            dims: [2, 3, 4],
-            spacing: [3.0, 2.0, 1.0],
-            affine: [
+        let stored = Volume::from_f32(
+            [2, 3, 4],
+            [3.0, 2.0, 1.0],
+            [
                 [0.0, 0.0, -1.0, 1.0],
                 [0.0, 2.0, 0.0, 5.0],
                 [3.0, 0.0, 0.0, 7.0],
             ],
             data,
-            stack: None,
-        };
+        );
         let back = stored.to_ras();
         assert_eq!(back.dims, ras.dims);
         assert_eq!(back.spacing, ras.spacing);
-        assert_eq!(back.data, ras.data);
         assert_eq!(back.affine, ras.affine);
+        for (i, j, k) in
+            (0..4).flat_map(|i| (0..3).flat_map(move |j| (0..2).map(move |k| (i, j, k))))
+        {
+            assert_eq!(back.at(i, j, k), ras.at(i, j, k), "voxel ({i},{j},{k})");
+        }
+        assert_eq!(back.percentiles(&[0.0, 100.0]), vec![0.0, 23.0]);
     }
 }
