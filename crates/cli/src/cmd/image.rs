@@ -84,23 +84,32 @@ fn info(args: InfoArgs) -> Result<ExitCode> {
         volume: args.pick.volume,
         ..RenderOptions::default()
     };
-    let (volume, meta) = nmb_imaging::load_volume(&args.path, &opts)?;
-    let ras = volume.to_ras();
+    // Headers first, so that a file whose pixels cannot be decoded (JPEG-LS) is still described.
+    let headers = nmb_imaging::describe_volume(&args.path, &opts)?;
+    let (meta, ras, decode_error) = match nmb_imaging::load_volume(&args.path, &opts) {
+        Ok((volume, meta)) => (meta, Some(volume.to_ras()), None),
+        Err(e) => (headers, None, Some(e.to_string())),
+    };
     if args.json {
         let value = serde_json::json!({
             "path": args.path.display().to_string(),
             "meta": meta,
-            "dims_ras": ras.dims,
-            "spacing_ras_mm": ras.spacing,
+            "decodable": decode_error.is_none(),
+            "decode_error": decode_error,
+            "dims_ras": ras.as_ref().map(|r| r.dims),
+            "spacing_ras_mm": ras.as_ref().map(|r| r.spacing),
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        print_info(&args.path, &meta, &ras);
+        print_info(&args.path, &meta, ras.as_ref());
+        if let Some(e) = decode_error {
+            println!("  pixels:       cannot be decoded: {e}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_info(path: &std::path::Path, meta: &VolumeMeta, ras: &nmb_imaging::Volume) {
+fn print_info(path: &std::path::Path, meta: &VolumeMeta, ras: Option<&nmb_imaging::Volume>) {
     println!("{}: {}", path.display(), meta.format);
     if meta.series.len() > 1 || meta.skipped_files > 0 {
         for (i, s) in meta.series.iter().enumerate() {
@@ -113,9 +122,11 @@ fn print_info(path: &std::path::Path, meta: &VolumeMeta, ras: &nmb_imaging::Volu
     }
     let [c, r, s] = meta.source_dims;
     println!("  stored:       {c} x {r} x {s} ({})", meta.orientation);
-    let [x, y, z] = ras.dims;
-    let [sx, sy, sz] = ras.spacing;
-    println!("  as RAS:       {x} x {y} x {z} voxels of {sx:.3} x {sy:.3} x {sz:.3} mm");
+    if let Some(ras) = ras {
+        let [x, y, z] = ras.dims;
+        let [sx, sy, sz] = ras.spacing;
+        println!("  as RAS:       {x} x {y} x {z} voxels of {sx:.3} x {sy:.3} x {sz:.3} mm");
+    }
     if let Some([row, col]) = meta.pixel_spacing {
         println!("  pixel spacing {row:.3} x {col:.3} mm (row x column)");
     }

@@ -247,3 +247,73 @@ fn a_changed_render_option_makes_a_new_render_and_a_bad_one_is_named() {
         "{msg}"
     );
 }
+
+/// `nmb image info` describes every real file (even one whose pixels cannot be decoded), and `nmb image render`
+/// writes its views or refuses with the transfer syntax UID.
+#[test]
+fn image_info_and_render_work_on_every_real_file() {
+    let (Some(pydicom), Some(data), Some(nibabel)) = (
+        assets::pydicom_files(),
+        assets::pydicom_data_files(),
+        assets::nibabel_files(),
+    ) else {
+        return;
+    };
+    let mut paths: Vec<PathBuf> = [
+        "MR_small.dcm",
+        "MR_small_implicit.dcm",
+        "MR_small_bigendian.dcm",
+        "MR_small_RLE.dcm",
+        "MR_small_jpeg_ls_lossless.dcm",
+        "MR_small_jp2klossless.dcm",
+        "CT_small.dcm",
+        "dicomdirtests/77654033/CT2",
+    ]
+    .iter()
+    .map(|f| pydicom.join(f))
+    .collect();
+    paths.extend(
+        [
+            "emri_small.dcm",
+            "emri_small_RLE.dcm",
+            "emri_small_jpeg_ls_lossless.dcm",
+            "emri_small_jpeg_2k_lossless.dcm",
+        ]
+        .iter()
+        .map(|f| data.join(f)),
+    );
+    paths.extend(
+        ["anatomical.nii", "example4d.nii.gz"]
+            .iter()
+            .map(|f| nibabel.join(f)),
+    );
+    if let Some(dir) = assets::mricron_templates() {
+        paths.push(dir.join("ch2.nii.gz"));
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, path) in paths.iter().enumerate() {
+        let p = path.to_str().unwrap();
+        let info = json_of(&nmb(tmp.path(), &["image", "info", p, "--json"]));
+        assert!(
+            info["meta"]["source_dims"][0].as_u64().unwrap() > 0,
+            "{p}: {info}"
+        );
+        let out_dir = tmp.path().join(format!("views{i}"));
+        let out = nmb(
+            tmp.path(),
+            &["image", "render", p, "--out", out_dir.to_str().unwrap()],
+        );
+        if info["decodable"] == true {
+            assert!(out.status.success(), "{p}: {}", text(&out.stderr));
+            let png = std::fs::read(out_dir.join("view-01.png")).unwrap();
+            assert!(image::load_from_memory(&png).is_ok(), "{p}: a PNG");
+        } else {
+            assert!(!out.status.success());
+            assert!(
+                text(&out.stderr).contains("1.2.840.10008.1.2.4.80"),
+                "{p}: {}",
+                text(&out.stderr)
+            );
+        }
+    }
+}
