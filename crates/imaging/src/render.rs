@@ -12,7 +12,7 @@ use crate::volume::Volume;
 use crate::VolumeError;
 
 /// Bumped whenever the same options would give different pixels, so cached renders are not reused.
-pub const RENDERER_VERSION: u32 = 1;
+pub const RENDERER_VERSION: u32 = 2;
 
 /// One image a model receives.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,13 +43,14 @@ pub fn render(
         .map(|&n| position_text(volume, axis, n))
         .collect();
     let view = view.to_string();
+    let voxels = voxel_text(volume, meta);
     match opts.layout {
         Layout::Single => images
             .into_iter()
             .zip(&slices)
             .zip(&positions)
             .map(|((img, n), pos)| {
-                let label = format!("{view} slice {n} ({pos})");
+                let label = format!("{view} slice {n} ({pos}); {voxels}");
                 encode(fit(img, opts.max_side), label)
             })
             .collect(),
@@ -70,7 +71,7 @@ pub fn render(
             let first = positions.first().cloned().unwrap_or_default();
             let last = positions.last().cloned().unwrap_or_default();
             let label = format!(
-                "{view} montage {rows}x{cols}, slices {} to {} ({first} to {last})",
+                "{view} montage {rows}x{cols}, slices {} to {} ({first} to {last}); {voxels}",
                 slices.first().copied().unwrap_or(0),
                 slices.last().copied().unwrap_or(0)
             );
@@ -217,6 +218,16 @@ fn square_pixels(img: GrayImage, col_sp: f64, row_sp: f64) -> GrayImage {
         h.max(1),
         image::imageops::FilterType::Triangle,
     )
+}
+
+/// Voxel size, and the slice thickness where the file gives one that differs from the slice spacing.
+fn voxel_text(volume: &Volume, meta: &VolumeMeta) -> String {
+    let [x, y, z] = volume.spacing;
+    let mut text = format!("voxels {x:.2} x {y:.2} x {z:.2} mm");
+    if let Some(t) = meta.slice_thickness.filter(|t| (t - z).abs() > 0.01) {
+        text += &format!(", slices {t:.2} mm thick");
+    }
+    text
 }
 
 fn position_text(volume: &Volume, axis: usize, n: usize) -> String {

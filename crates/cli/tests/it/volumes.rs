@@ -288,7 +288,15 @@ fn image_info_and_render_work_on_every_real_file() {
             .map(|f| nibabel.join(f)),
     );
     if let Some(dir) = assets::mricron_templates() {
-        paths.push(dir.join("ch2.nii.gz"));
+        for atlas in [
+            "ch2.nii.gz",
+            "ch2bet.nii.gz",
+            "aal.nii.gz",
+            "brodmann.nii.gz",
+            "JHU-WhiteMatter-labels-1mm.nii.gz",
+        ] {
+            paths.push(dir.join(atlas));
+        }
     }
     let tmp = tempfile::tempdir().unwrap();
     for (i, path) in paths.iter().enumerate() {
