@@ -126,16 +126,34 @@ fn open(path: &Path, headers_only: bool) -> Result<DefaultDicomObject, VolumeErr
     } else {
         options
     };
-    options.open_file(path).map_err(|e| VolumeError::Dicom {
+    let error = |message: String| VolumeError::Dicom {
         path: path.to_path_buf(),
-        message: format!("cannot parse the DICOM file: {e}"),
+        message: format!("cannot parse the DICOM file: {message}"),
+    };
+    guard(|| options.open_file(path))
+        .map_err(error)?
+        .map_err(|e| error(e.to_string()))
+}
+
+/// Runs third-party parsing or decoding, turning a panic inside it into an error message.
+fn guard<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "no message".into());
+        format!("the decoder failed on malformed data ({what})")
     })
 }
 
 fn frames_of(path: PathBuf, obj: DefaultDicomObject) -> Option<Frames> {
     let rows = int(&obj, tags::ROWS)? as usize;
     let cols = int(&obj, tags::COLUMNS)? as usize;
-    let n_frames = int(&obj, tags::NUMBER_OF_FRAMES).unwrap_or(1).max(1) as usize;
+    // A corrupt NumberOfFrames must not size an allocation; the decoder's own count is checked later.
+    let n_frames = int(&obj, tags::NUMBER_OF_FRAMES)
+        .unwrap_or(1)
+        .clamp(1, 100_000) as usize;
     let shared = first_item(&obj, tags::SHARED_FUNCTIONAL_GROUPS_SEQUENCE);
     let per_frame = obj
         .element_opt(tags::PER_FRAME_FUNCTIONAL_GROUPS_SEQUENCE)
@@ -370,6 +388,14 @@ fn assemble(
     meta: &mut VolumeMeta,
 ) -> Result<Volume, VolumeError> {
     let (rows, cols) = (group[0].rows, group[0].cols);
+    if rows == 0 || cols == 0 {
+        return Err(VolumeError::Dicom {
+            path: group[0].path.clone(),
+            message: format!(
+                "Rows x Columns is {rows} x {cols}; expected an image of at least 1 x 1"
+            ),
+        });
+    }
     if let Some(odd) = group.iter().find(|f| (f.rows, f.cols) != (rows, cols)) {
         return Err(VolumeError::Dicom {
             path: odd.path.clone(),
@@ -469,12 +495,13 @@ fn decode(f: &Frames, n: &[f64; 3], monochrome1: bool) -> Result<Vec<Plane>, Vol
         uid: uid.clone(),
         message,
     };
-    let decoded = f
-        .obj
-        .decode_pixel_data()
+    // dicom-rs's decoders can index out of bounds on truncated fragments (RLE in 0.10.1): bad data must be an
+    // error naming the file, not a crash.
+    let decoded = guard(|| f.obj.decode_pixel_data())
+        .map_err(ts_error)?
         .map_err(|e| ts_error(e.to_string()))?;
-    let values: Vec<f32> = decoded
-        .to_vec::<f32>()
+    let values: Vec<f32> = guard(|| decoded.to_vec::<f32>())
+        .map_err(ts_error)?
         .map_err(|e| ts_error(e.to_string()))?;
     let samples = decoded.samples_per_pixel() as usize;
     let interleaved =

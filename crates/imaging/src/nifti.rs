@@ -39,8 +39,16 @@ pub fn load(path: &Path, index: Option<usize>) -> Result<(Volume, VolumeMeta), V
     let scalar = scalar_of(header.datatype).map_err(&err)?;
     let n = dims.iter().product::<usize>();
     let vox_offset = header.vox_offset.max(352.0) as usize;
-    let start = vox_offset + index * n * scalar.size();
-    let needed = vox_offset + volumes * n * scalar.size();
+    let volume_bytes = n.checked_mul(scalar.size());
+    let sizes = volume_bytes.and_then(|v| Some((v.checked_mul(index)?, v.checked_mul(volumes)?)));
+    let Some((before, all)) = sizes.and_then(|(b, a)| Some((b, a.checked_add(vox_offset)?))) else {
+        return Err(err(format!(
+            "the header describes {volumes} volume(s) of {}x{}x{} voxels, more than can be addressed",
+            dims[0], dims[1], dims[2]
+        )));
+    };
+    let start = vox_offset + before;
+    let needed = all;
     if bytes.len() < needed {
         return Err(err(format!(
             "the file holds {} bytes, but its header describes {needed} ({volumes} volume(s) of {}x{}x{} {:?} \

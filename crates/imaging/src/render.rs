@@ -30,6 +30,9 @@ pub fn render(
     meta: &VolumeMeta,
     opts: &RenderOptions,
 ) -> Result<Vec<RenderedView>, String> {
+    if volume.is_empty() {
+        return Err(format!("the volume is empty ({:?} voxels)", volume.dims));
+    }
     let view = opts.view_for(meta);
     let axis = view.axis();
     let slices = pick_slices(volume, axis, &opts.slices_or_default())?;
@@ -208,16 +211,15 @@ fn square_pixels(img: GrayImage, col_sp: f64, row_sp: f64) -> GrayImage {
     }
     let (w, h) = img.dimensions();
     let (w, h) = if ratio > 1.0 {
-        (((w as f64) * ratio).round() as u32, h)
+        (f64::from(w) * ratio, f64::from(h))
     } else {
-        (w, ((h as f64) / ratio).round() as u32)
+        (f64::from(w), f64::from(h) / ratio)
     };
-    image::imageops::resize(
-        &img,
-        w.max(1),
-        h.max(1),
-        image::imageops::FilterType::Triangle,
-    )
+    // Absurd spacings in a header must not ask for a gigapixel image.
+    let shrink = (MAX_SIDE / w.max(h)).min(1.0);
+    let (w, h) = ((w * shrink).round() as u32, (h * shrink).round() as u32);
+    let filter = image::imageops::FilterType::Triangle;
+    image::imageops::resize(&img, w.max(1), h.max(1), filter)
 }
 
 /// Voxel size, and the slice thickness where the file gives one that differs from the slice spacing.
@@ -235,6 +237,9 @@ fn position_text(volume: &Volume, axis: usize, n: usize) -> String {
     let letter = ['R', 'A', 'S'][axis];
     format!("{letter} {mm:+.1} mm")
 }
+
+/// The longest side a single slice is stretched to, whatever the spacing says.
+const MAX_SIDE: f64 = 8192.0;
 
 /// Cells narrower than this are enlarged (nearest neighbour) so that their labels do not hide them.
 const MIN_CELL: u32 = 128;

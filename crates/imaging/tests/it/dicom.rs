@@ -301,3 +301,23 @@ fn headers_give_modality_plane_and_spacing_but_nothing_identifying() {
         );
     }
 }
+
+#[test]
+fn a_dicom_file_cut_anywhere_is_an_error_or_an_image_never_a_panic() {
+    let Some((files, data)) = files() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    for src in [
+        files.join("MR_small.dcm"),
+        data.join("emri_small_RLE.dcm"),
+        files.join("MR_small_jp2klossless.dcm"),
+    ] {
+        let bytes = std::fs::read(&src).unwrap();
+        for cut in (1..20).map(|k| bytes.len() * k / 20) {
+            let path = tmp.path().join(format!("cut{cut}.dcm"));
+            std::fs::write(&path, &bytes[..cut]).unwrap();
+            if let Err(e) = render_path(&path, &RenderOptions::default()) {
+                assert!(e.to_string().contains(&format!("cut{cut}.dcm")), "{e}");
+            }
+        }
+    }
+}

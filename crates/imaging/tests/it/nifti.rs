@@ -241,3 +241,29 @@ fn bad_options_and_files_name_the_file_and_what_was_expected() {
     .to_string();
     assert!(err.contains("NIfTI-2"), "{err}");
 }
+
+#[test]
+fn a_nifti_header_that_lies_is_an_error_not_a_panic() {
+    let Some(dir) = assets::nibabel_files() else {
+        return;
+    };
+    let src = std::fs::read(dir.join("anatomical.nii")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    // anatomical.nii is big-endian: dim[] at byte 40, vox_offset at 108, pixdim at 76.
+    let patches: [(usize, &[u8]); 5] = [
+        (42, &i16::MAX.to_be_bytes()),   // dim[1]
+        (48, &i16::MAX.to_be_bytes()),   // dim[4]: many volumes
+        (40, &9i16.to_be_bytes()),       // dim[0] out of range
+        (108, &1.0e30f32.to_be_bytes()), // vox_offset far past the end
+        (80, &f32::NAN.to_be_bytes()),   // pixdim[1]
+    ];
+    for (i, (at, value)) in patches.iter().enumerate() {
+        let mut bytes = src.clone();
+        bytes[*at..*at + value.len()].copy_from_slice(value);
+        let path = tmp.path().join(format!("lie{i}.nii"));
+        std::fs::write(&path, bytes).unwrap();
+        if let Err(e) = render_path(&path, &RenderOptions::default()) {
+            assert!(e.to_string().contains(&format!("lie{i}.nii")), "{e}");
+        }
+    }
+}
