@@ -384,7 +384,8 @@ pub fn decode(bytes: &[u8]) -> Result<image::DynamicImage, ImageError> {
         other => {
             return Err(ImageError::Decode {
                 format: other,
-                message: "decoding this format is not supported yet".into(),
+                message: "this is a volume format; it is read with load_volume and rendered, not decoded here"
+                    .into(),
             })
         }
     };
@@ -395,8 +396,8 @@ pub fn decode(bytes: &[u8]) -> Result<image::DynamicImage, ImageError> {
 }
 
 /// Checks that the bytes are a whole image: web and raster formats are decoded in full (a truncated or corrupt
-/// file fails here, not when a prompt is built); DICOM and NIfTI are recognised by their magic numbers only,
-/// since rendering volumes is not part of this crate yet.
+/// file fails here, not when a prompt is built). DICOM and NIfTI bytes are only recognised here: volumes are
+/// checked by rendering them ([`render_path`]), which needs their path (a series is a directory).
 pub fn verify(bytes: &[u8]) -> Result<ImageFormat, ImageError> {
     if bytes.is_empty() {
         return Err(ImageError::Empty);
