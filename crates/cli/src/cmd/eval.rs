@@ -304,7 +304,12 @@ pub fn run(args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
     }
     if let Some(dir) = &args.report {
         let html = write_report(&store, &outcome.run_id, scores, dir)?;
-        println!("report: {}", html.display());
+        // With --json, stdout holds the one JSON object and nothing else.
+        if args.json {
+            eprintln!("report: {}", html.display());
+        } else {
+            println!("report: {}", html.display());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -130,8 +130,10 @@ fn volumes_run_end_to_end_and_nothing_identifying_leaves_the_files() {
         .unwrap();
     let logs = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{logs}");
-    // With --report, a `report: PATH` line follows the JSON object.
-    let result: serde_json::Value = serde_json::from_str(logs.lines().next().unwrap()).unwrap();
+    // stdout is the JSON object alone; the report's path goes to stderr.
+    let result: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("stdout is one JSON object");
+    assert!(text(&out.stderr).contains("report: "), "{logs}");
     assert_eq!(result["summary"]["samples_ok"], 2, "{result}");
     assert_eq!(server.bad_requests(), 0, "every PNG decoded on the server");
 
