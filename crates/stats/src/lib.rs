@@ -14,7 +14,10 @@
 //! - agreement: [`pearson`], [`spearman`], [`cohen_kappa`], [`quadratic_kappa`], [`krippendorff_alpha`],
 //!   [`icc_2_1`], and [`agreement`] which adds a bootstrap CI over items to any of them;
 //! - [`corrected_pass_rate`] (Rogan–Gladen with a bootstrap CI);
-//! - [`model_rank_correlation`] and [`rank_correlation_over_items`] for the breadth-vs-depth view.
+//! - [`model_rank_correlation`] and [`rank_correlation_over_items`] for the breadth-vs-depth view;
+//! - classification with abstentions ([`classification`]: accuracy, balanced accuracy, macro/weighted F1,
+//!   per-class precision/recall/F1) and stated-confidence calibration ([`ece`], [`adaptive_ece`], [`brier`],
+//!   [`auroc`], [`reliability`]), each also with bootstrap intervals, for NeuroVLM-Bench's structured answers.
 //!
 //! Determinism: every random draw comes from a ChaCha8 stream keyed by the explicit `u64` seed in
 //! [`BootstrapConfig`]; the seed, level and resample count are written into every [`Estimate`]. Nothing iterates
@@ -22,6 +25,8 @@
 
 mod agreement;
 mod bootstrap;
+mod classify;
+mod confidence;
 mod passk;
 mod prevalence;
 mod proportion;
@@ -35,6 +40,12 @@ pub use agreement::{
 pub use bootstrap::{
     bootstrap, bootstrap_mean, paired_bootstrap, BootstrapConfig, Design, PairedComparison,
     DEFAULT_RESAMPLES, DEFAULT_SEED,
+};
+pub use classify::{
+    classification, classification_estimates, ClassMetrics, Classification, ClassificationEstimates,
+};
+pub use confidence::{
+    adaptive_ece, auroc, brier, calibration_estimates, ece, reliability, Bin, CalibrationEstimates,
 };
 pub use passk::{pass_at_k, top_k_hit};
 pub use prevalence::{corrected_pass_rate, rogan_gladen, CorrectedRate};

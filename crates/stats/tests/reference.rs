@@ -385,3 +385,152 @@ fn clustered_mcnemar_matches_the_reference() {
         assert_eq!(m.test, McNemarTest::ClusterAdjusted);
     }
 }
+
+fn classification_reference() -> Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/classification.json");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path} is not JSON: {e}"))
+}
+
+/// Classification with abstentions against scikit-learn (`fixtures/make_classification.py`).
+#[test]
+fn classification_matches_scikit_learn() {
+    let r = classification_reference();
+    for (i, c) in cases(&r, "classification").iter().enumerate() {
+        let classes = u(&c["classes"]) as usize;
+        let truth: Vec<usize> = c["truth"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| u(v) as usize)
+            .collect();
+        let pred: Vec<Option<usize>> = c["pred"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().map(|p| p as usize))
+            .collect();
+        let m = classification(&truth, &pred, classes).unwrap();
+        for (name, got) in [
+            ("accuracy", m.accuracy),
+            ("balanced_accuracy", m.balanced_accuracy),
+            ("macro_f1", m.macro_f1),
+            ("weighted_f1", m.weighted_f1),
+            ("abstention_rate", m.abstention_rate),
+        ] {
+            let want = f(&c[name]);
+            assert!(
+                (got - want).abs() <= ABS,
+                "case {i} {name}: {got} vs scikit-learn {want}"
+            );
+        }
+        for (k, pc) in m.per_class.iter().enumerate() {
+            assert!(
+                (pc.precision - f(&c["precision"][k])).abs() <= ABS,
+                "case {i} class {k} precision"
+            );
+            assert!(
+                (pc.recall - f(&c["recall"][k])).abs() <= ABS,
+                "case {i} class {k} recall"
+            );
+            assert!(
+                (pc.f1 - f(&c["f1"][k])).abs() <= ABS,
+                "case {i} class {k} f1"
+            );
+            assert_eq!(
+                pc.support,
+                u(&c["support"][k]),
+                "case {i} class {k} support"
+            );
+        }
+    }
+}
+
+/// ECE, adaptive ECE (by hand in NumPy), Brier and AUROC (scikit-learn) on the same answers.
+#[test]
+fn calibration_matches_scikit_learn_and_a_hand_computed_ece() {
+    let r = classification_reference();
+    for (i, c) in cases(&r, "calibration").iter().enumerate() {
+        let conf = floats(&c["conf"]);
+        let correct: Vec<bool> = c["correct"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_bool().unwrap())
+            .collect();
+        let close = |name: &str, got: f64| {
+            let want = f(&c[name]);
+            assert!(
+                (got - want).abs() <= ABS,
+                "case {i} {name}: {got} vs {want}"
+            );
+        };
+        close("ece", ece(&conf, &correct, 10).unwrap());
+        close("adaptive_ece", adaptive_ece(&conf, &correct, 10).unwrap());
+        close("brier", brier(&conf, &correct).unwrap());
+        match auroc(&conf, &correct).unwrap() {
+            Some(a) => close("auroc", a),
+            None => assert!(c["auroc"].is_null(), "case {i}: AUROC is defined"),
+        }
+        let counts: Vec<u64> = reliability(&conf, &correct, 10)
+            .unwrap()
+            .iter()
+            .map(|b| b.count as u64)
+            .collect();
+        let want: Vec<u64> = c["bin_counts"].as_array().unwrap().iter().map(u).collect();
+        assert_eq!(counts, want, "case {i} bin counts");
+    }
+}
+
+#[test]
+fn classification_and_calibration_intervals_cover_their_estimates() {
+    let r = classification_reference();
+    let c = &cases(&r, "classification")[1];
+    let truth: Vec<usize> = c["truth"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| u(v) as usize)
+        .collect();
+    let pred: Vec<Option<usize>> = c["pred"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().map(|p| p as usize))
+        .collect();
+    // Pairs of items share a case: the interval must resample cases, not items.
+    let clusters: Vec<Vec<usize>> = (0..truth.len())
+        .collect::<Vec<_>>()
+        .chunks(2)
+        .map(<[usize]>::to_vec)
+        .collect();
+    let cfg = BootstrapConfig {
+        resamples: 500,
+        ..BootstrapConfig::default()
+    };
+    let est =
+        classification_estimates(&truth, &pred, 5, &Design::Clusters(clusters), &cfg).unwrap();
+    for e in [
+        &est.accuracy,
+        &est.balanced_accuracy,
+        &est.macro_f1,
+        &est.weighted_f1,
+    ] {
+        assert!(
+            e.ci_low <= e.value && e.value <= e.ci_high && e.ci_high - e.ci_low > 0.0,
+            "{e:?}"
+        );
+    }
+    assert!((est.accuracy.value - f(&c["accuracy"])).abs() <= ABS);
+    let k = &cases(&r, "calibration")[1];
+    let conf = floats(&k["conf"]);
+    let correct: Vec<bool> = k["correct"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_bool().unwrap())
+        .collect();
+    let cal = calibration_estimates(&conf, &correct, 10, &Design::Units(conf.len()), &cfg).unwrap();
+    assert!((cal.brier.value - f(&k["brier"])).abs() <= ABS);
+    assert!(cal.auroc.is_some() && cal.bins.len() == 10);
+}
