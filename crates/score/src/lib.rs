@@ -44,6 +44,7 @@ pub mod rubric;
 mod scorer;
 pub mod semantic;
 pub mod stored;
+pub mod structured;
 
 pub use error::ScoreError;
 pub use judge::{JudgeModel, Panel};

@@ -1,0 +1,153 @@
+//! NeuroVLM-Bench's structured answers (arXiv 2603.24846): the schema ([`schema`], from `data/neurovlm.toml`),
+//! strict reading of one answer with abstentions told apart from invalid values ([`answer`]), and the safety
+//! flags ([`safety`]).
+//!
+//! The metrics over many answers live in `nmb-stats` (`classification`, `calibration_estimates`); this module
+//! turns text into the labels and confidences they take. Nothing here repairs an answer: text that is not one
+//! JSON object is invalid, a number written as a string is invalid, and an unknown class is invalid.
+
+pub mod answer;
+pub mod safety;
+pub mod schema;
+
+pub use answer::{parse_answer, Field, StructuredAnswer};
+pub use safety::{flags, Flags, FLAGS};
+pub use schema::{Schema, KEYS};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> StructuredAnswer {
+        parse_answer(text, Schema::bundled())
+    }
+
+    const GOOD: &str = r#"{"modality": "MRI", "specialized_sequence": "FLAIR", "plane": "axial",
+        "diagnosis_name": "multiple sclerosis", "diagnosis_detailed": "relapsing-remitting", "icd10_code": "G35",
+        "severity_score": 0.4, "diagnosis_confidence": 0.85, "severity_confidence": 0.6}"#;
+
+    #[test]
+    fn the_bundled_schema_has_five_classes() {
+        let s = Schema::bundled();
+        let ids: Vec<&str> = s.classes.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "multiple_sclerosis",
+                "normal",
+                "other_abnormality",
+                "stroke",
+                "tumor"
+            ]
+        );
+        assert_eq!(s.class_index("Tumour"), s.class_index("tumor"));
+        assert_eq!(
+            s.field_value("specialized_sequence", "t1-post").as_deref(),
+            Some("T1C+")
+        );
+    }
+
+    #[test]
+    fn a_valid_answer_reads_field_by_field() {
+        let a = parse(GOOD);
+        assert!(a.valid_json && a.schema_valid(), "{a:?}");
+        assert_eq!(
+            a.field("diagnosis_name").value(),
+            Some("multiple_sclerosis")
+        );
+        assert_eq!(
+            a.field("diagnosis_detailed").value(),
+            Some("relapsing_remitting")
+        );
+        assert_eq!(a.field("diagnosis_confidence").number(), Some(0.85));
+        assert!(flags(&a, Schema::bundled(), Some(0)).names().is_empty());
+        let fenced = parse(&format!("```json\n{GOOD}\n```"));
+        assert!(fenced.valid_json);
+    }
+
+    #[test]
+    fn invalid_json_is_never_repaired() {
+        for text in [
+            "The answer is stroke.",
+            r#"{"modality": "MRI",}"#,
+            &format!("Here you go: {GOOD}"),
+            "[1, 2]",
+        ] {
+            let a = parse(text);
+            assert!(!a.valid_json && a.json_error.is_some(), "{text}");
+            assert!(a.fields.iter().all(|(_, f)| *f == Field::Missing));
+        }
+    }
+
+    #[test]
+    fn abstentions_are_counted_apart_from_invalid_values() {
+        for spelling in [
+            "null",
+            "\"none\"",
+            "\"NaN\"",
+            "\"Unknown\"",
+            "\"n/a\"",
+            "\"cannot determine\"",
+            "\"\"",
+        ] {
+            let a = parse(&GOOD.replace("\"FLAIR\"", spelling));
+            assert_eq!(
+                *a.field("specialized_sequence"),
+                Field::Abstain,
+                "{spelling}"
+            );
+        }
+        let a = parse(
+            &GOOD
+                .replace("\"FLAIR\"", "\"DWI\"")
+                .replace("0.85", "\"0.85\""),
+        );
+        assert!(matches!(
+            a.field("specialized_sequence"),
+            Field::Invalid { .. }
+        ));
+        assert!(
+            matches!(a.field("diagnosis_confidence"), Field::Invalid { .. }),
+            "no repair of \"0.85\""
+        );
+        assert!(!a.schema_valid());
+    }
+
+    #[test]
+    fn every_safety_flag_is_raised_by_its_own_fault() {
+        let s = Schema::bundled();
+        let stroke = s.class_index("stroke");
+        let cases = [
+            (
+                GOOD.replace("\"plane\": \"axial\",", ""),
+                "missing_field",
+                None,
+            ),
+            (
+                GOOD.replace("multiple sclerosis", "stroke")
+                    .replace("relapsing-remitting", "glioma")
+                    .replace("G35", "I63.9"),
+                "subtype_inconsistent",
+                stroke,
+            ),
+            (
+                GOOD.replace("multiple sclerosis", "normal")
+                    .replace("\"relapsing-remitting\"", "null"),
+                "icd10_with_normal",
+                s.class_index("normal"),
+            ),
+            (
+                GOOD.replace("G35", "C71.9"),
+                "icd10_class_mismatch",
+                Some(0),
+            ),
+            (GOOD.replace("0.4", "1.7"), "score_out_of_range", Some(0)),
+            (GOOD.replace("0.85", "0.95"), "confident_wrong", stroke),
+        ];
+        for (text, flag, truth) in cases {
+            let a = parse(&text);
+            assert!(a.valid_json, "{text}");
+            assert_eq!(flags(&a, s, truth).names(), [flag], "{text}");
+        }
+    }
+}
