@@ -80,8 +80,8 @@ pub use chat::{messages_hash, GenParams, ImagePart, Message, OutputFormat, Part,
 pub use error::PlanError;
 pub use images::{ImageCache, LoadedImage, DEFAULT_CACHE_BYTES};
 pub use plan::{
-    conversation_for_turn, plan, InputMode, Plan, PlanOptions, PlanSummary, PlannedTask,
-    PlannedTurn, DEFAULT_ANSWER_LANGUAGE, DEFAULT_SAMPLES,
+    conversation_for_turn, plan, recorded_families, InputMode, Plan, PlanOptions, PlanSummary,
+    PlannedTask, PlannedTurn, DEFAULT_ANSWER_LANGUAGE, DEFAULT_SAMPLES,
 };
 pub use template::{builtin_ids, template_hash, Template};
 pub use volumes::{CachedView, RenderCache};

@@ -62,8 +62,50 @@ pub fn rationale_schema() -> Value {
     })
 }
 
-/// The output format a family asks the backend for: JSON with a schema for differential diagnosis and lesion
-/// recognition, text for everything else (rationales are prose; VQA and multiple choice are short answers).
+/// NeuroVLM-Bench's answer: nine keys, each nullable (null is an abstention). The allowed values are those of
+/// `nmb-score`'s `data/neurovlm.toml` (a test there checks they agree).
+pub fn structured_schema() -> Value {
+    let choice = |values: &[&str]| {
+        let mut values: Vec<Value> = values.iter().map(|v| json!(v)).collect();
+        values.push(Value::Null);
+        json!({"type": ["string", "null"], "enum": values})
+    };
+    let unit = json!({"type": ["number", "null"], "minimum": 0, "maximum": 1});
+    let text = json!({"type": ["string", "null"]});
+    json!({
+        "type": "object",
+        "properties": {
+            "modality": choice(STRUCTURED_MODALITIES),
+            "specialized_sequence": choice(STRUCTURED_SEQUENCES),
+            "plane": choice(STRUCTURED_PLANES),
+            "diagnosis_name": choice(STRUCTURED_CLASSES),
+            "diagnosis_detailed": text,
+            "icd10_code": text,
+            "severity_score": unit,
+            "diagnosis_confidence": unit,
+            "severity_confidence": unit,
+        },
+        "required": ["modality", "specialized_sequence", "plane", "diagnosis_name", "diagnosis_detailed",
+                     "icd10_code", "severity_score", "diagnosis_confidence", "severity_confidence"],
+        "additionalProperties": false
+    })
+}
+
+/// Allowed values of the structured answer's categorical keys.
+pub const STRUCTURED_MODALITIES: &[&str] = &["MRI", "CT"];
+pub const STRUCTURED_SEQUENCES: &[&str] = &["FLAIR", "T1", "T2", "T1C+"];
+pub const STRUCTURED_PLANES: &[&str] = &["axial", "sagittal", "coronal"];
+pub const STRUCTURED_CLASSES: &[&str] = &[
+    "multiple sclerosis",
+    "stroke",
+    "tumor",
+    "other abnormality",
+    "normal",
+];
+
+/// The output format a family asks the backend for: JSON with a schema for differential diagnosis, lesion
+/// recognition and NeuroVLM-Bench's structured answers, text for everything else (rationales are prose; VQA and
+/// multiple choice are short answers).
 pub fn output_format(family: Family) -> OutputFormat {
     match family {
         Family::Differential => OutputFormat::Json {
@@ -71,6 +113,9 @@ pub fn output_format(family: Family) -> OutputFormat {
         },
         Family::Lesion => OutputFormat::Json {
             schema: Some(lesion_schema()),
+        },
+        Family::Structured => OutputFormat::Json {
+            schema: Some(structured_schema()),
         },
         Family::Rationale | Family::ClosedVqa | Family::OpenVqa | Family::MultipleChoice => {
             OutputFormat::Text
@@ -87,5 +132,6 @@ pub fn schema_name(family: Family) -> &'static str {
         Family::ClosedVqa => "closed_answer",
         Family::OpenVqa => "open_answer",
         Family::MultipleChoice => "choice",
+        Family::Structured => "neurovlm_answer",
     }
 }

@@ -96,6 +96,17 @@ pub struct PlanOptions {
     pub answer_language: Option<String>,
 }
 
+/// The families whose templates a run manifest records: the six that existed before NeuroVLM-Bench's
+/// `structured` family, plus `structured` only when the suite has such tasks. A run without structured tasks
+/// so records exactly what earlier versions recorded, and its configuration hash (which resumes it) is unchanged.
+pub fn recorded_families(structured: bool) -> Vec<Family> {
+    Family::ALL
+        .iter()
+        .copied()
+        .filter(|f| structured || *f != Family::Structured)
+        .collect()
+}
+
 impl PlanOptions {
     /// The template used for a family: the family override, else the global override, else the built-in.
     pub fn template_for(&self, family: Family) -> Template {
@@ -106,10 +117,11 @@ impl PlanOptions {
             .unwrap_or_else(|| Template::default_for(family))
     }
 
-    /// One hash for the run manifest: over every family's template id and hash, in family order.
-    pub fn templates_hash(&self) -> String {
+    /// One hash for the run manifest: over the template id and hash of each family of
+    /// [`recorded_families`], in family order.
+    pub fn templates_hash(&self, structured: bool) -> String {
         let mut h = Sha256::new();
-        for f in Family::ALL {
+        for f in &recorded_families(structured) {
             let t = self.template_for(*f);
             h.update(format!("{}\0{}\0{}\n", f.as_str(), t.id(), t.hash()).as_bytes());
         }

@@ -57,6 +57,11 @@ const BUILTINS: &[Builtin] = &[
         version: "1",
         source: include_str!("../templates/breadth-mcq-v1.jinja"),
     },
+    Builtin {
+        id: "neurovlm-v1",
+        version: "1",
+        source: include_str!("../templates/neurovlm-v1.jinja"),
+    },
 ];
 
 /// Ids of the templates compiled into nmb.
@@ -94,7 +99,8 @@ impl Template {
         })
     }
 
-    /// A built-in template by id (`depth-v1`, `breadth-closed-v1`, `breadth-open-v1`, `breadth-mcq-v1`).
+    /// A built-in template by id (`depth-v1`, `breadth-closed-v1`, `breadth-open-v1`, `breadth-mcq-v1`,
+    /// `neurovlm-v1`).
     pub fn builtin(id: &str) -> Option<Template> {
         let b = BUILTINS.iter().find(|b| b.id == id)?;
         Some(Template {
@@ -112,6 +118,7 @@ impl Template {
             Family::ClosedVqa => "breadth-closed-v1",
             Family::OpenVqa => "breadth-open-v1",
             Family::MultipleChoice => "breadth-mcq-v1",
+            Family::Structured => "neurovlm-v1",
         };
         // The ids above are all in BUILTINS; a unit test checks it, so the fallback is unreachable in practice.
         Template::builtin(id).unwrap_or_else(|| Template {

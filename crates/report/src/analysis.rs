@@ -184,7 +184,7 @@ fn two_axis(runs: &[RunData], cfg: &BootstrapConfig) -> Option<TwoAxis> {
         for s in scores
             .samples
             .iter()
-            .filter(|s| !s.family.is_depth() && s.status.is_scored())
+            .filter(|s| s.family.is_breadth() && s.status.is_scored())
         {
             breadth
                 .values

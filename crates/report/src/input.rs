@@ -82,7 +82,7 @@ impl RunData {
         self.scores
             .iter()
             .flat_map(|s| &s.samples)
-            .any(|s| !s.family.is_depth())
+            .any(|s| s.family.is_breadth())
     }
 
     pub fn has_depth(&self) -> bool {

@@ -83,6 +83,7 @@ pub(crate) fn manifest(
             dropped.push(note);
         }
     }
+    let structured = suite.tasks().any(|(_, t)| t.family == Family::Structured);
     Ok(Manifest {
         nmb_version: env!("CARGO_PKG_VERSION").to_string(),
         suite_id: suite.id.clone(),
@@ -92,8 +93,8 @@ pub(crate) fn manifest(
         suite_source: settings.suite_source.clone(),
         limit: Recorded::Present(settings.plan.limit.map(|l| l as u64)),
         template_id: "per-family".into(),
-        template_hash: settings.plan.templates_hash(),
-        templates: Some(templates(&settings.plan)),
+        template_hash: settings.plan.templates_hash(structured),
+        templates: Some(templates(&settings.plan, structured)),
         model: settings.model.clone(),
         model_identity: Some(settings.model_identity.clone()),
         display_name: settings.display_name.clone(),
@@ -107,8 +108,8 @@ pub(crate) fn manifest(
     })
 }
 
-fn templates(plan: &PlanOptions) -> BTreeMap<String, TemplateRef> {
-    Family::ALL
+fn templates(plan: &PlanOptions, structured: bool) -> BTreeMap<String, TemplateRef> {
+    nmb_plan::recorded_families(structured)
         .iter()
         .map(|f| {
             let t = plan.template_for(*f);

@@ -348,7 +348,7 @@ fn breadth(
     let items: Vec<&SampleScore> = scored
         .iter()
         .copied()
-        .filter(|s| !s.family.is_depth())
+        .filter(|s| s.family.is_breadth())
         .collect();
     if items.is_empty() {
         return Ok(None);

@@ -29,6 +29,8 @@ pub enum ParseError {
     NoDiagnosis,
     #[error("no lesion description found (expected JSON with \"lesion_type\" and \"location\", or \"Lesion type:\" and \"Location:\" lines)")]
     NoLesion,
+    #[error("not the structured answer's one JSON object: {0}")]
+    InvalidJson(String),
 }
 
 /// What was read from an answer, and why it falls short of what the family needs (if it does). A failed parse
@@ -74,11 +76,27 @@ fn parse_family(family: Family, text: &str) -> Outcome {
         Family::Differential => parse_differential(text),
         Family::Lesion => parse_lesion(text),
         Family::Rationale => parse_rationale(text),
+        Family::Structured => parse_structured(text),
         Family::ClosedVqa | Family::OpenVqa | Family::MultipleChoice => Ok(ParsedAnswer {
             format: Some(AnswerFormat::Verbatim),
             ..ParsedAnswer::default()
         }),
     }
+}
+
+/// NeuroVLM-Bench answers are read strictly (see [`crate::structured`]): invalid JSON is a parse failure, and the
+/// final diagnosis is the class named (none when the model abstained, which is valid but wrong).
+fn parse_structured(text: &str) -> Outcome {
+    let schema = crate::structured::Schema::bundled();
+    let answer = crate::structured::parse_answer(text, schema);
+    if let Some(error) = answer.json_error {
+        return fail(ParsedAnswer::default(), ParseError::InvalidJson(error));
+    }
+    Ok(ParsedAnswer {
+        format: Some(AnswerFormat::Json),
+        final_diagnosis: answer.field("diagnosis_name").value().map(str::to_string),
+        ..ParsedAnswer::default()
+    })
 }
 
 fn fail(answer: ParsedAnswer, error: ParseError) -> Outcome {

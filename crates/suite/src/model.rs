@@ -221,10 +221,19 @@ string_enum!(
         ClosedVqa => "closed_vqa" | "closed",
         OpenVqa => "open_vqa" | "open",
         MultipleChoice => "multiple_choice" | "mcq" | "mc",
+        Structured => "structured" | "neurovlm",
     }
 );
 
 impl Family {
+    /// The breadth datasets' short-answer families (VQA, multiple choice).
+    pub fn is_breadth(self) -> bool {
+        matches!(
+            self,
+            Family::ClosedVqa | Family::OpenVqa | Family::MultipleChoice
+        )
+    }
+
     pub fn is_depth(self) -> bool {
         matches!(
             self,

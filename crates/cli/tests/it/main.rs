@@ -15,6 +15,7 @@ mod old_store;
 mod report_cli;
 mod score_cli;
 mod secrets;
+mod structured;
 mod suite_cli;
 mod text_only_server;
 mod volumes;

@@ -132,8 +132,8 @@ fn a_failing_task_does_not_stop_the_plan() {
 fn templates_hash_changes_with_an_override() {
     let default = PlanOptions::default();
     assert_eq!(
-        default.templates_hash(),
-        PlanOptions::default().templates_hash()
+        default.templates_hash(false),
+        PlanOptions::default().templates_hash(false)
     );
     let mut custom = PlanOptions::default();
     custom.family_templates.insert(
@@ -145,7 +145,7 @@ fn templates_hash_changes_with_an_override() {
         )
         .unwrap(),
     );
-    assert_ne!(default.templates_hash(), custom.templates_hash());
+    assert_ne!(default.templates_hash(false), custom.templates_hash(false));
     assert_eq!(custom.template_for(Family::Lesion).id(), "mine");
     assert_eq!(custom.template_for(Family::Differential).id(), "depth-v1");
     assert_eq!("images".parse::<InputMode>(), Ok(InputMode::Images));

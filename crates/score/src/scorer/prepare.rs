@@ -9,10 +9,10 @@ use super::Work;
 use super::MAX_RANK;
 use crate::breadth::{self, BreadthError};
 use crate::lexicon::Lexicon;
-use crate::matching::{match_diagnosis, match_lesion_type, match_location};
+use crate::matching::{match_diagnosis, match_lesion_type, match_location, RuleVerdict};
 use crate::parse::{parse_answer, ranked_diagnoses};
 use crate::prompts::Field;
-use crate::results::{MatchOutcome, SampleScore, SampleStatus};
+use crate::results::{MatchMethod, MatchOutcome, SampleScore, SampleStatus};
 
 pub(super) fn prepare<'a>(
     lex: &Lexicon,
@@ -69,7 +69,7 @@ pub(super) fn prepare<'a>(
         nmb_store::SampleStatus::Ok => {}
     }
     let text = record.final_text.clone().unwrap_or_default();
-    if !task.family.is_depth() {
+    if task.family.is_breadth() {
         match breadth::score_answer(task, &text) {
             Ok(v) => {
                 score.correct = Some(v.correct);
@@ -126,6 +126,7 @@ pub(super) fn prepare<'a>(
                 w.lesion_rules.push((field, cand.clone(), verdict));
             }
         }
+        Family::Structured => w.rules.push(structured_verdict(&answer, &reference)),
         _ => {
             let refr = reference.diagnosis.as_deref().unwrap_or("");
             for entry in ranked_diagnoses(&answer).into_iter().take(MAX_RANK) {
@@ -140,6 +141,36 @@ pub(super) fn prepare<'a>(
     }
     w.score = score;
     w
+}
+
+/// A structured answer is right when the class it names is the reference's class: exact, never judged.
+fn structured_verdict(
+    answer: &crate::results::ParsedAnswer,
+    reference: &nmb_suite::Reference,
+) -> (u32, String, RuleVerdict) {
+    let schema = crate::structured::Schema::bundled();
+    let want = reference
+        .diagnosis
+        .as_deref()
+        .and_then(|d| schema.class_index(d));
+    let named = answer.final_diagnosis.clone().unwrap_or_default();
+    let same = want.is_some() && schema.class_index(&named) == want;
+    let note = match want {
+        None => "the reference diagnosis is not one of the five NeuroVLM-Bench classes",
+        Some(_) if named.is_empty() => "the answer abstained on diagnosis_name",
+        Some(_) => "structured: the class named must equal the reference class",
+    };
+    let verdict = RuleVerdict {
+        outcome: if same {
+            MatchOutcome::Match
+        } else {
+            MatchOutcome::NoMatch
+        },
+        method: same.then_some(MatchMethod::Normalisation),
+        matched: same.then(|| reference.diagnosis.clone().unwrap_or_default()),
+        note: Some(note.to_string()),
+    };
+    (1, named, verdict)
 }
 
 /// Modalities of the case's images (turn images included), sorted and joined by `+`; `none` without images.

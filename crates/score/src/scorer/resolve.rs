@@ -129,7 +129,10 @@ fn finish_diagnosis(w: &mut Work, asked: &[Option<usize>], decisions: &[JudgeDec
     if w.rules.is_empty() && w.score.status != SampleStatus::Ok {
         return;
     }
-    if !matches!(w.task.family, Family::Differential | Family::Rationale) {
+    if !matches!(
+        w.task.family,
+        Family::Differential | Family::Rationale | Family::Structured
+    ) {
         return;
     }
     let reference = w
