@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use nmb_chat::{Part, Role};
+use nmb_chat::{OutputFormat, Part, Role};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{check_n, finish, Backend, BoxFuture, ChatRequest, Choice, Completion, Usage};
@@ -100,6 +100,11 @@ impl AnthropicBackend {
             })
             .collect();
         let p = &req.params;
+        // Anthropic has no JSON mode; a forced tool call is its constrained output.
+        let schema = match &req.output {
+            OutputFormat::Json { schema: Some(s) } => Some(s),
+            _ => None,
+        };
         let body = Body {
             model: &self.spec.model,
             max_tokens: p.max_tokens,
@@ -107,6 +112,14 @@ impl AnthropicBackend {
             messages,
             temperature: p.temperature,
             top_p: self.options.send_top_p.then_some(p.top_p),
+            tools: schema.map(|input_schema| {
+                [Tool {
+                    name: ANSWER_TOOL,
+                    description: "Give your answer in exactly this structure.",
+                    input_schema,
+                }]
+            }),
+            tool_choice: schema.map(|_| serde_json::json!({"type": "tool", "name": ANSWER_TOOL})),
         };
         serde_json::to_vec(&body)
     }
@@ -157,7 +170,22 @@ struct Body<'a> {
     temperature: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     top_p: Option<f64>,
+    /// Constrained output: one tool whose input schema is the answer's schema, and a `tool_choice` forcing it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<[Tool<'a>; 1]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<serde_json::Value>,
 }
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    name: &'static str,
+    description: &'static str,
+    input_schema: &'a serde_json::Value,
+}
+
+/// The name of the tool that carries a constrained answer.
+const ANSWER_TOOL: &str = "answer";
 
 #[derive(Serialize)]
 struct WireMessage<'a> {
@@ -193,6 +221,8 @@ struct ContentBlock {
     #[serde(rename = "type")]
     kind: String,
     text: Option<String>,
+    /// A `tool_use` block's arguments: the constrained answer.
+    input: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -219,8 +249,11 @@ fn parse_response(body: String, latency: std::time::Duration) -> Result<Completi
     };
     let texts: Vec<String> = content
         .into_iter()
-        .filter(|b| b.kind == "text")
-        .filter_map(|b| b.text)
+        .filter_map(|b| match b.kind.as_str() {
+            "text" => b.text,
+            "tool_use" => b.input.map(|i| i.to_string()),
+            _ => None,
+        })
         .collect();
     let refused = stop == "refusal";
     if texts.is_empty() && !refused {

@@ -9,11 +9,16 @@ use common::*;
 use nmb_fake_server::{Config, ReceivedRequest, Wire};
 use serde_json::Value;
 
+/// Whether `s` is a string in `v`, or the serialisation of an object in it (an Anthropic `tool_use` input, the
+/// form a constrained answer comes back in on that wire).
 fn json_has_string(v: &Value, s: &str) -> bool {
     match v {
         Value::String(x) => x == s,
         Value::Array(a) => a.iter().any(|x| json_has_string(x, s)),
-        Value::Object(o) => o.values().any(|x| json_has_string(x, s)),
+        Value::Object(o) => {
+            serde_json::to_string(v).is_ok_and(|t| t == s)
+                || o.values().any(|x| json_has_string(x, s))
+        }
         _ => false,
     }
 }

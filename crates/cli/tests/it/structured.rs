@@ -128,3 +128,10 @@ fn structured_answers_over_the_openai_wire() {
 fn structured_answers_over_the_gemini_wire() {
     run(Wire::Gemini);
 }
+
+/// Anthropic has no JSON mode: the schema goes out as the input schema of one tool that `tool_choice` forces, and
+/// the answer comes back as that tool's input.
+#[test]
+fn structured_answers_over_the_anthropic_wire_as_a_forced_tool_call() {
+    run(Wire::Anthropic);
+}

@@ -22,6 +22,8 @@ struct AnRequest<'a> {
     messages: Vec<AnMessage<'a>>,
     temperature: Option<f64>,
     top_p: Option<f64>,
+    tools: Option<Vec<serde_json::Value>>,
+    tool_choice: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -85,14 +87,44 @@ pub(super) fn parse_anthropic(body: &[u8], hash_images: bool) -> Result<Parsed, 
     if r.max_tokens.is_none() {
         return Err("Anthropic request lacks the required max_tokens".into());
     }
+    let forced = forced_tool(&r)?;
     let params = ReceivedParams {
         temperature: r.temperature,
         top_p: r.top_p,
         max_tokens: r.max_tokens,
         max_tokens_field: Some("max_tokens".into()),
+        json: forced.is_some(),
+        json_schema: forced.as_ref().map(|(_, schema)| schema.clone()),
+        forced_tool: forced.map(|(name, _)| name),
         ..ReceivedParams::default()
     };
     Ok((r.model.to_string(), messages, params))
+}
+
+/// The tool `tool_choice` forces and its input schema, checked as the real API checks them.
+fn forced_tool(r: &AnRequest<'_>) -> Result<Option<(String, serde_json::Value)>, String> {
+    let Some(choice) = &r.tool_choice else {
+        return Ok(None);
+    };
+    if choice["type"] != "tool" {
+        return Ok(None);
+    }
+    let name = choice["name"]
+        .as_str()
+        .ok_or("Anthropic tool_choice of type tool lacks its name")?;
+    let tool = r
+        .tools
+        .iter()
+        .flatten()
+        .find(|t| t["name"] == name)
+        .ok_or_else(|| format!("Anthropic tool_choice names {name:?}, which is not in tools"))?;
+    let schema = &tool["input_schema"];
+    if schema["type"] != "object" {
+        return Err(format!(
+            "Anthropic tool {name:?}: input_schema must be an object schema"
+        ));
+    }
+    Ok(Some((name.to_string(), schema.clone())))
 }
 
 fn anthropic_parts(c: &AnContent<'_>, hash_images: bool) -> Result<Vec<ReceivedPart>, String> {

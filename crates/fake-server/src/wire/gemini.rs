@@ -102,6 +102,7 @@ pub(super) fn parse_gemini(
             n: g.candidate_count,
             json: g.response_mime_type.as_deref() == Some("application/json"),
             json_schema: g.response_json_schema.or(g.response_schema),
+            forced_tool: None,
         },
     };
     Ok((messages, params))

@@ -110,6 +110,9 @@ pub struct ReceivedParams {
     pub json: bool,
     /// A JSON schema came with it.
     pub json_schema: Option<serde_json::Value>,
+    /// The tool a request forced (Anthropic `tool_choice: {type: tool, name}`): the answer comes back as that
+    /// tool's input.
+    pub forced_tool: Option<String>,
 }
 
 /// An authentication header as it arrived. Kept out of logs; tests read it to check the key's route.

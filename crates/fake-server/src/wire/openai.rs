@@ -95,6 +95,7 @@ pub(super) fn parse_openai(body: &[u8], hash_images: bool) -> Result<Parsed, Str
         n: r.n,
         json: r.response_format.is_some(),
         json_schema,
+        forced_tool: None,
     };
     Ok((r.model.to_string(), messages, params))
 }

@@ -39,6 +39,20 @@ fn usage(req: &ReceivedRequest, texts: &[String]) -> (u64, u64) {
     ((chars / 4 + 1) as u64, (out / 4 + 1) as u64)
 }
 
+/// A forced tool's answer comes back as its input (when the text is a JSON object, as the real API guarantees);
+/// anything else as text.
+fn anthropic_block(req: &ReceivedRequest, text: String) -> serde_json::Value {
+    let object = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .filter(serde_json::Value::is_object);
+    match (&req.params.forced_tool, object) {
+        (Some(name), Some(input)) => json!({
+            "type": "tool_use", "id": format!("toolu_fake_{}", req.seq), "name": name, "input": input
+        }),
+        _ => json!({"type": "text", "text": text}),
+    }
+}
+
 /// A successful answer with one choice per text.
 pub(crate) fn success(req: &ReceivedRequest, texts: &[String]) -> Response {
     let (input, output) = usage(req, texts);
@@ -60,8 +74,8 @@ pub(crate) fn success(req: &ReceivedRequest, texts: &[String]) -> Response {
             "type": "message",
             "role": "assistant",
             "model": req.model,
-            "content": [{"type": "text", "text": texts.first().cloned().unwrap_or_default()}],
-            "stop_reason": "end_turn",
+            "content": [anthropic_block(req, texts.first().cloned().unwrap_or_default())],
+            "stop_reason": if req.params.forced_tool.is_some() { "tool_use" } else { "end_turn" },
             "stop_sequence": null,
             "usage": {"input_tokens": input, "output_tokens": output},
         }),
