@@ -65,6 +65,9 @@ pub struct ScoreReport {
     /// Human-readable remarks: what was skipped and why, suite-hash mismatches, unresolved matches.
     #[serde(default)]
     pub notes: Vec<String>,
+    /// NeuroVLM-Bench's numbers, when the run has `structured` tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<crate::structured::StructuredReport>,
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -159,6 +159,19 @@ pub struct Reference {
     /// Short answer for VQA-style tasks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<String>,
+    /// NeuroVLM-Bench (`structured`) fields; the class is `diagnosis`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modality: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub specialized_sequence: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plane: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnosis_detailed: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icd10_code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<String>,
 }
 
 impl Reference {

@@ -568,6 +568,7 @@ fn report(
                 "config_hash": r.config.config_hash,
                 "overall": r.overall,
                 "by_level_family": r.by_level_family,
+                "structured": r.structured,
                 "notes": r.notes,
             })),
         });

@@ -32,7 +32,9 @@ fn structured_suite(dir: &Path) -> PathBuf {
             "images": [{"path": format!("images/{i}.png"), "modality": "MRI", "plane": "axial"}],
             "notes": marker,
             "tasks": [{"id": format!("img{i}/neurovlm"), "family": "structured", "level": "direct",
-                       "question": "Read this brain image.", "reference": {"diagnosis": class}}],
+                       "question": "Read this brain image.",
+                       "reference": {"diagnosis": class, "modality": "MRI", "plane": "axial",
+                                     "diagnosis_detailed": if *class == "stroke" { "ischemic" } else { "" }}}],
         });
         lines.push(case.to_string());
     }

@@ -258,7 +258,40 @@ pub async fn score_run(
             short(&config.suite_hash_run)
         ));
     }
-    build_report(run_id, config, samples, agreement, notes, &opts.bootstrap)
+    let mut report = build_report(run_id, config, samples, agreement, notes, &opts.bootstrap)?;
+    let items = structured_items(&records, &index);
+    report.structured = crate::structured::structured_report(&items, &opts.bootstrap)?;
+    Ok(report)
+}
+
+/// The answered samples of `structured` tasks, with their case, reference, latency and tokens.
+fn structured_items<'a>(
+    records: &'a [SampleRecord],
+    index: &HashMap<&str, (&'a Case, &'a Task)>,
+) -> Vec<crate::structured::StructuredItem<'a>> {
+    records
+        .iter()
+        .filter(|r| r.status == nmb_store::SampleStatus::Ok)
+        .filter_map(|r| {
+            let (case, task) = index.get(r.task_id.as_str())?;
+            let reference = task.reference.as_ref()?;
+            if task.family != nmb_suite::Family::Structured {
+                return None;
+            }
+            let last = r.turns.last();
+            Some(crate::structured::StructuredItem {
+                case_id: case.id.as_str(),
+                reference,
+                text: r.final_text.as_deref()?,
+                latency_ms: last.and_then(|t| t.call.latency_ms),
+                tokens: last.and_then(|t| {
+                    let c = &t.call;
+                    let total = c.tokens_in? + c.tokens_out?;
+                    Some(total as f64 / f64::from(c.n_choices.max(1)))
+                }),
+            })
+        })
+        .collect()
 }
 
 fn short(h: &str) -> &str {

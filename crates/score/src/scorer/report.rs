@@ -195,6 +195,7 @@ pub(super) fn build_report(
         by_modality,
         jury_agreement,
         notes,
+        structured: None,
     })
 }
 

@@ -7,10 +7,12 @@
 //! JSON object is invalid, a number written as a string is invalid, and an unknown class is invalid.
 
 pub mod answer;
+pub mod report;
 pub mod safety;
 pub mod schema;
 
 pub use answer::{parse_answer, Field, StructuredAnswer};
+pub use report::{structured_report, StructuredItem, StructuredReport};
 pub use safety::{flags, Flags, FLAGS};
 pub use schema::{Schema, KEYS};
 
@@ -45,6 +47,31 @@ mod tests {
             s.field_value("specialized_sequence", "t1-post").as_deref(),
             Some("T1C+")
         );
+    }
+
+    #[test]
+    fn the_schema_sent_to_models_allows_exactly_the_data_files_values() {
+        let s = Schema::bundled();
+        let sent = nmb_plan::output::structured_schema();
+        let allowed = |key: &str| -> Vec<String> {
+            sent["properties"][key]["enum"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        };
+        for key in ["modality", "specialized_sequence", "plane"] {
+            assert_eq!(allowed(key), s.fields[key], "{key}");
+        }
+        let classes: Vec<Option<usize>> = allowed("diagnosis_name")
+            .iter()
+            .map(|c| s.class_index(c))
+            .collect();
+        assert_eq!(classes.len(), s.classes.len());
+        assert!(classes.iter().all(Option::is_some), "{classes:?}");
+        let required = sent["required"].as_array().unwrap();
+        assert_eq!(required.len(), KEYS.len());
     }
 
     #[test]

@@ -20,6 +20,13 @@ pub(super) const REFERENCE_FIELDS: &[&str] = &[
     "rationale",
     "choice",
     "answer",
+    "diagnosis_name",
+    "modality",
+    "specialized_sequence",
+    "plane",
+    "diagnosis_detailed",
+    "icd10_code",
+    "severity",
 ];
 
 const SELECTOR_FIELDS: &[&str] = &["case_id", "question_number", "task_id"];
@@ -250,8 +257,18 @@ pub(super) fn reference_from_object(
         rationale: text("rationale", false),
         choice: text("choice", true),
         answer: text("answer", true),
+        modality: text("modality", false),
+        specialized_sequence: text("specialized_sequence", false),
+        plane: text("plane", false),
+        diagnosis_detailed: text("diagnosis_detailed", false),
+        icd10_code: text("icd10_code", false),
+        severity: text("severity", true),
         ..Reference::default()
     };
+    // NeuroVLM-Bench calls its class `diagnosis_name`.
+    if reference.diagnosis.is_none() {
+        reference.diagnosis = text("diagnosis_name", false);
+    }
     for (key, slot) in [
         ("synonyms", &mut reference.synonyms),
         ("differential", &mut reference.differential),
