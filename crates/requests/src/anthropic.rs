@@ -148,6 +148,9 @@ impl Backend for AnthropicBackend {
     fn supports_images(&self) -> bool {
         true
     }
+    fn constrained_output(&self) -> Option<&'static str> {
+        Some("forced tool call")
+    }
     fn max_image_side(&self) -> Option<u32> {
         // Anthropic resizes images whose long edge exceeds 1568 px.
         Some(1568)

@@ -92,6 +92,11 @@ pub trait Backend: Send + Sync {
     fn max_image_side(&self) -> Option<u32> {
         None
     }
+    /// How this backend makes an answer follow a JSON schema, for the run manifest; `None` when it cannot (the
+    /// schema is then only described in the prompt).
+    fn constrained_output(&self) -> Option<&'static str> {
+        None
+    }
     /// The most calls this backend can usefully run at once (`None`: no limit of its own). An in-process model
     /// that generates one answer at a time says 1, so the scheduler never queues calls inside it where they
     /// would wait out their timeout.

@@ -128,6 +128,9 @@ impl Backend for GeminiBackend {
     fn supports_images(&self) -> bool {
         true
     }
+    fn constrained_output(&self) -> Option<&'static str> {
+        Some("responseJsonSchema")
+    }
     fn max_image_side(&self) -> Option<u32> {
         // Gemini scales images down to fit 3072 x 3072.
         Some(3072)

@@ -119,6 +119,9 @@ impl Backend for OpenAiBackend {
     fn supports_images(&self) -> bool {
         true
     }
+    fn constrained_output(&self) -> Option<&'static str> {
+        Some("response_format json_schema")
+    }
     fn max_image_side(&self) -> Option<u32> {
         // OpenAI fits high-detail images into 2048 x 2048.
         Some(2048)

@@ -84,6 +84,14 @@ pub(crate) fn manifest(
         }
     }
     let structured = suite.tasks().any(|(_, t)| t.family == Family::Structured);
+    let json_tasks = suite.tasks().any(|(_, t)| {
+        matches!(
+            nmb_plan::output::output_format(t.family),
+            OutputFormat::Json { schema: Some(_) }
+        )
+    });
+    let constrained =
+        json_tasks.then(|| backend.constrained_output().unwrap_or("none").to_string());
     Ok(Manifest {
         nmb_version: env!("CARGO_PKG_VERSION").to_string(),
         suite_id: suite.id.clone(),
@@ -104,6 +112,7 @@ pub(crate) fn manifest(
         samples,
         dropped_inputs: dropped,
         n_unsupported: settings.no_n.then(|| crate::sampling::FORCED.to_string()),
+        constrained_output: constrained,
         ..Manifest::default()
     })
 }

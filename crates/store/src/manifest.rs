@@ -141,6 +141,11 @@ pub struct Manifest {
     /// `n > 1` (with its message), or `--no-n`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub n_unsupported: Option<String>,
+    /// How answers in JSON (differential, lesion, structured) were constrained to their schema on this backend
+    /// (`response_format json_schema`, `responseJsonSchema`, `forced tool call`), or `none` where only the prompt
+    /// asks for it; absent when no task answers in JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constrained_output: Option<String>,
     /// Fields this version does not know (written by a newer nmb, or by a caller's own manifest).
     #[serde(flatten)]
     pub extra: Map<String, Value>,

@@ -88,6 +88,21 @@ fn run(wire: Wire) {
         .output()
         .unwrap();
     let result = json_of(&out);
+    let run_id = result["run_id"].as_str().unwrap();
+    let manifest = store(&tmp.path().join("runs"))
+        .run(run_id)
+        .unwrap()
+        .manifest;
+    let how = match wire {
+        Wire::OpenAi => "response_format json_schema",
+        Wire::Gemini => "responseJsonSchema",
+        Wire::Anthropic => "forced tool call",
+    };
+    assert_eq!(
+        manifest.constrained_output.as_deref(),
+        Some(how),
+        "the manifest says how"
+    );
     for r in server.requests() {
         let schema = r
             .params
