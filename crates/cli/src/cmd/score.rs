@@ -275,7 +275,12 @@ fn load_suite(args: &ScoreArgs, manifest: &Manifest) -> Result<Suite> {
         .suite
         .clone()
         .or_else(|| source.suite_spec.clone())
-        .or_else(|| (manifest.suite_id == "sample").then(|| "sample".to_string()));
+        .or_else(|| {
+            let bundled = ["sample", nmb_suite::sample::structured::SUITE_ID];
+            bundled
+                .contains(&manifest.suite_id.as_str())
+                .then(|| manifest.suite_id.clone())
+        });
     let Some(spec) = spec else {
         bail!(
             "run {} was made on suite {:?}, and its manifest does not say where that suite is; pass --suite \

@@ -152,3 +152,41 @@ fn structured_answers_over_the_gemini_wire() {
 fn structured_answers_over_the_anthropic_wire_as_a_forced_tool_call() {
     run(Wire::Anthropic);
 }
+
+/// The bundled `sample-structured` suite runs as it is, and `nmb score` finds it again from the run's manifest.
+#[test]
+fn the_bundled_structured_suite_runs_and_rescores() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let server = server(Config::default());
+    let out = nmb_command(&runs)
+        .env("OPENAI_API_KEY", "k")
+        .args([
+            "eval",
+            "--suite",
+            "sample-structured",
+            "--samples",
+            "1",
+            "--no-score",
+            "--json",
+            "-q",
+        ])
+        .args(["--model", &model_spec(Wire::OpenAi, &server)])
+        .output()
+        .unwrap();
+    let result = json_of(&out);
+    assert_eq!(result["summary"]["samples_ok"], 25, "{result}");
+    assert!(
+        server.requests().iter().all(|r| r.image_count() == 1),
+        "one image per answer"
+    );
+    let run_id = result["run_id"].as_str().unwrap();
+    let scored = json_of(&nmb(&runs, &["score", run_id, "--no-bertscore", "--json"]));
+    let s = &scored["structured"];
+    assert_eq!(s["answers"], 25, "{s}");
+    // The loopback server answers a JSON differential: valid JSON, but not the nine keys.
+    assert_eq!(s["valid_json_rate"]["value"], 1.0);
+    assert_eq!(s["schema_valid_rate"]["value"], 0.0);
+    assert_eq!(s["fields"]["diagnosis_name"]["n"], 25);
+    assert_eq!(s["safety_flags"]["missing_field"]["value"], 1.0);
+}

@@ -156,6 +156,9 @@ fn load_unfiltered(spec: &str, opts: &LoadOptions) -> Result<Loaded, SuiteError>
     if spec == "sample" {
         return Ok(Loaded::new(crate::sample::build()));
     }
+    if spec == crate::sample::structured::SUITE_ID {
+        return Ok(Loaded::new(crate::sample::structured::build()));
+    }
     let (format, path) = parse_spec(spec)?;
     match format {
         Some(format) => load_as(format, &path, opts),

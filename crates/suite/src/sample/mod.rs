@@ -9,6 +9,7 @@ mod cases;
 mod noise;
 mod phantom;
 mod render;
+pub mod structured;
 
 use std::sync::Arc;
 
