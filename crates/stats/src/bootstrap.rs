@@ -162,6 +162,70 @@ where
     Ok(run.estimate(design.method(), cfg, n))
 }
 
+/// [`bootstrap`] for `k` statistics at once, all on the same resamples: `stat` returns the `k` values on the
+/// given units (`None` where one is undefined). Each estimate equals what [`bootstrap`] gives for that statistic
+/// alone with the same configuration, at one pass over the resamples instead of `k`.
+pub fn bootstrap_many<F>(
+    design: &Design,
+    cfg: &BootstrapConfig,
+    k: usize,
+    mut stat: F,
+) -> Result<Vec<Estimate>>
+where
+    F: FnMut(&[usize]) -> Vec<Option<f64>>,
+{
+    let n = design.n_units();
+    design.check(n)?;
+    cfg.check()?;
+    let all: Vec<usize> = (0..n).collect();
+    let values: Vec<f64> = check_width(stat(&all), k)?
+        .into_iter()
+        .map(|v| {
+            defined(v).ok_or(StatsError::Undefined {
+                what: "bootstrap statistic",
+                why: "it is undefined on the full data",
+            })
+        })
+        .collect::<Result<_>>()?;
+    let mut replicates = vec![Vec::with_capacity(cfg.resamples); k];
+    let mut undefined = vec![0; k];
+    let mut draw = Draw::new(cfg.seed);
+    let mut idx = Vec::with_capacity(n);
+    for _ in 0..cfg.resamples {
+        design.resample(&mut draw, &mut idx);
+        for (j, v) in check_width(stat(&idx), k)?.into_iter().enumerate() {
+            match defined(v) {
+                Some(v) => replicates[j].push(v),
+                None => undefined[j] += 1,
+            }
+        }
+    }
+    values
+        .into_iter()
+        .zip(replicates)
+        .zip(undefined)
+        .map(|((value, replicates), undefined)| {
+            if replicates.is_empty() {
+                return Err(StatsError::Undefined {
+                    what: "bootstrap interval",
+                    why: "the statistic is undefined on every resample",
+                });
+            }
+            let run = Run {
+                value,
+                replicates,
+                undefined,
+            };
+            Ok(run.estimate(design.method(), cfg, n))
+        })
+        .collect()
+}
+
+fn check_width(values: Vec<Option<f64>>, k: usize) -> Result<Vec<Option<f64>>> {
+    check_same_len("bootstrap_many statistics", values.len(), k)?;
+    Ok(values)
+}
+
 /// Mean of `values` (accuracy from 0/1 values, mean pass@k per item, mean rubric score) with a percentile
 /// bootstrap interval. `design` must cover `values.len()` units.
 pub fn bootstrap_mean(values: &[f64], design: &Design, cfg: &BootstrapConfig) -> Result<Estimate> {

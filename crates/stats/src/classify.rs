@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::bootstrap::{bootstrap, BootstrapConfig, Design};
+use crate::bootstrap::{bootstrap_many, BootstrapConfig, Design};
 use crate::{check_same_len, Estimate, Result, StatsError};
 
 /// Precision, recall, F1 and support of one class. Precision is 0 when the class was never predicted, F1 is 0
@@ -144,10 +144,63 @@ pub struct ClassificationEstimates {
     pub macro_f1: Estimate,
     pub weighted_f1: Estimate,
     pub abstention_rate: Estimate,
+    /// One entry per class index.
+    pub per_class: Vec<ClassEstimates>,
 }
 
-/// [`classification`]'s headline numbers with percentile bootstrap intervals; every statistic uses the same
-/// seeded resamples.
+/// One class's precision, recall and F1 with bootstrap intervals. A number whose denominator is zero on the
+/// full data is `None` (precision of a class never predicted, recall of a class never true, F1 of a class
+/// neither); a resample where it is zero is left out of that interval and counted as undefined.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassEstimates {
+    pub precision: Option<Estimate>,
+    pub recall: Option<Estimate>,
+    pub f1: Option<Estimate>,
+    /// Items whose true label is this class.
+    pub support: u64,
+}
+
+/// Per-class counts on some items.
+struct Counts {
+    tp: Vec<u64>,
+    predicted: Vec<u64>,
+    support: Vec<u64>,
+}
+
+fn counts_at(truth: &[usize], pred: &[Option<usize>], classes: usize, idx: &[usize]) -> Counts {
+    let mut c = Counts {
+        tp: vec![0; classes],
+        predicted: vec![0; classes],
+        support: vec![0; classes],
+    };
+    for &i in idx {
+        c.support[truth[i]] += 1;
+        if let Some(p) = pred[i] {
+            c.predicted[p] += 1;
+            c.tp[p] += u64::from(p == truth[i]);
+        }
+    }
+    c
+}
+
+/// Precision, recall and F1 of class `k`, each `None` where its denominator is zero.
+fn class_values(c: &Counts, k: usize) -> [Option<f64>; 3] {
+    let ratio = |a: u64, b: u64| (b > 0).then(|| a as f64 / b as f64);
+    let precision = ratio(c.tp[k], c.predicted[k]);
+    let recall = ratio(c.tp[k], c.support[k]);
+    let f1 = (c.predicted[k] + c.support[k] > 0).then(|| {
+        let (p, r) = (precision.unwrap_or(0.0), recall.unwrap_or(0.0));
+        if p + r > 0.0 {
+            2.0 * p * r / (p + r)
+        } else {
+            0.0
+        }
+    });
+    [precision, recall, f1]
+}
+
+/// [`classification`]'s numbers with percentile bootstrap intervals; every statistic uses the same seeded
+/// resamples.
 pub fn classification_estimates(
     truth: &[usize],
     pred: &[Option<usize>],
@@ -156,17 +209,58 @@ pub fn classification_estimates(
     cfg: &BootstrapConfig,
 ) -> Result<ClassificationEstimates> {
     check(truth, pred, classes)?;
-    let one = |pick: fn(&Classification) -> f64| {
-        bootstrap(design, cfg, |idx| {
-            Some(pick(&metrics_at(truth, pred, classes, idx)))
+    let all: Vec<usize> = (0..truth.len()).collect();
+    let whole = counts_at(truth, pred, classes, &all);
+    // Statistics undefined on the full data are left out of the bootstrap and reported as `None`.
+    let mut wanted: Vec<(usize, usize)> = Vec::new();
+    for k in 0..classes {
+        for (j, v) in class_values(&whole, k).iter().enumerate() {
+            if v.is_some() {
+                wanted.push((k, j));
+            }
+        }
+    }
+    let width = 5 + wanted.len();
+    let mut est = bootstrap_many(design, cfg, width, |idx| {
+        let m = metrics_at(truth, pred, classes, idx);
+        let c = counts_at(truth, pred, classes, idx);
+        let mut out = vec![
+            Some(m.accuracy),
+            Some(m.balanced_accuracy),
+            Some(m.macro_f1),
+            Some(m.weighted_f1),
+            Some(m.abstention_rate),
+        ];
+        out.extend(wanted.iter().map(|&(k, j)| class_values(&c, k)[j]));
+        out
+    })?
+    .into_iter();
+    let mut next = || est.next().expect("one estimate per statistic");
+    let (accuracy, balanced_accuracy, macro_f1, weighted_f1, abstention_rate) =
+        (next(), next(), next(), next(), next());
+    let mut per_class: Vec<ClassEstimates> = (0..classes)
+        .map(|k| ClassEstimates {
+            precision: None,
+            recall: None,
+            f1: None,
+            support: whole.support[k],
         })
-    };
+        .collect();
+    for &(k, j) in &wanted {
+        let slot = match j {
+            0 => &mut per_class[k].precision,
+            1 => &mut per_class[k].recall,
+            _ => &mut per_class[k].f1,
+        };
+        *slot = Some(next());
+    }
     Ok(ClassificationEstimates {
-        accuracy: one(|m| m.accuracy)?,
-        balanced_accuracy: one(|m| m.balanced_accuracy)?,
-        macro_f1: one(|m| m.macro_f1)?,
-        weighted_f1: one(|m| m.weighted_f1)?,
-        abstention_rate: one(|m| m.abstention_rate)?,
+        accuracy,
+        balanced_accuracy,
+        macro_f1,
+        weighted_f1,
+        abstention_rate,
+        per_class,
     })
 }
 

@@ -38,11 +38,12 @@ pub use agreement::{
     spearman, AlphaLevel, Measure,
 };
 pub use bootstrap::{
-    bootstrap, bootstrap_mean, paired_bootstrap, BootstrapConfig, Design, PairedComparison,
-    DEFAULT_RESAMPLES, DEFAULT_SEED,
+    bootstrap, bootstrap_many, bootstrap_mean, paired_bootstrap, BootstrapConfig, Design,
+    PairedComparison, DEFAULT_RESAMPLES, DEFAULT_SEED,
 };
 pub use classify::{
-    classification, classification_estimates, ClassMetrics, Classification, ClassificationEstimates,
+    classification, classification_estimates, ClassEstimates, ClassMetrics, Classification,
+    ClassificationEstimates,
 };
 pub use confidence::{
     adaptive_ece, auroc, brier, calibration_estimates, ece, reliability, Bin, CalibrationEstimates,

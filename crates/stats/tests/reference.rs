@@ -522,6 +522,32 @@ fn classification_and_calibration_intervals_cover_their_estimates() {
         );
     }
     assert!((est.accuracy.value - f(&c["accuracy"])).abs() <= ABS);
+    // Per class: the defined point estimates are scikit-learn's; an undefined one (a class never predicted has
+    // no precision) is `None`, where scikit-learn reports 0 by its zero_division convention.
+    for (k, pc) in est.per_class.iter().enumerate() {
+        for (name, e) in [
+            ("precision", &pc.precision),
+            ("recall", &pc.recall),
+            ("f1", &pc.f1),
+        ] {
+            match e {
+                Some(e) => {
+                    assert!((e.value - f(&c[name][k])).abs() <= ABS, "class {k} {name}");
+                    assert!(e.ci_low <= e.value && e.value <= e.ci_high, "{e:?}");
+                }
+                None => assert_eq!(f(&c[name][k]), 0.0, "class {k} {name}"),
+            }
+        }
+        assert_eq!(pc.support, u(&c["support"][k]));
+    }
+    // The shared-resample bootstrap gives each statistic exactly what bootstrap() alone gives.
+    let design = Design::Units(truth.len());
+    let acc = |idx: &[usize]| {
+        Some(idx.iter().filter(|&&i| pred[i] == Some(truth[i])).count() as f64 / idx.len() as f64)
+    };
+    let alone = bootstrap(&design, &cfg, acc).unwrap();
+    let many = bootstrap_many(&design, &cfg, 2, |idx| vec![acc(idx), Some(0.5)]).unwrap();
+    assert_eq!(many[0], alone);
     let k = &cases(&r, "calibration")[1];
     let conf = floats(&k["conf"]);
     let correct: Vec<bool> = k["correct"]
