@@ -63,7 +63,7 @@ pub fn rationale_schema() -> Value {
 }
 
 /// NeuroVLM-Bench's answer: nine keys, each nullable (null is an abstention). The allowed values are those of
-/// `nmb-score`'s `data/neurovlm.toml` (a test there checks they agree).
+/// `nmb-suite`'s `data/neurovlm.toml` (a test there checks they agree).
 pub fn structured_schema() -> Value {
     let choice = |values: &[&str]| {
         let mut values: Vec<Value> = values.iter().map(|v| json!(v)).collect();

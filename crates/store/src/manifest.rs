@@ -44,6 +44,9 @@ pub struct SuiteSource {
     /// `--level`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub level: Option<String>,
+    /// `--map FIELD=COLUMN` as typed (row-per-image manifests).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub map: Option<Vec<String>>,
 }
 
 /// One family's prompt template.

@@ -22,6 +22,10 @@ pub use hash::{image_hash, suite_hash};
 pub use model::*;
 pub use problem::{Problem, Severity};
 
+/// NeuroVLM-Bench's answer schema (classes, subtypes, ICD-10 prefixes, allowed values, abstentions, aliases):
+/// the `neurovlm:` loader checks labels against it and `nmb-score` reads answers with it.
+pub const NEUROVLM_SCHEMA: &str = include_str!("../data/neurovlm.toml");
+
 /// Errors that stop a suite from loading at all. Problems inside a readable suite are [`Problem`]s instead.
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {

@@ -71,6 +71,9 @@ pub struct EvalArgs {
     /// Level of site-format tasks: direct, complex or multi_turn [default: from the file name]
     #[arg(long, value_name = "LEVEL")]
     level: Option<Level>,
+    /// For a row-per-image manifest (neurovlm:PATH): read FIELD from COLUMN; repeatable
+    #[arg(long = "map", value_name = "FIELD=COLUMN", value_parser = super::suite::parse_map)]
+    map: Vec<(String, String)>,
     /// The model, BACKEND:MODEL[@BASE_URL] (see below)
     #[arg(long, value_name = "MODEL")]
     model: String,
@@ -176,6 +179,7 @@ impl EvalArgs {
             answers: self.answers.clone(),
             filters: self.filters.clone(),
             level: self.level,
+            map: self.map.clone(),
         }
     }
 
@@ -325,6 +329,8 @@ fn suite_source(args: &EvalArgs) -> nmb_store::SuiteSource {
         answers_path: answers.map(|p| p.display().to_string()),
         filters: Some(args.filters.iter().map(|f| f.to_string()).collect()),
         level: args.level.map(|l| l.to_string()),
+        map: (!args.map.is_empty())
+            .then(|| args.map.iter().map(|(f, c)| format!("{f}={c}")).collect()),
     }
 }
 

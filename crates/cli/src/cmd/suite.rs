@@ -12,8 +12,8 @@ use nmb_suite::{
 };
 
 const SUITE_HELP: &str =
-    "The suite: `sample` (bundled), a path whose format is detected, or FORMAT:PATH \
-with FORMAT one of site, native, vqa-rad, mcq";
+    "The suite: `sample` or `sample-structured` (bundled), a path whose format is detected, or FORMAT:PATH \
+with FORMAT one of site, native, vqa-rad, mcq, neurovlm";
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -92,6 +92,21 @@ pub struct SuiteSource {
     /// Level of site-format tasks: direct, complex or multi_turn [default: from the file name]
     #[arg(long, value_name = "LEVEL")]
     pub level: Option<Level>,
+    /// For a row-per-image manifest (neurovlm:PATH): read FIELD from COLUMN; repeatable
+    #[arg(long = "map", value_name = "FIELD=COLUMN", value_parser = parse_map)]
+    pub map: Vec<(String, String)>,
+}
+
+/// `FIELD=COLUMN`.
+pub fn parse_map(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((f, c)) if !f.trim().is_empty() && !c.trim().is_empty() => {
+            Ok((f.trim().to_string(), c.trim().to_string()))
+        }
+        _ => Err(format!(
+            "bad --map {s:?}; expected FIELD=COLUMN, e.g. diagnosis_name=label"
+        )),
+    }
 }
 
 impl SuiteSource {
@@ -100,6 +115,7 @@ impl SuiteSource {
             filters: self.filters.clone(),
             answers: self.answers.clone(),
             level: self.level,
+            map: self.map.clone(),
         }
     }
 

@@ -1,5 +1,6 @@
-//! The NeuroVLM-Bench answer schema, read from `data/neurovlm.toml`: classes, subtypes, ICD-10 prefixes, the
-//! allowed values of the categorical fields, abstention spellings and aliases.
+//! The NeuroVLM-Bench answer schema, read from `nmb-suite`'s `data/neurovlm.toml` ([`nmb_suite::NEUROVLM_SCHEMA`]):
+//! classes, subtypes, ICD-10 prefixes, the allowed values of the categorical fields, abstention spellings and
+//! aliases.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -7,7 +8,7 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 
 /// The bundled schema file.
-const DATA: &str = include_str!("../../data/neurovlm.toml");
+const DATA: &str = nmb_suite::NEUROVLM_SCHEMA;
 
 /// The nine keys an answer must have, in the order the template asks for them.
 pub const KEYS: [&str; 9] = [
@@ -69,7 +70,8 @@ impl Schema {
     pub fn bundled() -> &'static Schema {
         static SCHEMA: OnceLock<Schema> = OnceLock::new();
         SCHEMA.get_or_init(|| {
-            Schema::parse(DATA).expect("data/neurovlm.toml is valid (checked by a test)")
+            Schema::parse(DATA)
+                .expect("nmb-suite's data/neurovlm.toml is valid (checked by a test)")
         })
     }
 

@@ -41,6 +41,7 @@ mod filter;
 mod json;
 mod mcq;
 mod native;
+pub mod neurovlm;
 mod paths;
 mod site;
 mod vqa_rad;
@@ -66,10 +67,18 @@ pub enum Format {
     VqaRad,
     /// MedQA / MedMCQA JSONL rows `{question, options{A..}, answer_idx, answer}`.
     Mcq,
+    /// A NeuroVLM-Bench manifest: CSV or JSONL, one row per image with its labels.
+    NeuroVlm,
 }
 
 impl Format {
-    pub const ALL: &'static [Format] = &[Format::Site, Format::Native, Format::VqaRad, Format::Mcq];
+    pub const ALL: &'static [Format] = &[
+        Format::Site,
+        Format::Native,
+        Format::VqaRad,
+        Format::Mcq,
+        Format::NeuroVlm,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -77,6 +86,7 @@ impl Format {
             Format::Native => "native",
             Format::VqaRad => "vqa-rad",
             Format::Mcq => "mcq",
+            Format::NeuroVlm => "neurovlm",
         }
     }
 
@@ -109,6 +119,8 @@ pub struct LoadOptions {
     pub answers: Option<PathBuf>,
     /// Level for site-format tasks; by default it comes from the file name.
     pub level: Option<Level>,
+    /// `FIELD=COLUMN` pairs for row-per-image manifests (`neurovlm:`) whose columns have other names.
+    pub map: Vec<(String, String)>,
 }
 
 /// A loaded suite and every problem found on the way.
@@ -198,6 +210,7 @@ fn load_as(format: Format, path: &Path, opts: &LoadOptions) -> Result<Loaded, Su
         Format::Mcq => mcq::load(path),
         Format::Site => site::load(path, json::read(path)?, opts.level),
         Format::VqaRad => vqa_rad::load(path, json::read(path)?),
+        Format::NeuroVlm => neurovlm::load(path, &opts.map),
     }
 }
 

@@ -1,0 +1,346 @@
+//! NeuroVLM-Bench manifests: one row per image, as CSV (with a header row) or JSONL.
+//!
+//! Columns: `image` (a path relative to the manifest's directory, required), `diagnosis_name` (required: multiple
+//! sclerosis, stroke, tumor, other abnormality or normal), and optionally `case_id`, `modality`,
+//! `specialized_sequence`, `plane`, `diagnosis_detailed`, `icd10_code` and `severity` (a number in [0, 1]).
+//! `--map FIELD=COLUMN` reads a field from a column of another name. Each row becomes a case with one image and one
+//! `structured` task. Every bad row is reported with its file, line, column and what was expected, and skipped.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+use nmb_imaging::ImageSource;
+use serde::Deserialize;
+
+use super::{file_name, json, paths, Loaded};
+use crate::{Case, Family, Image, Level, Metadata, Problem, Reference, Suite, SuiteError, Task};
+
+/// The fields a row may carry, in the order they are documented.
+pub const FIELDS: &[&str] = &[
+    "image",
+    "case_id",
+    "modality",
+    "specialized_sequence",
+    "plane",
+    "diagnosis_name",
+    "diagnosis_detailed",
+    "icd10_code",
+    "severity",
+];
+
+/// The parts of `data/neurovlm.toml` a loader checks labels against.
+#[derive(Deserialize)]
+struct Labels {
+    classes: BTreeMap<String, ClassNames>,
+    fields: BTreeMap<String, Vec<String>>,
+    abstentions: Vec<String>,
+    aliases: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct ClassNames {
+    names: Vec<String>,
+}
+
+fn norm(text: &str) -> String {
+    text.split(|c: char| c.is_whitespace() || c == '-' || c == '_')
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join("_")
+        .to_lowercase()
+}
+
+impl Labels {
+    fn bundled() -> Labels {
+        // The file ships inside the crate and a test parses it; it cannot be malformed at run time.
+        toml::from_str(crate::NEUROVLM_SCHEMA).expect("data/neurovlm.toml parses")
+    }
+
+    fn canonical(&self, text: &str) -> String {
+        let n = norm(text);
+        self.aliases.get(&n).map(|v| norm(v)).unwrap_or(n)
+    }
+
+    fn class(&self, text: &str) -> Option<String> {
+        let n = self.canonical(text);
+        self.classes
+            .iter()
+            .find(|(id, c)| **id == n || c.names.iter().any(|name| norm(name) == n))
+            .map(|(id, _)| id.replace('_', " "))
+    }
+
+    fn field(&self, field: &str, text: &str) -> Option<String> {
+        let n = self.canonical(text);
+        self.fields
+            .get(field)?
+            .iter()
+            .find(|v| norm(v) == n)
+            .cloned()
+    }
+
+    fn is_empty_value(&self, text: &str) -> bool {
+        let t = text.trim().trim_end_matches('.').to_lowercase();
+        self.abstentions.contains(&t)
+    }
+}
+
+/// Where a field's value is read from: `--map FIELD=COLUMN` pairs, else the field's own name.
+pub struct Columns(BTreeMap<String, String>);
+
+impl Columns {
+    /// Checks `--map` pairs; an unknown field is an error that lists the known ones.
+    pub fn new(map: &[(String, String)]) -> Result<Columns, SuiteError> {
+        let mut columns: BTreeMap<String, String> = FIELDS
+            .iter()
+            .map(|f| (f.to_string(), f.to_string()))
+            .collect();
+        for (field, column) in map {
+            let Some(slot) = columns.get_mut(field.as_str()) else {
+                return Err(SuiteError::Spec(format!(
+                    "--map {field}={column}: unknown field {field:?}; expected one of {}",
+                    FIELDS.join(", ")
+                )));
+            };
+            *slot = column.clone();
+        }
+        Ok(Columns(columns))
+    }
+
+    fn column<'a>(&'a self, field: &'a str) -> &'a str {
+        self.0.get(field).map_or(field, String::as_str)
+    }
+}
+
+/// One row: (line number, column name → value).
+type Row = (usize, BTreeMap<String, String>);
+
+pub(super) fn load(path: &Path, map: &[(String, String)]) -> Result<Loaded, SuiteError> {
+    let columns = Columns::new(map)?;
+    // `bad.csv` has the parent "", which is the current directory.
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let root = paths::canonical_root(parent.unwrap_or(Path::new(".")))?;
+    let file = file_name(path);
+    let bytes = json::read_bytes(path)?;
+    let mut loaded = Loaded::new(Suite {
+        id: path
+            .file_stem()
+            .map_or("neurovlm".into(), |s| s.to_string_lossy().into_owned()),
+        version: "1".into(),
+        description: format!("NeuroVLM-Bench manifest {file}"),
+        format: "neurovlm".into(),
+        defaults: Default::default(),
+        cases: Vec::new(),
+        empty_cases: Vec::new(),
+    });
+    let jsonl = path
+        .extension()
+        .is_some_and(|e| e == "jsonl" || e == "json");
+    let rows = if jsonl {
+        jsonl_rows(&file, &bytes, &mut loaded.problems)
+    } else {
+        csv_rows(&file, &bytes, &mut loaded.problems)?
+    };
+    let labels = Labels::bundled();
+    let mut seen = HashSet::new();
+    for (line, row) in rows {
+        let loc = format!("{file}:{line}");
+        let mut problems = Vec::new();
+        let case = row_case(&root, &columns, &labels, &loc, line, &row, &mut problems);
+        match case {
+            Some(case) if seen.insert(case.id.clone()) => loaded.suite.cases.push(case),
+            Some(case) => problems.push(
+                Problem::error(
+                    &loc,
+                    format!("duplicate case_id {:?}; each row needs its own", case.id),
+                )
+                .field(columns.column("case_id")),
+            ),
+            None => {}
+        }
+        loaded.problems.extend(problems);
+    }
+    if loaded.suite.cases.is_empty() && loaded.problems.iter().all(|p| !p.is_error()) {
+        loaded.problems.push(Problem::warning(
+            &file,
+            "no rows; expected a header and one row per image",
+        ));
+    }
+    Ok(loaded)
+}
+
+fn csv_rows(file: &str, bytes: &[u8], problems: &mut Vec<Problem>) -> Result<Vec<Row>, SuiteError> {
+    let mut reader = csv::ReaderBuilder::new().flexible(false).from_reader(bytes);
+    let header: Vec<String> = reader
+        .headers()
+        .map_err(|e| SuiteError::Spec(format!("{file}: cannot read the CSV header: {e}")))?
+        .iter()
+        .map(|h| h.trim().to_string())
+        .collect();
+    let mut rows = Vec::new();
+    for record in reader.records() {
+        match record {
+            Ok(r) => {
+                let line = r.position().map_or(0, |p| p.line() as usize);
+                let values = header
+                    .iter()
+                    .cloned()
+                    .zip(r.iter().map(str::to_string))
+                    .collect();
+                rows.push((line, values));
+            }
+            Err(e) => {
+                let line = e.position().map_or(0, |p| p.line() as usize);
+                problems.push(Problem::error(
+                    format!("{file}:{line}"),
+                    format!("not a CSV row of {} columns: {e}", header.len()),
+                ));
+            }
+        }
+    }
+    Ok(rows)
+}
+
+fn jsonl_rows(file: &str, bytes: &[u8], problems: &mut Vec<Problem>) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (line, text) in json::jsonl_lines(bytes) {
+        match json::jsonl_object(text) {
+            Ok(obj) => {
+                let values = obj
+                    .into_iter()
+                    .filter_map(|(k, v)| match v {
+                        serde_json::Value::String(s) => Some((k, s)),
+                        serde_json::Value::Number(n) => Some((k, n.to_string())),
+                        serde_json::Value::Null => Some((k, String::new())),
+                        _ => None,
+                    })
+                    .collect();
+                rows.push((line, values));
+            }
+            Err(msg) => problems.push(Problem::error(format!("{file}:{line}"), msg)),
+        }
+    }
+    rows
+}
+
+fn row_case(
+    root: &Path,
+    columns: &Columns,
+    labels: &Labels,
+    loc: &str,
+    line: usize,
+    row: &BTreeMap<String, String>,
+    problems: &mut Vec<Problem>,
+) -> Option<Case> {
+    let get = |field: &str| {
+        row.get(columns.column(field))
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty() && !labels.is_empty_value(v))
+    };
+    let mut error = |field: &str, msg: String| {
+        problems.push(Problem::error(loc, msg).field(columns.column(field)));
+    };
+    let Some(image_path) = get("image") else {
+        error(
+            "image",
+            "missing; expected the image's path, relative to the manifest".into(),
+        );
+        return None;
+    };
+    let image_file = match paths::resolve(root, &image_path) {
+        Ok(p) => p,
+        Err(msg) => {
+            error("image", msg);
+            return None;
+        }
+    };
+    let class = match get("diagnosis_name") {
+        Some(v) => labels.class(&v).or_else(|| {
+            error("diagnosis_name", format!("{v:?} is not a class; expected multiple sclerosis, stroke, tumor, other abnormality or normal"));
+            None
+        }),
+        None => {
+            error("diagnosis_name", "missing; expected multiple sclerosis, stroke, tumor, other abnormality or normal".into());
+            None
+        }
+    }?;
+    let mut checked = |field: &str| -> Result<Option<String>, ()> {
+        let Some(v) = get(field) else { return Ok(None) };
+        labels.field(field, &v).map(Some).ok_or_else(|| {
+            let allowed = labels
+                .fields
+                .get(field)
+                .cloned()
+                .unwrap_or_default()
+                .join(", ");
+            error(
+                field,
+                format!("{v:?} is not allowed; expected one of {allowed}, or empty"),
+            );
+        })
+    };
+    let (modality, sequence, plane) = (
+        checked("modality"),
+        checked("specialized_sequence"),
+        checked("plane"),
+    );
+    let severity = get("severity");
+    if let Some(s) = &severity {
+        if !s.parse::<f64>().is_ok_and(|v| (0.0..=1.0).contains(&v)) {
+            error("severity", format!("{s:?} is not a number in [0, 1]"));
+            return None;
+        }
+    }
+    let (Ok(modality), Ok(sequence), Ok(plane)) = (modality, sequence, plane) else {
+        return None;
+    };
+    let id = get("case_id").unwrap_or_else(|| format!("row{line}"));
+    let mut image = Image::new(image_path, ImageSource::File(image_file));
+    image.modality = modality.as_deref().and_then(|m| m.parse().ok());
+    image.sequence = sequence.as_deref().and_then(|s| s.parse().ok());
+    image.plane = plane.as_deref().and_then(|p| p.parse().ok());
+    let reference = Reference {
+        diagnosis: Some(class),
+        modality,
+        specialized_sequence: sequence,
+        plane,
+        diagnosis_detailed: get("diagnosis_detailed").map(|d| labels.canonical(&d)),
+        icd10_code: get("icd10_code"),
+        severity,
+        ..Reference::default()
+    };
+    Some(Case {
+        id: id.clone(),
+        language: None,
+        images: vec![image],
+        ehr: Vec::new(),
+        notes: String::new(),
+        metadata: Metadata::new(),
+        tasks: vec![Task {
+            id: format!("{id}/neurovlm"),
+            family: Family::Structured,
+            level: Level::Direct,
+            question: "Read this brain image.".into(),
+            options: Vec::new(),
+            turns: Vec::new(),
+            reference: Some(reference),
+            metadata: Metadata::new(),
+        }],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bundled_schema_parses_and_knows_the_classes() {
+        let l = Labels::bundled();
+        assert_eq!(l.class("Tumour").as_deref(), Some("tumor"));
+        assert_eq!(l.class("MS").as_deref(), Some("multiple sclerosis"));
+        assert_eq!(
+            l.field("specialized_sequence", "t1ce").as_deref(),
+            Some("T1C+")
+        );
+        assert!(l.class("migraine").is_none());
+    }
+}
