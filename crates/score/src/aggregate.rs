@@ -453,6 +453,7 @@ mod tests {
             bertscore: None,
             taxonomy: None,
             breadth: None,
+            structured: None,
         }
     }
 

@@ -9,16 +9,22 @@
 //! would count them as such and give p-values that are too small. A group whose items are each the only answer
 //! of their task gets the exact test; any other group gets the cluster-adjusted test of Durkalski et al. (2003)
 //! with cases as clusters. Each McNemar result says which test produced it.
+//!
+//! Structured (NeuroVLM-Bench) answers are also compared field by field: an item is then "this field correct",
+//! over the paired answers whose reference has the field, with the same two tests.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use nmb_stats::{
     mcnemar_clustered, mcnemar_paired, paired_bootstrap, BootstrapConfig, Design, McNemar,
-    McNemarTest,
+    McNemarTest, PairedComparison,
 };
 use nmb_suite::{Family, Level};
 
-use crate::results::{Breakdown, Comparison, GroupComparison, ScoreReport};
+use crate::results::{
+    Breakdown, Comparison, FieldComparison, GroupComparison, SampleScore, ScoreReport,
+};
+use crate::structured::FieldOutcome;
 use crate::ScoreError;
 
 /// Fewer cases than this make the cluster-adjusted test's χ² approximation rough.
@@ -38,7 +44,7 @@ pub fn compare(
     b: &ScoreReport,
     cfg: &BootstrapConfig,
 ) -> Result<Comparison, ScoreError> {
-    let b_index: BTreeMap<(&str, u32), &crate::results::SampleScore> = b
+    let b_index: BTreeMap<(&str, u32), &SampleScore> = b
         .samples
         .iter()
         .filter(|s| s.status.is_scored())
@@ -102,6 +108,7 @@ pub fn compare(
             ));
         }
     }
+    let structured_fields = field_comparisons(a, &b_index, cfg)?;
     notes.extend(mcnemar_notes(&groups));
     let (ma, mb) = (a.config.manifest(), b.config.manifest());
     Ok(Comparison {
@@ -115,8 +122,55 @@ pub fn compare(
         config_hash_b: b.config.config_hash.clone(),
         bootstrap: *cfg,
         groups,
+        structured_fields,
         notes,
     })
+}
+
+/// Per NeuroVLM-Bench field, the paired answers of both runs that have it, compared on "this field correct".
+fn field_comparisons(
+    a: &ScoreReport,
+    b_index: &BTreeMap<(&str, u32), &SampleScore>,
+    cfg: &BootstrapConfig,
+) -> Result<Vec<FieldComparison>, ScoreError> {
+    let mut by_field: BTreeMap<&str, Vec<Item>> = BTreeMap::new();
+    for s in a.samples.iter().filter(|s| s.status.is_scored()) {
+        let Some(t) = b_index.get(&(s.task_id.as_str(), s.sample_index)) else {
+            continue;
+        };
+        let (Some(va), Some(vb)) = (&s.structured, &t.structured) else {
+            continue;
+        };
+        for (field, oa) in &va.fields {
+            let Some(ob) = vb.fields.get(field) else {
+                continue;
+            };
+            by_field.entry(field.as_str()).or_default().push(Item {
+                case_id: s.case_id.as_str(),
+                task_id: s.task_id.as_str(),
+                level: s.level,
+                family: s.family,
+                a: *oa == FieldOutcome::Correct,
+                b: *ob == FieldOutcome::Correct,
+            });
+        }
+    }
+    let order = crate::structured::FIELDS;
+    let mut fields: Vec<(&str, Vec<Item>)> = by_field.into_iter().collect();
+    fields.sort_by_key(|(f, _)| order.iter().position(|o| o == f).unwrap_or(order.len()));
+    fields
+        .into_iter()
+        .map(|(field, items)| {
+            let refs: Vec<&Item> = items.iter().collect();
+            let (paired, mcnemar) = tests(&refs, cfg)?;
+            Ok(FieldComparison {
+                field: field.to_string(),
+                items: refs.len(),
+                paired,
+                mcnemar,
+            })
+        })
+        .collect()
 }
 
 fn group(
@@ -136,6 +190,22 @@ fn group(
             mcnemar: None,
         });
     }
+    let (paired, mcnemar) = tests(items, cfg)?;
+    Ok(GroupComparison {
+        by,
+        level,
+        family,
+        items: items.len(),
+        paired: Some(paired),
+        mcnemar: Some(mcnemar),
+    })
+}
+
+/// The paired bootstrap and McNemar's test on some items (at least one).
+fn tests(
+    items: &[&Item],
+    cfg: &BootstrapConfig,
+) -> Result<(PairedComparison, McNemar), ScoreError> {
     let a: Vec<bool> = items.iter().map(|i| i.a).collect();
     let b: Vec<bool> = items.iter().map(|i| i.b).collect();
     let as_f = |v: &[bool]| {
@@ -144,19 +214,8 @@ fn group(
             .collect::<Vec<_>>()
     };
     let cases: Vec<&str> = items.iter().map(|i| i.case_id).collect();
-    Ok(GroupComparison {
-        by,
-        level,
-        family,
-        items: items.len(),
-        paired: Some(paired_bootstrap(
-            &as_f(&a),
-            &as_f(&b),
-            &Design::clusters_by(&cases),
-            cfg,
-        )?),
-        mcnemar: Some(mcnemar(items, &a, &b, &cases)?),
-    })
+    let paired = paired_bootstrap(&as_f(&a), &as_f(&b), &Design::clusters_by(&cases), cfg)?;
+    Ok((paired, mcnemar(items, &a, &b, &cases)?))
 }
 
 /// The exact test where every item is its task's only answer, else the cluster-adjusted test by case.

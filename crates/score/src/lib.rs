@@ -31,6 +31,7 @@
 pub mod aggregate;
 pub mod breadth;
 pub mod compare;
+pub mod cost;
 mod error;
 pub mod judge;
 pub mod jury;

@@ -109,6 +109,9 @@ pub struct ScoringConfig {
     /// The two hashes agree. When they differ (for example an answer key attached only at scoring time), the
     /// scores are against a different key than the run was planned with; a note says so.
     pub suite_matches_run: bool,
+    /// The model's price (`--price`), used for the cost of structured answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<crate::cost::Price>,
 }
 
 impl ScoringConfig {
@@ -293,6 +296,9 @@ pub struct SampleScore {
     pub taxonomy: Option<TaxonomyResult>,
     /// Breadth families (closed/open VQA, multiple choice).
     pub breadth: Option<BreadthVerdict>,
+    /// Structured family: each field's outcome and the safety flags raised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<crate::structured::StructuredVerdict>,
 }
 
 /// How an answer was read.
@@ -744,8 +750,23 @@ pub struct Comparison {
     pub bootstrap: BootstrapConfig,
     /// One row per group (overall, then per level and family).
     pub groups: Vec<GroupComparison>,
+    /// Structured answers: one row per NeuroVLM-Bench field, on the answers both runs gave for that field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub structured_fields: Vec<FieldComparison>,
     #[serde(default)]
     pub notes: Vec<String>,
+}
+
+/// Two runs on one field of their structured answers: correct on that field or not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FieldComparison {
+    pub field: String,
+    /// Paired answers whose reference has this field (for `diagnosis_detailed`: where both named the right
+    /// class).
+    pub items: usize,
+    pub paired: nmb_stats::PairedComparison,
+    /// Exact where every item is the only answer of its task, else cluster-adjusted by case.
+    pub mcnemar: nmb_stats::McNemar,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -808,6 +829,7 @@ mod tests {
             bertscore: None,
             taxonomy: None,
             breadth: None,
+            structured: None,
         };
         let text = serde_json::to_string(&s).unwrap();
         assert!(text.contains("\"status\":\"parse_failed\""), "{text}");

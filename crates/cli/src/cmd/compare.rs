@@ -20,7 +20,9 @@ Both runs must have been scored (`nmb score`); the newest stored report of each 
 difference is accuracy(A) - accuracy(B) with a paired bootstrap 95% CI that resamples whole cases, and
 McNemar's test on the discordant items: exact where every task has one paired answer, else cluster-adjusted
 (Durkalski 2003) with cases as clusters, so the n samples of a task are not counted as independent pairs;
-overall and per level and family. Each p-value names its test.
+overall and per level and family. Each p-value names its test. Runs with structured (NeuroVLM-Bench)
+answers are also compared field by field (modality, sequence, plane, class, subtype): correct on that field
+or not, over the answers whose reference has it.
 
 Exit status: 0 when compared, 1 when a run is unknown or not scored, 2 on bad usage.";
 

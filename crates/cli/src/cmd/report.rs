@@ -130,11 +130,7 @@ fn pairs<T>(
 }
 
 fn prices(specs: &[String]) -> Result<Prices> {
-    let mut prices = Prices::default();
-    for s in specs {
-        prices.add_spec(s).map_err(anyhow::Error::msg)?;
-    }
-    Ok(prices)
+    Prices::from_specs(specs).map_err(anyhow::Error::msg)
 }
 
 fn score_files(paths: &[PathBuf]) -> Result<BTreeMap<String, ScoreReport>> {

@@ -9,8 +9,10 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use nmb_requests::{HttpOptions, ModelSpec, Scheduler, SchedulerConfig, Transport};
 use nmb_run::{connect_model, ConnectOptions};
+use nmb_score::cost::Prices;
 use nmb_score::results::{Aggregation, GroupAggregate, PassAtK, ScoreReport};
 use nmb_score::semantic::Rescale;
+use nmb_score::structured::StructuredReport;
 use nmb_score::{stored, BertScoreSetting, JudgeModel, Rubric, ScoreOptions};
 use nmb_stats::{BootstrapConfig, Estimate, DEFAULT_RESAMPLES, DEFAULT_SEED};
 use nmb_store::{Manifest, Store, SuiteSource};
@@ -130,6 +132,10 @@ pub struct ScoringArgs {
     /// Judge calls in flight per judge
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub judge_concurrency: usize,
+    /// Price of a model, MODEL=IN,OUT in dollars per million input and output tokens (MODEL may be * for all),
+    /// for the cost per 1,000 images of structured answers; repeatable
+    #[arg(long = "price", value_name = "MODEL=IN,OUT")]
+    pub prices: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -188,7 +194,8 @@ pub async fn score_loaded(
     args: &ScoringArgs,
     bootstrap: BootstrapConfig,
 ) -> Result<ScoreReport> {
-    let opts = options(args, bootstrap)?;
+    let model = store.run(run_id)?.manifest.model;
+    let opts = options(args, &model, bootstrap)?;
     let scheduler = Scheduler::new(SchedulerConfig::default());
     let report = nmb_score::score_run(store, &scheduler, run_id, suite, &opts)
         .await
@@ -197,7 +204,8 @@ pub async fn score_loaded(
     Ok(report)
 }
 
-fn options(args: &ScoringArgs, bootstrap: BootstrapConfig) -> Result<ScoreOptions> {
+fn options(args: &ScoringArgs, model: &str, bootstrap: BootstrapConfig) -> Result<ScoreOptions> {
+    let prices = Prices::from_specs(&args.prices).map_err(anyhow::Error::msg)?;
     let judges = connect_judges(&args.judges)?;
     let rubric = match (&args.rubric, args.no_rubric) {
         (_, true) => None,
@@ -214,6 +222,7 @@ fn options(args: &ScoringArgs, bootstrap: BootstrapConfig) -> Result<ScoreOption
         human_labels: args.taxonomy_labels.clone(),
         bertscore: bertscore_setting(args),
         bootstrap,
+        price: prices.for_model(model),
         ..ScoreOptions::default()
     })
 }
@@ -236,6 +245,7 @@ fn bertscore_setting(args: &ScoringArgs) -> BertScoreSetting {
 /// What can be checked before a run is evaluated, so that a bad scoring option fails before any model is asked
 /// rather than after: judge specs, the rubric file, the BERTScore baseline.
 pub fn check(args: &ScoringArgs) -> Result<()> {
+    Prices::from_specs(&args.prices).map_err(anyhow::Error::msg)?;
     for j in &args.judges {
         ModelSpec::parse(j).with_context(|| format!("--judge {j}"))?;
     }
@@ -307,10 +317,18 @@ fn load_suite(args: &ScoreArgs, manifest: &Manifest) -> Result<Suite> {
             .transpose()
             .map_err(|e| anyhow::anyhow!("run manifest level: {e}"))?,
     };
+    let map = source
+        .map
+        .iter()
+        .flatten()
+        .map(|m| super::suite::parse_map(m).map_err(anyhow::Error::msg))
+        .collect::<Result<Vec<_>>>()
+        .context("run manifest map")?;
     let opts = LoadOptions {
         filters,
         answers,
         level,
+        map,
     };
     let loaded =
         nmb_suite::load(&spec, &opts).with_context(|| format!("cannot load suite {spec}"))?;
@@ -409,10 +427,71 @@ pub fn print_report(report: &ScoreReport, json: bool) -> Result<()> {
         "samples    {} planned, {} scored, {} errored, {} pending, {} without reference, {} unparseable, {} unresolved",
         o.samples, o.n, o.errored, o.pending, o.no_reference, o.parse_failed, o.unresolved
     );
+    if let Some(s) = &report.structured {
+        print_structured(s);
+    }
     for note in pass_notes(&o.pass_at_5).into_iter().chain(&report.notes) {
         println!("note       {note}");
     }
     Ok(())
+}
+
+/// NeuroVLM-Bench's numbers in brief; `--json` and the reports carry all of them.
+fn print_structured(s: &StructuredReport) {
+    println!();
+    println!(
+        "NeuroVLM   {} answers, valid JSON {}, schema-valid {}",
+        s.answers,
+        pct(Some(&s.valid_json_rate)),
+        pct(Some(&s.schema_valid_rate))
+    );
+    println!(
+        "{:<22} {:>4}  {:<22} {:<22} {:<22} {:<22}",
+        "field", "n", "accuracy", "balanced accuracy", "macro-F1", "abstained"
+    );
+    for field in nmb_score::structured::FIELDS {
+        let Some(f) = s.fields.get(field) else {
+            continue;
+        };
+        println!(
+            "{:<22} {:>4}  {:<22} {:<22} {:<22} {:<22}",
+            field,
+            f.n,
+            pct(Some(&f.accuracy)),
+            pct(Some(&f.balanced_accuracy)),
+            pct(Some(&f.macro_f1)),
+            pct(Some(&f.abstention_rate))
+        );
+    }
+    if let Some(c) = &s.calibration {
+        let num = |e: &Estimate| format!("{:.3} [{:.3}, {:.3}]", e.value, e.ci_low, e.ci_high);
+        println!(
+            "calibration ECE {}, Brier {}, AUROC {}",
+            num(&c.ece),
+            num(&c.brier),
+            c.auroc.as_ref().map_or("-".into(), num)
+        );
+    }
+    let raised: Vec<String> = s
+        .safety_flags
+        .iter()
+        .filter(|(_, e)| e.value > 0.0)
+        .map(|(flag, e)| format!("{flag} {}", pct(Some(e))))
+        .collect();
+    println!(
+        "safety     {}",
+        if raised.is_empty() {
+            "no flag raised".to_string()
+        } else {
+            raised.join(", ")
+        }
+    );
+    if let Some(d) = &s.cost.dollars_per_1000_images {
+        println!(
+            "cost       ${:.4} per 1,000 images [{:.4}, {:.4}]",
+            d.value, d.ci_low, d.ci_high
+        );
+    }
 }
 
 fn pass_notes(p: &PassAtK) -> Vec<&String> {

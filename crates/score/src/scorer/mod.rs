@@ -62,6 +62,8 @@ pub struct ScoreOptions {
     pub human_labels: Option<PathBuf>,
     pub bertscore: BertScoreSetting,
     pub bootstrap: BootstrapConfig,
+    /// The model's price, for the cost of structured answers per 1,000 images.
+    pub price: Option<crate::cost::Price>,
 }
 
 impl Default for ScoreOptions {
@@ -80,6 +82,7 @@ impl Default for ScoreOptions {
                 None,
             ),
             bootstrap: BootstrapConfig::default(),
+            price: None,
         }
     }
 }
@@ -260,7 +263,19 @@ pub async fn score_run(
     }
     let mut report = build_report(run_id, config, samples, agreement, notes, &opts.bootstrap)?;
     let items = structured_items(&records, &index);
-    report.structured = crate::structured::structured_report(&items, &opts.bootstrap)?;
+    if let Some((structured, verdicts)) =
+        crate::structured::structured_report(&items, opts.price, &opts.bootstrap)?
+    {
+        let mut by_sample: HashMap<(&str, u32), _> = items
+            .iter()
+            .map(|i| (i.task_id, i.sample_index))
+            .zip(verdicts)
+            .collect();
+        for s in &mut report.samples {
+            s.structured = by_sample.remove(&(s.task_id.as_str(), s.sample_index));
+        }
+        report.structured = Some(structured);
+    }
     Ok(report)
 }
 
@@ -278,17 +293,13 @@ fn structured_items<'a>(
             if task.family != nmb_suite::Family::Structured {
                 return None;
             }
-            let last = r.turns.last();
             Some(crate::structured::StructuredItem {
+                task_id: r.task_id.as_str(),
+                sample_index: r.sample_index,
                 case_id: case.id.as_str(),
                 reference,
                 text: r.final_text.as_deref()?,
-                latency_ms: last.and_then(|t| t.call.latency_ms),
-                tokens: last.and_then(|t| {
-                    let c = &t.call;
-                    let total = c.tokens_in? + c.tokens_out?;
-                    Some(total as f64 / f64::from(c.n_choices.max(1)))
-                }),
+                usage: crate::structured::Usage::of(case.id.as_str(), r),
             })
         })
         .collect()

@@ -45,6 +45,7 @@ pub(super) fn prepare<'a>(
         bertscore: None,
         taxonomy: None,
         breadth: None,
+        structured: None,
     };
     let mut w = Work {
         record,

@@ -55,6 +55,7 @@ pub(super) fn scoring_config(
         suite_matches_run: suite_hash_run == suite_hash_scored,
         suite_hash_run,
         suite_hash_scored,
+        price: opts.price,
     };
     config.config_hash = config_hash(&config);
     Ok(config)
@@ -63,7 +64,7 @@ pub(super) fn scoring_config(
 /// Hash of what determines the scores: everything in the config except outcomes (judge call totals, judge run
 /// ids, whether BERTScore ended up computed).
 fn config_hash(c: &ScoringConfig) -> String {
-    let identity = json!({
+    let mut identity = json!({
         "nmb_version": c.nmb_version,
         "judges": c.judges.iter().map(|j| &j.spec).collect::<Vec<_>>(),
         "aggregation": c.aggregation,
@@ -79,6 +80,10 @@ fn config_hash(c: &ScoringConfig) -> String {
         "run_manifest": c.run_manifest,
         "suite_hash_scored": c.suite_hash_scored,
     });
+    // Enters only when given, so that scoring without a price keeps the hash of versions that had none.
+    if let Some(price) = &c.price {
+        identity["price"] = json!(price);
+    }
     hex::encode(Sha256::digest(canonical_json(&identity).as_bytes()))
 }
 
