@@ -7,63 +7,15 @@ use nmb_score::results::{Comparison, TaskScore};
 use nmb_stats::{
     bootstrap_mean, model_rank_correlation, BootstrapConfig, Design, Estimate, RankCorrelation,
 };
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::input::RunData;
 
-/// Dollars per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Price {
-    pub input_per_mtok: f64,
-    pub output_per_mtok: f64,
-}
+pub use nmb_score::cost::{Price, Prices};
 
-/// Prices by model: the key is a full spec (`openai:gpt-4o@URL`), a spec without URL, a bare model name, or
-/// `*` for every other model. The most specific key wins.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Prices(pub BTreeMap<String, Price>);
-
-impl Prices {
-    /// Parses `MODEL=IN,OUT` (dollars per million input and output tokens).
-    pub fn add_spec(&mut self, spec: &str) -> Result<(), String> {
-        let (model, prices) = spec.rsplit_once('=').ok_or_else(|| {
-            format!("price {spec:?}: expected MODEL=IN,OUT (dollars per million tokens)")
-        })?;
-        let (input, output) = prices.split_once(',').ok_or_else(|| {
-            format!("price {spec:?}: expected IN,OUT after '=', e.g. gpt-4o=2.5,10")
-        })?;
-        let number = |s: &str, what: &str| {
-            s.trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|v| v.is_finite() && *v >= 0.0)
-                .ok_or_else(|| {
-                    format!("price {spec:?}: {what} price {s:?} is not a non-negative number")
-                })
-        };
-        let price = Price {
-            input_per_mtok: number(input, "input")?,
-            output_per_mtok: number(output, "output")?,
-        };
-        if model.trim().is_empty() {
-            return Err(format!(
-                "price {spec:?}: the model before '=' is empty (use * for every model)"
-            ));
-        }
-        self.0.insert(model.trim().to_string(), price);
-        Ok(())
-    }
-
-    pub fn for_run(&self, run: &RunData) -> Option<Price> {
-        [
-            run.manifest.model.as_str(),
-            run.model(),
-            run.model_name(),
-            "*",
-        ]
-        .iter()
-        .find_map(|k| self.0.get(*k).copied())
-    }
+/// The price `prices` gives `run`'s model.
+pub fn price_for(prices: &Prices, run: &RunData) -> Option<Price> {
+    prices.for_model(&run.manifest.model)
 }
 
 /// Tokens and what they cost for one run.
@@ -134,7 +86,7 @@ pub fn build(runs: &[RunData], prices: &Prices, cfg: &BootstrapConfig) -> Analys
 }
 
 fn cost(run: &RunData, prices: &Prices) -> CostEstimate {
-    let price = prices.for_run(run);
+    let price = price_for(prices, run);
     let (tin, tout) = (run.summary.tokens_in, run.summary.tokens_out);
     CostEstimate {
         run_id: run.info.run_id.clone(),

@@ -1,4 +1,5 @@
-//! CSV for pandas: one row per sample (`samples.csv`) and one row per run and group (`aggregate.csv`).
+//! CSV for pandas: one row per sample (`samples.csv`), one row per run and group (`aggregate.csv`), and for runs
+//! with NeuroVLM-Bench scores one row per run and number (`structured.csv`).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -42,6 +43,8 @@ const SAMPLE_COLUMNS: &[&str] = &[
     "tokens_in",
     "tokens_out",
     "latency_ms",
+    "structured_flags",
+    "structured_fields",
     "answer",
 ];
 
@@ -158,12 +161,32 @@ pub fn samples(path: &Path, runs: &[RunData]) -> Result<String, ReportError> {
                 sum(|c| c.tokens_in),
                 sum(|c| c.tokens_out),
                 sum(|c| c.latency_ms),
+                structured_flags(sc),
+                structured_fields(sc),
                 s.final_text.clone().unwrap_or_default(),
             ];
             w.write_record(&row).map_err(csv_err(path))?;
         }
     }
     finish(w, path)
+}
+
+/// The safety flags a structured answer raised, `;`-separated.
+fn structured_flags(sc: Option<&SampleScore>) -> String {
+    sc.and_then(|x| x.structured.as_ref())
+        .map_or(String::new(), |v| v.flags.join(";"))
+}
+
+/// `field=outcome` for each scored field of a structured answer, `;`-separated.
+fn structured_fields(sc: Option<&SampleScore>) -> String {
+    let Some(v) = sc.and_then(|x| x.structured.as_ref()) else {
+        return String::new();
+    };
+    v.fields
+        .iter()
+        .map(|(f, o)| format!("{f}={}", enum_text(o)))
+        .collect::<Vec<_>>()
+        .join(";")
 }
 
 const AGGREGATE_COLUMNS: &[&str] = &[
@@ -310,4 +333,41 @@ fn counts(g: &GroupAggregate) -> Vec<String> {
     .iter()
     .map(usize::to_string)
     .collect()
+}
+
+const STRUCTURED_COLUMNS: &[&str] = &[
+    "run_id", "model", "section", "field", "class", "metric", "value", "ci_low", "ci_high", "n",
+];
+
+/// `structured.csv`: one row per run and NeuroVLM-Bench number, or `None` when no run has structured scores.
+pub fn structured(
+    path: &Path,
+    runs: &[RunData],
+    analysis: &Analysis,
+) -> Result<Option<String>, ReportError> {
+    let sections = crate::neurovlm::sections(runs, analysis);
+    if sections.is_empty() {
+        return Ok(None);
+    }
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(STRUCTURED_COLUMNS).map_err(csv_err(path))?;
+    for s in &sections {
+        for row in crate::neurovlm::rows(s) {
+            let (lo, hi) = row.ci.map_or((None, None), |(l, h)| (Some(l), Some(h)));
+            let record = [
+                s.run.info.run_id.clone(),
+                s.run.name(),
+                row.section.to_string(),
+                row.field,
+                row.class,
+                row.metric,
+                opt(row.value),
+                opt(lo),
+                opt(hi),
+                opt(row.n),
+            ];
+            w.write_record(&record).map_err(csv_err(path))?;
+        }
+    }
+    finish(w, path).map(Some)
 }

@@ -4,7 +4,10 @@
 //! - a single self-contained HTML page (inline CSS and SVG, no script, no external asset, a strict
 //!   Content-Security-Policy), with the headline table, charts, the two-axis scatter, paired significance, a
 //!   per-case section with thumbnails and every sampled answer, and the run manifests;
-//! - Markdown with the same tables, CSV (one row per sample, plus an aggregate CSV), JSON with the full results;
+//! - for runs with NeuroVLM-Bench (`structured`) scores, a section with per-field metrics, the diagnosis_name
+//!   confusion heat map, calibration with a reliability diagram, safety flags, abstentions and cost per image;
+//! - Markdown with the same tables, CSV (one row per sample, plus an aggregate CSV and `structured.csv`), JSON with
+//!   the full results;
 //! - a leaderboard export in the Neural-MedBench site's `js/data.js` shape.
 //!
 //! Everything a model wrote is untrusted: it is escaped in every HTML context ([`html::escape`]); images are
@@ -20,6 +23,7 @@ pub mod html;
 mod input;
 pub mod leaderboard;
 mod markdown;
+mod neurovlm;
 mod paired;
 mod svg;
 mod table;
@@ -135,6 +139,8 @@ pub struct Written {
     pub markdown: Option<PathBuf>,
     pub csv_samples: Option<PathBuf>,
     pub csv_aggregate: Option<PathBuf>,
+    /// `structured.csv`, written when some run has NeuroVLM-Bench (structured) scores.
+    pub structured_csv: Option<PathBuf>,
     pub json: Option<PathBuf>,
     pub leaderboard_json: Option<PathBuf>,
     pub leaderboard_js: Option<PathBuf>,
@@ -147,6 +153,7 @@ impl Written {
             &self.markdown,
             &self.csv_samples,
             &self.csv_aggregate,
+            &self.structured_csv,
             &self.json,
             &self.leaderboard_json,
             &self.leaderboard_js,
@@ -190,6 +197,11 @@ pub fn write_report(runs: &[RunData], opts: &ReportOptions) -> Result<Written, R
         )?;
         written.csv_samples = Some(samples);
         written.csv_aggregate = Some(aggregate);
+        let structured = file("structured.csv");
+        if let Some(text) = csv_out::structured(&structured, runs, &analysis)? {
+            write_text(&structured, &text, opts)?;
+            written.structured_csv = Some(structured);
+        }
     }
     if opts.formats.contains(&Format::Json) {
         let path = file("report.json");

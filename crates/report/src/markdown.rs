@@ -45,6 +45,7 @@ pub fn render(runs: &[RunData], analysis: &Analysis) -> String {
     headline(&mut m, runs, analysis);
     levels(&mut m, runs);
     breadth(&mut m, runs);
+    neurovlm(&mut m, runs, analysis);
     two_axis(&mut m, analysis);
     paired(&mut m, analysis);
     manifests(&mut m, runs);
@@ -137,6 +138,33 @@ fn breadth(m: &mut String, runs: &[RunData]) {
         m.push_str("## Breadth\n\n| model | suite | family | n | accuracy | exact match | token recall | extraction failures |\n|---|---|---|---|---|---|---|---|\n");
         m.push_str(&rows);
         m.push('\n');
+    }
+}
+
+/// The NeuroVLM-Bench tables of every run with structured scores, as in the HTML report.
+fn neurovlm(m: &mut String, runs: &[RunData], analysis: &Analysis) {
+    let sections = crate::neurovlm::sections(runs, analysis);
+    if sections.is_empty() {
+        return;
+    }
+    m.push_str("## NeuroVLM-Bench\n\n");
+    for s in &sections {
+        let _ = writeln!(
+            m,
+            "### {} · {}\n",
+            cell(&s.run.name()),
+            cell(&s.run.manifest.suite_id)
+        );
+        for (heading, t) in crate::neurovlm::tables(s) {
+            let _ = writeln!(m, "#### {heading}\n\n{}", t.markdown());
+        }
+        if s.report.calibration.is_none() {
+            let _ = writeln!(
+                m,
+                "No answer gave a usable diagnosis_confidence ({} left out).\n",
+                s.report.calibration_excluded
+            );
+        }
     }
 }
 

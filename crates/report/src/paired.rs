@@ -1,7 +1,8 @@
 //! The paired-comparison table (two models on the same suite), built once for the HTML and Markdown reports and
 //! `nmb compare`'s terminal output.
 
-use nmb_score::results::{Comparison, GroupComparison};
+use nmb_score::results::Comparison;
+use nmb_stats::{McNemar, PairedComparison};
 
 use crate::table::{Cell, Table};
 
@@ -9,7 +10,8 @@ use crate::table::{Cell, Table};
 pub const CAPTION: &str = "Runs of different models on the same suite, paired on (task, sample). A − B is the \
 difference in accuracy in percentage points (pp) with a 95% paired bootstrap CI that resamples whole cases; \
 bootstrap p is that bootstrap's two-sided p-value. McNemar p is the exact test where every task has one paired \
-answer, else the cluster-adjusted test (Durkalski 2003) with cases as clusters; each cell names its test.";
+answer, else the cluster-adjusted test (Durkalski 2003) with cases as clusters; each cell names its test. Rows \
+named `field ·` compare NeuroVLM-Bench structured answers on one field (correct on that field or not).";
 
 /// One row per group of every comparison.
 pub fn paired_table(comparisons: &[Comparison]) -> Table {
@@ -30,13 +32,33 @@ pub fn paired_table(comparisons: &[Comparison]) -> Table {
     );
     for c in comparisons {
         for g in &c.groups {
-            t.push(row(c, g));
+            let group = match (g.level, g.family) {
+                (Some(l), Some(f)) => format!("{} · {}", l.as_str(), f.as_str()),
+                _ => "overall".into(),
+            };
+            t.push(row(
+                c,
+                group,
+                g.items,
+                g.paired.as_ref(),
+                g.mcnemar.as_ref(),
+            ));
+        }
+        for f in &c.structured_fields {
+            let group = format!("field · {}", f.field);
+            t.push(row(c, group, f.items, Some(&f.paired), Some(&f.mcnemar)));
         }
     }
     t
 }
 
-fn row(c: &Comparison, g: &GroupComparison) -> Vec<Cell> {
+fn row(
+    c: &Comparison,
+    group: String,
+    items: usize,
+    paired: Option<&PairedComparison>,
+    mcnemar: Option<&McNemar>,
+) -> Vec<Cell> {
     let name = |n: &str, model: &str| {
         if n.is_empty() {
             model.to_string()
@@ -44,18 +66,14 @@ fn row(c: &Comparison, g: &GroupComparison) -> Vec<Cell> {
             n.to_string()
         }
     };
-    let group = match (g.level, g.family) {
-        (Some(l), Some(f)) => format!("{} · {}", l.as_str(), f.as_str()),
-        _ => "overall".into(),
-    };
     let dash = || Cell::new("–");
     let mut cells = vec![
         Cell::new(name(&c.name_a, &c.model_a)),
         Cell::new(name(&c.name_b, &c.model_b)),
         Cell::new(group),
-        Cell::new(g.items.to_string()),
+        Cell::new(items.to_string()),
     ];
-    match &g.paired {
+    match paired {
         Some(p) => cells.extend([
             Cell::new(format!("{:.1}%", p.mean_a * 100.0)),
             Cell::new(format!("{:.1}%", p.mean_b * 100.0)),
@@ -71,7 +89,7 @@ fn row(c: &Comparison, g: &GroupComparison) -> Vec<Cell> {
         ]),
         None => cells.extend([dash(), dash(), dash(), dash()]),
     }
-    match &g.mcnemar {
+    match mcnemar {
         Some(m) => cells.extend([
             Cell::new(format!("{} / {}", m.only_a, m.only_b)),
             Cell::with_detail(format!("{:.3}", m.p_value), format!("({})", m.test.tag())),

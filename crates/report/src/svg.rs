@@ -537,3 +537,380 @@ pub fn scatter(
     out.push_str("</svg>");
     out
 }
+
+/// `base` mixed with white: `share` 0 is white, 1 is `base`.
+fn shade(base: (u8, u8, u8), share: f64) -> String {
+    let s = share.clamp(0.0, 1.0);
+    let mix = |c: u8| (255.0 - (255.0 - f64::from(c)) * s).round() as u8;
+    format!("#{:02x}{:02x}{:02x}", mix(base.0), mix(base.1), mix(base.2))
+}
+
+/// A confusion matrix as a heat map: `rows` are true classes, `columns` what was answered, `counts[r][c]` the
+/// answers. Each cell is shaded by its share of the row (so rare classes read as well as common ones) and carries
+/// its count; the last `extra` columns (abstain, invalid) take a second hue so they do not read as classes.
+pub fn heatmap(
+    title: &str,
+    description: &str,
+    rows: &[String],
+    columns: &[String],
+    counts: &[Vec<u64>],
+    extra: usize,
+) -> String {
+    let cell = 54.0;
+    let widest = |labels: &[String]| {
+        labels
+            .iter()
+            .map(|l| truncate(l, 22).chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let left = 24.0 + widest(rows) as f64 * 6.6;
+    // Column labels are turned 40 degrees, so their height is about 0.64 of their length.
+    let top = 62.0 + widest(columns) as f64 * 6.6 * 0.64;
+    let width = left + cell * columns.len() as f64 + 56.0;
+    let height = top + cell * rows.len() as f64 + 40.0;
+    let mut out = String::new();
+    open(&mut out, width, height, title, description);
+    heat_header(&mut out, columns, (left, top, cell));
+    let class_columns = columns.len().saturating_sub(extra);
+    for (r, (label, row)) in rows.iter().zip(counts).enumerate() {
+        let y = top + cell * r as f64;
+        text(
+            &mut out,
+            left - 8.0,
+            y + cell / 2.0 + 4.0,
+            "end",
+            "",
+            &truncate(label, 22),
+        );
+        let total: u64 = row.iter().sum();
+        for (c, &n) in row.iter().enumerate() {
+            let column = columns.get(c).map_or("", String::as_str);
+            heat_cell(
+                &mut out,
+                (left + cell * c as f64, y, cell),
+                (label, column),
+                (n, total),
+                (c >= class_columns, column == label.as_str()),
+            );
+        }
+        let x = left + cell * columns.len() as f64 + 28.0;
+        text(
+            &mut out,
+            x,
+            y + cell / 2.0 + 4.0,
+            "middle",
+            "fill=\"#555\"",
+            &total.to_string(),
+        );
+    }
+    let note = "Shade: share of the reference class's answers. Outlined: correct. Orange: abstained or invalid.";
+    text(
+        &mut out,
+        8.0,
+        height - 12.0,
+        "start",
+        "fill=\"#333\" font-size=\"11\"",
+        note,
+    );
+    out.push_str("</svg>");
+    out
+}
+
+/// The key line and the column labels of [`heatmap`] (turned so long class names fit), then `n` over the row
+/// totals; `at` is `(left, top, cell size)`.
+fn heat_header(out: &mut String, columns: &[String], at: (f64, f64, f64)) {
+    let (left, top, cell) = at;
+    let small = "fill=\"#555\" font-size=\"11\"";
+    text(
+        out,
+        8.0,
+        36.0,
+        "start",
+        small,
+        "rows: reference class · columns: answer",
+    );
+    for (c, label) in columns.iter().enumerate() {
+        let (x, y) = (left + cell * (c as f64 + 0.5), top - 8.0);
+        let _ = write!(
+            out,
+            "<text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"start\" transform=\"rotate(-40 {x:.1} {y:.1})\">{}</text>",
+            escape(&truncate(label, 22))
+        );
+    }
+    let x = left + cell * columns.len() as f64 + 28.0;
+    text(out, x, top - 8.0, "middle", "font-weight=\"bold\"", "n");
+}
+
+/// One cell of [`heatmap`]: `(x, y, size)`, `(reference, answer)`, `(count, row total)`, `(extra, diagonal)`.
+fn heat_cell(
+    out: &mut String,
+    at: (f64, f64, f64),
+    labels: (&str, &str),
+    n: (u64, u64),
+    kind: (bool, bool),
+) {
+    let (x, y, size) = at;
+    let (count, total) = n;
+    let share = if total == 0 {
+        0.0
+    } else {
+        count as f64 / total as f64
+    };
+    let base = if kind.0 {
+        (0xD5, 0x5E, 0x00)
+    } else {
+        (0x00, 0x72, 0xB2)
+    };
+    let stroke = if kind.1 {
+        "stroke=\"#1d1d1d\" stroke-width=\"2\""
+    } else {
+        "stroke=\"#fff\" stroke-width=\"1\""
+    };
+    let _ = write!(
+        out,
+        "<rect class=\"cell\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\" {stroke}><title>{}</title></rect>",
+        x + 1.0,
+        y + 1.0,
+        size - 2.0,
+        size - 2.0,
+        shade(base, share),
+        escape(&format!("reference {}, answer {}: {count} of {total}", labels.0, labels.1))
+    );
+    let ink = if share > 0.55 { "#fff" } else { "#1d1d1d" };
+    text(
+        out,
+        x + size / 2.0,
+        y + size / 2.0 + 5.0,
+        "middle",
+        &format!("fill=\"{ink}\" font-size=\"14\""),
+        &count.to_string(),
+    );
+}
+
+/// A reliability diagram: one dot per non-empty bin at (mean stated confidence, accuracy), its area by the
+/// answers in the bin, a line to the diagonal showing the gap, and the diagonal of perfect calibration.
+pub fn reliability(title: &str, description: &str, bins: &[nmb_stats::Bin]) -> String {
+    let plot = Square {
+        left: 60.0,
+        top: 44.0,
+        size: 320.0,
+    };
+    let (width, height) = (plot.left + plot.size + 200.0, plot.top + plot.size + 52.0);
+    let mut out = String::new();
+    open(&mut out, width, height, title, description);
+    plot.axes(&mut out, "mean stated confidence", "accuracy");
+    let filled: Vec<(&nmb_stats::Bin, f64, f64)> = bins
+        .iter()
+        .filter(|b| b.count > 0)
+        .filter_map(|b| Some((b, b.confidence?, b.accuracy?)))
+        .collect();
+    let most = filled
+        .iter()
+        .map(|(b, _, _)| b.count)
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    for (b, conf, acc) in &filled {
+        let r = 3.0 + 9.0 * (b.count as f64 / most).sqrt();
+        bin_dot(&mut out, &plot, b, (*conf, *acc), r);
+    }
+    let key = [
+        ("#0072B2", "dot: one bin; area by answers"),
+        ("#555", "number: answers in the bin"),
+        ("#D55E00", "line: gap to the diagonal"),
+        ("#888", "dashed: perfect calibration"),
+    ];
+    let kx = plot.left + plot.size + 20.0;
+    for (i, (colour, label)) in key.iter().enumerate() {
+        let ky = plot.top + 14.0 + 20.0 * i as f64;
+        text(
+            &mut out,
+            kx,
+            ky,
+            "start",
+            &format!("fill=\"{colour}\" font-size=\"11\""),
+            label,
+        );
+    }
+    if filled.is_empty() {
+        let (x, y) = (plot.x(0.5), plot.y(0.5));
+        text(
+            &mut out,
+            x,
+            y,
+            "middle",
+            "fill=\"#777\"",
+            "no answer with a usable confidence",
+        );
+    }
+    out.push_str("</svg>");
+    out
+}
+
+/// A 0–1 by 0–1 plot area: `left`, `top` and side length in pixels.
+struct Square {
+    left: f64,
+    top: f64,
+    size: f64,
+}
+
+impl Square {
+    fn x(&self, v: f64) -> f64 {
+        self.left + self.size * v.clamp(0.0, 1.0)
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        self.top + self.size * (1.0 - v.clamp(0.0, 1.0))
+    }
+
+    /// Grid, ticks (x as a fraction, y as a percentage), frame, dashed diagonal and axis titles.
+    fn axes(&self, out: &mut String, x_label: &str, y_label: &str) {
+        let (left, top, size) = (self.left, self.top, self.size);
+        for i in 0..=5 {
+            let v = f64::from(i) / 5.0;
+            line(out, self.x(v), top, self.x(v), top + size, "#eee", 1.0);
+            line(out, left, self.y(v), left + size, self.y(v), "#eee", 1.0);
+            text(
+                out,
+                self.x(v),
+                top + size + 16.0,
+                "middle",
+                "",
+                &format!("{v:.1}"),
+            );
+            let percent = format!("{:.0}%", v * 100.0);
+            text(out, left - 6.0, self.y(v) + 4.0, "end", "", &percent);
+        }
+        let _ = write!(
+            out,
+            "<rect x=\"{left}\" y=\"{top}\" width=\"{size}\" height=\"{size}\" fill=\"none\" stroke=\"#333\"/>\
+             <line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#888\" stroke-width=\"1.2\" stroke-dasharray=\"5 4\"/>",
+            self.x(0.0),
+            self.y(0.0),
+            self.x(1.0),
+            self.y(1.0)
+        );
+        let bold = "font-weight=\"bold\"";
+        text(
+            out,
+            left + size / 2.0,
+            top + size + 36.0,
+            "middle",
+            bold,
+            x_label,
+        );
+        let _ = write!(
+            out,
+            "<text x=\"16\" y=\"{c:.1}\" text-anchor=\"middle\" {bold} transform=\"rotate(-90 16 {c:.1})\">{}</text>",
+            escape(y_label),
+            c = top + size / 2.0
+        );
+    }
+}
+
+/// One bin of [`reliability`] at `(confidence, accuracy)` with radius `r`: the gap line, the dot, its count.
+fn bin_dot(out: &mut String, plot: &Square, b: &nmb_stats::Bin, at: (f64, f64), r: f64) {
+    let (conf, acc) = at;
+    let (x, y) = (plot.x(conf), plot.y(acc));
+    line(out, x, y, x, plot.y(conf), "#D55E00", 1.5);
+    let _ = write!(
+        out,
+        "<circle class=\"bin\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{r:.1}\" fill=\"#0072B2\" fill-opacity=\"0.85\" stroke=\"#fff\"><title>{}</title></circle>",
+        escape(&format!(
+            "confidence {:.1}–{:.1}: {} answer(s), mean confidence {conf:.3}, accuracy {:.1}%",
+            b.lo,
+            b.hi,
+            b.count,
+            acc * 100.0
+        ))
+    );
+    let small = "fill=\"#555\" font-size=\"10\"";
+    text(
+        out,
+        x + r + 2.0,
+        y + 4.0,
+        "start",
+        small,
+        &b.count.to_string(),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bin(lo: f64, count: usize, confidence: f64, accuracy: f64) -> nmb_stats::Bin {
+        nmb_stats::Bin {
+            lo,
+            hi: lo + 0.1,
+            count,
+            confidence: (count > 0).then_some(confidence),
+            accuracy: (count > 0).then_some(accuracy),
+        }
+    }
+
+    #[test]
+    fn the_heat_map_escapes_labels_and_writes_every_count() {
+        let rows = vec!["<b>stroke</b>".to_string(), "tumor & co".to_string()];
+        let columns = vec![
+            "<b>stroke</b>".to_string(),
+            "tumor & co".to_string(),
+            "abstain".to_string(),
+            "invalid".to_string(),
+        ];
+        let counts = vec![vec![7, 1, 0, 2], vec![3, 11, 4, 0]];
+        let svg = heatmap("t <x>", "d", &rows, &columns, &counts, 2);
+        assert!(!svg.contains("<b>"), "labels are escaped: {svg}");
+        assert!(svg.contains("&lt;b&gt;stroke&lt;/b&gt;") && svg.contains("tumor &amp; co"));
+        assert_eq!(
+            svg.matches("class=\"cell\"").count(),
+            8,
+            "one cell per count"
+        );
+        for (r, row) in counts.iter().enumerate() {
+            let total: u64 = row.iter().sum();
+            for (c, n) in row.iter().enumerate() {
+                let title = format!(
+                    "reference {}, answer {}: {n} of {total}",
+                    escape(&rows[r]),
+                    escape(&columns[c])
+                );
+                assert!(svg.contains(&title), "{title}");
+            }
+        }
+        for n in [7, 1, 0, 2, 3, 11, 4] {
+            assert!(
+                svg.contains(&format!(">{n}</text>")),
+                "count {n} is written"
+            );
+        }
+        // Shaded by the share of the row: classes in blue, abstain and invalid in orange, empty cells white.
+        for (base, share) in [((0x00, 0x72, 0xB2), 0.7), ((0xD5, 0x5E, 0x00), 0.2)] {
+            let fill = format!("fill=\"{}\"", shade(base, share));
+            assert!(svg.contains(&fill), "{fill}");
+        }
+        assert_eq!(shade((0x00, 0x72, 0xB2), 1.0), "#0072b2");
+        assert!(svg.contains("fill=\"#ffffff\""), "an empty cell is white");
+    }
+
+    #[test]
+    fn the_reliability_diagram_draws_one_mark_per_non_empty_bin() {
+        let bins: Vec<nmb_stats::Bin> = (0..10)
+            .map(|i| {
+                let lo = f64::from(i) / 10.0;
+                let count = [0, 0, 3, 0, 5, 0, 0, 9, 12, 1][i as usize];
+                bin(lo, count, lo + 0.05, 0.5)
+            })
+            .collect();
+        let svg = reliability("Reliability <m>", "d", &bins);
+        assert_eq!(svg.matches("class=\"bin\"").count(), 5);
+        assert!(svg.contains("Reliability &lt;m&gt;"));
+        assert!(svg.contains("stroke-dasharray"), "the diagonal");
+        // Dot area grows with the count: the 12-answer bin's dot is the largest.
+        assert!(svg.contains("r=\"12.0\""), "{svg}");
+        let empty = reliability("r", "d", &[bin(0.0, 0, 0.0, 0.0)]);
+        assert_eq!(empty.matches("class=\"bin\"").count(), 0);
+        assert!(empty.contains("no answer with a usable confidence"));
+    }
+}

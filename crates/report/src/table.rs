@@ -18,13 +18,15 @@ pub struct Column {
 pub struct Cell {
     pub text: String,
     pub detail: Option<String>,
+    /// Shown on hover in HTML only (why a value is missing); other formats say it in the caption.
+    pub title: Option<String>,
 }
 
 impl Cell {
     pub fn new(text: impl Into<String>) -> Self {
         Cell {
             text: text.into(),
-            detail: None,
+            ..Cell::default()
         }
     }
 
@@ -32,6 +34,16 @@ impl Cell {
         Cell {
             text: text.into(),
             detail: Some(detail.into()),
+            ..Cell::default()
+        }
+    }
+
+    /// A number that does not exist (a zero denominator): a dash, with `why` on hover.
+    pub fn undefined(why: impl Into<String>) -> Self {
+        Cell {
+            text: "–".into(),
+            title: Some(why.into()),
+            ..Cell::default()
         }
     }
 
@@ -85,7 +97,11 @@ impl Table {
             h.push_str("<tr>");
             for (cell, col) in row.iter().zip(&self.columns) {
                 let class = if col.numeric { " class=\"num\"" } else { "" };
-                let _ = write!(h, "<td{class}>{}", escape(&cell.text));
+                let title = cell
+                    .title
+                    .as_ref()
+                    .map_or(String::new(), |t| format!(" title=\"{}\"", escape(t)));
+                let _ = write!(h, "<td{class}{title}>{}", escape(&cell.text));
                 if let Some(d) = &cell.detail {
                     let _ = write!(h, "<br><span class=\"ci\">{}</span>", escape(d));
                 }
@@ -196,6 +212,12 @@ mod tests {
         let md = t.markdown();
         assert!(md.contains("| a\\|b <x> | 0.031 (exact) |"), "{md}");
         assert!(md.contains("|---|---:|"));
+        let mut undefined = Table::new("c", &[("p", true)]);
+        undefined.push(vec![Cell::undefined("undefined: no \"x\" <y>")]);
+        assert!(undefined
+            .html()
+            .contains("<td class=\"num\" title=\"undefined: no &quot;x&quot; &lt;y&gt;\">–</td>"));
+        assert!(undefined.markdown().contains("| – |"));
         let text = t.text();
         let lines: Vec<&str> = text.lines().collect();
         // Widths 15 and 13, two spaces between; the numeric column is right-aligned.

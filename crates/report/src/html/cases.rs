@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 use nmb_score::results::{JudgeDecision, MatchOutcome, SampleScore, SampleStatus};
+use nmb_score::structured::{FieldOutcome, StructuredVerdict};
 use nmb_store::SampleRecord;
 
 use super::enum_text;
@@ -360,6 +361,51 @@ fn parsed(h: &mut String, s: &SampleScore) {
             b.p, b.r, b.f
         );
     }
+    if let Some(v) = &s.structured {
+        structured(h, v);
+    }
+}
+
+/// A NeuroVLM-Bench answer: whether it is valid JSON and schema-valid, each field's outcome, the flags it raised.
+fn structured(h: &mut String, v: &StructuredVerdict) {
+    let validity = match (v.valid_json, v.schema_valid) {
+        (true, true) => ("ok", "schema-valid JSON".to_string()),
+        (true, false) => ("bad", "valid JSON, not schema-valid".to_string()),
+        (false, _) => (
+            "bad",
+            format!(
+                "not JSON: {}",
+                v.json_error.as_deref().unwrap_or("unreadable")
+            ),
+        ),
+    };
+    let _ = write!(
+        h,
+        "<div class=\"structured\">Fields: <span class=\"tag {}\">{}</span>",
+        validity.0,
+        escape(&validity.1)
+    );
+    for (field, outcome) in &v.fields {
+        let class = match outcome {
+            FieldOutcome::Correct => "ok",
+            FieldOutcome::Abstained => "err",
+            FieldOutcome::Wrong | FieldOutcome::Invalid | FieldOutcome::Missing => "bad",
+        };
+        let _ = write!(
+            h,
+            "<span class=\"tag {class} field\">{}: {}</span>",
+            escape(field),
+            escape(&enum_text(outcome))
+        );
+    }
+    for flag in &v.flags {
+        let _ = write!(
+            h,
+            "<span class=\"tag bad flag\">flag: {}</span>",
+            escape(flag)
+        );
+    }
+    h.push_str("</div>");
 }
 
 pub(super) fn judge(h: &mut String, j: &JudgeDecision) {
@@ -388,4 +434,38 @@ pub(super) fn judge(h: &mut String, j: &JudgeDecision) {
         );
     }
     h.push_str("</ul>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_structured_verdict_shows_each_field_and_flag_escaped() {
+        let v = StructuredVerdict {
+            valid_json: false,
+            schema_valid: false,
+            json_error: Some("expected value at <script>".into()),
+            fields: [
+                ("diagnosis_name".to_string(), FieldOutcome::Missing),
+                ("plane".to_string(), FieldOutcome::Abstained),
+                ("modality<i>".to_string(), FieldOutcome::Correct),
+            ]
+            .into_iter()
+            .collect(),
+            flags: vec!["missing_field".into(), "<b>odd</b>".into()],
+        };
+        let mut h = String::new();
+        structured(&mut h, &v);
+        assert!(
+            !h.contains("<script>") && !h.contains("<b>") && !h.contains("<i>"),
+            "{h}"
+        );
+        assert!(h.contains("not JSON: expected value at &lt;script&gt;"));
+        assert_eq!(h.matches("field\">").count(), 3, "{h}");
+        assert!(h.contains("<span class=\"tag bad field\">diagnosis_name: missing</span>"));
+        assert!(h.contains("<span class=\"tag err field\">plane: abstained</span>"));
+        assert!(h.contains("<span class=\"tag ok field\">modality&lt;i&gt;: correct</span>"));
+        assert!(h.contains("<span class=\"tag bad flag\">flag: &lt;b&gt;odd&lt;/b&gt;</span>"));
+    }
 }

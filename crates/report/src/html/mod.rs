@@ -8,6 +8,7 @@
 mod cases;
 mod charts;
 mod manifests;
+mod neurovlm;
 mod paired;
 mod summary;
 
@@ -23,6 +24,7 @@ use cases::thumbnail_styles;
 use charts::charts;
 use charts::two_axis;
 use manifests::manifests;
+use neurovlm::neurovlm;
 use paired::paired;
 use summary::breadth_tables;
 use summary::headline;
@@ -54,7 +56,8 @@ pub fn escape(text: &str) -> String {
 const STYLE: &str = r#"
 body{font-family:"DejaVu Sans",Arial,sans-serif;margin:24px auto;max-width:1180px;color:#1d1d1d;line-height:1.4;padding:0 16px}
 h1{font-size:24px;margin:0 0 4px}h2{font-size:19px;margin:32px 0 8px;border-bottom:2px solid #0072B2;padding-bottom:3px}
-h3{font-size:15px;margin:18px 0 6px}
+h3{font-size:15px;margin:18px 0 6px}h4{font-size:13.5px;margin:14px 0 4px}
+section.neurovlm{border-top:1px solid #ddd;margin-top:14px}
 table{border-collapse:collapse;margin:6px 0 14px;font-size:12.5px}
 th,td{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}
 th{background:#f0f4f8}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
@@ -80,6 +83,7 @@ pub fn render(runs: &[RunData], analysis: &Analysis, opts: &ReportOptions) -> St
     level_family(&mut h, runs);
     breadth_tables(&mut h, runs);
     charts(&mut h, runs);
+    neurovlm(&mut h, runs, analysis);
     if let Some(t) = &analysis.two_axis {
         two_axis(&mut h, t);
     }

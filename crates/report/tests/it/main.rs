@@ -1,6 +1,7 @@
 //! The integration tests of `nmb-report`, one module per concern, linked into one test binary.
 
 mod common;
+mod neurovlm;
 mod sample_report;
 mod two_axis;
 mod xss;
