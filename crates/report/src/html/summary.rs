@@ -81,11 +81,21 @@ fn distinct_tasks(samples: &[SampleRecord]) -> usize {
 }
 
 pub(super) fn level_family(h: &mut String, runs: &[RunData]) {
-    let scored: Vec<(&RunData, &ScoreReport)> = runs
+    let mut rows = String::new();
+    for (r, s) in runs
         .iter()
         .filter_map(|r| r.scores.as_ref().map(|s| (r, s)))
-        .collect();
-    if scored.is_empty() {
+    {
+        for g in s
+            .by_level_family
+            .iter()
+            .filter(|g| g.family.is_some_and(Family::is_depth))
+        {
+            group_row(&mut rows, r, g);
+        }
+    }
+    // Breadth and structured runs have tables of their own; an empty header table would only puzzle.
+    if rows.is_empty() {
         return;
     }
     h.push_str(
@@ -94,15 +104,7 @@ pub(super) fn level_family(h: &mut String, runs: &[RunData]) {
          <th>accuracy</th><th>errored</th><th>parse failed</th><th>unresolved</th><th>rubric overall</th>\
          <th>BERTScore F1</th></tr>",
     );
-    for (r, s) in scored {
-        for g in s
-            .by_level_family
-            .iter()
-            .filter(|g| g.family.is_some_and(Family::is_depth))
-        {
-            group_row(h, r, g);
-        }
-    }
+    h.push_str(&rows);
     h.push_str("</table>");
 }
 

@@ -69,6 +69,10 @@ fn sample_suite_report_renders_its_charts_in_chromium() {
         4
     };
     assert_eq!(html.matches("<svg").count(), charts, "one SVG per chart");
+    assert!(
+        html.contains("id=\"levels\""),
+        "a depth suite has its level × family table"
+    );
     for title in [
         "pass@1 by level",
         "pass@5 by level",
