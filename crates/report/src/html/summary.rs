@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use nmb_score::results::{GroupAggregate, ScoreReport};
+use nmb_score::results::GroupAggregate;
 use nmb_store::SampleRecord;
 use nmb_suite::{Family, Level};
 
