@@ -5,5 +5,6 @@ mod common;
 mod hash;
 mod malformed;
 mod native;
+mod neurovlm;
 mod sample;
 mod site;
