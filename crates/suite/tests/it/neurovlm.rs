@@ -60,9 +60,7 @@ fn a_bad_map_and_duplicate_ids_are_errors_that_say_what_was_expected() {
         json!({"image": "a.png", "diagnosis_name": "stroke", "case_id": "x"}),
     ];
     let path = write(dir.path(), "m.jsonl", jsonl(&rows));
-    let err = load(&path, &[("diagnosis", "label")])
-        .err()
-        .expect("unknown field");
+    let err = load(&path, &[("diagnosis", "label")]).expect_err("unknown field");
     let msg = err.to_string();
     assert!(
         msg.contains("unknown field \"diagnosis\"") && msg.contains("diagnosis_name"),
