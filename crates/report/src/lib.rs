@@ -21,6 +21,7 @@ mod analysis;
 mod csv_out;
 pub mod html;
 mod input;
+mod label_set;
 pub mod leaderboard;
 mod markdown;
 mod neurovlm;

@@ -139,6 +139,11 @@ fn breadth(m: &mut String, runs: &[RunData]) {
         m.push_str(&rows);
         m.push('\n');
     }
+    if let Some(t) = crate::label_set::table(runs) {
+        m.push_str("### Fixed label sets (accuracy and macro-F1)\n\n");
+        m.push_str(&t.markdown());
+        m.push('\n');
+    }
 }
 
 /// The NeuroVLM-Bench tables of every run with structured scores, as in the HTML report.

@@ -122,7 +122,7 @@ pub fn flag_meaning(flag: &str) -> String {
     }
 }
 
-fn pct(e: Option<&Estimate>) -> Cell {
+pub(crate) fn pct(e: Option<&Estimate>) -> Cell {
     match e {
         Some(e) => Cell::with_detail(
             format!("{:.1}%", e.value * 100.0),

@@ -35,6 +35,7 @@ pub mod cost;
 mod error;
 pub mod judge;
 pub mod jury;
+pub mod label_set;
 pub mod labels;
 pub mod lexicon;
 pub mod matching;

@@ -68,6 +68,9 @@ pub struct ScoreReport {
     /// NeuroVLM-Bench's numbers, when the run has `structured` tasks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured: Option<crate::structured::StructuredReport>,
+    /// Macro-F1 and per-label numbers, when every multiple-choice item offers the same options (PubMedQA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_set: Option<crate::label_set::LabelSetReport>,
 }
 
 // ---------------------------------------------------------------------------------------------------------------

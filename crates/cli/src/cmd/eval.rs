@@ -575,6 +575,7 @@ fn report(
                 "overall": r.overall,
                 "by_level_family": r.by_level_family,
                 "structured": r.structured,
+                "label_set": r.label_set,
                 "notes": r.notes,
             })),
         });

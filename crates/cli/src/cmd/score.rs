@@ -430,6 +430,17 @@ pub fn print_report(report: &ScoreReport, json: bool) -> Result<()> {
     if let Some(s) = &report.structured {
         print_structured(s);
     }
+    if let Some(l) = &report.label_set {
+        println!();
+        println!(
+            "labels     {} ({} answers): accuracy {}, macro-F1 {}, {} without a recognisable choice",
+            l.labels.join(" / "),
+            l.n,
+            pct(Some(&l.accuracy)),
+            pct(Some(&l.macro_f1)),
+            l.extraction_failures
+        );
+    }
     for note in pass_notes(&o.pass_at_5).into_iter().chain(&report.notes) {
         println!("note       {note}");
     }

@@ -12,6 +12,7 @@ mod leaderboard_site;
 mod llama_cpp_server;
 mod local_model;
 mod old_store;
+mod pubmedqa;
 mod report_cli;
 mod score_cli;
 mod secrets;

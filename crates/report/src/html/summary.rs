@@ -165,4 +165,8 @@ pub(super) fn breadth_tables(h: &mut String, runs: &[RunData]) {
         );
     }
     h.push_str("</table><p class=\"muted\">Closed VQA: accuracy after normalisation (yes/no by polarity). Open VQA: accuracy is exact match after normalisation; token recall is the share of reference words in the answer. Multiple choice: extraction failures count as wrong.</p>");
+    if let Some(t) = crate::label_set::table(runs) {
+        h.push_str("<h3 id=\"label-set\">Fixed label sets (accuracy and macro-F1)</h3>");
+        h.push_str(&t.html());
+    }
 }

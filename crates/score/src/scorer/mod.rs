@@ -262,6 +262,9 @@ pub async fn score_run(
         ));
     }
     let mut report = build_report(run_id, config, samples, agreement, notes, &opts.bootstrap)?;
+    let tasks: HashMap<&str, &Task> = index.iter().map(|(id, (_, t))| (*id, *t)).collect();
+    report.label_set =
+        crate::label_set::label_set_report(&report.samples, &tasks, &opts.bootstrap)?;
     let items = structured_items(&records, &index);
     if let Some((structured, verdicts)) =
         crate::structured::structured_report(&items, opts.price, &opts.bootstrap)?

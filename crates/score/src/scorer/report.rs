@@ -201,6 +201,7 @@ pub(super) fn build_report(
         jury_agreement,
         notes,
         structured: None,
+        label_set: None,
     })
 }
 

@@ -43,6 +43,7 @@ mod mcq;
 mod native;
 pub mod neurovlm;
 mod paths;
+pub mod pubmedqa;
 mod site;
 mod vqa_rad;
 
@@ -69,6 +70,8 @@ pub enum Format {
     Mcq,
     /// A NeuroVLM-Bench manifest: CSV or JSONL, one row per image with its labels.
     NeuroVlm,
+    /// PubMedQA's `ori_pqal.json` (with the test split when `test_ground_truth.json` is beside it).
+    PubMedQa,
 }
 
 impl Format {
@@ -78,6 +81,7 @@ impl Format {
         Format::VqaRad,
         Format::Mcq,
         Format::NeuroVlm,
+        Format::PubMedQa,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -87,6 +91,7 @@ impl Format {
             Format::VqaRad => "vqa-rad",
             Format::Mcq => "mcq",
             Format::NeuroVlm => "neurovlm",
+            Format::PubMedQa => "pubmedqa",
         }
     }
 
@@ -211,6 +216,7 @@ fn load_as(format: Format, path: &Path, opts: &LoadOptions) -> Result<Loaded, Su
         Format::Site => site::load(path, json::read(path)?, opts.level),
         Format::VqaRad => vqa_rad::load(path, json::read(path)?),
         Format::NeuroVlm => neurovlm::load(path, &opts.map),
+        Format::PubMedQa => pubmedqa::load(path, json::read(path)?),
     }
 }
 
@@ -238,6 +244,7 @@ fn detect_and_load(path: &Path, opts: &LoadOptions) -> Result<Loaded, SuiteError
     match detect_json(&value) {
         Some(Format::Site) => site::load(path, value, opts.level),
         Some(Format::VqaRad) => vqa_rad::load(path, value),
+        Some(Format::PubMedQa) => pubmedqa::load(path, value),
         _ => Err(undetected(path, json::describe_shape(&value))),
     }
 }
@@ -259,14 +266,15 @@ fn detect_json(value: &Value) -> Option<Format> {
     if has(&["qid", "image_name"]) {
         return Some(Format::VqaRad);
     }
-    None
+    pubmedqa::looks_like(value).then_some(Format::PubMedQa)
 }
 
 fn undetected(path: &Path, found: &str) -> SuiteError {
     SuiteError::Spec(format!(
         "cannot tell the format of {} (found {found}); expected a directory with suite.toml (native), a JSON \
-         array of objects with case_id and images (site), a JSON array with qid and image_name (vqa-rad), or \
-         JSONL rows with question and options (mcq). Name it explicitly as FORMAT:PATH with FORMAT one of {}",
+         array of objects with case_id and images (site), a JSON array with qid and image_name (vqa-rad), a \
+         JSON object from PMID to QUESTION and final_decision (pubmedqa), or JSONL rows with question and options \
+         (mcq). Name it explicitly as FORMAT:PATH with FORMAT one of {}",
         path.display(),
         Format::names()
     ))

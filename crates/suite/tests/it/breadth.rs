@@ -1,4 +1,4 @@
-//! Breadth datasets from ../shared/data: VQA-RAD and MedQA / MedMCQA. Skipped when ../shared is absent.
+//! Breadth datasets from ../shared/data: VQA-RAD, MedQA / MedMCQA and PubMedQA. Skipped when ../shared is absent.
 
 use crate::common;
 
@@ -98,4 +98,123 @@ fn medmcqa_loads_through_the_same_loader() {
     assert_eq!(loaded.error_count(), 0, "{:?}", loaded.problems.first());
     assert_eq!(loaded.suite.task_count(), 2816);
     assert_eq!(loaded.suite.id, "medmcqa-test");
+}
+
+fn label_counts(suite: &nmb_suite::Suite) -> [usize; 3] {
+    let mut counts = [0; 3];
+    for (_, t) in suite.tasks() {
+        let answer = t.reference.as_ref().and_then(|r| r.answer.as_deref());
+        let i = ["yes", "no", "maybe"]
+            .iter()
+            .position(|l| Some(*l) == answer)
+            .expect("a label");
+        counts[i] += 1;
+    }
+    counts
+}
+
+/// PubMedQA's `ori_pqal.json` with `test_ground_truth.json` beside it is the official 500-item test split, and
+/// every label agrees with MedAgentsBench's copy of the same questions (loaded through the mcq format).
+#[test]
+fn pubmedqa_test_split_loads_and_agrees_with_medagentsbench() {
+    let Some(shared) = shared() else { return };
+    let dir = shared.join("data/pubmedqa");
+    let loaded = load(
+        &dir.join("ori_pqal.json").display().to_string(),
+        &LoadOptions::default(),
+    )
+    .unwrap();
+    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+    let suite = &loaded.suite;
+    assert_eq!(
+        (suite.format.as_str(), suite.id.as_str()),
+        ("pubmedqa", "pubmedqa-test")
+    );
+    assert_eq!(suite.cases.len(), 500);
+    assert_eq!(label_counts(suite), [276, 169, 55], "SOURCE.md's split");
+    let mab = load(
+        &dir.join("medagentsbench/test.jsonl").display().to_string(),
+        &LoadOptions::default(),
+    )
+    .unwrap();
+    let theirs: std::collections::BTreeMap<&str, Option<&str>> = mab
+        .suite
+        .cases
+        .iter()
+        .map(|c| {
+            (
+                c.id.as_str(),
+                c.tasks[0]
+                    .reference
+                    .as_ref()
+                    .and_then(|r| r.choice.as_deref()),
+            )
+        })
+        .collect();
+    for case in &suite.cases {
+        let task = &case.tasks[0];
+        assert_eq!(task.options.len(), 3);
+        let ours = task.reference.as_ref().and_then(|r| r.choice.as_deref());
+        assert_eq!(
+            theirs.get(case.id.as_str()).copied().flatten(),
+            ours,
+            "PMID {}",
+            case.id
+        );
+        assert!(
+            task.question.len() > 200,
+            "the abstract comes with the question"
+        );
+    }
+}
+
+/// Without the test split beside it, the whole expert-labelled set loads; a label that disagrees with the split
+/// file is an error naming the PMID and field.
+#[test]
+fn pubmedqa_pqal_loads_whole_and_a_disagreeing_split_is_named() {
+    let Some(shared) = shared() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("ori_pqal.json");
+    std::fs::copy(shared.join("data/pubmedqa/ori_pqal.json"), &copy).unwrap();
+    let loaded = load(
+        &format!("pubmedqa:{}", copy.display()),
+        &LoadOptions::default(),
+    )
+    .unwrap();
+    assert!(loaded.problems.is_empty());
+    assert_eq!(loaded.suite.cases.len(), 1000);
+    assert_eq!(
+        label_counts(&loaded.suite),
+        [552, 338, 110],
+        "SOURCE.md's PQA-L"
+    );
+    let first = &loaded.suite.cases[0];
+    let flipped = match first.tasks[0]
+        .reference
+        .as_ref()
+        .and_then(|r| r.answer.as_deref())
+    {
+        Some("yes") => "no",
+        _ => "yes",
+    };
+    std::fs::write(
+        tmp.path().join("test_ground_truth.json"),
+        serde_json::json!({first.id.clone(): flipped, "999": "yes"}).to_string(),
+    )
+    .unwrap();
+    let loaded = load(&copy.display().to_string(), &LoadOptions::default()).unwrap();
+    let problems: Vec<String> = loaded.problems.iter().map(|p| p.to_string()).collect();
+    assert_eq!(loaded.suite.cases.len(), 0, "{problems:?}");
+    assert!(
+        problems.iter().any(|p| p.contains(&first.id)
+            && p.contains("final_decision")
+            && p.contains("disagrees")),
+        "{problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("999") && p.contains("not in this file")),
+        "{problems:?}"
+    );
 }

@@ -1,0 +1,53 @@
+//! The label-set table: runs whose multiple-choice items all offer the same options (PubMedQA's yes / no /
+//! maybe), with the macro-F1 and per-label F1 their official scoring reports beside accuracy.
+
+use crate::input::RunData;
+use crate::neurovlm::pct;
+use crate::table::{Cell, Table};
+
+/// One row per run with label-set scores, or `None` when no run has them.
+pub fn table(runs: &[RunData]) -> Option<Table> {
+    let mut t = Table::new(
+        "Multiple-choice suites whose items all offer the same options: macro- and weighted-F1 over the labels and \
+         each label's F1, with 95% bootstrap CIs over cases. An answer with no recognisable choice is a false \
+         negative for its true label, never a false positive.",
+        &[
+            ("model", false),
+            ("suite", false),
+            ("labels", false),
+            ("n", true),
+            ("accuracy", true),
+            ("macro-F1", true),
+            ("weighted-F1", true),
+            ("F1 per label", false),
+            ("no choice", true),
+        ],
+    );
+    for r in runs {
+        let Some(l) = r.scores.as_ref().and_then(|s| s.label_set.as_ref()) else {
+            continue;
+        };
+        let per_label: Vec<String> = l
+            .labels
+            .iter()
+            .map(|label| {
+                let f1 = l.per_label.get(label).and_then(|c| c.f1.as_ref());
+                f1.map_or(format!("{label} –"), |e| {
+                    format!("{label} {:.1}%", e.value * 100.0)
+                })
+            })
+            .collect();
+        t.push(vec![
+            Cell::new(r.name()),
+            Cell::new(r.manifest.suite_id.as_str()),
+            Cell::new(l.labels.join(" / ")),
+            Cell::new(l.n.to_string()),
+            pct(Some(&l.accuracy)),
+            pct(Some(&l.macro_f1)),
+            pct(Some(&l.weighted_f1)),
+            Cell::new(per_label.join(" · ")),
+            Cell::new(l.extraction_failures.to_string()),
+        ]);
+    }
+    (!t.rows.is_empty()).then_some(t)
+}
