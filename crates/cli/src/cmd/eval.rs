@@ -180,6 +180,7 @@ impl EvalArgs {
             filters: self.filters.clone(),
             level: self.level,
             map: self.map.clone(),
+            text_only: self.inputs == InputMode::Text,
         }
     }
 
@@ -394,7 +395,21 @@ fn load_suite(args: &EvalArgs) -> Result<Suite> {
         );
     }
     if loaded.suite.task_count() == 0 {
-        bail!("suite {} has no tasks to run (check --filter)", args.suite);
+        // A loader may have dropped every task on purpose (SLAKE without its images); its warnings say why.
+        let mut why: Vec<String> = loaded
+            .problems
+            .iter()
+            .take(10)
+            .map(|p| format!("\n  {p}"))
+            .collect();
+        if loaded.problems.len() > 10 {
+            why.push(format!("\n  ... and {} more", loaded.problems.len() - 10));
+        }
+        bail!(
+            "suite {} has no tasks to run (check --filter){}",
+            args.suite,
+            why.concat()
+        );
     }
     Ok(loaded.suite)
 }

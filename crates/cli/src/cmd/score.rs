@@ -329,6 +329,7 @@ fn load_suite(args: &ScoreArgs, manifest: &Manifest) -> Result<Suite> {
         answers,
         level,
         map,
+        text_only: manifest.input_mode == "text",
     };
     let loaded =
         nmb_suite::load(&spec, &opts).with_context(|| format!("cannot load suite {spec}"))?;

@@ -95,6 +95,9 @@ pub struct SuiteSource {
     /// For a row-per-image manifest (neurovlm:PATH): read FIELD from COLUMN; repeatable
     #[arg(long = "map", value_name = "FIELD=COLUMN", value_parser = parse_map)]
     pub map: Vec<(String, String)>,
+    /// Set by `nmb eval --inputs text`: questions whose image is missing are kept (SLAKE).
+    #[arg(skip)]
+    pub text_only: bool,
 }
 
 /// `FIELD=COLUMN`.
@@ -116,6 +119,7 @@ impl SuiteSource {
             answers: self.answers.clone(),
             level: self.level,
             map: self.map.clone(),
+            text_only: self.text_only,
         }
     }
 

@@ -16,6 +16,7 @@ mod pubmedqa;
 mod report_cli;
 mod score_cli;
 mod secrets;
+mod slake;
 mod structured;
 mod suite_cli;
 mod text_only_server;

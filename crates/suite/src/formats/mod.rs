@@ -72,6 +72,8 @@ pub enum Format {
     NeuroVlm,
     /// PubMedQA's `ori_pqal.json` (with the test split when `test_ground_truth.json` is beside it).
     PubMedQa,
+    /// SLAKE JSON (`test.json`, ...) with the images in `imgs/` next to it.
+    Slake,
 }
 
 impl Format {
@@ -82,6 +84,7 @@ impl Format {
         Format::Mcq,
         Format::NeuroVlm,
         Format::PubMedQa,
+        Format::Slake,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -92,6 +95,7 @@ impl Format {
             Format::Mcq => "mcq",
             Format::NeuroVlm => "neurovlm",
             Format::PubMedQa => "pubmedqa",
+            Format::Slake => "slake",
         }
     }
 
@@ -126,6 +130,8 @@ pub struct LoadOptions {
     pub level: Option<Level>,
     /// `FIELD=COLUMN` pairs for row-per-image manifests (`neurovlm:`) whose columns have other names.
     pub map: Vec<(String, String)>,
+    /// The suite will be asked as text only (`--inputs text`): SLAKE keeps the questions of a missing image.
+    pub text_only: bool,
 }
 
 /// A loaded suite and every problem found on the way.
@@ -217,6 +223,7 @@ fn load_as(format: Format, path: &Path, opts: &LoadOptions) -> Result<Loaded, Su
         Format::VqaRad => vqa_rad::load(path, json::read(path)?),
         Format::NeuroVlm => neurovlm::load(path, &opts.map),
         Format::PubMedQa => pubmedqa::load(path, json::read(path)?),
+        Format::Slake => vqa_rad::load_slake(path, json::read(path)?, opts.text_only),
     }
 }
 
@@ -245,6 +252,7 @@ fn detect_and_load(path: &Path, opts: &LoadOptions) -> Result<Loaded, SuiteError
         Some(Format::Site) => site::load(path, value, opts.level),
         Some(Format::VqaRad) => vqa_rad::load(path, value),
         Some(Format::PubMedQa) => pubmedqa::load(path, value),
+        Some(Format::Slake) => vqa_rad::load_slake(path, value, opts.text_only),
         _ => Err(undetected(path, json::describe_shape(&value))),
     }
 }
@@ -266,13 +274,16 @@ fn detect_json(value: &Value) -> Option<Format> {
     if has(&["qid", "image_name"]) {
         return Some(Format::VqaRad);
     }
+    if vqa_rad::looks_like_slake(value) {
+        return Some(Format::Slake);
+    }
     pubmedqa::looks_like(value).then_some(Format::PubMedQa)
 }
 
 fn undetected(path: &Path, found: &str) -> SuiteError {
     SuiteError::Spec(format!(
         "cannot tell the format of {} (found {found}); expected a directory with suite.toml (native), a JSON \
-         array of objects with case_id and images (site), a JSON array with qid and image_name (vqa-rad), a \
+         array of objects with case_id and images (site), a JSON array with qid and image_name (vqa-rad), one with img_name and q_lang (slake), a \
          JSON object from PMID to QUESTION and final_decision (pubmedqa), or JSONL rows with question and options \
          (mcq). Name it explicitly as FORMAT:PATH with FORMAT one of {}",
         path.display(),

@@ -1,8 +1,15 @@
-//! VQA-RAD JSON: an array of `{qid, image_name, image_organ, question, answer, answer_type, question_type,
-//! phrase_type}`, with the images in an `images/` folder next to the JSON file.
+//! Image-question JSON arrays, one object per question, with the images in a folder next to the file:
 //!
-//! One case per image (id = `image_name`), one task per question: `closed_vqa` or `open_vqa` from
-//! `answer_type` (trimmed: the real file has `"CLOSED "`), with `reference.answer`.
+//! - **VQA-RAD**: `{qid, image_name, image_organ, question, answer, answer_type, question_type, phrase_type}`,
+//!   images in `images/`. A missing image is an error.
+//! - **SLAKE**: `{qid, img_id, img_name, question, answer, answer_type, q_lang, location, modality,
+//!   content_type, base_type}`, images in `imgs/` (`xmlab102/source.jpg`). English and Chinese questions share
+//!   an image; each task's metadata has its `language`. SLAKE's images are often not at hand, so a missing image
+//!   is a warning: its questions are skipped, unless the suite is loaded for text-only asking (`--inputs text`),
+//!   when they are kept without it.
+//!
+//! One case per image, one task per question: `closed_vqa` or `open_vqa` from `answer_type` (trimmed: VQA-RAD's
+//! file has `"CLOSED "`), with `reference.answer`.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -14,9 +21,75 @@ use super::json::{self, at, kind};
 use super::{file_name, paths, Loaded};
 use crate::{Case, Family, Image, Level, Metadata, Problem, Reference, Suite, SuiteError, Task};
 
-const TASK_METADATA: &[&str] = &["image_organ", "question_type", "phrase_type", "qid"];
+/// How a dataset lays out its questions and images.
+struct Layout {
+    format: &'static str,
+    /// The key holding the image's path inside `images_dir`.
+    image_key: &'static str,
+    images_dir: &'static str,
+    /// (JSON key, metadata key) copied to each task.
+    task_metadata: &'static [(&'static str, &'static str)],
+    /// Task metadata keys also copied to the image's case.
+    case_metadata: &'static [&'static str],
+    /// A missing image skips its questions (unless asked as text) instead of being an error.
+    missing_image_skips: bool,
+}
+
+const VQA_RAD: Layout = Layout {
+    format: "vqa-rad",
+    image_key: "image_name",
+    images_dir: "images",
+    task_metadata: &[
+        ("image_organ", "image_organ"),
+        ("question_type", "question_type"),
+        ("phrase_type", "phrase_type"),
+        ("qid", "qid"),
+    ],
+    case_metadata: &["image_organ"],
+    missing_image_skips: false,
+};
+
+const SLAKE: Layout = Layout {
+    format: "slake",
+    image_key: "img_name",
+    images_dir: "imgs",
+    task_metadata: &[
+        ("q_lang", "language"),
+        ("location", "location"),
+        ("modality", "modality"),
+        ("content_type", "content_type"),
+        ("base_type", "base_type"),
+        ("qid", "qid"),
+    ],
+    case_metadata: &["location", "modality"],
+    missing_image_skips: true,
+};
+
+/// Whether `value` is a SLAKE array (its objects have `img_name` and `q_lang`).
+pub(super) fn looks_like_slake(value: &Value) -> bool {
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object)
+        .any(|o| o.contains_key("img_name") && o.contains_key("q_lang"))
+}
 
 pub(super) fn load(path: &Path, value: Value) -> Result<Loaded, SuiteError> {
+    load_with(&VQA_RAD, path, value, false)
+}
+
+/// SLAKE; `text_only` keeps the questions of a missing image, without it.
+pub(super) fn load_slake(path: &Path, value: Value, text_only: bool) -> Result<Loaded, SuiteError> {
+    load_with(&SLAKE, path, value, text_only)
+}
+
+fn load_with(
+    layout: &'static Layout,
+    path: &Path,
+    value: Value,
+    text_only: bool,
+) -> Result<Loaded, SuiteError> {
     let Value::Array(rows) = value else {
         let msg = format!(
             "expected a JSON array of question objects, found {}",
@@ -25,29 +98,37 @@ pub(super) fn load(path: &Path, value: Value) -> Result<Loaded, SuiteError> {
         return Err(json::fatal(path, msg));
     };
     let mut builder = Builder {
+        layout,
+        text_only,
         file: file_name(path),
         root: None,
         index: HashMap::new(),
         qids: HashSet::new(),
-        loaded: Loaded::new(empty_suite(path)),
+        skipped: 0,
+        loaded: Loaded::new(empty_suite(layout, path)),
     };
     builder.find_images(path);
     for (i, row) in rows.iter().enumerate() {
         builder.row(i, row);
     }
+    builder.finish();
     Ok(builder.loaded)
 }
 
-fn empty_suite(path: &Path) -> Suite {
+fn empty_suite(layout: &Layout, path: &Path) -> Suite {
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let name = match layout.format {
+        "slake" => "SLAKE",
+        _ => "VQA-RAD",
+    };
     Suite {
-        id: format!("vqa-rad-{stem}"),
+        id: format!("{}-{stem}", layout.format),
         version: "unversioned".into(),
-        description: format!("VQA-RAD questions from {}", path.display()),
-        format: "vqa-rad".into(),
+        description: format!("{name} questions from {}", path.display()),
+        format: layout.format.into(),
         defaults: Default::default(),
         cases: Vec::new(),
         empty_cases: Vec::new(),
@@ -55,12 +136,16 @@ fn empty_suite(path: &Path) -> Suite {
 }
 
 struct Builder {
+    layout: &'static Layout,
+    text_only: bool,
     file: String,
-    /// The canonical `images/` folder, when it exists.
+    /// The canonical images folder, when it exists.
     root: Option<PathBuf>,
-    /// Case position by image name.
-    index: HashMap<String, usize>,
+    /// Case position by image name; `None` for an image whose questions are skipped.
+    index: HashMap<String, Option<usize>>,
     qids: HashSet<String>,
+    /// Questions skipped because their image is missing.
+    skipped: usize,
     loaded: Loaded,
 }
 
@@ -79,21 +164,44 @@ impl Builder {
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        match paths::canonical_root(&dir.join("images")) {
+        let folder = self.layout.images_dir;
+        match paths::canonical_root(&dir.join(folder)) {
             Ok(root) => self.root = Some(root),
+            Err(e) if self.layout.missing_image_skips => {
+                let what = if self.text_only {
+                    "every question is asked without its image"
+                } else {
+                    "every question is skipped (ask them as text with --inputs text)"
+                };
+                let msg = format!("no {folder}/ folder next to the JSON file ({e}); {what}");
+                let problem = Problem::warning(&self.file, msg).field(self.layout.image_key);
+                self.loaded.problems.push(problem);
+            }
             Err(e) => {
                 let msg = format!(
-                    "no images/ folder next to the JSON file ({e}); every image will be missing"
+                    "no {folder}/ folder next to the JSON file ({e}); every image will be missing"
                 );
-                self.loaded
-                    .problems
-                    .push(Problem::error(&self.file, msg).field("image_name"));
+                let problem = Problem::error(&self.file, msg).field(self.layout.image_key);
+                self.loaded.problems.push(problem);
             }
         }
     }
 
+    /// Says how many questions a missing image cost, once.
+    fn finish(&mut self) {
+        if self.skipped > 0 {
+            let msg = format!(
+                "{} question(s) skipped because their image is missing; load with --inputs text to ask them \
+                 without it",
+                self.skipped
+            );
+            let problem = Problem::warning(&self.file, msg).field(self.layout.image_key);
+            self.loaded.problems.push(problem);
+        }
+    }
+
     fn row(&mut self, i: usize, row: &Value) {
-        match parse_row(row) {
+        match parse_row(self.layout, row) {
             Ok(row) => self.add(row),
             Err((case, field, msg)) => {
                 let problem = at(
@@ -115,14 +223,17 @@ impl Builder {
             let problem = Problem::error(&self.file, msg).case(row.image).field("qid");
             return self.loaded.problems.push(problem);
         }
-        let case_index = self.case_index(row.image, &row.metadata);
+        let Some(case_index) = self.case_index(row.image, &row.metadata) else {
+            self.skipped += 1;
+            return;
+        };
         let case = &mut self.loaded.suite.cases[case_index];
         let reference = row.answer.map(|answer| Reference {
             answer: Some(answer),
             ..Reference::default()
         });
         case.tasks.push(Task {
-            id: format!("{}/q{}", row.image, row.qid),
+            id: format!("{}/q{}", case.id, row.qid),
             family: row.family,
             level: Level::Direct,
             question: row.question.to_string(),
@@ -133,37 +244,62 @@ impl Builder {
         });
     }
 
-    fn case_index(&mut self, image_name: &str, metadata: &Metadata) -> usize {
+    fn case_index(&mut self, image_name: &str, metadata: &Metadata) -> Option<usize> {
         if let Some(&i) = self.index.get(image_name) {
             return i;
         }
-        let images = self.image(image_name).into_iter().collect();
-        let mut case_meta = Metadata::from([("source".to_string(), "vqa-rad".to_string())]);
-        if let Some(organ) = metadata.get("image_organ") {
-            case_meta.insert("image_organ".into(), organ.clone());
+        let i = self.new_case(image_name, metadata);
+        self.index.insert(image_name.to_string(), i);
+        i
+    }
+
+    /// The case of a new image, or `None` when its image is missing and its questions are skipped.
+    fn new_case(&mut self, image_name: &str, metadata: &Metadata) -> Option<usize> {
+        let images: Vec<Image> = match self.image(image_name) {
+            Some(image) => vec![image],
+            None if self.layout.missing_image_skips && !self.text_only => return None,
+            None => Vec::new(),
+        };
+        let mut case_meta =
+            Metadata::from([("source".to_string(), self.layout.format.to_string())]);
+        for key in self.layout.case_metadata {
+            if let Some(v) = metadata.get(*key) {
+                case_meta.insert(key.to_string(), v.clone());
+            }
         }
+        let language = (self.layout.format == "vqa-rad").then(|| "en".to_string());
         self.loaded.suite.cases.push(Case {
-            id: image_name.to_string(),
-            language: Some("en".into()),
+            id: case_id(image_name),
+            language,
             images,
             ehr: Vec::new(),
             notes: String::new(),
             metadata: case_meta,
             tasks: Vec::new(),
         });
-        let i = self.loaded.suite.cases.len() - 1;
-        self.index.insert(image_name.to_string(), i);
-        i
+        Some(self.loaded.suite.cases.len() - 1)
     }
 
     fn image(&mut self, image_name: &str) -> Option<Image> {
         let root = self.root.as_ref()?;
         match paths::resolve(root, image_name) {
             Ok(path) => Some(Image::new(image_name, ImageSource::File(path))),
+            Err(msg) if self.layout.missing_image_skips => {
+                let what = if self.text_only {
+                    "its questions are asked without it"
+                } else {
+                    "its questions are skipped"
+                };
+                let problem = Problem::warning(&self.file, format!("{msg}; {what}"))
+                    .case(case_id(image_name))
+                    .field(self.layout.image_key);
+                self.loaded.problems.push(problem);
+                None
+            }
             Err(msg) => {
                 let problem = Problem::error(&self.file, msg)
                     .case(image_name)
-                    .field("image_name");
+                    .field(self.layout.image_key);
                 self.loaded.problems.push(problem);
                 None
             }
@@ -171,9 +307,18 @@ impl Builder {
     }
 }
 
+/// The case id of an image: its path without a generic file name (SLAKE's `xmlab102/source.jpg` is
+/// `xmlab102`), else the path itself (VQA-RAD's `synpic54610.jpg`).
+fn case_id(image_name: &str) -> String {
+    image_name
+        .strip_suffix("/source.jpg")
+        .unwrap_or(image_name)
+        .to_string()
+}
+
 type RowError = (Option<String>, String, String);
 
-fn parse_row(row: &Value) -> Result<Row<'_>, RowError> {
+fn parse_row<'a>(layout: &Layout, row: &'a Value) -> Result<Row<'a>, RowError> {
     let obj = row.as_object().ok_or_else(|| {
         (
             None,
@@ -181,7 +326,8 @@ fn parse_row(row: &Value) -> Result<Row<'_>, RowError> {
             format!("expected a question object, found {}", kind(row)),
         )
     })?;
-    let image = json::req_str(obj, "image_name").map_err(|m| (None, ".image_name".into(), m))?;
+    let key = layout.image_key;
+    let image = json::req_str(obj, key).map_err(|m| (None, format!(".{key}"), m))?;
     let fail = |field: &str, msg: String| (Some(image.to_string()), format!(".{field}"), msg);
     let qid = json::opt_scalar(obj, "qid")
         .and_then(|q| q.ok_or_else(|| "missing; expected a question id".into()))
@@ -189,7 +335,7 @@ fn parse_row(row: &Value) -> Result<Row<'_>, RowError> {
     let question = json::req_str(obj, "question").map_err(|m| fail("question", m))?;
     let family = answer_family(obj).map_err(|m| fail("answer_type", m))?;
     let answer = json::opt_scalar(obj, "answer").map_err(|m| fail("answer", m))?;
-    let metadata = row_metadata(obj).map_err(|(field, m)| fail(field, m))?;
+    let metadata = row_metadata(layout, obj).map_err(|(field, m)| fail(field, m))?;
     Ok(Row {
         image,
         qid,
@@ -211,11 +357,14 @@ fn answer_family(obj: &Map<String, Value>) -> Result<Family, String> {
     }
 }
 
-fn row_metadata(obj: &Map<String, Value>) -> Result<Metadata, (&'static str, String)> {
+fn row_metadata(
+    layout: &Layout,
+    obj: &Map<String, Value>,
+) -> Result<Metadata, (&'static str, String)> {
     let mut metadata = Metadata::new();
-    for &key in TASK_METADATA {
+    for &(key, name) in layout.task_metadata {
         if let Some(v) = json::opt_scalar(obj, key).map_err(|m| (key, m))? {
-            metadata.insert(key.to_string(), v.trim().to_string());
+            metadata.insert(name.to_string(), v.trim().to_string());
         }
     }
     Ok(metadata)

@@ -1,8 +1,10 @@
-//! Breadth datasets from ../shared/data: VQA-RAD, MedQA / MedMCQA and PubMedQA. Skipped when ../shared is absent.
+//! Breadth datasets from ../shared/data: VQA-RAD, MedQA / MedMCQA, PubMedQA and SLAKE. Skipped when ../shared is absent.
 
 use crate::common;
 
 use common::*;
+use std::path::Path;
+
 use nmb_suite::{check_images, load, Family, LoadOptions};
 
 fn vqa_rad(filters: &[&str]) -> Option<nmb_suite::Loaded> {
@@ -216,5 +218,117 @@ fn pubmedqa_pqal_loads_whole_and_a_disagreeing_split_is_named() {
             .iter()
             .any(|p| p.contains("999") && p.contains("not in this file")),
         "{problems:?}"
+    );
+}
+
+fn slake(file: &Path, text_only: bool) -> nmb_suite::Loaded {
+    let opts = LoadOptions {
+        text_only,
+        ..LoadOptions::default()
+    };
+    load(&file.display().to_string(), &opts).expect("SLAKE loads")
+}
+
+/// SLAKE's real test file without its images: every question is skipped with warnings (never errors) that say
+/// why and how to ask them as text; loaded for text-only asking, all 2,094 English and Chinese questions are
+/// there, with the counts its SOURCE.md gives.
+#[test]
+fn slake_test_without_images_skips_or_asks_as_text() {
+    let Some(shared) = shared() else { return };
+    let file = shared.join("data/slake/test.json");
+    let skipped = slake(&file, false);
+    assert_eq!(skipped.suite.format, "slake");
+    assert_eq!(skipped.suite.task_count(), 0);
+    assert_eq!(skipped.error_count(), 0, "{:?}", skipped.problems);
+    let messages: Vec<String> = skipped.problems.iter().map(|p| p.to_string()).collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("imgs/") && m.contains("--inputs text")),
+        "{messages:?}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("2094 question(s) skipped")),
+        "{messages:?}"
+    );
+
+    let loaded = slake(&file, true);
+    assert_eq!(loaded.error_count(), 0);
+    let suite = &loaded.suite;
+    assert_eq!(suite.task_count(), 2094);
+    let count =
+        |pred: &dyn Fn(&nmb_suite::Task) -> bool| suite.tasks().filter(|(_, t)| pred(t)).count();
+    let lang =
+        |t: &nmb_suite::Task, l: &str| t.metadata.get("language").map(String::as_str) == Some(l);
+    assert_eq!(count(&|t| lang(t, "en")), 1061);
+    assert_eq!(count(&|t| lang(t, "zh")), 1033);
+    assert_eq!(count(&|t| t.family == Family::ClosedVqa), 836);
+    assert!(suite
+        .cases
+        .iter()
+        .all(|c| c.images.is_empty() && !c.id.ends_with(".jpg")));
+    // SOURCE.md's neuro subset: English, location Brain / Brain_Tissue / Brain_Face.
+    let neuro: Vec<(&nmb_suite::Case, &nmb_suite::Task)> = suite
+        .tasks()
+        .filter(|(c, t)| {
+            lang(t, "en")
+                && ["Brain", "Brain_Tissue", "Brain_Face"]
+                    .contains(&c.metadata.get("location").map_or("", String::as_str))
+        })
+        .collect();
+    assert_eq!(neuro.len(), 237);
+    let images: std::collections::BTreeSet<&str> =
+        neuro.iter().map(|(c, _)| c.id.as_str()).collect();
+    assert_eq!(images.len(), 25);
+    assert_eq!(
+        neuro
+            .iter()
+            .filter(|(_, t)| t.family == Family::ClosedVqa)
+            .count(),
+        91
+    );
+}
+
+/// With an `imgs/` folder that holds some of the images, their questions carry them; each missing image is a
+/// warning naming its case, and its questions are skipped.
+#[test]
+fn slake_with_some_images_names_each_missing_one() {
+    let Some(shared) = shared() else { return };
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(shared.join("data/slake/test.json")).unwrap())
+            .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let first = rows[0]["img_name"].as_str().unwrap().to_string();
+    let other = rows
+        .iter()
+        .map(|r| r["img_name"].as_str().unwrap())
+        .find(|n| *n != first)
+        .unwrap()
+        .to_string();
+    let keep: Vec<&serde_json::Value> = rows
+        .iter()
+        .filter(|r| r["img_name"] == first.as_str() || r["img_name"] == other.as_str())
+        .collect();
+    let file = write_json(tmp.path(), "test.json", &serde_json::json!(keep));
+    write(&tmp.path().join("imgs"), &first, png(16, 16, 3));
+    let loaded = slake(&file, false);
+    let with_first = keep
+        .iter()
+        .filter(|r| r["img_name"] == first.as_str())
+        .count();
+    assert_eq!(loaded.suite.task_count(), with_first);
+    assert_eq!(loaded.suite.cases.len(), 1);
+    assert_eq!(loaded.suite.cases[0].images.len(), 1);
+    let missing_case = other.trim_end_matches("/source.jpg");
+    let warning = loaded
+        .problems
+        .iter()
+        .find(|p| p.case_id.as_deref() == Some(missing_case))
+        .expect("the missing image is named");
+    assert!(
+        !warning.is_error() && warning.field.as_deref() == Some("img_name"),
+        "{warning}"
     );
 }
