@@ -71,7 +71,8 @@ pub struct EvalArgs {
     /// Level of site-format tasks: direct, complex or multi_turn [default: from the file name]
     #[arg(long, value_name = "LEVEL")]
     level: Option<Level>,
-    /// For a row-per-image manifest (neurovlm:PATH): read FIELD from COLUMN; repeatable
+    /// For tables (table:, pmc-vqa:, omnimedvqa:, pathvqa:) and NeuroVLM manifests (neurovlm:): read FIELD
+    /// from COLUMN; repeatable
     #[arg(long = "map", value_name = "FIELD=COLUMN", value_parser = super::suite::parse_map)]
     map: Vec<(String, String)>,
     /// The model, BACKEND:MODEL[@BASE_URL] (see below)

@@ -13,7 +13,7 @@ use nmb_suite::{
 
 const SUITE_HELP: &str =
     "The suite: `sample` or `sample-structured` (bundled), a path whose format is detected, or FORMAT:PATH \
-with FORMAT one of site, native, vqa-rad, mcq, neurovlm";
+with FORMAT one of site, native, vqa-rad, slake, mcq, pubmedqa, table, pmc-vqa, omnimedvqa, pathvqa, neurovlm";
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -92,7 +92,8 @@ pub struct SuiteSource {
     /// Level of site-format tasks: direct, complex or multi_turn [default: from the file name]
     #[arg(long, value_name = "LEVEL")]
     pub level: Option<Level>,
-    /// For a row-per-image manifest (neurovlm:PATH): read FIELD from COLUMN; repeatable
+    /// For tables (table:, pmc-vqa:, omnimedvqa:, pathvqa:) and NeuroVLM manifests (neurovlm:): read FIELD
+    /// from COLUMN; repeatable
     #[arg(long = "map", value_name = "FIELD=COLUMN", value_parser = parse_map)]
     pub map: Vec<(String, String)>,
     /// Set by `nmb eval --inputs text`: questions whose image is missing are kept (SLAKE).

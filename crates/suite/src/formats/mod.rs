@@ -45,6 +45,7 @@ pub mod neurovlm;
 mod paths;
 pub mod pubmedqa;
 mod site;
+pub mod table;
 mod vqa_rad;
 
 use std::fmt;
@@ -74,6 +75,14 @@ pub enum Format {
     PubMedQa,
     /// SLAKE JSON (`test.json`, ...) with the images in `imgs/` next to it.
     Slake,
+    /// A question table (JSONL, JSON array, CSV, Parquet) with `--map FIELD=COLUMN`.
+    Table,
+    /// PMC-VQA's CSV.
+    PmcVqa,
+    /// One of OmniMedVQA's `QA_information` JSON files.
+    OmniMedVqa,
+    /// PathVQA as exported from Hugging Face.
+    PathVqa,
 }
 
 impl Format {
@@ -85,6 +94,10 @@ impl Format {
         Format::NeuroVlm,
         Format::PubMedQa,
         Format::Slake,
+        Format::Table,
+        Format::PmcVqa,
+        Format::OmniMedVqa,
+        Format::PathVqa,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -96,6 +109,10 @@ impl Format {
             Format::NeuroVlm => "neurovlm",
             Format::PubMedQa => "pubmedqa",
             Format::Slake => "slake",
+            Format::Table => "table",
+            Format::PmcVqa => "pmc-vqa",
+            Format::OmniMedVqa => "omnimedvqa",
+            Format::PathVqa => "pathvqa",
         }
     }
 
@@ -224,6 +241,12 @@ fn load_as(format: Format, path: &Path, opts: &LoadOptions) -> Result<Loaded, Su
         Format::NeuroVlm => neurovlm::load(path, &opts.map),
         Format::PubMedQa => pubmedqa::load(path, json::read(path)?),
         Format::Slake => vqa_rad::load_slake(path, json::read(path)?, opts.text_only),
+        Format::Table => table::load(table::Preset::Table, path, &opts.map, opts.text_only),
+        Format::PmcVqa => table::load(table::Preset::PmcVqa, path, &opts.map, opts.text_only),
+        Format::OmniMedVqa => {
+            table::load(table::Preset::OmniMedVqa, path, &opts.map, opts.text_only)
+        }
+        Format::PathVqa => table::load(table::Preset::PathVqa, path, &opts.map, opts.text_only),
     }
 }
 

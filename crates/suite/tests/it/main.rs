@@ -8,3 +8,4 @@ mod native;
 mod neurovlm;
 mod sample;
 mod site;
+mod table;
