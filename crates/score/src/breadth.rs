@@ -2,7 +2,8 @@
 //!
 //! Pure functions over text; no I/O, no statistics (aggregation and CIs happen elsewhere in this crate).
 //!
-//! - **Closed VQA** (accuracy). A yes/no reference is matched by the answer's polarity ("Yes, there is" is yes,
+//! - **Closed VQA** (accuracy). A Chinese reference (SLAKE's `zh` questions) is read by the phrase rules of
+//!   [`chinese`]. A yes/no reference is matched by the answer's polarity ("Yes, there is" is yes,
 //!   "There is no fracture" is no; an answer with neither is an extraction failure). Any other reference ("Left
 //!   side", "Hypodense", "With contrast") is matched by content: the reference's words, normalised and without
 //!   fillers, must appear together in the answer's first sentence, not negated ("non-contrast", "not
@@ -17,6 +18,7 @@
 //! The normalisation rules are in [`text`]; the tests in `tests/it/breadth_real.rs` check them on every reference
 //! answer of VQA-RAD, MedQA and MedMCQA.
 
+pub mod chinese;
 pub mod text;
 
 use nmb_suite::{Family, Task};
@@ -102,7 +104,11 @@ pub fn score_closed(answer: &str, reference: &str) -> BreadthVerdict {
 }
 
 /// Closed VQA: yes/no by polarity, anything else by content, first mention of the question's alternatives wins.
+/// A Chinese reference is read by [`chinese`]'s phrase rules.
 pub fn score_closed_for(question: &str, answer: &str, reference: &str) -> BreadthVerdict {
+    if chinese::is_chinese(reference) {
+        return score_closed_chinese(answer, reference);
+    }
     match yes_no(reference) {
         Some(want) => {
             let got = polarity(answer);
@@ -125,6 +131,28 @@ pub fn score_closed_for(question: &str, answer: &str, reference: &str) -> Breadt
                 token_recall: None,
                 exact_match: None,
             }
+        }
+    }
+}
+
+fn score_closed_chinese(answer: &str, reference: &str) -> BreadthVerdict {
+    let verdict = |correct: bool, extracted: Option<String>| BreadthVerdict {
+        correct,
+        extraction_failed: extracted.is_none(),
+        extracted,
+        token_recall: None,
+        exact_match: None,
+    };
+    match chinese::yes_no(reference) {
+        Some(want) => {
+            let got = chinese::polarity(answer);
+            let extracted = got.map(|y| if y { "yes" } else { "no" }.to_string());
+            verdict(got == Some(want), extracted)
+        }
+        None => {
+            let lead = answer.trim();
+            let extracted = (!lead.is_empty()).then(|| lead.chars().take(40).collect());
+            verdict(chinese::content_match(answer, reference), extracted)
         }
     }
 }

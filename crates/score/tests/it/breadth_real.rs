@@ -1,5 +1,5 @@
 //! Breadth scoring against the real answer vocabularies in ../shared/data (VQA-RAD train and test, all organs
-//! and the HEAD slice; MedQA; MedMCQA). Skipped with a message when ../shared is absent.
+//! and the HEAD slice; SLAKE closed questions in English and Chinese; MedQA; MedMCQA). Skipped with a message when ../shared is absent.
 //!
 //! Three checks per dataset: every reference scored against itself is correct; paraphrases a model would write
 //! ("Yes, there is.", "The left side.", "Answer: (C)") are correct; and the reference answers of *other* items
@@ -347,4 +347,96 @@ fn rival_words(question: &str) -> Vec<String> {
     }
     out.retain(|w| !matches!(w.as_str(), "not" | "no" | "without"));
     out
+}
+
+/// SLAKE's closed questions (its images are not at hand, so the suite loads as text): English through the same
+/// checks as VQA-RAD, and Chinese through the phrase rules. A Chinese reference is right as written and in the
+/// forms a model writes; a yes reference is wrong when the answer negates it and a no reference when it
+/// affirms; a content reference is wrong when negated or when another item's different answer is given.
+#[test]
+fn slake_closed_english_and_chinese() {
+    let Some(shared) = shared() else { return };
+    let opts = LoadOptions {
+        text_only: true,
+        ..LoadOptions::default()
+    };
+    let path = shared.join("data/slake/test.json");
+    let loaded = load(&path.display().to_string(), &opts).expect("SLAKE loads");
+    let closed = |lang: &str| -> Vec<Task> {
+        loaded
+            .suite
+            .tasks()
+            .filter(|(_, t)| t.family == Family::ClosedVqa)
+            .filter(|(_, t)| t.metadata.get("language").map(String::as_str) == Some(lang))
+            .map(|(_, t)| t.clone())
+            .collect()
+    };
+    let (same, others) = check_dataset("slake test en closed", &closed("en"));
+    assert!(
+        same.misses.is_empty(),
+        "{:?}",
+        &same.misses[..same.misses.len().min(10)]
+    );
+    assert!(
+        others.rate() < 0.02,
+        "{:?}",
+        &others.misses[..others.misses.len().min(10)]
+    );
+
+    let zh = closed("zh");
+    assert!(zh.len() > 300, "{}", zh.len());
+    let mut right = Tally::new("slake zh: reference and paraphrases are correct");
+    let mut wrong = Tally::new("slake zh: negated or other answers are wrong");
+    for (i, t) in zh.iter().enumerate() {
+        let r = reference_text(t);
+        for answer in [
+            r.clone(),
+            format!("{r}。"),
+            format!("答案：{r}"),
+            format!("{r}，如图所示。"),
+        ] {
+            let v = verdict(t, &answer);
+            right.check(v.correct, || {
+                format!("{} {:?}: {answer:?}", t.id, t.question)
+            });
+        }
+        let yes_no = nmb_score::breadth::chinese::yes_no(&r);
+        let negations: Vec<String> = match yes_no {
+            Some(true) => vec!["不是。".into(), format!("不{r}"), "没有。".into()],
+            Some(false) => vec!["是的。".into(), "有。".into()],
+            None => {
+                let other = zh[i + 1..]
+                    .iter()
+                    .chain(&zh[..i])
+                    .map(reference_text)
+                    .find(|o| {
+                        nmb_score::breadth::chinese::yes_no(o).is_none()
+                            && !o.contains(&r)
+                            && !r.contains(o.as_str())
+                    });
+                [Some(format!("不是{r}")), other]
+                    .into_iter()
+                    .flatten()
+                    .collect()
+            }
+        };
+        for answer in negations {
+            let v = verdict(t, &answer);
+            wrong.check(!v.correct, || {
+                format!("{} ref {r:?}: {answer:?} scored correct", t.id)
+            });
+        }
+    }
+    right.print();
+    wrong.print();
+    assert!(
+        right.misses.is_empty(),
+        "{:?}",
+        &right.misses[..right.misses.len().min(10)]
+    );
+    assert!(
+        wrong.misses.is_empty(),
+        "{:?}",
+        &wrong.misses[..wrong.misses.len().min(10)]
+    );
 }
