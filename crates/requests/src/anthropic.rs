@@ -6,7 +6,10 @@ use std::sync::Arc;
 use nmb_chat::{OutputFormat, Part, Role};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{check_n, finish, Backend, BoxFuture, ChatRequest, Choice, Completion, Usage};
+use crate::backend::{
+    check_n, finish, replica_url, replica_urls, Backend, BoxFuture, ChatRequest, Choice,
+    Completion, Usage,
+};
 use crate::error::{CallError, ErrorClass};
 use crate::spec::ModelSpec;
 use crate::transport::{malformed, parse_body, send, ApiKey, Transport};
@@ -29,7 +32,9 @@ impl Default for AnthropicOptions {
 
 pub struct AnthropicBackend {
     spec: ModelSpec,
-    url: String,
+    /// `{base}/v1/messages` of each replica.
+    urls: Vec<String>,
+    replicas: Vec<String>,
     key: Option<ApiKey>,
     transport: Transport,
     options: AnthropicOptions,
@@ -42,18 +47,18 @@ impl AnthropicBackend {
         transport: Transport,
         options: AnthropicOptions,
     ) -> Self {
-        let base = spec.effective_base_url().unwrap_or_default();
-        let url = format!("{base}/v1/messages");
+        let (urls, replicas) = replica_urls(&spec, |base| format!("{base}/v1/messages"));
         AnthropicBackend {
             spec,
-            url,
+            urls,
+            replicas,
             key,
             transport,
             options,
         }
     }
 
-    async fn call(&self, req: &ChatRequest) -> Result<Completion, CallError> {
+    async fn call(&self, replica: usize, req: &ChatRequest) -> Result<Completion, CallError> {
         check_n(self, req)?;
         let body = self.body(req).map_err(|e| {
             CallError::new(ErrorClass::Other, format!("cannot encode request: {e}"))
@@ -61,7 +66,7 @@ impl AnthropicBackend {
         let mut http = self
             .transport
             .client
-            .post(&self.url)
+            .post(replica_url(&self.urls, replica))
             .header("content-type", "application/json")
             .header("anthropic-version", &self.options.version)
             .body(body);
@@ -159,7 +164,17 @@ impl Backend for AnthropicBackend {
         &'a self,
         req: &'a ChatRequest,
     ) -> BoxFuture<'a, Result<Completion, CallError>> {
-        Box::pin(self.call(req))
+        Box::pin(self.call(0, req))
+    }
+    fn replicas(&self) -> &[String] {
+        &self.replicas
+    }
+    fn complete_on<'a>(
+        &'a self,
+        replica: usize,
+        req: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<Completion, CallError>> {
+        Box::pin(self.call(replica, req))
     }
 }
 

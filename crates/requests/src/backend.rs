@@ -105,6 +105,40 @@ pub trait Backend: Send + Sync {
     }
     fn complete<'a>(&'a self, req: &'a ChatRequest)
         -> BoxFuture<'a, Result<Completion, CallError>>;
+    /// The servers this backend sends to, one per replica, as calls record them ([`crate::spec::replica_name`]:
+    /// the base URL without credentials or query string). Empty for a backend that sends nowhere (in-process).
+    fn replicas(&self) -> &[String] {
+        &[]
+    }
+    /// Sends `req` to replica `replica` (an index into [`Backend::replicas`]); the [`crate::Scheduler`] picks
+    /// which. A backend without replicas ignores the index.
+    fn complete_on<'a>(
+        &'a self,
+        replica: usize,
+        req: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<Completion, CallError>> {
+        let _ = replica;
+        self.complete(req)
+    }
+}
+
+/// Replica `replica`'s endpoint URL (the first for an index out of range).
+pub(crate) fn replica_url(urls: &[String], replica: usize) -> &str {
+    urls.get(replica)
+        .or_else(|| urls.first())
+        .map_or("", String::as_str)
+}
+
+/// The endpoint URL of each replica of `spec` (`endpoint` turns a base URL into the request URL) and the
+/// replicas' recorded names.
+pub(crate) fn replica_urls(
+    spec: &ModelSpec,
+    endpoint: impl Fn(&str) -> String,
+) -> (Vec<String>, Vec<String>) {
+    let bases = spec.effective_base_urls();
+    let urls = bases.iter().map(|b| endpoint(b)).collect();
+    let names = bases.iter().map(|b| crate::spec::replica_name(b)).collect();
+    (urls, names)
 }
 
 /// Refuses `n > 1` for backends without a native `n`, so samples are never silently lost. For every backend,

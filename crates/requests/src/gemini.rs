@@ -6,7 +6,10 @@ use std::sync::Arc;
 use nmb_chat::{OutputFormat, Part, Role};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{check_n, finish, Backend, BoxFuture, ChatRequest, Choice, Completion, Usage};
+use crate::backend::{
+    check_n, finish, replica_url, replica_urls, Backend, BoxFuture, ChatRequest, Choice,
+    Completion, Usage,
+};
 use crate::error::{CallError, ErrorClass};
 use crate::spec::ModelSpec;
 use crate::transport::{malformed, parse_body, send, ApiKey, Transport};
@@ -23,25 +26,29 @@ const BLOCKED: [&str; 6] = [
 
 pub struct GeminiBackend {
     spec: ModelSpec,
-    url: String,
+    /// `{base}/v1beta/models/{model}:generateContent` of each replica.
+    urls: Vec<String>,
+    replicas: Vec<String>,
     key: Option<ApiKey>,
     transport: Transport,
 }
 
 impl GeminiBackend {
     pub fn new(spec: ModelSpec, key: Option<ApiKey>, transport: Transport) -> Self {
-        let base = spec.effective_base_url().unwrap_or_default();
         let model = spec.model.trim_start_matches("models/");
-        let url = format!("{base}/v1beta/models/{model}:generateContent");
+        let (urls, replicas) = replica_urls(&spec, |base| {
+            format!("{base}/v1beta/models/{model}:generateContent")
+        });
         GeminiBackend {
             spec,
-            url,
+            urls,
+            replicas,
             key,
             transport,
         }
     }
 
-    async fn call(&self, req: &ChatRequest) -> Result<Completion, CallError> {
+    async fn call(&self, replica: usize, req: &ChatRequest) -> Result<Completion, CallError> {
         check_n(self, req)?;
         let body = self.body(req).map_err(|e| {
             CallError::new(ErrorClass::Other, format!("cannot encode request: {e}"))
@@ -49,7 +56,7 @@ impl GeminiBackend {
         let mut http = self
             .transport
             .client
-            .post(&self.url)
+            .post(replica_url(&self.urls, replica))
             .header("content-type", "application/json")
             .body(body);
         if let Some(k) = &self.key {
@@ -139,7 +146,17 @@ impl Backend for GeminiBackend {
         &'a self,
         req: &'a ChatRequest,
     ) -> BoxFuture<'a, Result<Completion, CallError>> {
-        Box::pin(self.call(req))
+        Box::pin(self.call(0, req))
+    }
+    fn replicas(&self) -> &[String] {
+        &self.replicas
+    }
+    fn complete_on<'a>(
+        &'a self,
+        replica: usize,
+        req: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<Completion, CallError>> {
+        Box::pin(self.call(replica, req))
     }
 }
 

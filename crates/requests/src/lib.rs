@@ -1,9 +1,9 @@
 //! Asking models over HTTP.
 //!
-//! This crate owns model specs (`BACKEND:MODEL[@BASE_URL]`), the [`Backend`] trait, the three API wire formats
-//! (OpenAI chat completions, Anthropic messages, Gemini generateContent), the classification of every failure
-//! into an [`ErrorClass`], and the [`Scheduler`] (concurrency limits, adaptive back-off on rate limits, retries,
-//! timeouts). It does not render prompts (`nmb-plan`), store anything (`nmb-store`), or run local models
+//! This crate owns model specs (`BACKEND:MODEL[@BASE_URL[,BASE_URL...]]`), the [`Backend`] trait, the three API
+//! wire formats (OpenAI chat completions, Anthropic messages, Gemini generateContent), the classification of
+//! every failure into an [`ErrorClass`], and the [`Scheduler`] (concurrency limits, adaptive back-off on rate
+//! limits, retries, timeouts, and the choice of replica when several servers serve one model). It does not render prompts (`nmb-plan`), store anything (`nmb-store`), or run local models
 //! (`nmb-local`; its backend plugs in through the same trait).
 //!
 //! API keys come only from `OPENAI_API_KEY`, `ANTHROPIC_API_KEY` and `GEMINI_API_KEY`; they are redacted from
@@ -14,6 +14,7 @@ pub mod backend;
 pub mod error;
 pub mod gemini;
 pub mod openai;
+pub mod replicas;
 pub mod scheduler;
 pub mod secrets;
 pub mod spec;
@@ -26,11 +27,12 @@ pub use backend::{check_n, Backend, BoxFuture, ChatRequest, Choice, Completion, 
 pub use error::{rejects_n, CallError, ErrorClass};
 pub use gemini::GeminiBackend;
 pub use openai::{MaxTokensField, OpenAiBackend, OpenAiOptions};
+pub use replicas::ReplicaPolicy;
 pub use scheduler::{
     AimdConfig, Counters, CountersSnapshot, Lane, Outcome, RetryPolicy, Scheduler, SchedulerConfig,
 };
 pub use secrets::Secrets;
-pub use spec::{BackendKind, ModelSpec, SpecError};
+pub use spec::{replica_name, BackendKind, ModelSpec, SpecError};
 pub use transport::{ApiKey, Base64Cache, HttpOptions, Transport, TransportError};
 
 /// Per-backend options for [`connect`].

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use nmb_chat::{Message, OutputFormat, Part, Role};
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::backend::{check_n, finish, Backend, BoxFuture, ChatRequest, Choice, Completion, Usage};
+use crate::backend::{
+    check_n, finish, replica_url, replica_urls, Backend, BoxFuture, ChatRequest, Choice,
+    Completion, Usage,
+};
 use crate::error::{classify_status, CallError, ErrorClass};
 use crate::spec::ModelSpec;
 use crate::transport::{malformed, parse_body, send, snippet, ApiKey, Transport};
@@ -38,7 +41,9 @@ impl Default for OpenAiOptions {
 
 pub struct OpenAiBackend {
     spec: ModelSpec,
-    url: String,
+    /// `{base}/chat/completions` of each replica.
+    urls: Vec<String>,
+    replicas: Vec<String>,
     key: Option<ApiKey>,
     transport: Transport,
     options: OpenAiOptions,
@@ -52,18 +57,18 @@ impl OpenAiBackend {
         transport: Transport,
         options: OpenAiOptions,
     ) -> Self {
-        let base = spec.effective_base_url().unwrap_or_default();
-        let url = format!("{base}/chat/completions");
+        let (urls, replicas) = replica_urls(&spec, |base| format!("{base}/chat/completions"));
         OpenAiBackend {
             spec,
-            url,
+            urls,
+            replicas,
             key,
             transport,
             options,
         }
     }
 
-    async fn call(&self, req: &ChatRequest) -> Result<Completion, CallError> {
+    async fn call(&self, replica: usize, req: &ChatRequest) -> Result<Completion, CallError> {
         check_n(self, req)?;
         let body = self.body(req).map_err(|e| {
             CallError::new(ErrorClass::Other, format!("cannot encode request: {e}"))
@@ -71,7 +76,7 @@ impl OpenAiBackend {
         let mut http = self
             .transport
             .client
-            .post(&self.url)
+            .post(replica_url(&self.urls, replica))
             .header("content-type", "application/json")
             .body(body);
         if let Some(k) = &self.key {
@@ -130,7 +135,17 @@ impl Backend for OpenAiBackend {
         &'a self,
         req: &'a ChatRequest,
     ) -> BoxFuture<'a, Result<Completion, CallError>> {
-        Box::pin(self.call(req))
+        Box::pin(self.call(0, req))
+    }
+    fn replicas(&self) -> &[String] {
+        &self.replicas
+    }
+    fn complete_on<'a>(
+        &'a self,
+        replica: usize,
+        req: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<Completion, CallError>> {
+        Box::pin(self.call(replica, req))
     }
 }
 

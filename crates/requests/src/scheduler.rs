@@ -4,6 +4,10 @@
 //! global semaphore, and holds both only while the HTTP exchange runs, never while it waits to retry. A 429
 //! halves the lane's limit (once per window: calls started before the last cut don't cut again); a run of
 //! successes adds one back, never above the configured limit and never below 1.
+//!
+//! A backend served by several replicas (`@URL,URL`) has one adaptive limit per replica, each its own server
+//! with its own rate limits; before each attempt the lane's [`Router`] picks the replica (fewest in flight, a
+//! failing one taken out for a while, a retry elsewhere when it can; see [`crate::replicas`]).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -16,6 +20,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::backend::{Backend, BoxFuture, ChatRequest, Completion};
 use crate::error::{CallError, ErrorClass};
+use crate::replicas::{Health, Pick, ReplicaPolicy, Router};
 
 /// Classes worth another attempt: the same request may well succeed later.
 pub const RETRYABLE: [ErrorClass; 5] = [
@@ -79,6 +84,8 @@ pub struct SchedulerConfig {
     pub timeout: Duration,
     pub retry: RetryPolicy,
     pub aimd: AimdConfig,
+    /// How long a failing replica is left out (backends with several base URLs).
+    pub replicas: ReplicaPolicy,
 }
 
 impl Default for SchedulerConfig {
@@ -88,6 +95,7 @@ impl Default for SchedulerConfig {
             timeout: Duration::from_secs(300),
             retry: RetryPolicy::default(),
             aimd: AimdConfig::default(),
+            replicas: ReplicaPolicy::default(),
         }
     }
 }
@@ -114,6 +122,9 @@ pub struct Outcome {
     pub total_latency: Duration,
     /// The class of each failed attempt, in order (the last one is the final error, if the call failed).
     pub attempt_errors: Vec<ErrorClass>,
+    /// The replica the last attempt went to, the one that answered if the call succeeded, as
+    /// [`Backend::replicas`] names it (its base URL); `None` for a backend without replicas (in-process).
+    pub replica: Option<String>,
 }
 
 impl Outcome {
@@ -283,11 +294,61 @@ impl Aimd {
     }
 }
 
-/// A backend with its own adaptive concurrency limit. Cheap to clone.
+/// A backend with its own adaptive concurrency limit (one per replica) and the router that picks the replica
+/// of each attempt. Cheap to clone; clones share limits and routing.
 #[derive(Clone)]
 pub struct Lane {
     backend: Arc<dyn Backend>,
-    aimd: Arc<Aimd>,
+    replicas: Arc<Replicas>,
+}
+
+struct Replicas {
+    /// As [`Backend::replicas`] names them (empty for a backend without replicas).
+    names: Vec<String>,
+    /// One adaptive limit per replica (one in all for a backend without replicas).
+    limits: Vec<Arc<Aimd>>,
+    router: Mutex<Router>,
+}
+
+impl Replicas {
+    fn router(&self) -> MutexGuard<'_, Router> {
+        self.router.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn pick(&self, avoid: Option<usize>) -> Ticket<'_> {
+        let pick = self.router().pick(Instant::now(), avoid);
+        Ticket {
+            replicas: self,
+            pick: Some(pick),
+        }
+    }
+}
+
+/// The replica an attempt goes to, counted in flight there until [`Ticket::finish`], or until the attempt's
+/// future is dropped.
+struct Ticket<'a> {
+    replicas: &'a Replicas,
+    pick: Option<Pick>,
+}
+
+impl Ticket<'_> {
+    fn replica(&self) -> usize {
+        self.pick.map_or(0, |p| p.replica)
+    }
+
+    /// Ends the attempt; the back-off period when it took the replica out.
+    fn finish(mut self, health: Health) -> Option<Duration> {
+        let pick = self.pick.take()?;
+        self.replicas.router().finish(pick, health, Instant::now())
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        if let Some(pick) = self.pick.take() {
+            self.replicas.router().release(pick);
+        }
+    }
 }
 
 impl Lane {
@@ -295,9 +356,19 @@ impl Lane {
         &self.backend
     }
 
-    /// The adaptive limit right now (between 1 and the configured limit).
+    /// The adaptive limit right now (between 1 and the configured limit), summed over the replicas.
     pub fn current_limit(&self) -> usize {
-        self.aimd.limit()
+        self.replicas.limits.iter().map(|a| a.limit()).sum()
+    }
+
+    /// Attempts in flight (or waiting for a slot) on each replica.
+    pub fn in_flight_by_replica(&self) -> Vec<usize> {
+        let router = self.replicas.router();
+        (0..router.len()).map(|i| router.in_flight(i)).collect()
+    }
+
+    fn replica_name(&self, replica: usize) -> Option<String> {
+        self.replicas.names.get(replica).cloned()
     }
 }
 
@@ -334,29 +405,44 @@ impl Scheduler {
     }
 
     /// A lane for `backend` with at most `limit` calls in flight (lowered to the backend's own
-    /// [`Backend::max_in_flight`]).
+    /// [`Backend::max_in_flight`]) on each of its replicas (each is a server of its own).
     pub fn lane(&self, backend: Arc<dyn Backend>, limit: usize) -> Lane {
         let limit = backend
             .max_in_flight()
             .map_or(limit, |m| limit.min(m.max(1)));
-        let aimd = Arc::new(Aimd::new(limit, self.config.aimd.climb_after));
+        let names = backend.replicas().to_vec();
+        let count = names.len().max(1);
+        let limits: Vec<Arc<Aimd>> = (0..count)
+            .map(|_| Arc::new(Aimd::new(limit, self.config.aimd.climb_after)))
+            .collect();
         let mut lanes = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
         lanes.retain(|w| w.strong_count() > 0);
-        lanes.push(Arc::downgrade(&aimd));
-        Lane { backend, aimd }
+        lanes.extend(limits.iter().map(Arc::downgrade));
+        let router = Mutex::new(Router::new(count, self.config.replicas.clone()));
+        Lane {
+            backend,
+            replicas: Arc::new(Replicas {
+                names,
+                limits,
+                router,
+            }),
+        }
     }
 
     /// Sends `req` until it succeeds, fails with a class not worth retrying, or runs out of retries. An error
-    /// stays an error: it is never turned into an empty answer.
+    /// stays an error: it is never turned into an empty answer. A retry goes to another replica when one is
+    /// available.
     pub async fn run(&self, lane: &Lane, req: &ChatRequest) -> Outcome {
         let started = Instant::now();
         let mut attempt_errors = Vec::new();
         let mut attempts = 0;
+        let mut previous = None;
         loop {
             attempts += 1;
-            let err = match self.attempt(lane, req).await {
+            let (replica, result) = self.attempt(lane, req, previous).await;
+            previous = Some(replica);
+            let err = match result {
                 Ok(c) => {
-                    lane.aimd.on_success();
                     self.counters.ok.fetch_add(1, Ordering::Relaxed);
                     self.add_usage(&c);
                     return Outcome {
@@ -364,6 +450,7 @@ impl Scheduler {
                         attempts,
                         total_latency: started.elapsed(),
                         attempt_errors,
+                        replica: lane.replica_name(replica),
                     };
                 }
                 Err(e) => e,
@@ -380,9 +467,10 @@ impl Scheduler {
                     attempts,
                     total_latency: started.elapsed(),
                     attempt_errors,
+                    replica: lane.replica_name(replica),
                 };
             };
-            tracing::debug!(class = %err.class, attempt = attempts, wait_ms = wait.as_millis() as u64, "retrying");
+            tracing::debug!(class = %err.class, attempt = attempts, replica, wait_ms = wait.as_millis() as u64, "retrying");
             self.counters.retries.fetch_add(1, Ordering::Relaxed);
             self.sleeper.sleep(wait).await;
         }
@@ -401,23 +489,45 @@ impl Scheduler {
         }
     }
 
-    async fn attempt(&self, lane: &Lane, req: &ChatRequest) -> Result<Completion, CallError> {
-        let lane_permit = lane.aimd.acquire().await;
+    /// One attempt, on the replica the lane's router picks (`avoid`: where the previous attempt went). Returns
+    /// the replica with the result.
+    async fn attempt(
+        &self,
+        lane: &Lane,
+        req: &ChatRequest,
+        avoid: Option<usize>,
+    ) -> (usize, Result<Completion, CallError>) {
+        let ticket = lane.replicas.pick(avoid);
+        let replica = ticket.replica();
+        // The router has one slot per limit.
+        let aimd = &lane.replicas.limits[replica];
+        let lane_permit = aimd.acquire().await;
         let _global = self.global.acquire().await.ok();
         let _in_flight = InFlight::enter(&self.counters);
         self.counters.attempts.fetch_add(1, Ordering::Relaxed);
         let timeout = self.config.timeout;
-        let result = match tokio::time::timeout(timeout, lane.backend.complete(req)).await {
+        let call = lane.backend.complete_on(replica, req);
+        let result = match tokio::time::timeout(timeout, call).await {
             Ok(r) => r,
             Err(_) => Err(CallError::new(
                 ErrorClass::Timeout,
                 format!("no complete response within {timeout:?}"),
             )),
         };
-        if matches!(&result, Err(e) if e.class == ErrorClass::RateLimit) {
-            lane.aimd.on_rate_limit(lane_permit.epoch);
+        match &result {
+            Ok(_) => aimd.on_success(),
+            Err(e) if e.class == ErrorClass::RateLimit => aimd.on_rate_limit(lane_permit.epoch),
+            Err(_) => {}
         }
-        result
+        let taken_out = ticket.finish(Health::of(&result));
+        if let (Some(period), Err(e)) = (taken_out, &result) {
+            // With one server there is nowhere else to go: only replicas are reported.
+            if lane.replicas.names.len() > 1 {
+                let name = lane.replicas.names[replica].as_str();
+                tracing::warn!(replica = name, class = %e.class, back_in_s = period.as_secs(), "replica failed; leaving it out");
+            }
+        }
+        (replica, result)
     }
 
     fn add_usage(&self, c: &Completion) {

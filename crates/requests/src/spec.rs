@@ -1,5 +1,11 @@
-//! Model specs: `BACKEND:MODEL[@BASE_URL]`, for example `openai:gpt-4o`, `openai:qwen2-vl@http://127.0.0.1:8000/v1`,
-//! `anthropic:claude-sonnet-4-5`, `gemini:gemini-2.5-pro`, `local:/models/SmolLM2.gguf`.
+//! Model specs: `BACKEND:MODEL[@BASE_URL[,BASE_URL...]]`, for example `openai:gpt-4o`,
+//! `openai:qwen2-vl@http://127.0.0.1:8000/v1`, `anthropic:claude-sonnet-4-5`, `gemini:gemini-2.5-pro`,
+//! `local:/models/SmolLM2.gguf`.
+//!
+//! Several comma-separated base URLs are replicas: servers that serve the same model
+//! (`openai:qwen2-vl@http://a:8000/v1,http://b:8000/v1`). Calls are spread over them (see [`crate::replicas`]),
+//! and the first one names the model: [`ModelSpec::identity`] is the spec with that URL alone, so a run, its
+//! configuration hash and its cached answers are the same whichever replicas serve it.
 
 use std::fmt;
 use std::str::FromStr;
@@ -60,14 +66,16 @@ impl fmt::Display for BackendKind {
     }
 }
 
-/// A parsed `BACKEND:MODEL[@BASE_URL]`.
+/// A parsed `BACKEND:MODEL[@BASE_URL[,BASE_URL...]]`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ModelSpec {
     pub backend: BackendKind,
     /// The model name sent to the API, or the GGUF path (or `hf://REPO/FILE`) for `local`.
     pub model: String,
-    /// Base URL without a trailing slash; `None` means the backend's public endpoint.
-    pub base_url: Option<String>,
+    /// The base URLs of the servers that serve the model, in order, without trailing slashes; empty means the
+    /// backend's public endpoint. More than one are replicas of the same model; the first names it. A plain
+    /// list, so that a run file can fill it as well as the spec's `@URL,URL` form.
+    pub base_urls: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -82,6 +90,10 @@ pub enum SpecError {
     EmptyModel { spec: String, backend: String },
     #[error("model spec {spec:?}: base URL {url:?} has no host after the scheme")]
     BadUrl { spec: String, url: String },
+    #[error("model spec {spec:?}: base URL {url:?} is not an http:// or https:// URL (replicas are separated by commas: @URL,URL)")]
+    NotAUrl { spec: String, url: String },
+    #[error("model spec {spec:?}: base URL {url:?} is listed twice")]
+    DuplicateUrl { spec: String, url: String },
     #[error(
         "model spec {spec:?}: a local model is a file path (local:PATH) and takes no base URL"
     )]
@@ -108,31 +120,83 @@ impl ModelSpec {
                 backend: backend.into(),
             });
         }
-        let base_url = match url {
-            None => None,
+        let base_urls = match url {
+            None => Vec::new(),
             Some(_) if kind == BackendKind::Local => {
                 return Err(SpecError::LocalWithUrl { spec: spec.into() })
             }
-            Some(u) => Some(check_url(spec, u)?),
+            Some(list) => check_urls(spec, list)?,
         };
         Ok(ModelSpec {
             backend: kind,
             model: model.to_string(),
-            base_url,
+            base_urls,
         })
     }
 
-    /// The base URL requests go to: the spec's own, else the backend's public one.
+    /// The base URL that names the model: the spec's first, else the backend's public one.
     pub fn effective_base_url(&self) -> Option<&str> {
-        self.base_url
-            .as_deref()
+        self.base_urls
+            .first()
+            .map(String::as_str)
             .or_else(|| self.backend.default_base_url())
+    }
+
+    /// Every base URL requests may go to, in order: the spec's own (its replicas), else the backend's public
+    /// one; empty for `local`.
+    pub fn effective_base_urls(&self) -> Vec<&str> {
+        if self.base_urls.is_empty() {
+            self.backend.default_base_url().into_iter().collect()
+        } else {
+            self.base_urls.iter().map(String::as_str).collect()
+        }
     }
 
     /// Whether requests go somewhere other than the vendor's public endpoint (a key may then be absent).
     pub fn has_custom_base_url(&self) -> bool {
-        self.base_url.is_some()
+        !self.base_urls.is_empty()
     }
+
+    /// Whether several servers (replicas) serve the model.
+    pub fn is_replicated(&self) -> bool {
+        self.base_urls.len() > 1
+    }
+
+    /// What names the model in manifests, configuration hashes, cache keys and call records:
+    /// `BACKEND:MODEL[@FIRST_BASE_URL]`. Replicas serve the same model, so the others are left out; a spec with
+    /// one base URL or none is its own identity, exactly as written by [`fmt::Display`].
+    pub fn identity(&self) -> String {
+        match self.base_urls.first() {
+            Some(u) => format!("{}:{}@{u}", self.backend, self.model),
+            None => format!("{}:{}", self.backend, self.model),
+        }
+    }
+
+    /// [`ModelSpec::identity`] of a spec given as text. Text that is not a spec with several base URLs comes
+    /// back unchanged (not even normalised), so that the identity of every single-URL spec stays the exact
+    /// string it always was.
+    pub fn identity_of(spec: &str) -> String {
+        match ModelSpec::parse(spec) {
+            Ok(s) if s.is_replicated() => s.identity(),
+            _ => spec.to_string(),
+        }
+    }
+}
+
+/// How a replica is named where calls are recorded: its base URL without credentials, query string or fragment
+/// (`https://user:secret@host/v1?key=K` -> `https://host/v1`), so that nothing secret a URL might carry is stored.
+pub fn replica_name(base_url: &str) -> String {
+    let cut = base_url.find(['?', '#']).unwrap_or(base_url.len());
+    let url = &base_url[..cut];
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.trim_end_matches('/').to_string();
+    };
+    let host_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(host_end);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    format!("{scheme}://{host}{path}")
+        .trim_end_matches('/')
+        .to_string()
 }
 
 /// Splits at the first '@' followed by a URL scheme, so model names that contain '@' (e.g. `model@2024`) survive.
@@ -147,6 +211,29 @@ fn split_base_url(rest: &str) -> (&str, Option<&str>) {
         from = at + 1;
     }
     (rest, None)
+}
+
+/// The comma-separated base URLs after `@`: each one an http(s) URL with a host, none listed twice.
+fn check_urls(spec: &str, list: &str) -> Result<Vec<String>, SpecError> {
+    let mut urls: Vec<String> = Vec::new();
+    for url in list.split(',') {
+        let url = url.trim();
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(SpecError::NotAUrl {
+                spec: spec.into(),
+                url: url.into(),
+            });
+        }
+        let url = check_url(spec, url)?;
+        if urls.contains(&url) {
+            return Err(SpecError::DuplicateUrl {
+                spec: spec.into(),
+                url,
+            });
+        }
+        urls.push(url);
+    }
+    Ok(urls)
 }
 
 fn check_url(spec: &str, url: &str) -> Result<String, SpecError> {
@@ -171,8 +258,8 @@ impl FromStr for ModelSpec {
 impl fmt::Display for ModelSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.backend, self.model)?;
-        if let Some(u) = &self.base_url {
-            write!(f, "@{u}")?;
+        if !self.base_urls.is_empty() {
+            write!(f, "@{}", self.base_urls.join(","))?;
         }
         Ok(())
     }
@@ -187,7 +274,7 @@ mod tests {
         let s = ModelSpec::parse("openai:gpt-4o").unwrap();
         assert_eq!(s.backend, BackendKind::OpenAi);
         assert_eq!(s.model, "gpt-4o");
-        assert_eq!(s.base_url, None);
+        assert!(s.base_urls.is_empty());
         assert_eq!(s.effective_base_url(), Some("https://api.openai.com/v1"));
         assert_eq!(
             ModelSpec::parse("anthropic:claude-sonnet-4-5")
@@ -208,14 +295,14 @@ mod tests {
     fn splits_base_url_only_before_a_scheme() {
         let s = ModelSpec::parse("openai:org/model@v2@http://127.0.0.1:8000/v1/").unwrap();
         assert_eq!(s.model, "org/model@v2");
-        assert_eq!(s.base_url.as_deref(), Some("http://127.0.0.1:8000/v1"));
+        assert_eq!(s.base_urls, ["http://127.0.0.1:8000/v1"]);
         assert_eq!(
             s.to_string(),
             "openai:org/model@v2@http://127.0.0.1:8000/v1"
         );
         let s = ModelSpec::parse("openai:model@2024").unwrap();
         assert_eq!(s.model, "model@2024");
-        assert!(s.base_url.is_none());
+        assert!(s.base_urls.is_empty());
         assert_eq!(ModelSpec::parse(&s.to_string()).unwrap(), s);
         // local paths keep a colon (Windows drive letters, hf:// URLs)
         let s = ModelSpec::parse("local:hf://org/repo/file.gguf").unwrap();
@@ -244,5 +331,91 @@ mod tests {
             ModelSpec::parse("local:m.gguf@http://x").unwrap_err(),
             SpecError::LocalWithUrl { .. }
         ));
+    }
+
+    #[test]
+    fn several_base_urls_are_replicas_named_by_the_first() {
+        for backend in ["openai", "anthropic", "gemini"] {
+            let text =
+                format!("{backend}:org/m@v2@http://a:8000/v1/, https://b.example/v1,http://c:1");
+            let s = ModelSpec::parse(&text).unwrap();
+            assert_eq!(s.model, "org/m@v2");
+            assert_eq!(
+                s.base_urls,
+                ["http://a:8000/v1", "https://b.example/v1", "http://c:1"]
+            );
+            assert!(s.is_replicated() && s.has_custom_base_url());
+            assert_eq!(s.effective_base_url(), Some("http://a:8000/v1"));
+            assert_eq!(s.effective_base_urls().len(), 3);
+            assert_eq!(
+                s.to_string(),
+                format!("{backend}:org/m@v2@http://a:8000/v1,https://b.example/v1,http://c:1")
+            );
+            assert_eq!(ModelSpec::parse(&s.to_string()).unwrap(), s);
+            // the identity is the spec with its first URL alone: the same as a run against that URL only
+            let single = ModelSpec::parse(&format!("{backend}:org/m@v2@http://a:8000/v1")).unwrap();
+            assert_eq!(s.identity(), single.to_string());
+            assert_eq!(single.identity(), single.to_string());
+            assert_eq!(ModelSpec::identity_of(&text), single.to_string());
+        }
+        // one URL or none: the text is its own identity, byte for byte (not even normalised)
+        for text in [
+            "openai:m@http://a/v1/",
+            "OpenAI:m",
+            "local:/x.gguf",
+            "not a spec",
+        ] {
+            assert_eq!(ModelSpec::identity_of(text), text);
+        }
+        let default = ModelSpec::parse("anthropic:claude").unwrap();
+        assert_eq!(default.effective_base_urls(), ["https://api.anthropic.com"]);
+        assert!(!default.is_replicated());
+        assert!(ModelSpec::parse("local:/x.gguf")
+            .unwrap()
+            .effective_base_urls()
+            .is_empty());
+    }
+
+    #[test]
+    fn a_bad_replica_url_is_named() {
+        let e = ModelSpec::parse("openai:m@http://a/v1,b:8000").unwrap_err();
+        assert!(
+            matches!(&e, SpecError::NotAUrl { url, .. } if url == "b:8000"),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("\"b:8000\""), "{e}");
+        let e = ModelSpec::parse("openai:m@http://a/v1,").unwrap_err();
+        assert!(
+            matches!(&e, SpecError::NotAUrl { url, .. } if url.is_empty()),
+            "{e:?}"
+        );
+        let e = ModelSpec::parse("openai:m@http://a/v1,https:///v1").unwrap_err();
+        assert!(
+            matches!(&e, SpecError::BadUrl { url, .. } if url == "https:///v1"),
+            "{e:?}"
+        );
+        let e = ModelSpec::parse("gemini:m@http://a/,http://a").unwrap_err();
+        assert!(
+            matches!(&e, SpecError::DuplicateUrl { url, .. } if url == "http://a"),
+            "{e:?}"
+        );
+        assert!(matches!(
+            ModelSpec::parse("local:m.gguf@http://a,http://b").unwrap_err(),
+            SpecError::LocalWithUrl { .. }
+        ));
+    }
+
+    #[test]
+    fn replica_names_carry_no_credentials_or_query() {
+        assert_eq!(
+            replica_name("http://127.0.0.1:8000/v1"),
+            "http://127.0.0.1:8000/v1"
+        );
+        assert_eq!(
+            replica_name("https://user:secret@host.example:8443/v1?key=K#frag"),
+            "https://host.example:8443/v1"
+        );
+        assert_eq!(replica_name("https://host/?x=1"), "https://host");
+        assert_eq!(replica_name("https://u@host"), "https://host");
     }
 }

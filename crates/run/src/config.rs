@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use nmb_plan::{GenParams, OutputFormat, PlanOptions};
-use nmb_requests::Backend;
+use nmb_requests::{Backend, ModelSpec};
 use nmb_store::{Manifest, Recorded, SuiteSource, TemplateRef};
 use nmb_suite::{Family, Suite};
 use serde_json::{json, Map, Value};
@@ -26,7 +26,10 @@ pub enum Resume {
 /// Everything an evaluation needs besides the suite, the store and the backend.
 #[derive(Debug, Clone)]
 pub struct EvalSettings {
-    /// `BACKEND:MODEL[@BASE_URL]`, as recorded and used in cache keys.
+    /// `BACKEND:MODEL[@BASE_URL[,BASE_URL...]]`. Recorded and used in cache keys as its identity
+    /// ([`ModelSpec::identity_of`]): with several base URLs (replicas of one model) the first alone, so a run
+    /// has the same configuration hash and cached answers whichever replicas serve it; any other spec exactly
+    /// as given.
     pub model: String,
     pub params: GenParams,
     pub plan: PlanOptions,
@@ -103,7 +106,7 @@ pub(crate) fn manifest(
         template_id: "per-family".into(),
         template_hash: settings.plan.templates_hash(structured),
         templates: Some(templates(&settings.plan, structured)),
-        model: settings.model.clone(),
+        model: ModelSpec::identity_of(&settings.model),
         model_identity: Some(settings.model_identity.clone()),
         display_name: settings.display_name.clone(),
         params: serde_json::to_value(&settings.params).unwrap_or(Value::Null),
@@ -179,4 +182,52 @@ pub(crate) fn params_json(settings: &EvalSettings, output: &OutputFormat) -> Str
         "output": output,
     });
     nmb_store::canonical_json(&v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nmb_requests::{BoxFuture, CallError, ChatRequest, Completion, ErrorClass};
+
+    /// A backend that only has a spec.
+    struct Named(ModelSpec);
+
+    impl Backend for Named {
+        fn spec(&self) -> &ModelSpec {
+            &self.0
+        }
+        fn supports_n(&self) -> bool {
+            true
+        }
+        fn supports_images(&self) -> bool {
+            true
+        }
+        fn complete<'a>(
+            &'a self,
+            _: &'a ChatRequest,
+        ) -> BoxFuture<'a, Result<Completion, CallError>> {
+            Box::pin(async { Err(CallError::new(ErrorClass::Other, "never called")) })
+        }
+    }
+
+    #[test]
+    fn replicas_of_a_model_share_the_identity_of_its_first_url() {
+        let suite = nmb_suite::sample::build();
+        let manifest_of = |spec: &str| {
+            let backend = Named(ModelSpec::parse(spec).unwrap());
+            manifest(&suite, &EvalSettings::new(spec), 1, &backend).unwrap()
+        };
+        let single = manifest_of("openai:m@http://a:1/v1");
+        let replicated = manifest_of("openai:m@http://a:1/v1,http://b:2/v1,http://c:3/v1");
+        assert_eq!(replicated.model, "openai:m@http://a:1/v1");
+        assert_eq!(config_hash(&replicated), config_hash(&single));
+        assert_eq!(describe_difference(&single, &replicated), "unknown");
+        // the first URL names the model: another one first is another model
+        let other = manifest_of("openai:m@http://b:2/v1,http://a:1/v1");
+        assert_ne!(config_hash(&other), config_hash(&single));
+        assert_eq!(describe_difference(&single, &other), "model");
+        // a spec with one URL enters exactly as written, as it always did
+        let written = manifest_of("OpenAI:m@http://a:1/v1/");
+        assert_eq!(written.model, "OpenAI:m@http://a:1/v1/");
+    }
 }

@@ -9,6 +9,11 @@
 //! It also turns a model name into a backend ([`connect_model`]: API models through `nmb-requests`, `local:`
 //! models through `nmb-local`), for evaluations and for anything else that asks models (judges).
 //!
+//! A model served by several replicas (`openai:m@http://a/v1,http://b/v1`) is one model: its manifest,
+//! configuration hash, cache keys and call records name it by its first base URL alone
+//! ([`nmb_requests::ModelSpec::identity_of`]), exactly as a run against that URL would, and each stored call
+//! records the replica that answered it.
+//!
 //! It does not render prompts (`nmb-plan`), speak any wire format or retry (`nmb-requests`), run models
 //! (`nmb-local`), or decide how rows are laid out on disk (`nmb-store`).
 

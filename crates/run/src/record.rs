@@ -6,7 +6,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use nmb_chat::{messages_hash, GenParams, Message, OutputFormat, Part, StoredConversation};
-use nmb_requests::{CallError, ChatRequest, Completion, Lane, Outcome, Scheduler, Secrets, Usage};
+use nmb_requests::{
+    CallError, ChatRequest, Completion, Lane, ModelSpec, Outcome, Scheduler, Secrets, Usage,
+};
 use nmb_store::{
     cache_key, now_ms, CachedResponse, CallRecord, ChoiceRecord, ErrorInfo, ImageInput, Store,
     StoreError,
@@ -60,7 +62,8 @@ pub struct Recorder {
     scheduler: Scheduler,
     lane: Lane,
     run_id: String,
-    /// `BACKEND:MODEL[@BASE_URL]`, as it enters cache keys and call records.
+    /// `BACKEND:MODEL[@BASE_URL]`, as it enters cache keys and call records: the model's identity, the first
+    /// base URL alone when several replicas serve it ([`ModelSpec::identity_of`]).
     model: String,
     secrets: Secrets,
     /// Prompts already stored by this recorder, so shared prompts are written once.
@@ -69,6 +72,8 @@ pub struct Recorder {
 
 impl Recorder {
     /// A recorder writing into `run_id`. Known API keys ([`Secrets::from_env`]) are redacted from what it stores.
+    /// `model` is a spec; with several base URLs it is recorded as its identity (the first URL alone), and each
+    /// call records the replica that answered it.
     pub fn new(
         store: Arc<Store>,
         scheduler: Scheduler,
@@ -81,7 +86,7 @@ impl Recorder {
             scheduler,
             lane,
             run_id: run_id.into(),
-            model: model.into(),
+            model: ModelSpec::identity_of(&model.into()),
             secrets: Secrets::from_env(),
             stored_prompts: Mutex::new(HashSet::new()),
         }
@@ -222,7 +227,9 @@ impl Recorder {
             started_ms,
             finished_ms,
         };
-        self.store.record_call(&record, &choices)?;
+        let replica = outcome.replica.as_deref().map(|r| self.secrets.redact(r));
+        self.store
+            .record_call_from(&record, &choices, replica.as_deref())?;
         Ok(())
     }
 }

@@ -27,6 +27,40 @@ fn api_models_with_a_base_url_need_no_key() {
 }
 
 #[test]
+fn api_models_with_several_base_urls_send_to_each_replica() {
+    let o = ConnectOptions::default();
+    for (spec, replicas) in [
+        (
+            "openai:m@http://127.0.0.1:9/v1,http://127.0.0.2:9/v1",
+            ["http://127.0.0.1:9/v1", "http://127.0.0.2:9/v1"],
+        ),
+        (
+            "anthropic:m@http://127.0.0.1:9,http://127.0.0.2:9",
+            ["http://127.0.0.1:9", "http://127.0.0.2:9"],
+        ),
+        (
+            "gemini:m@http://127.0.0.1:9,https://u:p@127.0.0.2:9?x=1",
+            ["http://127.0.0.1:9", "https://127.0.0.2:9"],
+        ),
+    ] {
+        let m = connect_model(spec, &o).expect(spec);
+        assert_eq!(m.backend.replicas(), replicas, "{spec}");
+        assert!(m.spec.is_replicated());
+        assert!(m.identity.is_empty());
+    }
+    // no base URL: the one replica is the public endpoint
+    let keyed = ConnectOptions {
+        backend: nmb_requests::BackendOptions {
+            key: Some(nmb_requests::ApiKey::new("sk-test-not-a-key")),
+            ..Default::default()
+        },
+        ..ConnectOptions::default()
+    };
+    let m = connect_model("openai:m", &keyed).unwrap();
+    assert_eq!(m.backend.replicas(), ["https://api.openai.com/v1"]);
+}
+
+#[test]
 fn bad_specs_and_missing_files_say_what_is_wrong() {
     let o = ConnectOptions::default();
     let e = connect_model("mistral:large", &o).unwrap_err();

@@ -2,9 +2,10 @@
 //!
 //! It owns the database in a runs directory (default `./nmb-runs/nmb.sqlite`): runs and their manifests, images
 //! (once per content hash, across all runs), rendered prompts (once per prompt hash), every API call with its raw
-//! body, usage and error class, each sample's answer per turn, the response cache, and run summaries. The file is
-//! in WAL mode with `synchronous = NORMAL`: every write that records a response is its own committed transaction,
-//! so killing the process loses nothing that was committed (a power cut may lose the last few commits).
+//! body, usage, error class and the replica (server) that answered it, each sample's answer per turn, the
+//! response cache, and run summaries. The file is in WAL mode with `synchronous = NORMAL`: every write that
+//! records a response is its own committed transaction, so killing the process loses nothing that was committed
+//! (a power cut may lose the last few commits).
 //!
 //! It does not render prompts, talk to any API, classify errors or score answers: callers hand it finished
 //! records. Error classes are plain strings (see [`KNOWN_ERROR_CLASSES`]). It never receives API keys.

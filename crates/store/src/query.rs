@@ -91,6 +91,9 @@ pub struct CallInfo {
     pub latency_ms: Option<u64>,
     pub started_ms: i64,
     pub finished_ms: i64,
+    /// The replica (base URL) the call went to; `None` for calls stored before schema v5 or without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
 }
 
 /// What one sample got at one turn.
@@ -131,7 +134,7 @@ pub struct StoredImage {
 
 const CALL_COLUMNS: &str = "c.id, c.run_id, c.task_id, c.turn_index, p.prompt_hash, x.model, x.params, \
      x.template_id, x.template_hash, c.n_choices, c.status, c.error_class, c.error_message, c.attempts, \
-     c.tokens_in, c.tokens_out, c.latency_ms, c.started_ms, c.finished_ms";
+     c.tokens_in, c.tokens_out, c.latency_ms, c.started_ms, c.finished_ms, c.replica";
 
 impl Store {
     /// Counts, usage and latency for one run.
@@ -369,6 +372,7 @@ fn call_info(r: &Row<'_>, at: usize) -> rusqlite::Result<CallInfo> {
         latency_ms: opt_u64(r.get(at + 16)?),
         started_ms: r.get(at + 17)?,
         finished_ms: r.get(at + 18)?,
+        replica: r.get(at + 19)?,
     })
 }
 

@@ -229,13 +229,25 @@ impl Store {
     /// Records one API call and what each of its choices gave each sample, committed before returning.
     /// Returns the call's id.
     pub fn record_call(&self, call: &CallRecord<'_>, choices: &[ChoiceRecord<'_>]) -> Result<i64> {
+        self.record_call_from(call, choices, None)
+    }
+
+    /// [`Store::record_call`], also noting which replica the call went to (the one that answered, if it
+    /// succeeded): its base URL, as `nmb_requests::replica_name` gives it, without credentials or query string.
+    /// It is not part of the call's identity: the cache key and the model are the same on every replica.
+    pub fn record_call_from(
+        &self,
+        call: &CallRecord<'_>,
+        choices: &[ChoiceRecord<'_>],
+        replica: Option<&str>,
+    ) -> Result<i64> {
         self.check_call(call, choices)?;
         let params = canonical_json_str(call.params_json);
         self.write("record a call", |tx| {
             self.require_run(tx, call.run_id)?;
             let prompt_id = self.require_prompt(tx, call.prompt_hash)?;
             let context_id = intern_context(tx, call, &params)?;
-            let call_id = insert_call(tx, call, prompt_id, context_id, choices.len())?;
+            let call_id = insert_call(tx, call, replica, prompt_id, context_id, choices.len())?;
             for choice in choices {
                 let key = crate::keys::cache_key_bytes(
                     call.model,
@@ -567,6 +579,7 @@ fn intern_context(
 fn insert_call(
     tx: &Transaction<'_>,
     call: &CallRecord<'_>,
+    replica: Option<&str>,
     prompt_id: i64,
     context_id: i64,
     n_choices: usize,
@@ -574,8 +587,8 @@ fn insert_call(
     tx.prepare_cached(
         "INSERT INTO calls (run_id, task_id, turn_index, prompt_id, context_id, n_choices, status,
                             error_class, error_message, attempts, tokens_in, tokens_out, latency_ms,
-                            started_ms, finished_ms, raw)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                            started_ms, finished_ms, raw, replica)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
     )?
     .execute(params![
         call.run_id,
@@ -598,6 +611,7 @@ fn insert_call(
         call.started_ms,
         call.finished_ms,
         call.raw.map(crate::packed::pack),
+        replica,
     ])?;
     Ok(tx.last_insert_rowid())
 }

@@ -46,6 +46,11 @@ pub const MIGRATIONS: &[Migration] = &[
         description: "volume renders: (source hash, options) -> the PNG views they gave",
         sql: V4,
     },
+    Migration {
+        version: 5,
+        description: "calls.replica: the server (base URL) that answered a call",
+        sql: V5,
+    },
 ];
 
 /// The newest schema version this build writes.
@@ -178,6 +183,14 @@ CREATE TABLE renders (
     created_ms INTEGER NOT NULL,
     PRIMARY KEY (render_key, idx)
 );
+"#;
+
+/// A model may be served by several replicas (`openai:m@http://a/v1,http://b/v1`); each call records the one
+/// its last attempt went to, the one that answered when it succeeded: the base URL without credentials or
+/// query string. The model itself (in `contexts`) stays the same whichever replica answered. NULL for calls
+/// stored before v5, for in-process models, and for calls recorded without one.
+const V5: &str = r#"
+ALTER TABLE calls ADD COLUMN replica TEXT;
 "#;
 
 const V3: &str = r#"

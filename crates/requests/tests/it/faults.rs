@@ -25,6 +25,7 @@ fn scheduler(sleeper: Arc<RecordingSleeper>, timeout: Duration) -> Scheduler {
             ..RetryPolicy::default()
         },
         aimd: AimdConfig { climb_after: 4 },
+        ..SchedulerConfig::default()
     })
     .with_sleeper(sleeper)
 }

@@ -2,5 +2,6 @@
 
 mod common;
 mod faults;
+mod replicas;
 mod secrets;
 mod wire;

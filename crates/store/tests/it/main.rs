@@ -6,5 +6,6 @@ mod concurrency;
 mod crash;
 mod dedup;
 mod open;
+mod replicas;
 mod runs;
 mod secrets;
