@@ -4,6 +4,8 @@
 //! - a single self-contained HTML page (inline CSS and SVG, no script, no external asset, a strict
 //!   Content-Security-Policy), with the headline table, charts, the two-axis scatter, paired significance, a
 //!   per-case section with thumbnails and every sampled answer, and the run manifests;
+//! - for runs with multi-turn consults, a revision table (first- and last-turn accuracy, changed top diagnosis,
+//!   wrong → right and right → wrong);
 //! - for runs with NeuroVLM-Bench (`structured`) scores, a section with per-field metrics, the diagnosis_name
 //!   confusion heat map, calibration with a reliability diagram, safety flags, abstentions and cost per image;
 //! - Markdown with the same tables, CSV (one row per sample, plus an aggregate CSV and `structured.csv`), JSON with
@@ -26,6 +28,7 @@ pub mod leaderboard;
 mod markdown;
 mod neurovlm;
 mod paired;
+mod revision;
 mod svg;
 mod table;
 mod thumbs;

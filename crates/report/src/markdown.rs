@@ -45,6 +45,7 @@ pub fn render(runs: &[RunData], analysis: &Analysis) -> String {
     headline(&mut m, runs, analysis);
     levels(&mut m, runs);
     breadth(&mut m, runs);
+    revision(&mut m, runs);
     neurovlm(&mut m, runs, analysis);
     two_axis(&mut m, analysis);
     paired(&mut m, analysis);
@@ -141,6 +142,15 @@ fn breadth(m: &mut String, runs: &[RunData]) {
     }
     if let Some(t) = crate::label_set::table(runs) {
         m.push_str("### Fixed label sets (accuracy and macro-F1)\n\n");
+        m.push_str(&t.markdown());
+        m.push('\n');
+    }
+}
+
+/// Revision in multi-turn consults, as in the HTML report.
+fn revision(m: &mut String, runs: &[RunData]) {
+    if let Some(t) = crate::revision::table(runs) {
+        m.push_str("## Revision in consults\n\n");
         m.push_str(&t.markdown());
         m.push('\n');
     }

@@ -454,6 +454,7 @@ mod tests {
             taxonomy: None,
             breadth: None,
             structured: None,
+            turns: None,
         }
     }
 

@@ -4,8 +4,8 @@
 //! diagnoses, lesion types and locations ([`lexicon`], [`matching`]), asking LLM judges what rules cannot decide
 //! ([`judge`], [`prompts`], [`jury`]), rubric grading ([`rubric`]), the error taxonomy with human labels from CSV
 //! ([`labels`]), BERTScore of rationales ([`semantic`]), breadth answers ([`breadth`]), pass@k in both readings,
-//! aggregates with bootstrap CIs ([`aggregate`]), paired comparison of two runs ([`compare`]) and keeping reports
-//! in the store ([`stored`]).
+//! aggregates with bootstrap CIs ([`aggregate`]), revision across the turns of multi-turn consults
+//! ([`revision`]), paired comparison of two runs ([`compare`]) and keeping reports in the store ([`stored`]).
 //!
 //! It does not own the statistics themselves (`nmb-stats`), BERTScore's arithmetic (`nmb-bertscore`), talking to
 //! APIs (`nmb-requests`), the tables of answers (`nmb-store`), or rendering reports (`nmb-report`).
@@ -23,6 +23,10 @@
 //! hierarchy), then, only for pairs the rules leave inconclusive, the judge (or jury). Without a judge an
 //! inconclusive pair counts as no match and the sample is flagged `unresolved`. Errored and pending samples and
 //! samples without a reference are never counted as wrong; parse failures are (and are counted apart).
+//!
+//! A multi-turn consult is scored on its last turn. [`revision`] also reads every earlier turn (by the same
+//! parser and rules, reusing judge verdicts already given, never asking new ones) for first- and last-turn
+//! accuracy, changed top diagnoses and wrong → right / right → wrong steps.
 //!
 //! Judge calls go through the same backends, scheduler and store as model calls (see [`judge`] for how they are
 //! stored, cached and resumed). Scoring is deterministic: the same stored answers (the model's and the judges')
@@ -42,6 +46,7 @@ pub mod matching;
 pub mod parse;
 pub mod prompts;
 pub mod results;
+pub mod revision;
 pub mod rubric;
 mod scorer;
 pub mod semantic;

@@ -71,6 +71,10 @@ pub struct ScoreReport {
     /// Macro-F1 and per-label numbers, when every multiple-choice item offers the same options (PubMedQA).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_set: Option<crate::label_set::LabelSetReport>,
+    /// Revision in multi-turn consults (first- and last-turn accuracy, changed top diagnosis, wrong → right and
+    /// right → wrong), when the run has consult tasks; see [`crate::revision`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<crate::revision::RevisionReport>,
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -263,7 +267,8 @@ impl SampleStatus {
     }
 }
 
-/// The scoring of one sample (one answer; for multi-turn tasks, the last turn's answer).
+/// The scoring of one sample (one answer; for multi-turn tasks, the last turn's answer, with every turn in
+/// [`SampleScore::turns`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SampleScore {
     pub task_id: String,
@@ -302,6 +307,10 @@ pub struct SampleScore {
     /// Structured family: each field's outcome and the safety flags raised.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured: Option<crate::structured::StructuredVerdict>,
+    /// Consults (multi-turn differential and rationale tasks): every answered turn's outcome and top diagnosis,
+    /// in turn order; see [`crate::revision`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turns: Option<Vec<crate::revision::TurnScore>>,
 }
 
 /// How an answer was read.
@@ -833,6 +842,7 @@ mod tests {
             taxonomy: None,
             breadth: None,
             structured: None,
+            turns: None,
         };
         let text = serde_json::to_string(&s).unwrap();
         assert!(text.contains("\"status\":\"parse_failed\""), "{text}");

@@ -10,6 +10,7 @@ mod charts;
 mod manifests;
 mod neurovlm;
 mod paired;
+mod revision;
 mod summary;
 
 use std::fmt::Write;
@@ -26,6 +27,7 @@ use charts::two_axis;
 use manifests::manifests;
 use neurovlm::neurovlm;
 use paired::paired;
+use revision::revision;
 use summary::breadth_tables;
 use summary::headline;
 use summary::level_family;
@@ -82,6 +84,7 @@ pub fn render(runs: &[RunData], analysis: &Analysis, opts: &ReportOptions) -> St
     headline(&mut h, runs, analysis);
     level_family(&mut h, runs);
     breadth_tables(&mut h, runs);
+    revision(&mut h, runs);
     charts(&mut h, runs);
     neurovlm(&mut h, runs, analysis);
     if let Some(t) = &analysis.two_axis {

@@ -265,6 +265,8 @@ pub async fn score_run(
     let tasks: HashMap<&str, &Task> = index.iter().map(|(id, (_, t))| (*id, *t)).collect();
     report.label_set =
         crate::label_set::label_set_report(&report.samples, &tasks, &opts.bootstrap)?;
+    report.revision =
+        crate::revision::revision_report(&mut report.samples, &records, &tasks, &opts.bootstrap)?;
     let items = structured_items(&records, &index);
     if let Some((structured, verdicts)) =
         crate::structured::structured_report(&items, opts.price, &opts.bootstrap)?

@@ -46,6 +46,7 @@ pub(super) fn prepare<'a>(
         taxonomy: None,
         breadth: None,
         structured: None,
+        turns: None,
     };
     let mut w = Work {
         record,

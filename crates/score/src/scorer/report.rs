@@ -202,6 +202,7 @@ pub(super) fn build_report(
         notes,
         structured: None,
         label_set: None,
+        revision: None,
     })
 }
 
