@@ -131,6 +131,9 @@ pub struct Manifest {
     /// The name reports show for the run (`--name`); see [`Manifest::display_name`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
+    /// The study (`nmb eval --config`) the run belongs to; like the name, not part of the configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub study: Option<String>,
     pub params: Value,
     /// `full`, `text` or `images`.
     pub input_mode: String,

@@ -52,14 +52,49 @@ At the end the run is scored as `nmb score RUN_ID` would (rules and BERTScore; j
 --judge) and the score report is stored; --no-score skips this. --report DIR also writes the
 HTML, Markdown, CSV and JSON report and prints the HTML file's path.
 
+A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--no-score]
+
+  [study]
+  name = \"two-axis\"              # runs are tagged with it; `nmb runs list` groups them
+  report = \"reports/two-axis\"    # default nmb-report/<name>, relative to the run file
+
+  [[models]]                      # repeat per model
+  spec = \"openai:gpt-4o\"
+  name = \"GPT-4o\"
+  price = [2.5, 10.0]             # $ per million input, output tokens
+  concurrency = 8                 # also temperature, top_p, max_tokens, seed
+
+  [[suites]]                      # repeat per suite; paths are relative to the run file
+  spec = \"vqa-rad:data/testset.json\"
+  filters = [\"image_organ=HEAD\"]  # also answers, level, samples, inputs, limit, map = {field = \"column\"}
+
+  templates = [\"a.jinja\", \"b.jinja\"]   # optional: every suite x model runs with each template
+
+  [scoring]
+  judges = [\"openai:gpt-4o-mini\"]
+  bertscore = false               # also rubric = false
+
+Every suite runs with every model (and template), one evaluation after another, each exactly as the
+`nmb eval` it stands for; running the same command again finishes what is missing and asks nothing
+twice. Then one report covers every run. --dry-run prints the matrix with its requests, tokens and
+the most it can cost. A bad run file is refused with the key and line.
+
 Exit status: 0 when the run was carried out (errored samples are stored with their error class;
 --resume RUN_ID retries them), 1 on failure (suite, model, store), 2 on bad usage.";
 
 #[derive(Args, Debug)]
 pub struct EvalArgs {
-    /// The suite: `sample` (bundled), a path whose format is detected, or FORMAT:PATH with FORMAT one of site,
-    /// native, vqa-rad, mcq
-    #[arg(long, value_name = "SUITE")]
+    /// A whole study from a run file (TOML: models, suites, templates, judges, report); see below
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["suite", "model", "resume"])]
+    pub config: Option<PathBuf>,
+    /// The suite: `sample` (bundled), a path whose format is detected, or FORMAT:PATH (see `nmb suite --help`)
+    #[arg(
+        long,
+        value_name = "SUITE",
+        required_unless_present = "config",
+        default_value = "",
+        hide_default_value = true
+    )]
     suite: String,
     /// Answer-key JSONL joined by case_id (format: see the README, "Answer keys")
     #[arg(long, value_name = "FILE")]
@@ -76,7 +111,13 @@ pub struct EvalArgs {
     #[arg(long = "map", value_name = "FIELD=COLUMN", value_parser = super::suite::parse_map)]
     map: Vec<(String, String)>,
     /// The model, BACKEND:MODEL[@BASE_URL] (see below)
-    #[arg(long, value_name = "MODEL")]
+    #[arg(
+        long,
+        value_name = "MODEL",
+        required_unless_present = "config",
+        default_value = "",
+        hide_default_value = true
+    )]
     model: String,
     /// The name reports, tables and exports show for this run [default: a local model's file stem, else the
     /// model id]
@@ -105,13 +146,13 @@ pub struct EvalArgs {
     max_requests: Option<u64>,
     /// Print the requests the run would send and an estimate of their tokens; send and store nothing
     #[arg(long)]
-    dry_run: bool,
+    pub dry_run: bool,
     /// Continue this run (see `nmb runs list`); the configuration must be the same
     #[arg(long, value_name = "RUN_ID", conflicts_with = "fresh")]
     resume: Option<String>,
     /// Start a new run even if an unfinished one has the same configuration (stored answers are still reused)
     #[arg(long)]
-    fresh: bool,
+    pub fresh: bool,
     /// Sampling temperature, >= 0
     #[arg(long, value_name = "T", default_value_t = 0.7, value_parser = non_negative, allow_negative_numbers = true)]
     temperature: f64,
@@ -138,13 +179,13 @@ pub struct EvalArgs {
     max_retries: u32,
     /// Print one JSON object at the end (the run summary) instead of text
     #[arg(long)]
-    json: bool,
+    pub json: bool,
     /// No progress output on stderr
     #[arg(long, short)]
-    quiet: bool,
+    pub quiet: bool,
     /// Do not score the run at the end (score it later with `nmb score RUN_ID`)
     #[arg(long)]
-    no_score: bool,
+    pub no_score: bool,
     #[command(flatten)]
     scoring: ScoringArgs,
     /// Also write the run's report (HTML, Markdown, CSV, JSON) into DIR and print the HTML file's path
@@ -222,11 +263,21 @@ impl EvalArgs {
 }
 
 pub fn run(args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
+    if let Some(config) = &args.config {
+        return super::study::run(config, &args, runs_dir);
+    }
+    run_one(&args, runs_dir)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One evaluation: the run's id, or `None` for a dry run.
+pub fn run_one(args: &EvalArgs, runs_dir: &Path) -> Result<Option<String>> {
     let spec = ModelSpec::parse(&args.model).context("bad --model")?;
     let plan = args.plan_options()?;
-    let suite = load_suite(&args)?;
+    let suite = load_suite(args)?;
     if args.dry_run {
-        return dry_run(&args, &suite, &plan, &spec);
+        dry_run(args, &suite, &plan, &spec)?;
+        return Ok(None);
     }
     if !args.no_score {
         super::score::check(&args.scoring)
@@ -247,7 +298,7 @@ pub fn run(args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
     settings.max_requests = args.max_requests;
     settings.resume = args.resume();
     settings.model_identity = model.identity.clone();
-    settings.suite_source = suite_source(&args);
+    settings.suite_source = suite_source(args);
     settings.display_name = args.name.clone();
     settings.no_n = args.no_n;
     let scheduler = Scheduler::new(SchedulerConfig {
@@ -295,7 +346,7 @@ pub fn run(args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
         Some(runtime.block_on(scoring)?)
     };
     report(
-        &args,
+        args,
         &outcome,
         &progress,
         &scheduler,
@@ -317,7 +368,7 @@ pub fn run(args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
             println!("report: {}", html.display());
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Some(outcome.run_id))
 }
 
 /// How the suite was named, for the manifest, so that `nmb score RUN_ID` can load it again.
@@ -428,12 +479,32 @@ fn task_requests(task: &PlannedTask, n: bool) -> u64 {
     }
 }
 
-fn dry_run(
+/// What a dry run counts: per task and in all.
+pub struct DryRun {
+    pub samples: u32,
+    pub total: PlanSummary,
+    pub requests: u64,
+    pub rows: Vec<serde_json::Value>,
+    /// Answers (samples x turns).
+    pub answers: u64,
+    /// Output tokens at most: answers x max_tokens.
+    pub max_output: u64,
+}
+
+/// Plans `args`' suite without sending anything, for a dry run or a study's estimate.
+pub fn dry_run_totals(args: &EvalArgs) -> Result<DryRun> {
+    let spec = ModelSpec::parse(&args.model).context("bad --model")?;
+    let options = args.plan_options()?;
+    let suite = load_suite(args)?;
+    plan_totals(args, &suite, &options, &spec)
+}
+
+fn plan_totals(
     args: &EvalArgs,
     suite: &Suite,
     options: &PlanOptions,
     spec: &ModelSpec,
-) -> Result<ExitCode> {
+) -> Result<DryRun> {
     let plan = Plan::new(suite, options, Arc::default()).context("cannot plan the suite")?;
     let samples = plan.samples();
     let n = native_n(spec);
@@ -464,8 +535,32 @@ fn dry_run(
             "est_input_tokens": one.est_input_tokens,
         }));
     }
-    let answers = total.requests; // samples x turns
-    let max_output = answers * u64::from(args.max_tokens);
+    let answers = total.requests;
+    Ok(DryRun {
+        samples,
+        requests,
+        rows,
+        answers,
+        max_output: answers * u64::from(args.max_tokens),
+        total,
+    })
+}
+
+fn dry_run(
+    args: &EvalArgs,
+    suite: &Suite,
+    options: &PlanOptions,
+    spec: &ModelSpec,
+) -> Result<ExitCode> {
+    let DryRun {
+        samples,
+        total,
+        requests,
+        rows,
+        answers,
+        max_output,
+    } = plan_totals(args, suite, options, spec)?;
+    let n = native_n(spec);
     if args.json {
         let out = json!({
             "dry_run": true,
@@ -592,6 +687,7 @@ fn report(
                 "by_level_family": r.by_level_family,
                 "structured": r.structured,
                 "label_set": r.label_set,
+                "revision": r.revision,
                 "notes": r.notes,
             })),
         });

@@ -8,4 +8,5 @@ pub mod image;
 pub mod report;
 pub mod runs;
 pub mod score;
+pub mod study;
 pub mod suite;

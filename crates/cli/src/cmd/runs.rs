@@ -22,8 +22,8 @@ Examples:
   nmb runs list
   nmb runs list --json
 
-Newest first: run id, status (running, interrupted, finished), when it started, model, suite, and its
-samples (ok / errored / total). A run that shows `running` with no nmb process alive was killed; running the
+Newest first, grouped by study (`nmb eval --config`) with runs outside a study last: run id, status (running,
+interrupted, finished), when it started, model, suite, and its samples (ok / errored / total). A run that shows `running` with no nmb process alive was killed; running the
 same `nmb eval` command again resumes it.";
 
 const SHOW_EXAMPLES: &str = "\
@@ -128,11 +128,29 @@ fn list(args: ListArgs, runs_dir: &Path) -> Result<ExitCode> {
         println!("no runs in {}", runs_dir.display());
         return Ok(ExitCode::SUCCESS);
     }
+    // Studies in the order their newest run appears; a stable sort keeps runs newest first within each.
+    let mut order: Vec<Option<String>> = Vec::new();
+    for (_, info) in &rows {
+        if !order.contains(&info.manifest.study) {
+            order.push(info.manifest.study.clone());
+        }
+    }
+    order.sort_by_key(Option::is_none);
+    rows.sort_by_key(|(_, info)| order.iter().position(|s| *s == info.manifest.study));
+    let mut heading = None;
+    let grouped = order.iter().any(Option::is_some);
     println!(
         "{:<24} {:<11} {:<24} {:>14}  {:<12} model",
         "run id", "status", "created", "ok/err/total", "suite"
     );
     for (s, info) in &rows {
+        if grouped && heading != Some(&info.manifest.study) {
+            heading = Some(&info.manifest.study);
+            match &info.manifest.study {
+                Some(name) => println!("study {name}"),
+                None => println!("not in a study"),
+            }
+        }
         let field = |v: &str| if v.is_empty() { "-" } else { v }.to_string();
         println!(
             "{:<24} {:<11} {:<24} {:>14}  {:<12} {}",

@@ -270,7 +270,7 @@ fn connect_judges(specs: &[String]) -> Result<Vec<JudgeModel>> {
         .map(|s| {
             let connected = connect_model(s, &options).with_context(|| format!("--judge {s}"))?;
             Ok(JudgeModel {
-                spec: connected.spec.to_string(),
+                spec: ModelSpec::identity_of(&connected.spec.to_string()),
                 backend: connected.backend,
                 identity: connected.identity,
             })
@@ -442,10 +442,46 @@ pub fn print_report(report: &ScoreReport, json: bool) -> Result<()> {
             l.extraction_failures
         );
     }
+    if let Some(r) = &report.revision {
+        print_revision(r);
+    }
     for note in pass_notes(&o.pass_at_5).into_iter().chain(&report.notes) {
         println!("note       {note}");
     }
     Ok(())
+}
+
+/// Revision in multi-turn consults, one line per level; `--json` has every turn of every consult.
+fn print_revision(r: &nmb_score::revision::RevisionReport) {
+    let share = |e: Option<&Estimate>, count: usize, n: usize| format!("{} ({count}/{n})", pct(e));
+    let rate = |x: &nmb_score::revision::Rate| share(x.share.as_ref(), x.count, x.n);
+    println!();
+    println!(
+        "consults   {:<11} {:>4}  {:<28} {:<28} {:<28} {:<28} right -> wrong",
+        "level", "n", "first turn", "last turn", "changed top dx", "wrong -> right"
+    );
+    for g in &r.by_level {
+        let (first, last) = (&g.first_turn, &g.last_turn);
+        println!(
+            "           {:<11} {:>4}  {:<28} {:<28} {:<28} {:<28} {}",
+            g.level.map_or("all", Level::as_str),
+            g.consults,
+            share(first.accuracy.as_ref(), first.correct, first.n),
+            share(last.accuracy.as_ref(), last.correct, last.n),
+            rate(&g.changed_top_diagnosis),
+            rate(&g.wrong_to_right),
+            rate(&g.right_to_wrong),
+        );
+    }
+    let o = &r.overall;
+    println!(
+        "           {} consults left out (errored, pending, no reference); turns: {} unparseable (wrong), {} \
+         unresolved (left out)",
+        o.left_out, o.unparseable_turns, o.unresolved_turns
+    );
+    for note in &r.notes {
+        println!("note       {note}");
+    }
 }
 
 /// NeuroVLM-Bench's numbers in brief; `--json` and the reports carry all of them.

@@ -1,0 +1,522 @@
+//! Studies: one run file (TOML) that names the models, suites, prompt templates, judges and report of a whole
+//! comparison, expanded into the matrix of evaluations it stands for.
+//!
+//! This crate owns the run file's shape ([`StudyFile`]), reading it with errors that name the key and line
+//! ([`read`]), and the matrix ([`Study::cells`]): one [`Cell`] per suite × model × template, each as the
+//! arguments of the `nmb eval` it is. It does not run anything, estimate costs or write reports: the CLI runs each
+//! cell through the same code as a hand-typed `nmb eval`, so a study resumes exactly as its evaluations do.
+//!
+//! ```toml
+//! [study]
+//! name = "two-axis"
+//! report = "reports/two-axis"   # default: nmb-report/<name>
+//! max_cost = 20.0               # dollars, estimated from tokens and the models' prices
+//!
+//! [[models]]
+//! spec = "openai:gpt-4o"
+//! name = "GPT-4o"
+//! price = [2.5, 10.0]           # dollars per million input and output tokens
+//! concurrency = 8
+//! temperature = 0.7
+//!
+//! [[suites]]
+//! spec = "vqa-rad:data/vqa-rad/testset.json"
+//! filters = ["image_organ=HEAD"]
+//! samples = 1
+//!
+//! [scoring]
+//! judges = ["openai:gpt-4o-mini"]
+//! bertscore = false
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// Why a run file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StudyError {
+    #[error("cannot read the run file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// TOML syntax or shape: toml's message names the line, the column and the key.
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    /// A value the shape allows but nmb does not.
+    #[error("{path}:{line}: {key}: {message}")]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        key: String,
+        message: String,
+    },
+}
+
+/// The run file as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StudyFile {
+    pub study: StudyMeta,
+    #[serde(default)]
+    pub models: Vec<Spanned<ModelEntry>>,
+    #[serde(default)]
+    pub suites: Vec<Spanned<SuiteEntry>>,
+    /// Template files, relative to the run file; each one is a variant every (suite, model) pair runs with.
+    #[serde(default)]
+    pub templates: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub scoring: ScoringEntry,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StudyMeta {
+    pub name: Spanned<String>,
+    /// The study report's folder, relative to the run file.
+    pub report: Option<String>,
+    /// Dollars: the study stops before an evaluation whose estimated cost would pass it.
+    pub max_cost: Option<Spanned<f64>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    /// `BACKEND:MODEL[@BASE_URL]`.
+    pub spec: String,
+    pub name: Option<String>,
+    /// Dollars per million input and output tokens.
+    pub price: Option<[f64; 2]>,
+    pub concurrency: Option<u32>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub max_tokens: Option<u32>,
+    pub seed: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuiteEntry {
+    /// As `nmb eval --suite` takes it; a relative path is relative to the run file.
+    pub spec: String,
+    pub answers: Option<String>,
+    #[serde(default)]
+    pub filters: Vec<String>,
+    pub level: Option<String>,
+    pub samples: Option<u32>,
+    pub inputs: Option<String>,
+    pub limit: Option<u64>,
+    #[serde(default)]
+    pub map: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScoringEntry {
+    #[serde(default)]
+    pub judges: Vec<String>,
+    /// BERTScore of rationales (on by default, as for `nmb eval`).
+    pub bertscore: Option<bool>,
+    /// Rubric grading by the judges (on by default when there are judges).
+    pub rubric: Option<bool>,
+}
+
+/// A checked run file and where it lives.
+#[derive(Debug, Clone)]
+pub struct Study {
+    pub path: PathBuf,
+    pub file: StudyFile,
+}
+
+/// One evaluation of the matrix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    /// 1-based position in the matrix.
+    pub index: usize,
+    pub model: String,
+    /// The name reports show: the model's name, with the template's stem when the study has templates.
+    pub name: String,
+    pub suite: String,
+    pub template: Option<PathBuf>,
+    /// Dollars per million input and output tokens, when the model has a price.
+    pub price: Option<[f64; 2]>,
+    /// The arguments of `nmb eval` (without the program name) that run this cell.
+    pub args: Vec<String>,
+}
+
+const LEVELS: [&str; 3] = ["direct", "complex", "multi_turn"];
+const INPUTS: [&str; 3] = ["full", "text", "images"];
+
+/// Reads and checks a run file.
+pub fn read(path: &Path) -> Result<Study, StudyError> {
+    let text = std::fs::read_to_string(path).map_err(|source| StudyError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(path, &text)
+}
+
+/// Parses and checks run-file text; `path` is where relative paths start and what errors name.
+pub fn parse(path: &Path, text: &str) -> Result<Study, StudyError> {
+    let file: StudyFile = toml::from_str(text).map_err(|e| StudyError::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string().trim_end().to_string(),
+    })?;
+    let study = Study {
+        path: path.to_path_buf(),
+        file,
+    };
+    study.check(text)?;
+    Ok(study)
+}
+
+/// 1-based line of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// The line where `key` (the last part of a dotted key path) is set inside the table spanning `span`, else the
+/// table's first line.
+fn key_line(text: &str, span: std::ops::Range<usize>, key: &str) -> usize {
+    let leaf = key.rsplit('.').next().unwrap_or(key);
+    // A table's span may cover only its header: look on to the next header.
+    let start = span.start.min(text.len());
+    let end = text[start..]
+        .char_indices()
+        .skip(1)
+        .find(|&(i, _)| text[start + i..].starts_with("\n["))
+        .map_or(text.len(), |(i, _)| start + i)
+        .max(span.end.min(text.len()));
+    let table = &text[start..end];
+    let at = table.lines().scan(0, |offset, line| {
+        let here = *offset;
+        *offset += line.len() + 1;
+        Some((here, line))
+    });
+    let found = at
+        .filter(|(_, line)| {
+            let l = line.trim_start();
+            l.strip_prefix(leaf)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map(|(offset, _)| start + offset)
+        .next();
+    line_of(text, found.unwrap_or(start))
+}
+
+impl Study {
+    pub fn name(&self) -> &str {
+        self.file.study.name.get_ref()
+    }
+
+    /// The folder the run file is in: relative paths start there.
+    fn dir(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("."))
+    }
+
+    /// The study report's folder.
+    pub fn report_dir(&self) -> PathBuf {
+        match &self.file.study.report {
+            Some(r) => self.dir().join(r),
+            None => PathBuf::from("nmb-report").join(self.name()),
+        }
+    }
+
+    pub fn max_cost(&self) -> Option<f64> {
+        self.file.study.max_cost.as_ref().map(|c| *c.get_ref())
+    }
+
+    fn check(&self, text: &str) -> Result<(), StudyError> {
+        let invalid =
+            |span: std::ops::Range<usize>, key: String, message: String| StudyError::Invalid {
+                path: self.path.clone(),
+                line: key_line(text, span, &key),
+                key,
+                message,
+            };
+        let f = &self.file;
+        let name = &f.study.name;
+        if name.get_ref().trim().is_empty() || name.get_ref().contains(['/', '\\']) {
+            let msg =
+                "expected a non-empty name without slashes (it names the report's folder)".into();
+            return Err(invalid(name.span(), "study.name".into(), msg));
+        }
+        if let Some(c) = &f.study.max_cost {
+            if !(c.get_ref().is_finite() && *c.get_ref() >= 0.0) {
+                let msg = format!("{} is not a number of dollars >= 0", c.get_ref());
+                return Err(invalid(c.span(), "study.max_cost".into(), msg));
+            }
+        }
+        if f.models.is_empty() || f.suites.is_empty() {
+            let key = if f.models.is_empty() {
+                "models"
+            } else {
+                "suites"
+            };
+            let msg = format!("expected at least one [[{key}]] table");
+            return Err(invalid(0..0, key.into(), msg));
+        }
+        let mut names = BTreeMap::new();
+        for (i, m) in f.models.iter().enumerate() {
+            let key = |k: &str| format!("models[{i}].{k}");
+            let model = m.get_ref();
+            if let Some(p) = model.price {
+                if p.iter().any(|v| !v.is_finite() || *v < 0.0) {
+                    let msg = format!(
+                        "{p:?}: expected [input, output] dollars per million tokens, each >= 0"
+                    );
+                    return Err(invalid(m.span(), key("price"), msg));
+                }
+            }
+            if model.concurrency == Some(0) {
+                return Err(invalid(
+                    m.span(),
+                    key("concurrency"),
+                    "expected at least 1".into(),
+                ));
+            }
+            let shown = self.model_name(model);
+            if let Some(first) = names.insert(shown.clone(), i) {
+                let msg = format!(
+                    "{shown:?} is also the name of models[{first}]; give each model its own `name`"
+                );
+                return Err(invalid(m.span(), key("name"), msg));
+            }
+        }
+        for (i, s) in f.suites.iter().enumerate() {
+            let key = |k: &str| format!("suites[{i}].{k}");
+            let suite = s.get_ref();
+            if let Some(l) = suite.level.as_deref().filter(|l| !LEVELS.contains(l)) {
+                let msg = format!("{l:?}: expected one of {}", LEVELS.join(", "));
+                return Err(invalid(s.span(), key("level"), msg));
+            }
+            if let Some(m) = suite.inputs.as_deref().filter(|m| !INPUTS.contains(m)) {
+                let msg = format!("{m:?}: expected one of {}", INPUTS.join(", "));
+                return Err(invalid(s.span(), key("inputs"), msg));
+            }
+            if let Some(bad) = suite.filters.iter().find(|f| !f.contains('=')) {
+                let msg = format!("{bad:?}: expected KEY=VALUE or KEY!=VALUE");
+                return Err(invalid(s.span(), key("filters"), msg));
+            }
+        }
+        for t in &f.templates {
+            let file = self.dir().join(t.get_ref());
+            if !file.is_file() {
+                let msg = format!(
+                    "{} is not a file (template paths are relative to the run file)",
+                    file.display()
+                );
+                return Err(invalid(t.span(), "templates".into(), msg));
+            }
+        }
+        Ok(())
+    }
+
+    fn model_name(&self, m: &ModelEntry) -> String {
+        m.name
+            .clone()
+            .unwrap_or_else(|| m.spec.split('@').next().unwrap_or(&m.spec).to_string())
+    }
+
+    /// A suite spec with its path made relative to the run file (`sample` and other names stay as they are).
+    fn suite_spec(&self, spec: &str) -> String {
+        let (prefix, rest) = match spec.split_once(':') {
+            Some((p, r))
+                if !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') =>
+            {
+                (format!("{p}:"), r)
+            }
+            _ => (String::new(), spec),
+        };
+        let relative = self.dir().join(rest);
+        if Path::new(rest).is_relative() && (relative.exists() || !prefix.is_empty()) {
+            format!("{prefix}{}", relative.display())
+        } else {
+            spec.to_string()
+        }
+    }
+
+    /// The matrix: every suite with every model, and with every template when the study names templates.
+    pub fn cells(&self) -> Vec<Cell> {
+        let f = &self.file;
+        let templates: Vec<Option<PathBuf>> = if f.templates.is_empty() {
+            vec![None]
+        } else {
+            f.templates
+                .iter()
+                .map(|t| Some(self.dir().join(t.get_ref())))
+                .collect()
+        };
+        let mut cells = Vec::new();
+        for suite in f.suites.iter().map(Spanned::get_ref) {
+            for model in f.models.iter().map(Spanned::get_ref) {
+                for template in &templates {
+                    let name = match template {
+                        Some(t) => format!(
+                            "{} [{}]",
+                            self.model_name(model),
+                            t.file_stem()
+                                .map(|s| s.to_string_lossy())
+                                .unwrap_or_default()
+                        ),
+                        None => self.model_name(model),
+                    };
+                    let suite_spec = self.suite_spec(&suite.spec);
+                    cells.push(Cell {
+                        index: cells.len() + 1,
+                        model: model.spec.clone(),
+                        args: self.args(&suite_spec, suite, model, &name, template.as_deref()),
+                        name,
+                        suite: suite_spec,
+                        template: template.clone(),
+                        price: model.price,
+                    });
+                }
+            }
+        }
+        cells
+    }
+
+    fn args(
+        &self,
+        suite_spec: &str,
+        suite: &SuiteEntry,
+        model: &ModelEntry,
+        name: &str,
+        template: Option<&Path>,
+    ) -> Vec<String> {
+        let mut a: Vec<String> = Vec::new();
+        let mut push = |k: &str, v: String| {
+            a.push(k.to_string());
+            a.push(v);
+        };
+        push("--suite", suite_spec.to_string());
+        push("--model", model.spec.clone());
+        push("--name", name.to_string());
+        if let Some(answers) = &suite.answers {
+            push("--answers", self.dir().join(answers).display().to_string());
+        }
+        for f in &suite.filters {
+            push("--filter", f.clone());
+        }
+        for (field, column) in &suite.map {
+            push("--map", format!("{field}={column}"));
+        }
+        let optional: [(&str, Option<String>); 11] = [
+            ("--level", suite.level.clone()),
+            ("--samples", suite.samples.map(|v| v.to_string())),
+            ("--inputs", suite.inputs.clone()),
+            ("--limit", suite.limit.map(|v| v.to_string())),
+            ("--concurrency", model.concurrency.map(|v| v.to_string())),
+            ("--temperature", model.temperature.map(|v| v.to_string())),
+            ("--top-p", model.top_p.map(|v| v.to_string())),
+            ("--max-tokens", model.max_tokens.map(|v| v.to_string())),
+            ("--seed", model.seed.map(|v| v.to_string())),
+            ("--template", template.map(|t| t.display().to_string())),
+            (
+                "--price",
+                model.price.map(|[i, o]| format!("{}={i},{o}", model.spec)),
+            ),
+        ];
+        for (flag, value) in optional {
+            if let Some(v) = value {
+                push(flag, v);
+            }
+        }
+        for j in &self.file.scoring.judges {
+            push("--judge", j.clone());
+        }
+        if self.file.scoring.bertscore == Some(false) {
+            a.push("--no-bertscore".into());
+        }
+        if self.file.scoring.rubric == Some(false) {
+            a.push("--no-rubric".into());
+        }
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[study]
+name = "two-axis"
+
+[[models]]
+spec = "openai:a@http://127.0.0.1:1/v1"
+name = "A"
+price = [1.0, 2.0]
+
+[[models]]
+spec = "openai:b@http://127.0.0.1:1/v1"
+
+[[suites]]
+spec = "sample"
+samples = 1
+
+[[suites]]
+spec = "mcq:medqa/test.jsonl"
+filters = ["meta_info=step1"]
+limit = 5
+
+[scoring]
+bertscore = false
+"#;
+
+    #[test]
+    fn the_matrix_is_every_suite_with_every_model() {
+        let s = parse(Path::new("/studies/s.toml"), GOOD).unwrap();
+        let cells = s.cells();
+        assert_eq!(cells.len(), 4);
+        assert_eq!(cells[0].name, "A");
+        assert_eq!(
+            cells[1].name, "openai:b",
+            "a spec without a name shows without its URL"
+        );
+        assert_eq!(
+            cells[2].suite, "mcq:/studies/medqa/test.jsonl",
+            "paths are relative to the run file"
+        );
+        let args = cells[2].args.join(" ");
+        for want in [
+            "--filter meta_info=step1",
+            "--limit 5",
+            "--price openai:a@http://127.0.0.1:1/v1=1,2",
+            "--no-bertscore",
+        ] {
+            assert!(args.contains(want), "{want} in {args}");
+        }
+        assert_eq!(s.report_dir(), PathBuf::from("nmb-report/two-axis"));
+    }
+
+    #[test]
+    fn errors_name_the_key_and_the_line() {
+        let typo = GOOD.replace("samples = 1", "sampels = 1");
+        let e = parse(Path::new("s.toml"), &typo).unwrap_err().to_string();
+        assert!(e.contains("sampels") && e.contains("line 15"), "{e}");
+        let level = GOOD.replace("samples = 1", "level = \"deep\"");
+        let e = parse(Path::new("s.toml"), &level).unwrap_err().to_string();
+        assert!(
+            e.contains("s.toml:15: suites[0].level") && e.contains("multi_turn"),
+            "{e}"
+        );
+        let price = GOOD.replace("[1.0, 2.0]", "[1.0, -2.0]");
+        let e = parse(Path::new("s.toml"), &price).unwrap_err().to_string();
+        assert!(e.contains("s.toml:8: models[0].price"), "{e}");
+        let twice = GOOD.replace(
+            "spec = \"openai:b@http://127.0.0.1:1/v1\"",
+            "spec = \"openai:b\"\nname = \"A\"",
+        );
+        let e = parse(Path::new("s.toml"), &twice).unwrap_err().to_string();
+        assert!(e.contains("models[1].name"), "{e}");
+        let none = "[study]\nname = \"x\"\n";
+        let e = parse(Path::new("s.toml"), none).unwrap_err().to_string();
+        assert!(e.contains("[[models]]"), "{e}");
+    }
+}
