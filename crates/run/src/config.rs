@@ -49,6 +49,8 @@ pub struct EvalSettings {
     pub suite_source: SuiteSource,
     /// The name reports show (`--name`); not part of the configuration hash.
     pub display_name: Option<String>,
+    /// The study the run belongs to (`nmb eval --config`); not part of the configuration hash.
+    pub study: Option<String>,
     /// Ask every sample in a request of its own even where the API has `n` (`--no-n`).
     pub no_n: bool,
 }
@@ -67,6 +69,7 @@ impl EvalSettings {
             dropped_inputs: Vec::new(),
             suite_source: SuiteSource::default(),
             display_name: None,
+            study: None,
             no_n: false,
         }
     }
@@ -109,6 +112,7 @@ pub(crate) fn manifest(
         model: ModelSpec::identity_of(&settings.model),
         model_identity: Some(settings.model_identity.clone()),
         display_name: settings.display_name.clone(),
+        study: settings.study.clone(),
         params: serde_json::to_value(&settings.params).unwrap_or(Value::Null),
         input_mode: settings.plan.input_mode.as_str().to_string(),
         answer_language: Recorded::Present(settings.plan.answer_language.clone()),

@@ -97,6 +97,7 @@ pub async fn evaluate(
     let (mut run, resumed) = open_run(&store, &settings.resume, &config_hash, &manifest)?;
     let run_id = run.run_id.clone();
     rename(&store, &mut run, settings.display_name.as_deref())?;
+    join_study(&store, &mut run, settings.study.as_deref())?;
     store.set_status(&run_id, RunStatus::Running)?;
     let planned_samples = plan_samples(&store, &run_id, suite, &settings.plan, plan.samples())?;
     let done = finished_samples(&store, &run_id)?;
@@ -241,6 +242,16 @@ fn rename(store: &Store, run: &mut RunInfo, name: Option<&str>) -> Result<(), Ru
         return Ok(());
     }
     run.manifest.display_name = name.map(str::to_string);
+    store.update_manifest(&run.run_id, &run.manifest)?;
+    Ok(())
+}
+
+/// A resumed run joins the study it is resumed by (the study is not part of the configuration either).
+fn join_study(store: &Store, run: &mut RunInfo, study: Option<&str>) -> Result<(), RunError> {
+    if study.is_none() || run.manifest.study.as_deref() == study {
+        return Ok(());
+    }
+    run.manifest.study = study.map(str::to_string);
     store.update_manifest(&run.run_id, &run.manifest)?;
     Ok(())
 }

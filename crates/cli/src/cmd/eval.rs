@@ -57,6 +57,7 @@ A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--
   [study]
   name = \"two-axis\"              # runs are tagged with it; `nmb runs list` groups them
   report = \"reports/two-axis\"    # default nmb-report/<name>, relative to the run file
+  max_cost = 20.0                 # $: stop before the estimated spending could pass it
 
   [[models]]                      # repeat per model
   spec = \"openai:gpt-4o\"
@@ -143,7 +144,7 @@ pub struct EvalArgs {
     concurrency: u32,
     /// Send at most N requests in this invocation, then stop; the run stays resumable
     #[arg(long, value_name = "N")]
-    max_requests: Option<u64>,
+    pub max_requests: Option<u64>,
     /// Print the requests the run would send and an estimate of their tokens; send and store nothing
     #[arg(long)]
     pub dry_run: bool,
@@ -161,7 +162,7 @@ pub struct EvalArgs {
     top_p: f64,
     /// Most tokens per answer
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
-    max_tokens: u32,
+    pub max_tokens: u32,
     /// Sampling seed where the backend takes one (OpenAI, Gemini, local); sample i of a task gets SEED + i
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
@@ -191,6 +192,9 @@ pub struct EvalArgs {
     /// Also write the run's report (HTML, Markdown, CSV, JSON) into DIR and print the HTML file's path
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
+    /// Set by `nmb eval --config`: the study the run belongs to.
+    #[arg(skip)]
+    pub study: Option<String>,
 }
 
 fn non_negative(s: &str) -> Result<f64, String> {
@@ -270,8 +274,15 @@ pub fn run(args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// One evaluation: the run's id, or `None` for a dry run.
-pub fn run_one(args: &EvalArgs, runs_dir: &Path) -> Result<Option<String>> {
+/// What one evaluation did.
+pub struct Ran {
+    pub run_id: String,
+    /// It stopped at `--max-requests` with answers still missing.
+    pub stopped_early: bool,
+}
+
+/// One evaluation, or `None` for a dry run.
+pub fn run_one(args: &EvalArgs, runs_dir: &Path) -> Result<Option<Ran>> {
     let spec = ModelSpec::parse(&args.model).context("bad --model")?;
     let plan = args.plan_options()?;
     let suite = load_suite(args)?;
@@ -300,6 +311,7 @@ pub fn run_one(args: &EvalArgs, runs_dir: &Path) -> Result<Option<String>> {
     settings.model_identity = model.identity.clone();
     settings.suite_source = suite_source(args);
     settings.display_name = args.name.clone();
+    settings.study = args.study.clone();
     settings.no_n = args.no_n;
     let scheduler = Scheduler::new(SchedulerConfig {
         global_limit: args.concurrency as usize,
@@ -368,7 +380,10 @@ pub fn run_one(args: &EvalArgs, runs_dir: &Path) -> Result<Option<String>> {
             println!("report: {}", html.display());
         }
     }
-    Ok(Some(outcome.run_id))
+    Ok(Some(Ran {
+        run_id: outcome.run_id,
+        stopped_early: outcome.stopped_early,
+    }))
 }
 
 /// How the suite was named, for the manifest, so that `nmb score RUN_ID` can load it again.

@@ -25,19 +25,16 @@ struct CellCli {
 
 pub fn run(config: &Path, top: &EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
     let study = nmb_study::read(config)?;
-    // A budget that is not enforced is worse than none: refuse it until the cap is built.
-    if study.max_cost().is_some() {
-        anyhow::bail!(
-            "{}: study.max_cost is not enforced by this version of nmb; remove it to run the study without a \
-             cap (use --dry-run to see the most the study can cost)",
-            config.display()
-        );
-    }
     let cells = study.cells();
+    let cap = study.max_cost();
+    if cap.is_some() {
+        check_cap(&study, &cells)?;
+    }
     if top.dry_run {
         return dry_run(&study, &cells);
     }
     let mut runs = Vec::new();
+    let mut stopped = None;
     for cell in &cells {
         if !top.quiet {
             eprintln!(
@@ -49,8 +46,18 @@ pub fn run(config: &Path, top: &EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
                 cell.suite
             );
         }
-        let args = cell_args(cell, &switches(top))?;
-        let run_id = run_one(&args, runs_dir).with_context(|| {
+        let mut args = cell_args(cell, &switches(top))?;
+        args.study = Some(study.name().to_string());
+        let budget = match cap {
+            Some(cap) => Some(Budget::for_cell(
+                cap, &args, cell, runs_dir, &study, &cells,
+            )?),
+            None => None,
+        };
+        if let Some(b) = &budget {
+            args.max_requests = Some(args.max_requests.map_or(b.requests, |m| m.min(b.requests)));
+        }
+        let ran = run_one(&args, runs_dir).with_context(|| {
             format!(
                 "study {}: cell {} ({})",
                 study.name(),
@@ -58,25 +65,168 @@ pub fn run(config: &Path, top: &EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
                 cell.name
             )
         })?;
-        if let Some(id) = run_id {
-            tag(runs_dir, &id, study.name())?;
-            runs.push((cell, id));
+        let Some(ran) = ran else { continue };
+        runs.push((cell, ran.run_id.clone()));
+        if ran.stopped_early {
+            let b = budget.as_ref();
+            stopped = Some(json!({
+                "cell": cell.index,
+                "name": cell.name,
+                "suite": cell.suite,
+                "run_id": ran.run_id,
+                "reason": format!(
+                    "the next requests could pass the cap of ${:.4}: ${:.4} spent, at most ${:.6} per request, {} \
+                     request(s) allowed",
+                    cap.unwrap_or(0.0),
+                    b.map_or(0.0, |b| b.spent),
+                    b.map_or(0.0, |b| b.per_request),
+                    b.map_or(0, |b| b.requests)
+                ),
+            }));
+            break;
         }
     }
+    let spent = cap.map(|_| spent(runs_dir, &study, &cells)).transpose()?;
+    let state = record(runs_dir, &study, cap, spent, stopped.clone(), &runs)?;
     let html = report(&study, &cells, &runs, runs_dir)?;
     if top.json {
         let cells: Vec<_> = runs
             .iter()
             .map(|(c, id)| json!({"cell": c.index, "name": c.name, "model": c.model, "suite": c.suite, "run_id": id}))
             .collect();
-        println!(
-            "{}",
-            json!({"study": study.name(), "cells": cells, "report": html})
-        );
+        let out = json!({"study": study.name(), "cells": cells, "report": html, "stopped": stopped, "spent": spent, "state": state});
+        println!("{out}");
     } else {
+        if let Some(s) = &stopped {
+            println!(
+                "study {} stopped at cell {} ({}): {}",
+                study.name(),
+                s["cell"],
+                s["name"].as_str().unwrap_or(""),
+                s["reason"].as_str().unwrap_or("")
+            );
+        }
         println!("study report: {}", html.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A cap can be kept only where every call has a price: every model priced, and no judges (the run file gives
+/// judges no price).
+fn check_cap(study: &Study, cells: &[Cell]) -> Result<()> {
+    if let Some(c) = cells.iter().find(|c| c.price.is_none()) {
+        anyhow::bail!(
+            "{}: study.max_cost needs a price for every model; {} has none (add price = [input, output])",
+            study.path.display(),
+            c.model
+        );
+    }
+    if !study.file.scoring.judges.is_empty() {
+        anyhow::bail!(
+            "{}: study.max_cost cannot be kept with judges, which have no price in the run file; remove the judges \
+             or the cap",
+            study.path.display()
+        );
+    }
+    Ok(())
+}
+
+/// What one cell may still spend.
+struct Budget {
+    /// Dollars the study's runs have spent so far (every invocation).
+    spent: f64,
+    /// The most one request of this cell can cost: its largest estimated prompt (earlier answers of a consult
+    /// included at max_tokens each) and max_tokens out, at the model's price.
+    per_request: f64,
+    /// Requests that fit in what is left.
+    requests: u64,
+}
+
+impl Budget {
+    fn for_cell(
+        cap: f64,
+        args: &EvalArgs,
+        cell: &Cell,
+        runs_dir: &Path,
+        study: &Study,
+        cells: &[Cell],
+    ) -> Result<Budget> {
+        let spent = spent(runs_dir, study, cells)?;
+        let [price_in, price_out] = cell.price.unwrap_or([0.0, 0.0]);
+        let plan = dry_run_totals(args)?;
+        let max_out = f64::from(args.max_tokens);
+        let input = plan
+            .rows
+            .iter()
+            .map(|r| {
+                let tokens = r["est_input_tokens"].as_f64().unwrap_or(0.0);
+                let requests = r["requests"].as_f64().unwrap_or(1.0).max(1.0);
+                let turns = r["turns"].as_f64().unwrap_or(1.0);
+                tokens / requests + (turns - 1.0).max(0.0) * max_out
+            })
+            .fold(0.0, f64::max);
+        let per_request = (input * price_in + max_out * price_out) / 1_000_000.0;
+        let left = (cap - spent).max(0.0);
+        let requests = if per_request > 0.0 {
+            (left / per_request).floor() as u64
+        } else {
+            u64::MAX
+        };
+        Ok(Budget {
+            spent,
+            per_request,
+            requests,
+        })
+    }
+}
+
+/// Dollars spent by every run of the study, from the tokens its calls used (answers taken from the store cost
+/// nothing).
+fn spent(runs_dir: &Path, study: &Study, cells: &[Cell]) -> Result<f64> {
+    let Ok(store) = Store::open_dir(runs_dir) else {
+        return Ok(0.0);
+    };
+    let mut dollars = 0.0;
+    for run in store.list_runs()? {
+        if run.manifest.study.as_deref() != Some(study.name()) {
+            continue;
+        }
+        let price = cells
+            .iter()
+            .find(|c| nmb_requests::ModelSpec::identity_of(&c.model) == run.manifest.model)
+            .and_then(|c| c.price);
+        if let Some([i, o]) = price {
+            let s = store.summary(&run.run_id)?;
+            dollars += (s.tokens_in as f64 * i + s.tokens_out as f64 * o) / 1_000_000.0;
+        }
+    }
+    Ok(dollars)
+}
+
+/// Where the study got to, kept in RUNS_DIR/studies/NAME.json: its runs, what it spent and where and why it
+/// stopped.
+fn record(
+    runs_dir: &Path,
+    study: &Study,
+    cap: Option<f64>,
+    spent: Option<f64>,
+    stopped: Option<serde_json::Value>,
+    runs: &[(&Cell, String)],
+) -> Result<std::path::PathBuf> {
+    let dir = runs_dir.join("studies");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let path = dir.join(format!("{}.json", study.name()));
+    let state = json!({
+        "study": study.name(),
+        "run_file": study.path,
+        "max_cost": cap,
+        "spent": spent,
+        "stopped": stopped,
+        "runs": runs.iter().map(|(c, id)| json!({"cell": c.index, "name": c.name, "run_id": id})).collect::<Vec<_>>(),
+    });
+    std::fs::write(&path, serde_json::to_string_pretty(&state)?)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
 }
 
 /// The invocation's own output and scoring switches, passed on to every cell.
@@ -100,17 +250,6 @@ fn cell_args(cell: &Cell, extra: &[&str]) -> Result<EvalArgs> {
     Ok(parsed.eval)
 }
 
-/// Records the study in the run's manifest (outside its configuration, like its name).
-fn tag(runs_dir: &Path, run_id: &str, study: &str) -> Result<()> {
-    let store = Store::open_dir(runs_dir).context("cannot open the run store")?;
-    let mut run = store.run(run_id)?;
-    if run.manifest.study.as_deref() != Some(study) {
-        run.manifest.study = Some(study.to_string());
-        store.update_manifest(run_id, &run.manifest)?;
-    }
-    Ok(())
-}
-
 /// The models' prices, for the report's cost column.
 fn prices(cells: &[Cell]) -> Prices {
     let mut p = Prices::default();
@@ -120,7 +259,7 @@ fn prices(cells: &[Cell]) -> Prices {
                 input_per_mtok: input,
                 output_per_mtok: output,
             };
-            p.0.insert(c.model.clone(), price);
+            p.0.insert(nmb_requests::ModelSpec::identity_of(&c.model), price);
         }
     }
     p

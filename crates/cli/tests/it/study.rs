@@ -114,7 +114,7 @@ fn a_run_file_runs_the_whole_matrix_once_and_reports_it() {
 }
 
 #[test]
-fn a_bad_run_file_names_the_key_and_line_and_a_cap_is_not_ignored() {
+fn a_bad_run_file_names_the_key_and_line() {
     let tmp = tempfile::tempdir().unwrap();
     let runs = tmp.path().join("runs");
     let file = run_file(tmp.path(), "http://127.0.0.1:9", "");
@@ -134,7 +134,81 @@ fn a_bad_run_file_names_the_key_and_line_and_a_cap_is_not_ignored() {
     assert!(said.contains("limt") && said.contains("line 17"), "{said}");
     let capped = run_file(tmp.path(), "http://127.0.0.1:9", "max_cost = 1.0");
     let said = text_of(&capped);
-    assert!(said.contains("max_cost"), "{said}");
+    assert!(
+        said.contains("max_cost") && said.contains("model-b"),
+        "a cap needs every model's price: {said}"
+    );
     let out = nmb(&runs, &["eval", "--config", "x.toml", "--suite", "sample"]);
     assert_eq!(out.status.code(), Some(2), "--config goes alone");
+}
+
+/// `max_cost`: the study stops before its estimated spending could pass the cap, says where and why (and keeps
+/// it in RUNS_DIR/studies/NAME.json); run again under the same cap it goes on, and once everything is stored a
+/// cap of nothing still finishes, because stored answers cost nothing.
+#[test]
+fn a_budget_cap_stops_the_study_before_it_is_passed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let srv = server(Config::default());
+    // $1,000 per million tokens: one request (its prompt and up to 1,024 tokens out) may cost about $1.5.
+    let priced = |cap: &str| {
+        let file = run_file(tmp.path(), &srv.url(), cap);
+        let text = std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("price = [1.0, 4.0]", "price = [1000.0, 1000.0]")
+            .replace("name = \"B\"", "name = \"B\"\nprice = [1000.0, 1000.0]");
+        std::fs::write(&file, text).unwrap();
+        file
+    };
+    let study = |file: &Path| {
+        json_of(
+            &nmb_command(&runs)
+                .env("OPENAI_API_KEY", "k")
+                .args(["eval", "--config"])
+                .arg(file)
+                .args(["--json", "-q"])
+                .output()
+                .unwrap(),
+        )
+    };
+    let cap = 5.0;
+    let result = study(&priced(&format!("max_cost = {cap}")));
+    let stopped = &result["stopped"];
+    assert_eq!(
+        stopped["cell"], 1,
+        "the first cell needs more than the cap allows: {result}"
+    );
+    assert!(
+        stopped["reason"].as_str().unwrap().contains("cap"),
+        "{stopped}"
+    );
+    let spent = result["spent"].as_f64().unwrap();
+    assert!(spent > 0.0 && spent <= cap, "spent {spent} of {cap}");
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(runs.join("studies/two-axis.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        state["stopped"], *stopped,
+        "where and why it stopped is kept"
+    );
+    let asked = srv.request_count();
+
+    let again = study(&priced(&format!("max_cost = {cap}")));
+    assert!(again["spent"].as_f64().unwrap() <= cap, "{again}");
+    assert!(
+        srv.request_count() >= asked,
+        "it goes on from where it stopped"
+    );
+
+    // Everything stored: no cap, then a cap of nothing asks nothing and still finishes.
+    let all = study(&priced(""));
+    assert!(all["stopped"].is_null(), "{all}");
+    let asked = srv.request_count();
+    let nothing = study(&priced("max_cost = 0.0"));
+    assert!(
+        nothing["stopped"].is_null(),
+        "stored answers cost nothing: {nothing}"
+    );
+    assert_eq!(srv.request_count(), asked);
+    assert_eq!(nothing["cells"].as_array().unwrap().len(), 4);
 }
