@@ -75,9 +75,9 @@ A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--
   judges = [\"openai:gpt-4o-mini\"]
   bertscore = false               # also rubric = false
 
-Every suite runs with every model (and template), one evaluation after another, each exactly as the
-`nmb eval` it stands for; running the same command again finishes what is missing and asks nothing
-twice. Then one report covers every run. --dry-run prints the matrix with its requests, tokens and
+Every suite runs with every model (and template), each exactly as the `nmb eval` it stands for, the
+models at once through one scheduler (--concurrency caps the study, each model keeps its own limit);
+running the same command again finishes what is missing and asks nothing twice. Then one report covers every run. --dry-run prints the matrix with its requests, tokens and
 the most it can cost. A bad run file is refused with the key and line.
 
 Exit status: 0 when the run was carried out (errored samples are stored with their error class;
@@ -219,6 +219,19 @@ fn positive(s: &str) -> Result<f64, String> {
 }
 
 impl EvalArgs {
+    /// The scheduler's limits: `--concurrency` in all, `--timeout` per attempt, `--max-retries`.
+    pub fn scheduler_config(&self) -> SchedulerConfig {
+        SchedulerConfig {
+            global_limit: self.concurrency as usize,
+            timeout: Duration::from_secs_f64(self.timeout),
+            retry: RetryPolicy {
+                max_retries: self.max_retries,
+                ..RetryPolicy::default()
+            },
+            ..SchedulerConfig::default()
+        }
+    }
+
     fn source(&self) -> SuiteSource {
         SuiteSource {
             suite: self.suite.clone(),
@@ -283,6 +296,16 @@ pub struct Ran {
 
 /// One evaluation, or `None` for a dry run.
 pub fn run_one(args: &EvalArgs, runs_dir: &Path) -> Result<Option<Ran>> {
+    run_with(args, runs_dir, None)
+}
+
+/// [`run_one`] with a scheduler shared with other evaluations (a study's), so that their calls keep one global
+/// limit; without one, the evaluation makes its own.
+pub fn run_with(
+    args: &EvalArgs,
+    runs_dir: &Path,
+    shared: Option<Scheduler>,
+) -> Result<Option<Ran>> {
     let spec = ModelSpec::parse(&args.model).context("bad --model")?;
     let plan = args.plan_options()?;
     let suite = load_suite(args)?;
@@ -313,15 +336,7 @@ pub fn run_one(args: &EvalArgs, runs_dir: &Path) -> Result<Option<Ran>> {
     settings.display_name = args.name.clone();
     settings.study = args.study.clone();
     settings.no_n = args.no_n;
-    let scheduler = Scheduler::new(SchedulerConfig {
-        global_limit: args.concurrency as usize,
-        timeout: Duration::from_secs_f64(args.timeout),
-        retry: RetryPolicy {
-            max_retries: args.max_retries,
-            ..RetryPolicy::default()
-        },
-        ..SchedulerConfig::default()
-    });
+    let scheduler = shared.unwrap_or_else(|| Scheduler::new(args.scheduler_config()));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

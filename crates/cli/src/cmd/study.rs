@@ -1,19 +1,22 @@
 //! `nmb eval --config study.toml`: a whole study. Each cell of the run file's matrix (suite × model × template)
-//! runs as the `nmb eval` it stands for, one after another, so it resumes, reuses stored answers and scores
-//! exactly as that command would; then one report covers every run of the study. The run file's format is in
+//! runs as the `nmb eval` it stands for, so it resumes, reuses stored answers and scores exactly as that
+//! command would: the models at once through one scheduler, or one cell after another under a budget cap. Then
+//! one report covers every run of the study. The run file's format is in
 //! `nmb eval --help` and `nmb-study`.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Parser;
 use nmb_report::{Prices, ReportOptions};
+use nmb_requests::Scheduler;
 use nmb_store::Store;
 use nmb_study::{Cell, Study};
 use serde_json::json;
 
-use super::eval::{dry_run_totals, run_one, EvalArgs};
+use super::eval::{dry_run_totals, run_one, run_with, EvalArgs, Ran};
 
 /// A cell's arguments parsed exactly as `nmb eval` parses its own.
 #[derive(Parser)]
@@ -33,59 +36,13 @@ pub fn run(config: &Path, top: &EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
     if top.dry_run {
         return dry_run(&study, &cells);
     }
-    let mut runs = Vec::new();
-    let mut stopped = None;
-    for cell in &cells {
-        if !top.quiet {
-            eprintln!(
-                "study {}: {}/{}: {} on {}",
-                study.name(),
-                cell.index,
-                cells.len(),
-                cell.name,
-                cell.suite
-            );
-        }
-        let mut args = cell_args(cell, &switches(top))?;
-        args.study = Some(study.name().to_string());
-        let budget = match cap {
-            Some(cap) => Some(Budget::for_cell(
-                cap, &args, cell, runs_dir, &study, &cells,
-            )?),
-            None => None,
-        };
-        if let Some(b) = &budget {
-            args.max_requests = Some(args.max_requests.map_or(b.requests, |m| m.min(b.requests)));
-        }
-        let ran = run_one(&args, runs_dir).with_context(|| {
-            format!(
-                "study {}: cell {} ({})",
-                study.name(),
-                cell.index,
-                cell.name
-            )
-        })?;
-        let Some(ran) = ran else { continue };
-        runs.push((cell, ran.run_id.clone()));
-        if ran.stopped_early {
-            let b = budget.as_ref();
-            stopped = Some(json!({
-                "cell": cell.index,
-                "name": cell.name,
-                "suite": cell.suite,
-                "run_id": ran.run_id,
-                "reason": format!(
-                    "the next requests could pass the cap of ${:.4}: ${:.4} spent, at most ${:.6} per request, {} \
-                     request(s) allowed",
-                    cap.unwrap_or(0.0),
-                    b.map_or(0.0, |b| b.spent),
-                    b.map_or(0.0, |b| b.per_request),
-                    b.map_or(0, |b| b.requests)
-                ),
-            }));
-            break;
-        }
-    }
+    let models: BTreeSet<&str> = cells.iter().map(|c| c.model.as_str()).collect();
+    let (runs, stopped) = if cap.is_none() && models.len() > 1 {
+        (in_parallel(&study, &cells, top, runs_dir)?, None)
+    } else {
+        in_turn(&study, &cells, top, runs_dir, cap)?
+    };
+    let runs: Vec<(&Cell, String)> = runs.into_iter().map(|(c, r)| (c, r.run_id)).collect();
     let spent = cap.map(|_| spent(runs_dir, &study, &cells)).transpose()?;
     let state = record(runs_dir, &study, cap, spent, stopped.clone(), &runs)?;
     let html = report(&study, &cells, &runs, runs_dir)?;
@@ -94,7 +51,10 @@ pub fn run(config: &Path, top: &EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
             .iter()
             .map(|(c, id)| json!({"cell": c.index, "name": c.name, "model": c.model, "suite": c.suite, "run_id": id}))
             .collect();
-        let out = json!({"study": study.name(), "cells": cells, "report": html, "stopped": stopped, "spent": spent, "state": state});
+        let out = json!({
+            "study": study.name(), "cells": cells, "report": html, "stopped": stopped, "spent": spent,
+            "state": state, "models_at_once": if cap.is_none() { models.len() } else { 1 },
+        });
         println!("{out}");
     } else {
         if let Some(s) = &stopped {
@@ -109,6 +69,131 @@ pub fn run(config: &Path, top: &EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
         println!("study report: {}", html.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+type Done<'a> = Vec<(&'a Cell, Ran)>;
+
+/// Cells one after another (with a cap, which needs what the previous cells spent); the first that stops at the
+/// cap stops the study, and why is returned.
+fn in_turn<'a>(
+    study: &Study,
+    cells: &'a [Cell],
+    top: &EvalArgs,
+    runs_dir: &Path,
+    cap: Option<f64>,
+) -> Result<(Done<'a>, Option<serde_json::Value>)> {
+    let mut runs = Vec::new();
+    for cell in cells {
+        announce(study, cell, cells.len(), top.quiet);
+        let mut args = cell_args(cell, &switches(top))?;
+        args.study = Some(study.name().to_string());
+        let budget = match cap {
+            Some(cap) => Some(Budget::for_cell(cap, &args, cell, runs_dir, study, cells)?),
+            None => None,
+        };
+        if let Some(b) = &budget {
+            args.max_requests = Some(args.max_requests.map_or(b.requests, |m| m.min(b.requests)));
+        }
+        let ran = run_one(&args, runs_dir).with_context(|| {
+            format!(
+                "study {}: cell {} ({})",
+                study.name(),
+                cell.index,
+                cell.name
+            )
+        })?;
+        let Some(ran) = ran else { continue };
+        let stopped = ran.stopped_early.then(|| {
+            json!({
+                "cell": cell.index,
+                "name": cell.name,
+                "suite": cell.suite,
+                "run_id": ran.run_id,
+                "reason": budget.as_ref().map_or("--max-requests".to_string(), |b| b.why(cap.unwrap_or(0.0))),
+            })
+        });
+        runs.push((cell, ran));
+        if stopped.is_some() {
+            return Ok((runs, stopped));
+        }
+    }
+    Ok((runs, None))
+}
+
+/// Every model's cells at once, each model's in turn, all through one scheduler: its global limit
+/// (`--concurrency`) holds across the study, and each model keeps its own limit because only one of its cells
+/// runs at a time. Cells run quietly; a line says when each starts.
+fn in_parallel<'a>(
+    study: &Study,
+    cells: &'a [Cell],
+    top: &EvalArgs,
+    runs_dir: &Path,
+) -> Result<Done<'a>> {
+    let scheduler = Scheduler::new(top.scheduler_config());
+    let mut groups: Vec<Vec<&Cell>> = Vec::new();
+    for cell in cells {
+        match groups.iter_mut().find(|g| g[0].model == cell.model) {
+            Some(g) => g.push(cell),
+            None => groups.push(vec![cell]),
+        }
+    }
+    let mut quiet = switches(top);
+    if !quiet.contains(&"--quiet") {
+        quiet.push("--quiet");
+    }
+    let results: Vec<Result<Done<'a>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = groups
+            .iter()
+            .map(|group| {
+                let (scheduler, quiet) = (scheduler.clone(), &quiet);
+                s.spawn(move || -> Result<Done<'a>> {
+                    let mut done = Vec::new();
+                    for cell in group {
+                        announce(study, cell, cells.len(), top.quiet);
+                        let mut args = cell_args(cell, quiet)?;
+                        args.study = Some(study.name().to_string());
+                        let ran = run_with(&args, runs_dir, Some(scheduler.clone())).with_context(
+                            || {
+                                format!(
+                                    "study {}: cell {} ({})",
+                                    study.name(),
+                                    cell.index,
+                                    cell.name
+                                )
+                            },
+                        )?;
+                        done.extend(ran.map(|r| (*cell, r)));
+                    }
+                    Ok(done)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a study thread panicked")))
+            })
+            .collect()
+    });
+    let mut runs = Vec::new();
+    for r in results {
+        runs.extend(r?);
+    }
+    runs.sort_by_key(|(c, _)| c.index);
+    Ok(runs)
+}
+
+fn announce(study: &Study, cell: &Cell, of: usize, quiet: bool) {
+    if !quiet {
+        eprintln!(
+            "study {}: {}/{of}: {} on {}",
+            study.name(),
+            cell.index,
+            cell.name,
+            cell.suite
+        );
+    }
 }
 
 /// A cap can be kept only where every call has a price: every model priced, and no judges (the run file gives
@@ -143,6 +228,14 @@ struct Budget {
 }
 
 impl Budget {
+    fn why(&self, cap: f64) -> String {
+        format!(
+            "the next requests could pass the cap of ${cap:.4}: ${:.4} spent, at most ${:.6} per request, {} request(s) \
+             allowed",
+            self.spent, self.per_request, self.requests
+        )
+    }
+
     fn for_cell(
         cap: f64,
         args: &EvalArgs,

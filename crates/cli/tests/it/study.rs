@@ -82,6 +82,10 @@ fn a_run_file_runs_the_whole_matrix_once_and_reports_it() {
     let result = json_of(&study(&["--json", "-q"]));
     let cells = result["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 4, "{result}");
+    assert_eq!(
+        result["models_at_once"], 2,
+        "without a cap the two models run at once, through one scheduler"
+    );
     let asked = srv.request_count();
     assert!(asked > 0);
     let report = std::path::PathBuf::from(result["report"].as_str().unwrap());
