@@ -88,6 +88,10 @@ pub struct EvalArgs {
     /// A whole study from a run file (TOML: models, suites, templates, judges, report); see below
     #[arg(long, value_name = "FILE", conflicts_with_all = ["suite", "model", "resume"])]
     pub config: Option<PathBuf>,
+    /// With --config: stop before the study's estimated spending could pass USD dollars (overrides the run
+    /// file's max_cost)
+    #[arg(long, value_name = "USD", requires = "config", value_parser = non_negative)]
+    pub max_cost: Option<f64>,
     /// The suite: `sample` (bundled), a path whose format is detected, or FORMAT:PATH (see `nmb suite --help`)
     #[arg(
         long,

@@ -29,7 +29,7 @@ struct CellCli {
 pub fn run(config: &Path, top: &EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
     let study = nmb_study::read(config)?;
     let cells = study.cells();
-    let cap = study.max_cost();
+    let cap = top.max_cost.or(study.max_cost());
     if cap.is_some() {
         check_cap(&study, &cells)?;
     }

@@ -146,7 +146,7 @@ fn a_bad_run_file_names_the_key_and_line() {
     assert_eq!(out.status.code(), Some(2), "--config goes alone");
 }
 
-/// `max_cost`: the study stops before its estimated spending could pass the cap, says where and why (and keeps
+/// `--max-cost` (and the run file's `max_cost`): the study stops before its estimated spending could pass the cap, says where and why (and keeps
 /// it in RUNS_DIR/studies/NAME.json); run again under the same cap it goes on, and once everything is stored a
 /// cap of nothing still finishes, because stored answers cost nothing.
 #[test]
@@ -176,7 +176,16 @@ fn a_budget_cap_stops_the_study_before_it_is_passed() {
         )
     };
     let cap = 5.0;
-    let result = study(&priced(&format!("max_cost = {cap}")));
+    let file = priced("");
+    let result = json_of(
+        &nmb_command(&runs)
+            .env("OPENAI_API_KEY", "k")
+            .args(["eval", "--config"])
+            .arg(&file)
+            .args(["--json", "-q", "--max-cost", &cap.to_string()])
+            .output()
+            .unwrap(),
+    );
     let stopped = &result["stopped"];
     assert_eq!(
         stopped["cell"], 1,
