@@ -54,6 +54,8 @@ HTML, Markdown, CSV and JSON report and prints the HTML file's path.
 
 A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--no-score]
 
+  templates = [\"a.jinja\", \"b.jinja\"]   # optional, before any table: every suite x model runs with each
+
   [study]
   name = \"two-axis\"              # runs are tagged with it; `nmb runs list` groups them
   report = \"reports/two-axis\"    # default nmb-report/<name>, relative to the run file
@@ -68,8 +70,6 @@ A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--
   [[suites]]                      # repeat per suite; paths are relative to the run file
   spec = \"vqa-rad:data/testset.json\"
   filters = [\"image_organ=HEAD\"]  # also answers, level, samples, inputs, limit, map = {field = \"column\"}
-
-  templates = [\"a.jinja\", \"b.jinja\"]   # optional: every suite x model runs with each template
 
   [scoring]
   judges = [\"openai:gpt-4o-mini\"]

@@ -21,6 +21,7 @@ mod secrets;
 mod slake;
 mod structured;
 mod study;
+mod study_whole;
 mod suite_cli;
 mod text_only_server;
 mod volumes;
