@@ -14,7 +14,7 @@
 //! `system` (the system message; omitted if it renders empty), `user` (turn 0: the case evidence and the
 //! opening question) and `turn` (each later turn of a multi-turn task: the newly revealed evidence and that
 //! turn's question). Built-in templates: `depth-v1` (differential, lesion, rationale), `breadth-closed-v1`,
-//! `breadth-open-v1`, `breadth-mcq-v1`. A user template file (`--template FILE`) may start with
+//! `breadth-open-v1`, `breadth-mcq-v1`, `neurovlm-v1` (structured), and the prompt variants below. A user template file (`--template FILE`) may start with
 //! `{# nmb-template: id=NAME version=V #}`; its hash is computed like the built-ins' (see [`template_hash`]).
 //! Blocks are rendered with `trim_blocks` and `lstrip_blocks`; runs of blank lines collapse to one and each
 //! text part is trimmed. Undefined variables are errors.
@@ -52,6 +52,26 @@
 //!
 //! Function: `image(i)` returns the marker of `images[i]`.
 //!
+//! ## Prompt variants
+//!
+//! For prompt sweeps (`nmb eval --template-variants bundled`; one of them alone with `--template bundled:NAME`)
+//! nmb bundles five variants of its templates, in `templates/variants/NAME.jinja` ([`variant_names`],
+//! [`Template::variant`]). Each is one file for every family, branching on `task.family`:
+//!
+//! | name | what differs from the built-in templates |
+//! |---|---|
+//! | `paraphrase-1`, `paraphrase-2`, `paraphrase-3` | the system message, the instructions and the words around the question and the evidence, reworded; the same instructions, still with a role ("neurology expert", "medical expert") |
+//! | `order` | the built-ins' words in another order: the instruction first, then the question (and options), then the case evidence (EHR, notes, images) |
+//! | `no-persona` | the built-ins' words, with the role left out of the system message ("You are an experienced neurology expert", "You are a medical expert ..."); user messages unchanged |
+//!
+//! In every variant the answer formats are the built-ins' word for word (the JSON example lines, keys and
+//! fallback lines such as `"Final diagnosis: ..."` and `"Answer: X"`) and the output formats and schemas come
+//! from the family as always, so scoring is unchanged. Structured (NeuroVLM-Bench) tasks fall back to the
+//! built-in `neurovlm-v1` prompt, word for word, in the paraphrases and `order` (its nine-key instruction is the
+//! benchmark's protocol); `no-persona` drops its role line ("neuroradiology expert") too. Ids are
+//! `variant-NAME`, version `1`, and the hash is computed from the file like any template's, so a copy of a
+//! variant file used with `--template FILE` is the same template, with the same cached answers.
+//!
 //! # Decisions
 //!
 //! - **Answer language.** Question text is kept verbatim (the real site file asks in Chinese about English
@@ -83,5 +103,5 @@ pub use plan::{
     conversation_for_turn, plan, recorded_families, InputMode, Plan, PlanOptions, PlanSummary,
     PlannedTask, PlannedTurn, DEFAULT_ANSWER_LANGUAGE, DEFAULT_SAMPLES,
 };
-pub use template::{builtin_ids, template_hash, Template};
+pub use template::{builtin_ids, template_hash, variant_names, Template};
 pub use volumes::{CachedView, RenderCache};

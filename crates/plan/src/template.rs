@@ -69,6 +69,34 @@ pub fn builtin_ids() -> impl Iterator<Item = &'static str> {
     BUILTINS.iter().map(|b| b.id)
 }
 
+/// The prompt-sweep variants bundled with nmb (`templates/variants/NAME.jinja`), by name, in sweep order. Each
+/// covers every family; see the crate docs, "Prompt variants".
+const VARIANTS: &[(&str, &str)] = &[
+    (
+        "paraphrase-1",
+        include_str!("../templates/variants/paraphrase-1.jinja"),
+    ),
+    (
+        "paraphrase-2",
+        include_str!("../templates/variants/paraphrase-2.jinja"),
+    ),
+    (
+        "paraphrase-3",
+        include_str!("../templates/variants/paraphrase-3.jinja"),
+    ),
+    ("order", include_str!("../templates/variants/order.jinja")),
+    (
+        "no-persona",
+        include_str!("../templates/variants/no-persona.jinja"),
+    ),
+];
+
+/// Names of the bundled prompt variants, in sweep order: `paraphrase-1`, `paraphrase-2`, `paraphrase-3`,
+/// `order`, `no-persona`.
+pub fn variant_names() -> impl Iterator<Item = &'static str> {
+    VARIANTS.iter().map(|(name, _)| *name)
+}
+
 /// `sha256("nmb-template\0" + version + "\0" + source)`, lower-case hex.
 pub fn template_hash(version: &str, source: &str) -> String {
     let mut h = Sha256::new();
@@ -108,6 +136,20 @@ impl Template {
             version: b.version.to_string(),
             source: Arc::from(b.source),
             hash: template_hash(b.version, b.source),
+        })
+    }
+
+    /// A bundled prompt variant by name (see [`variant_names`]): id `variant-NAME`, version and hash exactly as
+    /// [`Template::from_file`] gives for the same file, so a copy of the file used with `--template` is the same
+    /// template (same hash, same cached answers).
+    pub fn variant(name: &str) -> Option<Template> {
+        let (_, source) = VARIANTS.iter().find(|(n, _)| *n == name)?;
+        let (id, version) = parse_header(source)?;
+        Some(Template {
+            hash: template_hash(&version, source),
+            id,
+            version,
+            source: Arc::from(*source),
         })
     }
 
@@ -226,6 +268,38 @@ mod tests {
             let t = Template::builtin(id).unwrap();
             Template::from_source(t.id(), t.version(), t.source()).unwrap();
         }
+    }
+
+    #[test]
+    fn variants_compile_and_carry_their_names() {
+        let names: Vec<&str> = variant_names().collect();
+        assert_eq!(
+            names,
+            [
+                "paraphrase-1",
+                "paraphrase-2",
+                "paraphrase-3",
+                "order",
+                "no-persona"
+            ]
+        );
+        let mut hashes = std::collections::BTreeSet::new();
+        for name in names {
+            let t = Template::variant(name).unwrap_or_else(|| panic!("{name}: no header"));
+            assert_eq!(t.id(), format!("variant-{name}"));
+            assert_eq!(t.version(), "1");
+            Template::from_source(t.id(), t.version(), t.source()).unwrap();
+            let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("templates/variants")
+                .join(format!("{name}.jinja"));
+            assert_eq!(
+                Template::from_file(&file).unwrap(),
+                t,
+                "{name}: the bundled variant is its file"
+            );
+            assert!(hashes.insert(t.hash().to_string()));
+        }
+        assert_eq!(Template::variant("paraphrase-9"), None);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Numbers a report derives across runs: cost, the breadth-versus-depth view, and paired comparisons between
-//! models evaluated on the same items. Per-run numbers come from the score report as they are.
+//! Numbers a report derives across runs: cost, the breadth-versus-depth view, paired comparisons between
+//! models evaluated on the same items, and prompt sensitivity ([`crate::sweep`]). Per-run numbers come from the
+//! score report as they are.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -62,8 +63,12 @@ pub struct Analysis {
     pub costs: Vec<CostEstimate>,
     /// Present when at least one model has both a breadth and a depth run.
     pub two_axis: Option<TwoAxis>,
-    /// Pairs of runs of different models on the same suite.
+    /// Pairs of runs of different models on the same suite (and, on a suite with a prompt sweep, under the same
+    /// template).
     pub paired: Vec<Comparison>,
+    /// Prompt sweeps: per suite and score, models under several template variants (empty without a sweep).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sweep: Vec<crate::sweep::SweepGroup>,
     pub bootstrap: BootstrapConfig,
     pub notes: Vec<String>,
 }
@@ -76,10 +81,13 @@ pub fn build(runs: &[RunData], prices: &Prices, cfg: &BootstrapConfig) -> Analys
             r.info.run_id, r.info.run_id
         ));
     }
+    let sweep = crate::sweep::build(runs, cfg, &mut notes);
+    let swept: BTreeSet<&str> = sweep.iter().map(|g| g.suite_hash.as_str()).collect();
     Analysis {
         costs: runs.iter().map(|r| cost(r, prices)).collect(),
         two_axis: two_axis(runs, cfg),
-        paired: paired(runs, cfg, &mut notes),
+        paired: paired(runs, &swept, cfg, &mut notes),
+        sweep,
         bootstrap: *cfg,
         notes,
     }
@@ -192,8 +200,14 @@ fn two_axis(runs: &[RunData], cfg: &BootstrapConfig) -> Option<TwoAxis> {
 }
 
 /// Every pair of runs of different models on the same suite, compared with nmb-score's paired comparison (the
-/// same numbers as `nmb compare`).
-fn paired(runs: &[RunData], cfg: &BootstrapConfig, notes: &mut Vec<String>) -> Vec<Comparison> {
+/// same numbers as `nmb compare`). On a suite with a prompt sweep (`swept`, by suite hash) only runs under the
+/// same template are paired: comparing model A under one prompt with model B under another mixes two effects.
+fn paired(
+    runs: &[RunData],
+    swept: &BTreeSet<&str>,
+    cfg: &BootstrapConfig,
+    notes: &mut Vec<String>,
+) -> Vec<Comparison> {
     let mut out = Vec::new();
     for (i, a) in runs.iter().enumerate() {
         for b in &runs[i + 1..] {
@@ -201,6 +215,11 @@ fn paired(runs: &[RunData], cfg: &BootstrapConfig, notes: &mut Vec<String>) -> V
                 continue;
             };
             if a.model() == b.model() || a.manifest.suite_hash != b.manifest.suite_hash {
+                continue;
+            }
+            if swept.contains(a.manifest.suite_hash.as_str())
+                && a.manifest.template_hash != b.manifest.template_hash
+            {
                 continue;
             }
             match nmb_score::compare::compare(sa, sb, cfg) {

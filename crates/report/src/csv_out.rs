@@ -371,3 +371,51 @@ pub fn structured(
     }
     finish(w, path).map(Some)
 }
+
+const SWEEP_COLUMNS: &[&str] = &[
+    "suite_id",
+    "suite_hash",
+    "metric",
+    "statistic",
+    "model",
+    "model_spec",
+    "variant",
+    "template_hash",
+    "run_id",
+    "value",
+    "ci_low",
+    "ci_high",
+    "n",
+    "detail",
+];
+
+/// `sweep.csv`: every prompt-sensitivity number (per model and variant its score, per model its range and SD,
+/// per suite and score Kendall's W and each rank flip), or `None` without a prompt sweep.
+pub fn sweep(path: &Path, analysis: &Analysis) -> Result<Option<String>, ReportError> {
+    if analysis.sweep.is_empty() {
+        return Ok(None);
+    }
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(SWEEP_COLUMNS).map_err(csv_err(path))?;
+    for r in crate::sweep::rows(&analysis.sweep) {
+        let [value, low, high] = est(r.estimate.as_ref());
+        let record = [
+            r.suite_id,
+            r.suite_hash,
+            r.metric.to_string(),
+            r.statistic.to_string(),
+            r.model,
+            r.model_spec,
+            r.variant,
+            r.template_hash,
+            r.run_id,
+            value,
+            low,
+            high,
+            opt(r.estimate.as_ref().map(|e| e.n)),
+            r.detail,
+        ];
+        w.write_record(&record).map_err(csv_err(path))?;
+    }
+    finish(w, path).map(Some)
+}

@@ -4,6 +4,8 @@
 //! - a single self-contained HTML page (inline CSS and SVG, no script, no external asset, a strict
 //!   Content-Security-Policy), with the headline table, charts, the two-axis scatter, paired significance, a
 //!   per-case section with thumbnails and every sampled answer, and the run manifests;
+//! - for prompt sweeps (a model on a suite under several templates), a prompt-sensitivity section: scores per
+//!   variant, their spread with CIs, rank flips and Kendall's W ([`sweep`], also in `sweep.csv`);
 //! - for runs with multi-turn consults, a revision table (first- and last-turn accuracy, changed top diagnosis,
 //!   wrong → right and right → wrong);
 //! - for runs with NeuroVLM-Bench (`structured`) scores, a section with per-field metrics, the diagnosis_name
@@ -30,6 +32,7 @@ mod neurovlm;
 mod paired;
 mod revision;
 mod svg;
+pub mod sweep;
 mod table;
 mod thumbs;
 
@@ -145,6 +148,8 @@ pub struct Written {
     pub csv_aggregate: Option<PathBuf>,
     /// `structured.csv`, written when some run has NeuroVLM-Bench (structured) scores.
     pub structured_csv: Option<PathBuf>,
+    /// `sweep.csv`, written when the runs hold a prompt sweep.
+    pub sweep_csv: Option<PathBuf>,
     pub json: Option<PathBuf>,
     pub leaderboard_json: Option<PathBuf>,
     pub leaderboard_js: Option<PathBuf>,
@@ -158,6 +163,7 @@ impl Written {
             &self.csv_samples,
             &self.csv_aggregate,
             &self.structured_csv,
+            &self.sweep_csv,
             &self.json,
             &self.leaderboard_json,
             &self.leaderboard_js,
@@ -205,6 +211,11 @@ pub fn write_report(runs: &[RunData], opts: &ReportOptions) -> Result<Written, R
         if let Some(text) = csv_out::structured(&structured, runs, &analysis)? {
             write_text(&structured, &text, opts)?;
             written.structured_csv = Some(structured);
+        }
+        let sweep = file("sweep.csv");
+        if let Some(text) = csv_out::sweep(&sweep, &analysis)? {
+            write_text(&sweep, &text, opts)?;
+            written.sweep_csv = Some(sweep);
         }
     }
     if opts.formats.contains(&Format::Json) {

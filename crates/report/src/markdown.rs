@@ -48,6 +48,7 @@ pub fn render(runs: &[RunData], analysis: &Analysis) -> String {
     revision(&mut m, runs);
     neurovlm(&mut m, runs, analysis);
     two_axis(&mut m, analysis);
+    sweep(&mut m, analysis);
     paired(&mut m, analysis);
     manifests(&mut m, runs);
     m
@@ -212,6 +213,21 @@ fn two_axis(m: &mut String, analysis: &Analysis) {
                 cell(t.correlation_note.as_deref().unwrap_or(""))
             );
         }
+    }
+}
+
+/// Prompt sensitivity, as in the HTML report.
+fn sweep(m: &mut String, analysis: &Analysis) {
+    if analysis.sweep.is_empty() {
+        return;
+    }
+    let (groups, ranking) = crate::sweep::tables(&analysis.sweep);
+    m.push_str("## Prompt sensitivity\n\n");
+    for (heading, t) in &groups {
+        let _ = writeln!(m, "### {}\n\n{}", cell(heading), t.markdown());
+    }
+    if let Some(t) = ranking {
+        let _ = writeln!(m, "### Ranking across variants\n\n{}", t.markdown());
     }
 }
 

@@ -15,6 +15,8 @@
 //!   [`icc_2_1`], and [`agreement`] which adds a bootstrap CI over items to any of them;
 //! - [`corrected_pass_rate`] (Rogan–Gladen with a bootstrap CI);
 //! - [`model_rank_correlation`] and [`rank_correlation_over_items`] for the breadth-vs-depth view;
+//! - prompt sensitivity: [`kendall_w`] (with the ties correction), [`rank_flips`], and [`variant_spread`] and
+//!   [`concordance`], which resample cases jointly across prompt variants and models;
 //! - classification with abstentions ([`classification`]: accuracy, balanced accuracy, macro/weighted F1,
 //!   per-class precision/recall/F1) and stated-confidence calibration ([`ece`], [`adaptive_ece`], [`brier`],
 //!   [`auroc`], [`reliability`]), each also with bootstrap intervals, for NeuroVLM-Bench's structured answers.
@@ -26,6 +28,7 @@
 mod agreement;
 mod bootstrap;
 mod classify;
+mod concordance;
 mod confidence;
 mod passk;
 mod prevalence;
@@ -44,6 +47,10 @@ pub use bootstrap::{
 pub use classify::{
     classification, classification_estimates, ClassEstimates, ClassMetrics, Classification,
     ClassificationEstimates,
+};
+pub use concordance::{
+    concordance, kendall_w, rank_flips, variant_spread, CaseScores, Concordance, RankFlip,
+    VariantSpread,
 };
 pub use confidence::{
     adaptive_ece, auroc, brier, calibration_estimates, ece, reliability, Bin, CalibrationEstimates,

@@ -1,5 +1,6 @@
 //! Point estimates against reference values computed by independent implementations (SciPy, scikit-learn,
-//! statsmodels, krippendorff, pingouin, exact fractions) in `fixtures/make_reference.py`.
+//! statsmodels, krippendorff, pingouin, exact fractions) in `fixtures/make_reference.py`, and by the other
+//! scripts in `fixtures/` (Kendall's W: `make_concordance.py`).
 //!
 //! Tolerance is |Δ| ≤ 1e-9 for every closed-form statistic: both sides are a few dozen floating-point
 //! operations on small data, so any real disagreement (a wrong formula, tie handling, a dropped item) shows up
@@ -383,6 +384,47 @@ fn clustered_mcnemar_matches_the_reference() {
             m.p_value
         );
         assert_eq!(m.test, McNemarTest::ClusterAdjusted);
+    }
+}
+
+/// Kendall's W with the ties correction, and rank flips, against `fixtures/make_concordance.py` (by hand in
+/// NumPy, cross-checked there against SciPy's tie-corrected Friedman statistic, chi2 = m (n - 1) W).
+#[test]
+fn kendall_w_matches_the_reference() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/concordance.json");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    let r: Value = serde_json::from_str(&text).unwrap();
+    let list = cases(&r, "kendall_w");
+    assert!(list.len() >= 10);
+    for c in list {
+        let name = c["name"].as_str().unwrap();
+        let scores: Vec<Vec<f64>> = c["scores"].as_array().unwrap().iter().map(floats).collect();
+        match c["w"].as_f64() {
+            Some(w) => close(kendall_w(&scores).unwrap(), w, ABS, name),
+            None => assert!(kendall_w(&scores).is_err(), "{name}: W is undefined"),
+        }
+        let want: Vec<RankFlip> = c["flips"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| RankFlip {
+                a: u(&x["a"]) as usize,
+                b: u(&x["b"]) as usize,
+                a_ahead: x["a_ahead"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| u(v) as usize)
+                    .collect(),
+                b_ahead: x["b_ahead"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| u(v) as usize)
+                    .collect(),
+            })
+            .collect();
+        assert_eq!(rank_flips(&scores).unwrap(), want, "{name}: rank flips");
     }
 }
 

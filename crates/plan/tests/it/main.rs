@@ -4,4 +4,5 @@ mod common;
 mod plan;
 mod prompts;
 mod sample_suite;
+mod variants;
 mod volumes;

@@ -12,6 +12,7 @@ mod neurovlm;
 mod paired;
 mod revision;
 mod summary;
+mod sweep;
 
 use std::fmt::Write;
 
@@ -31,6 +32,7 @@ use revision::revision;
 use summary::breadth_tables;
 use summary::headline;
 use summary::level_family;
+use sweep::sweep;
 
 /// No scripts, nothing fetched; images only from `data:`; inline styles allowed.
 pub const CSP: &str =
@@ -90,6 +92,7 @@ pub fn render(runs: &[RunData], analysis: &Analysis, opts: &ReportOptions) -> St
     if let Some(t) = &analysis.two_axis {
         two_axis(&mut h, t);
     }
+    sweep(&mut h, analysis);
     paired(&mut h, analysis);
     cases(&mut h, runs, opts);
     manifests(&mut h, runs);

@@ -3,5 +3,6 @@
 mod common;
 mod neurovlm;
 mod sample_report;
+mod sweep;
 mod two_axis;
 mod xss;

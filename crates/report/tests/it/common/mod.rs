@@ -208,6 +208,19 @@ pub fn run_model(
     model: &str,
     samples: u32,
 ) -> String {
+    run_model_with(store, server, suite, model, samples, None, None)
+}
+
+/// [`run_model`] with a template for every family and a display name.
+pub fn run_model_with(
+    store: &Arc<Store>,
+    server: &FakeServer,
+    suite: &Suite,
+    model: &str,
+    samples: u32,
+    template: Option<nmb_plan::Template>,
+    name: Option<String>,
+) -> String {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -225,6 +238,8 @@ pub fn run_model(
         let scheduler = Scheduler::new(SchedulerConfig::default());
         let mut settings = EvalSettings::new(spec_text);
         settings.plan.samples = Some(samples);
+        settings.plan.template = template;
+        settings.display_name = name;
         settings.resume = Resume::Fresh;
         let outcome = evaluate(
             suite,
