@@ -10,6 +10,7 @@
 //! [study]
 //! name = "two-axis"
 //! report = "reports/two-axis"   # default: nmb-report/<name>
+//! formats = ["html", "md"]      # default: html, md, csv, json; leaderboard = true adds the site export
 //! max_cost = 20.0               # dollars, estimated from tokens and the models' prices
 //!
 //! [[models]]
@@ -66,7 +67,8 @@ pub struct StudyFile {
     pub models: Vec<Spanned<ModelEntry>>,
     #[serde(default)]
     pub suites: Vec<Spanned<SuiteEntry>>,
-    /// Template files, relative to the run file; each one is a variant every (suite, model) pair runs with.
+    /// Template files, relative to the run file, or bundled variants (`bundled:paraphrase-1`); each one is a
+    /// variant every (suite, model) pair runs with.
     #[serde(default)]
     pub templates: Vec<Spanned<String>>,
     #[serde(default)]
@@ -79,6 +81,11 @@ pub struct StudyMeta {
     pub name: Spanned<String>,
     /// The study report's folder, relative to the run file.
     pub report: Option<String>,
+    /// Report formats: html, md, csv, json (default all).
+    pub formats: Option<Spanned<Vec<String>>>,
+    /// Also write the leaderboard export (`leaderboard.json`, `data.js`).
+    #[serde(default)]
+    pub leaderboard: bool,
     /// Dollars: the study stops before an evaluation whose estimated cost would pass it.
     pub max_cost: Option<Spanned<f64>>,
 }
@@ -226,6 +233,15 @@ impl Study {
         }
     }
 
+    /// The report formats asked for, or `None` for all.
+    pub fn formats(&self) -> Option<&[String]> {
+        self.file
+            .study
+            .formats
+            .as_ref()
+            .map(|f| f.get_ref().as_slice())
+    }
+
     pub fn max_cost(&self) -> Option<f64> {
         self.file.study.max_cost.as_ref().map(|c| *c.get_ref())
     }
@@ -244,6 +260,16 @@ impl Study {
             let msg =
                 "expected a non-empty name without slashes (it names the report's folder)".into();
             return Err(invalid(name.span(), "study.name".into(), msg));
+        }
+        if let Some(formats) = &f.study.formats {
+            if let Some(bad) = formats
+                .get_ref()
+                .iter()
+                .find(|x| !["html", "md", "markdown", "csv", "json"].contains(&x.as_str()))
+            {
+                let msg = format!("{bad:?}: expected html, md, csv or json");
+                return Err(invalid(formats.span(), "study.formats".into(), msg));
+            }
         }
         if let Some(c) = &f.study.max_cost {
             if !(c.get_ref().is_finite() && *c.get_ref() >= 0.0) {
@@ -303,7 +329,11 @@ impl Study {
                 return Err(invalid(s.span(), key("filters"), msg));
             }
         }
-        for t in &f.templates {
+        for t in f
+            .templates
+            .iter()
+            .filter(|t| !t.get_ref().starts_with("bundled:"))
+        {
             let file = self.dir().join(t.get_ref());
             if !file.is_file() {
                 let msg = format!(
@@ -340,6 +370,15 @@ impl Study {
         }
     }
 
+    /// A template file relative to the run file, or a bundled variant (`bundled:NAME`) as it is.
+    fn template(&self, t: &str) -> PathBuf {
+        if t.starts_with("bundled:") {
+            PathBuf::from(t)
+        } else {
+            self.dir().join(t)
+        }
+    }
+
     /// The matrix: every suite with every model, and with every template when the study names templates.
     pub fn cells(&self) -> Vec<Cell> {
         let f = &self.file;
@@ -348,7 +387,7 @@ impl Study {
         } else {
             f.templates
                 .iter()
-                .map(|t| Some(self.dir().join(t.get_ref())))
+                .map(|t| Some(self.template(t.get_ref())))
                 .collect()
         };
         let mut cells = Vec::new();
@@ -515,6 +554,12 @@ bertscore = false
         );
         let e = parse(Path::new("s.toml"), &twice).unwrap_err().to_string();
         assert!(e.contains("models[1].name"), "{e}");
+        let format = GOOD.replace(
+            "name = \"two-axis\"",
+            "name = \"two-axis\"\nformats = [\"pdf\"]",
+        );
+        let e = parse(Path::new("s.toml"), &format).unwrap_err().to_string();
+        assert!(e.contains("s.toml:4: study.formats"), "{e}");
         let none = "[study]\nname = \"x\"\n";
         let e = parse(Path::new("s.toml"), none).unwrap_err().to_string();
         assert!(e.contains("[[models]]"), "{e}");

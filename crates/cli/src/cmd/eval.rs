@@ -19,12 +19,15 @@ use super::score::ScoringArgs;
 use super::suite::SuiteSource;
 use crate::progress::{count, duration, Reporter};
 
+mod sweep;
+
 pub const EXAMPLES: &str = "\
 Examples:
   nmb eval --suite sample --model local:SmolLM2-135M-Instruct.Q4_1.gguf --samples 1 --max-tokens 256
   nmb eval --suite sample --model openai:gpt-4o --dry-run
   nmb eval --suite sample --model openai:gpt-4o --samples 5 --concurrency 32 --report out
   nmb eval --suite sample --model openai:gpt-4o --judge anthropic:claude-sonnet-4-5
+  nmb eval --suite sample --model openai:gpt-4o --template-variants bundled --report sweep
   nmb eval --suite sample --model anthropic:claude-sonnet-4-5 --inputs text --limit 10
   nmb eval --suite sample --model gemini:gemini-2.5-pro --max-requests 100
   nmb eval --suite sample --model openai:Qwen/Qwen2-VL-7B-Instruct@http://127.0.0.1:8000/v1
@@ -59,6 +62,7 @@ A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--
   [study]
   name = \"two-axis\"              # runs are tagged with it; `nmb runs list` groups them
   report = \"reports/two-axis\"    # default nmb-report/<name>, relative to the run file
+  formats = [\"html\", \"md\"]        # default all four; leaderboard = true adds the site export
   max_cost = 20.0                 # $: stop before the estimated spending could pass it
 
   [[models]]                      # repeat per model
@@ -170,9 +174,14 @@ pub struct EvalArgs {
     /// Sampling seed where the backend takes one (OpenAI, Gemini, local); sample i of a task gets SEED + i
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
-    /// A prompt template file (minijinja) for every family instead of the built-in ones (see the nmb-plan docs)
+    /// A prompt template file (minijinja) for every family instead of the built-in ones (see the nmb-plan docs);
+    /// `bundled:NAME` for a bundled variant (paraphrase-1, paraphrase-2, paraphrase-3, order, no-persona)
     #[arg(long, value_name = "FILE")]
     template: Option<PathBuf>,
+    /// A prompt sweep: run once per template, every *.jinja file in DIR in name order, or `bundled` (the
+    /// built-in templates and each bundled variant); each run is named `NAME [variant]`, and --report covers all
+    #[arg(long, value_name = "DIR|bundled", conflicts_with_all = ["template", "resume", "config"])]
+    template_variants: Option<PathBuf>,
     /// Language the prompts ask answers in [default: the suite's, else English]; "" for no instruction
     #[arg(long, value_name = "LANG")]
     answer_language: Option<String>,
@@ -250,10 +259,17 @@ impl EvalArgs {
     fn plan_options(&self) -> Result<PlanOptions> {
         let template = match &self.template {
             None => None,
-            Some(path) => Some(
-                Template::from_file(path)
+            Some(path) => Some(match bundled_name(path) {
+                Some(name) => Template::variant(name).with_context(|| {
+                    let names: Vec<&str> = nmb_plan::variant_names().collect();
+                    format!(
+                        "no bundled template {name:?}; expected one of {}",
+                        names.join(", ")
+                    )
+                })?,
+                None => Template::from_file(path)
                     .with_context(|| format!("cannot use template {}", path.display()))?,
-            ),
+            }),
         };
         Ok(PlanOptions {
             template,
@@ -283,9 +299,18 @@ impl EvalArgs {
     }
 }
 
+/// `NAME` of `--template bundled:NAME`, unless a file has that path.
+fn bundled_name(path: &Path) -> Option<&str> {
+    let name = path.to_str()?.strip_prefix("bundled:")?;
+    (!path.exists()).then_some(name)
+}
+
 pub fn run(args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
     if let Some(config) = &args.config {
         return super::study::run(config, &args, runs_dir);
+    }
+    if args.template_variants.is_some() {
+        return sweep::run(args, runs_dir);
     }
     run_one(&args, runs_dir)?;
     Ok(ExitCode::SUCCESS)

@@ -373,6 +373,15 @@ fn report(
     }
     let mut opts = ReportOptions::new(study.report_dir());
     opts.prices = prices(cells);
+    opts.leaderboard = study.file.study.leaderboard;
+    if let Some(formats) = study.formats() {
+        opts.formats = formats
+            .iter()
+            .map(|f| nmb_report::Format::parse(f))
+            .collect::<Result<_, _>>()?;
+        // The study's answer names the HTML page, so it is always written.
+        opts.formats.insert(nmb_report::Format::Html);
+    }
     let written = nmb_report::write_report(&data, &opts).with_context(|| {
         format!(
             "cannot write the study report into {}",

@@ -23,5 +23,6 @@ mod structured;
 mod study;
 mod study_whole;
 mod suite_cli;
+mod sweep;
 mod text_only_server;
 mod volumes;

@@ -20,6 +20,7 @@ fn run_file(dir: &Path, url: &str, extra: &str) -> std::path::PathBuf {
         r#"[study]
 name = "two-axis"
 report = "out"
+formats = ["html", "md"]
 {extra}
 [[models]]
 spec = "openai:model-a@{url}/v1"
@@ -95,6 +96,10 @@ fn a_run_file_runs_the_whole_matrix_once_and_reports_it() {
     );
     let html = std::fs::read_to_string(&report).unwrap();
     assert!(
+        tmp.path().join("out/report.md").exists() && !tmp.path().join("out/report.json").exists(),
+        "only the formats the run file asks for"
+    );
+    assert!(
         html.contains("id=\"two-axis\""),
         "breadth and depth runs of both models give the two-axis view"
     );
@@ -135,7 +140,7 @@ fn a_bad_run_file_names_the_key_and_line() {
         .replace("limit = 4", "limt = 4");
     std::fs::write(&file, typo).unwrap();
     let said = text_of(&file);
-    assert!(said.contains("limt") && said.contains("line 17"), "{said}");
+    assert!(said.contains("limt") && said.contains("line 18"), "{said}");
     let capped = run_file(tmp.path(), "http://127.0.0.1:9", "max_cost = 1.0");
     let said = text_of(&capped);
     assert!(

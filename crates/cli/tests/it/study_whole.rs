@@ -25,13 +25,9 @@ fn run_file(
     b: &FakeServer,
     c: &FakeServer,
 ) -> std::path::PathBuf {
-    let variants = nmb_test_support::assets::repo_root().join("crates/plan/templates/variants");
-    for v in ["paraphrase-1.jinja", "no-persona.jinja"] {
-        std::fs::copy(variants.join(v), dir.join(v)).unwrap();
-    }
     let data = shared.join("data");
     let text = format!(
-        r#"templates = ["paraphrase-1.jinja", "no-persona.jinja"]
+        r#"templates = ["bundled:paraphrase-1", "bundled:no-persona"]
 
 [study]
 name = "whole"
@@ -182,6 +178,7 @@ fn one_run_file_runs_the_whole_study_through_a_kill() {
         ("two-axis", "the two-axis scatter"),
         ("breadth", "the breadth table"),
         ("revision", "the revision table"),
+        ("prompt-sensitivity", "the sweep table"),
         ("label-set", "PubMedQA's macro-F1"),
     ] {
         assert!(
