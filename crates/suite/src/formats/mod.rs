@@ -37,6 +37,7 @@
 
 mod answers;
 mod check;
+mod columns;
 mod filter;
 mod json;
 mod mcq;

@@ -12,6 +12,7 @@ use std::path::Path;
 use nmb_imaging::ImageSource;
 use serde::Deserialize;
 
+use super::columns::Columns;
 use super::{file_name, json, paths, Loaded};
 use crate::{Case, Family, Image, Level, Metadata, Problem, Reference, Suite, SuiteError, Task};
 
@@ -84,38 +85,11 @@ impl Labels {
     }
 }
 
-/// Where a field's value is read from: `--map FIELD=COLUMN` pairs, else the field's own name.
-pub struct Columns(BTreeMap<String, String>);
-
-impl Columns {
-    /// Checks `--map` pairs; an unknown field is an error that lists the known ones.
-    pub fn new(map: &[(String, String)]) -> Result<Columns, SuiteError> {
-        let mut columns: BTreeMap<String, String> = FIELDS
-            .iter()
-            .map(|f| (f.to_string(), f.to_string()))
-            .collect();
-        for (field, column) in map {
-            let Some(slot) = columns.get_mut(field.as_str()) else {
-                return Err(SuiteError::Spec(format!(
-                    "--map {field}={column}: unknown field {field:?}; expected one of {}",
-                    FIELDS.join(", ")
-                )));
-            };
-            *slot = column.clone();
-        }
-        Ok(Columns(columns))
-    }
-
-    fn column<'a>(&'a self, field: &'a str) -> &'a str {
-        self.0.get(field).map_or(field, String::as_str)
-    }
-}
-
 /// One row: (line number, column name → value).
 type Row = (usize, BTreeMap<String, String>);
 
 pub(super) fn load(path: &Path, map: &[(String, String)]) -> Result<Loaded, SuiteError> {
-    let columns = Columns::new(map)?;
+    let columns = Columns::new(FIELDS, &[], map)?;
     // `bad.csv` has the parent "", which is the current directory.
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
     let root = paths::canonical_root(parent.unwrap_or(Path::new(".")))?;
@@ -153,7 +127,7 @@ pub(super) fn load(path: &Path, map: &[(String, String)]) -> Result<Loaded, Suit
                     &loc,
                     format!("duplicate case_id {:?}; each row needs its own", case.id),
                 )
-                .field(columns.column("case_id")),
+                .field(columns.of("case_id")),
             ),
             None => {}
         }
@@ -232,12 +206,12 @@ fn row_case(
     problems: &mut Vec<Problem>,
 ) -> Option<Case> {
     let get = |field: &str| {
-        row.get(columns.column(field))
+        row.get(columns.of(field))
             .map(|v| v.trim().to_string())
             .filter(|v| !v.is_empty() && !labels.is_empty_value(v))
     };
     let mut error = |field: &str, msg: String| {
-        problems.push(Problem::error(loc, msg).field(columns.column(field)));
+        problems.push(Problem::error(loc, msg).field(columns.of(field)));
     };
     let Some(image_path) = get("image") else {
         error(

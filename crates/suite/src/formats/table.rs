@@ -24,6 +24,7 @@ use std::sync::Arc;
 use nmb_imaging::ImageSource;
 use serde_json::Value;
 
+use super::columns::Columns;
 use super::{file_name, json, Loaded};
 use crate::{Case, Family, Image, Level, Metadata, Problem, Reference, Suite, SuiteError, Task};
 
@@ -105,40 +106,13 @@ struct Row {
     cells: BTreeMap<String, Cell>,
 }
 
-/// Where each field is read from.
-struct Columns(BTreeMap<&'static str, String>);
-
-impl Columns {
-    fn new(preset: Preset, map: &[(String, String)]) -> Result<Columns, SuiteError> {
-        let mut columns: BTreeMap<&'static str, String> =
-            FIELDS.iter().map(|f| (*f, f.to_string())).collect();
-        for (field, column) in preset.columns() {
-            columns.insert(field, column.to_string());
-        }
-        for (field, column) in map {
-            let Some(slot) = columns.get_mut(field.as_str()) else {
-                return Err(SuiteError::Spec(format!(
-                    "--map {field}={column}: unknown field {field:?}; expected one of {}",
-                    FIELDS.join(", ")
-                )));
-            };
-            *slot = column.clone();
-        }
-        Ok(Columns(columns))
-    }
-
-    fn of<'a>(&'a self, field: &'a str) -> &'a str {
-        self.0.get(field).map_or(field, String::as_str)
-    }
-}
-
 pub(super) fn load(
     preset: Preset,
     path: &Path,
     map: &[(String, String)],
     text_only: bool,
 ) -> Result<Loaded, SuiteError> {
-    let columns = Columns::new(preset, map)?;
+    let columns = Columns::new(FIELDS, preset.columns(), map)?;
     let file = file_name(path);
     let mut loaded = Loaded::new(suite(preset, path));
     let rows = read_rows(path, &file, &mut loaded.problems)?;
