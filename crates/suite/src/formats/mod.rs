@@ -45,6 +45,7 @@ mod native;
 pub mod neurovlm;
 mod paths;
 pub mod pubmedqa;
+mod rows;
 mod site;
 pub mod table;
 mod vqa_rad;

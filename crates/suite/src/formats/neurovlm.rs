@@ -13,7 +13,7 @@ use nmb_imaging::ImageSource;
 use serde::Deserialize;
 
 use super::columns::Columns;
-use super::{file_name, json, paths, Loaded};
+use super::{file_name, paths, rows, Loaded};
 use crate::{Case, Family, Image, Level, Metadata, Problem, Reference, Suite, SuiteError, Task};
 
 /// The fields a row may carry, in the order they are documented.
@@ -94,7 +94,6 @@ pub(super) fn load(path: &Path, map: &[(String, String)]) -> Result<Loaded, Suit
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
     let root = paths::canonical_root(parent.unwrap_or(Path::new(".")))?;
     let file = file_name(path);
-    let bytes = json::read_bytes(path)?;
     let mut loaded = Loaded::new(Suite {
         id: path
             .file_stem()
@@ -109,11 +108,12 @@ pub(super) fn load(path: &Path, map: &[(String, String)]) -> Result<Loaded, Suit
     let jsonl = path
         .extension()
         .is_some_and(|e| e == "jsonl" || e == "json");
-    let rows = if jsonl {
-        jsonl_rows(&file, &bytes, &mut loaded.problems)
+    // A `.json` manifest is JSONL too: one row per line.
+    let rows = text_rows(if jsonl {
+        rows::jsonl(path, &file, &mut loaded.problems)?
     } else {
-        csv_rows(&file, &bytes, &mut loaded.problems)?
-    };
+        rows::csv(path, &file, b',', &mut loaded.problems)?
+    });
     let labels = Labels::bundled();
     let mut seen = HashSet::new();
     for (line, row) in rows {
@@ -142,58 +142,22 @@ pub(super) fn load(path: &Path, map: &[(String, String)]) -> Result<Loaded, Suit
     Ok(loaded)
 }
 
-fn csv_rows(file: &str, bytes: &[u8], problems: &mut Vec<Problem>) -> Result<Vec<Row>, SuiteError> {
-    let mut reader = csv::ReaderBuilder::new().flexible(false).from_reader(bytes);
-    let header: Vec<String> = reader
-        .headers()
-        .map_err(|e| SuiteError::Spec(format!("{file}: cannot read the CSV header: {e}")))?
-        .iter()
-        .map(|h| h.trim().to_string())
-        .collect();
-    let mut rows = Vec::new();
-    for record in reader.records() {
-        match record {
-            Ok(r) => {
-                let line = r.position().map_or(0, |p| p.line() as usize);
-                let values = header
-                    .iter()
-                    .cloned()
-                    .zip(r.iter().map(str::to_string))
-                    .collect();
-                rows.push((line, values));
-            }
-            Err(e) => {
-                let line = e.position().map_or(0, |p| p.line() as usize);
-                problems.push(Problem::error(
-                    format!("{file}:{line}"),
-                    format!("not a CSV row of {} columns: {e}", header.len()),
-                ));
-            }
-        }
-    }
-    Ok(rows)
-}
-
-fn jsonl_rows(file: &str, bytes: &[u8], problems: &mut Vec<Problem>) -> Vec<Row> {
-    let mut rows = Vec::new();
-    for (line, text) in json::jsonl_lines(bytes) {
-        match json::jsonl_object(text) {
-            Ok(obj) => {
-                let values = obj
-                    .into_iter()
-                    .filter_map(|(k, v)| match v {
-                        serde_json::Value::String(s) => Some((k, s)),
-                        serde_json::Value::Number(n) => Some((k, n.to_string())),
-                        serde_json::Value::Null => Some((k, String::new())),
-                        _ => None,
-                    })
-                    .collect();
-                rows.push((line, values));
-            }
-            Err(msg) => problems.push(Problem::error(format!("{file}:{line}"), msg)),
-        }
-    }
-    rows
+/// The manifest's rows as text by column: an empty cell and a JSON null are "", a list is no value.
+fn text_rows(rows: Vec<rows::Row>) -> Vec<Row> {
+    rows.into_iter()
+        .map(|r| {
+            let values = r
+                .cells
+                .into_iter()
+                .filter_map(|(k, c)| match c {
+                    rows::Cell::Text(t) => Some((k, t)),
+                    rows::Cell::Null => Some((k, String::new())),
+                    rows::Cell::Bytes(_) | rows::Cell::List(_) => None,
+                })
+                .collect();
+            (r.number, values)
+        })
+        .collect()
 }
 
 fn row_case(

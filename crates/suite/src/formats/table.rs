@@ -25,6 +25,7 @@ use nmb_imaging::ImageSource;
 use serde_json::Value;
 
 use super::columns::Columns;
+use super::rows::{self, Cell, Row};
 use super::{file_name, json, Loaded};
 use crate::{Case, Family, Image, Level, Metadata, Problem, Reference, Suite, SuiteError, Task};
 
@@ -81,31 +82,6 @@ impl Preset {
     }
 }
 
-/// One cell, whatever the file type.
-#[derive(Debug, Clone, PartialEq)]
-enum Cell {
-    Null,
-    Text(String),
-    Bytes(Arc<[u8]>),
-    List(Vec<String>),
-}
-
-impl Cell {
-    fn text(&self) -> Option<&str> {
-        match self {
-            Cell::Text(t) if !t.trim().is_empty() => Some(t.trim()),
-            _ => None,
-        }
-    }
-}
-
-/// One row: where it is (`line 3` or `row 3`) and its cells by column.
-struct Row {
-    at: String,
-    number: usize,
-    cells: BTreeMap<String, Cell>,
-}
-
 pub(super) fn load(
     preset: Preset,
     path: &Path,
@@ -160,8 +136,8 @@ fn read_rows(path: &Path, file: &str, problems: &mut Vec<Problem>) -> Result<Vec
         .unwrap_or_default();
     match ext.as_str() {
         "parquet" => parquet_rows(path),
-        "csv" | "tsv" => csv_rows(path, file, ext == "tsv", problems),
-        "jsonl" => Ok(jsonl_rows(path, file, problems)?),
+        "csv" | "tsv" => rows::csv(path, file, if ext == "tsv" { b'\t' } else { b',' }, problems),
+        "jsonl" => rows::jsonl(path, file, problems),
         "json" => json_rows(path),
         other => Err(SuiteError::Spec(format!(
             "{}: cannot read a table from a .{other} file; expected .jsonl, .json (an array of objects), .csv, \
@@ -169,68 +145,6 @@ fn read_rows(path: &Path, file: &str, problems: &mut Vec<Problem>) -> Result<Vec
             path.display()
         ))),
     }
-}
-
-fn csv_rows(
-    path: &Path,
-    file: &str,
-    tabs: bool,
-    problems: &mut Vec<Problem>,
-) -> Result<Vec<Row>, SuiteError> {
-    let bytes = json::read_bytes(path)?;
-    let mut reader = csv::ReaderBuilder::new()
-        .delimiter(if tabs { b'\t' } else { b',' })
-        .from_reader(bytes.as_slice());
-    let header: Vec<String> = reader
-        .headers()
-        .map_err(|e| SuiteError::Spec(format!("{file}: cannot read the header row: {e}")))?
-        .iter()
-        .map(|h| h.trim().to_string())
-        .collect();
-    let mut rows = Vec::new();
-    for record in reader.records() {
-        match record {
-            Ok(r) => {
-                let line = r.position().map_or(0, |p| p.line() as usize);
-                let cells = header
-                    .iter()
-                    .cloned()
-                    .zip(r.iter().map(|v| Cell::Text(v.to_string())))
-                    .collect();
-                rows.push(Row {
-                    at: format!("{file}:{line}"),
-                    number: line,
-                    cells,
-                });
-            }
-            Err(e) => {
-                let line = e.position().map_or(0, |p| p.line() as usize);
-                let msg = format!("not a row of {} columns: {e}", header.len());
-                problems.push(Problem::error(format!("{file}:{line}"), msg));
-            }
-        }
-    }
-    Ok(rows)
-}
-
-fn jsonl_rows(
-    path: &Path,
-    file: &str,
-    problems: &mut Vec<Problem>,
-) -> Result<Vec<Row>, SuiteError> {
-    let bytes = json::read_bytes(path)?;
-    let mut rows = Vec::new();
-    for (line, text) in json::jsonl_lines(&bytes) {
-        match json::jsonl_object(text) {
-            Ok(obj) => rows.push(Row {
-                at: format!("{file}:{line}"),
-                number: line,
-                cells: obj.into_iter().map(|(k, v)| (k, json_cell(v))).collect(),
-            }),
-            Err(msg) => problems.push(Problem::error(format!("{file}:{line}"), msg)),
-        }
-    }
-    Ok(rows)
 }
 
 fn json_rows(path: &Path) -> Result<Vec<Row>, SuiteError> {
@@ -248,26 +162,14 @@ fn json_rows(path: &Path) -> Result<Vec<Row>, SuiteError> {
             at: format!("{file}: [{i}]"),
             number: i + 1,
             cells: match v {
-                Value::Object(obj) => obj.into_iter().map(|(k, v)| (k, json_cell(v))).collect(),
+                Value::Object(obj) => obj
+                    .into_iter()
+                    .map(|(k, v)| (k, rows::json_cell(v)))
+                    .collect(),
                 _ => BTreeMap::new(),
             },
         })
         .collect())
-}
-
-fn json_cell(v: Value) -> Cell {
-    match v {
-        Value::Null => Cell::Null,
-        Value::String(s) => Cell::Text(s),
-        Value::Array(items) => Cell::List(
-            items
-                .into_iter()
-                .filter_map(|i| json::scalar_text(&i))
-                .collect(),
-        ),
-        Value::Object(obj) => Cell::List(obj.values().filter_map(json::scalar_text).collect()),
-        other => json::scalar_text(&other).map_or(Cell::Null, Cell::Text),
-    }
 }
 
 fn parquet_rows(path: &Path) -> Result<Vec<Row>, SuiteError> {
