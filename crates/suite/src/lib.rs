@@ -12,6 +12,7 @@
 pub mod formats;
 mod hash;
 mod model;
+pub mod neurovlm_schema;
 mod problem;
 pub mod sample;
 

@@ -10,10 +10,10 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use nmb_imaging::ImageSource;
-use serde::Deserialize;
 
 use super::columns::Columns;
 use super::{file_name, paths, rows, Loaded};
+use crate::neurovlm_schema::Schema;
 use crate::{Case, Family, Image, Level, Metadata, Problem, Reference, Suite, SuiteError, Task};
 
 /// The fields a row may carry, in the order they are documented.
@@ -29,59 +29,39 @@ pub const FIELDS: &[&str] = &[
     "severity",
 ];
 
-/// The parts of `data/neurovlm.toml` a loader checks labels against.
-#[derive(Deserialize)]
-struct Labels {
-    classes: BTreeMap<String, ClassNames>,
-    fields: BTreeMap<String, Vec<String>>,
-    abstentions: Vec<String>,
-    aliases: BTreeMap<String, String>,
-}
-
-#[derive(Deserialize)]
-struct ClassNames {
-    names: Vec<String>,
-}
-
-fn norm(text: &str) -> String {
-    text.split(|c: char| c.is_whitespace() || c == '-' || c == '_')
-        .filter(|w| !w.is_empty())
-        .collect::<Vec<_>>()
-        .join("_")
-        .to_lowercase()
-}
+/// What the loader asks of the label schema, in the terms its rows use.
+struct Labels(&'static Schema);
 
 impl Labels {
     fn bundled() -> Labels {
-        // The file ships inside the crate and a test parses it; it cannot be malformed at run time.
-        toml::from_str(crate::NEUROVLM_SCHEMA).expect("data/neurovlm.toml parses")
+        Labels(Schema::bundled())
     }
 
     fn canonical(&self, text: &str) -> String {
-        let n = norm(text);
-        self.aliases.get(&n).map(|v| norm(v)).unwrap_or(n)
+        self.0.canonical(text)
     }
 
+    /// The class `text` names, spelled as the reference keeps it (`multiple sclerosis`).
     fn class(&self, text: &str) -> Option<String> {
-        let n = self.canonical(text);
-        self.classes
-            .iter()
-            .find(|(id, c)| **id == n || c.names.iter().any(|name| norm(name) == n))
-            .map(|(id, _)| id.replace('_', " "))
+        let i = self.0.class_index(text)?;
+        Some(self.0.classes[i].id.replace('_', " "))
     }
 
     fn field(&self, field: &str, text: &str) -> Option<String> {
-        let n = self.canonical(text);
-        self.fields
-            .get(field)?
-            .iter()
-            .find(|v| norm(v) == n)
+        self.0.field_value(field, text)
+    }
+
+    fn allowed(&self, field: &str) -> String {
+        self.0
+            .fields
+            .get(field)
             .cloned()
+            .unwrap_or_default()
+            .join(", ")
     }
 
     fn is_empty_value(&self, text: &str) -> bool {
-        let t = text.trim().trim_end_matches('.').to_lowercase();
-        self.abstentions.contains(&t)
+        self.0.is_abstention(text)
     }
 }
 
@@ -204,12 +184,7 @@ fn row_case(
     let mut checked = |field: &str| -> Result<Option<String>, ()> {
         let Some(v) = get(field) else { return Ok(None) };
         labels.field(field, &v).map(Some).ok_or_else(|| {
-            let allowed = labels
-                .fields
-                .get(field)
-                .cloned()
-                .unwrap_or_default()
-                .join(", ");
+            let allowed = labels.allowed(field);
             error(
                 field,
                 format!("{v:?} is not allowed; expected one of {allowed}, or empty"),
