@@ -2,7 +2,6 @@
 //! maybe), with the macro-F1 and per-label F1 their official scoring reports beside accuracy.
 
 use crate::input::RunData;
-use crate::neurovlm::pct;
 use crate::table::{Cell, Table};
 
 /// One row per run with label-set scores, or `None` when no run has them.
@@ -42,9 +41,9 @@ pub fn table(runs: &[RunData]) -> Option<Table> {
             Cell::new(r.manifest.suite_id.as_str()),
             Cell::new(l.labels.join(" / ")),
             Cell::new(l.n.to_string()),
-            pct(Some(&l.accuracy)),
-            pct(Some(&l.macro_f1)),
-            pct(Some(&l.weighted_f1)),
+            Cell::percent(Some(&l.accuracy)),
+            Cell::percent(Some(&l.macro_f1)),
+            Cell::percent(Some(&l.weighted_f1)),
             Cell::new(per_label.join(" · ")),
             Cell::new(l.extraction_failures.to_string()),
         ]);

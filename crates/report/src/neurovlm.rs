@@ -122,16 +122,6 @@ pub fn flag_meaning(flag: &str) -> String {
     }
 }
 
-pub(crate) fn pct(e: Option<&Estimate>) -> Cell {
-    match e {
-        Some(e) => Cell::with_detail(
-            format!("{:.1}%", e.value * 100.0),
-            format!("[{:.1}–{:.1}]", e.ci_low * 100.0, e.ci_high * 100.0),
-        ),
-        None => Cell::new("–"),
-    }
-}
-
 fn num(e: Option<&Estimate>, digits: usize, unit: &str) -> Cell {
     match e {
         Some(e) => Cell::with_detail(
@@ -156,8 +146,8 @@ pub fn overview(s: &Section) -> Table {
     );
     t.push(vec![
         count(r.answers),
-        pct(Some(&r.valid_json_rate)),
-        pct(Some(&r.schema_valid_rate)),
+        Cell::percent(Some(&r.valid_json_rate)),
+        Cell::percent(Some(&r.schema_valid_rate)),
     ]);
     t
 }
@@ -182,11 +172,11 @@ pub fn field_metrics(s: &Section) -> Table {
         t.push(vec![
             Cell::new(field_label(field)),
             count(f.n),
-            pct(Some(&f.accuracy)),
-            pct(Some(&f.balanced_accuracy)),
-            pct(Some(&f.macro_f1)),
-            pct(Some(&f.weighted_f1)),
-            pct(Some(&f.abstention_rate)),
+            Cell::percent(Some(&f.accuracy)),
+            Cell::percent(Some(&f.balanced_accuracy)),
+            Cell::percent(Some(&f.macro_f1)),
+            Cell::percent(Some(&f.weighted_f1)),
+            Cell::percent(Some(&f.abstention_rate)),
             count(f.invalid),
         ]);
     }
@@ -211,7 +201,7 @@ pub fn per_class(s: &Section, field: &str) -> Option<Table> {
     );
     for (class, c) in &f.per_class {
         let cell = |e: Option<&Estimate>, why: &str| match e {
-            Some(_) => pct(e),
+            Some(_) => Cell::percent(e),
             None => Cell::undefined(format!("undefined: {why}")),
         };
         t.push(vec![
@@ -329,7 +319,7 @@ pub fn safety(s: &Section) -> Table {
         t.push(vec![
             Cell::new(flag.clone()),
             Cell::new(flag_meaning(flag)),
-            pct(Some(rate)),
+            Cell::percent(Some(rate)),
         ]);
     }
     t
@@ -351,7 +341,7 @@ pub fn abstentions(s: &Section) -> Table {
         t.push(vec![
             Cell::new(field_label(field)),
             count(f.n),
-            pct(Some(&f.abstention_rate)),
+            Cell::percent(Some(&f.abstention_rate)),
             count(f.abstained),
             count(f.invalid),
         ]);
@@ -372,7 +362,7 @@ pub fn key_abstentions(s: &Section) -> Table {
         t.push(vec![
             Cell::new(key.as_str()),
             count(a.count),
-            pct(Some(&a.rate)),
+            Cell::percent(Some(&a.rate)),
         ]);
     }
     t

@@ -6,7 +6,6 @@ use nmb_score::revision::{Rate, RevisionGroup};
 use nmb_suite::Level;
 
 use crate::input::RunData;
-use crate::neurovlm::pct;
 use crate::table::{Cell, Table};
 
 /// One row per run with consults and level (and one for all levels when a run has several), or `None` when no
@@ -48,12 +47,12 @@ pub fn table(runs: &[RunData]) -> Option<Table> {
                 Cell::new(g.level.map_or("all", Level::as_str)),
                 Cell::new(g.consults.to_string()),
                 share(
-                    pct(g.first_turn.accuracy.as_ref()),
+                    Cell::percent(g.first_turn.accuracy.as_ref()),
                     g.first_turn.correct,
                     g.first_turn.n,
                 ),
                 share(
-                    pct(g.last_turn.accuracy.as_ref()),
+                    Cell::percent(g.last_turn.accuracy.as_ref()),
                     g.last_turn.correct,
                     g.last_turn.n,
                 ),
@@ -68,7 +67,7 @@ pub fn table(runs: &[RunData]) -> Option<Table> {
 }
 
 fn rate(r: &Rate) -> Cell {
-    share(pct(r.share.as_ref()), r.count, r.n)
+    share(Cell::percent(r.share.as_ref()), r.count, r.n)
 }
 
 /// A percentage cell with `count/n` before its CI; a dash with the reason when nothing was decided.

@@ -439,10 +439,6 @@ corrected), with a 95% CI that resamples cases jointly for every model and varia
 whose order reverses between two variants, with the variants under which each is ahead. Only models run under \
 every variant are ranked.";
 
-fn pct(e: Option<&Estimate>) -> Cell {
-    crate::neurovlm::pct(e)
-}
-
 fn pp(e: Option<&Estimate>) -> Cell {
     match e {
         Some(e) => Cell::with_detail(
@@ -474,7 +470,7 @@ pub fn tables(groups: &[SweepGroup]) -> (Vec<(String, Table)>, Option<Table>) {
         let mut t = Table::new(SCORES_CAPTION, &columns);
         for m in &g.models {
             let mut row = vec![Cell::new(m.name.as_str())];
-            row.extend(m.scores.iter().map(|s| pct(s.as_ref())));
+            row.extend(m.scores.iter().map(|s| Cell::percent(s.as_ref())));
             row.push(pp(m.range.as_ref()));
             row.push(pp(m.sd.as_ref()));
             t.push(row);

@@ -3,6 +3,8 @@
 
 use std::fmt::Write;
 
+use nmb_stats::Estimate;
+
 use crate::html::escape;
 
 /// A column: its header and whether its cells are numbers (right-aligned).
@@ -35,6 +37,17 @@ impl Cell {
             text: text.into(),
             detail: Some(detail.into()),
             ..Cell::default()
+        }
+    }
+
+    /// A share as a percentage with its 95% CI as the detail; a dash without one.
+    pub fn percent(e: Option<&Estimate>) -> Self {
+        match e {
+            Some(e) => Cell::with_detail(
+                format!("{:.1}%", e.value * 100.0),
+                format!("[{:.1}–{:.1}]", e.ci_low * 100.0, e.ci_high * 100.0),
+            ),
+            None => Cell::new("–"),
         }
     }
 
