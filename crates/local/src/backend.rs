@@ -1,30 +1,66 @@
 //! [`LocalModel`] as an `nmb_requests::Backend`, so a `local:` model runs through the same scheduler, store and
 //! resume logic as an API model.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use nmb_requests::{
     check_n, Backend, BoxFuture, CallError, ChatRequest, Choice, Completion, ErrorClass, ModelSpec,
     Usage,
 };
 use serde_json::json;
-use tokio::sync::Semaphore;
+use tokio::sync::oneshot;
 
-use crate::{LocalCompletion, LocalError, LocalModel};
+use crate::{LocalCompletion, LocalError, LocalModel, PromptShape, Request};
+
+/// Requests the scheduler may have in flight here at once; they decode together in one batch.
+const MAX_IN_FLIGHT: usize = 8;
+
+/// The default KV-cache memory a batch may reserve (see [`LocalBackend::with_kv_limit`]).
+const DEFAULT_KV_LIMIT: usize = 2 << 30;
 
 /// A loaded local model behind the backend trait.
 ///
-/// - Generation runs in `tokio::task::spawn_blocking`, one at a time: a CPU model gains nothing from parallel
-///   calls, and [`Backend::max_in_flight`] is 1 so the scheduler does not queue calls here.
+/// - One engine thread owns the batch. A request is checked and tokenised on the caller's side, then joins the
+///   batch at the next decoding step, so requests that arrive while others decode share every forward pass
+///   ([`Backend::max_in_flight`] is 8). A request joins only while the KV memory the batch may reach stays
+///   under the limit; otherwise it waits for running ones to finish.
+/// - Native `n`: the n samples of a request are prefilled once and decoded together, each with its own seed.
+/// - A request whose caller gave up (timed out, dropped) leaves the batch at the next step.
 /// - Images are dropped ([`Backend::supports_images`] is false); the run manifest records that, and each raw
 ///   record says how many were left out.
-/// - No native `n`: each sample is its own call, with its own seed.
-/// - The raw record stored for each call is a small JSON object (`object: "nmb.local.completion"`, the text,
-///   finish reason, usage, seed, images dropped, timings).
+/// - The raw record stored for each call is a small JSON object (`object: "nmb.local.completion"`, the texts,
+///   finish reasons, usage, seeds, images dropped, timings).
 pub struct LocalBackend {
     spec: ModelSpec,
     model: Arc<LocalModel>,
-    gate: Arc<Semaphore>,
+    queue: Mutex<Option<mpsc::Sender<Submission>>>,
+    kv_limit: usize,
+    stats: Arc<Mutex<BatchStats>>,
+}
+
+/// What the engine thread has done so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchStats {
+    /// Decoding steps run.
+    pub steps: u64,
+    /// The most sequences (samples of all requests) one step advanced together.
+    pub most_sequences: usize,
+}
+
+/// A request on its way to the engine thread, and where its answer goes.
+struct Submission {
+    request: Request,
+    started: Instant,
+    reply: oneshot::Sender<Result<Vec<LocalCompletion>, LocalError>>,
+}
+
+/// What the batch carries for each request, to answer it when it finishes.
+struct Pending {
+    shape: PromptShape,
+    started: Instant,
+    reply: oneshot::Sender<Result<Vec<LocalCompletion>, LocalError>>,
 }
 
 impl LocalBackend {
@@ -32,41 +68,128 @@ impl LocalBackend {
         LocalBackend {
             spec,
             model,
-            gate: Arc::new(Semaphore::new(1)),
+            queue: Mutex::new(None),
+            kv_limit: DEFAULT_KV_LIMIT,
+            stats: Arc::default(),
         }
+    }
+
+    /// Caps the KV-cache memory the batch may reserve (default 2 GiB). A request reserves its prompt once plus
+    /// `n × max_tokens` positions; one request is always admitted, whatever its size.
+    pub fn with_kv_limit(mut self, bytes: usize) -> LocalBackend {
+        self.kv_limit = bytes;
+        self
     }
 
     pub fn model(&self) -> &Arc<LocalModel> {
         &self.model
     }
 
+    /// Steps run and the largest batch so far.
+    pub fn stats(&self) -> BatchStats {
+        *self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The engine thread's queue, started on first use.
+    fn queue(&self) -> Result<mpsc::Sender<Submission>, CallError> {
+        let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(q) = queue.as_ref() {
+            return Ok(q.clone());
+        }
+        let (tx, rx) = mpsc::channel();
+        let model = self.model.clone();
+        let limit = self.kv_limit;
+        let stats = self.stats.clone();
+        std::thread::Builder::new()
+            .name("nmb-local-batch".into())
+            .spawn(move || serve(&model, &rx, limit, &stats))
+            .map_err(|e| {
+                CallError::new(
+                    ErrorClass::Other,
+                    format!("cannot start the local model's thread: {e}"),
+                )
+            })?;
+        *queue = Some(tx.clone());
+        Ok(tx)
+    }
+
     async fn call(&self, req: &ChatRequest) -> Result<Completion, CallError> {
         check_n(self, req)?;
-        let permit = self
-            .gate
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| CallError::new(ErrorClass::Other, "the local model was shut down"))?;
-        let model = self.model.clone();
-        let (messages, params, output) =
-            (req.messages.clone(), req.params.clone(), req.output.clone());
-        // The permit travels into the blocking task: if the caller times out and drops this future, the
-        // generation still finishes before the next one starts.
-        let joined = tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            model.generate(&messages, &params, &output)
-        })
-        .await;
-        match joined {
-            Ok(Ok(c)) => Ok(completion(&self.model, c)),
+        let started = Instant::now();
+        let request = self
+            .model
+            .request(&req.messages, &req.params, &req.output, req.n as usize)
+            .map_err(|e| call_error(&e))?;
+        let (reply, answer) = oneshot::channel();
+        let gone = || CallError::new(ErrorClass::Other, "the local model's thread stopped");
+        self.queue()?
+            .send(Submission {
+                request,
+                started,
+                reply,
+            })
+            .map_err(|_| gone())?;
+        match answer.await {
+            Ok(Ok(completions)) => Ok(completion(&self.model, completions, started.elapsed())),
             Ok(Err(e)) => Err(call_error(&e)),
-            Err(e) => Err(CallError::new(
-                ErrorClass::Other,
-                format!("local generation stopped unexpectedly: {e}"),
-            )),
+            Err(_) => Err(gone()),
         }
     }
+}
+
+/// The engine thread: admits waiting requests while the KV limit allows, advances the batch a step, answers
+/// the requests that finished; sleeps when there is nothing to do, ends when the backend is dropped.
+fn serve(
+    model: &LocalModel,
+    rx: &mpsc::Receiver<Submission>,
+    kv_limit: usize,
+    stats: &Mutex<BatchStats>,
+) {
+    let mut batch = model.batch::<Pending>();
+    let mut waiting: VecDeque<Submission> = VecDeque::new();
+    loop {
+        if batch.is_empty() && waiting.is_empty() {
+            match rx.recv() {
+                Ok(s) => waiting.push_back(s),
+                Err(_) => return,
+            }
+        }
+        waiting.extend(rx.try_iter());
+        waiting.retain(|s| !s.reply.is_closed());
+        while let Some(front) = waiting.front() {
+            let need = batch.bytes_for(&front.request.job);
+            if !batch.is_empty() && batch.reserved_bytes() + need > kv_limit {
+                break;
+            }
+            let s = waiting.pop_front().expect("front exists");
+            let pending = Pending {
+                shape: s.request.shape,
+                started: s.started,
+                reply: s.reply,
+            };
+            if let Some(done) = batch.admit(pending, s.request.job) {
+                answer(model, done);
+            }
+        }
+        batch.retain(|p| !p.reply.is_closed());
+        if !batch.is_empty() {
+            {
+                let mut s = stats.lock().unwrap_or_else(|p| p.into_inner());
+                s.steps += 1;
+                s.most_sequences = s.most_sequences.max(batch.live_sequences());
+            }
+            for done in batch.step() {
+                answer(model, done);
+            }
+        }
+    }
+}
+
+fn answer(model: &LocalModel, done: crate::batch::Done<Pending>) {
+    let (pending, done) = done.split();
+    let result = model.completions(pending.shape, done, pending.started);
+    // The caller may have gone (timed out); then nobody wants the answer.
+    let _ = pending.reply.send(result);
 }
 
 impl Backend for LocalBackend {
@@ -74,13 +197,13 @@ impl Backend for LocalBackend {
         &self.spec
     }
     fn supports_n(&self) -> bool {
-        false
+        true
     }
     fn supports_images(&self) -> bool {
         false
     }
     fn max_in_flight(&self) -> Option<usize> {
-        Some(1)
+        Some(MAX_IN_FLIGHT)
     }
     fn complete<'a>(
         &'a self,
@@ -90,31 +213,40 @@ impl Backend for LocalBackend {
     }
 }
 
-fn completion(model: &LocalModel, c: LocalCompletion) -> Completion {
+fn completion(model: &LocalModel, cs: Vec<LocalCompletion>, latency: Duration) -> Completion {
+    let first = cs.first();
+    let tokens_in = first.map_or(0, |c| c.tokens_in);
+    let tokens_out: usize = cs.iter().map(|c| c.tokens_out).sum();
     let raw = json!({
         "object": "nmb.local.completion",
         "model_id": model.model_id(),
-        "text": c.text,
-        "finish_reason": c.finish_reason.as_str(),
-        "usage": {"input_tokens": c.tokens_in, "output_tokens": c.tokens_out},
-        "seed": c.seed,
-        "images_dropped": c.images_dropped,
-        "latency_ms": c.latency.as_millis() as u64,
-        "prefill_ms": c.prefill.as_millis() as u64,
+        "choices": cs.iter().map(|c| json!({
+            "text": c.text,
+            "finish_reason": c.finish_reason.as_str(),
+            "output_tokens": c.tokens_out,
+            "seed": c.seed,
+        })).collect::<Vec<_>>(),
+        "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out},
+        "images_dropped": first.map_or(0, |c| c.images_dropped),
+        "latency_ms": latency.as_millis() as u64,
+        "prefill_ms": first.map_or(0, |c| c.prefill.as_millis() as u64),
     })
     .to_string();
     Completion {
-        choices: vec![Choice {
-            text: c.text,
-            finish_reason: c.finish_reason.as_str().to_string(),
-            refused: false,
-        }],
+        choices: cs
+            .into_iter()
+            .map(|c| Choice {
+                text: c.text,
+                finish_reason: c.finish_reason.as_str().to_string(),
+                refused: false,
+            })
+            .collect(),
         raw,
         usage: Usage {
-            input_tokens: c.tokens_in as u64,
-            output_tokens: c.tokens_out as u64,
+            input_tokens: tokens_in as u64,
+            output_tokens: tokens_out as u64,
         },
-        latency: c.latency,
+        latency,
     }
 }
 

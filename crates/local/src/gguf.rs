@@ -2,12 +2,10 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{Cursor, Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use candle_core::quantized::gguf_file::{self, Content, Value};
-use candle_core::quantized::{GgmlDType, QTensor};
-use candle_core::Device;
+use candle_core::quantized::gguf_file::{Content, Value};
 use sha2::{Digest, Sha256};
 
 use crate::LocalError;
@@ -55,6 +53,18 @@ impl<'a> Meta<'a> {
         match self.map.get(key) {
             None => Ok(None),
             Some(_) => self.uint(key).map(Some),
+        }
+    }
+
+    /// A number stored as f32 or f64 (or an integer), when present.
+    pub fn opt_f32(&self, key: &str) -> Result<Option<f32>, LocalError> {
+        match self.map.get(key) {
+            None => Ok(None),
+            Some(Value::F32(x)) => Ok(Some(*x)),
+            Some(Value::F64(x)) => Ok(Some(*x as f32)),
+            Some(v) => as_int(v)
+                .map(|i| Some(i as f32))
+                .ok_or_else(|| self.err(key, "a number")),
         }
     }
 
@@ -135,67 +145,6 @@ pub(crate) fn read_content(path: &Path) -> Result<(File, Content), LocalError> {
         message: e.to_string(),
     })?;
     Ok((file, content))
-}
-
-/// Weights whose f32 form is at most this large are dequantized at load (see [`dequantized`]).
-pub(crate) const DEQUANTIZE_UP_TO_BYTES: u64 = 1 << 30;
-
-/// Bytes the model's tensors take as f32.
-pub(crate) fn f32_bytes(content: &Content) -> u64 {
-    content
-        .tensor_infos
-        .values()
-        .map(|t| t.shape.elem_count() as u64 * 4)
-        .sum()
-}
-
-/// Whether any weight is stored in a quantized format.
-pub(crate) fn is_quantized(content: &Content) -> bool {
-    content.tensor_infos.values().any(|t| {
-        !matches!(
-            t.ggml_dtype,
-            GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16
-        )
-    })
-}
-
-/// The same GGUF with every tensor converted to f32, in memory: metadata unchanged, values exact (dequantizing
-/// adds no error). candle multiplies f32 weights with SIMD matrix kernels chosen at run time, while several
-/// quantized formats (Q4_1 among them) only have scalar dot products, about ten times slower on a prompt.
-/// Costs the f32 size twice while loading and once afterwards.
-pub(crate) fn dequantized(
-    path: &Path,
-    content: &Content,
-    file: &mut File,
-) -> Result<(Content, Cursor<Vec<u8>>), LocalError> {
-    let gguf_err = |e: candle_core::Error| LocalError::Gguf {
-        path: path.to_path_buf(),
-        message: format!("cannot convert the weights to f32: {e}"),
-    };
-    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
-    names.sort();
-    let mut tensors = Vec::with_capacity(names.len());
-    for name in names {
-        let q = content.tensor(file, name, &Device::Cpu).map_err(gguf_err)?;
-        let f = q
-            .dequantize(&Device::Cpu)
-            .and_then(|t| QTensor::quantize(&t, GgmlDType::F32))
-            .map_err(gguf_err)?;
-        tensors.push((name.as_str(), f));
-    }
-    let metadata: Vec<(&str, &Value)> = content
-        .metadata
-        .iter()
-        .map(|(k, v)| (k.as_str(), v))
-        .collect();
-    let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (*n, t)).collect();
-    let mut buf = Cursor::new(Vec::with_capacity(f32_bytes(content) as usize + (1 << 20)));
-    gguf_file::write(&mut buf, &metadata, &refs).map_err(gguf_err)?;
-    drop(refs);
-    drop(tensors);
-    buf.set_position(0);
-    let converted = Content::read(&mut buf).map_err(gguf_err)?;
-    Ok((converted, buf))
 }
 
 pub(crate) fn io_err(path: &Path, source: std::io::Error) -> LocalError {

@@ -19,24 +19,33 @@
 //!   stood, and [`LocalCompletion::images_dropped`] counts them so the run manifest can record it.
 //! - **JSON output.** [`OutputFormat::Json`] changes nothing: there is no grammar-constrained decoding, so the
 //!   model sees only what the prompt asks for, and the answer parser must be tolerant.
-//! - **Sampling.** candle's `LogitsProcessor`: temperature 0 is greedy; otherwise temperature with top-p (all
-//!   tokens when `top_p` is 1). It is seeded from [`GenParams::seed`], so a given seed gives the same text; with
-//!   no seed a random one is drawn and reported in [`LocalCompletion::seed`]. Generation stops at the end-of-turn
+//! - **Sampling.** Temperature 0 is greedy; otherwise temperature with top-p (every token when `top_p` is 1),
+//!   from a SplitMix64 stream seeded from [`GenParams::seed`], so a given seed gives the same text; with no seed
+//!   a random one is drawn and reported in [`LocalCompletion::seed`]. Generation stops at the end-of-turn
 //!   tokens (eos, `<|im_end|>` and the like) or after `max_tokens`.
-//! - **Context.** The window is the GGUF's `llama.context_length`, capped at candle's `MAX_SEQ_LEN` (4096), the
-//!   longest position its rotary tables cover. A prompt that does not fit is [`LocalError::ContextTooLong`]
-//!   (the `context_length` error class); an answer that reaches the end of the window finishes with `length`.
-//! - **Weights.** A quantized model whose f32 weights take at most 1 GiB (about 250M parameters, e.g.
-//!   SmolLM2-135M) is converted to f32 at load: exact, and about ten times faster on prompts, because candle's
-//!   f32 matrix products use SIMD chosen at run time while several quantized dot products (Q4_1 among them) are
-//!   scalar. Larger models stay quantized. [`ModelInfo::weights`] says which.
-//! - **Sharing.** [`LocalModel`] is `Send + Sync` and meant to sit in an `Arc`. Each [`LocalModel::generate`] call
-//!   works on its own clone of the model (the weights are reference-counted, only the KV cache is private), so
-//!   no lock is needed and concurrent calls are safe; on a CPU they only compete for cores, so run one at a time.
+//! - **Context.** The window is the GGUF's `llama.context_length`. A prompt that does not fit is
+//!   [`LocalError::ContextTooLong`] (the `context_length` error class); an answer that reaches the end of the
+//!   window finishes with `length`.
+//! - **Weights and speed.** The engine is this crate's own ([`engine`], [`quant`]): weights stay in the file's
+//!   Q4_1/Q8_0 blocks (other formats are requantised to Q8_0 at load), activations are quantised as llama.cpp
+//!   quantises them, the dot products use AVX2 when the CPU has it (chosen at run time; `NMB_LOCAL_SCALAR=1`
+//!   forces the scalar fallback), and matrix products are spread over a rayon pool of `NMB_THREADS` threads
+//!   (default: every core). Greedy answers equal llama.cpp's on the same GGUF (tested against its server).
+//! - **n samples and batching.** [`LocalModel::generate_n`] prefills a prompt once and decodes its n samples
+//!   together, each with its own seeded stream (sample `i` uses seed + `i`). [`LocalBackend`] keeps one batch for
+//!   all requests: a request that arrives while others decode joins at the next step, up to a KV-cache memory
+//!   limit ([`LocalBackend::with_kv_limit`]).
+//! - **Sharing.** [`LocalModel`] is `Send + Sync` and meant to sit in an `Arc`; every generation keeps its own
+//!   KV cache, so concurrent calls are safe, though on a CPU they only compete for cores: send them through
+//!   [`LocalBackend`], which batches them.
 
 mod backend;
+mod batch;
+mod engine;
 mod error;
 mod gguf;
+mod quant;
+mod sample;
 mod spec;
 mod template;
 mod tokenizer;
@@ -45,25 +54,23 @@ use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use candle_core::{Device, Tensor};
-use candle_transformers::generation::{LogitsProcessor, Sampling};
-use candle_transformers::models::quantized_llama::{ModelWeights, MAX_SEQ_LEN};
 use nmb_chat::{GenParams, Message, OutputFormat};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
-pub use backend::LocalBackend;
+pub use backend::{BatchStats, LocalBackend};
+pub use batch::TokenRun;
 pub use error::LocalError;
 pub use spec::resolve_model_path;
 pub use template::{RenderedPrompt, CHATML_TEMPLATE, IMAGE_OMITTED_MARKER};
 pub use tokenizer::TokenizerSource;
 
+use batch::{Batch, Done, Job};
+use engine::Engine;
 use gguf::Meta;
+use sample::Sampling;
 use template::ChatTemplate;
-
-/// Prompt tokens fed to the model per forward pass; bounds the attention scratch memory of long prompts.
-const PREFILL_CHUNK: usize = 512;
 
 /// End-of-turn tokens of common chat formats; each one present in the vocabulary also stops generation.
 const END_OF_TURN_TOKENS: [&str; 6] = [
@@ -106,9 +113,9 @@ pub struct LocalCompletion {
     pub tokens_out: usize,
     /// Image parts left out because the model is text-only.
     pub images_dropped: usize,
-    /// The sampling seed actually used (the given one, or the random one drawn when none was given).
+    /// This sample's seed: the given one (or the random one drawn when none was given) plus its index.
     pub seed: u64,
-    /// Wall time of the whole call: template, tokenizing, prefill and decoding.
+    /// Wall time of the whole call: template, tokenizing, prefill and decoding (shared by a call's samples).
     pub latency: Duration,
     /// Of `latency`, the time spent running the prompt through the model before the first sampled token.
     pub prefill: Duration,
@@ -126,16 +133,17 @@ pub struct ModelInfo {
     /// True when the chat template came from the GGUF, false when ChatML was used instead.
     pub chat_template_from_gguf: bool,
     pub chat_template_sha256: String,
-    /// Whether the quantized weights were converted to f32 at load.
-    pub weights: Weights,
+    /// The weight formats as held in memory (`Q4_1`, `Q8_0`, or `Q8_0 (from F16)` for a requantised tensor).
+    pub weights: String,
+    /// The dot-product code this CPU runs: `avx2` or `scalar`.
+    pub kernel: String,
 }
 
 /// A loaded GGUF model, its tokenizer and chat template. See the crate docs for sharing and behaviour.
 pub struct LocalModel {
     path: PathBuf,
     model_id: String,
-    /// Weights with an empty KV cache; cloned for each generation.
-    weights: ModelWeights,
+    engine: Engine,
     tokenizer: Tokenizer,
     tokenizer_source: TokenizerSource,
     template: ChatTemplate,
@@ -144,18 +152,7 @@ pub struct LocalModel {
     add_bos: bool,
     context_length: usize,
     architecture: String,
-    weights_kind: Weights,
     load_time: Duration,
-}
-
-/// How the weights are held in memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Weights {
-    /// In the file's own format (quantized or not).
-    AsStored,
-    /// Quantized in the file, converted to f32 at load (exact) because the model is small; see the crate docs.
-    Dequantized,
 }
 
 impl std::fmt::Debug for LocalModel {
@@ -205,26 +202,11 @@ impl LocalModel {
             content.tensor_data_offset,
             override_file.as_deref(),
         )?;
-        let weights_err = |e: candle_core::Error| LocalError::Gguf {
-            path: path.to_path_buf(),
-            message: format!("cannot load the weights: {e}"),
-        };
-        let dequantize = gguf::is_quantized(&content)
-            && gguf::f32_bytes(&content) <= gguf::DEQUANTIZE_UP_TO_BYTES;
-        let (weights, weights_kind) = if dequantize {
-            let (f32_content, mut buf) = gguf::dequantized(path, &content, &mut file)?;
-            let w = ModelWeights::from_gguf(f32_content, &mut buf, &Device::Cpu)
-                .map_err(weights_err)?;
-            (w, Weights::Dequantized)
-        } else {
-            let w =
-                ModelWeights::from_gguf(content, &mut file, &Device::Cpu).map_err(weights_err)?;
-            (w, Weights::AsStored)
-        };
+        let engine = Engine::load(path, &meta, &content, &mut file)?;
         Ok(LocalModel {
             path: path.to_path_buf(),
             model_id,
-            weights,
+            engine,
             tokenizer,
             tokenizer_source,
             template,
@@ -233,7 +215,6 @@ impl LocalModel {
             add_bos: tokens.add_bos,
             context_length,
             architecture,
-            weights_kind,
             load_time: started.elapsed(),
         })
     }
@@ -278,7 +259,8 @@ impl LocalModel {
             tokenizer,
             chat_template_from_gguf: self.template.from_gguf,
             chat_template_sha256: hex::encode(Sha256::digest(self.template.source.as_bytes())),
-            weights: self.weights_kind,
+            weights: self.engine.formats.join(","),
+            kernel: self.engine.kernel.name().to_string(),
         }
     }
 
@@ -325,80 +307,159 @@ impl LocalModel {
         params: &GenParams,
         output: &OutputFormat,
     ) -> Result<LocalCompletion, LocalError> {
-        let _ = output;
+        let mut all = self.generate_n(messages, params, output, 1)?;
+        Ok(all.remove(0))
+    }
+
+    /// Generates `n` answers to one conversation, prefilled once and decoded together (see the crate docs).
+    pub fn generate_n(
+        &self,
+        messages: &[Message],
+        params: &GenParams,
+        output: &OutputFormat,
+        n: usize,
+    ) -> Result<Vec<LocalCompletion>, LocalError> {
         let started = Instant::now();
-        let sampling = sampling(params)?;
+        let request = self.request(messages, params, output, n)?;
+        let done = self.run_alone(request.job, ());
+        self.completions(request.shape, done, started)
+    }
+
+    /// `n` samples of a prompt given as token ids, decoded together. Temperature 0 is greedy.
+    pub fn sample_tokens(
+        &self,
+        prompt: &[u32],
+        params: &GenParams,
+        n: usize,
+    ) -> Result<Vec<TokenRun>, LocalError> {
+        self.sample_tokens_timed(prompt, params, n)
+            .map(|(runs, _)| runs)
+    }
+
+    /// [`LocalModel::sample_tokens`], with how long the prefill and the whole call took (for benchmarks).
+    pub fn sample_tokens_timed(
+        &self,
+        prompt: &[u32],
+        params: &GenParams,
+        n: usize,
+    ) -> Result<(Vec<TokenRun>, Timings), LocalError> {
+        let job = self.job(prompt.to_vec(), params, n)?;
+        let done = self.run_alone(job, ());
+        let timings = Timings {
+            prefill: done.prefill,
+            total: done.latency,
+        };
+        let runs = done.result.map_err(|m| self.inference_error(m))?;
+        Ok((runs, timings))
+    }
+
+    /// The job a conversation asks for, checked, with what the completions must report about it.
+    pub(crate) fn request(
+        &self,
+        messages: &[Message],
+        params: &GenParams,
+        output: &OutputFormat,
+        n: usize,
+    ) -> Result<Request, LocalError> {
+        let _ = output;
         let rendered = self.render_prompt(messages)?;
         let prompt = self.prompt_tokens(&rendered.text)?;
+        Ok(Request {
+            shape: PromptShape {
+                tokens_in: prompt.len(),
+                images_dropped: rendered.images_dropped,
+            },
+            job: self.job(prompt, params, n)?,
+        })
+    }
+
+    fn job(&self, prompt: Vec<u32>, params: &GenParams, n: usize) -> Result<Job, LocalError> {
+        let sampling = sampling(params)?;
+        if n == 0 {
+            return Err(LocalError::InvalidParams {
+                field: "n",
+                message: "expected at least 1 sample".into(),
+            });
+        }
         if prompt.is_empty() || prompt.len() >= self.context_length {
             return Err(LocalError::ContextTooLong {
                 prompt_tokens: prompt.len(),
                 context_length: self.context_length,
             });
         }
-        let seed = params.seed.unwrap_or_else(random_seed);
         let budget = (params.max_tokens as usize).min(self.context_length - prompt.len());
-        let run = self.run(
-            &prompt,
-            LogitsProcessor::from_sampling(seed, sampling),
+        Ok(Job {
+            prompt,
+            n,
+            sampling,
+            seed: params.seed.unwrap_or_else(random_seed),
             budget,
-        )?;
-        Ok(LocalCompletion {
-            text: self.decode(&run.tokens, true)?,
-            finish_reason: run.finish,
-            tokens_in: prompt.len(),
-            tokens_out: run.tokens.len() + usize::from(run.finish == FinishReason::Stop),
-            images_dropped: rendered.images_dropped,
-            seed,
-            latency: started.elapsed(),
-            prefill: run.prefill,
         })
     }
 
-    /// Prefill in chunks, then sample token by token until an end-of-turn token or `budget` tokens.
-    fn run(
-        &self,
-        prompt: &[u32],
-        mut sampler: LogitsProcessor,
-        budget: usize,
-    ) -> Result<Run, LocalError> {
-        let started = Instant::now();
-        let mut model = self.weights.clone();
-        let mut logits = None;
-        for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
-            logits = Some(self.forward(&mut model, chunk, i * PREFILL_CHUNK)?);
+    /// Runs one job in a batch of its own until it finishes.
+    fn run_alone<T>(&self, job: Job, tag: T) -> Done<T> {
+        let mut batch = self.batch();
+        if let Some(done) = batch.admit(tag, job) {
+            return done;
         }
-        let prefill = started.elapsed();
-        let mut tokens = Vec::new();
-        let mut logits = logits.ok_or_else(|| self.inference_error("empty prompt".into()))?;
         loop {
-            let next = logits
-                .squeeze(0)
-                .and_then(|l| sampler.sample(&l))
-                .map_err(|e| self.inference_error(format!("sampling failed: {e}")))?;
-            if self.stop_ids.contains(&next) {
-                return Ok(Run::new(tokens, FinishReason::Stop, prefill));
+            if let Some(done) = batch.step().pop() {
+                return done;
             }
-            tokens.push(next);
-            if tokens.len() >= budget {
-                return Ok(Run::new(tokens, FinishReason::Length, prefill));
-            }
-            logits = self.forward(&mut model, &[next], prompt.len() + tokens.len() - 1)?;
         }
     }
 
-    fn forward(
+    /// An empty batch on this model, for callers that run several jobs together.
+    pub(crate) fn batch<T>(&self) -> Batch<'_, T> {
+        Batch::new(&self.engine, &self.stop_ids)
+    }
+
+    /// The completions of a finished job.
+    pub(crate) fn completions<T>(
         &self,
-        model: &mut ModelWeights,
-        ids: &[u32],
-        pos: usize,
-    ) -> Result<Tensor, LocalError> {
-        Tensor::new(ids, &Device::Cpu)
-            .and_then(|t| t.unsqueeze(0))
-            .and_then(|t| model.forward(&t, pos))
-            .map_err(|e| {
-                self.inference_error(format!("forward pass at position {pos} failed: {e}"))
+        shape: PromptShape,
+        done: Done<T>,
+        started: Instant,
+    ) -> Result<Vec<LocalCompletion>, LocalError> {
+        let runs = done.result.map_err(|m| self.inference_error(m))?;
+        runs.into_iter()
+            .map(|run| {
+                Ok(LocalCompletion {
+                    text: self.decode(&run.tokens, true)?,
+                    finish_reason: run.finish,
+                    tokens_in: shape.tokens_in,
+                    tokens_out: run.tokens.len() + usize::from(run.finish == FinishReason::Stop),
+                    images_dropped: shape.images_dropped,
+                    seed: run.seed,
+                    latency: started.elapsed(),
+                    prefill: done.prefill,
+                })
             })
+            .collect()
+    }
+
+    /// The next-token logits after `prompt` (token ids), one per vocabulary entry.
+    pub fn prompt_logits(&self, prompt: &[u32]) -> Result<Vec<f32>, LocalError> {
+        if prompt.is_empty() || prompt.len() > self.context_length {
+            return Err(LocalError::ContextTooLong {
+                prompt_tokens: prompt.len(),
+                context_length: self.context_length,
+            });
+        }
+        Ok(self.engine.prompt_logits(prompt))
+    }
+
+    /// Never stop on end-of-turn tokens: every answer runs to `max_tokens`. For benchmarks, which must decode a
+    /// fixed number of tokens as llama.cpp's `ignore_eos` does.
+    pub fn without_stop_tokens(mut self) -> LocalModel {
+        self.stop_ids.clear();
+        self
+    }
+
+    /// Threads the model runs on (`NMB_THREADS`, default one per core).
+    pub fn threads(&self) -> usize {
+        self.engine.threads()
     }
 
     fn inference_error(&self, message: String) -> LocalError {
@@ -416,20 +477,26 @@ impl LocalModel {
     }
 }
 
-struct Run {
-    tokens: Vec<u32>,
-    finish: FinishReason,
-    prefill: Duration,
+/// How long a generation took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timings {
+    /// Running the prompt through the model and sampling the first tokens.
+    pub prefill: Duration,
+    /// The whole generation, prefill included.
+    pub total: Duration,
 }
 
-impl Run {
-    fn new(tokens: Vec<u32>, finish: FinishReason, prefill: Duration) -> Run {
-        Run {
-            tokens,
-            finish,
-            prefill,
-        }
-    }
+/// A checked request: its job, and what its completions report about the prompt.
+pub(crate) struct Request {
+    pub job: Job,
+    pub shape: PromptShape,
+}
+
+/// What every completion of a request reports about its prompt.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PromptShape {
+    tokens_in: usize,
+    images_dropped: usize,
 }
 
 /// BOS/EOS ids and texts, whether to add BOS, and every token id that ends a turn.
@@ -479,9 +546,7 @@ impl SpecialTokens {
 
 fn context_length(meta: &Meta<'_>) -> Result<usize, LocalError> {
     let declared = meta.uint("llama.context_length")?;
-    Ok(usize::try_from(declared)
-        .unwrap_or(usize::MAX)
-        .min(MAX_SEQ_LEN))
+    Ok(usize::try_from(declared).unwrap_or(usize::MAX))
 }
 
 fn model_id(
@@ -501,7 +566,7 @@ fn model_id(
     Ok(format!("{}@{}", gguf::file_label(path), &hash[..16]))
 }
 
-/// Maps the request parameters to candle's sampling, rejecting values that have no meaning.
+/// Maps the request parameters to a sampling rule, rejecting values that have no meaning.
 fn sampling(params: &GenParams) -> Result<Sampling, LocalError> {
     let bad = |field, message: String| Err(LocalError::InvalidParams { field, message });
     let (t, p) = (params.temperature, params.top_p);
@@ -517,10 +582,13 @@ fn sampling(params: &GenParams) -> Result<Sampling, LocalError> {
     if params.max_tokens == 0 {
         return bad("max_tokens", "expected at least 1".into());
     }
-    Ok(match (t, p) {
-        (0.0, _) => Sampling::ArgMax,
-        (temperature, p) if p >= 1.0 => Sampling::All { temperature },
-        (temperature, p) => Sampling::TopP { p, temperature },
+    Ok(if t == 0.0 {
+        Sampling::Greedy
+    } else {
+        Sampling::Nucleus {
+            temperature: t as f32,
+            top_p: p as f32,
+        }
     })
 }
 

@@ -81,8 +81,9 @@ fn local_models_load_with_a_content_identity() {
     .expect("SmolLM2 loads");
     assert_eq!(m.spec.backend, BackendKind::Local);
     assert!(!m.backend.supports_images());
-    assert_eq!(m.backend.max_in_flight(), Some(1));
+    assert_eq!(m.backend.max_in_flight(), Some(8));
+    assert!(m.backend.supports_n());
     let id = m.identity["local_model_id"].as_str().expect("model id");
     assert!(id.starts_with("SmolLM2-135M-Instruct.Q4_1.gguf@"), "{id}");
-    assert_eq!(m.identity["context_length"], 4096);
+    assert_eq!(m.identity["context_length"], 8192);
 }

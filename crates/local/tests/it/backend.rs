@@ -1,4 +1,5 @@
-//! `LocalBackend`: SmolLM2 behind the `nmb_requests::Backend` trait (spawn_blocking, one at a time, images dropped).
+//! `LocalBackend`: SmolLM2 behind the `nmb_requests::Backend` trait (one batch for every request, native n,
+//! images dropped).
 
 use crate::common;
 
@@ -56,8 +57,8 @@ fn runtime() -> tokio::runtime::Runtime {
 fn answers_through_the_backend_trait_and_drops_images() {
     let Some(b) = backend(None) else { return };
     assert!(!b.supports_images());
-    assert!(!b.supports_n());
-    assert_eq!(b.max_in_flight(), Some(1));
+    assert!(b.supports_n());
+    assert_eq!(b.max_in_flight(), Some(8));
     let rt = runtime();
     let req = request("Name one symptom of a stroke.", true);
     let c = rt.block_on(b.complete(&req)).expect("completion");
@@ -67,7 +68,7 @@ fn answers_through_the_backend_trait_and_drops_images() {
     let raw: serde_json::Value = serde_json::from_str(&c.raw).expect("raw is JSON");
     assert_eq!(raw["images_dropped"], 1);
     assert_eq!(raw["object"], "nmb.local.completion");
-    assert_eq!(raw["text"], c.choices[0].text.as_str());
+    assert_eq!(raw["choices"][0]["text"], c.choices[0].text.as_str());
     // Greedy decoding with the same prompt gives the same text, also from two calls at once.
     let b = Arc::new(b);
     let (x, y) = rt.block_on(async {
@@ -91,13 +92,87 @@ fn failures_have_the_right_class() {
     let long = "Describe the brain in detail. ".repeat(20);
     let e = rt.block_on(b.complete(&request(&long, false))).unwrap_err();
     assert_eq!(e.class, ErrorClass::ContextLength, "{e}");
-    let mut two = request("Hi", false);
-    two.n = 2;
-    let e = rt.block_on(b.complete(&two)).unwrap_err();
+    let mut none = request("Hi", false);
+    none.n = 0;
+    let e = rt.block_on(b.complete(&none)).unwrap_err();
     assert_eq!(e.class, ErrorClass::ClientError, "{e}");
     let mut bad = request("Hi", false);
     bad.params.top_p = 0.0;
     let e = rt.block_on(b.complete(&bad)).unwrap_err();
     assert_eq!(e.class, ErrorClass::ClientError, "{e}");
     assert!(e.message.contains("top_p"), "{e}");
+}
+
+/// n samples in one call: sample `i` is what a one-sample call with seed + `i` gives, so the shared prefill and
+/// the batched decoding change no text.
+#[test]
+fn n_samples_decode_together_and_match_separate_calls() {
+    let Some(b) = backend(None) else { return };
+    let rt = runtime();
+    let mut req = request("Name three symptoms of a stroke.", false);
+    req.params.temperature = 0.9;
+    req.params.max_tokens = 24;
+    req.n = 3;
+    let together = rt.block_on(b.complete(&req)).expect("three samples");
+    assert_eq!(together.choices.len(), 3);
+    let raw: serde_json::Value = serde_json::from_str(&together.raw).expect("raw is JSON");
+    for (i, choice) in together.choices.iter().enumerate() {
+        let mut one = req.clone();
+        one.n = 1;
+        one.params.seed = Some(1 + i as u64);
+        let alone = rt.block_on(b.complete(&one)).expect("one sample");
+        assert_eq!(choice.text, alone.choices[0].text, "sample {i}");
+        assert_eq!(raw["choices"][i]["seed"], 1 + i as u64);
+    }
+    let texts: std::collections::BTreeSet<&str> =
+        together.choices.iter().map(|c| c.text.as_str()).collect();
+    assert!(texts.len() > 1, "three seeds gave one text: {texts:?}");
+}
+
+/// Requests sent at once join one batch: they finish with the texts they get alone, and the engine reports
+/// that it ran them in the same steps.
+#[test]
+fn concurrent_requests_share_decoding_steps() {
+    let Some(b) = backend(None) else { return };
+    let b = Arc::new(b);
+    let rt = runtime();
+    let questions = [
+        "Name one symptom of a stroke.",
+        "What does MRI stand for?",
+        "Name a cranial nerve.",
+        "What is a seizure?",
+    ];
+    let alone: Vec<String> = questions
+        .iter()
+        .map(|q| {
+            rt.block_on(b.complete(&request(q, false)))
+                .expect("alone")
+                .choices[0]
+                .text
+                .clone()
+        })
+        .collect();
+    assert_eq!(b.stats().most_sequences, 1, "one at a time so far");
+    let together = rt.block_on(async {
+        let handles: Vec<_> = questions
+            .iter()
+            .map(|q| {
+                let (b, req) = (b.clone(), request(q, false));
+                tokio::spawn(async move { b.complete(&req).await })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for h in handles {
+            out.push(h.await.expect("task"));
+        }
+        out
+    });
+    for ((q, a), t) in questions.iter().zip(&alone).zip(together) {
+        assert_eq!(&t.expect("together").choices[0].text, a, "{q}");
+    }
+    assert!(
+        b.stats().most_sequences >= 2,
+        "requests sent at once never shared a step: {:?}",
+        b.stats()
+    );
 }

@@ -41,8 +41,9 @@ fn loads_with_gguf_tokenizer_and_template() {
     let Some(m) = model() else { return };
     let info = m.info();
     assert_eq!(info.architecture, "llama");
-    // The GGUF says 8192; candle's rotary tables stop at 4096.
-    assert_eq!(m.context_length(), 4096);
+    // The GGUF's own window.
+    assert_eq!(m.context_length(), 8192);
+    assert_eq!(info.weights, "Q4_1,Q8_0");
     assert_eq!(info.vocab_size, 49152);
     assert_eq!(
         m.tokenizer_source(),
@@ -213,7 +214,7 @@ fn images_are_dropped_counted_and_marked() {
 #[test]
 fn prompt_longer_than_context_is_a_typed_error() {
     let Some(m) = model() else { return };
-    let long = "lesion ".repeat(5000);
+    let long = "lesion ".repeat(9000);
     let err = m
         .generate(&ask(&long), &params(0.0, 1, 4), &OutputFormat::Text)
         .expect_err("does not fit");
@@ -223,8 +224,8 @@ fn prompt_longer_than_context_is_a_typed_error() {
             prompt_tokens,
             context_length,
         } => {
-            assert_eq!(context_length, 4096);
-            assert!(prompt_tokens >= 5000, "{prompt_tokens}");
+            assert_eq!(context_length, 8192);
+            assert!(prompt_tokens >= 9000, "{prompt_tokens}");
         }
         other => panic!("wrong error {other}"),
     }

@@ -1,0 +1,705 @@
+//! The Llama forward pass over quantised weights: loading the tensors from a GGUF, and one step that runs any
+//! number of token columns from any number of sequences through the model together.
+//!
+//! - **Weights** stay in the file's Q4_1 or Q8_0 blocks. A tensor in another format (F16, Q4_0, the K-quants)
+//!   is dequantised with candle and requantised to Q8_0 at load, which is close to exact; the norms are f32.
+//! - **A step** takes columns `(sequence, token)`. Every matrix product runs once for all columns (a prompt's
+//!   tokens, or the next token of each sequence in a batch), so weights are read once per step rather than once
+//!   per sequence. Attention runs per column and head over that column's own sequence.
+//! - **KV cache.** Keys and values are rounded to f16 (as llama.cpp stores them) and kept as f32. A sequence
+//!   may start from a shared, read-only prefix (the prompt's cache), so n samples of one prompt are prefilled
+//!   once and each keeps only its own continuation.
+//! - **Numerics** follow llama.cpp's CPU path where it is cheap to: activations quantised per weight format (see
+//!   [`crate::quant`]), RMS norm summed in f64, rotary angles built by repeated multiplication, and queries
+//!   rounded to f16 before attention.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::Arc;
+
+use candle_core::quantized::gguf_file::Content;
+use candle_core::quantized::GgmlDType;
+use candle_core::Device;
+use half::f16;
+use rayon::prelude::*;
+
+use crate::gguf::Meta;
+use crate::quant::{Acts, Format, Kernel, QMatrix, BLOCK};
+use crate::LocalError;
+
+/// The shape of a Llama-family model, from the GGUF's `llama.*` metadata.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub dim: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub ffn: usize,
+    pub eps: f32,
+    pub rope_base: f32,
+}
+
+impl Config {
+    pub(crate) fn kv_dim(&self) -> usize {
+        self.kv_heads * self.head_dim
+    }
+
+    /// Bytes of KV cache one token takes (keys and values, every layer).
+    pub(crate) fn kv_bytes_per_token(&self) -> usize {
+        self.layers * 2 * self.kv_dim() * size_of::<f32>()
+    }
+}
+
+/// Several weight matrices that read the same input, run as one product (Q, K and V; gate and up). Their
+/// outputs sit side by side in each column.
+struct Linear {
+    parts: Vec<QMatrix>,
+    rows: usize,
+}
+
+impl Linear {
+    fn new(parts: Vec<QMatrix>) -> Linear {
+        let rows = parts.iter().map(|p| p.rows).sum();
+        Linear { parts, rows }
+    }
+
+    /// `x` is `n` columns of the input width; returns `n` columns of `self.rows`.
+    fn forward(&self, x: &[f32], cols: usize) -> Vec<f32> {
+        let n = x.len() / cols;
+        let mut out = vec![0f32; n * self.rows];
+        let mut quantized: Vec<(Format, Acts)> = Vec::new();
+        for p in &self.parts {
+            if !quantized.iter().any(|(f, _)| *f == p.format) {
+                quantized.push((p.format, Acts::quantize(x, cols, p.format)));
+            }
+        }
+        let mut offset = 0;
+        let mut jobs = Vec::new();
+        for p in &self.parts {
+            let acts = &quantized
+                .iter()
+                .find(|(f, _)| *f == p.format)
+                .expect("quantised above")
+                .1;
+            jobs.push((p, acts, offset));
+            offset += p.rows;
+        }
+        crate::quant::matmul_many(&jobs, &mut out, self.rows);
+        out
+    }
+}
+
+struct Layer {
+    attn_norm: Vec<f32>,
+    qkv: Linear,
+    out: Linear,
+    ffn_norm: Vec<f32>,
+    gate_up: Linear,
+    down: Linear,
+}
+
+/// A loaded model: configuration and weights. Immutable and shared by every sequence.
+pub(crate) struct Engine {
+    pub cfg: Config,
+    embed: QMatrix,
+    layers: Vec<Layer>,
+    norm: Vec<f32>,
+    output: Linear,
+    pub kernel: Kernel,
+    /// The threads the matrix products and attention run on.
+    pool: rayon::ThreadPool,
+    /// Formats as stored in the file, for the record (`Q4_1`, `Q8_0`, or `Q8_0 (from F16)`).
+    pub formats: Vec<String>,
+}
+
+/// One layer's keys and values for a run of positions: `len` rows of `kv_dim` values each.
+#[derive(Clone, Default)]
+pub(crate) struct LayerCache {
+    k: Vec<f32>,
+    v: Vec<f32>,
+}
+
+/// The KV cache of a run of positions, every layer.
+#[derive(Clone)]
+pub(crate) struct Cache {
+    layers: Vec<LayerCache>,
+    len: usize,
+}
+
+impl Cache {
+    pub(crate) fn new(layers: usize) -> Cache {
+        Cache {
+            layers: vec![LayerCache::default(); layers],
+            len: 0,
+        }
+    }
+}
+
+/// A sequence being decoded: an optional shared prefix (the prompt) and its own positions after it.
+pub(crate) struct Sequence {
+    prefix: Option<Arc<Cache>>,
+    own: Cache,
+}
+
+impl Sequence {
+    pub(crate) fn new(layers: usize) -> Sequence {
+        Sequence {
+            prefix: None,
+            own: Cache::new(layers),
+        }
+    }
+
+    /// A sequence continuing after `prefix`, which it shares and never changes.
+    pub(crate) fn after(prefix: Arc<Cache>) -> Sequence {
+        let layers = prefix.layers.len();
+        Sequence {
+            prefix: Some(prefix),
+            own: Cache::new(layers),
+        }
+    }
+
+    /// Positions held so far.
+    pub(crate) fn len(&self) -> usize {
+        self.prefix.as_ref().map_or(0, |p| p.len) + self.own.len
+    }
+
+    /// This sequence's own positions, to share as the prefix of others.
+    pub(crate) fn into_cache(self) -> Cache {
+        debug_assert!(self.prefix.is_none());
+        self.own
+    }
+
+    /// Layer `l`'s keys and values as up to two runs of rows: the prefix's, then its own.
+    fn segments(&self, l: usize) -> impl Iterator<Item = &LayerCache> {
+        self.prefix
+            .iter()
+            .map(move |p| &p.layers[l])
+            .chain(std::iter::once(&self.own.layers[l]))
+    }
+}
+
+/// One token to run: which sequence it extends, and whether its next-token logits are wanted.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Column {
+    pub seq: usize,
+    pub token: u32,
+    pub logits: bool,
+}
+
+impl Engine {
+    pub(crate) fn load(
+        path: &Path,
+        meta: &Meta<'_>,
+        content: &Content,
+        file: &mut File,
+    ) -> Result<Engine, LocalError> {
+        let cfg = config(meta)?;
+        let mut loader = Loader {
+            path,
+            content,
+            file,
+            formats: Vec::new(),
+        };
+        let embed = loader.matrix("token_embd.weight", cfg.dim)?;
+        let output = if content.tensor_infos.contains_key("output.weight") {
+            loader.matrix("output.weight", cfg.dim)?
+        } else {
+            loader.matrix("token_embd.weight", cfg.dim)?
+        };
+        let mut layers = Vec::with_capacity(cfg.layers);
+        for l in 0..cfg.layers {
+            let name = |t: &str| format!("blk.{l}.{t}.weight");
+            layers.push(Layer {
+                attn_norm: loader.vector(&name("attn_norm"), cfg.dim)?,
+                qkv: Linear::new(vec![
+                    loader.matrix(&name("attn_q"), cfg.dim)?,
+                    loader.matrix(&name("attn_k"), cfg.dim)?,
+                    loader.matrix(&name("attn_v"), cfg.dim)?,
+                ]),
+                out: Linear::new(vec![
+                    loader.matrix(&name("attn_output"), cfg.heads * cfg.head_dim)?
+                ]),
+                ffn_norm: loader.vector(&name("ffn_norm"), cfg.dim)?,
+                gate_up: Linear::new(vec![
+                    loader.matrix(&name("ffn_gate"), cfg.dim)?,
+                    loader.matrix(&name("ffn_up"), cfg.dim)?,
+                ]),
+                down: Linear::new(vec![loader.matrix(&name("ffn_down"), cfg.ffn)?]),
+            });
+        }
+        let norm = loader.vector("output_norm.weight", cfg.dim)?;
+        let mut formats = loader.formats;
+        formats.sort();
+        formats.dedup();
+        Ok(Engine {
+            cfg,
+            embed,
+            layers,
+            norm,
+            output: Linear::new(vec![output]),
+            kernel: Kernel::detect(),
+            pool: thread_pool(path)?,
+            formats,
+        })
+    }
+
+    /// Runs `cols` through the model, appending each column's keys and values to its sequence (in column
+    /// order, so a prompt's columns attend causally to each other). Returns the logits of the columns that
+    /// asked for them, in column order.
+    pub(crate) fn step(&self, seqs: &mut [&mut Sequence], cols: &[Column]) -> Vec<Vec<f32>> {
+        self.pool.install(|| self.run(seqs, cols))
+    }
+
+    /// The logits after `prompt`, prefilled into a sequence of its own.
+    pub(crate) fn prompt_logits(&self, prompt: &[u32]) -> Vec<f32> {
+        let mut seq = Sequence::new(self.cfg.layers);
+        let cols: Vec<Column> = prompt
+            .iter()
+            .enumerate()
+            .map(|(i, &token)| Column {
+                seq: 0,
+                token,
+                logits: i + 1 == prompt.len(),
+            })
+            .collect();
+        self.step(&mut [&mut seq], &cols).pop().unwrap_or_default()
+    }
+
+    pub(crate) fn threads(&self) -> usize {
+        self.pool.current_num_threads()
+    }
+
+    fn run(&self, seqs: &mut [&mut Sequence], cols: &[Column]) -> Vec<Vec<f32>> {
+        let cfg = &self.cfg;
+        let positions = positions(seqs, cols);
+        let mut x = vec![0f32; cols.len() * cfg.dim];
+        for (c, col) in cols.iter().enumerate() {
+            self.embed
+                .dequantize_row(col.token as usize, &mut x[c * cfg.dim..(c + 1) * cfg.dim]);
+        }
+        let rope = Rope::new(cfg, &positions);
+        for (l, layer) in self.layers.iter().enumerate() {
+            let h = rms_norm(&x, &layer.attn_norm, cfg.eps);
+            let mut qkv = layer.qkv.forward(&h, cfg.dim);
+            rope.apply(&mut qkv, cfg);
+            append_kv(seqs, cols, &qkv, l, cfg);
+            let attn = attention(seqs, cols, &positions, &qkv, l, cfg);
+            add(&mut x, &layer.out.forward(&attn, cfg.heads * cfg.head_dim));
+            let h = rms_norm(&x, &layer.ffn_norm, cfg.eps);
+            let gu = layer.gate_up.forward(&h, cfg.dim);
+            let act = swiglu(&gu, cfg.ffn);
+            add(&mut x, &layer.down.forward(&act, cfg.ffn));
+        }
+        self.logits(&x, cols)
+    }
+
+    fn logits(&self, x: &[f32], cols: &[Column]) -> Vec<Vec<f32>> {
+        let dim = self.cfg.dim;
+        let wanted: Vec<f32> = cols
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.logits)
+            .flat_map(|(i, _)| x[i * dim..(i + 1) * dim].iter().copied())
+            .collect();
+        if wanted.is_empty() {
+            return Vec::new();
+        }
+        let h = rms_norm(&wanted, &self.norm, self.cfg.eps);
+        let out = self.output.forward(&h, dim);
+        out.chunks_exact(self.output.rows)
+            .map(<[f32]>::to_vec)
+            .collect()
+    }
+}
+
+/// Each column's position: its sequence's length before this step plus the earlier columns of that sequence.
+fn positions(seqs: &[&mut Sequence], cols: &[Column]) -> Vec<usize> {
+    let mut next: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+    cols.iter()
+        .map(|c| {
+            let p = next[c.seq];
+            next[c.seq] += 1;
+            p
+        })
+        .collect()
+}
+
+/// Rotary position embedding in llama.cpp's "normal" mode (adjacent pairs), which Llama GGUFs expect.
+struct Rope {
+    /// Per column, `head_dim / 2` (cos, sin) pairs.
+    table: Vec<(f32, f32)>,
+}
+
+impl Rope {
+    fn new(cfg: &Config, positions: &[usize]) -> Rope {
+        let half = cfg.head_dim / 2;
+        let theta_scale = cfg.rope_base.powf(-2.0 / cfg.head_dim as f32);
+        let mut table = Vec::with_capacity(positions.len() * half);
+        for &p in positions {
+            // Built by repeated multiplication, as llama.cpp builds its cache, so the angles round alike.
+            let mut theta = p as f32;
+            for _ in 0..half {
+                table.push((theta.cos(), theta.sin()));
+                theta *= theta_scale;
+            }
+        }
+        Rope { table }
+    }
+
+    /// Rotates the query and key heads of every column of `qkv` in place.
+    fn apply(&self, qkv: &mut [f32], cfg: &Config) {
+        let width = (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim;
+        let rotated = (cfg.heads + cfg.kv_heads) * cfg.head_dim;
+        let half = cfg.head_dim / 2;
+        for (c, col) in qkv.chunks_exact_mut(width).enumerate() {
+            let angles = &self.table[c * half..(c + 1) * half];
+            for head in col[..rotated].chunks_exact_mut(cfg.head_dim) {
+                for (pair, &(cos, sin)) in head.chunks_exact_mut(2).zip(angles) {
+                    let (a, b) = (pair[0], pair[1]);
+                    pair[0] = a * cos - b * sin;
+                    pair[1] = a * sin + b * cos;
+                }
+            }
+        }
+    }
+}
+
+/// Appends each column's keys and values (rounded to f16) to its sequence's own cache for layer `l`.
+fn append_kv(seqs: &mut [&mut Sequence], cols: &[Column], qkv: &[f32], l: usize, cfg: &Config) {
+    let width = (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim;
+    let q_dim = cfg.heads * cfg.head_dim;
+    let kv_dim = cfg.kv_dim();
+    for (c, col) in cols.iter().enumerate() {
+        let row = &qkv[c * width..(c + 1) * width];
+        let seq = &mut *seqs[col.seq];
+        let cache = &mut seq.own.layers[l];
+        cache
+            .k
+            .extend(row[q_dim..q_dim + kv_dim].iter().map(|&v| to_f16(v)));
+        cache
+            .v
+            .extend(row[q_dim + kv_dim..].iter().map(|&v| to_f16(v)));
+        if l + 1 == cfg.layers {
+            seq.own.len += 1;
+        }
+    }
+}
+
+fn to_f16(v: f32) -> f32 {
+    f16::from_f32(v).to_f32()
+}
+
+/// Scaled dot-product attention of every column and head over its own sequence's positions up to its own.
+fn attention(
+    seqs: &[&mut Sequence],
+    cols: &[Column],
+    positions: &[usize],
+    qkv: &[f32],
+    l: usize,
+    cfg: &Config,
+) -> Vec<f32> {
+    let width = (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim;
+    let q_dim = cfg.heads * cfg.head_dim;
+    let hd = cfg.head_dim;
+    let group = cfg.heads / cfg.kv_heads;
+    let scale = 1.0 / (hd as f32).sqrt();
+    let mut out = vec![0f32; cols.len() * q_dim];
+    let kernel = Kernel::detect();
+    out.par_chunks_mut(hd).enumerate().for_each(|(i, dst)| {
+        let (c, head) = (i / cfg.heads, i % cfg.heads);
+        let q: Vec<f32> = qkv[c * width + head * hd..c * width + (head + 1) * hd]
+            .iter()
+            .map(|&v| to_f16(v))
+            .collect();
+        let at = Attend {
+            seq: seqs[cols[c].seq],
+            layer: l,
+            kv_off: (head / group) * hd,
+            kv_dim: cfg.kv_dim(),
+            upto: positions[c] + 1,
+            scale,
+        };
+        at.run(kernel, &q, dst);
+    });
+    out
+}
+
+/// One query head attending over its sequence's first `upto` positions of one layer.
+struct Attend<'a> {
+    seq: &'a Sequence,
+    layer: usize,
+    kv_off: usize,
+    kv_dim: usize,
+    upto: usize,
+    scale: f32,
+}
+
+impl Attend<'_> {
+    /// The key and value rows of the positions attended to, as runs of contiguous rows.
+    fn runs(&self) -> Vec<(&[f32], &[f32])> {
+        let mut left = self.upto;
+        let mut runs = Vec::with_capacity(2);
+        for seg in self.seq.segments(self.layer) {
+            let rows = (seg.k.len() / self.kv_dim).min(left);
+            let n = rows * self.kv_dim;
+            runs.push((&seg.k[..n], &seg.v[..n]));
+            left -= rows;
+        }
+        runs
+    }
+
+    fn run(&self, kernel: Kernel, q: &[f32], dst: &mut [f32]) {
+        let runs = self.runs();
+        #[cfg(target_arch = "x86_64")]
+        if kernel == Kernel::Avx2 {
+            // SAFETY: `Kernel::Avx2` is only chosen on CPUs with AVX2, FMA and F16C; the runs hold whole rows
+            // of `kv_dim` values, `kv_off + q.len() <= kv_dim`, and `dst` is as long as `q`.
+            return unsafe {
+                crate::quant::attend_avx2(q, &runs, self.kv_off, self.kv_dim, self.scale, dst)
+            };
+        }
+        let _ = kernel;
+        self.run_portable(q, &runs, dst);
+    }
+
+    /// llama.cpp's CPU flash attention for f16 caches, step for step: one pass with a running maximum, the
+    /// weighted sum of values kept in f16 (rounded after every update), divided by the softmax sum at the end.
+    fn run_portable(&self, q: &[f32], runs: &[(&[f32], &[f32])], dst: &mut [f32]) {
+        let (hd, off) = (q.len(), self.kv_off);
+        let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+        dst.fill(0.0);
+        for (keys, values) in runs {
+            for (k, v) in keys
+                .chunks_exact(self.kv_dim)
+                .zip(values.chunks_exact(self.kv_dim))
+            {
+                let s = dot(q, &k[off..off + hd]) * self.scale;
+                let (mut ms, mut vs) = (1f32, 1f32);
+                if s > max {
+                    ms = (max - s).exp();
+                    max = s;
+                    for o in dst.iter_mut() {
+                        *o = to_f16(*o * ms);
+                    }
+                } else {
+                    vs = (s - max).exp();
+                }
+                for (o, &vv) in dst.iter_mut().zip(&v[off..off + hd]) {
+                    *o = to_f16(vv.mul_add(vs, *o));
+                }
+                sum = sum * ms + vs;
+            }
+        }
+        let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+        for o in dst.iter_mut() {
+            *o *= inv;
+        }
+    }
+}
+
+#[inline(always)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    // Eight partial sums let the compiler vectorise the loop (f32 addition is not reassociated on its own).
+    let mut acc = [0f32; 8];
+    for (ca, cb) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
+        for i in 0..8 {
+            acc[i] += ca[i] * cb[i];
+        }
+    }
+    let tail: f32 = a
+        .chunks_exact(8)
+        .remainder()
+        .iter()
+        .zip(b.chunks_exact(8).remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    acc.iter().sum::<f32>() + tail
+}
+
+/// RMS norm of each column (sum of squares in f64, as llama.cpp does), times the weight.
+fn rms_norm(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
+    let dim = weight.len();
+    let mut out = vec![0f32; x.len()];
+    for (src, dst) in x.chunks_exact(dim).zip(out.chunks_exact_mut(dim)) {
+        let sum: f64 = src.iter().map(|&v| f64::from(v * v)).sum();
+        let scale = 1.0 / ((sum / dim as f64) as f32 + eps).sqrt();
+        for ((d, &s), &w) in dst.iter_mut().zip(src).zip(weight) {
+            *d = s * scale * w;
+        }
+    }
+    out
+}
+
+/// `silu(gate) * up` per column; `gu` holds each column's gate values then its up values.
+fn swiglu(gu: &[f32], ffn: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(gu.len() / 2);
+    for col in gu.chunks_exact(2 * ffn) {
+        let (gate, up) = col.split_at(ffn);
+        out.extend(
+            gate.iter()
+                .zip(up)
+                .map(|(&g, &u)| g / (1.0 + (-g).exp()) * u),
+        );
+    }
+    out
+}
+
+fn add(x: &mut [f32], y: &[f32]) {
+    for (a, b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+/// A pool of `NMB_THREADS` threads (default: one per core).
+fn thread_pool(path: &Path) -> Result<rayon::ThreadPool, LocalError> {
+    let threads = match std::env::var("NMB_THREADS") {
+        Ok(v) => v
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| LocalError::InvalidParams {
+                field: "NMB_THREADS",
+                message: format!("expected a whole number of threads of at least 1, got {v:?}"),
+            })?,
+        Err(_) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("nmb-local-{i}"))
+        .build()
+        .map_err(|e| LocalError::Inference {
+            path: path.to_path_buf(),
+            message: format!("cannot start {threads} threads: {e}"),
+        })
+}
+
+fn config(meta: &Meta<'_>) -> Result<Config, LocalError> {
+    let uint = |key: &str| -> Result<usize, LocalError> {
+        Ok(usize::try_from(meta.uint(key)?).unwrap_or(usize::MAX))
+    };
+    let dim = uint("llama.embedding_length")?;
+    let heads = uint("llama.attention.head_count")?;
+    let kv_heads = match meta.opt_uint("llama.attention.head_count_kv")? {
+        Some(v) => usize::try_from(v).unwrap_or(usize::MAX),
+        None => heads,
+    };
+    let bad = |key: &str, expected: &str| LocalError::Metadata {
+        path: meta.path.to_path_buf(),
+        key: key.into(),
+        expected: expected.into(),
+    };
+    if heads == 0 || !dim.is_multiple_of(heads) || !(dim / heads).is_multiple_of(2) {
+        return Err(bad(
+            "llama.attention.head_count",
+            "a head count that divides the embedding length into even-sized heads",
+        ));
+    }
+    if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+        return Err(bad(
+            "llama.attention.head_count_kv",
+            "a key/value head count that divides the head count",
+        ));
+    }
+    Ok(Config {
+        dim,
+        layers: uint("llama.block_count")?,
+        heads,
+        kv_heads,
+        head_dim: dim / heads,
+        ffn: uint("llama.feed_forward_length")?,
+        eps: meta
+            .opt_f32("llama.attention.layer_norm_rms_epsilon")?
+            .unwrap_or(1e-5),
+        rope_base: meta.opt_f32("llama.rope.freq_base")?.unwrap_or(10_000.0),
+    })
+}
+
+/// Reads tensors by name, in the formats the kernels take, naming the file and tensor in every error.
+struct Loader<'a> {
+    path: &'a Path,
+    content: &'a Content,
+    file: &'a mut File,
+    formats: Vec<String>,
+}
+
+impl Loader<'_> {
+    fn err(&self, name: &str, message: String) -> LocalError {
+        LocalError::Gguf {
+            path: self.path.to_path_buf(),
+            message: format!("tensor `{name}`: {message}"),
+        }
+    }
+
+    /// A 2-D weight of `cols` columns (its input width).
+    fn matrix(&mut self, name: &str, cols: usize) -> Result<QMatrix, LocalError> {
+        let info = self
+            .content
+            .tensor_infos
+            .get(name)
+            .ok_or_else(|| self.err(name, "missing; expected it in a Llama GGUF".into()))?;
+        let dims = info.shape.dims().to_vec();
+        if dims.len() != 2 || dims[1] != cols || !cols.is_multiple_of(BLOCK) {
+            return Err(self.err(
+                name,
+                format!(
+                    "shape {dims:?}; expected [rows, {cols}] with {cols} a multiple of {BLOCK}"
+                ),
+            ));
+        }
+        let rows = dims[0];
+        let format = match info.ggml_dtype {
+            GgmlDType::Q4_1 => Some(Format::Q4_1),
+            GgmlDType::Q8_0 => Some(Format::Q8_0),
+            _ => None,
+        };
+        if let Some(format) = format {
+            let bytes = self.raw(
+                name,
+                info.offset,
+                rows * cols / BLOCK * format.block_bytes(),
+            )?;
+            self.formats.push(format.name().to_string());
+            return Ok(QMatrix::new(format, rows, cols, bytes));
+        }
+        let values = self.dequantized(name)?;
+        self.formats
+            .push(format!("Q8_0 (from {:?})", info.ggml_dtype));
+        Ok(QMatrix::quantize_q8_0(&values, rows, cols))
+    }
+
+    /// A 1-D f32 weight (a norm) of `len` values.
+    fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, LocalError> {
+        let values = self.dequantized(name)?;
+        if values.len() != len {
+            return Err(self.err(name, format!("{} values; expected {len}", values.len())));
+        }
+        Ok(values)
+    }
+
+    fn dequantized(&mut self, name: &str) -> Result<Vec<f32>, LocalError> {
+        self.content
+            .tensor(self.file, name, &Device::Cpu)
+            .and_then(|q| q.dequantize(&Device::Cpu))
+            .and_then(|t| t.flatten_all())
+            .and_then(|t| t.to_vec1::<f32>())
+            .map_err(|e| self.err(name, format!("cannot read it: {e}")))
+    }
+
+    fn raw(&mut self, name: &str, offset: u64, len: usize) -> Result<Vec<u8>, LocalError> {
+        let start = self.content.tensor_data_offset + offset;
+        let mut bytes = vec![0u8; len];
+        self.file
+            .seek(SeekFrom::Start(start))
+            .and_then(|_| self.file.read_exact(&mut bytes))
+            .map_err(|e| {
+                self.err(
+                    name,
+                    format!("cannot read its {len} bytes at offset {start}: {e}"),
+                )
+            })?;
+        Ok(bytes)
+    }
+}

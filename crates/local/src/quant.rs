@@ -1,0 +1,470 @@
+//! Quantised weights kept as the GGUF stores them, activations quantised the way llama.cpp does it, and the
+//! matrix products between them.
+//!
+//! - **Weights.** Q4_1 (20-byte blocks: f16 scale `d`, f16 minimum `m`, 32 four-bit values) and Q8_0 (34-byte
+//!   blocks: f16 scale, 32 signed bytes), read straight from the file's bytes; F32 for the norms.
+//! - **Activations.** Each weight format multiplies with the format llama.cpp pairs it with: Q8_1 for Q4_1
+//!   (scale and `d * Σq` per block), Q8_0 for Q8_0. Scales are rounded to f16 as llama.cpp stores them, and
+//!   values round half to even (its SIMD quantiser), so the integer sums are the ones llama.cpp computes; only the
+//!   order of the f32 additions differs.
+//! - **Kernels.** AVX2 with FMA and F16C, chosen at run time, and a scalar fallback with the same arithmetic. A
+//!   product takes up to eight activation columns per pass over a weight row, so a batch of sequences (or a
+//!   prompt) reads each weight once per eight columns; rows are spread over the rayon pool the caller installs.
+
+use half::f16;
+use rayon::prelude::*;
+
+/// Values per quantisation block, in every format here.
+pub(crate) const BLOCK: usize = 32;
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) use avx2::attend as attend_avx2;
+
+/// A weight format this engine multiplies with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Format {
+    Q4_1,
+    Q8_0,
+}
+
+impl Format {
+    pub(crate) fn block_bytes(self) -> usize {
+        match self {
+            Format::Q4_1 => 20,
+            Format::Q8_0 => 34,
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Format::Q4_1 => "Q4_1",
+            Format::Q8_0 => "Q8_0",
+        }
+    }
+}
+
+/// A `rows × cols` weight matrix in a block format, row-major, bytes exactly as stored in the GGUF.
+pub(crate) struct QMatrix {
+    pub format: Format,
+    pub rows: usize,
+    pub cols: usize,
+    bytes: Vec<u8>,
+}
+
+impl QMatrix {
+    /// `bytes` must hold `rows * cols / 32` blocks; `cols` must be a multiple of 32 (the loader checks both).
+    pub(crate) fn new(format: Format, rows: usize, cols: usize, bytes: Vec<u8>) -> QMatrix {
+        debug_assert_eq!(cols % BLOCK, 0);
+        debug_assert_eq!(bytes.len(), rows * cols / BLOCK * format.block_bytes());
+        QMatrix {
+            format,
+            rows,
+            cols,
+            bytes,
+        }
+    }
+
+    fn row_bytes(&self) -> usize {
+        self.cols / BLOCK * self.format.block_bytes()
+    }
+
+    fn row(&self, r: usize) -> &[u8] {
+        let n = self.row_bytes();
+        &self.bytes[r * n..(r + 1) * n]
+    }
+
+    /// Row `r` as f32 (an embedding lookup): exact, `d * q + m` or `d * q`.
+    pub(crate) fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        let bb = self.format.block_bytes();
+        for (block, dst) in self
+            .row(r)
+            .chunks_exact(bb)
+            .zip(out.chunks_exact_mut(BLOCK))
+        {
+            let d = half(block, 0);
+            match self.format {
+                Format::Q4_1 => {
+                    let m = half(block, 2);
+                    for j in 0..16 {
+                        dst[j] = d * f32::from(block[4 + j] & 0x0F) + m;
+                        dst[j + 16] = d * f32::from(block[4 + j] >> 4) + m;
+                    }
+                }
+                Format::Q8_0 => {
+                    for (x, &q) in dst.iter_mut().zip(&block[2..]) {
+                        *x = d * f32::from(q as i8);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `out[c * rows + r] = row r · column c` for every activation column.
+    #[cfg(test)]
+    pub(crate) fn matmul(&self, x: &Acts, out: &mut [f32]) {
+        matmul_many(&[(self, x, 0)], out, self.rows);
+    }
+
+    /// Quantises f32 values to Q8_0 the way llama.cpp's reference quantiser does (for weights stored in a
+    /// format the kernels do not take).
+    pub(crate) fn quantize_q8_0(values: &[f32], rows: usize, cols: usize) -> QMatrix {
+        let mut bytes = Vec::with_capacity(values.len() / BLOCK * 34);
+        for block in values.chunks_exact(BLOCK) {
+            let amax = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let d = amax / 127.0;
+            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            bytes.extend(f16::from_f32(d).to_bits().to_le_bytes());
+            bytes.extend(block.iter().map(|v| (v * id).round() as i8 as u8));
+        }
+        QMatrix::new(Format::Q8_0, rows, cols, bytes)
+    }
+}
+
+/// Several products at once, each `(weights, activations, row offset)`, into `out`, whose columns are
+/// `stride` values wide: `out[c * stride + offset + r]`. One parallel loop covers all of them, so a layer's
+/// Q, K and V (or gate and up) cost one hand-off to the thread pool.
+pub(crate) fn matmul_many(jobs: &[(&QMatrix, &Acts, usize)], out: &mut [f32], stride: usize) {
+    let kernel = Kernel::detect();
+    let threads = rayon::current_num_threads();
+    let mut tasks = Vec::new();
+    for (j, (w, x, _)) in jobs.iter().enumerate() {
+        assert_eq!(x.cols, w.cols, "activation width must match the weights");
+        assert!(out.len() >= x.n * stride);
+        // Enough chunks to keep every thread busy and even out finishing times, few enough that the
+        // per-task cost stays small next to the work.
+        let chunk = w.rows.div_ceil(threads * 4).max(16);
+        for start in (0..w.rows).step_by(chunk) {
+            tasks.push((j, start..(start + chunk).min(w.rows)));
+        }
+    }
+    let out = SharedOut(out.as_mut_ptr());
+    tasks.into_par_iter().for_each(|(j, rows)| {
+        let (w, x, offset) = jobs[j];
+        let out = &out;
+        for c0 in (0..x.n).step_by(TILE) {
+            let mut write = |r: usize, k: usize, v: f32| {
+                // SAFETY: each task writes only its own rows of its own product, so no two tasks touch one
+                // cell, and `out` outlives the parallel loop.
+                unsafe { *out.0.add((c0 + k) * stride + offset + r) = v };
+            };
+            kernel.dot_rows(w, rows.clone(), x, c0..(c0 + TILE).min(x.n), &mut write);
+        }
+    });
+}
+
+/// The output pointer shared by the row tasks of one product; they write disjoint cells.
+struct SharedOut(*mut f32);
+// SAFETY: see the write in `QMatrix::matmul`: tasks write disjoint cells of a buffer that outlives them.
+unsafe impl Sync for SharedOut {}
+
+/// `n` activation vectors of width `cols`, quantised for one weight format: 32 signed bytes per block with an
+/// f32 scale (already rounded to f16) and, for Q8_1, the f16-rounded `d * Σq`.
+pub(crate) struct Acts {
+    pub n: usize,
+    pub cols: usize,
+    qs: Vec<i8>,
+    d: Vec<f32>,
+    s: Vec<f32>,
+}
+
+impl Acts {
+    /// Quantises `x` (`n` rows of `cols` values) for multiplying with weights of `format`.
+    pub(crate) fn quantize(x: &[f32], cols: usize, format: Format) -> Acts {
+        let n = x.len() / cols;
+        let blocks = x.len() / BLOCK;
+        let mut acts = Acts {
+            n,
+            cols,
+            qs: vec![0; x.len()],
+            d: vec![0.0; blocks],
+            s: vec![0.0; if format == Format::Q4_1 { blocks } else { 0 }],
+        };
+        let kernel = Kernel::detect();
+        for (b, (src, qs)) in x
+            .chunks_exact(BLOCK)
+            .zip(acts.qs.chunks_exact_mut(BLOCK))
+            .enumerate()
+        {
+            let (d, sum) = kernel.quantize_block(src, qs);
+            acts.d[b] = round_f16(d);
+            if format == Format::Q4_1 {
+                acts.s[b] = round_f16(d * sum as f32);
+            }
+        }
+        acts
+    }
+
+    fn blocks_per_row(&self) -> usize {
+        self.cols / BLOCK
+    }
+}
+
+/// Quantises one block to signed bytes as llama.cpp's SIMD quantisers do (scale `amax / 127`, values times
+/// `127 / amax`, rounded half to even); returns the scale and the sum of the bytes.
+#[inline(always)]
+fn quantize_block(src: &[f32], qs: &mut [i8]) -> (f32, i32) {
+    let amax = src.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+    let mut sum = 0i32;
+    for (q, v) in qs.iter_mut().zip(src) {
+        *q = (v * id).round_ties_even() as i8;
+        sum += i32::from(*q);
+    }
+    (amax / 127.0, sum)
+}
+
+fn round_f16(x: f32) -> f32 {
+    f16::from_f32(x).to_f32()
+}
+
+/// The f16 at `block[at..at + 2]`, as f32.
+fn half(block: &[u8], at: usize) -> f32 {
+    f16::from_bits(u16::from_le_bytes([block[at], block[at + 1]])).to_f32()
+}
+
+/// Which dot-product code this CPU runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    Scalar,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+}
+
+impl Kernel {
+    pub(crate) fn detect() -> Kernel {
+        #[cfg(target_arch = "x86_64")]
+        if std::env::var_os("NMB_LOCAL_SCALAR").is_none() && avx2::available() {
+            return Kernel::Avx2;
+        }
+        Kernel::Scalar
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kernel::Scalar => "scalar",
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => "avx2",
+        }
+    }
+
+    fn quantize_block(self, src: &[f32], qs: &mut [i8]) -> (f32, i32) {
+        match self {
+            Kernel::Scalar => quantize_block(src, qs),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Kernel::Avx2` is only chosen after `avx2::available()` confirmed AVX2, FMA and F16C.
+            Kernel::Avx2 => unsafe { avx2::quantize_block(src, qs) },
+        }
+    }
+
+    /// `out(r, k)` = row `r` of `w` · activation column `cols.start + k`, for each row in `rows` and up to
+    /// [`TILE`] columns.
+    fn dot_rows(
+        self,
+        w: &QMatrix,
+        rows: std::ops::Range<usize>,
+        x: &Acts,
+        cols: std::ops::Range<usize>,
+        out: &mut impl FnMut(usize, usize, f32),
+    ) {
+        let nb = x.blocks_per_row();
+        let mut cols_q: [&[i8]; TILE] = [&[]; TILE];
+        let mut cols_d: [&[f32]; TILE] = [&[]; TILE];
+        let mut cols_s: [&[f32]; TILE] = [&[]; TILE];
+        let n = cols.len();
+        for (k, c) in cols.enumerate() {
+            cols_q[k] = &x.qs[c * x.cols..(c + 1) * x.cols];
+            cols_d[k] = &x.d[c * nb..(c + 1) * nb];
+            if w.format == Format::Q4_1 {
+                cols_s[k] = &x.s[c * nb..(c + 1) * nb];
+            }
+        }
+        let cols = Cols {
+            n,
+            q: cols_q,
+            d: cols_d,
+            s: cols_s,
+        };
+        match self {
+            Kernel::Scalar => {
+                for r in rows {
+                    let mut sums = [0f32; TILE];
+                    scalar_dot(w.format, w.row(r), &cols, &mut sums);
+                    for (k, &v) in sums[..n].iter().enumerate() {
+                        out(r, k, v);
+                    }
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Kernel::Avx2` is only chosen after `avx2::available()` confirmed AVX2, FMA and F16C;
+            // `rows` lie inside `w`, and every column holds `nb` blocks (sliced above).
+            Kernel::Avx2 => unsafe {
+                avx2::dot_rows(w.format, &w.bytes, w.row_bytes(), rows, &cols, out)
+            },
+        }
+    }
+}
+
+/// Activation columns multiplied per pass over a weight row.
+pub(crate) const TILE: usize = 8;
+
+/// Up to [`TILE`] activation columns, borrowed for one row's products.
+pub(crate) struct Cols<'a> {
+    pub n: usize,
+    pub q: [&'a [i8]; TILE],
+    pub d: [&'a [f32]; TILE],
+    pub s: [&'a [f32]; TILE],
+}
+
+fn scalar_dot(format: Format, row: &[u8], x: &Cols<'_>, sums: &mut [f32; TILE]) {
+    let bb = format.block_bytes();
+    for (k, sum) in sums.iter_mut().enumerate().take(x.n) {
+        let mut acc = 0f32;
+        for (b, block) in row.chunks_exact(bb).enumerate() {
+            let q = &x.q[k][b * BLOCK..(b + 1) * BLOCK];
+            let d = half(block, 0);
+            match format {
+                Format::Q4_1 => {
+                    let mut sumi = 0i32;
+                    for j in 0..16 {
+                        sumi += i32::from(block[4 + j] & 0x0F) * i32::from(q[j]);
+                        sumi += i32::from(block[4 + j] >> 4) * i32::from(q[j + 16]);
+                    }
+                    acc += d * x.d[k][b] * sumi as f32 + half(block, 2) * x.s[k][b];
+                }
+                Format::Q8_0 => {
+                    let sumi: i32 = block[2..]
+                        .iter()
+                        .zip(q)
+                        .map(|(&w, &a)| i32::from(w as i8) * i32::from(a))
+                        .sum();
+                    acc += d * x.d[k][b] * sumi as f32;
+                }
+            }
+        }
+        *sum = acc;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic pseudo-random stream, so the tests need no extra crate.
+    fn values(seed: u64, n: usize, scale: f32) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 33) as f32 / (1u64 << 31) as f32 - 0.5) * scale
+            })
+            .collect()
+    }
+
+    /// Quantises `w` to `format` the way llama.cpp's reference quantisers do, for building test matrices.
+    fn quantize_weights(w: &[f32], rows: usize, cols: usize, format: Format) -> QMatrix {
+        let mut bytes = Vec::new();
+        for block in w.chunks_exact(BLOCK) {
+            match format {
+                Format::Q4_1 => {
+                    let min = block.iter().cloned().fold(f32::INFINITY, f32::min);
+                    let max = block.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+                    let d = (max - min) / 15.0;
+                    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                    bytes.extend(f16::from_f32(d).to_bits().to_le_bytes());
+                    bytes.extend(f16::from_f32(min).to_bits().to_le_bytes());
+                    for j in 0..16 {
+                        let lo = (((block[j] - min) * id + 0.5) as u8).min(15);
+                        let hi = (((block[j + 16] - min) * id + 0.5) as u8).min(15);
+                        bytes.push(lo | (hi << 4));
+                    }
+                }
+                Format::Q8_0 => {
+                    let amax = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+                    let d = amax / 127.0;
+                    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                    bytes.extend(f16::from_f32(d).to_bits().to_le_bytes());
+                    bytes.extend(block.iter().map(|v| (v * id).round() as i8 as u8));
+                }
+            }
+        }
+        QMatrix::new(format, rows, cols, bytes)
+    }
+
+    fn reference(w: &QMatrix, x: &[f32]) -> Vec<f32> {
+        let n = x.len() / w.cols;
+        let mut row = vec![0f32; w.cols];
+        let mut out = vec![0f32; n * w.rows];
+        for r in 0..w.rows {
+            w.dequantize_row(r, &mut row);
+            for c in 0..n {
+                let xc = &x[c * w.cols..(c + 1) * w.cols];
+                out[c * w.rows + r] = row.iter().zip(xc).map(|(a, b)| a * b).sum();
+            }
+        }
+        out
+    }
+
+    fn check(format: Format, rows: usize, cols: usize, n: usize) {
+        let w = quantize_weights(&values(1, rows * cols, 2.0), rows, cols, format);
+        let x = values(2, n * cols, 4.0);
+        let acts = Acts::quantize(&x, cols, format);
+        let mut scalar = vec![0f32; n * rows];
+        let mut fast = vec![0f32; n * rows];
+        for c0 in (0..n).step_by(TILE) {
+            let mut write = |r: usize, k: usize, v: f32| scalar[(c0 + k) * rows + r] = v;
+            Kernel::Scalar.dot_rows(&w, 0..rows, &acts, c0..(c0 + TILE).min(n), &mut write);
+        }
+        w.matmul(&acts, &mut fast);
+        let exact = reference(&w, &x);
+        for i in 0..n * rows {
+            // The kernels differ only in the order of f32 additions.
+            assert!(
+                (scalar[i] - fast[i]).abs() <= 1e-4 * (1.0 + scalar[i].abs()),
+                "{format:?} cell {i}: scalar {} vs {} {}",
+                scalar[i],
+                Kernel::detect().name(),
+                fast[i]
+            );
+            // Quantising the activations to 8 bits costs well under 1% of the product's scale.
+            let scale: f32 = x[..cols].iter().map(|v| v.abs()).sum::<f32>() + 1.0;
+            assert!(
+                (exact[i] - fast[i]).abs() <= 0.02 * scale,
+                "{format:?} cell {i}: f32 {} vs quantised {}",
+                exact[i],
+                fast[i]
+            );
+        }
+    }
+
+    #[test]
+    fn kernels_agree_with_each_other_and_with_f32() {
+        for n in [1, 3, 4, 5, 8, 9, 17] {
+            check(Format::Q4_1, 70, 96, n);
+            check(Format::Q8_0, 70, 96, n);
+        }
+    }
+
+    #[test]
+    fn activation_quantisation_matches_llama_cpp_rules() {
+        let x: Vec<f32> = (0..32).map(|i| i as f32 - 15.5).collect();
+        let a = Acts::quantize(&x, 32, Format::Q4_1);
+        // amax 15.5 maps to ±127; d is stored as f16.
+        assert_eq!(a.d[0], round_f16(15.5 / 127.0));
+        assert_eq!(a.qs[31], 127);
+        assert_eq!(a.qs[0], -127);
+        let sum: i32 = a.qs.iter().map(|&q| i32::from(q)).sum();
+        assert_eq!(a.s[0], round_f16(15.5 / 127.0 * sum as f32));
+        // Half-way values round to even, as llama.cpp's SIMD quantiser does.
+        let b = Acts::quantize(
+            &[[127.0f32, 0.5, 1.5, 2.5].as_slice(), &[0.0; 28]].concat(),
+            32,
+            Format::Q8_0,
+        );
+        assert_eq!(&b.qs[..4], &[127, 0, 2, 2]);
+    }
+}

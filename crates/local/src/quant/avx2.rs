@@ -1,0 +1,230 @@
+//! AVX2 kernels: dot products of a run of weight rows with up to four activation columns (each weight block is
+//! unpacked once and multiplied with every column, `maddubs` on unsigned × signed bytes as llama.cpp's AVX2
+//! kernels do), and the activation quantiser compiled for AVX2.
+
+use std::arch::x86_64::*;
+
+use super::{Cols, Format, BLOCK};
+
+/// Whether this CPU has everything the kernels use.
+pub(super) fn available() -> bool {
+    is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("f16c")
+}
+
+/// Raw pointers to up to eight columns' quantised values, scales and (Q8_1) sums.
+struct Ptrs<const N: usize> {
+    q: [*const i8; N],
+    d: [*const f32; N],
+    s: [*const f32; N],
+}
+
+impl<const N: usize> Ptrs<N> {
+    fn new(x: &Cols<'_>) -> Ptrs<N> {
+        Ptrs {
+            q: std::array::from_fn(|k| x.q[k].as_ptr()),
+            d: std::array::from_fn(|k| x.d[k].as_ptr()),
+            s: std::array::from_fn(|k| x.s[k].as_ptr()),
+        }
+    }
+}
+
+/// Writes `out(r, k)` = weight row `r` · column `k` for each row in `rows` (rows of `row_bytes` bytes from
+/// `weights`).
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C ([`available`]). `weights` holds every row in `rows`, each of whole
+/// blocks of `format`; every column in `x` holds as many blocks (and, for Q4_1, its sums).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn dot_rows<F: FnMut(usize, usize, f32)>(
+    format: Format,
+    weights: &[u8],
+    row_bytes: usize,
+    rows: std::ops::Range<usize>,
+    x: &Cols<'_>,
+    out: &mut F,
+) {
+    unsafe {
+        match (format, x.n) {
+            (Format::Q4_1, 1) => q4_1::<1, F>(weights, row_bytes, rows, x, out),
+            (Format::Q4_1, 2) => q4_1::<2, F>(weights, row_bytes, rows, x, out),
+            (Format::Q4_1, 3) => q4_1::<3, F>(weights, row_bytes, rows, x, out),
+            (Format::Q4_1, 4) => q4_1::<4, F>(weights, row_bytes, rows, x, out),
+            (Format::Q4_1, 5) => q4_1::<5, F>(weights, row_bytes, rows, x, out),
+            (Format::Q4_1, 6) => q4_1::<6, F>(weights, row_bytes, rows, x, out),
+            (Format::Q4_1, 7) => q4_1::<7, F>(weights, row_bytes, rows, x, out),
+            (Format::Q4_1, _) => q4_1::<8, F>(weights, row_bytes, rows, x, out),
+            (Format::Q8_0, 1) => q8_0::<1, F>(weights, row_bytes, rows, x, out),
+            (Format::Q8_0, 2) => q8_0::<2, F>(weights, row_bytes, rows, x, out),
+            (Format::Q8_0, 3) => q8_0::<3, F>(weights, row_bytes, rows, x, out),
+            (Format::Q8_0, 4) => q8_0::<4, F>(weights, row_bytes, rows, x, out),
+            (Format::Q8_0, 5) => q8_0::<5, F>(weights, row_bytes, rows, x, out),
+            (Format::Q8_0, 6) => q8_0::<6, F>(weights, row_bytes, rows, x, out),
+            (Format::Q8_0, 7) => q8_0::<7, F>(weights, row_bytes, rows, x, out),
+            (Format::Q8_0, _) => q8_0::<8, F>(weights, row_bytes, rows, x, out),
+        }
+    }
+}
+
+// Each column `k` indexes several parallel arrays (accumulators, pointers); an index reads plainest.
+#[allow(clippy::needless_range_loop)]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_1<const N: usize, F: FnMut(usize, usize, f32)>(
+    weights: &[u8],
+    row_bytes: usize,
+    rows: std::ops::Range<usize>,
+    x: &Cols<'_>,
+    out: &mut F,
+) {
+    let nb = row_bytes / 20;
+    let p = Ptrs::<N>::new(x);
+    let low = _mm256_set1_epi8(0x0F);
+    let ones = _mm256_set1_epi16(1);
+    for r in rows {
+        let mut acc = [_mm256_setzero_ps(); N];
+        let mut mins = [0f32; N];
+        let row = unsafe { weights.as_ptr().add(r * row_bytes) };
+        for b in 0..nb {
+            unsafe {
+                let block = row.add(b * 20);
+                // d and m are adjacent f16s: convert both at once.
+                let dm = _mm_cvtph_ps(_mm_cvtsi32_si128((block as *const i32).read_unaligned()));
+                let d = _mm_cvtss_f32(dm);
+                let m = _mm_cvtss_f32(_mm_movehdup_ps(dm));
+                let packed = _mm_loadu_si128(block.add(4) as *const __m128i);
+                // Low nibbles are values 0..16, high nibbles 16..32.
+                let w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), low);
+                for k in 0..N {
+                    let q = _mm256_loadu_si256(p.q[k].add(b * BLOCK) as *const __m256i);
+                    let dot = _mm256_madd_epi16(ones, _mm256_maddubs_epi16(w, q));
+                    let scale = _mm256_set1_ps(d * *p.d[k].add(b));
+                    acc[k] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dot), acc[k]);
+                    mins[k] += m * *p.s[k].add(b);
+                }
+            }
+        }
+        for k in 0..N {
+            out(r, k, hsum(acc[k]) + mins[k]);
+        }
+    }
+}
+
+#[allow(clippy::needless_range_loop)]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8_0<const N: usize, F: FnMut(usize, usize, f32)>(
+    weights: &[u8],
+    row_bytes: usize,
+    rows: std::ops::Range<usize>,
+    x: &Cols<'_>,
+    out: &mut F,
+) {
+    let nb = row_bytes / 34;
+    let p = Ptrs::<N>::new(x);
+    let ones = _mm256_set1_epi16(1);
+    for r in rows {
+        let mut acc = [_mm256_setzero_ps(); N];
+        let row = unsafe { weights.as_ptr().add(r * row_bytes) };
+        for b in 0..nb {
+            unsafe {
+                let block = row.add(b * 34);
+                let bits = i32::from((block as *const u16).read_unaligned());
+                let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits)));
+                let w = _mm256_loadu_si256(block.add(2) as *const __m256i);
+                // maddubs wants one unsigned operand: |w| times q with w's sign moved onto q.
+                let abs_w = _mm256_sign_epi8(w, w);
+                for k in 0..N {
+                    let q = _mm256_loadu_si256(p.q[k].add(b * BLOCK) as *const __m256i);
+                    let signed_q = _mm256_sign_epi8(q, w);
+                    let dot = _mm256_madd_epi16(ones, _mm256_maddubs_epi16(abs_w, signed_q));
+                    let scale = _mm256_set1_ps(d * *p.d[k].add(b));
+                    acc[k] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dot), acc[k]);
+                }
+            }
+        }
+        for k in 0..N {
+            out(r, k, hsum(acc[k]));
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn hsum(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+}
+
+/// The portable quantiser, compiled with AVX2 so its rounding and loops use vector instructions.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C ([`available`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn quantize_block(src: &[f32], qs: &mut [i8]) -> (f32, i32) {
+    super::quantize_block(src, qs)
+}
+
+/// One query head's attention over runs of `(keys, values)` rows of `kv_dim` values (the head's slice starts at
+/// `kv_off`), as llama.cpp's CPU flash attention computes it for f16 caches: a running maximum, and the
+/// weighted sum of values rounded to f16 after every update. See `Attend::run_portable` in the engine, which
+/// does the same one value at a time.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C ([`available`]); `q.len()` is a multiple of 8 and equals `dst.len()`;
+/// `kv_off + q.len() <= kv_dim`; each run holds whole rows.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn attend(
+    q: &[f32],
+    runs: &[(&[f32], &[f32])],
+    kv_off: usize,
+    kv_dim: usize,
+    scale: f32,
+    dst: &mut [f32],
+) {
+    const MAX_LANES: usize = 16;
+    let lanes = q.len() / 8;
+    assert!(lanes <= MAX_LANES && q.len().is_multiple_of(8) && dst.len() == q.len());
+    let round = |v: __m256| _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v));
+    let mut acc = [_mm256_setzero_ps(); MAX_LANES];
+    let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+    for (keys, values) in runs {
+        for (k, v) in keys.chunks_exact(kv_dim).zip(values.chunks_exact(kv_dim)) {
+            let (k, v) = (&k[kv_off..kv_off + q.len()], &v[kv_off..kv_off + q.len()]);
+            let mut d = _mm256_setzero_ps();
+            for i in 0..lanes {
+                // SAFETY: `i * 8 + 8 <= q.len()`, and `k` is as long as `q`.
+                let (a, b) = unsafe {
+                    (
+                        _mm256_loadu_ps(q.as_ptr().add(i * 8)),
+                        _mm256_loadu_ps(k.as_ptr().add(i * 8)),
+                    )
+                };
+                d = _mm256_fmadd_ps(a, b, d);
+            }
+            let s = hsum(d) * scale;
+            let (mut ms, mut vs) = (1f32, 1f32);
+            if s > max {
+                ms = (max - s).exp();
+                max = s;
+                let m = _mm256_set1_ps(ms);
+                for a in acc.iter_mut().take(lanes) {
+                    *a = round(_mm256_mul_ps(*a, m));
+                }
+            } else {
+                vs = (s - max).exp();
+            }
+            let w = _mm256_set1_ps(vs);
+            for (i, a) in acc.iter_mut().take(lanes).enumerate() {
+                // SAFETY: `v` is as long as `q`.
+                let x = unsafe { _mm256_loadu_ps(v.as_ptr().add(i * 8)) };
+                *a = round(_mm256_fmadd_ps(x, w, *a));
+            }
+            sum = sum * ms + vs;
+        }
+    }
+    let inv = _mm256_set1_ps(if sum == 0.0 { 0.0 } else { 1.0 / sum });
+    for (i, a) in acc.iter().take(lanes).enumerate() {
+        // SAFETY: `dst` is as long as `q`.
+        unsafe { _mm256_storeu_ps(dst.as_mut_ptr().add(i * 8), _mm256_mul_ps(*a, inv)) };
+    }
+}
