@@ -54,7 +54,7 @@ fn smollm2_answers_two_sample_tasks() {
             .unwrap()
             .unwrap();
         let raw: serde_json::Value = serde_json::from_str(&raw).unwrap();
-        assert_eq!(raw["text"], text.as_str());
+        assert_eq!(raw["choices"][0]["text"], text.as_str());
         assert_eq!(
             raw["images_dropped"], 3,
             "the sample tasks have 3 images each"
