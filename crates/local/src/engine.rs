@@ -24,6 +24,7 @@ use candle_core::Device;
 use half::f16;
 use rayon::prelude::*;
 
+use crate::attention::{self, Keys};
 use crate::gguf::Meta;
 use crate::quant::{Acts, Format, Kernel, QMatrix, BLOCK};
 use crate::LocalError;
@@ -110,6 +111,8 @@ pub(crate) struct Engine {
     pub kernel: Kernel,
     /// The threads the matrix products and attention run on.
     pool: rayon::ThreadPool,
+    /// The context window, which decides (as llama.cpp's cache size does) how attention is split.
+    pub context: usize,
     /// Formats as stored in the file, for the record (`Q4_1`, `Q8_0`, or `Q8_0 (from F16)`).
     pub formats: Vec<String>,
 }
@@ -241,6 +244,7 @@ impl Engine {
             output: Linear::new(vec![output]),
             kernel: Kernel::detect(),
             pool: thread_pool(path)?,
+            context: usize::MAX,
             formats,
         })
     }
@@ -285,7 +289,7 @@ impl Engine {
             let mut qkv = layer.qkv.forward(&h, cfg.dim);
             rope.apply(&mut qkv, cfg);
             append_kv(seqs, cols, &qkv, l, cfg);
-            let attn = attention(seqs, cols, &positions, &qkv, l, cfg);
+            let attn = attention(seqs, cols, &positions, &qkv, l, cfg, self.context);
             add(&mut x, &layer.out.forward(&attn, cfg.heads * cfg.head_dim));
             let h = rms_norm(&x, &layer.ffn_norm, cfg.eps);
             let gu = layer.gate_up.forward(&h, cfg.dim);
@@ -391,7 +395,8 @@ fn to_f16(v: f32) -> f32 {
     f16::from_f32(v).to_f32()
 }
 
-/// Scaled dot-product attention of every column and head over its own sequence's positions up to its own.
+/// Attention of every column and head over its own sequence's positions up to its own (see
+/// [`crate::attention`] for how each is computed, and why).
 fn attention(
     seqs: &[&mut Sequence],
     cols: &[Column],
@@ -399,123 +404,54 @@ fn attention(
     qkv: &[f32],
     l: usize,
     cfg: &Config,
+    context: usize,
 ) -> Vec<f32> {
     let width = (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim;
     let q_dim = cfg.heads * cfg.head_dim;
     let hd = cfg.head_dim;
     let group = cfg.heads / cfg.kv_heads;
     let scale = 1.0 / (hd as f32).sqrt();
+    // Columns and positions held (this step's included) per sequence.
+    let mut per_seq = vec![0usize; seqs.len()];
+    let mut held = vec![0usize; seqs.len()];
+    for (c, &p) in cols.iter().zip(positions) {
+        per_seq[c.seq] += 1;
+        held[c.seq] = held[c.seq].max(p + 1);
+    }
+    let keys = |seq: usize, kv_head: usize| {
+        let mut runs = seqs[seq].segments(l).map(|s| (&s.k[..], &s.v[..]));
+        let first = runs.next().expect("a sequence has its own part");
+        Keys {
+            runs: [first, runs.next().unwrap_or((&[], &[]))],
+            stride: cfg.kv_dim(),
+            offset: kv_head * hd,
+            dim: hd,
+        }
+    };
+    // Transposed keys for the sequences whose queries take the tiled path, once per key head rather than
+    // once per query.
+    let mut transposed: Vec<Option<Vec<Vec<f32>>>> = vec![None; seqs.len()];
+    for (s, t) in transposed.iter_mut().enumerate() {
+        if per_seq[s] >= attention::TILE {
+            let len = held[s];
+            *t = Some(
+                (0..cfg.kv_heads)
+                    .into_par_iter()
+                    .map(|h| attention::transpose_keys(&keys(s, h), len))
+                    .collect(),
+            );
+        }
+    }
     let mut out = vec![0f32; cols.len() * q_dim];
-    let kernel = Kernel::detect();
     out.par_chunks_mut(hd).enumerate().for_each(|(i, dst)| {
         let (c, head) = (i / cfg.heads, i % cfg.heads);
-        let q: Vec<f32> = qkv[c * width + head * hd..c * width + (head + 1) * hd]
-            .iter()
-            .map(|&v| to_f16(v))
-            .collect();
-        let at = Attend {
-            seq: seqs[cols[c].seq],
-            layer: l,
-            kv_off: (head / group) * hd,
-            kv_dim: cfg.kv_dim(),
-            upto: positions[c] + 1,
-            scale,
-        };
-        at.run(kernel, &q, dst);
+        let (seq, kv_head) = (cols[c].seq, head / group);
+        let q = &qkv[c * width + head * hd..c * width + (head + 1) * hd];
+        let how = attention::path(per_seq[seq], positions[c], context);
+        let kt = transposed[seq].as_ref().map(|t| &t[kv_head][..]);
+        attention::attend(how, q, &keys(seq, kv_head), kt, positions[c], scale, dst);
     });
     out
-}
-
-/// One query head attending over its sequence's first `upto` positions of one layer.
-struct Attend<'a> {
-    seq: &'a Sequence,
-    layer: usize,
-    kv_off: usize,
-    kv_dim: usize,
-    upto: usize,
-    scale: f32,
-}
-
-impl Attend<'_> {
-    /// The key and value rows of the positions attended to, as runs of contiguous rows.
-    fn runs(&self) -> Vec<(&[f32], &[f32])> {
-        let mut left = self.upto;
-        let mut runs = Vec::with_capacity(2);
-        for seg in self.seq.segments(self.layer) {
-            let rows = (seg.k.len() / self.kv_dim).min(left);
-            let n = rows * self.kv_dim;
-            runs.push((&seg.k[..n], &seg.v[..n]));
-            left -= rows;
-        }
-        runs
-    }
-
-    fn run(&self, kernel: Kernel, q: &[f32], dst: &mut [f32]) {
-        let runs = self.runs();
-        #[cfg(target_arch = "x86_64")]
-        if kernel == Kernel::Avx2 {
-            // SAFETY: `Kernel::Avx2` is only chosen on CPUs with AVX2, FMA and F16C; the runs hold whole rows
-            // of `kv_dim` values, `kv_off + q.len() <= kv_dim`, and `dst` is as long as `q`.
-            return unsafe {
-                crate::quant::attend_avx2(q, &runs, self.kv_off, self.kv_dim, self.scale, dst)
-            };
-        }
-        let _ = kernel;
-        self.run_portable(q, &runs, dst);
-    }
-
-    /// llama.cpp's CPU flash attention for f16 caches, step for step: one pass with a running maximum, the
-    /// weighted sum of values kept in f16 (rounded after every update), divided by the softmax sum at the end.
-    fn run_portable(&self, q: &[f32], runs: &[(&[f32], &[f32])], dst: &mut [f32]) {
-        let (hd, off) = (q.len(), self.kv_off);
-        let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
-        dst.fill(0.0);
-        for (keys, values) in runs {
-            for (k, v) in keys
-                .chunks_exact(self.kv_dim)
-                .zip(values.chunks_exact(self.kv_dim))
-            {
-                let s = dot(q, &k[off..off + hd]) * self.scale;
-                let (mut ms, mut vs) = (1f32, 1f32);
-                if s > max {
-                    ms = (max - s).exp();
-                    max = s;
-                    for o in dst.iter_mut() {
-                        *o = to_f16(*o * ms);
-                    }
-                } else {
-                    vs = (s - max).exp();
-                }
-                for (o, &vv) in dst.iter_mut().zip(&v[off..off + hd]) {
-                    *o = to_f16(vv.mul_add(vs, *o));
-                }
-                sum = sum * ms + vs;
-            }
-        }
-        let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
-        for o in dst.iter_mut() {
-            *o *= inv;
-        }
-    }
-}
-
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    // Eight partial sums let the compiler vectorise the loop (f32 addition is not reassociated on its own).
-    let mut acc = [0f32; 8];
-    for (ca, cb) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
-        for i in 0..8 {
-            acc[i] += ca[i] * cb[i];
-        }
-    }
-    let tail: f32 = a
-        .chunks_exact(8)
-        .remainder()
-        .iter()
-        .zip(b.chunks_exact(8).remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    acc.iter().sum::<f32>() + tail
 }
 
 /// RMS norm of each column (sum of squares in f64, as llama.cpp does), times the weight.

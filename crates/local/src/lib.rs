@@ -26,11 +26,13 @@
 //! - **Context.** The window is the GGUF's `llama.context_length`. A prompt that does not fit is
 //!   [`LocalError::ContextTooLong`] (the `context_length` error class); an answer that reaches the end of the
 //!   window finishes with `length`.
-//! - **Weights and speed.** The engine is this crate's own ([`engine`], [`quant`]): weights stay in the file's
-//!   Q4_1/Q8_0 blocks (other formats are requantised to Q8_0 at load), activations are quantised as llama.cpp
-//!   quantises them, the dot products use AVX2 when the CPU has it (chosen at run time; `NMB_LOCAL_SCALAR=1`
-//!   forces the scalar fallback), and matrix products are spread over a rayon pool of `NMB_THREADS` threads
-//!   (default: every core). Greedy answers equal llama.cpp's on the same GGUF (tested against its server).
+//! - **Weights and speed.** The engine is this crate's own (modules `engine`, `quant`, `attention`): weights
+//!   stay in the file's Q4_1/Q8_0 blocks (other formats are requantised to Q8_0 at load), activations are
+//!   quantised as llama.cpp quantises them, the dot products use AVX2 when the CPU has it (chosen at run time;
+//!   `NMB_LOCAL_SCALAR=1` forces the scalar fallback), and matrix products are spread over a rayon pool of
+//!   `NMB_THREADS` threads (default: every core). Attention follows llama.cpp's CPU flash attention step for
+//!   step. Greedy answers agree with llama.cpp's on the same GGUF except at near-ties (tested against its
+//!   server), where rounding differences remain.
 //! - **n samples and batching.** [`LocalModel::generate_n`] prefills a prompt once and decodes its n samples
 //!   together, each with its own seeded stream (sample `i` uses seed + `i`). [`LocalBackend`] keeps one batch for
 //!   all requests: a request that arrives while others decode joins at the next step, up to a KV-cache memory
@@ -39,6 +41,7 @@
 //!   KV cache, so concurrent calls are safe, though on a CPU they only compete for cores: send them through
 //!   [`LocalBackend`], which batches them.
 
+mod attention;
 mod backend;
 mod batch;
 mod engine;
@@ -202,7 +205,8 @@ impl LocalModel {
             content.tensor_data_offset,
             override_file.as_deref(),
         )?;
-        let engine = Engine::load(path, &meta, &content, &mut file)?;
+        let mut engine = Engine::load(path, &meta, &content, &mut file)?;
+        engine.context = context_length;
         Ok(LocalModel {
             path: path.to_path_buf(),
             model_id,
@@ -237,6 +241,7 @@ impl LocalModel {
     /// Lowers the context window to `tokens` (never above what the model supports), e.g. to bound memory.
     pub fn with_context_length(mut self, tokens: usize) -> LocalModel {
         self.context_length = self.context_length.min(tokens);
+        self.engine.context = self.context_length;
         self
     }
 

@@ -21,7 +21,7 @@ pub(crate) const BLOCK: usize = 32;
 mod avx2;
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use avx2::attend as attend_avx2;
+pub(crate) use avx2::one_pass as one_pass_avx2;
 
 /// A weight format this engine multiplies with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,12 +234,16 @@ pub(crate) enum Kernel {
 }
 
 impl Kernel {
+    /// The best kernel this CPU runs (AVX2 unless `NMB_LOCAL_SCALAR` is set), decided once.
     pub(crate) fn detect() -> Kernel {
-        #[cfg(target_arch = "x86_64")]
-        if std::env::var_os("NMB_LOCAL_SCALAR").is_none() && avx2::available() {
-            return Kernel::Avx2;
-        }
-        Kernel::Scalar
+        static CHOSEN: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
+        *CHOSEN.get_or_init(|| {
+            #[cfg(target_arch = "x86_64")]
+            if std::env::var_os("NMB_LOCAL_SCALAR").is_none() && avx2::available() {
+                return Kernel::Avx2;
+            }
+            Kernel::Scalar
+        })
     }
 
     pub(crate) fn name(self) -> &'static str {

@@ -155,6 +155,14 @@ fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
 }
 
+/// `(t0 + t1) + (t2 + t3)` where `t = low half + high half`: `_mm_hadd_ps` twice, as ggml reduces.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn hsum_hadd(v: __m256) -> f32 {
+    let t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let t = _mm_hadd_ps(t, t);
+    _mm_cvtss_f32(_mm_hadd_ps(t, t))
+}
+
 /// The portable quantiser, compiled with AVX2 so its rounding and loops use vector instructions.
 ///
 /// # Safety
@@ -164,67 +172,64 @@ pub(super) unsafe fn quantize_block(src: &[f32], qs: &mut [i8]) -> (f32, i32) {
     super::quantize_block(src, qs)
 }
 
-/// One query head's attention over runs of `(keys, values)` rows of `kv_dim` values (the head's slice starts at
-/// `kv_off`), as llama.cpp's CPU flash attention computes it for f16 caches: a running maximum, and the
-/// weighted sum of values rounded to f16 after every update. See `Attend::run_portable` in the engine, which
-/// does the same one value at a time.
+/// The one-pass attention of `crate::attention` over `rows` (each the head's key and value, as long as `q16`):
+/// returns the running maximum, the softmax sum and the unnormalised weighted values, kept in f16 and rounded
+/// after every update as llama.cpp does. Same arithmetic as the portable code, eight lanes at a time.
 ///
 /// # Safety
-/// The CPU must have AVX2, FMA and F16C ([`available`]); `q.len()` is a multiple of 8 and equals `dst.len()`;
-/// `kv_off + q.len() <= kv_dim`; each run holds whole rows.
+/// The CPU must have AVX2, FMA and F16C ([`available`]); `q16.len()` is a multiple of 32, at most 128; every
+/// row is as long as `q16`.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) unsafe fn attend(
-    q: &[f32],
-    runs: &[(&[f32], &[f32])],
-    kv_off: usize,
-    kv_dim: usize,
+pub(crate) unsafe fn one_pass<'a>(
+    q16: &[f32],
+    rows: impl Iterator<Item = (&'a [f32], &'a [f32])>,
     scale: f32,
-    dst: &mut [f32],
-) {
+) -> (f32, f32, Vec<f32>) {
     const MAX_LANES: usize = 16;
-    let lanes = q.len() / 8;
-    assert!(lanes <= MAX_LANES && q.len().is_multiple_of(8) && dst.len() == q.len());
+    let lanes = q16.len() / 8;
+    assert!(lanes <= MAX_LANES && q16.len().is_multiple_of(32));
     let round = |v: __m256| _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v));
     let mut acc = [_mm256_setzero_ps(); MAX_LANES];
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
-    for (keys, values) in runs {
-        for (k, v) in keys.chunks_exact(kv_dim).zip(values.chunks_exact(kv_dim)) {
-            let (k, v) = (&k[kv_off..kv_off + q.len()], &v[kv_off..kv_off + q.len()]);
-            let mut d = _mm256_setzero_ps();
-            for i in 0..lanes {
-                // SAFETY: `i * 8 + 8 <= q.len()`, and `k` is as long as `q`.
-                let (a, b) = unsafe {
-                    (
-                        _mm256_loadu_ps(q.as_ptr().add(i * 8)),
-                        _mm256_loadu_ps(k.as_ptr().add(i * 8)),
-                    )
-                };
-                d = _mm256_fmadd_ps(a, b, d);
-            }
-            let s = hsum(d) * scale;
-            let (mut ms, mut vs) = (1f32, 1f32);
-            if s > max {
-                ms = (max - s).exp();
-                max = s;
-                let m = _mm256_set1_ps(ms);
-                for a in acc.iter_mut().take(lanes) {
-                    *a = round(_mm256_mul_ps(*a, m));
-                }
-            } else {
-                vs = (s - max).exp();
-            }
-            let w = _mm256_set1_ps(vs);
-            for (i, a) in acc.iter_mut().take(lanes).enumerate() {
-                // SAFETY: `v` is as long as `q`.
-                let x = unsafe { _mm256_loadu_ps(v.as_ptr().add(i * 8)) };
-                *a = round(_mm256_fmadd_ps(x, w, *a));
-            }
-            sum = sum * ms + vs;
+    for (k, v) in rows {
+        assert!(k.len() == q16.len() && v.len() == q16.len());
+        // ggml_vec_dot_f16's order: four accumulators over each 32 values, then (a0 + a2) + (a1 + a3).
+        let mut a = [_mm256_setzero_ps(); 4];
+        for i in 0..lanes {
+            // SAFETY: `i * 8 + 8 <= q16.len()`, and `k` is as long as `q16`.
+            let (x, y) = unsafe {
+                (
+                    _mm256_loadu_ps(q16.as_ptr().add(i * 8)),
+                    _mm256_loadu_ps(k.as_ptr().add(i * 8)),
+                )
+            };
+            a[i % 4] = _mm256_fmadd_ps(x, y, a[i % 4]);
         }
+        let d = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));
+        let s = hsum_hadd(d) * scale;
+        let (mut ms, mut vs) = (1f32, 1f32);
+        if s > max {
+            ms = (max - s).exp();
+            max = s;
+            let m = _mm256_set1_ps(ms);
+            for a in acc.iter_mut().take(lanes) {
+                *a = round(_mm256_mul_ps(*a, m));
+            }
+        } else {
+            vs = (s - max).exp();
+        }
+        let w = _mm256_set1_ps(vs);
+        for (i, a) in acc.iter_mut().take(lanes).enumerate() {
+            // SAFETY: `v` is as long as `q16`.
+            let x = unsafe { _mm256_loadu_ps(v.as_ptr().add(i * 8)) };
+            *a = round(_mm256_fmadd_ps(x, w, *a));
+        }
+        sum = sum * ms + vs;
     }
-    let inv = _mm256_set1_ps(if sum == 0.0 { 0.0 } else { 1.0 / sum });
+    let mut out = vec![0f32; q16.len()];
     for (i, a) in acc.iter().take(lanes).enumerate() {
-        // SAFETY: `dst` is as long as `q`.
-        unsafe { _mm256_storeu_ps(dst.as_mut_ptr().add(i * 8), _mm256_mul_ps(*a, inv)) };
+        // SAFETY: `out` is as long as `q16`.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(i * 8), *a) };
     }
+    (max, sum, out)
 }

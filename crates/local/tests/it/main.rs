@@ -2,5 +2,7 @@
 
 mod backend;
 mod common;
+mod greedy;
 mod load_errors;
+mod logits;
 mod smollm2;

