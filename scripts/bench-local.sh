@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # nmb's local model side by side with llama.cpp (PyPI xllamacpp) on the same GGUF, prompt, token count and
-# thread count: runs `cargo bench -p nmb-local --bench throughput`, then scripts/llamacpp-bench.py, one after the
+# thread count: runs `cargo bench --profile dev -p nmb-local --bench throughput`, then scripts/llamacpp-bench.py, one after the
 # other (never at once, so they do not compete for cores), and prints one JSON object:
 #   {"nmb": {...}, "llama_cpp": {...}, "ratios": {...}, "targets_met": {...}}
 # Targets (issue 14): prefill at least llama.cpp's, decode at least 0.9x llama.cpp's, 5 samples of one prompt in at
@@ -34,8 +34,10 @@ out="$root/target/bench-local"
 mkdir -p "$out"
 
 echo "bench-local: building and running nmb's bench (threads $NMB_THREADS, $NMB_BENCH_MAX_TOKENS tokens, $NMB_BENCH_RUNS runs)" >&2
-cargo bench -p nmb-local --bench throughput --no-run >&2
-cargo bench -p nmb-local --bench throughput >"$out/nmb.out"
+# The dev profile: it optimises nmb-local (and every dependency) at opt-level 3 and is the build the main job and
+# the tests share, so this measures the code they run without a second, release-only build.
+cargo bench --profile dev -p nmb-local --bench throughput --no-run >&2
+cargo bench --profile dev -p nmb-local --bench throughput >"$out/nmb.out"
 grep -v '^[[:space:]]*$' "$out/nmb.out" | tail -n 1 >"$out/nmb.json"
 
 echo "bench-local: running llama.cpp (log: $out/llamacpp.log)" >&2

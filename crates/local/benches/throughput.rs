@@ -1,7 +1,7 @@
 //! Prefill and decode speed of the local engine on SmolLM2-135M-Instruct (Q4_1), for one sample and for five
 //! samples of the same prompt decoded together, printed as one JSON object on the last line.
 //!
-//! Run: `cargo bench -p nmb-local --bench throughput` (or `scripts/bench-local.sh`, which runs llama.cpp beside
+//! Run: `cargo bench --profile dev -p nmb-local --bench throughput` (or `scripts/bench-local.sh`, which runs llama.cpp beside
 //! it). Env: `NMB_THREADS` (default: every core), `NMB_BENCH_RUNS` (default 3), `NMB_BENCH_MAX_TOKENS`
 //! (default 128), `NMB_BENCH_PROMPT_FILE` (default `benches/prompt.txt`, a case already in SmolLM2's chat
 //! format), `NMB_ASSETS_DIR`. Every run decodes exactly the maximum, as llama.cpp's `ignore_eos` does.

@@ -100,7 +100,8 @@ unsafe fn q4_1<const N: usize, F: FnMut(usize, usize, f32)>(
                     let dot = _mm256_madd_epi16(ones, _mm256_maddubs_epi16(w, q));
                     let scale = _mm256_set1_ps(d * *p.d[k].add(b));
                     acc[k] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dot), acc[k]);
-                    mins[k] += m * *p.s[k].add(b);
+                    // Fused, as llama.cpp's compiled kernel fuses it.
+                    mins[k] = m.mul_add(*p.s[k].add(b), mins[k]);
                 }
             }
         }
