@@ -169,8 +169,8 @@ fn one_pass_portable(
 }
 
 /// ggml's `ggml_vec_dot_f16` (AVX2) on exact f16 values: four 8-lane accumulators over each 32 values with
-/// fused multiply-adds, `(a0 + a2) + (a1 + a3)`, the two 128-bit halves added, then two horizontal adds.
-/// The length must be a multiple of 32.
+/// fused multiply-adds, `(a0 + a2) + (a1 + a3)`, the two 128-bit halves added, then two horizontal adds; values
+/// past the last multiple of 32 are added one by one in f64, as ggml's tail loop does.
 fn dot_f16(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 32];
     for (ca, cb) in a.chunks_exact(32).zip(b.chunks_exact(32)) {
@@ -180,7 +180,13 @@ fn dot_f16(a: &[f32], b: &[f32]) -> f32 {
     }
     let c: [f32; 8] = std::array::from_fn(|l| (acc[l] + acc[16 + l]) + (acc[8 + l] + acc[24 + l]));
     let t: [f32; 4] = std::array::from_fn(|l| c[l] + c[l + 4]);
-    (t[0] + t[1]) + (t[2] + t[3])
+    let simd = (t[0] + t[1]) + (t[2] + t[3]);
+    let tail = a
+        .chunks_exact(32)
+        .remainder()
+        .iter()
+        .zip(b.chunks_exact(32).remainder());
+    tail.fold(f64::from(simd), |s, (x, y)| s + f64::from(x * y)) as f32
 }
 
 /// Two partial results merged in order, as llama.cpp's split reduction does (fused multiply-adds).

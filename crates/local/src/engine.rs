@@ -271,6 +271,11 @@ impl Engine {
         self.step(&mut [&mut seq], &cols).pop().unwrap_or_default()
     }
 
+    /// Token ids the model knows: the embedding's rows.
+    pub(crate) fn vocab(&self) -> usize {
+        self.embed.rows
+    }
+
     pub(crate) fn threads(&self) -> usize {
         self.pool.current_num_threads()
     }

@@ -392,6 +392,7 @@ impl LocalModel {
                 context_length: self.context_length,
             });
         }
+        self.check_ids(&prompt)?;
         let budget = (params.max_tokens as usize).min(self.context_length - prompt.len());
         Ok(Job {
             prompt,
@@ -400,6 +401,20 @@ impl LocalModel {
             seed: params.seed.unwrap_or_else(random_seed),
             budget,
         })
+    }
+
+    /// Refuses token ids the model has no embedding for (a caller's ids, never the tokenizer's).
+    fn check_ids(&self, prompt: &[u32]) -> Result<(), LocalError> {
+        match prompt.iter().find(|&&t| t as usize >= self.engine.vocab()) {
+            None => Ok(()),
+            Some(&bad) => Err(LocalError::InvalidParams {
+                field: "prompt",
+                message: format!(
+                    "token id {bad} is outside the model's vocabulary of {} tokens",
+                    self.engine.vocab()
+                ),
+            }),
+        }
     }
 
     /// Runs one job in a batch of its own until it finishes.
@@ -452,6 +467,7 @@ impl LocalModel {
                 context_length: self.context_length,
             });
         }
+        self.check_ids(prompt)?;
         Ok(self.engine.prompt_logits(prompt))
     }
 

@@ -327,3 +327,25 @@ fn tokenizer_matches_llama_cpp_ids() {
         );
     }
 }
+
+/// Token ids from a caller (not the tokenizer) outside the vocabulary are a typed error naming the id, never a
+/// panic.
+#[test]
+fn token_ids_outside_the_vocabulary_are_refused() {
+    let Some(m) = model() else { return };
+    let err = m
+        .sample_tokens(&[1, 49_152], &params(0.0, 1, 4), 1)
+        .expect_err("id 49152 is past the 49152-token vocabulary");
+    assert!(
+        matches!(
+            err,
+            LocalError::InvalidParams {
+                field: "prompt",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("49152"), "{err}");
+    assert!(m.prompt_logits(&[u32::MAX]).is_err());
+}
