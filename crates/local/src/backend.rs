@@ -23,8 +23,8 @@ const DEFAULT_KV_LIMIT: usize = 2 << 30;
 /// A loaded local model behind the backend trait.
 ///
 /// - One engine thread owns the batch. A request is checked and tokenised on the caller's side, then joins the
-///   batch at the next decoding step, so requests that arrive while others decode share every forward pass
-///   ([`Backend::max_in_flight`] is 8). A request joins only while the KV memory the batch may reach stays
+///   batch at the next decoding step: its prompt is read in chunks that share the steps of the sequences
+///   already decoding, then its samples decode with them ([`Backend::max_in_flight`] is 8). A request joins only while the KV memory the batch may reach stays
 ///   under the limit; otherwise it waits for running ones to finish.
 /// - Native `n`: the n samples of a request are prefilled once and decoded together, each with its own seed.
 /// - A request whose caller gave up (timed out, dropped) leaves the batch at the next step.
@@ -167,9 +167,7 @@ fn serve(
                 started: s.started,
                 reply: s.reply,
             };
-            if let Some(done) = batch.admit(pending, s.request.job) {
-                answer(model, done);
-            }
+            batch.admit(pending, s.request.job);
         }
         batch.retain(|p| !p.reply.is_closed());
         if !batch.is_empty() {

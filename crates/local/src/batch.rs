@@ -1,5 +1,8 @@
 //! Decoding many sequences together: requests join a batch, each is prefilled once, its n samples share the
 //! prompt's KV cache, and every step advances all unfinished sequences of all requests in one forward pass.
+//! A joining request's prompt is prefilled in chunks that ride along with those steps (one chunk of one prompt
+//! per step), so the sequences already decoding do not stop while it is read. Every column's arithmetic is
+//! the same whatever else shares its step, so joining changes no one's tokens.
 //!
 //! Each sample has its own seeded random stream: sample `i` of a request with seed `s` uses seed `s + i`, so
 //! sample 0 is what a one-sample request with the same seed gets.
@@ -75,11 +78,24 @@ struct Active<T> {
     reserved: usize,
 }
 
+/// A request whose prompt is being read, chunk by chunk.
+struct Prefilling<T> {
+    tag: T,
+    job: Job,
+    seq: Sequence,
+    /// Prompt tokens already run.
+    done: usize,
+    joined: Instant,
+    reserved: usize,
+}
+
 /// The requests being decoded. `T` tags each request so its owner can route the result.
 pub(crate) struct Batch<'e, T> {
     engine: &'e Engine,
     stop_ids: &'e [u32],
     active: Vec<Active<T>>,
+    /// Requests waiting for (or in) their prefill, first come first served.
+    prefilling: std::collections::VecDeque<Prefilling<T>>,
 }
 
 impl<'e, T> Batch<'e, T> {
@@ -88,16 +104,18 @@ impl<'e, T> Batch<'e, T> {
             engine,
             stop_ids,
             active: Vec::new(),
+            prefilling: Default::default(),
         }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.active.is_empty()
+        self.active.is_empty() && self.prefilling.is_empty()
     }
 
     /// Drops the requests whose tag fails `keep` (their callers gave up), freeing their sequences.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
         self.active.retain(|a| keep(&a.tag));
+        self.prefilling.retain(|p| keep(&p.tag));
     }
 
     /// Sequences the next step advances.
@@ -110,7 +128,8 @@ impl<'e, T> Batch<'e, T> {
 
     /// KV bytes the active requests may reach before they finish.
     pub(crate) fn reserved_bytes(&self) -> usize {
-        self.active.iter().map(|a| a.reserved).sum()
+        self.active.iter().map(|a| a.reserved).sum::<usize>()
+            + self.prefilling.iter().map(|p| p.reserved).sum::<usize>()
     }
 
     /// KV bytes `job` may reach: see [`Batch::reserved_bytes`].
@@ -118,61 +137,20 @@ impl<'e, T> Batch<'e, T> {
         (job.prompt.len() + job.n * job.budget) * self.engine.cfg.kv_bytes_per_token()
     }
 
-    /// Prefills `job`'s prompt and samples each sequence's first token. A request finished by that (stop
-    /// token at once, or a budget of one) comes straight back.
-    pub(crate) fn admit(&mut self, tag: T, job: Job) -> Option<Done<T>> {
-        let joined = Instant::now();
-        let reserved = self.bytes_for(&job);
-        let mut prompt = Sequence::new(self.engine.cfg.layers);
-        let mut logits = Vec::new();
-        let chunks = job.prompt.chunks(PREFILL_CHUNK).count();
-        for (i, chunk) in job.prompt.chunks(PREFILL_CHUNK).enumerate() {
-            let cols: Vec<Column> = chunk
-                .iter()
-                .enumerate()
-                .map(|(j, &token)| Column {
-                    seq: 0,
-                    token,
-                    logits: i + 1 == chunks && j + 1 == chunk.len(),
-                })
-                .collect();
-            logits = self.engine.step(&mut [&mut prompt], &cols);
-        }
-        let prefix = Arc::new(prompt.into_cache());
-        let mut active = Active {
+    /// Queues `job`: its prompt is read over the next steps, then its samples decode with the rest.
+    pub(crate) fn admit(&mut self, tag: T, job: Job) {
+        self.prefilling.push_back(Prefilling {
+            reserved: self.bytes_for(&job),
+            seq: Sequence::new(self.engine.cfg.layers),
             tag,
-            samples: (0..job.n)
-                .map(|i| {
-                    let seed = job.seed.wrapping_add(i as u64);
-                    Sample {
-                        seq: Sequence::after(prefix.clone()),
-                        sampler: Sampler::new(job.sampling, seed),
-                        seed,
-                        tokens: Vec::new(),
-                        finish: None,
-                    }
-                })
-                .collect(),
-            budget: job.budget,
-            joined,
-            prefill: Duration::ZERO,
-            reserved,
-        };
-        let Some(last) = logits.pop() else {
-            return Some(failed(active, "the prompt gave no logits".into()));
-        };
-        for s in &mut active.samples {
-            advance(s, &last, self.stop_ids, job.budget);
-        }
-        active.prefill = joined.elapsed();
-        if active.samples.iter().all(|s| s.finish.is_some()) {
-            return Some(done(active));
-        }
-        self.active.push(active);
-        None
+            job,
+            done: 0,
+            joined: Instant::now(),
+        });
     }
 
-    /// Advances every unfinished sequence by one token in one forward pass; returns the requests that finished.
+    /// One forward pass: the next token of every decoding sequence, plus the next chunk of the first prompt
+    /// being read. Returns the requests that finished.
     pub(crate) fn step(&mut self) -> Vec<Done<T>> {
         let mut cols = Vec::new();
         let mut live: Vec<&mut Sample> = Vec::new();
@@ -192,14 +170,56 @@ impl<'e, T> Batch<'e, T> {
                 live.push(s);
             }
         }
-        let logits = {
+        let reading = self.prefilling.front_mut();
+        let chunk_end = reading
+            .as_ref()
+            .map(|p| (p.done + PREFILL_CHUNK).min(p.job.prompt.len()));
+        if let (Some(p), Some(end)) = (&reading, chunk_end) {
+            let last = p.job.prompt.len();
+            cols.extend((p.done..end).map(|i| Column {
+                seq: live.len(),
+                token: p.job.prompt[i],
+                logits: i + 1 == last,
+            }));
+        }
+        let mut logits = {
             let mut seqs: Vec<&mut Sequence> = live.iter_mut().map(|s| &mut s.seq).collect();
+            if let Some(p) = reading {
+                seqs.push(&mut p.seq);
+            }
             self.engine.step(&mut seqs, &cols)
+        };
+        let prompt_logits = match (&self.prefilling.front(), chunk_end) {
+            (Some(p), Some(end)) if end == p.job.prompt.len() => logits.pop(),
+            _ => None,
         };
         for ((s, l), budget) in live.into_iter().zip(&logits).zip(budgets) {
             advance(s, l, self.stop_ids, budget);
         }
         let mut finished = Vec::new();
+        if let Some(end) = chunk_end {
+            let p = self
+                .prefilling
+                .front_mut()
+                .expect("a prompt was read this step");
+            p.done = end;
+            if end == p.job.prompt.len() {
+                let p = self.prefilling.pop_front().expect("checked above");
+                match prompt_logits {
+                    Some(l) => {
+                        if let Some(d) = self.start(p, &l) {
+                            finished.push(d);
+                        }
+                    }
+                    None => finished.push(Done {
+                        result: Err("the prompt gave no logits".into()),
+                        prefill: p.joined.elapsed(),
+                        latency: p.joined.elapsed(),
+                        tag: p.tag,
+                    }),
+                }
+            }
+        }
         let mut i = 0;
         while i < self.active.len() {
             if self.active[i].samples.iter().all(|s| s.finish.is_some()) {
@@ -209,6 +229,41 @@ impl<'e, T> Batch<'e, T> {
             }
         }
         finished
+    }
+
+    /// A read prompt's samples, sharing its cache, each with its first token sampled from `logits`. Returns
+    /// the request if that already finished it (a stop token at once, or a budget of one).
+    fn start(&mut self, p: Prefilling<T>, logits: &[f32]) -> Option<Done<T>> {
+        let prefix = Arc::new(p.seq.into_cache());
+        let job = p.job;
+        let mut active = Active {
+            tag: p.tag,
+            samples: (0..job.n)
+                .map(|i| {
+                    let seed = job.seed.wrapping_add(i as u64);
+                    Sample {
+                        seq: Sequence::after(prefix.clone()),
+                        sampler: Sampler::new(job.sampling, seed),
+                        seed,
+                        tokens: Vec::new(),
+                        finish: None,
+                    }
+                })
+                .collect(),
+            budget: job.budget,
+            joined: p.joined,
+            prefill: Duration::ZERO,
+            reserved: p.reserved,
+        };
+        for s in &mut active.samples {
+            advance(s, logits, self.stop_ids, job.budget);
+        }
+        active.prefill = p.joined.elapsed();
+        if active.samples.iter().all(|s| s.finish.is_some()) {
+            return Some(done(active));
+        }
+        self.active.push(active);
+        None
     }
 }
 
@@ -236,15 +291,6 @@ fn done<T>(a: Active<T>) -> Done<T> {
                 seed: s.seed,
             })
             .collect()),
-        prefill: a.prefill,
-        latency: a.joined.elapsed(),
-        tag: a.tag,
-    }
-}
-
-fn failed<T>(a: Active<T>, message: String) -> Done<T> {
-    Done {
-        result: Err(message),
         prefill: a.prefill,
         latency: a.joined.elapsed(),
         tag: a.tag,

@@ -420,9 +420,7 @@ impl LocalModel {
     /// Runs one job in a batch of its own until it finishes.
     fn run_alone<T>(&self, job: Job, tag: T) -> Done<T> {
         let mut batch = self.batch();
-        if let Some(done) = batch.admit(tag, job) {
-            return done;
-        }
+        batch.admit(tag, job);
         loop {
             if let Some(done) = batch.step().pop() {
                 return done;
