@@ -1,10 +1,10 @@
-//! The `local:` backend: a real language model running in-process on the CPU with candle.
+//! The `local:` backend: a real language model running in-process on the CPU with this crate's own engine.
 //!
-//! This crate owns loading GGUF quantized Llama-family models (candle-transformers' `quantized_llama`) from a
-//! file path or an `hf://OWNER/NAME/FILE.gguf` spec, building their tokenizer and chat template from the GGUF's own
-//! metadata, generating one answer for a conversation, and [`LocalBackend`], which puts a loaded model behind
-//! `nmb_requests::Backend` (generation in `spawn_blocking`, one at a time). It does not own prompts (`nmb-plan`),
-//! scheduling or retries (`nmb-requests`), or storage (`nmb-store`).
+//! This crate owns loading GGUF quantized Llama-family models from a file path or an `hf://OWNER/NAME/FILE.gguf`
+//! spec (candle reads the GGUF header), building their tokenizer and chat template from the GGUF's own
+//! metadata, running the model on its quantised weights, generating n answers for a conversation, and
+//! [`LocalBackend`], which puts a loaded model behind `nmb_requests::Backend` with one batch for every request.
+//! It does not own prompts (`nmb-plan`), scheduling or retries (`nmb-requests`), or storage (`nmb-store`).
 //!
 //! Behaviour the rest of nmb relies on:
 //! - **Tokenizer.** A `tokenizer.json` next to the GGUF wins. Otherwise the GGUF's `tokenizer.ggml.*` metadata
