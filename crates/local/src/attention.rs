@@ -131,7 +131,7 @@ fn one_pass(q16: &[f32], keys: &Keys<'_>, range: std::ops::Range<usize>, scale: 
     if crate::quant::Kernel::detect() == crate::quant::Kernel::Avx2 && q16.len().is_multiple_of(32)
     {
         // SAFETY: `Kernel::Avx2` is only chosen on CPUs with AVX2, FMA and F16C; every row is as long as `q16`,
-        // a multiple of 32 values.
+        // whose length was just checked.
         let (max, sum, acc) =
             unsafe { crate::quant::one_pass_avx2(q16, range.map(|p| keys.row(p)), scale) };
         return Partial { max, sum, acc };
