@@ -10,6 +10,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rayon::prelude::*;
+
 use crate::engine::{Column, Engine, Sequence};
 use crate::sample::{Sampler, Sampling};
 use crate::FinishReason;
@@ -193,9 +195,15 @@ impl<'e, T> Batch<'e, T> {
             (Some(p), Some(end)) if end == p.job.prompt.len() => logits.pop(),
             _ => None,
         };
-        for ((s, l), budget) in live.into_iter().zip(&logits).zip(budgets) {
-            advance(s, l, self.stop_ids, budget);
-        }
+        // Each sample draws from its own stream, so they can be sampled in parallel; with five or more samples
+        // a step's sampling (a softmax over the vocabulary each) is otherwise a visible serial part.
+        let stop_ids = self.stop_ids;
+        self.engine.install(|| {
+            live.into_par_iter()
+                .zip(&logits)
+                .zip(budgets)
+                .for_each(|((s, l), budget)| advance(s, l, stop_ids, budget));
+        });
         let mut finished = Vec::new();
         if let Some(end) = chunk_end {
             let p = self

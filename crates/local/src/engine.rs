@@ -256,6 +256,11 @@ impl Engine {
         self.pool.install(|| self.run(seqs, cols))
     }
 
+    /// Runs `f` on the engine's thread pool (so its parallel loops use the engine's threads).
+    pub(crate) fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.pool.install(f)
+    }
+
     /// The logits after `prompt`, prefilled into a sequence of its own.
     pub(crate) fn prompt_logits(&self, prompt: &[u32]) -> Vec<f32> {
         let mut seq = Sequence::new(self.cfg.layers);
