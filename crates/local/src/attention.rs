@@ -15,7 +15,7 @@
 //! The split follows llama.cpp running with two threads; with more, llama.cpp splits finer and rounds
 //! differently.
 
-use half::f16;
+use crate::quant::round_f16;
 
 /// Keys per tile in the tiled path, and the prompt chunk from which it is used.
 pub(crate) const TILE: usize = 64;
@@ -108,20 +108,16 @@ pub(crate) fn attend(
             tiled(q, keys, kt, pos + 1, scale, dst)
         }
         Path::OnePass => {
-            let q16: Vec<f32> = q.iter().map(|&v| to_f16(v)).collect();
+            let q16: Vec<f32> = q.iter().map(|&v| round_f16(v)).collect();
             normalize(&one_pass(&q16, keys, 0..pos + 1, scale), dst);
         }
         Path::Split { at } => {
-            let q16: Vec<f32> = q.iter().map(|&v| to_f16(v)).collect();
+            let q16: Vec<f32> = q.iter().map(|&v| round_f16(v)).collect();
             let first = one_pass(&q16, keys, 0..at.min(pos + 1), scale);
             let second = one_pass(&q16, keys, at.min(pos + 1)..pos + 1, scale);
             normalize(&merge([first, second]), dst);
         }
     }
-}
-
-fn to_f16(v: f32) -> f32 {
-    f16::from_f32(v).to_f32()
 }
 
 /// The one pass over `range`: the score of each key, a running maximum, and the values' weighted sum kept in
@@ -155,13 +151,13 @@ fn one_pass_portable(
             ms = (max - s).exp();
             max = s;
             for a in acc.iter_mut() {
-                *a = to_f16(*a * ms);
+                *a = round_f16(*a * ms);
             }
         } else {
             vs = (s - max).exp();
         }
         for (a, &x) in acc.iter_mut().zip(v) {
-            *a = to_f16(x.mul_add(vs, *a));
+            *a = round_f16(x.mul_add(vs, *a));
         }
         sum = sum * ms + vs;
     }
@@ -384,7 +380,7 @@ mod tests {
     #[test]
     fn one_pass_kernels_agree_bit_for_bit() {
         let dim = 64;
-        let val = |i: usize| to_f16(((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 0.5);
+        let val = |i: usize| round_f16(((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 0.5);
         let k: Vec<f32> = (0..40 * dim).map(val).collect();
         let v: Vec<f32> = (0..40 * dim).map(|i| val(i + 13)).collect();
         let keys = Keys {
@@ -393,7 +389,7 @@ mod tests {
             offset: 0,
             dim,
         };
-        let q: Vec<f32> = (0..dim).map(|i| to_f16(val(i + 5) * 3.0)).collect();
+        let q: Vec<f32> = (0..dim).map(|i| round_f16(val(i + 5) * 3.0)).collect();
         let a = one_pass(&q, &keys, 0..40, 0.125);
         let b = one_pass_portable(&q, &keys, 0..40, 0.125);
         assert_eq!((a.max, a.sum), (b.max, b.sum));
@@ -405,7 +401,7 @@ mod tests {
     fn the_paths_agree_with_plain_softmax_attention() {
         let dim = 64;
         let len = 300;
-        let val = |i: usize| to_f16(((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 0.5);
+        let val = |i: usize| round_f16(((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 0.5);
         let k: Vec<f32> = (0..len * dim).map(val).collect();
         let v: Vec<f32> = (0..len * dim).map(|i| val(i + 13)).collect();
         let keys = Keys {

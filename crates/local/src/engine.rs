@@ -21,12 +21,11 @@ use std::sync::Arc;
 use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::GgmlDType;
 use candle_core::Device;
-use half::f16;
 use rayon::prelude::*;
 
 use crate::attention::{self, Keys};
 use crate::gguf::Meta;
-use crate::quant::{Acts, Format, Kernel, QMatrix, BLOCK};
+use crate::quant::{round_f16, Acts, Format, Kernel, QMatrix, BLOCK};
 use crate::LocalError;
 
 /// The shape of a Llama-family model, from the GGUF's `llama.*` metadata.
@@ -391,18 +390,14 @@ fn append_kv(seqs: &mut [&mut Sequence], cols: &[Column], qkv: &[f32], l: usize,
         let cache = &mut seq.own.layers[l];
         cache
             .k
-            .extend(row[q_dim..q_dim + kv_dim].iter().map(|&v| to_f16(v)));
+            .extend(row[q_dim..q_dim + kv_dim].iter().map(|&v| round_f16(v)));
         cache
             .v
-            .extend(row[q_dim + kv_dim..].iter().map(|&v| to_f16(v)));
+            .extend(row[q_dim + kv_dim..].iter().map(|&v| round_f16(v)));
         if l + 1 == cfg.layers {
             seq.own.len += 1;
         }
     }
-}
-
-fn to_f16(v: f32) -> f32 {
-    f16::from_f32(v).to_f32()
 }
 
 /// Attention of every column and head over its own sequence's positions up to its own (see

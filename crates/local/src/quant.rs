@@ -216,7 +216,8 @@ fn quantize_block(src: &[f32], qs: &mut [i8]) -> (f32, i32) {
     (amax / 127.0, sum)
 }
 
-fn round_f16(x: f32) -> f32 {
+/// `x` rounded to the nearest f16 (ties to even), as f32: how llama.cpp stores scales and the KV cache.
+pub(crate) fn round_f16(x: f32) -> f32 {
     f16::from_f32(x).to_f32()
 }
 
