@@ -17,4 +17,10 @@ if mricron_dir="$(scripts/mricron-data.sh)"; then
 else
   echo "test.sh: mricron-data could not be installed; the ch2 imaging tests will skip (or fail under CI=true)" >&2
 fi
+# A real PostgreSQL server's binaries; the tests start their own private server from them.
+if pg_bin="$(scripts/postgres.sh)"; then
+  export NMB_PG_BIN="$pg_bin"
+else
+  echo "test.sh: postgresql could not be installed; the PostgreSQL tests will skip (or fail under CI=true)" >&2
+fi
 cargo test --workspace --no-fail-fast "$@"

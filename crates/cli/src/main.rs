@@ -8,6 +8,7 @@
 
 mod cmd;
 mod progress;
+mod store_at;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -53,6 +54,16 @@ struct Cli {
         default_value = "nmb-runs"
     )]
     runs_dir: PathBuf,
+    /// Where runs are stored instead: a PostgreSQL URL (postgres://USER@HOST:PORT/DB) or a runs directory. Keep
+    /// the password out of shared command lines: in NMB_STORE_URL, or in PGPASSWORD
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "NMB_STORE_URL",
+        hide_env_values = true
+    )]
+    store: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -92,14 +103,21 @@ fn main() -> ExitCode {
     restore_sigpipe();
     init_tracing();
     let cli = Cli::parse();
+    let at = match store_at::StoreAt::new(cli.runs_dir, cli.store) {
+        Ok(at) => at,
+        Err(e) => {
+            eprintln!("error: {}", render_error(&e));
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
         Command::Suite(c) => cmd::suite::run(c),
-        Command::Eval(args) => cmd::eval::run(*args, &cli.runs_dir),
-        Command::Runs(c) => cmd::runs::run(c, &cli.runs_dir),
-        Command::Score(c) => cmd::score::run(c, &cli.runs_dir),
-        Command::Compare(c) => cmd::compare::run(c, &cli.runs_dir),
+        Command::Eval(args) => cmd::eval::run(*args, &at),
+        Command::Runs(c) => cmd::runs::run(c, &at),
+        Command::Score(c) => cmd::score::run(c, &at),
+        Command::Compare(c) => cmd::compare::run(c, &at),
         Command::Bertscore(a) => cmd::bertscore::run(a),
-        Command::Report(a) => cmd::report::run(a, &cli.runs_dir),
+        Command::Report(a) => cmd::report::run(a, &at),
         Command::Agreement(a) => cmd::agreement::run(a),
         Command::Image(c) => cmd::image::run(c),
     };

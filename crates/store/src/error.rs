@@ -27,6 +27,15 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+    #[error("store {path}: {op} failed: {source}")]
+    Postgres {
+        path: PathBuf,
+        op: &'static str,
+        #[source]
+        source: postgres::Error,
+    },
+    #[error("cannot connect to the store at {path}: {message}")]
+    Connect { path: PathBuf, message: String },
     #[error("store {path}: unknown run {run_id}")]
     UnknownRun { path: PathBuf, run_id: String },
     #[error("store {path}: invalid {field}: {message}")]

@@ -3,10 +3,10 @@
 
 use std::io::{Read, Write};
 
+use crate::db::Value;
 use flate2::read::ZlibDecoder;
 use flate2::write::ZlibEncoder;
 use flate2::Compression;
-use rusqlite::types::ValueRef;
 
 /// The bytes to store for `text`.
 pub(crate) fn pack(text: &str) -> Vec<u8> {
@@ -17,22 +17,19 @@ pub(crate) fn pack(text: &str) -> Vec<u8> {
 }
 
 /// The text behind a stored value: TEXT as is, BLOB inflated. `None` for NULL.
-pub(crate) fn unpack(value: ValueRef<'_>) -> Result<Option<String>, String> {
+pub(crate) fn unpack(value: &Value) -> Result<Option<String>, String> {
     match value {
-        ValueRef::Null => Ok(None),
-        ValueRef::Text(t) => String::from_utf8(t.to_vec())
-            .map(Some)
-            .map_err(|e| format!("stored text is not UTF-8: {e}")),
-        ValueRef::Blob(b) => {
+        Value::Null => Ok(None),
+        Value::Text(t) => Ok(Some(t.clone())),
+        Value::Blob(b) => {
             let mut out = String::new();
-            ZlibDecoder::new(b)
+            ZlibDecoder::new(b.as_slice())
                 .read_to_string(&mut out)
                 .map_err(|e| format!("stored compressed text does not inflate: {e}"))?;
             Ok(Some(out))
         }
         other => Err(format!(
-            "expected text or a compressed blob, found {:?}",
-            other.data_type()
+            "expected text or a compressed blob, found {other:?}"
         )),
     }
 }
@@ -45,15 +42,12 @@ mod tests {
     fn round_trip_and_plain_text() {
         let text = r#"{"messages":[{"role":"user","parts":[{"text":"é and the same text again and again"}]}]}"#;
         let packed = pack(text);
+        assert_eq!(unpack(&Value::Blob(packed)).unwrap().as_deref(), Some(text));
         assert_eq!(
-            unpack(ValueRef::Blob(&packed)).unwrap().as_deref(),
+            unpack(&Value::Text(text.into())).unwrap().as_deref(),
             Some(text)
         );
-        assert_eq!(
-            unpack(ValueRef::Text(text.as_bytes())).unwrap().as_deref(),
-            Some(text)
-        );
-        assert_eq!(unpack(ValueRef::Null).unwrap(), None);
-        assert!(unpack(ValueRef::Blob(b"not zlib")).is_err());
+        assert_eq!(unpack(&Value::Null).unwrap(), None);
+        assert!(unpack(&Value::Blob(b"not zlib".to_vec())).is_err());
     }
 }

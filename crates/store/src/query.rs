@@ -2,9 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use rusqlite::{OptionalExtension, Row};
 use serde::Serialize;
 
+use crate::db::{args, scalar, Db, DbResult, Row};
 use crate::error::Result;
 use crate::keys::format_utc_ms;
 use crate::records::{opt_u64, SampleStatus};
@@ -140,52 +140,68 @@ impl Store {
     /// Counts, usage and latency for one run.
     pub fn summary(&self, run_id: &str) -> Result<RunSummary> {
         let run = self.run(run_id)?;
-        let op = "summarise a run";
-        let (samples, sample_errors) = self.with_conn(op, |c| {
-            let samples = count_by(c, "SELECT status, count(*) FROM samples WHERE run_id = ?1 GROUP BY status", run_id)?;
-            let errors = count_by(
-                c,
-                "SELECT error_class, count(*) FROM samples WHERE run_id = ?1 AND status = 'errored' GROUP BY error_class",
-                run_id,
-            )?;
-            Ok((samples, errors))
-        })?;
-        let (call_errors, totals, cache_hits, latencies) = self.with_conn(op, |c| {
-            let call_errors = count_by(
-                c,
-                "SELECT error_class, count(*) FROM calls WHERE run_id = ?1 AND status = 'errored' GROUP BY error_class",
-                run_id,
-            )?;
-            let totals: (i64, i64, i64, i64) = c.prepare_cached(
-                "SELECT count(*), coalesce(sum(attempts), 0), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0)
-                 FROM calls WHERE run_id = ?1",
-            )?
-            .query_row([run_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
-            let hits: i64 = c
-                .prepare_cached("SELECT count(*) FROM turns WHERE run_id = ?1 AND cached = 1")?
-                .query_row([run_id], |r| r.get(0))?;
-            let mut stmt = c.prepare_cached(
-                "SELECT latency_ms FROM calls WHERE run_id = ?1 AND status = 'ok' AND latency_ms IS NOT NULL",
-            )?;
-            let lat = stmt
-                .query_map([run_id], |r| r.get::<_, i64>(0))?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok((call_errors, totals, hits, lat))
-        })?;
+        let (samples, sample_errors, call_errors, totals, cache_hits, latencies) =
+            self.read("summarise a run", |db| {
+                let samples = count_by(
+                    db,
+                    "SELECT status, count(*) FROM samples WHERE run_id = ?1 GROUP BY status",
+                    run_id,
+                )?;
+                let errors = count_by(
+                    db,
+                    "SELECT error_class, count(*) FROM samples WHERE run_id = ?1 AND status = 'errored'
+                     GROUP BY error_class",
+                    run_id,
+                )?;
+                let call_errors = count_by(
+                    db,
+                    "SELECT error_class, count(*) FROM calls WHERE run_id = ?1 AND status = 'errored'
+                     GROUP BY error_class",
+                    run_id,
+                )?;
+                let t = db
+                    .query_opt(
+                        "SELECT count(*), CAST(coalesce(sum(attempts), 0) AS BIGINT),
+                                CAST(coalesce(sum(tokens_in), 0) AS BIGINT),
+                                CAST(coalesce(sum(tokens_out), 0) AS BIGINT)
+                         FROM calls WHERE run_id = ?1",
+                        args![run_id],
+                    )?
+                    .map(|r| -> DbResult<[i64; 4]> {
+                        Ok([r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?])
+                    })
+                    .transpose()?
+                    .unwrap_or_default();
+                let hits: i64 = scalar(
+                    db,
+                    "SELECT count(*) FROM turns WHERE run_id = ?1 AND cached = 1",
+                    args![run_id],
+                )?;
+                let lat = db
+                    .query(
+                        "SELECT latency_ms FROM calls WHERE run_id = ?1 AND status = 'ok'
+                         AND latency_ms IS NOT NULL",
+                        args![run_id],
+                    )?
+                    .iter()
+                    .map(|r| r.get::<i64>(0))
+                    .collect::<DbResult<Vec<_>>>()?;
+                Ok((samples, errors, call_errors, t, hits, lat))
+            })?;
         let get = |m: &BTreeMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0);
         Ok(RunSummary {
             samples_total: samples.values().sum(),
             samples_ok: get(&samples, "ok"),
             samples_errored: get(&samples, "errored"),
             samples_pending: get(&samples, "pending"),
-            requests_sent: nonneg(totals.1),
-            calls: nonneg(totals.0),
+            requests_sent: nonneg(totals[1]),
+            calls: nonneg(totals[0]),
             calls_errored: call_errors.values().sum(),
             cache_hits: nonneg(cache_hits),
             errors_by_class: sample_errors,
             call_errors_by_class: call_errors,
-            tokens_in: nonneg(totals.2),
-            tokens_out: nonneg(totals.3),
+            tokens_in: nonneg(totals[2]),
+            tokens_out: nonneg(totals[3]),
             latency_ms: LatencyStats::from_values(latencies.into_iter().map(nonneg).collect()),
             created_at: format_utc_ms(run.created_ms),
             updated_at: format_utc_ms(run.updated_ms),
@@ -210,13 +226,11 @@ impl Store {
              WHERE s.run_id = ?1
              ORDER BY s.task_id, s.sample_index, t.turn_index"
         );
-        let rows = self.with_conn("read a run's samples", |c| {
-            let mut stmt = c.prepare(&sql)?;
-            let rows = stmt.query_map([run_id], sample_row)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-        })?;
+        let op = "read a run's samples";
+        let rows = self.read(op, |db| Ok(db.query(&sql, args![run_id])?))?;
         let mut out: Vec<SampleRecord> = Vec::new();
-        for (head, turn) in rows {
+        for row in &rows {
+            let (head, turn) = sample_row(row).map_err(|e| self.err(op, e))?;
             let same = out
                 .last()
                 .is_some_and(|s| s.task_id == head.task_id && s.sample_index == head.sample_index);
@@ -251,68 +265,68 @@ impl Store {
              JOIN prompts p ON p.id = c.prompt_id
              WHERE c.run_id = ?1 ORDER BY c.id"
         );
-        self.with_conn("read a run's calls", |c| {
-            let mut stmt = c.prepare(&sql)?;
-            let rows = stmt.query_map([run_id], |r| call_info(r, 0))?;
-            rows.collect()
+        self.read("read a run's calls", |db| {
+            let rows = db.query(&sql, args![run_id])?;
+            Ok(rows
+                .iter()
+                .map(|r| call_info(r, 0))
+                .collect::<DbResult<Vec<_>>>()?)
         })
     }
 
     /// The raw response body of a call, as the backend sent it.
     pub fn raw_response(&self, call_id: i64) -> Result<Option<String>> {
-        self.with_conn("read a raw response", |c| {
-            c.query_row("SELECT raw FROM calls WHERE id = ?1", [call_id], |r| {
-                unpacked(r, 0)
-            })
-            .optional()
-            .map(Option::flatten)
+        self.read("read a raw response", |db| {
+            match db.query_opt("SELECT raw FROM calls WHERE id = ?1", args![call_id])? {
+                Some(r) => Ok(r.unpacked(0)?),
+                None => Ok(None),
+            }
         })
     }
 
     /// The stored body of a rendered prompt (JSON text).
     pub fn prompt_body(&self, prompt_hash: &str) -> Result<Option<String>> {
-        self.with_conn("read a prompt", |c| {
-            c.query_row(
+        self.read("read a prompt", |db| {
+            match db.query_opt(
                 "SELECT body FROM prompts WHERE prompt_hash = ?1",
-                [prompt_hash],
-                |r| unpacked(r, 0),
-            )
-            .optional()
-            .map(Option::flatten)
+                args![prompt_hash],
+            )? {
+                Some(r) => Ok(r.unpacked(0)?),
+                None => Ok(None),
+            }
         })
     }
 
     pub fn image(&self, sha256: &str) -> Result<Option<StoredImage>> {
-        self.with_conn("read an image", |c| {
-            c.query_row(
+        self.read("read an image", |db| {
+            let Some(r) = db.query_opt(
                 "SELECT mime, bytes FROM images WHERE sha256 = ?1",
-                [sha256],
-                |r| {
-                    Ok(StoredImage {
-                        sha256: sha256.to_string(),
-                        mime: r.get(0)?,
-                        bytes: r.get(1)?,
-                    })
-                },
-            )
-            .optional()
+                args![sha256],
+            )?
+            else {
+                return Ok(None);
+            };
+            Ok(Some(StoredImage {
+                sha256: sha256.to_string(),
+                mime: r.get(0)?,
+                bytes: r.get(1)?,
+            }))
         })
     }
 
     /// Rows in the images table (each distinct image once).
     pub fn image_count(&self) -> Result<u64> {
-        self.with_conn("count images", |c| {
-            c.query_row("SELECT count(*) FROM images", [], |r| r.get::<_, i64>(0))
-        })
-        .map(nonneg)
+        self.count("count images", "SELECT count(*) FROM images")
     }
 
     /// Rows in the prompts table (each distinct rendered prompt once).
     pub fn prompt_count(&self) -> Result<u64> {
-        self.with_conn("count prompts", |c| {
-            c.query_row("SELECT count(*) FROM prompts", [], |r| r.get::<_, i64>(0))
-        })
-        .map(nonneg)
+        self.count("count prompts", "SELECT count(*) FROM prompts")
+    }
+
+    pub(crate) fn count(&self, op: &'static str, sql: &str) -> Result<u64> {
+        self.read(op, |db| Ok(scalar::<i64>(db, sql, &[])?))
+            .map(nonneg)
     }
 }
 
@@ -325,7 +339,7 @@ struct SampleHead {
     error_message: Option<String>,
 }
 
-fn sample_row(r: &Row<'_>) -> rusqlite::Result<(SampleHead, Option<TurnRecord>)> {
+fn sample_row(r: &Row) -> DbResult<(SampleHead, Option<TurnRecord>)> {
     let head = SampleHead {
         task_id: r.get(0)?,
         sample_index: r.get(1)?,
@@ -334,24 +348,24 @@ fn sample_row(r: &Row<'_>) -> rusqlite::Result<(SampleHead, Option<TurnRecord>)>
         error_class: r.get(4)?,
         error_message: r.get(5)?,
     };
-    let Some(turn_index) = r.get::<_, Option<u32>>(6)? else {
+    let Some(turn_index) = r.get::<Option<u32>>(6)? else {
         return Ok((head, None));
     };
     let turn = TurnRecord {
         turn_index,
-        ok: r.get::<_, String>(7)? == "ok",
+        ok: r.get::<String>(7)? == "ok",
         error_class: r.get(8)?,
         error_message: r.get(9)?,
         text: r.get(10)?,
         cached: r.get(11)?,
-        cache_key: hex::encode(r.get::<_, Vec<u8>>(12)?),
+        cache_key: hex::encode(r.get::<Vec<u8>>(12)?),
         choice_index: r.get(13)?,
         call: call_info(r, 14)?,
     };
     Ok((head, Some(turn)))
 }
 
-fn call_info(r: &Row<'_>, at: usize) -> rusqlite::Result<CallInfo> {
+fn call_info(r: &Row, at: usize) -> DbResult<CallInfo> {
     Ok(CallInfo {
         call_id: r.get(at)?,
         run_id: r.get(at + 1)?,
@@ -363,7 +377,7 @@ fn call_info(r: &Row<'_>, at: usize) -> rusqlite::Result<CallInfo> {
         template_id: r.get(at + 7)?,
         template_hash: r.get(at + 8)?,
         n_choices: r.get(at + 9)?,
-        ok: r.get::<_, String>(at + 10)? == "ok",
+        ok: r.get::<String>(at + 10)? == "ok",
         error_class: r.get(at + 11)?,
         error_message: r.get(at + 12)?,
         attempts: r.get(at + 13)?,
@@ -377,34 +391,17 @@ fn call_info(r: &Row<'_>, at: usize) -> rusqlite::Result<CallInfo> {
 }
 
 /// `SELECT key, count(*) ... GROUP BY key` into a map; a NULL key counts under "unknown".
-fn count_by(
-    c: &rusqlite::Connection,
-    sql: &str,
-    run_id: &str,
-) -> rusqlite::Result<BTreeMap<String, u64>> {
-    let mut stmt = c.prepare_cached(sql)?;
-    let rows = stmt.query_map([run_id], |r| {
-        Ok((
-            r.get::<_, Option<String>>(0)?
-                .unwrap_or_else(|| "unknown".into()),
-            r.get::<_, i64>(1)?,
-        ))
-    })?;
+fn count_by(db: &mut dyn Db, sql: &str, run_id: &str) -> DbResult<BTreeMap<String, u64>> {
     let mut out = BTreeMap::new();
-    for row in rows {
-        let (k, n) = row?;
-        *out.entry(k).or_insert(0) += nonneg(n);
+    for r in db.query(sql, args![run_id])? {
+        let key = r
+            .get::<Option<String>>(0)?
+            .unwrap_or_else(|| "unknown".into());
+        *out.entry(key).or_insert(0) += nonneg(r.get(1)?);
     }
     Ok(out)
 }
 
-fn nonneg(v: i64) -> u64 {
+pub(crate) fn nonneg(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
-}
-
-/// A column written by `packed::pack` (or plain TEXT from older stores), as text.
-fn unpacked(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<String>> {
-    crate::packed::unpack(row.get_ref(idx)?).map_err(|message| {
-        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Blob, message.into())
-    })
 }

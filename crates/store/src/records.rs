@@ -4,13 +4,13 @@
 
 use std::collections::HashSet;
 
-use rusqlite::{params, OptionalExtension, Transaction, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::db::{args, scalar, Db, DbResult};
 use crate::error::{Result, StoreError};
 use crate::keys::{canonical_json_str, now_ms};
-use crate::Store;
+use crate::{Store, WriteError};
 
 /// The error classes nmb's scheduler produces. The store accepts any lower-case snake_case class, so a new
 /// class elsewhere does not need a store change; this list is for documentation and reports.
@@ -156,7 +156,7 @@ impl Store {
     /// Stores one image unless an image with that hash is already stored. Returns whether it was new. The
     /// declared hash is checked against the bytes before anything is written.
     pub fn put_image(&self, image: &ImageInput<'_>) -> Result<bool> {
-        self.write("store an image", |tx| self.insert_image(tx, image))
+        self.write("store an image", |db| self.insert_image(db, image))
     }
 
     /// Stores a rendered prompt (a JSON conversation whose images are referenced by sha256) and its images, each
@@ -172,54 +172,48 @@ impl Store {
         if self.has_prompt(prompt_hash)? {
             return Ok(false);
         }
-        self.write("store a prompt", |tx| {
+        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(body_json) {
+            return Err(self.invalid("prompt body", format!("prompt {prompt_hash}: {e}")));
+        }
+        let body = crate::packed::pack(body_json);
+        self.write("store a prompt", |db| {
             for image in images {
-                self.insert_image(tx, image)?;
+                self.insert_image(db, image)?;
             }
-            let known: bool = tx
-                .prepare_cached("SELECT EXISTS (SELECT 1 FROM prompts WHERE prompt_hash = ?1)")?
-                .query_row([prompt_hash], |r| r.get(0))?;
-            if known {
-                return Ok(false);
-            }
-            if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(body_json) {
-                return Err(self
-                    .invalid("prompt body", format!("prompt {prompt_hash}: {e}"))
-                    .into());
-            }
-            tx.prepare_cached(
-                "INSERT INTO prompts (prompt_hash, created_ms, body) VALUES (?1, ?2, ?3)",
-            )?
-            .execute(params![
-                prompt_hash,
-                now_ms(),
-                crate::packed::pack(body_json)
-            ])?;
-            Ok(true)
+            // Another writer may have stored it meanwhile; the first one wins.
+            let added = db.exec(
+                "INSERT INTO prompts (prompt_hash, created_ms, body) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (prompt_hash) DO NOTHING",
+                args![prompt_hash, now_ms(), body.as_slice()],
+            )?;
+            Ok(added == 1)
         })
     }
 
     pub fn has_prompt(&self, prompt_hash: &str) -> Result<bool> {
-        self.with_conn("look up a prompt", |c| {
-            c.prepare_cached("SELECT EXISTS (SELECT 1 FROM prompts WHERE prompt_hash = ?1)")?
-                .query_row([prompt_hash], |r| r.get(0))
+        self.read("look up a prompt", |db| {
+            Ok(scalar(
+                db,
+                "SELECT EXISTS (SELECT 1 FROM prompts WHERE prompt_hash = ?1)",
+                args![prompt_hash],
+            )?)
         })
     }
 
     /// Creates `pending` rows for every planned sample: `(task_id, number of samples)`. Existing rows are left
     /// alone, so calling it again on resume is harmless. Returns how many rows were added.
     pub fn plan_samples(&self, run_id: &str, tasks: &[(&str, u32)]) -> Result<u64> {
-        self.write("plan samples", |tx| {
-            self.require_run(tx, run_id)?;
+        self.write("plan samples", |db| {
+            self.require_run(db, run_id)?;
             let now = now_ms();
             let mut added = 0u64;
-            let mut stmt = tx.prepare_cached(
-                "INSERT OR IGNORE INTO samples (run_id, task_id, sample_index, status, created_ms, updated_ms)
-                 VALUES (?1, ?2, ?3, 'pending', ?4, ?4)",
-            )?;
             for (task_id, n) in tasks {
                 for i in 0..*n {
-                    added += stmt.execute(params![run_id, task_id, i, now])? as u64;
+                    added += db.exec(
+                        "INSERT INTO samples (run_id, task_id, sample_index, status, created_ms, updated_ms)
+                         VALUES (?1, ?2, ?3, 'pending', ?4, ?4) ON CONFLICT DO NOTHING",
+                        args![run_id, *task_id, i, now],
+                    )?;
                 }
             }
             Ok(added)
@@ -243,11 +237,11 @@ impl Store {
     ) -> Result<i64> {
         self.check_call(call, choices)?;
         let params = canonical_json_str(call.params_json);
-        self.write("record a call", |tx| {
-            self.require_run(tx, call.run_id)?;
-            let prompt_id = self.require_prompt(tx, call.prompt_hash)?;
-            let context_id = intern_context(tx, call, &params)?;
-            let call_id = insert_call(tx, call, replica, prompt_id, context_id, choices.len())?;
+        self.write("record a call", |db| {
+            self.require_run(db, call.run_id)?;
+            let prompt_id = self.require_prompt(db, call.prompt_hash)?;
+            let context_id = intern_context(db, call, &params)?;
+            let call_id = insert_call(db, call, replica, prompt_id, context_id, choices.len())?;
             for choice in choices {
                 let key = crate::keys::cache_key_bytes(
                     call.model,
@@ -256,7 +250,7 @@ impl Store {
                     choice.sample_index,
                 );
                 write_turn(
-                    tx,
+                    db,
                     &TurnWrite {
                         run_id: call.run_id,
                         task_id: call.task_id,
@@ -279,29 +273,28 @@ impl Store {
     /// The stored successful answer for `cache_key`, from any run. Errored answers never count.
     pub fn lookup_cache(&self, cache_key: &str) -> Result<Option<CachedResponse>> {
         let key = self.key_bytes(cache_key)?;
-        let conn = self.lock();
-        let mut stmt = conn
-            .prepare_cached(
+        self.read("look up the response cache", |db| {
+            let Some(r) = db.query_opt(
                 "SELECT t.call_id, t.choice_index, t.text, c.run_id, c.tokens_in, c.tokens_out, c.latency_ms
                  FROM turns t JOIN calls c ON c.id = t.call_id
                  WHERE t.cache_key = ?1 AND t.status = 'ok'
                  ORDER BY t.call_id, t.id LIMIT 1",
-            )
-            .map_err(|e| self.err("look up the response cache", e))?;
-        stmt.query_row([key], |r| {
-            Ok(CachedResponse {
+                args![key.as_slice()],
+            )?
+            else {
+                return Ok(None);
+            };
+            Ok(Some(CachedResponse {
                 cache_key: cache_key.to_string(),
                 call_id: r.get(0)?,
                 choice_index: r.get(1)?,
-                text: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                text: r.get::<Option<String>>(2)?.unwrap_or_default(),
                 origin_run_id: r.get(3)?,
                 tokens_in: opt_u64(r.get(4)?),
                 tokens_out: opt_u64(r.get(5)?),
                 latency_ms: opt_u64(r.get(6)?),
-            })
+            }))
         })
-        .optional()
-        .map_err(|e| self.err("look up the response cache", e))
     }
 
     /// Records that a sample's turn reused a stored answer instead of sending a request. Returns `false` when
@@ -317,26 +310,27 @@ impl Store {
         final_turn: bool,
     ) -> Result<bool> {
         let key = self.key_bytes(&hit.cache_key)?;
-        self.write("record a cache hit", |tx| {
-            self.require_run(tx, run_id)?;
-            let existing: Option<(i64, u32, String)> = tx
-                .prepare_cached(
-                    "SELECT call_id, choice_index, status FROM turns
-                     WHERE run_id = ?1 AND task_id = ?2 AND sample_index = ?3 AND turn_index = ?4",
-                )?
-                .query_row(params![run_id, task_id, sample_index, turn_index], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                })
-                .optional()?;
-            let already = existing.is_some_and(|(call, choice, status)| {
-                call == hit.call_id && choice == hit.choice_index && status == "ok"
-            });
+        self.write("record a cache hit", |db| {
+            self.require_run(db, run_id)?;
+            let existing = db.query_opt(
+                "SELECT call_id, choice_index, status FROM turns
+                 WHERE run_id = ?1 AND task_id = ?2 AND sample_index = ?3 AND turn_index = ?4",
+                args![run_id, task_id, sample_index, turn_index],
+            )?;
+            let already = match existing {
+                Some(r) => {
+                    r.get::<i64>(0)? == hit.call_id
+                        && r.get::<u32>(1)? == hit.choice_index
+                        && r.get::<String>(2)? == "ok"
+                }
+                None => false,
+            };
             if already {
-                update_sample_after_ok(tx, run_id, task_id, sample_index, turn_index, final_turn)?;
+                update_sample_after_ok(db, run_id, task_id, sample_index, turn_index, final_turn)?;
                 return Ok(false);
             }
             write_turn(
-                tx,
+                db,
                 &TurnWrite {
                     run_id,
                     task_id,
@@ -357,30 +351,22 @@ impl Store {
 
     /// Every sample of a run with its status, ordered by task and sample index.
     pub fn sample_states(&self, run_id: &str) -> Result<Vec<SampleState>> {
-        let raws = self.with_conn("list samples", |c| {
-            let mut stmt = c.prepare_cached(
+        let rows = self.read("list samples", |db| {
+            Ok(db.query(
                 "SELECT task_id, sample_index, status, turns_done, error_class FROM samples
                  WHERE run_id = ?1 ORDER BY task_id, sample_index",
-            )?;
-            let rows = stmt.query_map([run_id], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, u32>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, u32>(3)?,
-                    r.get::<_, Option<String>>(4)?,
-                ))
-            })?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
+                args![run_id],
+            )?)
         })?;
-        raws.into_iter()
-            .map(|(task_id, sample_index, status, turns_done, error_class)| {
+        rows.iter()
+            .map(|r| {
+                let decode = |e| self.err("list samples", e);
                 Ok(SampleState {
-                    status: self.sample_status(&status)?,
-                    task_id,
-                    sample_index,
-                    turns_done,
-                    error_class,
+                    status: self.sample_status(&r.get::<String>(2).map_err(decode)?)?,
+                    task_id: r.get(0).map_err(decode)?,
+                    sample_index: r.get(1).map_err(decode)?,
+                    turns_done: r.get(3).map_err(decode)?,
+                    error_class: r.get(4).map_err(decode)?,
                 })
             })
             .collect()
@@ -402,32 +388,16 @@ impl Store {
             .ok_or_else(|| self.invalid("samples.status", format!("unknown status {s:?}")))
     }
 
-    /// Runs `f` in an immediate transaction and commits it. `f` returns store errors; SQLite errors convert.
-    pub(crate) fn write<T>(
-        &self,
-        op: &'static str,
-        f: impl FnOnce(&Transaction<'_>) -> Result<T, WriteError>,
-    ) -> Result<T> {
-        let mut conn = self.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| self.err(op, e))?;
-        let value = f(&tx).map_err(|e| match e {
-            WriteError::Sql(e) => self.err(op, e),
-            WriteError::Store(e) => e,
-        })?;
-        tx.commit().map_err(|e| self.err(op, e))?;
-        Ok(value)
-    }
-
     pub(crate) fn insert_image(
         &self,
-        tx: &Transaction<'_>,
+        db: &mut dyn Db,
         image: &ImageInput<'_>,
     ) -> Result<bool, WriteError> {
-        let known: bool = tx
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM images WHERE sha256 = ?1)")?
-            .query_row([image.sha256], |r| r.get(0))?;
+        let known: bool = scalar(
+            db,
+            "SELECT EXISTS (SELECT 1 FROM images WHERE sha256 = ?1)",
+            args![image.sha256],
+        )?;
         if known {
             return Ok(false);
         }
@@ -440,23 +410,26 @@ impl Store {
             }
             .into());
         }
-        tx.prepare_cached(
-            "INSERT INTO images (sha256, mime, size, created_ms, bytes) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?
-        .execute(params![
-            image.sha256,
-            image.mime,
-            image.bytes.len() as i64,
-            now_ms(),
-            image.bytes
-        ])?;
-        Ok(true)
+        let added = db.exec(
+            "INSERT INTO images (sha256, mime, size, created_ms, bytes) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (sha256) DO NOTHING",
+            args![
+                image.sha256,
+                image.mime,
+                image.bytes.len() as i64,
+                now_ms(),
+                image.bytes
+            ],
+        )?;
+        Ok(added == 1)
     }
 
-    fn require_run(&self, tx: &Transaction<'_>, run_id: &str) -> Result<(), WriteError> {
-        let known: bool = tx
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM runs WHERE run_id = ?1)")?
-            .query_row([run_id], |r| r.get(0))?;
+    pub(crate) fn require_run(&self, db: &mut dyn Db, run_id: &str) -> Result<(), WriteError> {
+        let known: bool = scalar(
+            db,
+            "SELECT EXISTS (SELECT 1 FROM runs WHERE run_id = ?1)",
+            args![run_id],
+        )?;
         if known {
             Ok(())
         } else {
@@ -468,11 +441,12 @@ impl Store {
         }
     }
 
-    fn require_prompt(&self, tx: &Transaction<'_>, prompt_hash: &str) -> Result<i64, WriteError> {
-        let id: Option<i64> = tx
-            .prepare_cached("SELECT id FROM prompts WHERE prompt_hash = ?1")?
-            .query_row([prompt_hash], |r| r.get(0))
-            .optional()?;
+    fn require_prompt(&self, db: &mut dyn Db, prompt_hash: &str) -> Result<i64, WriteError> {
+        let id: Option<i64> = scalar(
+            db,
+            "SELECT id FROM prompts WHERE prompt_hash = ?1",
+            args![prompt_hash],
+        )?;
         if let Some(id) = id {
             Ok(id)
         } else {
@@ -486,7 +460,6 @@ impl Store {
                 .into())
         }
     }
-
     fn check_call(&self, call: &CallRecord<'_>, choices: &[ChoiceRecord<'_>]) -> Result<()> {
         let at = || format!("call for task {} turn {}", call.task_id, call.turn_index);
         if choices.is_empty() {
@@ -534,24 +507,6 @@ impl Store {
     }
 }
 
-/// Errors inside a write transaction: SQLite's own (mapped with the operation name afterwards) or the store's.
-pub(crate) enum WriteError {
-    Sql(rusqlite::Error),
-    Store(StoreError),
-}
-
-impl From<rusqlite::Error> for WriteError {
-    fn from(e: rusqlite::Error) -> Self {
-        WriteError::Sql(e)
-    }
-}
-
-impl From<StoreError> for WriteError {
-    fn from(e: StoreError) -> Self {
-        WriteError::Store(e)
-    }
-}
-
 fn valid_class(class: &str) -> bool {
     !class.is_empty()
         && class.len() <= 40
@@ -560,72 +515,67 @@ fn valid_class(class: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
-fn intern_context(
-    tx: &Transaction<'_>,
-    call: &CallRecord<'_>,
-    params: &str,
-) -> rusqlite::Result<i64> {
-    let args = params![call.model, params, call.template_id, call.template_hash];
-    tx.prepare_cached(
-        "INSERT OR IGNORE INTO contexts (model, params, template_id, template_hash) VALUES (?1, ?2, ?3, ?4)",
-    )?
-    .execute(args)?;
-    tx.prepare_cached(
+fn intern_context(db: &mut dyn Db, call: &CallRecord<'_>, params: &str) -> DbResult<i64> {
+    let key = args![call.model, params, call.template_id, call.template_hash];
+    db.exec(
+        "INSERT INTO contexts (model, params, template_id, template_hash) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT DO NOTHING",
+        key,
+    )?;
+    scalar(
+        db,
         "SELECT id FROM contexts WHERE model = ?1 AND params = ?2 AND template_id = ?3 AND template_hash = ?4",
-    )?
-    .query_row(args, |r| r.get(0))
+        key,
+    )
 }
 
 fn insert_call(
-    tx: &Transaction<'_>,
+    db: &mut dyn Db,
     call: &CallRecord<'_>,
     replica: Option<&str>,
     prompt_id: i64,
     context_id: i64,
     n_choices: usize,
-) -> rusqlite::Result<i64> {
-    tx.prepare_cached(
+) -> DbResult<i64> {
+    scalar(
+        db,
         "INSERT INTO calls (run_id, task_id, turn_index, prompt_id, context_id, n_choices, status,
                             error_class, error_message, attempts, tokens_in, tokens_out, latency_ms,
                             started_ms, finished_ms, raw, replica)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-    )?
-    .execute(params![
-        call.run_id,
-        call.task_id,
-        call.turn_index,
-        prompt_id,
-        context_id,
-        n_choices as i64,
-        if call.error.is_some() {
-            "errored"
-        } else {
-            "ok"
-        },
-        call.error.map(|e| e.class),
-        call.error.map(|e| e.message),
-        call.attempts,
-        sql_u64(call.tokens_in),
-        sql_u64(call.tokens_out),
-        sql_u64(call.latency_ms),
-        call.started_ms,
-        call.finished_ms,
-        call.raw.map(crate::packed::pack),
-        replica,
-    ])?;
-    Ok(tx.last_insert_rowid())
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+         RETURNING id",
+        args![
+            call.run_id,
+            call.task_id,
+            call.turn_index,
+            prompt_id,
+            context_id,
+            n_choices as i64,
+            if call.error.is_some() {
+                "errored"
+            } else {
+                "ok"
+            },
+            call.error.map(|e| e.class),
+            call.error.map(|e| e.message),
+            call.attempts,
+            sql_u64(call.tokens_in),
+            sql_u64(call.tokens_out),
+            sql_u64(call.latency_ms),
+            call.started_ms,
+            call.finished_ms,
+            call.raw.map(crate::packed::pack),
+            replica,
+        ],
+    )
 }
 
 /// Writes (or replaces) one sample's turn and updates the sample. A new answer at turn k makes any later turns
 /// of that sample stale, so they are removed.
-fn write_turn(tx: &Transaction<'_>, t: &TurnWrite<'_>) -> rusqlite::Result<()> {
+fn write_turn(db: &mut dyn Db, t: &TurnWrite<'_>) -> DbResult<()> {
     let now = now_ms();
-    tx.prepare_cached(
-        "INSERT OR IGNORE INTO samples (run_id, task_id, sample_index, status, created_ms, updated_ms)
-         VALUES (?1, ?2, ?3, 'pending', ?4, ?4)",
-    )?
-    .execute(params![t.run_id, t.task_id, t.sample_index, now])?;
-    tx.prepare_cached(
+    ensure_sample(db, t.run_id, t.task_id, t.sample_index)?;
+    db.exec(
         "INSERT INTO turns (run_id, task_id, sample_index, turn_index, cache_key, call_id, choice_index,
                             status, cached, recorded_ms, error_class, error_message, text)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
@@ -634,29 +584,29 @@ fn write_turn(tx: &Transaction<'_>, t: &TurnWrite<'_>) -> rusqlite::Result<()> {
              choice_index = excluded.choice_index, status = excluded.status, cached = excluded.cached,
              recorded_ms = excluded.recorded_ms, error_class = excluded.error_class,
              error_message = excluded.error_message, text = excluded.text",
-    )?
-    .execute(params![
-        t.run_id,
-        t.task_id,
-        t.sample_index,
-        t.turn_index,
-        t.cache_key,
-        t.call_id,
-        t.choice_index,
-        if t.error.is_some() { "errored" } else { "ok" },
-        t.cached,
-        now,
-        t.error.map(|e| e.class),
-        t.error.map(|e| e.message),
-        t.text,
-    ])?;
-    tx.prepare_cached(
+        args![
+            t.run_id,
+            t.task_id,
+            t.sample_index,
+            t.turn_index,
+            t.cache_key,
+            t.call_id,
+            t.choice_index,
+            if t.error.is_some() { "errored" } else { "ok" },
+            t.cached,
+            now,
+            t.error.map(|e| e.class),
+            t.error.map(|e| e.message),
+            t.text,
+        ],
+    )?;
+    db.exec(
         "DELETE FROM turns WHERE run_id = ?1 AND task_id = ?2 AND sample_index = ?3 AND turn_index > ?4",
-    )?
-    .execute(params![t.run_id, t.task_id, t.sample_index, t.turn_index])?;
+        args![t.run_id, t.task_id, t.sample_index, t.turn_index],
+    )?;
     match t.error {
         None => update_sample_after_ok(
-            tx,
+            db,
             t.run_id,
             t.task_id,
             t.sample_index,
@@ -664,54 +614,58 @@ fn write_turn(tx: &Transaction<'_>, t: &TurnWrite<'_>) -> rusqlite::Result<()> {
             t.final_turn,
         ),
         Some(e) => {
-            tx.prepare_cached(
+            db.exec(
                 "UPDATE samples SET status = 'errored', turns_done = ?4, error_class = ?5,
                                     error_message = ?6, updated_ms = ?7
                  WHERE run_id = ?1 AND task_id = ?2 AND sample_index = ?3",
-            )?
-            .execute(params![
-                t.run_id,
-                t.task_id,
-                t.sample_index,
-                t.turn_index,
-                e.class,
-                e.message,
-                now
-            ])?;
+                args![
+                    t.run_id,
+                    t.task_id,
+                    t.sample_index,
+                    t.turn_index,
+                    e.class,
+                    e.message,
+                    now
+                ],
+            )?;
             Ok(())
         }
     }
 }
 
+fn ensure_sample(db: &mut dyn Db, run_id: &str, task_id: &str, sample_index: u32) -> DbResult<()> {
+    db.exec(
+        "INSERT INTO samples (run_id, task_id, sample_index, status, created_ms, updated_ms)
+         VALUES (?1, ?2, ?3, 'pending', ?4, ?4) ON CONFLICT DO NOTHING",
+        args![run_id, task_id, sample_index, now_ms()],
+    )?;
+    Ok(())
+}
+
 fn update_sample_after_ok(
-    tx: &Transaction<'_>,
+    db: &mut dyn Db,
     run_id: &str,
     task_id: &str,
     sample_index: u32,
     turn_index: u32,
     final_turn: bool,
-) -> rusqlite::Result<()> {
-    tx.prepare_cached(
-        "INSERT OR IGNORE INTO samples (run_id, task_id, sample_index, status, created_ms, updated_ms)
-         VALUES (?1, ?2, ?3, 'pending', ?4, ?4)",
-    )?
-    .execute(params![run_id, task_id, sample_index, now_ms()])?;
-    tx.prepare_cached(
-        "UPDATE samples SET status = ?5, turns_done = ?4 + 1, error_class = NULL, error_message = NULL,
+) -> DbResult<()> {
+    ensure_sample(db, run_id, task_id, sample_index)?;
+    db.exec(
+        "UPDATE samples SET status = ?4, turns_done = ?5, error_class = NULL, error_message = NULL,
                             updated_ms = ?6
          WHERE run_id = ?1 AND task_id = ?2 AND sample_index = ?3",
-    )?
-    .execute(params![
-        run_id,
-        task_id,
-        sample_index,
-        turn_index,
-        if final_turn { "ok" } else { "pending" },
-        now_ms()
-    ])?;
+        args![
+            run_id,
+            task_id,
+            sample_index,
+            if final_turn { "ok" } else { "pending" },
+            i64::from(turn_index) + 1,
+            now_ms()
+        ],
+    )?;
     Ok(())
 }
-
 /// SQLite integers are signed; token counts and latencies never come near 2^63, so saturate rather than fail.
 fn sql_u64(v: Option<u64>) -> Option<i64> {
     v.map(|x| i64::try_from(x).unwrap_or(i64::MAX))

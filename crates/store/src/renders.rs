@@ -1,7 +1,7 @@
 //! Volume renders kept across runs: a render key (the source's content hash, the render options and the
 //! renderer version, hashed by the caller) maps to the PNG views it gave, each stored once in `images`.
 
-use rusqlite::{params, OptionalExtension};
+use crate::db::{args, scalar, DbResult};
 
 use crate::records::ImageInput;
 use crate::{now_ms, Result, Store};
@@ -20,10 +20,12 @@ impl Store {
     /// Stores the views of one render with their images, in one transaction; a key already stored is left as
     /// it is (the same key always renders the same views).
     pub fn put_render(&self, key: &str, views: &[RenderView]) -> Result<()> {
-        self.write("store a render", |tx| {
-            let known: bool = tx
-                .prepare_cached("SELECT EXISTS (SELECT 1 FROM renders WHERE render_key = ?1)")?
-                .query_row([key], |r| r.get(0))?;
+        self.write("store a render", |db| {
+            let known: bool = scalar(
+                db,
+                "SELECT EXISTS (SELECT 1 FROM renders WHERE render_key = ?1)",
+                args![key],
+            )?;
             if known {
                 return Ok(());
             }
@@ -33,20 +35,20 @@ impl Store {
                     mime: "image/png",
                     bytes: &view.bytes,
                 };
-                self.insert_image(tx, &image)?;
-                tx.prepare_cached(
+                self.insert_image(db, &image)?;
+                db.exec(
                     "INSERT INTO renders (render_key, idx, sha256, width, height, label, created_ms) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )?
-                .execute(params![
-                    key,
-                    idx as i64,
-                    view.sha256,
-                    view.width,
-                    view.height,
-                    view.label,
-                    now_ms()
-                ])?;
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING",
+                    args![
+                        key,
+                        idx as i64,
+                        view.sha256.as_str(),
+                        view.width,
+                        view.height,
+                        view.label.as_str(),
+                        now_ms()
+                    ],
+                )?;
             }
             Ok(())
         })
@@ -54,13 +56,15 @@ impl Store {
 
     /// The views stored under `key`, in order, or `None` when that render was never stored.
     pub fn render(&self, key: &str) -> Result<Option<Vec<RenderView>>> {
-        self.with_conn("read a render", |c| {
-            let mut stmt = c.prepare_cached(
+        self.read("read a render", |db| {
+            let rows = db.query(
                 "SELECT r.sha256, i.bytes, r.width, r.height, r.label FROM renders r \
                  JOIN images i ON i.sha256 = r.sha256 WHERE r.render_key = ?1 ORDER BY r.idx",
+                args![key],
             )?;
-            let views = stmt
-                .query_map([key], |r| {
+            let views = rows
+                .iter()
+                .map(|r| {
                     Ok(RenderView {
                         sha256: r.get(0)?,
                         bytes: r.get(1)?,
@@ -68,18 +72,14 @@ impl Store {
                         height: r.get(3)?,
                         label: r.get(4)?,
                     })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+                })
+                .collect::<DbResult<Vec<_>>>()?;
             Ok((!views.is_empty()).then_some(views))
         })
     }
 
     /// Rows in the renders table (views of all renders), for tests and stats.
     pub fn render_view_count(&self) -> Result<u64> {
-        self.with_conn("count renders", |c| {
-            c.query_row("SELECT count(*) FROM renders", [], |r| r.get::<_, i64>(0))
-                .optional()
-                .map(|n| n.unwrap_or(0) as u64)
-        })
+        self.count("count renders", "SELECT count(*) FROM renders")
     }
 }

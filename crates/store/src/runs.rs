@@ -1,8 +1,8 @@
 //! Runs: creation, status, manifest, and finding an unfinished run to resume.
 
-use rusqlite::{params, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 
+use crate::db::{args, scalar, DbResult, Row, Value};
 use crate::error::{Result, StoreError};
 use crate::keys::{canonical_json, new_run_id, now_ms};
 use crate::manifest::Manifest;
@@ -52,17 +52,16 @@ impl Store {
     /// Creates a run in status `running` and returns it.
     pub fn create_run(&self, config_hash: &str, manifest: &Manifest) -> Result<RunInfo> {
         let text = canonical_json(&self.manifest_json(manifest)?);
-        let conn = self.lock();
         for _ in 0..16 {
             let now = now_ms();
             let run_id = new_run_id(now);
-            let inserted = conn
-                .execute(
-                    "INSERT OR IGNORE INTO runs (run_id, created_ms, updated_ms, status, config_hash, manifest)
-                     VALUES (?1, ?2, ?2, 'running', ?3, ?4)",
-                    params![run_id, now, config_hash, text],
-                )
-                .map_err(|e| self.err("create a run", e))?;
+            let inserted = self.read("create a run", |db| {
+                Ok(db.exec(
+                    "INSERT INTO runs (run_id, created_ms, updated_ms, status, config_hash, manifest)
+                     VALUES (?1, ?2, ?2, 'running', ?3, ?4) ON CONFLICT DO NOTHING",
+                    args![run_id.as_str(), now, config_hash, text.as_str()],
+                )?)
+            })?;
             if inserted == 1 {
                 return Ok(RunInfo {
                     run_id,
@@ -81,16 +80,11 @@ impl Store {
     }
 
     pub fn get_run(&self, run_id: &str) -> Result<Option<RunInfo>> {
-        let conn = self.lock();
-        let row = conn
-            .query_row(
-                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?1"),
-                [run_id],
-                raw_run,
-            )
-            .optional()
-            .map_err(|e| self.err("read a run", e))?;
-        row.map(|r| self.run_info(r)).transpose()
+        let runs = self.query_runs(
+            &format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?1"),
+            args![run_id],
+        )?;
+        Ok(runs.into_iter().next())
     }
 
     /// Like [`Store::get_run`], but an unknown id is an error naming it.
@@ -105,43 +99,40 @@ impl Store {
     pub fn list_runs(&self) -> Result<Vec<RunInfo>> {
         self.query_runs(
             &format!("SELECT {RUN_COLUMNS} FROM runs ORDER BY created_ms DESC, run_id DESC"),
-            [],
+            &[],
         )
     }
 
     pub fn set_status(&self, run_id: &str, status: RunStatus) -> Result<()> {
-        let changed = self
-            .lock()
-            .execute(
+        let changed = self.read("set a run's status", |db| {
+            Ok(db.exec(
                 "UPDATE runs SET status = ?2, updated_ms = ?3 WHERE run_id = ?1",
-                params![run_id, status.as_str(), now_ms()],
-            )
-            .map_err(|e| self.err("set a run's status", e))?;
+                args![run_id, status.as_str(), now_ms()],
+            )?)
+        })?;
         self.expect_run(run_id, changed)
     }
 
     pub fn update_manifest(&self, run_id: &str, manifest: &Manifest) -> Result<()> {
         let text = canonical_json(&self.manifest_json(manifest)?);
-        let changed = self
-            .lock()
-            .execute(
+        let changed = self.read("update a run's manifest", |db| {
+            Ok(db.exec(
                 "UPDATE runs SET manifest = ?2, updated_ms = ?3 WHERE run_id = ?1",
-                params![run_id, text, now_ms()],
-            )
-            .map_err(|e| self.err("update a run's manifest", e))?;
+                args![run_id, text.as_str(), now_ms()],
+            )?)
+        })?;
         self.expect_run(run_id, changed)
     }
 
     /// The oldest run with this configuration, whatever its status (judge runs are found again this way).
     pub fn first_run_with_config(&self, config_hash: &str) -> Result<Option<String>> {
-        self.lock()
-            .query_row(
+        self.read("find a run by configuration", |db| {
+            Ok(scalar(
+                db,
                 "SELECT run_id FROM runs WHERE config_hash = ?1 ORDER BY created_ms, run_id LIMIT 1",
-                [config_hash],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(|e| self.err("find a run by configuration", e))
+                args![config_hash],
+            )?)
+        })
     }
 
     /// The newest run with this configuration that did not finish (status `running` or `interrupted`).
@@ -154,24 +145,19 @@ impl Store {
                 "SELECT {RUN_COLUMNS} FROM runs WHERE config_hash = ?1 AND status != 'finished'
                  ORDER BY created_ms DESC, run_id DESC LIMIT 1"
             ),
-            [config_hash],
+            args![config_hash],
         )?;
         Ok(runs.into_iter().next())
     }
 
-    fn query_runs<P: rusqlite::Params>(&self, sql: &str, p: P) -> Result<Vec<RunInfo>> {
-        let raws = {
-            let conn = self.lock();
-            let mut stmt = conn
-                .prepare_cached(sql)
-                .map_err(|e| self.err("list runs", e))?;
-            let rows = stmt
-                .query_map(p, raw_run)
-                .map_err(|e| self.err("list runs", e))?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-                .map_err(|e| self.err("list runs", e))?
-        };
-        raws.into_iter().map(|r| self.run_info(r)).collect()
+    fn query_runs(&self, sql: &str, params: &[Value]) -> Result<Vec<RunInfo>> {
+        let rows = self.read("list runs", |db| Ok(db.query(sql, params)?))?;
+        rows.iter()
+            .map(|r| {
+                let raw = raw_run(r).map_err(|e| self.err("list runs", e))?;
+                self.run_info(raw)
+            })
+            .collect()
     }
 
     fn run_info(&self, r: RawRun) -> Result<RunInfo> {
@@ -200,7 +186,7 @@ impl Store {
         })
     }
 
-    fn expect_run(&self, run_id: &str, changed: usize) -> Result<()> {
+    fn expect_run(&self, run_id: &str, changed: u64) -> Result<()> {
         if changed == 0 {
             return Err(StoreError::UnknownRun {
                 path: self.path.clone(),
@@ -220,7 +206,7 @@ struct RawRun {
     manifest: String,
 }
 
-fn raw_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
+fn raw_run(row: &Row) -> DbResult<RawRun> {
     Ok(RawRun {
         run_id: row.get(0)?,
         created_ms: row.get(1)?,

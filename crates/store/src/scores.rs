@@ -2,7 +2,7 @@
 //! (run, scoring configuration hash), with one queryable row per sample. `nmb-score` decides what a report holds;
 //! this module only stores and finds it.
 
-use rusqlite::{params, OptionalExtension};
+use crate::db::{args, scalar, DbResult};
 
 use crate::error::Result;
 use crate::keys::now_ms;
@@ -40,73 +40,68 @@ pub struct ScoreReportRecord<'a> {
 impl Store {
     /// Writes a report and its rows in one transaction, replacing a report with the same configuration hash.
     pub fn save_score_report(&self, r: &ScoreReportRecord<'_>) -> Result<()> {
-        self.with_conn("store a score report", |c| {
-            let tx = c.transaction()?;
-            tx.execute(
+        self.write("store a score report", |db| {
+            db.exec(
                 "INSERT INTO score_reports (run_id, config_hash, created_ms, updated_ms, schema_version, report)
                  VALUES (?1, ?2, ?3, ?3, ?4, ?5)
                  ON CONFLICT (run_id, config_hash) DO UPDATE SET
                      updated_ms = excluded.updated_ms, schema_version = excluded.schema_version,
                      report = excluded.report",
-                params![r.run_id, r.config_hash, now_ms(), r.schema_version, r.report_json],
+                args![r.run_id, r.config_hash, now_ms(), r.schema_version, r.report_json],
             )?;
-            tx.execute(
+            db.exec(
                 "DELETE FROM sample_scores WHERE run_id = ?1 AND config_hash = ?2",
-                params![r.run_id, r.config_hash],
+                args![r.run_id, r.config_hash],
             )?;
-            {
-                let mut stmt = tx.prepare(
+            for s in r.samples {
+                db.exec(
                     "INSERT INTO sample_scores (run_id, config_hash, task_id, sample_index, case_id, family, level,
                          status, correct, matched_rank, match_method, rubric_overall, bertscore_f, error_category,
                          error_source)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-                )?;
-                for s in r.samples {
-                    stmt.execute(params![
+                    args![
                         r.run_id,
                         r.config_hash,
-                        s.task_id,
+                        s.task_id.as_str(),
                         s.sample_index,
-                        s.case_id,
-                        s.family,
-                        s.level,
-                        s.status,
+                        s.case_id.as_str(),
+                        s.family.as_str(),
+                        s.level.as_str(),
+                        s.status.as_str(),
                         s.correct,
                         s.matched_rank,
-                        s.match_method,
+                        s.match_method.as_deref(),
                         s.rubric_overall,
                         s.bertscore_f,
-                        s.error_category,
-                        s.error_source,
-                    ])?;
-                }
+                        s.error_category.as_deref(),
+                        s.error_source.as_deref(),
+                    ],
+                )?;
             }
-            tx.commit()
+            Ok(())
         })
     }
 
     /// The JSON of the most recently written report of `run_id`, if it was ever scored.
     pub fn latest_score_report(&self, run_id: &str) -> Result<Option<String>> {
-        self.with_conn("read a score report", |c| {
-            c.query_row(
+        self.read("read a score report", |db| {
+            Ok(scalar(
+                db,
                 "SELECT report FROM score_reports WHERE run_id = ?1
                  ORDER BY updated_ms DESC, config_hash LIMIT 1",
-                params![run_id],
-                |r| r.get(0),
-            )
-            .optional()
+                args![run_id],
+            )?)
         })
     }
 
     /// The JSON of the report of `run_id` scored with configuration `config_hash`.
     pub fn score_report(&self, run_id: &str, config_hash: &str) -> Result<Option<String>> {
-        self.with_conn("read a score report", |c| {
-            c.query_row(
+        self.read("read a score report", |db| {
+            Ok(scalar(
+                db,
                 "SELECT report FROM score_reports WHERE run_id = ?1 AND config_hash = ?2",
-                params![run_id, config_hash],
-                |r| r.get(0),
-            )
-            .optional()
+                args![run_id, config_hash],
+            )?)
         })
     }
 
@@ -116,31 +111,34 @@ impl Store {
         run_id: &str,
         config_hash: &str,
     ) -> Result<Vec<SampleScoreRow>> {
-        self.with_conn("read sample scores", |c| {
-            let mut stmt = c.prepare(
+        self.read("read sample scores", |db| {
+            let rows = db.query(
                 "SELECT task_id, sample_index, case_id, family, level, status, correct, matched_rank,
                         match_method, rubric_overall, bertscore_f, error_category, error_source
                  FROM sample_scores WHERE run_id = ?1 AND config_hash = ?2
                  ORDER BY task_id, sample_index",
+                args![run_id, config_hash],
             )?;
-            let rows = stmt.query_map(params![run_id, config_hash], |r| {
-                Ok(SampleScoreRow {
-                    task_id: r.get(0)?,
-                    sample_index: r.get(1)?,
-                    case_id: r.get(2)?,
-                    family: r.get(3)?,
-                    level: r.get(4)?,
-                    status: r.get(5)?,
-                    correct: r.get(6)?,
-                    matched_rank: r.get(7)?,
-                    match_method: r.get(8)?,
-                    rubric_overall: r.get(9)?,
-                    bertscore_f: r.get(10)?,
-                    error_category: r.get(11)?,
-                    error_source: r.get(12)?,
+            Ok(rows
+                .iter()
+                .map(|r| {
+                    Ok(SampleScoreRow {
+                        task_id: r.get(0)?,
+                        sample_index: r.get(1)?,
+                        case_id: r.get(2)?,
+                        family: r.get(3)?,
+                        level: r.get(4)?,
+                        status: r.get(5)?,
+                        correct: r.get(6)?,
+                        matched_rank: r.get(7)?,
+                        match_method: r.get(8)?,
+                        rubric_overall: r.get(9)?,
+                        bertscore_f: r.get(10)?,
+                        error_category: r.get(11)?,
+                        error_source: r.get(12)?,
+                    })
                 })
-            })?;
-            rows.collect()
+                .collect::<DbResult<Vec<_>>>()?)
         })
     }
 }

@@ -7,6 +7,7 @@
 //! - [`images`]: small PNGs made on the fly.
 //! - [`browser`]: headless Chromium: a page's DOM, screenshots, and a WebDriver session to click and type.
 //! - [`llama`]: llama.cpp's real OpenAI-compatible server (PyPI `xllamacpp`) on a GGUF, as a child process.
+//! - [`postgres`]: a real, private PostgreSQL server per test process, and a fresh database per test.
 //!
 //! It is for tests and benches only: no crate of nmb's depends on it outside `[dev-dependencies]`.
 
@@ -15,5 +16,6 @@ pub mod browser;
 pub mod images;
 pub mod llama;
 pub mod need;
+pub mod postgres;
 
 pub use need::{need, under_ci};

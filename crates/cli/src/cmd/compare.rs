@@ -1,6 +1,7 @@
 //! `nmb compare RUN_A RUN_B`: paired bootstrap and McNemar's test between two scored runs.
 
-use std::path::Path;
+use crate::store_at::StoreAt;
+
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -41,8 +42,8 @@ pub struct CompareArgs {
     pub json: bool,
 }
 
-pub fn run(args: CompareArgs, runs_dir: &Path) -> Result<ExitCode> {
-    let store = open_store(runs_dir)?;
+pub fn run(args: CompareArgs, at: &StoreAt) -> Result<ExitCode> {
+    let store = open_store(at)?;
     let load = |run: &str| -> Result<_> {
         store.run(run)?;
         stored::latest(&store, run)?

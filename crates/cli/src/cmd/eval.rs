@@ -1,5 +1,6 @@
 //! `nmb eval`: ask a model about every task of a suite and store each answer as it arrives.
 
+use crate::store_at::StoreAt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -305,14 +306,14 @@ fn bundled_name(path: &Path) -> Option<&str> {
     (!path.exists()).then_some(name)
 }
 
-pub fn run(args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
+pub fn run(args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     if let Some(config) = &args.config {
-        return super::study::run(config, &args, runs_dir);
+        return super::study::run(config, &args, at);
     }
     if args.template_variants.is_some() {
-        return sweep::run(args, runs_dir);
+        return sweep::run(args, at);
     }
-    run_one(&args, runs_dir)?;
+    run_one(&args, at)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -324,17 +325,13 @@ pub struct Ran {
 }
 
 /// One evaluation, or `None` for a dry run.
-pub fn run_one(args: &EvalArgs, runs_dir: &Path) -> Result<Option<Ran>> {
-    run_with(args, runs_dir, None)
+pub fn run_one(args: &EvalArgs, at: &StoreAt) -> Result<Option<Ran>> {
+    run_with(args, at, None)
 }
 
 /// [`run_one`] with a scheduler shared with other evaluations (a study's), so that their calls keep one global
 /// limit; without one, the evaluation makes its own.
-pub fn run_with(
-    args: &EvalArgs,
-    runs_dir: &Path,
-    shared: Option<Scheduler>,
-) -> Result<Option<Ran>> {
+pub fn run_with(args: &EvalArgs, at: &StoreAt, shared: Option<Scheduler>) -> Result<Option<Ran>> {
     let spec = ModelSpec::parse(&args.model).context("bad --model")?;
     let plan = args.plan_options()?;
     let suite = load_suite(args)?;
@@ -351,8 +348,7 @@ pub fn run_with(
     }
     let model = connect_model(&args.model, &ConnectOptions::default())
         .with_context(|| format!("cannot use model {}", args.model))?;
-    let store = Store::open_dir(runs_dir)
-        .with_context(|| format!("cannot open the run store in {}", runs_dir.display()))?;
+    let store = at.open()?;
     let mut settings = EvalSettings::new(model.spec.to_string());
     settings.params = args.params();
     settings.plan = plan;

@@ -1,8 +1,9 @@
 //! `nmb report RUN_ID...`: writes the HTML/Markdown/CSV/JSON report (and optionally the leaderboard export) of
 //! one run or a comparison of several.
 
+use crate::store_at::StoreAt;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -65,7 +66,7 @@ pub struct ReportArgs {
     resamples: usize,
 }
 
-pub fn run(args: ReportArgs, runs_dir: &Path) -> Result<ExitCode> {
+pub fn run(args: ReportArgs, at: &StoreAt) -> Result<ExitCode> {
     let mut opts = ReportOptions::new(&args.out);
     opts.formats = args
         .format
@@ -87,7 +88,7 @@ pub fn run(args: ReportArgs, runs_dir: &Path) -> Result<ExitCode> {
     opts.prices = prices(&args.prices)?;
     opts.bootstrap.seed = args.seed;
     opts.bootstrap.resamples = args.resamples;
-    let store = super::score::open_store(runs_dir)?;
+    let store = super::score::open_store(at)?;
     let mut from_files = score_files(&args.scores)?;
     let mut runs = Vec::new();
     for id in &args.runs {
@@ -99,7 +100,7 @@ pub fn run(args: ReportArgs, runs_dir: &Path) -> Result<ExitCode> {
             eprintln!("note: run {id} has no scores; its report shows answers, errors and usage only (run `nmb score {id}`)");
         }
         let run = nmb_report::load_run(&store, id, scores)
-            .with_context(|| format!("reading run {id} from {}", runs_dir.display()))?;
+            .with_context(|| format!("reading run {id} from {at}"))?;
         runs.push(run);
     }
     if let Some(unused) = from_files.keys().next() {

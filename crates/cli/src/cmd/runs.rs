@@ -1,11 +1,12 @@
 //! `nmb runs list|show`: what the run store holds.
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use nmb_store::{RunInfo, RunSummary, Store, DB_FILE_NAME};
+use nmb_store::{RunInfo, RunSummary};
+
+use crate::store_at::StoreAt;
 use serde_json::{json, Value};
 
 pub const EXAMPLES: &str = "\
@@ -15,7 +16,8 @@ Examples:
   nmb runs show 20250101-120000-ab12cd --json | jq .errors_by_class
   nmb --runs-dir /data/nmb-runs runs list --json
 
-Runs live in RUNS_DIR/nmb.sqlite (RUNS_DIR: --runs-dir, else $NMB_RUNS_DIR, else ./nmb-runs).";
+Runs live in RUNS_DIR/nmb.sqlite (RUNS_DIR: --runs-dir, else $NMB_RUNS_DIR, else ./nmb-runs), or in the
+PostgreSQL database of --store URL (else $NMB_STORE_URL).";
 
 const LIST_EXAMPLES: &str = "\
 Examples:
@@ -72,22 +74,11 @@ struct ShowArgs {
     json: bool,
 }
 
-pub fn run(command: RunsCommand, runs_dir: &Path) -> Result<ExitCode> {
+pub fn run(command: RunsCommand, at: &StoreAt) -> Result<ExitCode> {
     match command.action {
-        Action::List(args) => list(args, runs_dir),
-        Action::Show(args) => show(args, runs_dir),
+        Action::List(args) => list(args, at),
+        Action::Show(args) => show(args, at),
     }
-}
-
-/// Opens an existing store; reading never creates one.
-fn open(runs_dir: &Path) -> Result<Option<Store>> {
-    let db = runs_dir.join(DB_FILE_NAME);
-    if !db.is_file() {
-        return Ok(None);
-    }
-    Store::open(&db)
-        .map(Some)
-        .with_context(|| format!("cannot open the run store {}", db.display()))
 }
 
 /// The summary fields at the top level, with the manifest next to them.
@@ -102,12 +93,12 @@ fn run_json(summary: &RunSummary, info: &RunInfo) -> Value {
     v
 }
 
-fn list(args: ListArgs, runs_dir: &Path) -> Result<ExitCode> {
-    let Some(store) = open(runs_dir)? else {
+fn list(args: ListArgs, at: &StoreAt) -> Result<ExitCode> {
+    let Some(store) = at.open_existing()? else {
         if args.json {
             println!("[]");
         } else {
-            println!("no runs in {}", runs_dir.display());
+            println!("no runs in {at}");
         }
         return Ok(ExitCode::SUCCESS);
     };
@@ -125,7 +116,7 @@ fn list(args: ListArgs, runs_dir: &Path) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if rows.is_empty() {
-        println!("no runs in {}", runs_dir.display());
+        println!("no runs in {at}");
         return Ok(ExitCode::SUCCESS);
     }
     // Studies in the order their newest run appears; a stable sort keeps runs newest first within each.
@@ -165,19 +156,14 @@ fn list(args: ListArgs, runs_dir: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn show(args: ShowArgs, runs_dir: &Path) -> Result<ExitCode> {
-    let Some(store) = open(runs_dir)? else {
-        bail!(
-            "no run store in {} (looked for {}); run `nmb eval` first or pass --runs-dir",
-            runs_dir.display(),
-            DB_FILE_NAME
-        );
+fn show(args: ShowArgs, at: &StoreAt) -> Result<ExitCode> {
+    let Some(store) = at.open_existing()? else {
+        bail!("no run store at {at}; run `nmb eval` first or pass --runs-dir or --store");
     };
     let Some(info) = store.get_run(&args.run_id).context("cannot read the run")? else {
         bail!(
-            "no run {:?} in {}; `nmb runs list` shows the stored runs",
-            args.run_id,
-            runs_dir.display()
+            "no run {:?} in {at}; `nmb runs list` shows the stored runs",
+            args.run_id
         );
     };
     let s = store

@@ -1,7 +1,8 @@
 //! `nmb score RUN_ID`: score a stored run (matching, judges, rubric, taxonomy, BERTScore, CIs) and store the
 //! report.
 
-use std::path::{Path, PathBuf};
+use crate::store_at::StoreAt;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -52,18 +53,9 @@ impl From<AggregateArg> for Aggregation {
     }
 }
 
-/// Opens the run store in `runs_dir` (the global `--runs-dir`); scoring never creates one.
-pub fn open_store(runs_dir: &Path) -> Result<Arc<Store>> {
-    let path = runs_dir.join(nmb_store::DB_FILE_NAME);
-    if !path.is_file() {
-        bail!(
-            "no run store at {} (run `nmb eval` first, or pass --runs-dir DIR)",
-            path.display()
-        );
-    }
-    Ok(Arc::new(Store::open(&path).with_context(|| {
-        format!("cannot open {}", path.display())
-    })?))
+/// Opens the run store (the global `--runs-dir` or `--store`); scoring never creates one.
+pub fn open_store(at: &StoreAt) -> Result<Arc<Store>> {
+    at.open_for_reading()
 }
 
 /// Bootstrap settings shared by `score` and `compare`.
@@ -164,16 +156,16 @@ pub struct ScoreArgs {
     pub json: bool,
 }
 
-pub fn run(args: ScoreArgs, runs_dir: &Path) -> Result<ExitCode> {
+pub fn run(args: ScoreArgs, at: &StoreAt) -> Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    let report = runtime.block_on(score(&args, runs_dir))?;
+    let report = runtime.block_on(score(&args, at))?;
     print_report(&report, args.json)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Scores the run and stores the report; used by `nmb score` (and `nmb eval` at its end).
-pub async fn score(args: &ScoreArgs, runs_dir: &Path) -> Result<ScoreReport> {
-    let store = open_store(runs_dir)?;
+pub async fn score(args: &ScoreArgs, at: &StoreAt) -> Result<ScoreReport> {
+    let store = open_store(at)?;
     let run = store.run(&args.run_id)?;
     if let Some(judged) = run.manifest.judged_run() {
         bail!(

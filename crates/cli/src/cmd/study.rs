@@ -4,6 +4,7 @@
 //! one report covers every run of the study. The run file's format is in
 //! `nmb eval --help` and `nmb-study`.
 
+use crate::store_at::StoreAt;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::ExitCode;
@@ -12,7 +13,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use nmb_report::{Prices, ReportOptions};
 use nmb_requests::Scheduler;
-use nmb_store::Store;
+
 use nmb_study::{Cell, Study};
 use serde_json::json;
 
@@ -26,7 +27,7 @@ struct CellCli {
     eval: EvalArgs,
 }
 
-pub fn run(config: &Path, top: &EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
+pub fn run(config: &Path, top: &EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     let study = nmb_study::read(config)?;
     let cells = study.cells();
     let cap = top.max_cost.or(study.max_cost());
@@ -38,14 +39,14 @@ pub fn run(config: &Path, top: &EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
     }
     let models: BTreeSet<&str> = cells.iter().map(|c| c.model.as_str()).collect();
     let (runs, stopped) = if cap.is_none() && models.len() > 1 {
-        (in_parallel(&study, &cells, top, runs_dir)?, None)
+        (in_parallel(&study, &cells, top, at)?, None)
     } else {
-        in_turn(&study, &cells, top, runs_dir, cap)?
+        in_turn(&study, &cells, top, at, cap)?
     };
     let runs: Vec<(&Cell, String)> = runs.into_iter().map(|(c, r)| (c, r.run_id)).collect();
-    let spent = cap.map(|_| spent(runs_dir, &study, &cells)).transpose()?;
-    let state = record(runs_dir, &study, cap, spent, stopped.clone(), &runs)?;
-    let html = report(&study, &cells, &runs, runs_dir)?;
+    let spent = cap.map(|_| spent(at, &study, &cells)).transpose()?;
+    let state = record(at, &study, cap, spent, stopped.clone(), &runs)?;
+    let html = report(&study, &cells, &runs, at)?;
     if top.json {
         let cells: Vec<_> = runs
             .iter()
@@ -79,7 +80,7 @@ fn in_turn<'a>(
     study: &Study,
     cells: &'a [Cell],
     top: &EvalArgs,
-    runs_dir: &Path,
+    at: &StoreAt,
     cap: Option<f64>,
 ) -> Result<(Done<'a>, Option<serde_json::Value>)> {
     let mut runs = Vec::new();
@@ -88,13 +89,13 @@ fn in_turn<'a>(
         let mut args = cell_args(cell, &switches(top))?;
         args.study = Some(study.name().to_string());
         let budget = match cap {
-            Some(cap) => Some(Budget::for_cell(cap, &args, cell, runs_dir, study, cells)?),
+            Some(cap) => Some(Budget::for_cell(cap, &args, cell, at, study, cells)?),
             None => None,
         };
         if let Some(b) = &budget {
             args.max_requests = Some(args.max_requests.map_or(b.requests, |m| m.min(b.requests)));
         }
-        let ran = run_one(&args, runs_dir).with_context(|| {
+        let ran = run_one(&args, at).with_context(|| {
             format!(
                 "study {}: cell {} ({})",
                 study.name(),
@@ -127,7 +128,7 @@ fn in_parallel<'a>(
     study: &Study,
     cells: &'a [Cell],
     top: &EvalArgs,
-    runs_dir: &Path,
+    at: &StoreAt,
 ) -> Result<Done<'a>> {
     let scheduler = Scheduler::new(top.scheduler_config());
     let mut groups: Vec<Vec<&Cell>> = Vec::new();
@@ -152,16 +153,15 @@ fn in_parallel<'a>(
                         announce(study, cell, cells.len(), top.quiet);
                         let mut args = cell_args(cell, quiet)?;
                         args.study = Some(study.name().to_string());
-                        let ran = run_with(&args, runs_dir, Some(scheduler.clone())).with_context(
-                            || {
+                        let ran =
+                            run_with(&args, at, Some(scheduler.clone())).with_context(|| {
                                 format!(
                                     "study {}: cell {} ({})",
                                     study.name(),
                                     cell.index,
                                     cell.name
                                 )
-                            },
-                        )?;
+                            })?;
                         done.extend(ran.map(|r| (*cell, r)));
                     }
                     Ok(done)
@@ -240,11 +240,11 @@ impl Budget {
         cap: f64,
         args: &EvalArgs,
         cell: &Cell,
-        runs_dir: &Path,
+        at: &StoreAt,
         study: &Study,
         cells: &[Cell],
     ) -> Result<Budget> {
-        let spent = spent(runs_dir, study, cells)?;
+        let spent = spent(at, study, cells)?;
         let [price_in, price_out] = cell.price.unwrap_or([0.0, 0.0]);
         let plan = dry_run_totals(args)?;
         let max_out = f64::from(args.max_tokens);
@@ -275,8 +275,8 @@ impl Budget {
 
 /// Dollars spent by every run of the study, from the tokens its calls used (answers taken from the store cost
 /// nothing).
-fn spent(runs_dir: &Path, study: &Study, cells: &[Cell]) -> Result<f64> {
-    let Ok(store) = Store::open_dir(runs_dir) else {
+fn spent(at: &StoreAt, study: &Study, cells: &[Cell]) -> Result<f64> {
+    let Ok(store) = at.open() else {
         return Ok(0.0);
     };
     let mut dollars = 0.0;
@@ -299,14 +299,14 @@ fn spent(runs_dir: &Path, study: &Study, cells: &[Cell]) -> Result<f64> {
 /// Where the study got to, kept in RUNS_DIR/studies/NAME.json: its runs, what it spent and where and why it
 /// stopped.
 fn record(
-    runs_dir: &Path,
+    at: &StoreAt,
     study: &Study,
     cap: Option<f64>,
     spent: Option<f64>,
     stopped: Option<serde_json::Value>,
     runs: &[(&Cell, String)],
 ) -> Result<std::path::PathBuf> {
-    let dir = runs_dir.join("studies");
+    let dir = at.runs_dir().join("studies");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let path = dir.join(format!("{}.json", study.name()));
     let state = json!({
@@ -363,9 +363,9 @@ fn report(
     study: &Study,
     cells: &[Cell],
     runs: &[(&Cell, String)],
-    runs_dir: &Path,
+    at: &StoreAt,
 ) -> Result<std::path::PathBuf> {
-    let store = Store::open_dir(runs_dir).context("cannot open the run store")?;
+    let store = at.open()?;
     let mut data = Vec::new();
     for (_, id) in runs {
         let scores = nmb_report::stored_scores(&store, id)?;

@@ -12,6 +12,7 @@ mod leaderboard_site;
 mod llama_cpp_server;
 mod local_model;
 mod old_store;
+mod postgres_store;
 mod pubmedqa;
 mod replicas;
 mod report_cli;

@@ -7,38 +7,40 @@ use nmb_store::{cache_key, SampleStatus, Store};
 
 #[test]
 fn threads_sharing_one_store_lose_nothing() {
-    let (_dir, store) = temp_store();
-    let store = Arc::new(store);
-    let run = store.create_run("cfg", &manifest()).unwrap();
-    let images: Arc<Vec<Vec<u8>>> = Arc::new((0..3).map(|i| fake_png(i, 20_000)).collect());
-    let handles: Vec<_> = (0..8)
-        .map(|t| {
-            let store = Arc::clone(&store);
-            let images = Arc::clone(&images);
-            let run_id = run.run_id.clone();
-            std::thread::spawn(move || {
-                for i in 0..40 {
-                    let task = format!("th{t}-{i}");
-                    let prompt = put_image_prompt(&store, &task, &images);
-                    let key = cache_key(MODEL, PARAMS, &prompt, 0);
-                    assert!(store.lookup_cache(&key).unwrap().is_none());
-                    store
-                        .record_call(
-                            &call(&run_id, &task, 0, &prompt),
-                            &[ok_choice(0, &task, true)],
-                        )
-                        .unwrap();
-                    assert_eq!(store.lookup_cache(&key).unwrap().unwrap().text, task);
-                }
+    on_each_engine(|| {
+        let (_dir, store) = temp_store();
+        let store = Arc::new(store);
+        let run = store.create_run("cfg", &manifest()).unwrap();
+        let images: Arc<Vec<Vec<u8>>> = Arc::new((0..3).map(|i| fake_png(i, 20_000)).collect());
+        let handles: Vec<_> = (0..8)
+            .map(|t| {
+                let store = Arc::clone(&store);
+                let images = Arc::clone(&images);
+                let run_id = run.run_id.clone();
+                std::thread::spawn(move || {
+                    for i in 0..40 {
+                        let task = format!("th{t}-{i}");
+                        let prompt = put_image_prompt(&store, &task, &images);
+                        let key = cache_key(MODEL, PARAMS, &prompt, 0);
+                        assert!(store.lookup_cache(&key).unwrap().is_none());
+                        store
+                            .record_call(
+                                &call(&run_id, &task, 0, &prompt),
+                                &[ok_choice(0, &task, true)],
+                            )
+                            .unwrap();
+                        assert_eq!(store.lookup_cache(&key).unwrap().unwrap().text, task);
+                    }
+                })
             })
-        })
-        .collect();
-    for h in handles {
-        h.join().expect("writer thread");
-    }
-    let s = store.summary(&run.run_id).unwrap();
-    assert_eq!((s.samples_total, s.samples_ok, s.calls), (320, 320, 320));
-    assert_eq!(store.image_count().unwrap(), 3);
+            .collect();
+        for h in handles {
+            h.join().expect("writer thread");
+        }
+        let s = store.summary(&run.run_id).unwrap();
+        assert_eq!((s.samples_total, s.samples_ok, s.calls), (320, 320, 320));
+        assert_eq!(store.image_count().unwrap(), 3);
+    });
 }
 
 #[test]

@@ -46,58 +46,64 @@ fn an_image_used_by_100_requests_is_stored_once() {
 
 #[test]
 fn a_prompt_shared_by_samples_and_runs_is_stored_once() {
-    let (_dir, store) = temp_store();
-    let images = vec![fake_png(1, 4_000), fake_png(2, 4_000), fake_png(3, 4_000)];
-    for _ in 0..2 {
-        let run = store.create_run("cfg", &manifest()).unwrap();
-        for sample in 0..5 {
-            let prompt = put_image_prompt(&store, "task", &images);
-            store
-                .record_call(
-                    &call(&run.run_id, "task", 0, &prompt),
-                    &[ok_choice(sample, "a", true)],
-                )
-                .unwrap();
+    on_each_engine(|| {
+        let (_dir, store) = temp_store();
+        let images = vec![fake_png(1, 4_000), fake_png(2, 4_000), fake_png(3, 4_000)];
+        for _ in 0..2 {
+            let run = store.create_run("cfg", &manifest()).unwrap();
+            for sample in 0..5 {
+                let prompt = put_image_prompt(&store, "task", &images);
+                store
+                    .record_call(
+                        &call(&run.run_id, "task", 0, &prompt),
+                        &[ok_choice(sample, "a", true)],
+                    )
+                    .unwrap();
+            }
         }
-    }
-    assert_eq!(store.prompt_count().unwrap(), 1);
-    assert_eq!(store.image_count().unwrap(), 3);
-    let body = store
-        .prompt_body(&put_image_prompt(&store, "task", &images))
-        .unwrap()
-        .unwrap();
-    assert!(
-        body.contains(&sha(&images[0])),
-        "prompt refers to images by hash"
-    );
-    assert!(
-        body.len() < 1_000,
-        "images are never inlined in prompt bodies ({} bytes)",
-        body.len()
-    );
+        assert_eq!(store.prompt_count().unwrap(), 1);
+        assert_eq!(store.image_count().unwrap(), 3);
+        let body = store
+            .prompt_body(&put_image_prompt(&store, "task", &images))
+            .unwrap()
+            .unwrap();
+        assert!(
+            body.contains(&sha(&images[0])),
+            "prompt refers to images by hash"
+        );
+        assert!(
+            body.len() < 1_000,
+            "images are never inlined in prompt bodies ({} bytes)",
+            body.len()
+        );
+    });
 }
 
 #[test]
 fn an_image_whose_bytes_do_not_match_its_hash_is_refused() {
-    let (_dir, store) = temp_store();
-    let bytes = fake_png(7, 1_000);
-    let wrong = sha(b"something else");
-    let err = store
-        .put_image(&ImageInput {
-            sha256: &wrong,
-            mime: "image/png",
-            bytes: &bytes,
-        })
-        .unwrap_err();
-    assert!(matches!(err, StoreError::ImageHashMismatch { .. }), "{err}");
-    assert_eq!(store.image_count().unwrap(), 0);
+    on_each_engine(|| {
+        let (_dir, store) = temp_store();
+        let bytes = fake_png(7, 1_000);
+        let wrong = sha(b"something else");
+        let err = store
+            .put_image(&ImageInput {
+                sha256: &wrong,
+                mime: "image/png",
+                bytes: &bytes,
+            })
+            .unwrap_err();
+        assert!(matches!(err, StoreError::ImageHashMismatch { .. }), "{err}");
+        assert_eq!(store.image_count().unwrap(), 0);
+    });
 }
 
 #[test]
 fn a_prompt_body_that_is_not_json_is_refused() {
-    let (_dir, store) = temp_store();
-    let err = store.put_prompt("h", "not json", &[]).unwrap_err();
-    assert!(err.to_string().contains("prompt h"), "{err}");
+    on_each_engine(|| {
+        let (_dir, store) = temp_store();
+        let err = store.put_prompt("h", "not json", &[]).unwrap_err();
+        assert!(err.to_string().contains("prompt h"), "{err}");
+    });
 }
 
 #[test]

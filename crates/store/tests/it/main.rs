@@ -6,6 +6,7 @@ mod concurrency;
 mod crash;
 mod dedup;
 mod open;
+mod postgres;
 mod replicas;
 mod runs;
 mod secrets;

@@ -3,11 +3,12 @@
 //! reuses stored answers on its own), then one report covers every variant when `--report DIR` is given; its
 //! prompt-sensitivity section compares them (`nmb-report`'s `sweep`).
 
+use crate::store_at::StoreAt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use nmb_store::Store;
+
 use serde_json::json;
 
 use super::{run_one, EvalArgs};
@@ -63,7 +64,7 @@ fn variants(source: &Path) -> Result<Vec<(String, Option<PathBuf>)>> {
         .collect())
 }
 
-pub(super) fn run(mut args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
+pub(super) fn run(mut args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     let source = args
         .template_variants
         .take()
@@ -82,7 +83,7 @@ pub(super) fn run(mut args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
         }
         args.template = template.clone();
         args.name = Some(format!("{name} [{label}]"));
-        let ran = run_one(&args, runs_dir).with_context(|| format!("prompt variant {label}"))?;
+        let ran = run_one(&args, at).with_context(|| format!("prompt variant {label}"))?;
         if let Some(ran) = ran {
             runs.push((label.clone(), ran.run_id));
         }
@@ -91,7 +92,7 @@ pub(super) fn run(mut args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let html = match &report {
-        Some(dir) => Some(write_report(&runs, runs_dir, dir)?),
+        Some(dir) => Some(write_report(&runs, at, dir)?),
         None => None,
     };
     if args.json {
@@ -117,8 +118,8 @@ pub(super) fn run(mut args: EvalArgs, runs_dir: &Path) -> Result<ExitCode> {
 }
 
 /// One report over every variant's run (scored runs with their stored scores).
-fn write_report(runs: &[(String, String)], runs_dir: &Path, dir: &Path) -> Result<PathBuf> {
-    let store = Store::open_dir(runs_dir).context("cannot open the run store")?;
+fn write_report(runs: &[(String, String)], at: &StoreAt, dir: &Path) -> Result<PathBuf> {
+    let store = at.open()?;
     let mut data = Vec::new();
     for (_, id) in runs {
         let scores = nmb_report::stored_scores(&store, id)?;

@@ -27,10 +27,37 @@ pub fn fake_png(seed: u64, len: usize) -> Vec<u8> {
     out
 }
 
+thread_local! {
+    static ON_POSTGRES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A new empty store: a SQLite file in a temporary directory, or inside [`on_each_engine`]'s second pass a new
+/// database on the private PostgreSQL server.
 pub fn temp_store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = Store::open_dir(dir.path().join("runs")).expect("open store");
+    let store = if ON_POSTGRES.get() {
+        let pg = nmb_test_support::postgres::cluster().expect("checked by on_each_engine");
+        Store::connect(&pg.fresh_database()).expect("connect to PostgreSQL")
+    } else {
+        Store::open_dir(dir.path().join("runs")).expect("open store")
+    };
     (dir, store)
+}
+
+/// Runs `body` on SQLite, then again on PostgreSQL (skipped with a message locally when no server can be
+/// started, a failure under CI). The same assertions hold on both.
+pub fn on_each_engine(body: impl Fn() + std::panic::RefUnwindSafe) {
+    body();
+    let Some(_) = nmb_test_support::postgres::cluster() else {
+        return;
+    };
+    ON_POSTGRES.set(true);
+    let result = std::panic::catch_unwind(&body);
+    ON_POSTGRES.set(false);
+    if let Err(panic) = result {
+        eprintln!("the failure above is on PostgreSQL");
+        std::panic::resume_unwind(panic);
+    }
 }
 
 /// Stores a text-only prompt for `task` and returns its hash.

@@ -1,0 +1,190 @@
+//! The whole tool on a PostgreSQL store (`--store postgres://…` or `NMB_STORE_URL`): eval, resume, runs, score,
+//! report and compare work as on SQLite, give the same scores, and never print the password.
+
+use crate::common;
+
+use std::process::Output;
+
+use common::*;
+use nmb_fake_server::{Config, Wire};
+use nmb_test_support::postgres::cluster;
+use serde_json::Value;
+
+fn eval_args(model: &str) -> Vec<String> {
+    [
+        "eval",
+        "--suite",
+        "sample",
+        "--model",
+        model,
+        "--samples",
+        "2",
+        "--limit",
+        "6",
+        "--no-bertscore",
+        "--json",
+        "-q",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// `nmb` with the store given by `--store` (SQLite runs in `dir` stay empty).
+fn on_pg(dir: &std::path::Path, url: &str, args: &[String]) -> Output {
+    let out = nmb_command(dir)
+        .arg("--store")
+        .arg(url)
+        .args(args)
+        .output()
+        .expect("running nmb");
+    let password = cluster()
+        .map(|pg| pg.password().to_string())
+        .unwrap_or_default();
+    for stream in [&out.stdout, &out.stderr] {
+        assert!(
+            !text(stream).contains(&password),
+            "the password was printed: {}",
+            text(stream).replace(&password, "<PASSWORD>")
+        );
+    }
+    out
+}
+
+#[test]
+fn eval_resume_score_report_and_compare_work_on_postgres_with_the_scores_of_sqlite() {
+    let Some(pg) = cluster() else { return };
+    let url = pg.fresh_database();
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(Config::default());
+    let model = model_spec(Wire::OpenAi, &server);
+
+    let first = json_of(&on_pg(dir.path(), &url, &eval_args(&model)));
+    assert_eq!(first["summary"]["status"], "finished");
+    assert_eq!(first["summary"]["samples_ok"], 12);
+    assert!(
+        !dir.path().join("nmb-runs").exists() && !dir.path().join(nmb_store::DB_FILE_NAME).exists(),
+        "nothing went to SQLite"
+    );
+    let run_id = first["run_id"].as_str().unwrap().to_string();
+    let sent = server.request_count();
+    assert_eq!(sent, first["summary"]["requests_sent"].as_u64().unwrap());
+
+    // Resuming pays for nothing twice; a new run of the same configuration is answered from the shared cache.
+    let mut resume = eval_args(&model);
+    resume.extend(["--resume".to_string(), run_id.clone()]);
+    let again = json_of(&on_pg(dir.path(), &url, &resume));
+    assert_eq!(again["invocation"]["requests"], 0);
+    let rerun = json_of(&on_pg(dir.path(), &url, &eval_args(&model)));
+    assert_eq!(rerun["summary"]["cache_hits"], 12);
+    assert_eq!(
+        server.request_count(),
+        sent,
+        "no request reached the server"
+    );
+
+    // The same run on SQLite scores the same.
+    let sqlite_dir = tempfile::tempdir().unwrap();
+    let on_sqlite = json_of(&nmb(sqlite_dir.path(), &as_strs(&eval_args(&model))));
+    let score = |out: &Output| -> Value {
+        let mut v = json_of(out);
+        normalise(&mut v);
+        v
+    };
+    let sqlite_id = on_sqlite["run_id"].as_str().unwrap();
+    let pg_score = score(&on_pg(
+        dir.path(),
+        &url,
+        &strings(&["score", &run_id, "--json"]),
+    ));
+    let sqlite_score = score(&nmb(sqlite_dir.path(), &["score", sqlite_id, "--json"]));
+    assert_eq!(pg_score, sqlite_score);
+    assert!(pg_score.to_string().contains("pass"), "{pg_score}");
+
+    // runs list/show, report and compare read the PostgreSQL store; NMB_STORE_URL works like --store.
+    let list = nmb_command(dir.path())
+        .env("NMB_STORE_URL", &url)
+        .args(["runs", "list"])
+        .output()
+        .unwrap();
+    assert!(list.status.success(), "{}", text(&list.stderr));
+    assert!(
+        text(&list.stdout).contains(&run_id),
+        "{}",
+        text(&list.stdout)
+    );
+    assert!(!text(&list.stdout).contains(pg.password()));
+    let show = json_of(&on_pg(
+        dir.path(),
+        &url,
+        &strings(&["runs", "show", &run_id, "--json"]),
+    ));
+    assert_eq!(show["samples_ok"], 12);
+    let out_dir = dir.path().join("report");
+    let report = on_pg(
+        dir.path(),
+        &url,
+        &strings(&["report", &run_id, "--out", &out_dir.display().to_string()]),
+    );
+    assert!(report.status.success(), "{}", text(&report.stderr));
+    assert!(out_dir.join("report.html").is_file());
+    let rerun_id = rerun["run_id"].as_str().unwrap();
+    let compare = on_pg(dir.path(), &url, &strings(&["compare", &run_id, rerun_id]));
+    assert!(compare.status.success(), "{}", text(&compare.stderr));
+}
+
+#[test]
+fn a_wrong_password_or_a_bad_url_is_a_clear_error_without_the_password() {
+    let Some(pg) = cluster() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let wrong = pg.fresh_database().replace(pg.password(), "hunter2-wrong");
+    let out = nmb_command(dir.path())
+        .args(["--store", &wrong, "runs", "list"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("cannot open the run store") && err.contains("***"),
+        "{err}"
+    );
+    assert!(!err.contains("hunter2-wrong"), "{err}");
+
+    let out = nmb_command(dir.path())
+        .args(["--store", "mysql://u:pw@h/db", "runs", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("postgres://"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!text(&out.stderr).contains(":pw@"), "{}", text(&out.stderr));
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+fn as_strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// Run ids and clock times differ between two runs of the same thing; nothing else may.
+fn normalise(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            map.retain(|k, _| {
+                !(k == "run_id"
+                    || k.ends_with("_ms")
+                    || k.ends_with("_at")
+                    || k == "created"
+                    || k == "scored_at")
+            });
+            map.values_mut().for_each(normalise);
+        }
+        Value::Array(items) => items.iter_mut().for_each(normalise),
+        _ => {}
+    }
+}
