@@ -20,6 +20,7 @@
 mod db;
 mod error;
 mod keys;
+mod leases;
 mod manifest;
 mod packed;
 mod query;
@@ -136,6 +137,10 @@ impl Store {
     /// The database file (or the PostgreSQL URL without its password).
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    pub(crate) fn is_postgres(&self) -> bool {
+        matches!(self.engine, Engine::Postgres(_))
     }
 
     /// Which engine holds the data: `"sqlite"` or `"postgres"`.

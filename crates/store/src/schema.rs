@@ -51,6 +51,12 @@ pub const MIGRATIONS: &[Migration] = &[
         description: "calls.replica: the server (base URL) that answered a call",
         sql: V5,
     },
+    Migration {
+        version: 6,
+        description:
+            "samples.lease_owner, lease_until_ms: which worker holds a sample, and until when",
+        sql: V6,
+    },
 ];
 
 /// The newest schema version this build writes.
@@ -191,6 +197,13 @@ CREATE TABLE renders (
 /// stored before v5, for in-process models, and for calls recorded without one.
 const V5: &str = r#"
 ALTER TABLE calls ADD COLUMN replica TEXT;
+"#;
+
+/// Workers sharing a run claim its samples for a while (a lease) and keep renewing the claim; a sample whose
+/// lease ran out (its worker died) is claimed again by another. NULL when nobody holds the sample.
+const V6: &str = r#"
+ALTER TABLE samples ADD COLUMN lease_owner TEXT;
+ALTER TABLE samples ADD COLUMN lease_until_ms INTEGER;
 "#;
 
 const V3: &str = r#"

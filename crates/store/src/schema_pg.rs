@@ -11,7 +11,7 @@ use crate::schema::{latest_version, APPLICATION_ID, MIGRATIONS};
 use crate::{Engine, Store, WriteError};
 
 /// PostgreSQL's DDL for each version of [`MIGRATIONS`], in the same order.
-const STEPS: &[&str] = &[V1, V2, V3, V4, V5];
+const STEPS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 const V1: &str = r#"
 CREATE TABLE nmb_store (application_id BIGINT NOT NULL);
@@ -152,6 +152,12 @@ CREATE TABLE renders (
 "#;
 
 const V5: &str = "ALTER TABLE calls ADD COLUMN replica TEXT;";
+
+const V6: &str = r#"
+ALTER TABLE samples ADD COLUMN lease_owner TEXT;
+ALTER TABLE samples ADD COLUMN lease_until_ms BIGINT;
+CREATE INDEX samples_open ON samples (run_id, status) WHERE status <> 'ok';
+"#;
 
 /// Checks that the database is empty or an nmb store no newer than this build, then applies what is missing.
 pub(crate) fn migrate(store: &Store) -> Result<()> {

@@ -5,6 +5,7 @@ mod common;
 mod concurrency;
 mod crash;
 mod dedup;
+mod leases;
 mod open;
 mod postgres;
 mod replicas;
