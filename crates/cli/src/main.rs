@@ -94,6 +94,9 @@ enum Command {
     /// Agreement between judges and clinicians (correlations, kappas, alpha, ICC, corrected pass rates)
     #[command(after_help = cmd::agreement::EXAMPLES)]
     Agreement(cmd::agreement::AgreementArgs),
+    /// Work on a shared store's runs alongside other workers: claim pending samples, ask, store, exit when done
+    #[command(after_help = cmd::worker::EXAMPLES)]
+    Worker(cmd::worker::WorkerArgs),
     /// Look at a DICOM file or series or a NIfTI volume, and render the views a model would receive
     #[command(subcommand, after_help = cmd::image::EXAMPLES)]
     Image(cmd::image::ImageCommand),
@@ -120,6 +123,7 @@ fn main() -> ExitCode {
         Command::Report(a) => cmd::report::run(a, &at),
         Command::Agreement(a) => cmd::agreement::run(a),
         Command::Image(c) => cmd::image::run(c),
+        Command::Worker(a) => cmd::worker::run(a, &at),
     };
     match result {
         Ok(code) => code,

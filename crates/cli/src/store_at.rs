@@ -38,6 +38,11 @@ impl StoreAt {
         }
     }
 
+    /// A store other processes may share at the same time (PostgreSQL).
+    pub fn is_shared(&self) -> bool {
+        self.url.is_some()
+    }
+
     /// Where files written beside the runs go.
     pub fn runs_dir(&self) -> &Path {
         &self.runs_dir

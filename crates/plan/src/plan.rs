@@ -380,6 +380,13 @@ impl<'a> Plan<'a> {
         self.settings.samples
     }
 
+    /// Plans only the tasks `keep` accepts, asked in suite order before anything of the task is read or
+    /// rendered (workers sharing a run plan only what they claimed).
+    pub fn keeping(mut self, mut keep: impl FnMut(&str) -> bool + 'a) -> Plan<'a> {
+        self.tasks = Box::new(self.tasks.filter(move |(_, t)| keep(&t.id)));
+        self
+    }
+
     pub fn answer_language(&self) -> Option<&str> {
         self.settings.answer_language.as_deref()
     }

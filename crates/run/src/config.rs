@@ -53,6 +53,23 @@ pub struct EvalSettings {
     pub study: Option<String>,
     /// Ask every sample in a request of its own even where the API has `n` (`--no-n`).
     pub no_n: bool,
+    /// Create the run and its pending samples, then stop (`--plan-only`): workers do the rest.
+    pub plan_only: bool,
+    /// Share the run with other processes: claim samples under a lease instead of taking every unfinished one.
+    pub claiming: Option<Claiming>,
+    /// Recorded in the manifest for `nmb worker` (see [`nmb_store::Manifest::worker_args`]).
+    pub worker_args: Option<Vec<String>>,
+}
+
+/// How a process shares a run with others (`nmb worker`, or `nmb eval` on a shared store).
+#[derive(Debug, Clone)]
+pub struct Claiming {
+    /// Unique among the workers: host, process id and start time.
+    pub worker_id: String,
+    /// How long a claim lasts without renewal; a killed worker's samples come back after this.
+    pub lease: std::time::Duration,
+    /// When this worker started: samples that errored before are worth one more try, later ones are not.
+    pub started_ms: i64,
 }
 
 impl EvalSettings {
@@ -71,6 +88,9 @@ impl EvalSettings {
             display_name: None,
             study: None,
             no_n: false,
+            plan_only: false,
+            claiming: None,
+            worker_args: None,
         }
     }
 }
@@ -120,6 +140,7 @@ pub(crate) fn manifest(
         dropped_inputs: dropped,
         n_unsupported: settings.no_n.then(|| crate::sampling::FORCED.to_string()),
         constrained_output: constrained,
+        worker_args: settings.worker_args.clone(),
         ..Manifest::default()
     })
 }

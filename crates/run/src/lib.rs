@@ -17,6 +17,7 @@
 //! It does not render prompts (`nmb-plan`), speak any wire format or retry (`nmb-requests`), run models
 //! (`nmb-local`), or decide how rows are laid out on disk (`nmb-store`).
 
+mod claim;
 mod config;
 mod connect;
 mod progress;
@@ -33,7 +34,7 @@ use nmb_requests::{Backend, Scheduler};
 use nmb_store::{RunInfo, RunStatus, RunSummary, SampleStatus, Store, StoreError};
 use nmb_suite::Suite;
 
-pub use config::{EvalSettings, Resume};
+pub use config::{Claiming, EvalSettings, Resume};
 pub use connect::{connect_model, ConnectError, ConnectOptions, ConnectedModel};
 pub use progress::{Progress, ProgressSnapshot};
 pub use record::{CallResult, CallSpec, Prompt, Recorder};
@@ -91,7 +92,7 @@ pub async fn evaluate(
             .with_render_cache(Arc::new(renders::StoreRenders(store.clone())))
             .with_max_side(backend.max_image_side()),
     );
-    let plan = Plan::new(suite, &settings.plan, cache)?;
+    let plan = Plan::new(suite, &settings.plan, cache.clone())?;
     let manifest = config::manifest(suite, &settings, plan.samples(), backend.as_ref())?;
     let config_hash = config::config_hash(&manifest);
     let (mut run, resumed) = open_run(&store, &settings.resume, &config_hash, &manifest)?;
@@ -100,6 +101,15 @@ pub async fn evaluate(
     join_study(&store, &mut run, settings.study.as_deref())?;
     store.set_status(&run_id, RunStatus::Running)?;
     let planned_samples = plan_samples(&store, &run_id, suite, &settings.plan, plan.samples())?;
+    if settings.plan_only {
+        return Ok(RunOutcome {
+            summary: store.summary(&run_id)?,
+            run_id,
+            resumed,
+            stopped_early: false,
+            plan_errors: Vec::new(),
+        });
+    }
     let done = finished_samples(&store, &run_id)?;
     progress.start(planned_samples, done.len() as u64);
 
@@ -120,12 +130,27 @@ pub async fn evaluate(
         settings,
         progress: progress.clone(),
     });
-    let plan_errors = drive(&ctx, plan, &done).await?;
+    let plan_errors = match ctx.settings.claiming.clone() {
+        None => drive(&ctx, plan, |p| unfinished(p, &done)).await?,
+        Some(claiming) => {
+            let shared = claim::Shared {
+                store: &store,
+                run_id: &run_id,
+                suite,
+                cache: &cache,
+                claiming: &claiming,
+            };
+            claim::drive_claimed(&ctx, shared).await?
+        }
+    };
 
     let summary = store.summary(&run_id)?;
     let stopped_early = ctx.progress.budget_exhausted();
     let status = if summary.samples_pending == 0 {
         RunStatus::Finished
+    } else if ctx.settings.claiming.is_some() {
+        // Other workers may still be at it; the last one to finish marks the run finished.
+        RunStatus::Running
     } else {
         RunStatus::Interrupted
     };
@@ -145,7 +170,7 @@ pub async fn evaluate(
 async fn drive(
     ctx: &Arc<Ctx>,
     plan: Plan<'_>,
-    done: &HashSet<(String, u32)>,
+    todo_of: impl Fn(&PlannedTask) -> Vec<u32>,
 ) -> Result<Vec<String>, RunError> {
     let in_flight = Arc::new(tokio::sync::Semaphore::new(
         ctx.settings.concurrency.max(1) * 2,
@@ -171,9 +196,7 @@ async fn drive(
                 continue;
             }
         };
-        let todo: Vec<u32> = (0..planned.samples)
-            .filter(|i| !done.contains(&(planned.task_id.clone(), *i)))
-            .collect();
+        let todo = todo_of(&planned);
         if todo.is_empty() {
             continue;
         }
@@ -194,6 +217,13 @@ async fn drive(
         Some(e) => Err(e),
         None => Ok(plan_errors),
     }
+}
+
+/// The samples of a task that `done` does not hold.
+fn unfinished(planned: &PlannedTask, done: &HashSet<(String, u32)>) -> Vec<u32> {
+    (0..planned.samples)
+        .filter(|i| !done.contains(&(planned.task_id.clone(), *i)))
+        .collect()
 }
 
 fn note_failure(

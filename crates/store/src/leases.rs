@@ -39,7 +39,19 @@ impl Store {
              RETURNING sample_index"
         );
         let now = now_ms();
+        let postgres = self.is_postgres();
         let mut claimed = self.write("claim samples", |db| {
+            // One worker claims a task at a time, so its samples stay together (one request with `n`); a task
+            // another worker is claiming right now is skipped rather than split.
+            let free: bool = !postgres
+                || scalar(
+                    db,
+                    "SELECT pg_try_advisory_xact_lock(hashtextextended(?1 || ' ' || ?2, 0))",
+                    args![run_id, task_id],
+                )?;
+            if !free {
+                return Ok(Vec::new());
+            }
             let rows = db.query(
                 &sql,
                 args![
@@ -80,6 +92,20 @@ impl Store {
                  WHERE run_id = ?1 AND lease_owner = ?2",
                 args![run_id, worker],
             )?)
+        })
+    }
+
+    /// Pending samples of the run that another worker holds under a lease that has not run out: work that may
+    /// still come back to be claimed.
+    pub fn held_elsewhere(&self, run_id: &str, worker: &str) -> Result<u64> {
+        self.read("count samples other workers hold", |db| {
+            let n: i64 = scalar(
+                db,
+                "SELECT count(*) FROM samples WHERE run_id = ?1 AND status = 'pending'
+                 AND lease_owner IS NOT NULL AND lease_owner <> ?2 AND lease_until_ms >= ?3",
+                args![run_id, worker, now_ms()],
+            )?;
+            Ok(u64::try_from(n).unwrap_or(0))
         })
     }
 

@@ -152,6 +152,10 @@ pub struct Manifest {
     /// asks for it; absent when no task answers in JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constrained_output: Option<String>,
+    /// The `nmb eval` arguments that made the run, for `nmb worker` to rebuild its configuration from (suite and
+    /// answer paths absolute). Not part of the configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_args: Option<Vec<String>>,
     /// Fields this version does not know (written by a newer nmb, or by a caller's own manifest).
     #[serde(flatten)]
     pub extra: Map<String, Value>,

@@ -128,7 +128,7 @@ pub struct EvalArgs {
         default_value = "",
         hide_default_value = true
     )]
-    model: String,
+    pub model: String,
     /// The name reports, tables and exports show for this run [default: a local model's file stem, else the
     /// model id]
     #[arg(long, value_name = "NAME")]
@@ -150,16 +150,20 @@ pub struct EvalArgs {
     /// Requests in flight at once (lowered automatically on HTTP 429 and raised again; a local model
     /// always runs one at a time)
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    concurrency: u32,
+    pub concurrency: u32,
     /// Send at most N requests in this invocation, then stop; the run stays resumable
     #[arg(long, value_name = "N")]
     pub max_requests: Option<u64>,
     /// Print the requests the run would send and an estimate of their tokens; send and store nothing
     #[arg(long)]
     pub dry_run: bool,
+    /// Create the run and its pending samples, print its id, and stop: `nmb worker` processes (on any number of
+    /// machines sharing the store) do the asking
+    #[arg(long, conflicts_with_all = ["dry_run", "config", "template_variants"])]
+    pub plan_only: bool,
     /// Continue this run (see `nmb runs list`); the configuration must be the same
     #[arg(long, value_name = "RUN_ID", conflicts_with = "fresh")]
-    resume: Option<String>,
+    pub resume: Option<String>,
     /// Start a new run even if an unfinished one has the same configuration (stored answers are still reused)
     #[arg(long)]
     pub fresh: bool,
@@ -209,6 +213,12 @@ pub struct EvalArgs {
     /// Set by `nmb eval --config`: the study the run belongs to.
     #[arg(skip)]
     pub study: Option<String>,
+    /// Set for a plain `nmb eval`: the arguments `nmb worker` can rebuild this evaluation from.
+    #[arg(skip)]
+    pub worker_args: Option<Vec<String>>,
+    /// Set by `nmb worker`: claim samples under a lease of this length, sharing the run with other workers.
+    #[arg(skip)]
+    pub lease: Option<Duration>,
 }
 
 fn non_negative(s: &str) -> Result<f64, String> {
@@ -313,6 +323,8 @@ pub fn run(args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     if args.template_variants.is_some() {
         return sweep::run(args, at);
     }
+    let mut args = args;
+    args.worker_args = Some(super::worker::recipe_from_command_line());
     run_one(&args, at)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -361,6 +373,13 @@ pub fn run_with(args: &EvalArgs, at: &StoreAt, shared: Option<Scheduler>) -> Res
     settings.display_name = args.name.clone();
     settings.study = args.study.clone();
     settings.no_n = args.no_n;
+    settings.plan_only = args.plan_only;
+    settings.worker_args = args.worker_args.clone();
+    // On a shared store every eval works as one of possibly many workers; alone in a SQLite file it need not.
+    let lease = args
+        .lease
+        .or(at.is_shared().then_some(super::worker::DEFAULT_LEASE));
+    settings.claiming = lease.map(super::worker::claiming);
     let scheduler = shared.unwrap_or_else(|| Scheduler::new(args.scheduler_config()));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -384,6 +403,13 @@ pub fn run_with(args: &EvalArgs, at: &StoreAt, shared: Option<Scheduler>) -> Res
         outcome
     });
     let outcome = outcome.context("the evaluation stopped")?;
+    if args.plan_only {
+        super::worker::print_planned(&outcome, at, args.json);
+        return Ok(Some(Ran {
+            run_id: outcome.run_id,
+            stopped_early: false,
+        }));
+    }
     let scores = if args.no_score || outcome.stopped_early {
         None
     } else {
@@ -444,7 +470,7 @@ fn suite_source(args: &EvalArgs) -> nmb_store::SuiteSource {
 
 /// The suite spec with its path made absolute (`FORMAT:PATH` or `PATH`), so scoring from another directory
 /// finds it; `sample` and specs whose path does not exist stay as typed.
-fn absolute_suite_spec(spec: &str) -> String {
+pub(super) fn absolute_suite_spec(spec: &str) -> String {
     let absolute = |p: &str| {
         let path = Path::new(p);
         path.exists()

@@ -10,3 +10,4 @@ pub mod runs;
 pub mod score;
 pub mod study;
 pub mod suite;
+pub mod worker;

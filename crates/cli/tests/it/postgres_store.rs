@@ -188,3 +188,111 @@ fn normalise(v: &mut Value) {
         _ => {}
     }
 }
+
+/// `nmb eval --plan-only`, then three `nmb worker` processes, one SIGKILLed mid-run: the survivors reclaim its
+/// samples when its lease runs out, the run finishes, nothing is asked twice but what the killed worker had in
+/// flight, and the scores equal those of the same evaluation in one process on SQLite.
+#[test]
+fn three_workers_one_killed_finish_the_run_with_the_scores_of_one_process() {
+    let Some(pg) = cluster() else { return };
+    let url = pg.fresh_database();
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(Config {
+        latency: std::time::Duration::from_millis(150),
+        ..Config::default()
+    });
+    let model = model_spec(Wire::OpenAi, &server);
+    let mut plan = eval_args(&model);
+    plan.retain(|a| a != "--limit" && a != "6");
+    plan.push("--plan-only".into());
+    let planned = json_of(&on_pg(dir.path(), &url, &plan));
+    let run_id = planned["run_id"].as_str().unwrap().to_string();
+    assert_eq!(planned["summary"]["samples_pending"], 50);
+    assert_eq!(server.request_count(), 0, "planning asks nothing");
+
+    let worker = |name: &str| {
+        nmb_command(dir.path())
+            .args([
+                "--store",
+                &url,
+                "worker",
+                "--run",
+                &run_id,
+                "--lease-secs",
+                "2",
+            ])
+            .args(["--concurrency", "2", "-q"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join(name)).unwrap())
+            .spawn()
+            .expect("start a worker")
+    };
+    let mut doomed = worker("w0.log");
+    let survivors = [worker("w1.log"), worker("w2.log")];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.request_count() < 12 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    doomed.kill().expect("SIGKILL a worker");
+    doomed.wait().unwrap();
+    for mut w in survivors {
+        let status = w.wait().unwrap();
+        assert!(status.success(), "a worker failed: {}", log_of(dir.path()));
+    }
+
+    let show = json_of(&on_pg(
+        dir.path(),
+        &url,
+        &strings(&["runs", "show", &run_id, "--json"]),
+    ));
+    assert_eq!(show["status"], "finished", "{show}");
+    assert_eq!(
+        (
+            show["samples_ok"].as_u64(),
+            show["samples_pending"].as_u64()
+        ),
+        (Some(50), Some(0))
+    );
+    let calls = show["calls"].as_u64().unwrap();
+    let sent = server.request_count();
+    // The killed worker had at most its 2 requests in flight; everything else reached the store once.
+    assert!(
+        sent >= calls && sent <= calls + 2,
+        "{sent} requests for {calls} stored calls"
+    );
+    // No stored answer was thrown away either: every stored call is the answer of some sample's turn.
+    let store = nmb_store::Store::connect(&url).unwrap();
+    let used: std::collections::HashSet<i64> = store
+        .run_samples(&run_id)
+        .unwrap()
+        .iter()
+        .flat_map(|s| s.turns.iter().map(|t| t.call.call_id))
+        .collect();
+    let stored = store.run_calls(&run_id).unwrap();
+    for c in &stored {
+        assert!(used.contains(&c.call_id), "an answer no sample kept: {c:?}");
+    }
+
+    let sqlite_dir = tempfile::tempdir().unwrap();
+    let mut alone = eval_args(&model);
+    alone.retain(|a| a != "--limit" && a != "6");
+    let on_sqlite = json_of(&nmb(sqlite_dir.path(), &as_strs(&alone)));
+    let mut a = json_of(&on_pg(
+        dir.path(),
+        &url,
+        &strings(&["score", &run_id, "--json"]),
+    ));
+    let sqlite_id = on_sqlite["run_id"].as_str().unwrap();
+    let mut b = json_of(&nmb(sqlite_dir.path(), &["score", sqlite_id, "--json"]));
+    normalise(&mut a);
+    normalise(&mut b);
+    assert_eq!(a, b);
+}
+
+fn log_of(dir: &std::path::Path) -> String {
+    ["w1.log", "w2.log"]
+        .iter()
+        .map(|f| std::fs::read_to_string(dir.join(f)).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
