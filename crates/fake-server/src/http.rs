@@ -115,6 +115,7 @@ async fn handle(req: Request, state: &State) -> Action {
                 return Action::Respond(wire::error(wire, 400, &msg));
             }
         };
+    let _answering = crate::Answering::enter(state);
     let (received, reply) = state.decide(received);
     if !state.config.latency.is_zero() {
         tokio::time::sleep(state.config.latency).await;

@@ -143,6 +143,9 @@ pub(crate) struct State {
     requests: Mutex<Vec<ReceivedRequest>>,
     count: AtomicU64,
     bad: AtomicU64,
+    /// Well-formed requests being answered right now, and the most there ever were at once.
+    in_flight: AtomicU64,
+    peak_in_flight: AtomicU64,
     queue: Mutex<VecDeque<Option<Fault>>>,
     marker_seen: Mutex<HashMap<(String, String), u64>>,
     log: Option<Mutex<BufWriter<File>>>,
@@ -150,6 +153,23 @@ pub(crate) struct State {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Counts a request as being answered while it lives.
+pub(crate) struct Answering<'a>(&'a State);
+
+impl<'a> Answering<'a> {
+    pub(crate) fn enter(state: &'a State) -> Self {
+        let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        state.peak_in_flight.fetch_max(now, Ordering::SeqCst);
+        Answering(state)
+    }
+}
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl State {
@@ -299,6 +319,11 @@ impl FakeServer {
         self.state.count.load(Ordering::SeqCst)
     }
 
+    /// The most well-formed requests this server was answering at the same time (for concurrency limits).
+    pub fn peak_in_flight(&self) -> u64 {
+        self.state.peak_in_flight.load(Ordering::SeqCst)
+    }
+
     /// Requests the server could not parse or route (a client bug, answered with 400/404).
     pub fn bad_requests(&self) -> u64 {
         self.state.bad.load(Ordering::SeqCst)
@@ -344,6 +369,8 @@ fn prepare(config: Config) -> Result<(tokio::net::TcpListener, Arc<State>), Serv
         requests: Mutex::default(),
         count: AtomicU64::new(0),
         bad: AtomicU64::new(0),
+        in_flight: AtomicU64::new(0),
+        peak_in_flight: AtomicU64::new(0),
         queue: Mutex::default(),
         marker_seen: Mutex::default(),
         log,

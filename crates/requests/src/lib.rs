@@ -29,7 +29,8 @@ pub use gemini::GeminiBackend;
 pub use openai::{MaxTokensField, OpenAiBackend, OpenAiOptions};
 pub use replicas::ReplicaPolicy;
 pub use scheduler::{
-    AimdConfig, Counters, CountersSnapshot, Lane, Outcome, RetryPolicy, Scheduler, SchedulerConfig,
+    AimdConfig, Counters, CountersSnapshot, Fleet, FleetSlot, Lane, Outcome, RetryPolicy,
+    Scheduler, SchedulerConfig,
 };
 pub use secrets::Secrets;
 pub use spec::{replica_name, BackendKind, ModelSpec, SpecError};

@@ -372,10 +372,44 @@ impl Lane {
     }
 }
 
+/// Limits shared with other processes that send to the same servers (workers on other machines, coordinated
+/// through the store they share). Every attempt takes a fleet slot for its server after the process's own
+/// permits and gives it back when it ends; a 429 pauses that server for the whole fleet.
+pub trait Fleet: Send + Sync {
+    /// Waits until the fleet has room for one more attempt on `server` and no fleet-wide pause of it is on.
+    fn enter<'a>(&'a self, server: &'a str) -> BoxFuture<'a, FleetSlot>;
+    /// Gives the slot back.
+    fn leave(&self, slot: FleetSlot);
+    /// `server` answered 429: nobody in the fleet sends to it for `pause`.
+    fn rate_limited(&self, server: &str, pause: Duration);
+}
+
+/// A slot [`Fleet::enter`] gave; `slot` is `None` when the fleet could not be asked (it then limits nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetSlot {
+    pub server: String,
+    pub slot: Option<u32>,
+}
+
+/// A fleet slot, given back when the attempt ends however it ends (a caller that stops waiting included).
+struct HeldSlot {
+    fleet: Arc<dyn Fleet>,
+    slot: Option<FleetSlot>,
+}
+
+impl Drop for HeldSlot {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            self.fleet.leave(slot);
+        }
+    }
+}
+
 /// Runs calls under the global limit, each lane's adaptive limit, a per-attempt timeout and the retry policy.
 /// Cheap to clone; clones share limits and counters.
 #[derive(Clone)]
 pub struct Scheduler {
+    fleet: Option<Arc<dyn Fleet>>,
     config: Arc<SchedulerConfig>,
     global: Arc<Semaphore>,
     counters: Arc<Counters>,
@@ -386,12 +420,19 @@ pub struct Scheduler {
 impl Scheduler {
     pub fn new(config: SchedulerConfig) -> Self {
         Scheduler {
+            fleet: None,
             global: Arc::new(Semaphore::new(config.global_limit.max(1))),
             config: Arc::new(config),
             counters: Arc::default(),
             sleeper: Arc::new(TokioSleeper),
             lanes: Arc::default(),
         }
+    }
+
+    /// Shares the per-server limits and 429 pauses with the other processes of a fleet.
+    pub fn with_fleet(mut self, fleet: Arc<dyn Fleet>) -> Self {
+        self.fleet = Some(fleet);
+        self
     }
 
     /// Replaces how retry waits happen (tests record them instead of sleeping).
@@ -503,6 +544,16 @@ impl Scheduler {
         let aimd = &lane.replicas.limits[replica];
         let lane_permit = aimd.acquire().await;
         let _global = self.global.acquire().await.ok();
+        let server = lane
+            .replica_name(replica)
+            .unwrap_or_else(|| lane.backend.spec().to_string());
+        let _fleet_slot = match &self.fleet {
+            Some(fleet) => Some(HeldSlot {
+                slot: Some(fleet.enter(&server).await),
+                fleet: fleet.clone(),
+            }),
+            None => None,
+        };
         let _in_flight = InFlight::enter(&self.counters);
         self.counters.attempts.fetch_add(1, Ordering::Relaxed);
         let timeout = self.config.timeout;
@@ -518,6 +569,12 @@ impl Scheduler {
             Ok(_) => aimd.on_success(),
             Err(e) if e.class == ErrorClass::RateLimit => aimd.on_rate_limit(lane_permit.epoch),
             Err(_) => {}
+        }
+        if let (Some(fleet), Err(e)) = (&self.fleet, &result) {
+            if e.class == ErrorClass::RateLimit {
+                let pause = e.retry_after.unwrap_or(self.config.retry.backoff(1));
+                fleet.rate_limited(&server, pause);
+            }
         }
         let taken_out = ticket.finish(Health::of(&result));
         if let (Some(period), Err(e)) = (taken_out, &result) {

@@ -20,6 +20,7 @@
 mod claim;
 mod config;
 mod connect;
+mod fleet;
 mod progress;
 pub mod record;
 mod renders;
@@ -36,6 +37,7 @@ use nmb_suite::Suite;
 
 pub use config::{Claiming, EvalSettings, Resume};
 pub use connect::{connect_model, ConnectError, ConnectOptions, ConnectedModel};
+pub use fleet::StoreFleet;
 pub use progress::{Progress, ProgressSnapshot};
 pub use record::{CallResult, CallSpec, Prompt, Recorder};
 pub use sampling::FORCED as NO_N;

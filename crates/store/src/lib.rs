@@ -19,6 +19,7 @@
 
 mod db;
 mod error;
+mod fleet;
 mod keys;
 mod leases;
 mod manifest;

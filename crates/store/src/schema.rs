@@ -57,6 +57,12 @@ pub const MIGRATIONS: &[Migration] = &[
             "samples.lease_owner, lease_until_ms: which worker holds a sample, and until when",
         sql: V6,
     },
+    Migration {
+        version: 7,
+        description:
+            "fleet_slots, fleet_pauses: per-server limits and 429 pauses shared by workers",
+        sql: V7,
+    },
 ];
 
 /// The newest schema version this build writes.
@@ -204,6 +210,22 @@ ALTER TABLE calls ADD COLUMN replica TEXT;
 const V6: &str = r#"
 ALTER TABLE samples ADD COLUMN lease_owner TEXT;
 ALTER TABLE samples ADD COLUMN lease_until_ms INTEGER;
+"#;
+
+/// Processes sharing a store share each server's concurrency limit (one row per slot, held by a worker until
+/// `until_ms`) and its 429 pauses (nobody sends to the server before `until_ms`).
+const V7: &str = r#"
+CREATE TABLE fleet_slots (
+    server   TEXT NOT NULL,
+    slot     INTEGER NOT NULL,
+    holder   TEXT,
+    until_ms INTEGER,
+    PRIMARY KEY (server, slot)
+);
+CREATE TABLE fleet_pauses (
+    server   TEXT PRIMARY KEY,
+    until_ms INTEGER NOT NULL
+);
 "#;
 
 const V3: &str = r#"

@@ -11,7 +11,7 @@ use crate::schema::{latest_version, APPLICATION_ID, MIGRATIONS};
 use crate::{Engine, Store, WriteError};
 
 /// PostgreSQL's DDL for each version of [`MIGRATIONS`], in the same order.
-const STEPS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+const STEPS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 const V1: &str = r#"
 CREATE TABLE nmb_store (application_id BIGINT NOT NULL);
@@ -157,6 +157,20 @@ const V6: &str = r#"
 ALTER TABLE samples ADD COLUMN lease_owner TEXT;
 ALTER TABLE samples ADD COLUMN lease_until_ms BIGINT;
 CREATE INDEX samples_open ON samples (run_id, status) WHERE status <> 'ok';
+"#;
+
+const V7: &str = r#"
+CREATE TABLE fleet_slots (
+    server   TEXT NOT NULL,
+    slot     BIGINT NOT NULL,
+    holder   TEXT,
+    until_ms BIGINT,
+    PRIMARY KEY (server, slot)
+);
+CREATE TABLE fleet_pauses (
+    server   TEXT PRIMARY KEY,
+    until_ms BIGINT NOT NULL
+);
 "#;
 
 /// Checks that the database is empty or an nmb store no newer than this build, then applies what is missing.

@@ -10,7 +10,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use nmb_plan::{GenParams, InputMode, Plan, PlanOptions, PlanSummary, PlannedTask, Template};
 use nmb_requests::{BackendKind, ModelSpec, RetryPolicy, Scheduler, SchedulerConfig};
-use nmb_run::{connect_model, ConnectOptions, EvalSettings, Progress, Resume, RunOutcome};
+use nmb_run::{
+    connect_model, ConnectOptions, EvalSettings, Progress, Resume, RunOutcome, StoreFleet,
+};
 use nmb_stats::BootstrapConfig;
 use nmb_store::Store;
 use nmb_suite::{Filter, Level, Suite};
@@ -151,6 +153,10 @@ pub struct EvalArgs {
     /// always runs one at a time)
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub concurrency: u32,
+    /// On a shared store: at most N requests in flight to each server across every process using the store
+    /// [default: --concurrency]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub fleet_limit: Option<u32>,
     /// Send at most N requests in this invocation, then stop; the run stays resumable
     #[arg(long, value_name = "N")]
     pub max_requests: Option<u64>,
@@ -380,14 +386,26 @@ pub fn run_with(args: &EvalArgs, at: &StoreAt, shared: Option<Scheduler>) -> Res
         .lease
         .or(at.is_shared().then_some(super::worker::DEFAULT_LEASE));
     settings.claiming = lease.map(super::worker::claiming);
-    let scheduler = shared.unwrap_or_else(|| Scheduler::new(args.scheduler_config()));
+    let store = Arc::new(store);
+    let scheduler = shared.unwrap_or_else(|| {
+        let scheduler = Scheduler::new(args.scheduler_config());
+        match &settings.claiming {
+            // Processes sharing the store share each server's limit and its 429 pauses.
+            Some(c) => scheduler.with_fleet(Arc::new(StoreFleet::new(
+                store.clone(),
+                c.worker_id.clone(),
+                args.fleet_limit.unwrap_or(args.concurrency),
+                Duration::from_secs_f64(args.timeout) + Duration::from_secs(10),
+            ))),
+            None => scheduler,
+        }
+    });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     let progress = Arc::new(Progress::default());
     let started = Instant::now();
-    let store = Arc::new(store);
     let outcome = runtime.block_on(async {
         let reporter = Reporter::start(progress.clone(), scheduler.clone(), args.quiet);
         let outcome = nmb_run::evaluate(

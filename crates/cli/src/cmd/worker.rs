@@ -37,6 +37,9 @@ pub struct WorkerArgs {
     /// Requests this worker keeps in flight at once
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     concurrency: u32,
+    /// At most N requests in flight to each server across every worker of the store [default: --concurrency]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    fleet_limit: Option<u32>,
     /// Seconds a claim lasts without renewal: samples of a worker that was killed are claimed again after this
     #[arg(long, value_name = "SECS", default_value_t = 30.0)]
     lease_secs: f64,
@@ -116,6 +119,7 @@ fn rebuild(args: &WorkerArgs, run_id: &str, recipe: &[String]) -> Result<EvalArg
     eval.plan_only = false;
     eval.no_score = true;
     eval.concurrency = args.concurrency;
+    eval.fleet_limit = args.fleet_limit;
     eval.json = args.json;
     eval.quiet = args.quiet;
     eval.lease = Some(Duration::from_secs_f64(args.lease_secs));
@@ -149,6 +153,7 @@ const LOCAL_WITH_VALUE: &[&str] = &[
     "--report",
     "--max-requests",
     "--concurrency",
+    "--fleet-limit",
 ];
 const LOCAL_FLAGS: &[&str] = &[
     "--plan-only",

@@ -296,3 +296,46 @@ fn log_of(dir: &std::path::Path) -> String {
         .collect::<Vec<_>>()
         .join("\n---\n")
 }
+
+/// Three workers with 4 requests in flight each, and a fleet-wide limit of 3: the server never sees more than 3
+/// at once (without the fleet it would see up to 12).
+#[test]
+fn the_concurrency_limit_holds_across_the_fleet() {
+    let Some(pg) = cluster() else { return };
+    let url = pg.fresh_database();
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(Config {
+        latency: std::time::Duration::from_millis(100),
+        ..Config::default()
+    });
+    let model = model_spec(Wire::OpenAi, &server);
+    let mut plan = eval_args(&model);
+    plan.retain(|a| a != "--limit" && a != "6");
+    plan.extend(["--plan-only".to_string(), "--no-n".to_string()]);
+    let run_id = json_of(&on_pg(dir.path(), &url, &plan))["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let workers: Vec<_> = (0..3)
+        .map(|_| {
+            nmb_command(dir.path())
+                .args(["--store", &url, "worker", "--run", &run_id])
+                .args(["--concurrency", "4", "--fleet-limit", "3", "-q"])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("start a worker")
+        })
+        .collect();
+    for mut w in workers {
+        assert!(w.wait().unwrap().success());
+    }
+    let show = json_of(&on_pg(
+        dir.path(),
+        &url,
+        &strings(&["runs", "show", &run_id, "--json"]),
+    ));
+    assert_eq!(show["samples_ok"], 50, "{show}");
+    let peak = server.peak_in_flight();
+    assert!(peak <= 3, "the server saw {peak} requests at once");
+    assert!(peak >= 2, "the workers did run side by side (peak {peak})");
+}

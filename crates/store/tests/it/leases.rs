@@ -78,3 +78,33 @@ fn an_errored_sample_is_retried_only_by_workers_started_after_the_error() {
         );
     });
 }
+
+#[test]
+fn fleet_slots_are_shared_given_back_and_expire_and_pauses_only_grow() {
+    on_each_engine(|| {
+        let (_dir, store) = temp_store();
+        let s = "http://gpu1:8000/v1";
+        assert_eq!(store.take_fleet_slot(s, 2, "a", 60_000).unwrap(), Some(0));
+        assert_eq!(store.take_fleet_slot(s, 2, "b", 60_000).unwrap(), Some(1));
+        assert_eq!(store.take_fleet_slot(s, 2, "c", 60_000).unwrap(), None);
+        // Another server has slots of its own; a larger limit opens more.
+        assert_eq!(
+            store.take_fleet_slot("other", 2, "c", 60_000).unwrap(),
+            Some(0)
+        );
+        assert_eq!(store.take_fleet_slot(s, 3, "c", 60_000).unwrap(), Some(2));
+        store.give_back_fleet_slot(s, 1, "someone else").unwrap();
+        assert_eq!(store.take_fleet_slot(s, 2, "c", 60_000).unwrap(), None);
+        store.give_back_fleet_slot(s, 1, "b").unwrap();
+        assert_eq!(store.take_fleet_slot(s, 2, "c", -1).unwrap(), Some(1));
+        // "c" held slot 1 for no time at all, as if killed: it is free again.
+        assert_eq!(store.take_fleet_slot(s, 2, "d", 60_000).unwrap(), Some(1));
+
+        assert_eq!(store.fleet_pause(s).unwrap(), None);
+        store.pause_fleet(s, 5_000).unwrap();
+        store.pause_fleet(s, 3_000).unwrap();
+        assert_eq!(store.fleet_pause(s).unwrap(), Some(5_000));
+        store.pause_fleet(s, 9_000).unwrap();
+        assert_eq!(store.fleet_pause(s).unwrap(), Some(9_000));
+    });
+}
