@@ -100,6 +100,9 @@ enum Command {
     /// Look at a DICOM file or series or a NIfTI volume, and render the views a model would receive
     #[command(subcommand, after_help = cmd::image::EXAMPLES)]
     Image(cmd::image::ImageCommand),
+    /// Copy runs between stores: SQLite and PostgreSQL, either direction
+    #[command(after_help = cmd::store::EXAMPLES)]
+    Store(cmd::store::StoreCommand),
 }
 
 fn main() -> ExitCode {
@@ -123,6 +126,7 @@ fn main() -> ExitCode {
         Command::Report(a) => cmd::report::run(a, &at),
         Command::Agreement(a) => cmd::agreement::run(a),
         Command::Image(c) => cmd::image::run(c),
+        Command::Store(c) => cmd::store::run(c),
         Command::Worker(a) => cmd::worker::run(a, &at),
     };
     match result {

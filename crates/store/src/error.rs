@@ -38,6 +38,16 @@ pub enum StoreError {
     Connect { path: PathBuf, message: String },
     #[error("store {path}: unknown run {run_id}")]
     UnknownRun { path: PathBuf, run_id: String },
+    #[error(
+        "store {path} already holds run {run_id} with another configuration (config hash {existing}, the copy's \
+         is {incoming}); nothing was copied"
+    )]
+    RunConflict {
+        path: PathBuf,
+        run_id: String,
+        existing: String,
+        incoming: String,
+    },
     #[error("store {path}: invalid {field}: {message}")]
     Invalid {
         path: PathBuf,

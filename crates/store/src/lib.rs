@@ -17,6 +17,7 @@
 //! [`Store`] is `Send + Sync`; it keeps one connection behind a mutex, and every call is short, so async code may
 //! call it directly.
 
+mod copy;
 mod db;
 mod error;
 mod fleet;
@@ -42,6 +43,7 @@ use db::pg::PgStore;
 use db::sqlite::SqliteDb;
 use db::{Db, DbError};
 
+pub use copy::CopyStats;
 pub use error::{Result, StoreError};
 pub use keys::{cache_key, canonical_json, canonical_json_str, format_utc_ms, now_ms};
 pub use manifest::{default_display_name, Manifest, Recorded, RunKind, SuiteSource, TemplateRef};

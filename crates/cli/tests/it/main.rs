@@ -20,6 +20,7 @@ mod revision;
 mod score_cli;
 mod secrets;
 mod slake;
+mod store_copy;
 mod structured;
 mod study;
 mod study_whole;

@@ -3,6 +3,7 @@
 mod cache;
 mod common;
 mod concurrency;
+mod copy;
 mod crash;
 mod dedup;
 mod leases;
