@@ -7,6 +7,7 @@
 
 pub(crate) mod pg;
 pub(crate) mod sqlite;
+pub(crate) mod tls;
 
 /// A bound parameter or a column value, in the types both engines store.
 #[derive(Debug, Clone, PartialEq)]

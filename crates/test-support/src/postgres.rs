@@ -21,7 +21,7 @@ use std::fmt;
 use std::fs;
 use std::io::Write;
 use std::net::TcpListener;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, ExitStatus, Output, Stdio};
@@ -46,6 +46,8 @@ pub struct PgCluster {
     dir: PathBuf,
     port: u16,
     password: String,
+    /// The CA that signed the server's TLS certificate (for `127.0.0.1`), when `openssl` was there to make one.
+    ca: Option<PathBuf>,
     /// The janitor's stdin: held (never written to after startup, never closed) until the process ends.
     _janitor: Janitor,
 }
@@ -115,6 +117,11 @@ impl PgCluster {
 
     /// Creates a new, empty database with a name no other call uses (`t_<pid>_<n>`) and returns its
     /// [`url`](Self::url), so that tests never share data. Panics when `createdb` fails.
+    /// The PEM file of the CA behind the server's TLS certificate: TLS is on when this is `Some`.
+    pub fn ca_cert(&self) -> Option<&Path> {
+        self.ca.as_deref()
+    }
+
     pub fn fresh_database(&self) -> String {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let name = format!(
@@ -543,6 +550,7 @@ fn start(setup: &Setup) -> Result<PgCluster, String> {
         )));
     }
 
+    let ca = make_certs(setup, &dir);
     // A Unix socket path is limited to 107 bytes; clients use TCP, so a long one is simply left out.
     let sock = dir.join("sock");
     let sock = if sock.as_os_str().len() <= 80 {
@@ -565,6 +573,7 @@ fn start(setup: &Setup) -> Result<PgCluster, String> {
             .args(["-p", &port.to_string(), "-h", HOST, "-k"])
             .arg(&sock)
             .args(["-c", "fsync=off", "-c", "max_connections=200"])
+            .args(ca.iter().flat_map(|_| tls_settings(&dir)))
             .stdout(Stdio::from(
                 log_file.try_clone().map_err(|e| fail(e.to_string()))?,
             ))
@@ -578,6 +587,7 @@ fn start(setup: &Setup) -> Result<PgCluster, String> {
                     dir: dir.clone(),
                     port,
                     password: password.clone(),
+                    ca: ca.clone(),
                     _janitor: janitor,
                 });
             }
@@ -594,6 +604,104 @@ fn start(setup: &Setup) -> Result<PgCluster, String> {
         }
     }
     unreachable!("the last attempt returns")
+}
+
+/// A CA and a certificate for `127.0.0.1` signed by it, made with `openssl` in `dir` and readable by the server
+/// alone. Returns the CA's PEM file, or `None` (the server then runs without TLS) when `openssl` fails.
+fn make_certs(setup: &Setup, dir: &Path) -> Option<PathBuf> {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let ext = dir.join("san.ext");
+    fs::write(
+        &ext,
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .ok()?;
+    let steps: [Vec<&str>; 3] = [
+        [
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "3",
+                "-subj",
+                "/CN=nmb test CA",
+            ],
+        ]
+        .concat(),
+        [
+            &["req"][..],
+            &ec,
+            &[
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+        ]
+        .concat(),
+        vec![
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "3",
+            "-extfile",
+            "san.ext",
+        ],
+    ];
+    for args in steps {
+        let ok = Command::new("openssl")
+            .args(&args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            eprintln!(
+                "postgres test server: openssl could not make a TLS certificate; TLS stays off"
+            );
+            return None;
+        }
+    }
+    let key = dir.join("server.key");
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).ok()?;
+    if let Some((uid, gid)) = setup.run_as {
+        std::os::unix::fs::chown(&key, Some(uid), Some(gid)).ok()?;
+        std::os::unix::fs::chown(dir.join("server.crt"), Some(uid), Some(gid)).ok()?;
+    }
+    Some(dir.join("ca.pem"))
+}
+
+fn tls_settings(dir: &Path) -> Vec<String> {
+    let file = |name: &str| dir.join(name).display().to_string();
+    vec![
+        "-c".into(),
+        "ssl=on".into(),
+        "-c".into(),
+        format!("ssl_cert_file={}", file("server.crt")),
+        "-c".into(),
+        format!("ssl_key_file={}", file("server.key")),
+    ]
 }
 
 /// Spawns `cmd` from a thread that lives as long as the server does: `pdeathsig` fires when the *thread*

@@ -11,6 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 use bytes::BytesMut;
 use postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 use postgres::{Client, Config, GenericClient, NoTls, Statement};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::{Db, DbResult, Row, Value};
 
@@ -25,6 +26,7 @@ pub(crate) struct PgConn {
 /// A PostgreSQL store's connection, shared behind a lock like SQLite's.
 pub(crate) struct PgStore {
     config: Config,
+    tls: Option<MakeRustlsConnect>,
     conn: Mutex<Option<PgConn>>,
 }
 
@@ -32,7 +34,9 @@ impl PgStore {
     /// Parses `url` (`postgres://user:password@host:port/db?sslmode=…`) and connects. A URL without a
     /// password takes `PGPASSWORD` from the environment, as libpq does.
     pub(crate) fn connect(url: &str) -> Result<PgStore, String> {
-        let mut config = Config::from_str(url).map_err(|e| e.to_string())?;
+        let (url, root_cert) = super::tls::split_root_cert(url);
+        let mut config = Config::from_str(&url).map_err(|e| e.to_string())?;
+        let tls = super::tls::connector(config.get_ssl_mode(), root_cert.as_deref())?;
         if config.get_password().is_none() {
             if let Ok(password) = std::env::var("PGPASSWORD") {
                 config.password(password);
@@ -40,11 +44,12 @@ impl PgStore {
         }
         let store = PgStore {
             config,
+            tls,
             conn: Mutex::new(None),
         };
         store
             .run(|_| Ok::<_, postgres::Error>(()))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| with_causes(&e))?;
         Ok(store)
     }
 
@@ -56,12 +61,11 @@ impl PgStore {
     ) -> Result<T, E> {
         let mut guard = self.lock();
         let slot = &mut *guard;
-        let config = &self.config;
         std::thread::scope(|s| {
             let worker = s.spawn(move || {
                 if slot.as_ref().is_none_or(|c| c.client.is_closed()) {
                     *slot = Some(PgConn {
-                        client: config.connect(NoTls)?,
+                        client: self.open()?,
                         statements: HashMap::new(),
                     });
                 }
@@ -72,6 +76,13 @@ impl PgStore {
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         })
+    }
+
+    fn open(&self) -> Result<Client, postgres::Error> {
+        match &self.tls {
+            Some(tls) => self.config.connect(tls.clone()),
+            None => self.config.connect(NoTls),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<PgConn>> {
@@ -156,6 +167,21 @@ impl<C: GenericClient> Db for PgDb<'_, C> {
             })
             .collect()
     }
+}
+
+/// The error and what caused it, as one line (the handshake's own reason is a cause, not the message).
+fn with_causes(e: &dyn Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
 }
 
 fn refs(args: &[Value]) -> Vec<&(dyn ToSql + Sync)> {

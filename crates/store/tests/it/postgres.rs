@@ -186,3 +186,33 @@ fn strip(v: &mut serde_json::Value, keys: &[&str]) {
         _ => {}
     }
 }
+
+/// `sslmode=require` encrypts, and checks the server's certificate: against the CA named by `sslrootcert`, it
+/// connects over TLS; without it, the unknown issuer is refused (and the password still never shows).
+#[test]
+fn sslmode_require_connects_over_tls_and_checks_the_certificate() {
+    let Some(pg) = cluster() else { return };
+    let Some(ca) = pg.ca_cert() else {
+        nmb_test_support::need::<()>("a TLS certificate for the test server", "install openssl", None);
+        return;
+    };
+    let url = pg.fresh_database();
+    let db = url.rsplit('/').next().unwrap().to_string();
+    let tls_url = format!("{url}?sslmode=require&sslrootcert={}", ca.display());
+    let store = Store::connect(&tls_url).unwrap();
+    store.create_run("cfg", &manifest()).unwrap();
+    let encrypted = pg.psql(
+        &url,
+        &format!(
+            "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
+             WHERE s.ssl AND a.datname = '{db}' AND a.application_name = ''"
+        ),
+    );
+    assert!(encrypted.parse::<u32>().unwrap() >= 1, "no TLS connection to {db}");
+
+    let err = Store::connect(&format!("{url}?sslmode=require"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.to_lowercase().contains("certificate") || err.contains("UnknownIssuer"), "{err}");
+    assert!(!err.contains(pg.password()), "{err}");
+}
