@@ -6,6 +6,11 @@
 //! call map onto samples. Every call is recorded in the store before its samples count as done, so a process
 //! killed at any moment loses nothing that was paid for, and a resumed run sends only what is missing.
 //!
+//! Several processes can share one run (workers on a shared store, [`Claiming`]): each then claims tasks'
+//! samples under a lease before planning them, renews its leases while it works, and claims again what a dead
+//! worker's lease left behind; [`StoreFleet`] makes each server's concurrency limit and 429 pauses hold for all
+//! of them.
+//!
 //! It also turns a model name into a backend ([`connect_model`]: API models through `nmb-requests`, `local:`
 //! models through `nmb-local`), for evaluations and for anything else that asks models (judges).
 //!
