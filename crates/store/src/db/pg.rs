@@ -1,16 +1,19 @@
 //! [`Db`] on PostgreSQL (the `postgres` client): one connection per store, statements prepared once each.
 //!
-//! The client is synchronous and drives its own small runtime, which cannot run inside a tokio worker thread,
-//! so every use hops to a scoped thread of its own; callers wait, exactly as they wait for SQLite's lock.
+//! The client is synchronous and drives its own small runtime, which cannot run where a tokio runtime is
+//! already driving the thread, so inside one every use goes through `block_in_place` (or, on a single-threaded
+//! runtime, a scoped thread of its own); callers wait, exactly as they wait for SQLite's lock.
 
 use std::collections::HashMap;
 use std::error::Error;
 use std::str::FromStr;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use bytes::BytesMut;
 use postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 use postgres::{Client, Config, GenericClient, NoTls, Statement};
+use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::{Db, DbResult, Row, Value};
@@ -23,11 +26,18 @@ pub(crate) struct PgConn {
     statements: HashMap<String, Statement>,
 }
 
-/// A PostgreSQL store's connection, shared behind a lock like SQLite's.
+/// Connections one store opens at most. Each call is a network round trip, so one connection serialises a
+/// process's many requests; a few let them overlap. Opened only when calls overlap; a fleet needs the
+/// server's `max_connections` at least this times the number of processes.
+pub(crate) const CONNECTIONS: usize = 4;
+
+/// A PostgreSQL store's connections, each behind a lock like SQLite's one.
 pub(crate) struct PgStore {
     config: Config,
     tls: Option<MakeRustlsConnect>,
-    conn: Mutex<Option<PgConn>>,
+    conns: Vec<Mutex<Option<PgConn>>>,
+    /// Where the next call starts looking for an idle connection.
+    next: AtomicUsize,
 }
 
 impl PgStore {
@@ -45,7 +55,8 @@ impl PgStore {
         let store = PgStore {
             config,
             tls,
-            conn: Mutex::new(None),
+            conns: (0..CONNECTIONS).map(|_| Mutex::new(None)).collect(),
+            next: AtomicUsize::new(0),
         };
         store
             .run(|_| Ok::<_, postgres::Error>(()))
@@ -53,29 +64,34 @@ impl PgStore {
         Ok(store)
     }
 
-    /// Runs `f` on the connection (reconnecting first if the server closed it), on a thread with no async
-    /// runtime.
+    /// Runs `f` on the connection (reconnecting first if the server closed it), where the client may block:
+    /// in place outside any async runtime, through `block_in_place` on a worker of a multi-threaded one, and on
+    /// a thread of its own from a single-threaded one.
     pub(crate) fn run<T: Send, E: From<postgres::Error> + Send>(
         &self,
         f: impl FnOnce(&mut PgConn) -> Result<T, E> + Send,
     ) -> Result<T, E> {
         let mut guard = self.lock();
         let slot = &mut *guard;
-        std::thread::scope(|s| {
-            let worker = s.spawn(move || {
-                if slot.as_ref().is_none_or(|c| c.client.is_closed()) {
-                    *slot = Some(PgConn {
-                        client: self.open()?,
-                        statements: HashMap::new(),
-                    });
-                }
-                let conn = slot.as_mut().expect("connected just above");
-                f(conn)
-            });
-            worker
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        })
+        let call = move || {
+            if slot.as_ref().is_none_or(|c| c.client.is_closed()) {
+                *slot = Some(PgConn {
+                    client: self.open()?,
+                    statements: HashMap::new(),
+                });
+            }
+            let conn = slot.as_mut().expect("connected just above");
+            f(conn)
+        };
+        match Handle::try_current().map(|h| h.runtime_flavor()) {
+            Err(_) => call(),
+            Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(call),
+            Ok(_) => std::thread::scope(|s| {
+                s.spawn(call)
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            }),
+        }
     }
 
     fn open(&self) -> Result<Client, postgres::Error> {
@@ -85,8 +101,18 @@ impl PgStore {
         }
     }
 
+    /// An idle connection if there is one (the first slot first, so a quiet process keeps one open), else
+    /// the next in turn, waited for.
     fn lock(&self) -> MutexGuard<'_, Option<PgConn>> {
-        self.conn
+        for slot in &self.conns {
+            match slot.try_lock() {
+                Ok(guard) => return guard,
+                Err(TryLockError::Poisoned(p)) => return p.into_inner(),
+                Err(TryLockError::WouldBlock) => {}
+            }
+        }
+        let turn = self.next.fetch_add(1, Ordering::Relaxed) % self.conns.len();
+        self.conns[turn]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -95,8 +121,13 @@ impl PgStore {
 impl Drop for PgStore {
     /// Closing the client blocks on its runtime too, so it closes on a thread of its own.
     fn drop(&mut self) {
-        if let Some(conn) = self.lock().take() {
-            let closing = std::thread::spawn(move || drop(conn));
+        let open: Vec<PgConn> = self
+            .conns
+            .iter_mut()
+            .filter_map(|slot| slot.get_mut().unwrap_or_else(|p| p.into_inner()).take())
+            .collect();
+        if !open.is_empty() {
+            let closing = std::thread::spawn(move || drop(open));
             let _ = closing.join();
         }
     }
