@@ -73,19 +73,27 @@ mod tests {
 
     #[test]
     fn sslrootcert_is_taken_out_of_the_url() {
-        let (url, root) = split_root_cert("postgres://u@h/db?sslmode=require&sslrootcert=/ca.pem&x=1");
+        let (url, root) =
+            split_root_cert("postgres://u@h/db?sslmode=require&sslrootcert=/ca.pem&x=1");
         assert_eq!(url, "postgres://u@h/db?sslmode=require&x=1");
         assert_eq!(root.as_deref(), Some("/ca.pem"));
         let (url, root) = split_root_cert("postgres://u@h/db?sslrootcert=/ca.pem");
-        assert_eq!((url.as_str(), root.as_deref()), ("postgres://u@h/db", Some("/ca.pem")));
+        assert_eq!(
+            (url.as_str(), root.as_deref()),
+            ("postgres://u@h/db", Some("/ca.pem"))
+        );
     }
 
     #[test]
     fn only_require_asks_for_tls_and_a_bad_root_file_is_named() {
         assert!(connector(SslMode::Prefer, None).unwrap().is_none());
-        assert!(connector(SslMode::Disable, Some("/nonexistent")).unwrap().is_none());
+        assert!(connector(SslMode::Disable, Some("/nonexistent"))
+            .unwrap()
+            .is_none());
         assert!(connector(SslMode::Require, None).unwrap().is_some());
-        let err = connector(SslMode::Require, Some("/nonexistent/ca.pem")).err().unwrap();
+        let err = connector(SslMode::Require, Some("/nonexistent/ca.pem"))
+            .err()
+            .unwrap();
         assert!(err.contains("/nonexistent/ca.pem"), "{err}");
     }
 }

@@ -193,7 +193,11 @@ fn strip(v: &mut serde_json::Value, keys: &[&str]) {
 fn sslmode_require_connects_over_tls_and_checks_the_certificate() {
     let Some(pg) = cluster() else { return };
     let Some(ca) = pg.ca_cert() else {
-        nmb_test_support::need::<()>("a TLS certificate for the test server", "install openssl", None);
+        nmb_test_support::need::<()>(
+            "a TLS certificate for the test server",
+            "install openssl",
+            None,
+        );
         return;
     };
     let url = pg.fresh_database();
@@ -208,11 +212,17 @@ fn sslmode_require_connects_over_tls_and_checks_the_certificate() {
              WHERE s.ssl AND a.datname = '{db}' AND a.application_name = ''"
         ),
     );
-    assert!(encrypted.parse::<u32>().unwrap() >= 1, "no TLS connection to {db}");
+    assert!(
+        encrypted.parse::<u32>().unwrap() >= 1,
+        "no TLS connection to {db}"
+    );
 
     let err = Store::connect(&format!("{url}?sslmode=require"))
         .unwrap_err()
         .to_string();
-    assert!(err.to_lowercase().contains("certificate") || err.contains("UnknownIssuer"), "{err}");
+    assert!(
+        err.to_lowercase().contains("certificate") || err.contains("UnknownIssuer"),
+        "{err}"
+    );
     assert!(!err.contains(pg.password()), "{err}");
 }
