@@ -339,3 +339,62 @@ fn the_concurrency_limit_holds_across_the_fleet() {
     assert!(peak <= 3, "the server saw {peak} requests at once");
     assert!(peak >= 2, "the workers did run side by side (peak {peak})");
 }
+
+/// A worker given no run finds every unfinished run that recorded how to rebuild it, and finishes them all; a
+/// run made without `nmb eval` (no recorded arguments) is named in a clear error when asked for by id.
+#[test]
+fn a_worker_without_a_run_works_on_every_unfinished_one() {
+    let Some(pg) = cluster() else { return };
+    let url = pg.fresh_database();
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(Config::default());
+    let model = model_spec(Wire::OpenAi, &server);
+    let mut ids = Vec::new();
+    for samples in ["1", "2"] {
+        let mut plan = eval_args(&model);
+        plan[6] = samples.to_string();
+        plan.push("--plan-only".into());
+        ids.push(
+            json_of(&on_pg(dir.path(), &url, &plan))["run_id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let out = on_pg(dir.path(), &url, &strings(&["worker", "-q"]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for (id, want) in ids.iter().zip([6, 12]) {
+        let show = json_of(&on_pg(
+            dir.path(),
+            &url,
+            &strings(&["runs", "show", id, "--json"]),
+        ));
+        assert_eq!(
+            (show["status"].as_str(), show["samples_ok"].as_u64()),
+            (Some("finished"), Some(want))
+        );
+    }
+    let again = on_pg(dir.path(), &url, &strings(&["worker"]));
+    assert!(again.status.success());
+    assert!(
+        text(&again.stderr).contains("no run"),
+        "{}",
+        text(&again.stderr)
+    );
+
+    let store = nmb_store::Store::connect(&url).unwrap();
+    let bare = store
+        .create_run("cfg", &nmb_store::Manifest::default())
+        .unwrap();
+    let out = on_pg(
+        dir.path(),
+        &url,
+        &strings(&["worker", "--run", &bare.run_id]),
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("did not record how to rebuild it"),
+        "{}",
+        text(&out.stderr)
+    );
+}
