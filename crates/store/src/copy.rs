@@ -160,8 +160,10 @@ const RENDER_COLUMNS: &[&str] = &[
 ];
 
 impl Store {
-    /// Copies the runs `run_ids` (every run when empty) with all they need into `to`. See the [module
-    /// docs](self) for what is copied and what is skipped.
+    /// Copies the runs `run_ids` (every run when empty) with all they need into `to`: samples, calls, raw
+    /// responses, prompts, images and score reports (byte for byte), and the runs their cached answers and
+    /// their judges' verdicts came from. A run `to` already holds with the same configuration is skipped, one
+    /// with another is an error before anything is written. Leases are not copied; renders only with every run.
     pub fn copy_runs_to(&self, to: &Store, run_ids: &[String]) -> Result<CopyStats> {
         if std::ptr::eq(self, to) {
             return Err(self.invalid("target", "cannot copy a store into itself".into()));
