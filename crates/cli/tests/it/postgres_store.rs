@@ -398,3 +398,87 @@ fn a_worker_without_a_run_works_on_every_unfinished_one() {
         text(&out.stderr)
     );
 }
+
+/// A 429 with `Retry-After: 2` to one worker pauses that server for the whole fleet: after it, no worker sends
+/// it anything until the two seconds are over.
+#[test]
+fn a_429_pauses_the_server_for_every_worker() {
+    let Some(pg) = cluster() else { return };
+    let url = pg.fresh_database();
+    let dir = tempfile::tempdir().unwrap();
+    let arrivals: std::sync::Arc<std::sync::Mutex<Vec<(std::time::Instant, bool)>>> =
+        Default::default();
+    let seen = arrivals.clone();
+    let responder: nmb_fake_server::Responder = std::sync::Arc::new(move |req| {
+        let mut seen = seen.lock().unwrap();
+        // The fourth request is refused; every other one is answered as usual.
+        let refuse = seen.len() == 3;
+        seen.push((std::time::Instant::now(), refuse));
+        if refuse {
+            return nmb_fake_server::Reply::Raw {
+                status: 429,
+                headers: vec![("retry-after".into(), "2".into())],
+                body: r#"{"error":{"message":"slow down","type":"rate_limit"}}"#.into(),
+            };
+        }
+        nmb_fake_server::default_reply(req)
+    });
+    let server = server(Config {
+        latency: std::time::Duration::from_millis(100),
+        responder,
+        ..Config::default()
+    });
+    let model = model_spec(Wire::OpenAi, &server);
+    let mut plan = eval_args(&model);
+    // The whole suite, one request per sample: enough work left after the 429 to fill the pause.
+    plan.retain(|a| a != "--limit" && a != "6");
+    plan.extend(["--plan-only".to_string(), "--no-n".to_string()]);
+    let run_id = json_of(&on_pg(dir.path(), &url, &plan))["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            nmb_command(dir.path())
+                .args([
+                    "--store",
+                    &url,
+                    "worker",
+                    "--run",
+                    &run_id,
+                    "--concurrency",
+                    "2",
+                    "-q",
+                ])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("start a worker")
+        })
+        .collect();
+    for mut w in workers {
+        assert!(w.wait().unwrap().success());
+    }
+    let arrivals = arrivals.lock().unwrap().clone();
+    let refused_at = arrivals
+        .iter()
+        .find(|(_, refused)| *refused)
+        .expect("the 429 was sent")
+        .0;
+    let during: Vec<f64> = arrivals
+        .iter()
+        .map(|(t, _)| t.saturating_duration_since(refused_at).as_secs_f64())
+        // A request another worker decided on before the pause was stored may still arrive just after the 429.
+        .filter(|s| *s > 0.8 && *s < 1.9)
+        .collect();
+    assert!(
+        during.is_empty(),
+        "requests during the pause, seconds after the 429: {during:?}"
+    );
+    assert!(arrivals.len() > 4, "the run went on after the pause");
+    let show = json_of(&on_pg(
+        dir.path(),
+        &url,
+        &strings(&["runs", "show", &run_id, "--json"]),
+    ));
+    assert_eq!(show["samples_ok"], 50, "{show}");
+}
