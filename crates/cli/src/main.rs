@@ -103,6 +103,9 @@ enum Command {
     /// Copy runs between stores: SQLite and PostgreSQL, either direction
     #[command(after_help = cmd::store::EXAMPLES)]
     Store(cmd::store::StoreCommand),
+    /// Browse stored runs in a web browser: runs, samples, answers, prompts and images (read-only)
+    #[command(after_help = cmd::serve::EXAMPLES)]
+    Serve(cmd::serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -128,6 +131,7 @@ fn main() -> ExitCode {
         Command::Image(c) => cmd::image::run(c),
         Command::Store(c) => cmd::store::run(c),
         Command::Worker(a) => cmd::worker::run(a, &at),
+        Command::Serve(a) => cmd::serve::run(a, &at),
     };
     match result {
         Ok(code) => code,

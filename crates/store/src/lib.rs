@@ -25,6 +25,7 @@ mod keys;
 mod leases;
 mod manifest;
 mod packed;
+mod pages;
 mod query;
 mod records;
 mod renders;
@@ -47,6 +48,7 @@ pub use copy::CopyStats;
 pub use error::{Result, StoreError};
 pub use keys::{cache_key, canonical_json, canonical_json_str, format_utc_ms, now_ms};
 pub use manifest::{default_display_name, Manifest, Recorded, RunKind, SuiteSource, TemplateRef};
+pub use pages::{SampleFilter, SamplePage};
 pub use query::{CallInfo, LatencyStats, RunSummary, SampleRecord, StoredImage, TurnRecord};
 pub use records::{
     CachedResponse, CallRecord, ChoiceRecord, ErrorInfo, ImageInput, SampleState, SampleStatus,

@@ -136,6 +136,22 @@ const CALL_COLUMNS: &str = "c.id, c.run_id, c.task_id, c.turn_index, p.prompt_ha
      x.template_id, x.template_hash, c.n_choices, c.status, c.error_class, c.error_message, c.attempts, \
      c.tokens_in, c.tokens_out, c.latency_ms, c.started_ms, c.finished_ms, c.replica";
 
+/// The columns [`Store::fold_samples`] reads, over `samples s` joined by [`SAMPLE_JOINS`].
+pub(crate) fn sample_columns() -> String {
+    format!(
+        "s.task_id, s.sample_index, s.status, s.turns_done, s.error_class, s.error_message,
+         t.turn_index, t.status, t.error_class, t.error_message, t.text, t.cached, t.cache_key,
+         t.choice_index, {CALL_COLUMNS}"
+    )
+}
+
+/// Each sample's turns, with their calls, contexts and prompts.
+pub(crate) const SAMPLE_JOINS: &str = "
+     LEFT JOIN turns t ON t.run_id = s.run_id AND t.task_id = s.task_id AND t.sample_index = s.sample_index
+     LEFT JOIN calls c ON c.id = t.call_id
+     LEFT JOIN contexts x ON x.id = c.context_id
+     LEFT JOIN prompts p ON p.id = c.prompt_id";
+
 impl Store {
     /// Counts, usage and latency for one run.
     pub fn summary(&self, run_id: &str) -> Result<RunSummary> {
@@ -215,21 +231,20 @@ impl Store {
     pub fn run_samples(&self, run_id: &str) -> Result<Vec<SampleRecord>> {
         self.run(run_id)?;
         let sql = format!(
-            "SELECT s.task_id, s.sample_index, s.status, s.turns_done, s.error_class, s.error_message,
-                    t.turn_index, t.status, t.error_class, t.error_message, t.text, t.cached, t.cache_key,
-                    t.choice_index, {CALL_COLUMNS}
-             FROM samples s
-             LEFT JOIN turns t ON t.run_id = s.run_id AND t.task_id = s.task_id AND t.sample_index = s.sample_index
-             LEFT JOIN calls c ON c.id = t.call_id
-             LEFT JOIN contexts x ON x.id = c.context_id
-             LEFT JOIN prompts p ON p.id = c.prompt_id
+            "SELECT {} FROM samples s {SAMPLE_JOINS}
              WHERE s.run_id = ?1
-             ORDER BY s.task_id, s.sample_index, t.turn_index"
+             ORDER BY s.task_id, s.sample_index, t.turn_index",
+            sample_columns()
         );
         let op = "read a run's samples";
         let rows = self.read(op, |db| Ok(db.query(&sql, args![run_id])?))?;
+        self.fold_samples(op, &rows)
+    }
+
+    /// Rows of [`sample_columns`], ordered by task, sample and turn, folded into one record per sample.
+    pub(crate) fn fold_samples(&self, op: &'static str, rows: &[Row]) -> Result<Vec<SampleRecord>> {
         let mut out: Vec<SampleRecord> = Vec::new();
-        for row in &rows {
+        for row in rows {
             let (head, turn) = sample_row(row).map_err(|e| self.err(op, e))?;
             let same = out
                 .last()

@@ -2,7 +2,7 @@
 //! (run, scoring configuration hash), with one queryable row per sample. `nmb-score` decides what a report holds;
 //! this module only stores and finds it.
 
-use crate::db::{args, scalar, DbResult};
+use crate::db::{args, scalar, DbResult, Row};
 
 use crate::error::Result;
 use crate::keys::now_ms;
@@ -113,32 +113,39 @@ impl Store {
     ) -> Result<Vec<SampleScoreRow>> {
         self.read("read sample scores", |db| {
             let rows = db.query(
-                "SELECT task_id, sample_index, case_id, family, level, status, correct, matched_rank,
-                        match_method, rubric_overall, bertscore_f, error_category, error_source
-                 FROM sample_scores WHERE run_id = ?1 AND config_hash = ?2
-                 ORDER BY task_id, sample_index",
+                &format!(
+                    "SELECT {SCORE_COLUMNS} FROM sample_scores WHERE run_id = ?1 AND config_hash = ?2
+                     ORDER BY task_id, sample_index"
+                ),
                 args![run_id, config_hash],
             )?;
             Ok(rows
                 .iter()
-                .map(|r| {
-                    Ok(SampleScoreRow {
-                        task_id: r.get(0)?,
-                        sample_index: r.get(1)?,
-                        case_id: r.get(2)?,
-                        family: r.get(3)?,
-                        level: r.get(4)?,
-                        status: r.get(5)?,
-                        correct: r.get(6)?,
-                        matched_rank: r.get(7)?,
-                        match_method: r.get(8)?,
-                        rubric_overall: r.get(9)?,
-                        bertscore_f: r.get(10)?,
-                        error_category: r.get(11)?,
-                        error_source: r.get(12)?,
-                    })
-                })
+                .map(score_row)
                 .collect::<DbResult<Vec<_>>>()?)
         })
     }
+}
+
+/// The columns of `sample_scores` that [`score_row`] reads.
+pub(crate) const SCORE_COLUMNS: &str =
+    "task_id, sample_index, case_id, family, level, status, correct, \
+     matched_rank, match_method, rubric_overall, bertscore_f, error_category, error_source";
+
+pub(crate) fn score_row(r: &Row) -> DbResult<SampleScoreRow> {
+    Ok(SampleScoreRow {
+        task_id: r.get(0)?,
+        sample_index: r.get(1)?,
+        case_id: r.get(2)?,
+        family: r.get(3)?,
+        level: r.get(4)?,
+        status: r.get(5)?,
+        correct: r.get(6)?,
+        matched_rank: r.get(7)?,
+        match_method: r.get(8)?,
+        rubric_overall: r.get(9)?,
+        bertscore_f: r.get(10)?,
+        error_category: r.get(11)?,
+        error_source: r.get(12)?,
+    })
 }

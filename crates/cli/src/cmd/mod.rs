@@ -8,6 +8,7 @@ pub mod image;
 pub mod report;
 pub mod runs;
 pub mod score;
+pub mod serve;
 pub mod store;
 pub mod study;
 pub mod suite;

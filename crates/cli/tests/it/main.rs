@@ -19,6 +19,7 @@ mod report_cli;
 mod revision;
 mod score_cli;
 mod secrets;
+mod serve_browser;
 mod slake;
 mod store_copy;
 mod structured;

@@ -8,6 +8,7 @@ mod crash;
 mod dedup;
 mod leases;
 mod open;
+mod pages;
 mod postgres;
 mod replicas;
 mod runs;

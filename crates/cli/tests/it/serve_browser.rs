@@ -1,0 +1,188 @@
+//! `nmb serve` in headless Chromium through WebDriver, as a person would use it: the runs list, a click through
+//! to the run, a filter, a click through to a sample, and that sample's answer and prompt image on the page.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Stdio};
+
+use fantoccini::{Client, Locator};
+use nmb_fake_server::{Config, Wire};
+use nmb_test_support::browser::{screenshot_dir, WebDriver};
+
+use crate::common::*;
+
+/// Kills the server when the test ends, however it ends.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `nmb serve --port 0` on `runs` and reads the URL it prints.
+fn start_server(runs: &Path) -> (Server, String) {
+    let mut child = nmb_command(runs)
+        .args(["serve", "--port", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("nmb serve starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let server = Server(child);
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("nmb serve prints its URL");
+    let url = line
+        .trim()
+        .strip_prefix("nmb serve: ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    (server, url)
+}
+
+#[test]
+fn a_run_can_be_browsed_down_to_a_sample() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runs = dir.path().join("runs");
+    let fake = server(Config::default());
+    let model = model_spec(Wire::OpenAi, &fake);
+    let out = json_of(&nmb(
+        &runs,
+        &[
+            "eval",
+            "--suite",
+            "sample",
+            "--model",
+            &model,
+            "--samples",
+            "2",
+            "--limit",
+            "6",
+            "--no-bertscore",
+            "--json",
+            "-q",
+        ],
+    ));
+    let run_id = out["run_id"].as_str().expect("a run id").to_string();
+
+    // A sample whose prompt shows an image, and its answer as stored.
+    let (task, index, answer) = {
+        let store = store(&runs);
+        store
+            .run_samples(&run_id)
+            .unwrap()
+            .into_iter()
+            .find_map(|s| {
+                let turn = s.turns.first()?;
+                let body = store.prompt_body(&turn.call.prompt_hash).unwrap()?;
+                (body.contains("\"image\"") && s.final_text.is_some()).then(|| {
+                    let text = s.turns[0].text.clone().unwrap_or_default();
+                    (s.task_id, s.sample_index, text)
+                })
+            })
+            .expect("a sample with an image in its prompt")
+    };
+
+    let (server, url) = start_server(&runs);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(browse(&url, &run_id, &task, index, &answer));
+    drop(server);
+}
+
+async fn browse(url: &str, run_id: &str, task: &str, index: u32, answer: &str) {
+    let Some(driver) = WebDriver::start().await else {
+        return;
+    };
+    let c = &driver.client;
+    c.goto(url).await.unwrap();
+    let runs = c
+        .find(Locator::Id("runs"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(runs.contains(run_id), "{runs}");
+
+    // The run: its manifest, then a filter typed into the form, then the sample's link.
+    c.find(Locator::LinkText(run_id))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let manifest = c
+        .find(Locator::Id("manifest"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(manifest.contains("test-model"), "{manifest}");
+    let count = text_of(c, "#count").await;
+    assert!(count.starts_with("12 matching"), "{count}");
+    let png = c.screenshot().await.unwrap();
+    std::fs::write(screenshot_dir().join("serve-run.png"), png).unwrap();
+    let field = c.find(Locator::Css("input[name='task']")).await.unwrap();
+    field.send_keys(task).await.unwrap();
+    c.find(Locator::Css("form.filters button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let count = text_of(c, "#count").await;
+    assert!(count.starts_with("2 matching"), "{count}");
+    let links = c.find_all(Locator::Css("a.sample-link")).await.unwrap();
+    assert_eq!(links.len(), 2);
+    links[index as usize].click().await.unwrap();
+
+    // The sample: the stored answer as text, and the prompt's image loaded.
+    let shown = text_of(c, "pre.answer").await;
+    assert_eq!(shown.trim(), answer.trim());
+    let width = loop_until_loaded(c).await;
+    assert!(width > 0, "the prompt image did not load");
+    let current = c.current_url().await.unwrap();
+    assert!(
+        current.as_str().contains(&format!("/samples/{index}")),
+        "{current}"
+    );
+
+    let png = c.screenshot().await.unwrap();
+    let path = screenshot_dir().join("serve-sample.png");
+    std::fs::write(&path, png).unwrap();
+    eprintln!("screenshot: {}", path.display());
+    driver.close().await;
+}
+
+async fn text_of(c: &Client, css: &str) -> String {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .text()
+        .await
+        .unwrap()
+}
+
+/// The first prompt image's `naturalWidth` once it has loaded (0 if it never does).
+async fn loop_until_loaded(c: &Client) -> u64 {
+    for _ in 0..50 {
+        let v = c
+            .execute(
+                "const i = document.querySelector('img.prompt'); \
+                 return i && i.complete ? i.naturalWidth : -1;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        if let Some(w) = v.as_i64().filter(|w| *w >= 0) {
+            return w as u64;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    0
+}

@@ -1,0 +1,118 @@
+//! The page frame, the stylesheet and the small text helpers every page uses.
+
+use axum::response::Html;
+
+pub(crate) use nmb_report::html::escape;
+
+/// Served from `/style.css` (the Content-Security-Policy allows no inline style).
+pub(crate) const STYLE: &str = r#"
+body { font: 14px/1.45 system-ui, sans-serif; margin: 0 auto; max-width: 1200px; padding: 0 16px 40px; color: #1d2330; }
+header { border-bottom: 1px solid #d8dce3; padding: 10px 0; margin-bottom: 12px; }
+header a { font-weight: 600; text-decoration: none; }
+a { color: #1a56b0; }
+h1 { font-size: 20px; margin: 12px 0; }
+h2 { font-size: 16px; margin: 22px 0 8px; }
+table { border-collapse: collapse; margin: 6px 0 12px; }
+th, td { border: 1px solid #d8dce3; padding: 4px 8px; text-align: left; vertical-align: top; }
+th { background: #f2f4f7; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; }
+dt { font-weight: 600; color: #4b5565; }
+dd { margin: 0; overflow-wrap: anywhere; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f7f8fa; border: 1px solid #e3e6eb; padding: 8px; margin: 4px 0; }
+.ok { color: #17803d; } .errored { color: #b42318; } .pending { color: #8a6d00; }
+.muted { color: #6b7280; }
+.turn, .message { border-left: 3px solid #d8dce3; padding-left: 10px; margin: 10px 0; }
+form.filters { display: flex; flex-wrap: wrap; gap: 8px; align-items: end; margin: 8px 0; }
+form.filters label { display: flex; flex-direction: column; font-size: 12px; color: #4b5565; }
+nav.pager { margin: 8px 0; display: flex; gap: 14px; }
+img.prompt { max-width: 320px; max-height: 320px; border: 1px solid #d8dce3; margin: 4px; }
+"#;
+
+/// A whole page: `title` is plain text, `body` is HTML already escaped.
+pub(crate) fn page(title: &str, body: &str) -> Html<String> {
+    Html(format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{} · nmb</title><link rel=\"stylesheet\" href=\"/style.css\"></head>\
+         <body><header><a href=\"/\">nmb runs</a></header><main>{body}</main></body></html>\n",
+        escape(title)
+    ))
+}
+
+/// A short page for an error status: `message` is plain text.
+pub(crate) fn error_page(status: &str, message: &str) -> Html<String> {
+    page(
+        status,
+        &format!("<h1>{}</h1><p>{}</p>", escape(status), escape(message)),
+    )
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters (for a query value or a path segment).
+pub(crate) fn url_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Undoes percent-encoding (and `+` for a space); invalid escapes are kept as they are.
+pub(crate) fn url_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                match std::str::from_utf8(&bytes[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                {
+                    Some(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A number with the given decimals, or an em dash.
+pub(crate) fn num(v: Option<f64>, decimals: usize) -> String {
+    v.map_or_else(|| "—".to_string(), |x| format!("{x:.decimals$}"))
+}
+
+/// An optional count, or an em dash.
+pub(crate) fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "—".to_string(), |x| x.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_round_trip() {
+        for s in ["a/b c", "100%", "x&y=z", "é", "", "%", "%4", "%zz"] {
+            let enc = url_encode(s);
+            assert!(enc
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.~%".contains(&b)));
+            assert_eq!(url_decode(&enc), s);
+        }
+        assert_eq!(url_decode("a+b%2Fc"), "a b/c");
+        assert_eq!(url_decode("%zz%4"), "%zz%4");
+    }
+}

@@ -1,0 +1,314 @@
+//! nmb-serve: a read-only web viewer of stored runs (`nmb serve`).
+//!
+//! It owns the HTTP side: the routes, the server-rendered HTML pages, the security headers on every response and
+//! the optional bearer token. Pages: the runs list (`/`), a run with its headline scores and a filtered, paged
+//! table of samples (`/runs/{id}`), one sample with every turn, the prompt as sent and its score row
+//! (`/runs/{id}/samples/{index}?task=TASK`), and stored images (`/images/{sha256}`). Every page is a paged store
+//! query; no page loads a run whole. Everything a model wrote is escaped, and no page runs a script.
+//!
+//! It does not own SQL or the store's tables (`nmb-store`), scoring (`nmb-score`: it only reads the stored
+//! report's headline), or the published report (`nmb-report`). It never writes to the store. Clinician review,
+//! agreement and human baselines are not here.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), nmb_serve::ServeError> {
+//! let store = std::sync::Arc::new(nmb_store::Store::open_dir("nmb-runs").unwrap());
+//! let server = nmb_serve::bind(&nmb_serve::ServeOptions::default()).await?;
+//! println!("{}", server.url());
+//! server.run(store).await
+//! # }
+//! ```
+
+mod html;
+mod pages;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::header::{self, HeaderValue};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use axum::Router;
+use nmb_store::Store;
+
+pub use pages::{RunQuery, SampleQuery};
+
+/// The port `nmb serve` listens on unless told otherwise.
+pub const DEFAULT_PORT: u16 = 8686;
+
+/// The Content-Security-Policy of every response: nothing but same-origin images and the one stylesheet; no
+/// script, no frames, forms only back to this server.
+pub const CSP: &str = "default-src 'none'; img-src 'self'; style-src 'self'; form-action 'self'; \
+                       frame-ancestors 'none'; base-uri 'none'";
+
+/// Request bodies larger than this are refused (every route is a GET).
+const BODY_LIMIT: usize = 1024;
+
+/// Where to listen and who may ask.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub host: IpAddr,
+    /// 0 asks the system for any free port.
+    pub port: u16,
+    /// When set, every request must carry it (`Authorization: Bearer TOKEN`, or the `token` cookie that
+    /// visiting `/?token=TOKEN` sets). Required to listen on anything but loopback.
+    pub token: Option<String>,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: DEFAULT_PORT,
+            token: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(
+        "refusing to listen on {host}, which is not a loopback address, without a token \
+         (give one with --token-file FILE or NMB_SERVE_TOKEN)"
+    )]
+    NoToken { host: IpAddr },
+    #[error("the token is empty")]
+    EmptyToken,
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("the server stopped: {0}")]
+    Serve(std::io::Error),
+}
+
+/// A listening socket, not yet answering.
+pub struct Bound {
+    listener: tokio::net::TcpListener,
+    addr: SocketAddr,
+    token: Option<String>,
+}
+
+impl Bound {
+    /// The address actually bound (with the port the system chose for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://HOST:PORT/`.
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    /// Answers requests until the process ends.
+    pub async fn run(self, store: Arc<Store>) -> Result<(), ServeError> {
+        let app = router_with_token(store, self.token);
+        axum::serve(self.listener, app)
+            .await
+            .map_err(ServeError::Serve)
+    }
+}
+
+/// Checks the options (no token, no address beyond loopback) and binds the socket.
+pub async fn bind(options: &ServeOptions) -> Result<Bound, ServeError> {
+    if options
+        .token
+        .as_deref()
+        .is_some_and(|t| t.trim().is_empty())
+    {
+        return Err(ServeError::EmptyToken);
+    }
+    if !options.host.is_loopback() && options.token.is_none() {
+        return Err(ServeError::NoToken { host: options.host });
+    }
+    let addr = SocketAddr::new(options.host, options.port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    Ok(Bound {
+        listener,
+        addr,
+        token: options.token.as_ref().map(|t| t.trim().to_string()),
+    })
+}
+
+/// Binds, prints `nmb serve: http://HOST:PORT/` on stdout (flushed), and answers requests until the process
+/// ends.
+pub async fn serve(store: Arc<Store>, options: ServeOptions) -> Result<(), ServeError> {
+    let bound = bind(&options).await?;
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "nmb serve: {}", bound.url());
+        let _ = out.flush();
+    }
+    bound.run(store).await
+}
+
+#[derive(Clone)]
+struct App {
+    store: Arc<Store>,
+    token: Option<Arc<str>>,
+}
+
+/// The viewer's routes without a token (what tests drive).
+pub fn router(store: Arc<Store>) -> Router {
+    router_with_token(store, None)
+}
+
+/// The viewer's routes; with a token, every request must carry it.
+pub fn router_with_token(store: Arc<Store>, token: Option<String>) -> Router {
+    let app = App {
+        store,
+        token: token.map(Arc::from),
+    };
+    Router::new()
+        .route("/", get(runs_page))
+        .route("/style.css", get(style))
+        .route("/runs/{id}", get(run_page))
+        .route("/runs/{id}/samples/{index}", get(sample_page))
+        .route("/images/{sha256}", get(image))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(app.clone(), guard))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(app)
+}
+
+/// The token check, then the security headers on whatever the route answered (errors included).
+async fn guard(State(app): State<App>, request: Request, next: Next) -> Response {
+    let mut response = match &app.token {
+        Some(token) => match authorize(token, &request) {
+            Access::Granted => next.run(request).await,
+            Access::SetCookie => {
+                let mut r = Redirect::to("/").into_response();
+                let cookie = format!("token={token}; Path=/; HttpOnly; SameSite=Strict");
+                if let Ok(v) = HeaderValue::from_str(&cookie) {
+                    r.headers_mut().insert(header::SET_COOKIE, v);
+                }
+                r
+            }
+            Access::Denied => (
+                StatusCode::UNAUTHORIZED,
+                html::error_page("401", "This viewer needs its token."),
+            )
+                .into_response(),
+        },
+        None => next.run(request).await,
+    };
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_SECURITY_POLICY, CSP),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::CACHE_CONTROL, "no-store"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+enum Access {
+    Granted,
+    /// The token came in the query: set it as a cookie and drop it from the address.
+    SetCookie,
+    Denied,
+}
+
+fn authorize(token: &str, request: &Request) -> Access {
+    let headers = request.headers();
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if bearer.is_some_and(|b| same(b.trim(), token)) {
+        return Access::Granted;
+    }
+    let cookie = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().strip_prefix("token="))
+        .any(|c| same(c, token));
+    if cookie {
+        return Access::Granted;
+    }
+    let query = request.uri().query().unwrap_or("");
+    let in_query = query
+        .split('&')
+        .filter_map(|kv| kv.strip_prefix("token="))
+        .any(|t| same(&html::url_decode(t), token));
+    if in_query && request.uri().path() == "/" {
+        return Access::SetCookie;
+    }
+    Access::Denied
+}
+
+/// Equal strings, compared in time that depends only on their lengths.
+fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn style() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        html::STYLE,
+    )
+        .into_response()
+}
+
+async fn not_found() -> Response {
+    pages::PageError::NotFound("no such page".into()).into_response()
+}
+
+/// Runs a page's store queries off the async threads.
+async fn blocking<F>(app: &App, f: F) -> Response
+where
+    F: FnOnce(&Store) -> Result<Response, pages::PageError> + Send + 'static,
+{
+    let store = app.store.clone();
+    match tokio::task::spawn_blocking(move || f(&store)).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => e.into_response(),
+        Err(_) => pages::PageError::Internal.into_response(),
+    }
+}
+
+async fn runs_page(State(app): State<App>) -> Response {
+    blocking(&app, |s| pages::runs(s).map(IntoResponse::into_response)).await
+}
+
+async fn run_page(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    Query(q): Query<RunQuery>,
+) -> Response {
+    blocking(&app, move |s| {
+        pages::run(s, &id, &q).map(IntoResponse::into_response)
+    })
+    .await
+}
+
+async fn sample_page(
+    State(app): State<App>,
+    Path((id, index)): Path<(String, String)>,
+    Query(q): Query<SampleQuery>,
+) -> Response {
+    blocking(&app, move |s| {
+        pages::sample(s, &id, &index, &q).map(IntoResponse::into_response)
+    })
+    .await
+}
+
+async fn image(State(app): State<App>, Path(sha256): Path<String>) -> Response {
+    blocking(&app, move |s| pages::image(s, &sha256)).await
+}

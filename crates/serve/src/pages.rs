@@ -1,0 +1,669 @@
+//! The pages: each reads what it shows from the store, a page at a time, and renders it with everything the store
+//! holds escaped.
+
+use std::fmt::Write as _;
+
+use axum::http::{header, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use nmb_chat::{StoredConversation, StoredPart};
+use nmb_score::results::GroupAggregate;
+use nmb_stats::Estimate;
+use nmb_store::{
+    RunInfo, SampleFilter, SampleRecord, SampleScoreRow, SampleStatus, Store, StoreError,
+};
+use serde::Deserialize;
+
+use crate::html::{escape, num, opt, page, url_encode};
+
+/// Samples per page of a run's table.
+pub const PAGE_SIZE: u64 = 50;
+/// Characters of an answer shown in a run's table.
+const EXCERPT_CHARS: usize = 160;
+
+/// Why a page cannot be shown.
+#[derive(Debug)]
+pub(crate) enum PageError {
+    NotFound(String),
+    BadRequest(String),
+    Store(StoreError),
+    Internal,
+}
+
+impl From<StoreError> for PageError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::UnknownRun { run_id, .. } => {
+                PageError::NotFound(format!("no run {run_id}"))
+            }
+            e => PageError::Store(e),
+        }
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let (status, text) = match self {
+            PageError::NotFound(m) => (StatusCode::NOT_FOUND, m),
+            PageError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
+            PageError::Store(e) => {
+                // The details (paths, the query that failed) go to the log, not to the browser.
+                tracing::error!("nmb serve: {e}");
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the run store could not be read; the server's log says why".to_string(),
+                )
+            }
+            PageError::Internal => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the page could not be made".to_string(),
+            ),
+        };
+        let title = format!(
+            "{} {}",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or("")
+        );
+        (status, crate::html::error_page(&title, &text)).into_response()
+    }
+}
+
+/// What a score report's headline needs; the rest of the report is not read.
+#[derive(Deserialize)]
+struct Headline {
+    overall: GroupAggregate,
+    #[serde(default)]
+    by_level_family: Vec<GroupAggregate>,
+}
+
+fn headline(store: &Store, run_id: &str) -> Result<Option<Headline>, PageError> {
+    Ok(store
+        .latest_score_report(run_id)?
+        .and_then(|json| serde_json::from_str(&json).ok()))
+}
+
+/// `0.420 [0.300, 0.550]`, or an em dash.
+fn estimate(e: Option<&Estimate>) -> String {
+    e.map_or_else(
+        || "—".to_string(),
+        |e| format!("{:.3} [{:.3}, {:.3}]", e.value, e.ci_low, e.ci_high),
+    )
+}
+
+fn run_link(run_id: &str) -> String {
+    format!(
+        "<a href=\"/runs/{}\">{}</a>",
+        url_encode(run_id),
+        escape(run_id)
+    )
+}
+
+/// `/`: one row per run.
+pub(crate) fn runs(store: &Store) -> Result<Html<String>, PageError> {
+    let runs = store.list_runs()?;
+    let mut body = String::from("<h1>Runs</h1>");
+    if runs.is_empty() {
+        body.push_str("<p>No runs in this store yet.</p>");
+        return Ok(page("Runs", &body));
+    }
+    body.push_str(
+        "<table id=\"runs\"><tr><th>run</th><th>name</th><th>suite</th><th>status</th><th>created</th>\
+         <th>ok</th><th>errored</th><th>samples</th><th>pass@1 (a) [95% CI]</th>\
+         <th>pass@5 (a) [95% CI]</th></tr>",
+    );
+    for run in &runs {
+        let summary = store.summary(&run.run_id)?;
+        let head = headline(store, &run.run_id)?;
+        let (p1, p5) = match &head {
+            Some(h) => (
+                estimate(h.overall.pass_at_1.unbiased_estimator.as_ref()),
+                estimate(h.overall.pass_at_5.unbiased_estimator.as_ref()),
+            ),
+            None => ("not scored".to_string(), "not scored".to_string()),
+        };
+        let _ = write!(
+            body,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
+            run_link(&run.run_id),
+            escape(&run.manifest.display_name()),
+            escape(&run.manifest.suite_id),
+            escape(run.status.as_str()),
+            escape(&summary.created_at),
+            summary.samples_ok,
+            summary.samples_errored,
+            summary.samples_total,
+            escape(&p1),
+            escape(&p5),
+        );
+    }
+    body.push_str("</table>");
+    Ok(page("Runs", &body))
+}
+
+/// The query of a run's page: which page of samples, and the filters.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub struct RunQuery {
+    /// 1-based.
+    pub page: Option<u64>,
+    /// `ok`, `errored` or `pending`.
+    pub status: Option<String>,
+    /// A final error class.
+    pub error: Option<String>,
+    /// A task id prefix.
+    pub task: Option<String>,
+    /// Text the answers contain.
+    pub q: Option<String>,
+}
+
+fn nonempty(v: &Option<String>) -> Option<String> {
+    v.as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
+impl RunQuery {
+    fn filter(&self) -> Result<SampleFilter, PageError> {
+        let status = match nonempty(&self.status) {
+            None => None,
+            Some(s) => Some(SampleStatus::parse(&s).ok_or_else(|| {
+                PageError::BadRequest(format!(
+                    "unknown status {s:?}: expected ok, errored or pending"
+                ))
+            })?),
+        };
+        Ok(SampleFilter {
+            status,
+            error_class: nonempty(&self.error),
+            task_prefix: nonempty(&self.task),
+            text: nonempty(&self.q),
+        })
+    }
+
+    /// The query string of these filters on another page (`&`-joined, escaped for an attribute).
+    fn link(&self, run_id: &str, page: u64) -> String {
+        let mut q = vec![format!("page={page}")];
+        for (key, value) in [
+            ("status", &self.status),
+            ("error", &self.error),
+            ("task", &self.task),
+            ("q", &self.q),
+        ] {
+            if let Some(v) = nonempty(value) {
+                q.push(format!("{key}={}", url_encode(&v)));
+            }
+        }
+        escape(&format!("/runs/{}?{}", url_encode(run_id), q.join("&")))
+    }
+}
+
+/// `/runs/{id}`: the manifest, the headline, the level × family table and a page of samples.
+pub(crate) fn run(
+    store: &Store,
+    run_id: &str,
+    query: &RunQuery,
+) -> Result<Html<String>, PageError> {
+    let Some(run) = store.get_run(run_id)? else {
+        return Err(PageError::NotFound(format!("no run {run_id}")));
+    };
+    let filter = query.filter()?;
+    let page_no = query.page.unwrap_or(1).max(1);
+    let first = (page_no - 1).saturating_mul(PAGE_SIZE);
+    let samples = store.sample_page(run_id, &filter, first, PAGE_SIZE)?;
+    let summary = store.summary(run_id)?;
+    let head = headline(store, run_id)?;
+
+    let mut body = format!(
+        "<h1>{} <span class=\"muted\">{}</span></h1>",
+        escape(&run.manifest.display_name()),
+        escape(run_id)
+    );
+    manifest_block(&mut body, &run, &summary);
+    scores_block(&mut body, head.as_ref());
+
+    body.push_str("<h2 id=\"samples\">Samples</h2>");
+    filter_form(&mut body, run_id, query, &summary.errors_by_class);
+    let shown = samples.samples.len() as u64;
+    let _ = write!(
+        body,
+        "<p class=\"muted\" id=\"count\">{} matching; showing {}–{}</p>",
+        samples.total,
+        if shown == 0 { 0 } else { first + 1 },
+        first.saturating_add(shown)
+    );
+    body.push_str(
+        "<table id=\"sample-table\"><tr><th>task</th><th>sample</th><th>status</th><th>error</th>\
+         <th>turns</th><th>answer</th></tr>",
+    );
+    for s in &samples.samples {
+        sample_row(&mut body, run_id, s);
+    }
+    body.push_str("</table>");
+    let pages = samples.total.div_ceil(PAGE_SIZE).max(1);
+    body.push_str("<nav class=\"pager\">");
+    if page_no > 1 {
+        let _ = write!(
+            body,
+            "<a rel=\"prev\" href=\"{}\">← previous</a>",
+            query.link(run_id, page_no - 1)
+        );
+    }
+    let _ = write!(body, "<span>page {page_no} of {pages}</span>");
+    if page_no < pages {
+        let _ = write!(
+            body,
+            "<a rel=\"next\" href=\"{}\">next →</a>",
+            query.link(run_id, page_no + 1)
+        );
+    }
+    body.push_str("</nav>");
+    Ok(page(&format!("Run {run_id}"), &body))
+}
+
+fn manifest_block(body: &mut String, run: &RunInfo, summary: &nmb_store::RunSummary) {
+    let m = &run.manifest;
+    let params = serde_json::to_string(&m.params).unwrap_or_default();
+    let rows: [(&str, String); 12] = [
+        ("model", m.model.clone()),
+        ("suite", format!("{} ({})", m.suite_id, m.suite_hash)),
+        (
+            "template",
+            format!("{} ({})", m.template_id, m.template_hash),
+        ),
+        ("parameters", params),
+        ("inputs", m.input_mode.clone()),
+        ("samples per task", m.samples.to_string()),
+        (
+            "dropped inputs",
+            if m.dropped_inputs.is_empty() {
+                "none".to_string()
+            } else {
+                m.dropped_inputs.join(", ")
+            },
+        ),
+        ("status", run.status.as_str().to_string()),
+        ("created", summary.created_at.clone()),
+        ("nmb", m.nmb_version.clone()),
+        (
+            "samples",
+            format!(
+                "{} ok, {} errored, {} pending of {}",
+                summary.samples_ok,
+                summary.samples_errored,
+                summary.samples_pending,
+                summary.samples_total
+            ),
+        ),
+        (
+            "tokens",
+            format!(
+                "{} in, {} out; latency p50 {} ms, p90 {} ms",
+                summary.tokens_in,
+                summary.tokens_out,
+                summary.latency_ms.p50,
+                summary.latency_ms.p90
+            ),
+        ),
+    ];
+    body.push_str("<dl id=\"manifest\">");
+    for (k, v) in rows {
+        let _ = write!(body, "<dt>{}</dt><dd>{}</dd>", escape(k), escape(&v));
+    }
+    body.push_str("</dl>");
+}
+
+fn scores_block(body: &mut String, head: Option<&Headline>) {
+    body.push_str("<h2>Scores</h2>");
+    let Some(h) = head else {
+        body.push_str("<p class=\"muted\">Not scored yet (<code>nmb score RUN_ID</code>).</p>");
+        return;
+    };
+    let o = &h.overall;
+    let _ = write!(
+        body,
+        "<table id=\"headline\"><tr><th></th><th>(a) unbiased over n samples [95% CI]</th>\
+         <th>(b) within one answer's top k [95% CI]</th></tr>\
+         <tr><th>pass@1</th><td>{}</td><td>{}</td></tr>\
+         <tr><th>pass@5</th><td>{}</td><td>{}</td></tr>\
+         <tr><th>accuracy</th><td colspan=\"2\">{}</td></tr></table>",
+        escape(&estimate(o.pass_at_1.unbiased_estimator.as_ref())),
+        escape(&estimate(o.pass_at_1.top_k_in_answer.as_ref())),
+        escape(&estimate(o.pass_at_5.unbiased_estimator.as_ref())),
+        escape(&estimate(o.pass_at_5.top_k_in_answer.as_ref())),
+        escape(&estimate(o.accuracy.as_ref())),
+    );
+    if h.by_level_family.is_empty() {
+        return;
+    }
+    body.push_str(
+        "<h2>By level and family</h2><table id=\"level-family\"><tr><th>level</th><th>family</th>\
+         <th>tasks</th><th>n</th><th>pass@1 (a) [95% CI]</th><th>pass@5 (a) [95% CI]</th>\
+         <th>accuracy [95% CI]</th></tr>",
+    );
+    for g in &h.by_level_family {
+        let _ = write!(
+            body,
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td></tr>",
+            escape(g.level.map_or("—", |l| l.as_str())),
+            escape(g.family.map_or("—", |f| f.as_str())),
+            g.tasks,
+            g.n,
+            escape(&estimate(g.pass_at_1.unbiased_estimator.as_ref())),
+            escape(&estimate(g.pass_at_5.unbiased_estimator.as_ref())),
+            escape(&estimate(g.accuracy.as_ref())),
+        );
+    }
+    body.push_str("</table>");
+}
+
+fn filter_form(
+    body: &mut String,
+    run_id: &str,
+    query: &RunQuery,
+    errors: &std::collections::BTreeMap<String, u64>,
+) {
+    let value = |v: &Option<String>| escape(&nonempty(v).unwrap_or_default());
+    let status = nonempty(&query.status).unwrap_or_default();
+    let _ = write!(
+        body,
+        "<form class=\"filters\" method=\"get\" action=\"/runs/{}\"><label>status<select name=\"status\">",
+        escape(&url_encode(run_id))
+    );
+    for s in ["", "ok", "errored", "pending"] {
+        let _ = write!(
+            body,
+            "<option value=\"{s}\"{}>{}</option>",
+            if s == status { " selected" } else { "" },
+            if s.is_empty() { "any" } else { s }
+        );
+    }
+    let _ = write!(
+        body,
+        "</select></label><label>error class<input name=\"error\" value=\"{}\"></label>\
+         <label>task prefix<input name=\"task\" value=\"{}\"></label>\
+         <label>answer contains<input name=\"q\" value=\"{}\"></label>\
+         <button type=\"submit\">filter</button> <a href=\"/runs/{}\">clear</a></form>",
+        value(&query.error),
+        value(&query.task),
+        value(&query.q),
+        escape(&url_encode(run_id)),
+    );
+    if !errors.is_empty() {
+        body.push_str("<p>Errored samples by class: ");
+        let links: Vec<String> = errors
+            .iter()
+            .map(|(class, n)| {
+                let q = RunQuery {
+                    error: Some(class.clone()),
+                    ..Default::default()
+                };
+                format!(
+                    "<a class=\"error-filter\" href=\"{}\">{}</a> ({n})",
+                    q.link(run_id, 1),
+                    escape(class)
+                )
+            })
+            .collect();
+        body.push_str(&links.join(", "));
+        body.push_str("</p>");
+    }
+}
+
+fn sample_href(run_id: &str, task_id: &str, sample_index: u32) -> String {
+    escape(&format!(
+        "/runs/{}/samples/{sample_index}?task={}",
+        url_encode(run_id),
+        url_encode(task_id)
+    ))
+}
+
+fn excerpt(text: &str) -> String {
+    let mut out: String = text.chars().take(EXCERPT_CHARS).collect();
+    if text.chars().nth(EXCERPT_CHARS).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+fn sample_row(body: &mut String, run_id: &str, s: &SampleRecord) {
+    let answer = s
+        .turns
+        .last()
+        .and_then(|t| t.text.as_deref())
+        .map(excerpt)
+        .unwrap_or_default();
+    let _ = write!(
+        body,
+        "<tr><td><a class=\"sample-link\" href=\"{}\">{}</a></td><td class=\"num\">{}</td>\
+         <td class=\"{}\">{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+        sample_href(run_id, &s.task_id, s.sample_index),
+        escape(&s.task_id),
+        s.sample_index,
+        s.status.as_str(),
+        s.status.as_str(),
+        escape(s.error_class.as_deref().unwrap_or("")),
+        s.turns.len(),
+        escape(&answer),
+    );
+}
+
+/// The query of a sample's page: its task id (task ids hold `/`, so they are not a path segment).
+#[derive(Debug, Default, Clone, Deserialize)]
+pub struct SampleQuery {
+    pub task: Option<String>,
+}
+
+/// `/runs/{id}/samples/{index}?task=TASK`: every turn, the prompts as sent, and the sample's score row.
+pub(crate) fn sample(
+    store: &Store,
+    run_id: &str,
+    index: &str,
+    query: &SampleQuery,
+) -> Result<Html<String>, PageError> {
+    let Some(task_id) = nonempty(&query.task) else {
+        return Err(PageError::BadRequest(
+            "which task? (add ?task=TASK_ID)".into(),
+        ));
+    };
+    let Ok(sample_index) = index.parse::<u32>() else {
+        return Err(PageError::NotFound(format!("no sample {index}")));
+    };
+    let Some(run) = store.get_run(run_id)? else {
+        return Err(PageError::NotFound(format!("no run {run_id}")));
+    };
+    let Some(s) = store.sample_record(run_id, &task_id, sample_index)? else {
+        return Err(PageError::NotFound(format!(
+            "run {run_id} has no sample {sample_index} of task {task_id}"
+        )));
+    };
+    let score = store.latest_sample_score(run_id, &task_id, sample_index)?;
+
+    let mut body = format!(
+        "<p>{} · <a href=\"/runs/{}?task={}\">{}</a></p><h1>{} <span class=\"muted\">sample {}</span></h1>",
+        run_link(run_id),
+        escape(&url_encode(run_id)),
+        escape(&url_encode(&task_id)),
+        escape(&run.manifest.display_name()),
+        escape(&task_id),
+        sample_index
+    );
+    let _ = write!(
+        body,
+        "<dl id=\"sample\"><dt>status</dt><dd class=\"{}\">{}</dd>",
+        s.status.as_str(),
+        s.status.as_str()
+    );
+    if let Some(class) = &s.error_class {
+        let _ = write!(
+            body,
+            "<dt>error</dt><dd>{}: {}</dd>",
+            escape(class),
+            escape(s.error_message.as_deref().unwrap_or(""))
+        );
+    }
+    let _ = write!(body, "<dt>turns done</dt><dd>{}</dd></dl>", s.turns_done);
+    score_block(&mut body, score.as_ref());
+
+    body.push_str("<h2>Turns</h2>");
+    if s.turns.is_empty() {
+        body.push_str("<p class=\"muted\">No answer yet.</p>");
+    }
+    let mut prompts_seen: Vec<String> = Vec::new();
+    for t in &s.turns {
+        let c = &t.call;
+        let _ = write!(
+            body,
+            "<section class=\"turn\" id=\"turn-{}\"><h3>turn {} · <span class=\"{}\">{}</span></h3>\
+             <table><tr><th>model</th><th>cached</th><th>tokens in</th><th>tokens out</th>\
+             <th>latency ms</th><th>attempts</th><th>replica</th><th>call</th></tr>\
+             <tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td></tr></table>",
+            t.turn_index,
+            t.turn_index,
+            if t.ok { "ok" } else { "errored" },
+            if t.ok { "ok" } else { "errored" },
+            escape(&c.model),
+            if t.cached { "yes" } else { "no" },
+            opt(c.tokens_in),
+            opt(c.tokens_out),
+            opt(c.latency_ms),
+            c.attempts,
+            escape(c.replica.as_deref().unwrap_or("")),
+            c.call_id,
+        );
+        if let Some(class) = &t.error_class {
+            let _ = write!(
+                body,
+                "<p class=\"errored\">{}: {}</p>",
+                escape(class),
+                escape(t.error_message.as_deref().unwrap_or(""))
+            );
+        }
+        if let Some(text) = &t.text {
+            let _ = write!(body, "<pre class=\"answer\">{}</pre>", escape(text));
+        }
+        if !prompts_seen.contains(&c.prompt_hash) {
+            let open = prompts_seen.is_empty();
+            prompts_seen.push(c.prompt_hash.clone());
+            prompt_block(store, &mut body, &c.prompt_hash, open)?;
+        }
+        body.push_str("</section>");
+    }
+    Ok(page(&format!("{task_id} sample {sample_index}"), &body))
+}
+
+fn score_block(body: &mut String, score: Option<&SampleScoreRow>) {
+    body.push_str("<h2>Score</h2>");
+    let Some(r) = score else {
+        body.push_str("<p class=\"muted\">Not scored.</p>");
+        return;
+    };
+    let correct = match r.correct {
+        Some(true) => "correct",
+        Some(false) => "wrong",
+        None => "not counted",
+    };
+    let rows = [
+        ("case", r.case_id.clone()),
+        ("level", r.level.clone()),
+        ("family", r.family.clone()),
+        ("scored as", format!("{} ({correct})", r.status)),
+        ("matched rank", opt(r.matched_rank)),
+        ("match method", opt(r.match_method.as_deref())),
+        ("rubric", num(r.rubric_overall, 2)),
+        ("BERTScore F1", num(r.bertscore_f, 3)),
+        (
+            "error category",
+            match (&r.error_category, &r.error_source) {
+                (Some(c), Some(s)) => format!("{c} ({s})"),
+                (Some(c), None) => c.clone(),
+                _ => "—".to_string(),
+            },
+        ),
+    ];
+    body.push_str("<dl id=\"score\">");
+    for (k, v) in rows {
+        let _ = write!(body, "<dt>{}</dt><dd>{}</dd>", escape(k), escape(&v));
+    }
+    body.push_str("</dl>");
+}
+
+fn prompt_block(
+    store: &Store,
+    body: &mut String,
+    prompt_hash: &str,
+    open: bool,
+) -> Result<(), PageError> {
+    let _ = write!(
+        body,
+        "<details class=\"prompt\"{}><summary>prompt as sent <span class=\"muted\">{}</span></summary>",
+        if open { " open" } else { "" },
+        escape(prompt_hash)
+    );
+    match store.prompt_body(prompt_hash)? {
+        None => body.push_str("<p class=\"muted\">The prompt is not in the store.</p>"),
+        Some(json) => match StoredConversation::parse(&json) {
+            Err(_) => {
+                let _ = write!(body, "<pre>{}</pre>", escape(&json));
+            }
+            Ok(conv) => {
+                for m in &conv.messages {
+                    let role = serde_json::to_value(m.role)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default();
+                    let _ = write!(
+                        body,
+                        "<div class=\"message\"><strong>{}</strong>",
+                        escape(&role)
+                    );
+                    for part in &m.parts {
+                        match part {
+                            StoredPart::Text { text } => {
+                                let _ = write!(body, "<pre>{}</pre>", escape(text));
+                            }
+                            StoredPart::Image { image, mime } => {
+                                let _ = write!(
+                                    body,
+                                    "<img class=\"prompt\" src=\"/images/{}\" alt=\"{}\">",
+                                    escape(&url_encode(image)),
+                                    escape(&format!("{mime} {image}"))
+                                );
+                            }
+                        }
+                    }
+                    body.push_str("</div>");
+                }
+            }
+        },
+    }
+    body.push_str("</details>");
+    Ok(())
+}
+
+/// `/images/{sha256}`: the stored bytes, for a well-formed hash that the store holds.
+pub(crate) fn image(store: &Store, sha256: &str) -> Result<Response, PageError> {
+    let well_formed = sha256.len() == 64
+        && sha256
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if !well_formed {
+        return Err(PageError::NotFound("no such image".into()));
+    }
+    let Some(img) = store.image(sha256)? else {
+        return Err(PageError::NotFound("no such image".into()));
+    };
+    // Only an image type goes out as itself; anything else the store holds is opaque bytes.
+    let mime = if img.mime.starts_with("image/")
+        && img
+            .mime
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/+.-".contains(&b))
+    {
+        img.mime
+    } else {
+        "application/octet-stream".to_string()
+    };
+    Ok(([(header::CONTENT_TYPE, mime)], img.bytes).into_response())
+}

@@ -1,0 +1,4 @@
+//! The integration tests of `nmb-serve`: a store built through its public API, the viewer on a real loopback
+//! listener, and plain HTTP requests against it.
+
+mod pages;
