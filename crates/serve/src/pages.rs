@@ -67,17 +67,23 @@ impl IntoResponse for PageError {
     }
 }
 
-/// What a score report's headline needs; the rest of the report is not read.
+/// What a score report's headline needs. The store keeps these two members of each report apart from it, so
+/// the report itself (every sample's scoring, tens of megabytes for a large run) is never read.
 #[derive(Deserialize)]
 struct Headline {
     overall: GroupAggregate,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_empty")]
     by_level_family: Vec<GroupAggregate>,
+}
+
+/// A missing or null list as an empty one.
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<GroupAggregate>, D::Error> {
+    Ok(Option::<Vec<GroupAggregate>>::deserialize(d)?.unwrap_or_default())
 }
 
 fn headline(store: &Store, run_id: &str) -> Result<Option<Headline>, PageError> {
     Ok(store
-        .latest_score_report(run_id)?
+        .latest_score_headline(run_id)?
         .and_then(|json| serde_json::from_str(&json).ok()))
 }
 

@@ -128,6 +128,7 @@ const REPORT_COLUMNS: &[&str] = &[
     "updated_ms",
     "schema_version",
     "report",
+    "headline",
 ];
 const SCORE_COLUMNS: &[&str] = &[
     "run_id",

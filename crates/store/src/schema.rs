@@ -63,6 +63,12 @@ pub const MIGRATIONS: &[Migration] = &[
             "fleet_slots, fleet_pauses: per-server limits and 429 pauses shared by workers",
         sql: V7,
     },
+    Migration {
+        version: 8,
+        description:
+            "score_reports.headline, a report's headline alone; score_reports as a rowid table",
+        sql: V8,
+    },
 ];
 
 /// The newest schema version this build writes.
@@ -226,6 +232,62 @@ CREATE TABLE fleet_pauses (
     server   TEXT PRIMARY KEY,
     until_ms INTEGER NOT NULL
 );
+"#;
+
+/// A report holds every sample's scoring (tens of megabytes for a large run); viewers want only its headline.
+/// `headline` is the JSON object `{"overall": …, "by_level_family": …}` taken from the report when it is saved
+/// (a member the report lacks is null), so reading it never reads the report; existing reports get theirs here.
+///
+/// `score_reports` also stops being a `WITHOUT ROWID` table: there each row, report and all, is a key of the
+/// table's b-tree, so every key lookup (a `sample_scores` row's foreign key check, finding a run's latest
+/// report) read whole reports, which made saving a large run's report quadratic. As an ordinary table with the
+/// headline before the report, lookups go through the primary key's index and read no report. `sample_scores`
+/// is rebuilt with it, so dropping the old table cascades into no rows.
+const V8: &str = r#"
+CREATE TABLE score_reports_v8 (
+    run_id         TEXT NOT NULL REFERENCES runs (run_id),
+    config_hash    TEXT NOT NULL,
+    created_ms     INTEGER NOT NULL,
+    updated_ms     INTEGER NOT NULL,
+    schema_version INTEGER NOT NULL,
+    headline       TEXT,
+    report         TEXT NOT NULL CHECK (json_valid(report)),
+    PRIMARY KEY (run_id, config_hash)
+);
+INSERT INTO score_reports_v8 (run_id, config_hash, created_ms, updated_ms, schema_version, headline, report)
+SELECT run_id, config_hash, created_ms, updated_ms, schema_version,
+       json_object('overall', json_extract(report, '$.overall'),
+                   'by_level_family', json_extract(report, '$.by_level_family')),
+       report
+FROM score_reports;
+
+CREATE TABLE sample_scores_v8 (
+    run_id         TEXT NOT NULL,
+    config_hash    TEXT NOT NULL,
+    task_id        TEXT NOT NULL,
+    sample_index   INTEGER NOT NULL,
+    case_id        TEXT NOT NULL,
+    family         TEXT NOT NULL,
+    level          TEXT NOT NULL,
+    status         TEXT NOT NULL,
+    correct        INTEGER,
+    matched_rank   INTEGER,
+    match_method   TEXT,
+    rubric_overall REAL,
+    bertscore_f    REAL,
+    error_category TEXT,
+    error_source   TEXT,
+    PRIMARY KEY (run_id, config_hash, task_id, sample_index),
+    FOREIGN KEY (run_id, config_hash) REFERENCES score_reports_v8 (run_id, config_hash) ON DELETE CASCADE
+) WITHOUT ROWID;
+INSERT INTO sample_scores_v8 SELECT run_id, config_hash, task_id, sample_index, case_id, family, level, status,
+    correct, matched_rank, match_method, rubric_overall, bertscore_f, error_category, error_source
+FROM sample_scores;
+
+DROP TABLE sample_scores;
+DROP TABLE score_reports;
+ALTER TABLE score_reports_v8 RENAME TO score_reports;
+ALTER TABLE sample_scores_v8 RENAME TO sample_scores;
 "#;
 
 const V3: &str = r#"

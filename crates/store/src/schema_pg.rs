@@ -11,7 +11,7 @@ use crate::schema::{latest_version, APPLICATION_ID, MIGRATIONS};
 use crate::{Engine, Store, WriteError};
 
 /// PostgreSQL's DDL for each version of [`MIGRATIONS`], in the same order.
-const STEPS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
+const STEPS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
 
 const V1: &str = r#"
 CREATE TABLE nmb_store (application_id BIGINT NOT NULL);
@@ -133,6 +133,14 @@ CREATE TABLE sample_scores (
     PRIMARY KEY (run_id, config_hash, task_id, sample_index),
     FOREIGN KEY (run_id, config_hash) REFERENCES score_reports (run_id, config_hash) ON DELETE CASCADE
 );
+"#;
+
+/// SQLite's v8: a report's headline alone, filled in for existing reports.
+const V8: &str = r#"
+ALTER TABLE score_reports ADD COLUMN headline TEXT;
+UPDATE score_reports SET headline = jsonb_build_object(
+    'overall', report::jsonb -> 'overall',
+    'by_level_family', report::jsonb -> 'by_level_family')::text;
 "#;
 
 /// SQLite's v3 compressed prompt bodies in place; here they were BYTEA from v1.

@@ -40,14 +40,23 @@ pub struct ScoreReportRecord<'a> {
 impl Store {
     /// Writes a report and its rows in one transaction, replacing a report with the same configuration hash.
     pub fn save_score_report(&self, r: &ScoreReportRecord<'_>) -> Result<()> {
+        let headline = headline_of(r.report_json);
         self.write("store a score report", |db| {
             db.exec(
-                "INSERT INTO score_reports (run_id, config_hash, created_ms, updated_ms, schema_version, report)
-                 VALUES (?1, ?2, ?3, ?3, ?4, ?5)
+                "INSERT INTO score_reports (run_id, config_hash, created_ms, updated_ms, schema_version, report,
+                     headline)
+                 VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6)
                  ON CONFLICT (run_id, config_hash) DO UPDATE SET
                      updated_ms = excluded.updated_ms, schema_version = excluded.schema_version,
-                     report = excluded.report",
-                args![r.run_id, r.config_hash, now_ms(), r.schema_version, r.report_json],
+                     report = excluded.report, headline = excluded.headline",
+                args![
+                    r.run_id,
+                    r.config_hash,
+                    now_ms(),
+                    r.schema_version,
+                    r.report_json,
+                    headline.as_deref()
+                ],
             )?;
             db.exec(
                 "DELETE FROM sample_scores WHERE run_id = ?1 AND config_hash = ?2",
@@ -91,6 +100,24 @@ impl Store {
                  ORDER BY updated_ms DESC, config_hash LIMIT 1",
                 args![run_id],
             )?)
+        })
+    }
+
+    /// The headline of the most recently written report of `run_id` (the one [`Store::latest_score_report`]
+    /// returns): the JSON object `{"overall": …, "by_level_family": …}` with those two members of the report
+    /// (null where the report lacks one), read without reading the report itself. `None` when the run was never
+    /// scored.
+    pub fn latest_score_headline(&self, run_id: &str) -> Result<Option<String>> {
+        self.read("read a score report's headline", |db| {
+            let headline: Option<Option<String>> = db
+                .query_opt(
+                    "SELECT headline FROM score_reports WHERE run_id = ?1
+                     ORDER BY updated_ms DESC, config_hash LIMIT 1",
+                    args![run_id],
+                )?
+                .map(|r| r.get(0))
+                .transpose()?;
+            Ok(headline.flatten())
         })
     }
 
@@ -148,4 +175,20 @@ pub(crate) fn score_row(r: &Row) -> DbResult<SampleScoreRow> {
         error_category: r.get(11)?,
         error_source: r.get(12)?,
     })
+}
+
+/// The `headline` column of a report: `{"overall": …, "by_level_family": …}` (null where it lacks one); `None`
+/// when the report is not a JSON object, which the database then refuses.
+fn headline_of(report_json: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Headline {
+        #[serde(default)]
+        overall: serde_json::Value,
+        #[serde(default)]
+        by_level_family: serde_json::Value,
+    }
+    let h: Headline = serde_json::from_str(report_json).ok()?;
+    Some(
+        serde_json::json!({"overall": h.overall, "by_level_family": h.by_level_family}).to_string(),
+    )
 }

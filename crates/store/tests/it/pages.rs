@@ -223,3 +223,113 @@ fn a_samples_score_row_comes_from_the_latest_report() {
         assert!(store.latest_sample_score(&id, "a/0", 1).unwrap().is_none());
     });
 }
+
+#[test]
+fn a_reports_headline_is_read_without_the_report() {
+    on_each_engine(|| {
+        let (_dir, store) = temp_store();
+        let id = fixture(&store);
+        assert_eq!(store.latest_score_headline(&id).unwrap(), None);
+        let reports = [
+            (
+                "h1",
+                r#"{"samples":[{"task_id":"a/0"}],"overall":{"n":1},"by_level_family":[{"n":1}]}"#,
+            ),
+            (
+                "h2",
+                r#"{"samples":[{"task_id":"a/0"},{"task_id":"a/1"}],"overall":{"n":2,"ci":[0.1,null]},"notes":[]}"#,
+            ),
+        ];
+        let mut heads = Vec::new();
+        for (hash, report) in reports {
+            store
+                .save_score_report(&nmb_store::ScoreReportRecord {
+                    run_id: &id,
+                    config_hash: hash,
+                    schema_version: 1,
+                    report_json: report,
+                    samples: &[],
+                })
+                .unwrap();
+            let head: serde_json::Value =
+                serde_json::from_str(&store.latest_score_headline(&id).unwrap().unwrap()).unwrap();
+            heads.push(head);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(
+            heads[0],
+            serde_json::json!({"overall": {"n": 1}, "by_level_family": [{"n": 1}]})
+        );
+        // The latest report's, with null for the member it lacks; nothing else of the report.
+        assert_eq!(
+            heads[1],
+            serde_json::json!({"overall": {"n": 2, "ci": [0.1, null]}, "by_level_family": null})
+        );
+        // Saving the same configuration again replaces its headline too.
+        store
+            .save_score_report(&nmb_store::ScoreReportRecord {
+                run_id: &id,
+                config_hash: "h2",
+                schema_version: 1,
+                report_json: r#"{"overall":{"n":3},"by_level_family":[]}"#,
+                samples: &[],
+            })
+            .unwrap();
+        let head: serde_json::Value =
+            serde_json::from_str(&store.latest_score_headline(&id).unwrap().unwrap()).unwrap();
+        assert_eq!(
+            head,
+            serde_json::json!({"overall": {"n": 3}, "by_level_family": []})
+        );
+        let other = store.create_run("cfg", &manifest()).unwrap().run_id;
+        assert_eq!(store.latest_score_headline(&other).unwrap(), None);
+    });
+}
+
+#[test]
+fn migrating_to_v8_fills_in_the_headlines_and_keeps_the_scores() {
+    let (dir, store) = temp_store();
+    let id = fixture(&store);
+    let row = nmb_store::SampleScoreRow {
+        task_id: "a/0".into(),
+        sample_index: 0,
+        case_id: "a".into(),
+        family: "differential".into(),
+        level: "L1".into(),
+        status: "ok".into(),
+        correct: Some(true),
+        ..Default::default()
+    };
+    store
+        .save_score_report(&nmb_store::ScoreReportRecord {
+            run_id: &id,
+            config_hash: "h1",
+            schema_version: 1,
+            report_json: r#"{"samples":[],"overall":{"n":1},"by_level_family":[{"n":1}]}"#,
+            samples: std::slice::from_ref(&row),
+        })
+        .unwrap();
+    drop(store);
+    // Take the file back to schema v7: no headline column (the table's layout does not matter here).
+    let path = dir.path().join("runs").join(nmb_store::DB_FILE_NAME);
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "ALTER TABLE score_reports DROP COLUMN headline;
+             DELETE FROM migrations WHERE version >= 8;
+             PRAGMA user_version = 7;",
+        )
+        .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.schema_version().unwrap(), nmb_store::latest_version());
+    let head: serde_json::Value =
+        serde_json::from_str(&store.latest_score_headline(&id).unwrap().unwrap()).unwrap();
+    assert_eq!(
+        head,
+        serde_json::json!({"overall": {"n": 1}, "by_level_family": [{"n": 1}]})
+    );
+    // The per-sample rows came through the table's rebuild.
+    assert_eq!(store.latest_sample_score(&id, "a/0", 0).unwrap(), Some(row));
+    assert_eq!(store.integrity_check().unwrap(), ["ok"]);
+}

@@ -79,7 +79,8 @@ fn a_store_from_schema_v4_migrates_and_keeps_its_calls() {
     let id = run.run_id.clone();
     record_ok(&store, &id, "old", 0, "old answer");
     drop(store);
-    // Take the file back to what schema v4 wrote: no replica, lease or fleet columns and tables, version 4.
+    // Take the file back to what schema v4 wrote: no replica, lease, fleet or headline columns and tables,
+    // version 4.
     let path = dir.path().join("runs").join(nmb_store::DB_FILE_NAME);
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
@@ -89,6 +90,7 @@ fn a_store_from_schema_v4_migrates_and_keeps_its_calls() {
              ALTER TABLE samples DROP COLUMN lease_until_ms;
              DROP TABLE fleet_slots;
              DROP TABLE fleet_pauses;
+             ALTER TABLE score_reports DROP COLUMN headline;
              DELETE FROM migrations WHERE version >= 5;
              PRAGMA user_version = 4;",
         )
