@@ -115,15 +115,9 @@ async fn browse(url: &str, run_id: &str, task: &str, index: u32, answer: &str) {
         .click()
         .await
         .unwrap();
-    let manifest = c
-        .find(Locator::Id("manifest"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let manifest = wait_for_text(c, "#manifest", |t| t.contains("test-model")).await;
     assert!(manifest.contains("test-model"), "{manifest}");
-    let count = text_of(c, "#count").await;
+    let count = wait_for_text(c, "#count", |t| t.starts_with("12 matching")).await;
     assert!(count.starts_with("12 matching"), "{count}");
     let png = c.screenshot().await.unwrap();
     std::fs::write(screenshot_dir().join("serve-run.png"), png).unwrap();
@@ -135,14 +129,15 @@ async fn browse(url: &str, run_id: &str, task: &str, index: u32, answer: &str) {
         .click()
         .await
         .unwrap();
-    let count = text_of(c, "#count").await;
+    // A click starts a navigation; wait until the new page is the one answering.
+    let count = wait_for_text(c, "#count", |t| t.starts_with("2 matching")).await;
     assert!(count.starts_with("2 matching"), "{count}");
     let links = c.find_all(Locator::Css("a.sample-link")).await.unwrap();
     assert_eq!(links.len(), 2);
     links[index as usize].click().await.unwrap();
 
     // The sample: the stored answer as text, and the prompt's image loaded.
-    let shown = text_of(c, "pre.answer").await;
+    let shown = wait_for_text(c, "pre.answer", |t| !t.is_empty()).await;
     assert_eq!(shown.trim(), answer.trim());
     let width = loop_until_loaded(c).await;
     assert!(width > 0, "the prompt image did not load");
@@ -159,13 +154,22 @@ async fn browse(url: &str, run_id: &str, task: &str, index: u32, answer: &str) {
     driver.close().await;
 }
 
-async fn text_of(c: &Client, css: &str) -> String {
-    c.find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("{css}: {e}"))
-        .text()
-        .await
-        .unwrap()
+/// The text of the first element matching `css` once it satisfies `done` (or, after 10 s, whatever it last
+/// was): a page still being replaced may not have the element yet, or lose it between finding and reading.
+async fn wait_for_text(c: &Client, css: &str, done: impl Fn(&str) -> bool) -> String {
+    let mut last = String::new();
+    for _ in 0..100 {
+        if let Ok(element) = c.find(Locator::Css(css)).await {
+            if let Ok(text) = element.text().await {
+                if done(&text) {
+                    return text;
+                }
+                last = text;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    last
 }
 
 /// The first prompt image's `naturalWidth` once it has loaded (0 if it never does).
