@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use std::process::Output;
+use std::process::{Child, Output, Stdio};
 
 use common::*;
 use nmb_fake_server::{Config, Wire};
@@ -202,30 +202,20 @@ fn three_workers_one_killed_finish_the_run_with_the_scores_of_one_process() {
         ..Config::default()
     });
     let model = model_spec(Wire::OpenAi, &server);
-    let mut plan = eval_args(&model);
-    plan.retain(|a| a != "--limit" && a != "6");
-    plan.push("--plan-only".into());
-    let planned = json_of(&on_pg(dir.path(), &url, &plan));
+    let planned = plan_whole_suite(dir.path(), &url, &model, &[]);
     let run_id = planned["run_id"].as_str().unwrap().to_string();
     assert_eq!(planned["summary"]["samples_pending"], 50);
     assert_eq!(server.request_count(), 0, "planning asks nothing");
 
     let worker = |name: &str| {
-        nmb_command(dir.path())
-            .args([
-                "--store",
-                &url,
-                "worker",
-                "--run",
-                &run_id,
-                "--lease-secs",
-                "2",
-            ])
-            .args(["--concurrency", "2", "-q"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join(name)).unwrap())
-            .spawn()
-            .expect("start a worker")
+        let log = std::fs::File::create(dir.path().join(name)).unwrap();
+        spawn_worker(
+            dir.path(),
+            &url,
+            &run_id,
+            &["--lease-secs", "2", "--concurrency", "2"],
+            log.into(),
+        )
     };
     let mut doomed = worker("w0.log");
     let survivors = [worker("w1.log"), worker("w2.log")];
@@ -289,6 +279,32 @@ fn three_workers_one_killed_finish_the_run_with_the_scores_of_one_process() {
     assert_eq!(a, b);
 }
 
+/// `nmb eval --plan-only` of the whole sample suite (2 samples a task) on PostgreSQL, with `extra`; its JSON.
+fn plan_whole_suite(dir: &std::path::Path, url: &str, model: &str, extra: &[&str]) -> Value {
+    let mut plan = eval_args(model);
+    plan.retain(|a| a != "--limit" && a != "6");
+    plan.push("--plan-only".into());
+    plan.extend(extra.iter().map(|a| a.to_string()));
+    json_of(&on_pg(dir, url, &plan))
+}
+
+/// A quiet `nmb worker --run RUN_ID` on PostgreSQL with `args`, its stdout discarded.
+fn spawn_worker(
+    dir: &std::path::Path,
+    url: &str,
+    run_id: &str,
+    args: &[&str],
+    stderr: Stdio,
+) -> Child {
+    nmb_command(dir)
+        .args(["--store", url, "worker", "--run", run_id, "-q"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start a worker")
+}
+
 fn log_of(dir: &std::path::Path) -> String {
     ["w1.log", "w2.log"]
         .iter()
@@ -309,21 +325,14 @@ fn the_concurrency_limit_holds_across_the_fleet() {
         ..Config::default()
     });
     let model = model_spec(Wire::OpenAi, &server);
-    let mut plan = eval_args(&model);
-    plan.retain(|a| a != "--limit" && a != "6");
-    plan.extend(["--plan-only".to_string(), "--no-n".to_string()]);
-    let run_id = json_of(&on_pg(dir.path(), &url, &plan))["run_id"]
+    let run_id = plan_whole_suite(dir.path(), &url, &model, &["--no-n"])["run_id"]
         .as_str()
         .unwrap()
         .to_string();
     let workers: Vec<_> = (0..3)
         .map(|_| {
-            nmb_command(dir.path())
-                .args(["--store", &url, "worker", "--run", &run_id])
-                .args(["--concurrency", "4", "--fleet-limit", "3", "-q"])
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .expect("start a worker")
+            let args = ["--concurrency", "4", "--fleet-limit", "3"];
+            spawn_worker(dir.path(), &url, &run_id, &args, Stdio::inherit())
         })
         .collect();
     for mut w in workers {
@@ -429,30 +438,20 @@ fn a_429_pauses_the_server_for_every_worker() {
         ..Config::default()
     });
     let model = model_spec(Wire::OpenAi, &server);
-    let mut plan = eval_args(&model);
     // The whole suite, one request per sample: enough work left after the 429 to fill the pause.
-    plan.retain(|a| a != "--limit" && a != "6");
-    plan.extend(["--plan-only".to_string(), "--no-n".to_string()]);
-    let run_id = json_of(&on_pg(dir.path(), &url, &plan))["run_id"]
+    let run_id = plan_whole_suite(dir.path(), &url, &model, &["--no-n"])["run_id"]
         .as_str()
         .unwrap()
         .to_string();
     let workers: Vec<_> = (0..2)
         .map(|_| {
-            nmb_command(dir.path())
-                .args([
-                    "--store",
-                    &url,
-                    "worker",
-                    "--run",
-                    &run_id,
-                    "--concurrency",
-                    "2",
-                    "-q",
-                ])
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .expect("start a worker")
+            spawn_worker(
+                dir.path(),
+                &url,
+                &run_id,
+                &["--concurrency", "2"],
+                Stdio::inherit(),
+            )
         })
         .collect();
     for mut w in workers {
