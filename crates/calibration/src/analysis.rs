@@ -27,6 +27,8 @@ pub struct AgreementOptions {
     pub dimensions: Vec<String>,
     /// A score at or above this passes; enables the Rogan–Gladen corrected pass rate of each judge.
     pub pass_threshold: Option<f64>,
+    /// Per-dimension thresholds, over `pass_threshold` (a verdict scale differs from a rubric's).
+    pub pass_thresholds: BTreeMap<String, f64>,
     pub bootstrap: BootstrapConfig,
 }
 
@@ -37,6 +39,7 @@ impl Default for AgreementOptions {
             judge_prefix: "judge:".into(),
             dimensions: Vec::new(),
             pass_threshold: None,
+            pass_thresholds: BTreeMap::new(),
             bootstrap: BootstrapConfig::default(),
         }
     }
@@ -46,6 +49,14 @@ impl AgreementOptions {
     pub fn is_judge(&self, annotator: &str) -> bool {
         self.judges.iter().any(|j| j == annotator)
             || (!self.judge_prefix.is_empty() && annotator.starts_with(&self.judge_prefix))
+    }
+
+    /// The pass threshold of a dimension, if any.
+    pub fn threshold_for(&self, dimension: &str) -> Option<f64> {
+        self.pass_thresholds
+            .get(dimension)
+            .copied()
+            .or(self.pass_threshold)
     }
 }
 
@@ -241,7 +252,7 @@ fn dimension_report(dimension: &str, t: &Table, options: &AgreementOptions) -> D
             .filter(|_| !clinicians.is_empty())
             .map(|j| judge_agreement(j, &t[*j], &consensus, cfg))
             .collect(),
-        corrected_pass_rates: match options.pass_threshold {
+        corrected_pass_rates: match options.threshold_for(dimension) {
             Some(th) if !clinicians.is_empty() => judges
                 .iter()
                 .map(|j| corrected(j, &t[*j], &consensus, th, cfg))

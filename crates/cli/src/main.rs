@@ -106,6 +106,8 @@ enum Command {
     /// Browse stored runs in a web browser: runs, samples, answers, prompts and images (read-only)
     #[command(after_help = cmd::serve::EXAMPLES)]
     Serve(cmd::serve::ServeArgs),
+    #[command(subcommand, after_help = cmd::review::EXAMPLES)]
+    Review(cmd::review::ReviewCommand),
 }
 
 fn main() -> ExitCode {
@@ -127,11 +129,12 @@ fn main() -> ExitCode {
         Command::Compare(c) => cmd::compare::run(c, &at),
         Command::Bertscore(a) => cmd::bertscore::run(a),
         Command::Report(a) => cmd::report::run(a, &at),
-        Command::Agreement(a) => cmd::agreement::run(a),
+        Command::Agreement(a) => cmd::agreement::run(a, &at),
         Command::Image(c) => cmd::image::run(c),
         Command::Store(c) => cmd::store::run(c),
         Command::Worker(a) => cmd::worker::run(a, &at),
         Command::Serve(a) => cmd::serve::run(a, &at),
+        Command::Review(c) => cmd::review::run(c, &at),
     };
     match result {
         Ok(code) => code,

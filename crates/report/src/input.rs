@@ -48,6 +48,9 @@ pub struct RunData {
     pub prompts: BTreeMap<String, TaskPrompt>,
     /// By image content hash.
     pub thumbnails: BTreeMap<String, Thumbnail>,
+    /// Judges measured against clinicians, one per review set that covers the run (filled by the caller, from
+    /// `nmb_review::run_calibrations`; empty otherwise).
+    pub calibrations: Vec<nmb_review::RunCalibration>,
 }
 
 impl RunData {
@@ -123,6 +126,7 @@ pub fn load_run(
         scores,
         prompts,
         thumbnails,
+        calibrations: Vec::new(),
     })
 }
 

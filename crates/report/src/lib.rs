@@ -22,6 +22,7 @@
 //! models — come from `nmb-stats` with a recorded seed.
 
 mod analysis;
+mod calibration;
 mod csv_out;
 pub mod html;
 mod input;
@@ -39,6 +40,7 @@ mod thumbs;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+pub use calibration::review_section_html;
 pub use analysis::{build, Analysis, CostEstimate, ModelPoint, Price, Prices, TwoAxis};
 pub use input::{load_run, scores_from_file, stored_scores, RunData, TaskPrompt, Thumbnail};
 pub use leaderboard::{
@@ -254,6 +256,7 @@ pub fn json_report(runs: &[RunData], analysis: &Analysis) -> String {
                 "scores": r.scores,
                 "prompts": r.prompts,
                 "samples": r.samples,
+                "review_calibrations": r.calibrations,
             })
         })
         .collect();

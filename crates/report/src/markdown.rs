@@ -50,6 +50,7 @@ pub fn render(runs: &[RunData], analysis: &Analysis) -> String {
     two_axis(&mut m, analysis);
     sweep(&mut m, analysis);
     paired(&mut m, analysis);
+    m.push_str(&crate::calibration::markdown(runs));
     manifests(&mut m, runs);
     m
 }
@@ -71,7 +72,7 @@ fn headline(m: &mut String, runs: &[RunData], analysis: &Analysis) {
             pct(o.and_then(|o| o.pass_at_5.unbiased_estimator.as_ref())),
             pct(o.and_then(|o| o.pass_at_1.top_k_in_answer.as_ref())),
             pct(o.and_then(|o| o.pass_at_5.top_k_in_answer.as_ref())),
-            pct(o.and_then(|o| o.accuracy.as_ref())),
+            accuracy(r, o.and_then(|o| o.accuracy.as_ref())),
             s.tokens_in,
             s.tokens_out,
             c.dollars.map_or("no price".into(), |d| format!("${d:.4}")),
@@ -80,6 +81,14 @@ fn headline(m: &mut String, runs: &[RunData], analysis: &Analysis) {
         );
     }
     m.push('\n');
+}
+
+/// The accuracy, with the clinician-corrected rate after it when a review measured the scoring's decisions.
+fn accuracy(r: &RunData, e: Option<&Estimate>) -> String {
+    match crate::calibration::corrected_note(r) {
+        Some(note) => format!("{} ({})", pct(e), cell(&note)),
+        None => pct(e),
+    }
 }
 
 fn levels(m: &mut String, runs: &[RunData]) {

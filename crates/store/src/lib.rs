@@ -29,6 +29,7 @@ mod pages;
 mod query;
 mod records;
 mod renders;
+mod reviews;
 mod runs;
 mod schema;
 mod schema_pg;
@@ -55,6 +56,10 @@ pub use records::{
     KNOWN_ERROR_CLASSES,
 };
 pub use renders::RenderView;
+pub use reviews::{
+    AssignedItem, Grade, HumanAnswer, NewReviewSet, NewReviewer, ReviewItem, ReviewSet, ReviewerStatus,
+    StoredGrade,
+};
 pub use runs::{RunInfo, RunStatus};
 pub use schema::{latest_version, Migration, APPLICATION_ID, BUSY_TIMEOUT, MIGRATIONS};
 pub use scores::{SampleScoreRow, ScoreReportRecord};

@@ -69,6 +69,12 @@ pub const MIGRATIONS: &[Migration] = &[
             "score_reports.headline, a report's headline alone; score_reports as a rowid table",
         sql: V8,
     },
+    Migration {
+        version: 9,
+        description: "clinician review sets, reviewers, items, append-only grades; human answers; \
+                      sample_scores.disease_group",
+        sql: V9,
+    },
 ];
 
 /// The newest schema version this build writes.
@@ -288,6 +294,76 @@ DROP TABLE sample_scores;
 DROP TABLE score_reports;
 ALTER TABLE score_reports_v8 RENAME TO score_reports;
 ALTER TABLE sample_scores_v8 RENAME TO sample_scores;
+"#;
+
+/// Blinded clinician review (issue 11). A review set holds shuffled (run, task, sample) items; each reviewer
+/// has a hashed token and a list of assigned items in their own order. Grades are appended, never updated: the
+/// newest row per (set, reviewer, item) is the grade, the rest is the audit trail. `human_answers` holds what a
+/// clinician answered to a suite's tasks (appended the same way), from which the run of model `human:NAME` is
+/// built. `sample_scores.disease_group` lets viewers filter by it.
+const V9: &str = r#"
+CREATE TABLE review_sets (
+    set_id      TEXT PRIMARY KEY,
+    created_ms  INTEGER NOT NULL,
+    rubric_hash TEXT NOT NULL,
+    rubric      TEXT NOT NULL,
+    seed        INTEGER NOT NULL,
+    overlap     REAL NOT NULL,
+    runs        TEXT NOT NULL CHECK (json_valid(runs))
+);
+CREATE TABLE review_reviewers (
+    set_id       TEXT NOT NULL REFERENCES review_sets (set_id),
+    reviewer     TEXT NOT NULL,
+    token_sha256 TEXT NOT NULL UNIQUE,
+    created_ms   INTEGER NOT NULL,
+    revoked_ms   INTEGER,
+    PRIMARY KEY (set_id, reviewer)
+);
+CREATE TABLE review_items (
+    set_id       TEXT NOT NULL REFERENCES review_sets (set_id),
+    item_no      INTEGER NOT NULL,
+    run_id       TEXT NOT NULL REFERENCES runs (run_id),
+    task_id      TEXT NOT NULL,
+    sample_index INTEGER NOT NULL,
+    shared       INTEGER NOT NULL,
+    PRIMARY KEY (set_id, item_no)
+);
+CREATE TABLE review_assignments (
+    set_id   TEXT NOT NULL,
+    reviewer TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    item_no  INTEGER NOT NULL,
+    PRIMARY KEY (set_id, reviewer, position),
+    UNIQUE (set_id, reviewer, item_no),
+    FOREIGN KEY (set_id, reviewer) REFERENCES review_reviewers (set_id, reviewer),
+    FOREIGN KEY (set_id, item_no) REFERENCES review_items (set_id, item_no)
+);
+CREATE TABLE review_grades (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    set_id      TEXT NOT NULL,
+    reviewer    TEXT NOT NULL,
+    item_no     INTEGER NOT NULL,
+    created_ms  INTEGER NOT NULL,
+    rubric_hash TEXT NOT NULL,
+    verdict     TEXT CHECK (verdict IN ('correct', 'partly', 'incorrect', 'skip')),
+    scores      TEXT NOT NULL CHECK (json_valid(scores)),
+    taxonomy    TEXT,
+    comment     TEXT,
+    FOREIGN KEY (set_id, reviewer, item_no) REFERENCES review_assignments (set_id, reviewer, item_no)
+);
+CREATE INDEX review_grades_latest ON review_grades (set_id, reviewer, item_no, id);
+CREATE TABLE human_answers (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    human      TEXT NOT NULL,
+    suite_hash TEXT NOT NULL,
+    task_id    TEXT NOT NULL,
+    turn_index INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    source     TEXT NOT NULL,
+    text       TEXT NOT NULL
+);
+CREATE INDEX human_answers_latest ON human_answers (human, suite_hash, task_id, turn_index, id);
+ALTER TABLE sample_scores ADD COLUMN disease_group TEXT;
 "#;
 
 const V3: &str = r#"

@@ -6,6 +6,7 @@ pub mod compare;
 pub mod eval;
 pub mod image;
 pub mod report;
+pub mod review;
 pub mod runs;
 pub mod score;
 pub mod serve;

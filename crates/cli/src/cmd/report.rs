@@ -99,8 +99,10 @@ pub fn run(args: ReportArgs, at: &StoreAt) -> Result<ExitCode> {
         if scores.is_none() {
             eprintln!("note: run {id} has no scores; its report shows answers, errors and usage only (run `nmb score {id}`)");
         }
-        let run = nmb_report::load_run(&store, id, scores)
+        let mut run = nmb_report::load_run(&store, id, scores)
             .with_context(|| format!("reading run {id} from {at}"))?;
+        run.calibrations = nmb_review::run_calibrations(&store, id, &calibration_options(&args))
+            .with_context(|| format!("measuring run {id}'s judges against its review sets"))?;
         runs.push(run);
     }
     if let Some(unused) = from_files.keys().next() {
@@ -111,6 +113,18 @@ pub fn run(args: ReportArgs, at: &StoreAt) -> Result<ExitCode> {
         println!("{}", path.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How review sets are analysed for the report: the report's own seed and resamples.
+fn calibration_options(args: &ReportArgs) -> nmb_calibration::AgreementOptions {
+    nmb_calibration::AgreementOptions {
+        bootstrap: nmb_stats::BootstrapConfig {
+            seed: args.seed,
+            resamples: args.resamples.max(1),
+            ..nmb_stats::BootstrapConfig::default()
+        },
+        ..nmb_calibration::AgreementOptions::default()
+    }
 }
 
 /// `MODEL=VALUE` flags into a map; the value parsed by `parse`.

@@ -16,6 +16,7 @@ mod postgres_store;
 mod pubmedqa;
 mod replicas;
 mod report_cli;
+mod review_cli;
 mod revision;
 mod score_cli;
 mod secrets;

@@ -47,7 +47,7 @@ pub(super) fn headline(h: &mut String, runs: &[RunData], analysis: &Analysis) {
             pct(overall.and_then(|o| o.pass_at_5.unbiased_estimator.as_ref())),
             pct(overall.and_then(|o| o.pass_at_1.top_k_in_answer.as_ref())),
             pct(overall.and_then(|o| o.pass_at_5.top_k_in_answer.as_ref())),
-            pct(overall.and_then(|o| o.accuracy.as_ref())),
+            accuracy_cell(r, overall.and_then(|o| o.accuracy.as_ref())),
             overall.map_or(0, |o| o.parse_failed),
             s.tokens_in,
             s.tokens_out,
@@ -69,6 +69,14 @@ pub(super) fn headline(h: &mut String, runs: &[RunData], analysis: &Analysis) {
             }
         }
         h.push_str("</table><p class=\"muted\">Errored samples are not answers: they are left out of every accuracy and counted here.</p>");
+    }
+}
+
+/// The accuracy, and below it the clinician-corrected rate when a review measured the scoring's decisions.
+fn accuracy_cell(r: &RunData, accuracy: Option<&nmb_stats::Estimate>) -> String {
+    match crate::calibration::corrected_note(r) {
+        Some(note) => format!("{}<br><span class=\"ci\">{}</span>", pct(accuracy), escape(&note)),
+        None => pct(accuracy),
     }
 }
 

@@ -11,5 +11,6 @@ mod open;
 mod pages;
 mod postgres;
 mod replicas;
+mod reviews;
 mod runs;
 mod secrets;

@@ -1,0 +1,313 @@
+//! `nmb review`: blinded clinician review of stored answers (create a set, follow it, export it, revoke a
+//! reviewer). The pages reviewers grade on are `nmb serve`'s.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use nmb_review::{assign, hash_token, new_set_id, new_token, AssignOptions, Candidate};
+use nmb_score::Rubric;
+use nmb_store::{NewReviewSet, NewReviewer, SampleStatus, Store};
+use serde_json::json;
+
+use crate::store_at::StoreAt;
+
+pub const EXAMPLES: &str = "\
+Examples:
+  nmb review create RUN_A RUN_B --reviewers lee,park --per-reviewer 30 --overlap 0.2 --seed 7
+  nmb review status rv-1a2b3c4d5e6f
+  nmb review export rv-1a2b3c4d5e6f --csv > ratings.csv
+  nmb review revoke rv-1a2b3c4d5e6f park
+  nmb agreement --review rv-1a2b3c4d5e6f
+
+`create` draws answered samples of the runs, shuffles them with the seed, gives every reviewer the --overlap
+share of their items in common (for inter-rater agreement) and the rest to one reviewer each, and prints one
+URL per reviewer carrying a secret token (only its SHA-256 is stored: the URL is printed once). Reviewers open
+it on a running `nmb serve` (pass its address with --url) and see the case, the question and the answer, never
+the model, the run, judge scores or other reviewers' grades. Every grade is appended with the reviewer, time,
+set and rubric hash; a change adds a row, so the history is an audit trail.";
+
+#[derive(Subcommand)]
+pub enum ReviewCommand {
+    /// Build a review set from one or more runs and print each reviewer's URL
+    Create(CreateArgs),
+    /// Progress per reviewer
+    Status(SetArgs),
+    /// The set's ratings as the annotator,item,dimension,score CSV `nmb agreement` reads
+    Export(ExportArgs),
+    /// Revoke a reviewer's token at once
+    Revoke(RevokeArgs),
+}
+
+#[derive(Args)]
+pub struct CreateArgs {
+    /// Runs whose answers are reviewed
+    #[arg(value_name = "RUN", required = true)]
+    runs: Vec<String>,
+    /// Reviewer names, comma-separated (letters, digits, . _ -)
+    #[arg(long, value_delimiter = ',', required = true, value_name = "A,B,...")]
+    reviewers: Vec<String>,
+    /// Items per reviewer (default: every answer once, plus the shared ones)
+    #[arg(long, value_name = "N")]
+    per_reviewer: Option<usize>,
+    /// Share of each reviewer's items that every reviewer grades
+    #[arg(long, default_value_t = 0.2, value_name = "FRACTION")]
+    overlap: f64,
+    /// Seed of the shuffle (recorded with the set)
+    #[arg(long, default_value_t = nmb_stats::DEFAULT_SEED)]
+    seed: u64,
+    /// Rubric file (default: the bundled neurology rubric)
+    #[arg(long, value_name = "FILE")]
+    rubric: Option<PathBuf>,
+    /// Address of the `nmb serve` reviewers will use
+    #[arg(long, default_value = "http://127.0.0.1:8686/")]
+    url: String,
+    /// Print one JSON object
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct SetArgs {
+    #[arg(value_name = "SET")]
+    set: String,
+    /// Print one JSON object
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct ExportArgs {
+    #[arg(value_name = "SET")]
+    set: String,
+    /// Write CSV (the only format; the flag says so explicitly)
+    #[arg(long, required = true)]
+    csv: bool,
+    /// Write to this file instead of standard output
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct RevokeArgs {
+    #[arg(value_name = "SET")]
+    set: String,
+    #[arg(value_name = "REVIEWER")]
+    reviewer: String,
+}
+
+pub fn run(command: ReviewCommand, at: &StoreAt) -> Result<ExitCode> {
+    match command {
+        ReviewCommand::Create(a) => create(a, at),
+        ReviewCommand::Status(a) => status(a, at),
+        ReviewCommand::Export(a) => export(a, at),
+        ReviewCommand::Revoke(a) => revoke(a, at),
+    }
+}
+
+fn create(args: CreateArgs, at: &StoreAt) -> Result<ExitCode> {
+    let store = at.open_for_reading()?;
+    let (rubric, rubric_text) = load_rubric(args.rubric.as_deref())?;
+    let candidates = candidates(&store, &args.runs)?;
+    let options = AssignOptions {
+        reviewers: args.reviewers.clone(),
+        per_reviewer: args.per_reviewer,
+        overlap: args.overlap,
+        seed: args.seed,
+    };
+    let assignment = assign(candidates, &options)?;
+    let set_id = new_set_id();
+    let tokens: Vec<String> = args.reviewers.iter().map(|_| new_token()).collect();
+    let reviewers = assignment
+        .reviewers
+        .iter()
+        .zip(&tokens)
+        .map(|((name, items), token)| NewReviewer {
+            reviewer: name.clone(),
+            token_sha256: hash_token(token),
+            items: items.clone(),
+        })
+        .collect();
+    store
+        .create_review_set(&NewReviewSet {
+            set_id: set_id.clone(),
+            rubric_hash: rubric.hash.clone(),
+            rubric: rubric_text,
+            seed: args.seed,
+            overlap: args.overlap,
+            runs: args.runs.clone(),
+            items: assignment.items.clone(),
+            reviewers,
+        })
+        .with_context(|| format!("storing review set {set_id} in {at}"))?;
+    let base = args.url.trim_end_matches('/');
+    let shared = assignment.items.iter().filter(|i| i.shared).count();
+    let people: Vec<serde_json::Value> = assignment
+        .reviewers
+        .iter()
+        .zip(&tokens)
+        .map(|((name, items), token)| {
+            json!({
+                "reviewer": name,
+                "items": items.len(),
+                "token": token,
+                "url": format!("{base}/review/{set_id}?token={token}"),
+            })
+        })
+        .collect();
+    if args.json {
+        let out = json!({
+            "set_id": set_id,
+            "items": assignment.items.len(),
+            "shared_items": shared,
+            "runs": args.runs,
+            "seed": args.seed,
+            "rubric": {"id": rubric.id, "version": rubric.version, "sha256": rubric.hash},
+            "reviewers": people,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "review set {set_id}: {} items ({shared} graded by every reviewer) from {} run(s), rubric {} v{} \
+         (sha256 {})",
+        assignment.items.len(),
+        args.runs.len(),
+        rubric.id,
+        rubric.version,
+        &rubric.hash[..12]
+    );
+    println!("each URL is shown only now; send each reviewer their own:");
+    for p in &people {
+        println!(
+            "  {:<16} {:>4} items  {}",
+            p["reviewer"].as_str().unwrap_or(""),
+            p["items"],
+            p["url"].as_str().unwrap_or("")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn load_rubric(path: Option<&std::path::Path>) -> Result<(Rubric, String)> {
+    match path {
+        None => Ok((
+            Rubric::builtin(),
+            nmb_score::rubric::BUILTIN_NEUROLOGY_V1.to_string(),
+        )),
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read the rubric {}", p.display()))?;
+            let rubric = Rubric::parse(&text, &p.display().to_string())
+                .map_err(|e| anyhow!(e))
+                .with_context(|| format!("rubric {}", p.display()))?;
+            Ok((rubric, text))
+        }
+    }
+}
+
+/// The answered samples of the runs (errored and pending ones have no answer to grade).
+fn candidates(store: &Store, runs: &[String]) -> Result<Vec<Candidate>> {
+    let mut out = Vec::new();
+    for run_id in runs {
+        store
+            .run(run_id)
+            .with_context(|| format!("review of run {run_id}"))?;
+        let states = store.sample_states(run_id)?;
+        let answered = states.into_iter().filter(|s| s.status == SampleStatus::Ok);
+        out.extend(answered.map(|s| Candidate {
+            run_id: run_id.clone(),
+            task_id: s.task_id,
+            sample_index: s.sample_index,
+        }));
+    }
+    Ok(out)
+}
+
+fn open_set(store: &Store, set: &str) -> Result<nmb_store::ReviewSet> {
+    store
+        .review_set(set)?
+        .ok_or_else(|| anyhow!("no review set {set:?} in the store (see `nmb review create`)"))
+}
+
+fn status(args: SetArgs, at: &StoreAt) -> Result<ExitCode> {
+    let store = at.open_for_reading()?;
+    let set = open_set(&store, &args.set)?;
+    let rows = store.review_status(&set.set_id)?;
+    if args.json {
+        let people: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "reviewer": r.reviewer, "assigned": r.assigned, "graded": r.graded,
+                    "skipped": r.skipped, "grade_rows": r.grade_rows, "revoked": r.revoked_ms.is_some(),
+                })
+            })
+            .collect();
+        let out = json!({"set_id": set.set_id, "runs": set.runs, "reviewers": people});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "review set {} over run(s) {}",
+        set.set_id,
+        set.runs.join(", ")
+    );
+    println!(
+        "  {:<16} {:>9} {:>8} {:>11}  state",
+        "reviewer", "graded", "skipped", "grade rows"
+    );
+    for r in rows {
+        let state = if r.revoked_ms.is_some() {
+            "revoked"
+        } else {
+            "active"
+        };
+        println!(
+            "  {:<16} {:>4} / {:<3} {:>8} {:>11}  {state}",
+            r.reviewer, r.graded, r.assigned, r.skipped, r.grade_rows
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn export(args: ExportArgs, at: &StoreAt) -> Result<ExitCode> {
+    let store = at.open_for_reading()?;
+    let set = open_set(&store, &args.set)?;
+    let ratings = nmb_review::review_ratings(&store, &set.set_id, None)?;
+    for note in &ratings.notes {
+        eprintln!("note: {note}");
+    }
+    let mut text = String::from("annotator,item,dimension,score\n");
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for r in &ratings.ratings.rows {
+        w.write_record([&r.annotator, &r.item, &r.dimension, &r.score.to_string()])?;
+    }
+    text.push_str(std::str::from_utf8(&w.into_inner()?)?);
+    match &args.out {
+        Some(p) => {
+            std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))?
+        }
+        None => print!("{text}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn revoke(args: RevokeArgs, at: &StoreAt) -> Result<ExitCode> {
+    let store = at.open_for_reading()?;
+    let set = open_set(&store, &args.set)?;
+    if !store.revoke_reviewer(&set.set_id, &args.reviewer)? {
+        bail!(
+            "review set {} has no active reviewer {:?} (see `nmb review status {}`)",
+            set.set_id,
+            args.reviewer,
+            set.set_id
+        );
+    }
+    println!(
+        "revoked {} in {}: their URL no longer opens anything",
+        args.reviewer, set.set_id
+    );
+    Ok(ExitCode::SUCCESS)
+}

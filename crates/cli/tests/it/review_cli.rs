@@ -1,0 +1,450 @@
+//! `nmb review create|status|export|revoke`, `nmb agreement --review` and the report's "Judges against
+//! clinicians" section, on a run of the sample suite scored by a scripted judge on a loopback server. The
+//! clinicians' grades are written through the store's API, as the reviewer pages write them; the test works out
+//! from the stored report what nmb must then print (each judge's observed pass rate, sensitivity and
+//! specificity) and checks nmb's numbers against its own.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use nmb_fake_server::{Config, FakeServer, ReceivedRequest, Reply};
+use nmb_store::{Grade, Store};
+use serde_json::Value;
+
+use crate::common::*;
+
+/// A judge whose rubric scores vary with the answer (1 to 5) and that never calls two diagnoses equivalent.
+fn judge(req: &ReceivedRequest) -> Reply {
+    let text = req.all_text();
+    let answer = if text.contains("Candidate") && text.contains("\"equivalent\"") {
+        r#"{"equivalent": false, "rationale": "different"}"#.to_string()
+    } else if text.contains("Grade the MODEL ANSWER") {
+        let s = (req.conversation_sha256.as_bytes()[0] % 5) + 1;
+        format!(
+            r#"{{"scores": {{"diagnostic_correctness": {s}, "multimodal_integration": {s}, "differential_reasoning": {s}, "lesion_localisation": {s}, "clinical_safety": {s}}}, "overall": {s}, "rationale": "scripted"}}"#
+        )
+    } else {
+        r#"{"category": "knowledge_gap", "justification": "scripted"}"#.to_string()
+    };
+    Reply::Texts(vec![answer])
+}
+
+/// The scored run: item key -> (grader's correctness, judge's overall).
+fn judged(report: &Value) -> BTreeMap<String, (bool, u8)> {
+    let run = report["run_id"].as_str().unwrap();
+    let mut out = BTreeMap::new();
+    for s in report["samples"].as_array().unwrap() {
+        let (Some(correct), Some(overall)) = (
+            s["correct"].as_bool(),
+            s["rubric"]["judges"][0]["overall"].as_u64(),
+        ) else {
+            continue;
+        };
+        let key = format!(
+            "{run}/{}#{}",
+            s["task_id"].as_str().unwrap(),
+            s["sample_index"]
+        );
+        out.insert(key, (correct, overall as u8));
+    }
+    out
+}
+
+/// Clinician grades that mostly follow the automatic ones: every third item of each reviewer is flipped.
+fn grade_all(
+    store: &Store,
+    set: &str,
+    reviewer: &str,
+    truth: &BTreeMap<String, (bool, u8)>,
+) -> usize {
+    let mut position = 1;
+    while let Some(a) = store.assigned_item(set, reviewer, position).unwrap() {
+        let key = format!(
+            "{}/{}#{}",
+            a.item.run_id, a.item.task_id, a.item.sample_index
+        );
+        let (correct, overall) = truth[&key];
+        let flip = position % 3 == 0;
+        let grade = Grade {
+            verdict: Some(
+                if correct != flip {
+                    "correct"
+                } else {
+                    "incorrect"
+                }
+                .into(),
+            ),
+            scores: [(
+                "overall".to_string(),
+                if flip { 5 - overall.min(5) } else { overall },
+            )]
+            .into(),
+            taxonomy: None,
+            comment: Some(format!("graded by {reviewer}")),
+        };
+        let hash = store.review_set(set).unwrap().unwrap().rubric_hash;
+        store
+            .append_grade(set, reviewer, a.item.item_no, &hash, &grade)
+            .unwrap();
+        position += 1;
+    }
+    (position - 1) as usize
+}
+
+/// What a corrected pass rate row must say, computed here: (observed, sensitivity, specificity).
+fn expected_rates(run: &[bool], pairs: &[(bool, bool)]) -> (f64, f64, f64) {
+    let share = |v: &[bool]| v.iter().filter(|b| **b).count() as f64 / v.len() as f64;
+    let pos: Vec<bool> = pairs.iter().filter(|(_, c)| *c).map(|(j, _)| *j).collect();
+    let neg: Vec<bool> = pairs
+        .iter()
+        .filter(|(_, c)| !*c)
+        .map(|(j, _)| !*j)
+        .collect();
+    (share(run), share(&pos), share(&neg))
+}
+
+#[test]
+fn a_review_set_is_graded_measured_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path();
+    let model = server(Config::default());
+    let judge_server = FakeServer::start_in_background(
+        Config {
+            responder: Arc::new(judge),
+            ..Config::default()
+        },
+        1,
+    )
+    .unwrap();
+    let spec = format!("openai:model-a@{}/v1", model.url());
+    let run = json_of(&nmb(
+        runs,
+        &[
+            "eval",
+            "--suite",
+            "sample",
+            "--model",
+            &spec,
+            "--samples",
+            "2",
+            "--json",
+        ],
+    ));
+    let run_id = run["run_id"].as_str().unwrap().to_string();
+    let judge_spec = format!("openai:judge-x@{}/v1", judge_server.url());
+    let report = json_of(&nmb(
+        runs,
+        &[
+            "score",
+            &run_id,
+            "--judge",
+            &judge_spec,
+            "--resamples",
+            "200",
+            "--no-bertscore",
+            "--json",
+        ],
+    ));
+    let truth = judged(&report);
+    assert!(truth.len() > 20, "too few judged samples: {}", truth.len());
+
+    // Create: every answer reviewed, half of them by both reviewers.
+    let created = json_of(&nmb(
+        runs,
+        &[
+            "review",
+            "create",
+            &run_id,
+            "--reviewers",
+            "lee,park",
+            "--overlap",
+            "0.5",
+            "--seed",
+            "5",
+            "--json",
+        ],
+    ));
+    let set = created["set_id"].as_str().unwrap().to_string();
+    assert_eq!(created["items"].as_u64().unwrap() as usize, truth.len());
+    let people = created["reviewers"].as_array().unwrap();
+    assert_eq!(people.len(), 2);
+    for p in people {
+        let url = p["url"].as_str().unwrap();
+        assert!(
+            url.starts_with(&format!("http://127.0.0.1:8686/review/{set}?token=")),
+            "{url}"
+        );
+        assert!(p["token"].as_str().unwrap().len() >= 43);
+    }
+    let store = store(runs);
+    let token = people[0]["token"].as_str().unwrap();
+    assert!(
+        !Store::open_dir(runs)
+            .unwrap()
+            .list_review_sets()
+            .unwrap()
+            .is_empty()
+            && store.reviewer_by_token(token).unwrap().is_none(),
+        "the plain token must not be what the store keeps"
+    );
+    let found = store
+        .reviewer_by_token(&nmb_review::hash_token(token))
+        .unwrap();
+    assert_eq!(found, Some((set.clone(), "lee".to_string())));
+
+    let lee = grade_all(&store, &set, "lee", &truth);
+    let park = grade_all(&store, &set, "park", &truth);
+    assert_eq!(
+        lee + park,
+        truth.len() + created["shared_items"].as_u64().unwrap() as usize
+    );
+
+    let status = json_of(&nmb(runs, &["review", "status", &set, "--json"]));
+    for r in status["reviewers"].as_array().unwrap() {
+        assert_eq!(r["graded"], r["assigned"], "{r}");
+        assert_eq!(r["revoked"], false);
+    }
+
+    // Agreement straight from the store.
+    let agreement = json_of(&nmb(
+        runs,
+        &[
+            "agreement",
+            "--review",
+            &set,
+            "--resamples",
+            "200",
+            "--json",
+        ],
+    ));
+    assert_eq!(agreement["clinicians"], serde_json::json!(["lee", "park"]));
+    let dims = agreement["dimensions"].as_array().unwrap();
+    let dim = |name: &str| {
+        dims.iter()
+            .find(|d| d["dimension"] == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    let verdict = dim("verdict");
+    let grader = verdict["corrected_pass_rates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["judge"] == "judge:grader")
+        .expect("the grader's corrected rate");
+    assert_eq!(grader["run_items"].as_u64().unwrap() as usize, truth.len());
+
+    // The same numbers, worked out here from the stored grades.
+    let grades = store.latest_grades(&set).unwrap();
+    let items: BTreeMap<u32, String> = store
+        .review_items(&set)
+        .unwrap()
+        .into_iter()
+        .map(|i| {
+            (
+                i.item_no,
+                format!("{}/{}#{}", i.run_id, i.task_id, i.sample_index),
+            )
+        })
+        .collect();
+    let mut consensus: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for g in &grades {
+        let v = if g.grade.verdict.as_deref() == Some("correct") {
+            2.0
+        } else {
+            0.0
+        };
+        consensus
+            .entry(items[&g.item_no].as_str())
+            .or_default()
+            .push(v);
+    }
+    let pairs: Vec<(bool, bool)> = consensus
+        .iter()
+        .map(|(k, v)| (truth[*k].0, v.iter().sum::<f64>() / v.len() as f64 >= 2.0))
+        .collect();
+    let run_verdicts: Vec<bool> = truth.values().map(|(c, _)| *c).collect();
+    let (observed, se, sp) = expected_rates(&run_verdicts, &pairs);
+    match grader.get("result") {
+        Some(r) => {
+            assert!(
+                (r["observed"].as_f64().unwrap() - observed).abs() < 1e-12,
+                "{r}"
+            );
+            assert!(
+                (r["sensitivity"].as_f64().unwrap() - se).abs() < 1e-12,
+                "{r} vs {se}"
+            );
+            assert!(
+                (r["specificity"].as_f64().unwrap() - sp).abs() < 1e-12,
+                "{r} vs {sp}"
+            );
+        }
+        None => assert!(
+            se + sp <= 1.0 || se.is_nan(),
+            "undefined although Se {se} Sp {sp}: {grader}"
+        ),
+    }
+    let overall = dim("overall");
+    let judge_row = overall["judge_vs_clinicians"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["judge"] == format!("judge:{judge_spec}"))
+        .expect("the judge against the clinicians");
+    assert_eq!(judge_row["items"].as_u64().unwrap() as usize, truth.len());
+
+    // Export gives the same ratings a file-based run reads: same pair statistics.
+    let csv = runs.join("ratings.csv");
+    let out = nmb(
+        runs,
+        &[
+            "review",
+            "export",
+            &set,
+            "--csv",
+            "--out",
+            csv.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let from_file = json_of(&nmb(
+        runs,
+        &[
+            "agreement",
+            csv.to_str().unwrap(),
+            "--resamples",
+            "200",
+            "--seed",
+            &agreement["bootstrap"]["seed"].to_string(),
+            "--json",
+        ],
+    ));
+    let pairs_of = |a: &Value| -> Vec<Value> {
+        a["dimensions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["pairs"].clone())
+            .collect()
+    };
+    assert_eq!(pairs_of(&from_file), pairs_of(&agreement));
+
+    // The report shows the agreement and the corrected rates.
+    let out_dir = runs.join("report");
+    let out = nmb(
+        runs,
+        &[
+            "report",
+            &run_id,
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--format",
+            "html,md",
+            "--resamples",
+            "200",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    for doc in [&md, &html] {
+        assert!(
+            doc.contains("Judges against clinicians"),
+            "no review section"
+        );
+        assert!(doc.contains(&set));
+        assert!(doc.contains("judge:grader"));
+    }
+    if grader.get("result").is_some() {
+        assert!(
+            md.contains("clinician-corrected"),
+            "the headline lacks the corrected accuracy"
+        );
+    }
+
+    // Revoking stops the token at once.
+    let out = nmb(runs, &["review", "revoke", &set, "park"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let park_token = people[1]["token"].as_str().unwrap();
+    assert_eq!(
+        store
+            .reviewer_by_token(&nmb_review::hash_token(park_token))
+            .unwrap(),
+        None
+    );
+    let out = nmb(runs, &["review", "revoke", &set, "park"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no active reviewer"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn bad_review_requests_say_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path();
+    let model = server(Config::default());
+    let spec = format!("openai:model-a@{}/v1", model.url());
+    let run = json_of(&nmb(
+        runs,
+        &["eval", "--suite", "sample", "--model", &spec, "--json"],
+    ));
+    let run_id = run["run_id"].as_str().unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["review", "create", run_id, "--reviewers", "a,a"],
+            "named twice",
+        ),
+        (
+            &[
+                "review",
+                "create",
+                run_id,
+                "--reviewers",
+                "a",
+                "--overlap",
+                "2",
+            ],
+            "--overlap",
+        ),
+        (
+            &[
+                "review",
+                "create",
+                run_id,
+                "--reviewers",
+                "a,b",
+                "--per-reviewer",
+                "1000",
+            ],
+            "lower --per-reviewer",
+        ),
+        (
+            &["review", "create", "no-such-run", "--reviewers", "a"],
+            "no-such-run",
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = nmb(runs, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            text(&out.stderr).contains(expected),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    let out = nmb(runs, &["review", "status", "rv-nothing"]);
+    assert!(
+        text(&out.stderr).contains("no review set"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = nmb(runs, &["agreement", "--review", "rv-nothing"]);
+    assert!(
+        text(&out.stderr).contains("no review set"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -1,0 +1,64 @@
+//! Judges measured against a review's clinicians, for one run: what `nmb report` and the run page show.
+
+use nmb_calibration::{analyse, AgreementOptions, AgreementReport};
+use nmb_store::Store;
+use serde::Serialize;
+
+use crate::ratings::{review_ratings, VERDICT_DIMENSION, VERDICT_PASS};
+use crate::ReviewError;
+
+/// The rubric score that passes when the caller names none: 3 of 5, "right category, or close" in the bundled
+/// rubric's anchors.
+pub const DEFAULT_RUBRIC_PASS: f64 = 3.0;
+
+/// One review set's agreement analysis restricted to one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunCalibration {
+    pub set_id: String,
+    pub run_id: String,
+    pub report: AgreementReport,
+    pub notes: Vec<String>,
+}
+
+/// `options` with the review's thresholds: a verdict passes only when correct, a rubric score at
+/// `options.pass_threshold` (default [`DEFAULT_RUBRIC_PASS`]).
+pub fn review_options(mut options: AgreementOptions) -> AgreementOptions {
+    options.pass_threshold = options.pass_threshold.or(Some(DEFAULT_RUBRIC_PASS));
+    options
+        .pass_thresholds
+        .entry(VERDICT_DIMENSION.to_string())
+        .or_insert(VERDICT_PASS);
+    options
+}
+
+/// The agreement analysis of every review set that holds graded items of `run_id`, oldest set first. A set
+/// whose clinicians graded nothing of this run yet is left out.
+pub fn run_calibrations(
+    store: &Store,
+    run_id: &str,
+    options: &AgreementOptions,
+) -> Result<Vec<RunCalibration>, ReviewError> {
+    let options = review_options(options.clone());
+    let mut sets = store.list_review_sets()?;
+    sets.reverse();
+    let mut out = Vec::new();
+    for set in sets.iter().filter(|s| s.runs.iter().any(|r| r == run_id)) {
+        let ratings = review_ratings(store, &set.set_id, Some(run_id))?;
+        let graded = ratings
+            .ratings
+            .rows
+            .iter()
+            .any(|r| !options.is_judge(&r.annotator));
+        if !graded {
+            continue;
+        }
+        let report = analyse(&ratings.ratings, &options).map_err(ReviewError::Invalid)?;
+        out.push(RunCalibration {
+            set_id: set.set_id.clone(),
+            run_id: run_id.to_string(),
+            report,
+            notes: ratings.notes,
+        });
+    }
+    Ok(out)
+}

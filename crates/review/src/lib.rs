@@ -1,0 +1,34 @@
+//! nmb-review: blinded clinician review of stored answers.
+//!
+//! It owns the rules of a review: which answers go into a review set and in what order each reviewer sees them
+//! ([`assign`]: shuffled, an overlap share graded by everyone), reviewer tokens (random, 256 bits; only their
+//! SHA-256 is stored: [`new_token`], [`hash_token`]), checking a grade a reviewer submits against the rubric
+//! ([`check_grade`]), and turning a review set's stored grades, beside the judges' stored rubric scores, into
+//! the ratings `nmb-calibration` measures agreement on ([`review_ratings`]).
+//!
+//! It does not store anything itself (`nmb-store` holds sets, grades and tokens' hashes), serve pages
+//! (`nmb-serve`), compute agreement statistics (`nmb-calibration`, `nmb-stats`) or parse command lines (`nmb`).
+
+mod assign;
+mod calibration;
+mod grade;
+mod ratings;
+mod token;
+
+pub use assign::{assign, AssignOptions, Assignment, Candidate};
+pub use calibration::{review_options, run_calibrations, RunCalibration, DEFAULT_RUBRIC_PASS};
+pub use grade::{check_grade, GradeForm, COMMENT_LIMIT, TAXONOMY, VERDICTS};
+pub use ratings::{
+    item_key, review_ratings, ReviewRatings, GRADER, VERDICT_DIMENSION, VERDICT_PASS,
+};
+pub use token::{hash_token, new_set_id, new_token};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    #[error("review: {0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Store(#[from] nmb_store::StoreError),
+    #[error(transparent)]
+    Score(#[from] nmb_score::ScoreError),
+}

@@ -1,0 +1,170 @@
+//! A review set's grades, beside the automatic grading of the same runs, as ratings `nmb-calibration` reads.
+//!
+//! Clinicians rate on each rubric dimension they scored, `overall`, and [`VERDICT_DIMENSION`]. Each judge
+//! contributes its rubric scores (annotator `judge:SPEC`) from the run's newest score report, when that report
+//! used the set's rubric; the scoring's correctness decision (rules, with the judges settling what the rules
+//! could not) is annotator [`GRADER`] on the verdict dimension. Judges' ratings cover every scored sample of
+//! the runs, not only the reviewed ones, so a judge's observed pass rate is the run's and the reviewed items
+//! measure its sensitivity and specificity.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use nmb_calibration::{Rating, Ratings};
+use nmb_score::results::{SampleStatus, ScoreReport};
+use nmb_store::{ReviewItem, Store};
+
+use crate::ReviewError;
+
+/// The dimension a verdict is rated on: correct 2, partly correct 1, incorrect 0.
+pub const VERDICT_DIMENSION: &str = "verdict";
+
+/// The verdict score that passes: only "correct".
+pub const VERDICT_PASS: f64 = 2.0;
+
+/// The annotator that stands for the scoring's own correctness decision.
+pub const GRADER: &str = "judge:grader";
+
+/// Ratings of one review set, and what could not be included.
+#[derive(Debug, Clone)]
+pub struct ReviewRatings {
+    pub ratings: Ratings,
+    /// Runs whose score report took part.
+    pub scored_runs: Vec<String>,
+    /// Why something is missing (an unscored run, a report graded with another rubric).
+    pub notes: Vec<String>,
+}
+
+/// The item id of a sample in ratings: `RUN/TASK#SAMPLE`.
+pub fn item_key(run_id: &str, task_id: &str, sample_index: u32) -> String {
+    format!("{run_id}/{task_id}#{sample_index}")
+}
+
+/// Every reviewer's newest complete grade (a verdict other than skip) and the runs' automatic grading, limited
+/// to `only_run` when given.
+pub fn review_ratings(
+    store: &Store,
+    set_id: &str,
+    only_run: Option<&str>,
+) -> Result<ReviewRatings, ReviewError> {
+    let set = store
+        .review_set(set_id)?
+        .ok_or_else(|| ReviewError::Invalid(format!("no review set {set_id:?} in the store")))?;
+    let items: BTreeMap<u32, ReviewItem> = store
+        .review_items(set_id)?
+        .into_iter()
+        .filter(|i| only_run.is_none_or(|r| r == i.run_id))
+        .map(|i| (i.item_no, i))
+        .collect();
+    let mut rows = clinician_rows(store, set_id, &items)?;
+    let mut out = ReviewRatings {
+        ratings: Ratings::default(),
+        scored_runs: Vec::new(),
+        notes: Vec::new(),
+    };
+    for run_id in set.runs.iter().filter(|r| only_run.is_none_or(|o| o == *r)) {
+        match store.latest_score_report(run_id)? {
+            None => out.notes.push(format!(
+                "run {run_id} has no score report; score it (nmb score {run_id}) to compare its judges"
+            )),
+            Some(json) => {
+                let report: ScoreReport = serde_json::from_str(&json).map_err(|e| {
+                    ReviewError::Invalid(format!("run {run_id}'s score report cannot be read: {e}"))
+                })?;
+                judge_rows(&report, &set.rubric_hash, &mut rows, &mut out.notes);
+                out.scored_runs.push(run_id.clone());
+            }
+        }
+    }
+    out.ratings = Ratings {
+        source: PathBuf::from(format!("review set {set_id}")),
+        rows,
+    };
+    Ok(out)
+}
+
+fn verdict_score(verdict: &str) -> Option<f64> {
+    match verdict {
+        "correct" => Some(2.0),
+        "partly" => Some(1.0),
+        "incorrect" => Some(0.0),
+        _ => None,
+    }
+}
+
+fn clinician_rows(
+    store: &Store,
+    set_id: &str,
+    items: &BTreeMap<u32, ReviewItem>,
+) -> Result<Vec<Rating>, ReviewError> {
+    let mut rows = Vec::new();
+    for g in store.latest_grades(set_id)? {
+        let (Some(item), Some(verdict)) = (
+            items.get(&g.item_no),
+            g.grade.verdict.as_deref().and_then(verdict_score),
+        ) else {
+            continue;
+        };
+        let key = item_key(&item.run_id, &item.task_id, item.sample_index);
+        let mut push = |dimension: &str, score: f64| {
+            rows.push(Rating {
+                annotator: g.reviewer.clone(),
+                item: key.clone(),
+                dimension: dimension.to_string(),
+                score,
+            })
+        };
+        push(VERDICT_DIMENSION, verdict);
+        for (dimension, score) in &g.grade.scores {
+            push(dimension, f64::from(*score));
+        }
+    }
+    Ok(rows)
+}
+
+fn judge_rows(
+    report: &ScoreReport,
+    rubric_hash: &str,
+    rows: &mut Vec<Rating>,
+    notes: &mut Vec<String>,
+) {
+    let same_rubric = report
+        .config
+        .rubric
+        .as_ref()
+        .is_some_and(|r| r.hash == rubric_hash);
+    if !same_rubric && report.config.rubric.is_some() {
+        notes.push(format!(
+            "run {}'s judges graded with another rubric (sha256 {}); only its correctness decisions are compared",
+            report.run_id,
+            report.config.rubric.as_ref().map_or("", |r| r.hash.as_str())
+        ));
+    }
+    for s in &report.samples {
+        let key = item_key(&report.run_id, &s.task_id, s.sample_index);
+        let scored = matches!(s.status, SampleStatus::Ok | SampleStatus::ParseFailed);
+        if let (true, Some(correct)) = (scored, s.correct) {
+            rows.push(Rating {
+                annotator: GRADER.into(),
+                item: key.clone(),
+                dimension: VERDICT_DIMENSION.into(),
+                score: if correct { VERDICT_PASS } else { 0.0 },
+            });
+        }
+        let Some(rubric) = s.rubric.as_ref().filter(|_| same_rubric) else {
+            continue;
+        };
+        for v in rubric.judges.iter().filter(|v| v.failure.is_none()) {
+            let annotator = format!("judge:{}", v.judge);
+            let scores = v.scores.iter().map(|(d, x)| (d.as_str(), *x));
+            for (dimension, score) in scores.chain(v.overall.map(|o| ("overall", o))) {
+                rows.push(Rating {
+                    annotator: annotator.clone(),
+                    item: key.clone(),
+                    dimension: dimension.to_string(),
+                    score: f64::from(score),
+                });
+            }
+        }
+    }
+}
