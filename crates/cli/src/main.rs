@@ -29,6 +29,9 @@ Examples:
   nmb score RUN_ID --judge openai:gpt-4o --json
   nmb compare RUN_A RUN_B
   nmb agreement ratings.csv --pass-threshold 3 --json
+  nmb review create RUN_ID --reviewers lee,park --overlap 0.2
+  nmb agreement --review rv-1a2b3c4d5e6f
+  nmb import answers.jsonl --suite sample --as human:lee
   nmb bertscore --model-dir DIR --layer 6 --cands answers.txt --refs references.txt --json
   nmb report RUN_ID [RUN_ID...] --out nmb-report --format html,md,csv,json
 
@@ -108,6 +111,9 @@ enum Command {
     Serve(cmd::serve::ServeArgs),
     #[command(subcommand, after_help = cmd::review::EXAMPLES)]
     Review(cmd::review::ReviewCommand),
+    /// Record a clinician's answers (JSONL) to a suite as the run of human:NAME, a human baseline
+    #[command(after_help = cmd::import::EXAMPLES)]
+    Import(cmd::import::ImportArgs),
 }
 
 fn main() -> ExitCode {
@@ -135,6 +141,7 @@ fn main() -> ExitCode {
         Command::Worker(a) => cmd::worker::run(a, &at),
         Command::Serve(a) => cmd::serve::run(a, &at),
         Command::Review(c) => cmd::review::run(c, &at),
+        Command::Import(a) => cmd::import::run(a, &at),
     };
     match result {
         Ok(code) => code,

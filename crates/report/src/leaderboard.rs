@@ -227,12 +227,16 @@ pub fn vendor(spec: &str) -> String {
     if s.backend == BackendKind::Local {
         return "local".into();
     }
+    if s.backend == BackendKind::Human {
+        return "human".into();
+    }
     if !s.has_custom_base_url() {
         return match s.backend {
             BackendKind::OpenAi => "OpenAI",
             BackendKind::Anthropic => "Anthropic",
             BackendKind::Gemini => "Google",
             BackendKind::Local => "local",
+            BackendKind::Human => "human",
         }
         .into();
     }
@@ -411,6 +415,7 @@ mod tests {
         assert_eq!(vendor("anthropic:claude-sonnet-4-5"), "Anthropic");
         assert_eq!(vendor("gemini:gemini-2.5-pro"), "Google");
         assert_eq!(vendor("local:/m/SmolLM2.gguf"), "local");
+        assert_eq!(vendor("human:dr.lee"), "human");
         assert_eq!(
             vendor("openai:Qwen/Qwen2-VL-7B-Instruct@http://gpu1:8000/v1"),
             "Qwen"

@@ -40,8 +40,8 @@ mod thumbs;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-pub use calibration::review_section_html;
 pub use analysis::{build, Analysis, CostEstimate, ModelPoint, Price, Prices, TwoAxis};
+pub use calibration::review_section_html;
 pub use input::{load_run, scores_from_file, stored_scores, RunData, TaskPrompt, Thumbnail};
 pub use leaderboard::{
     leaderboard, model_data, read_data_js, vendor, Leaderboard, LeaderboardEntry,

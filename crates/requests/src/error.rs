@@ -21,10 +21,13 @@ pub enum ErrorClass {
     Auth,
     ClientError,
     Other,
+    /// A human baseline (`human:NAME`) has no stored answer to this task and turn yet. Not retried; a resumed run
+    /// asks again once the answer is stored.
+    NoAnswer,
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 11] = [
+    pub const ALL: [ErrorClass; 12] = [
         ErrorClass::RateLimit,
         ErrorClass::ServerError,
         ErrorClass::Network,
@@ -36,6 +39,7 @@ impl ErrorClass {
         ErrorClass::Auth,
         ErrorClass::ClientError,
         ErrorClass::Other,
+        ErrorClass::NoAnswer,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -51,6 +55,7 @@ impl ErrorClass {
             ErrorClass::Auth => "auth",
             ErrorClass::ClientError => "client_error",
             ErrorClass::Other => "other",
+            ErrorClass::NoAnswer => "no_answer",
         }
     }
 

@@ -56,6 +56,8 @@ pub enum ConnectError {
     },
     #[error("{spec}: local models run in-process and are built by nmb-local, not by nmb-requests")]
     LocalBackend { spec: String },
+    #[error("{spec}: a human's answers come from the run store (nmb-run's human backend), not over HTTP")]
+    HumanBackend { spec: String },
 }
 
 /// Builds the HTTP backend for `spec`, reading its key from the environment (or `options.key`).
@@ -65,9 +67,7 @@ pub fn connect(
     options: &BackendOptions,
 ) -> Result<Arc<dyn Backend>, ConnectError> {
     let Some(var) = spec.backend.key_env() else {
-        return Err(ConnectError::LocalBackend {
-            spec: spec.to_string(),
-        });
+        return Err(not_http(spec));
     };
     let key = options.key.clone().or_else(|| ApiKey::from_env(var));
     if key.is_none() && !spec.has_custom_base_url() {
@@ -88,10 +88,15 @@ pub fn connect(
             options.anthropic.clone(),
         )),
         BackendKind::Gemini => Arc::new(GeminiBackend::new(spec, key, t)),
-        BackendKind::Local => {
-            return Err(ConnectError::LocalBackend {
-                spec: spec.to_string(),
-            })
-        }
+        BackendKind::Local | BackendKind::Human => return Err(not_http(&spec)),
     })
+}
+
+/// Why a backend that sends nothing over HTTP is not built here.
+fn not_http(spec: &ModelSpec) -> ConnectError {
+    let spec_text = spec.to_string();
+    match spec.backend {
+        BackendKind::Human => ConnectError::HumanBackend { spec: spec_text },
+        _ => ConnectError::LocalBackend { spec: spec_text },
+    }
 }

@@ -1,6 +1,6 @@
 //! Model specs: `BACKEND:MODEL[@BASE_URL[,BASE_URL...]]`, for example `openai:gpt-4o`,
 //! `openai:qwen2-vl@http://127.0.0.1:8000/v1`, `anthropic:claude-sonnet-4-5`, `gemini:gemini-2.5-pro`,
-//! `local:/models/SmolLM2.gguf`.
+//! `local:/models/SmolLM2.gguf`, `human:lee` (a clinician's stored answers: NAME letters, digits and `._-`).
 //!
 //! Several comma-separated base URLs are replicas: servers that serve the same model
 //! (`openai:qwen2-vl@http://a:8000/v1,http://b:8000/v1`). Calls are spread over them (see [`crate::replicas`]),
@@ -20,14 +20,17 @@ pub enum BackendKind {
     Anthropic,
     Gemini,
     Local,
+    /// A clinician's answers, stored in the run store (`nmb import`, `nmb review answer`): a human baseline.
+    Human,
 }
 
 impl BackendKind {
-    pub const ALL: [BackendKind; 4] = [
+    pub const ALL: [BackendKind; 5] = [
         BackendKind::OpenAi,
         BackendKind::Anthropic,
         BackendKind::Gemini,
         BackendKind::Local,
+        BackendKind::Human,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -36,16 +39,17 @@ impl BackendKind {
             BackendKind::Anthropic => "anthropic",
             BackendKind::Gemini => "gemini",
             BackendKind::Local => "local",
+            BackendKind::Human => "human",
         }
     }
 
-    /// The environment variable the API key is read from (`None` for `local`).
+    /// The environment variable the API key is read from (`None` for `local` and `human`).
     pub fn key_env(self) -> Option<&'static str> {
         match self {
             BackendKind::OpenAi => Some("OPENAI_API_KEY"),
             BackendKind::Anthropic => Some("ANTHROPIC_API_KEY"),
             BackendKind::Gemini => Some("GEMINI_API_KEY"),
-            BackendKind::Local => None,
+            BackendKind::Local | BackendKind::Human => None,
         }
     }
 
@@ -55,7 +59,7 @@ impl BackendKind {
             BackendKind::OpenAi => Some("https://api.openai.com/v1"),
             BackendKind::Anthropic => Some("https://api.anthropic.com"),
             BackendKind::Gemini => Some("https://generativelanguage.googleapis.com"),
-            BackendKind::Local => None,
+            BackendKind::Local | BackendKind::Human => None,
         }
     }
 }
@@ -70,7 +74,8 @@ impl fmt::Display for BackendKind {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ModelSpec {
     pub backend: BackendKind,
-    /// The model name sent to the API, or the GGUF path (or `hf://REPO/FILE`) for `local`.
+    /// The model name sent to the API, the GGUF path (or `hf://REPO/FILE`) for `local`, the person's name for
+    /// `human`.
     pub model: String,
     /// The base URLs of the servers that serve the model, in order, without trailing slashes; empty means the
     /// backend's public endpoint. More than one are replicas of the same model; the first names it. A plain
@@ -84,7 +89,7 @@ pub enum SpecError {
         "model spec {spec:?} has no backend: expected BACKEND:MODEL[@BASE_URL], e.g. openai:gpt-4o"
     )]
     MissingBackend { spec: String },
-    #[error("model spec {spec:?}: unknown backend {backend:?}; expected one of openai, anthropic, gemini, local")]
+    #[error("model spec {spec:?}: unknown backend {backend:?}; expected one of openai, anthropic, gemini, local, human")]
     UnknownBackend { spec: String, backend: String },
     #[error("model spec {spec:?} has an empty model name after {backend:?}:")]
     EmptyModel { spec: String, backend: String },
@@ -98,6 +103,10 @@ pub enum SpecError {
         "model spec {spec:?}: a local model is a file path (local:PATH) and takes no base URL"
     )]
     LocalWithUrl { spec: String },
+    #[error("model spec {spec:?}: a human's answers come from the run store (human:NAME) and take no base URL")]
+    HumanWithUrl { spec: String },
+    #[error("model spec {spec:?}: the name {name:?} may hold only ASCII letters, digits, '.', '_' and '-' (e.g. human:dr.lee)")]
+    BadHumanName { spec: String, name: String },
 }
 
 impl ModelSpec {
@@ -125,8 +134,17 @@ impl ModelSpec {
             Some(_) if kind == BackendKind::Local => {
                 return Err(SpecError::LocalWithUrl { spec: spec.into() })
             }
+            Some(_) if kind == BackendKind::Human => {
+                return Err(SpecError::HumanWithUrl { spec: spec.into() })
+            }
             Some(list) => check_urls(spec, list)?,
         };
+        if kind == BackendKind::Human && !is_human_name(model) {
+            return Err(SpecError::BadHumanName {
+                spec: spec.into(),
+                name: model.into(),
+            });
+        }
         Ok(ModelSpec {
             backend: kind,
             model: model.to_string(),
@@ -181,6 +199,13 @@ impl ModelSpec {
             _ => spec.to_string(),
         }
     }
+}
+
+/// A person's name in `human:NAME`: ASCII letters, digits, `.`, `_` and `-` (as reviewer names), so it is safe
+/// in URLs, file names and report labels alike.
+fn is_human_name(name: &str) -> bool {
+    name.chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 /// How a replica is named where calls are recorded: its base URL without credentials, query string or fragment
@@ -289,6 +314,44 @@ mod tests {
         let l = ModelSpec::parse("local:/m/SmolLM2.Q4_1.gguf").unwrap();
         assert_eq!(l.backend, BackendKind::Local);
         assert_eq!(l.model, "/m/SmolLM2.Q4_1.gguf");
+    }
+
+    #[test]
+    fn a_human_is_a_name_without_key_or_url() {
+        let h = ModelSpec::parse("human:dr.lee_2-b").unwrap();
+        assert_eq!(h.backend, BackendKind::Human);
+        assert_eq!(h.model, "dr.lee_2-b");
+        assert_eq!(h.to_string(), "human:dr.lee_2-b");
+        assert_eq!(h.identity(), "human:dr.lee_2-b");
+        assert_eq!(BackendKind::Human.key_env(), None);
+        assert_eq!(h.effective_base_url(), None);
+        assert!(h.effective_base_urls().is_empty());
+        assert_eq!(
+            ModelSpec::parse("Human:lee").unwrap().backend,
+            BackendKind::Human
+        );
+        let e = ModelSpec::parse("human:dr lee").unwrap_err();
+        assert!(
+            matches!(&e, SpecError::BadHumanName { name, .. } if name == "dr lee"),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("letters, digits"), "{e}");
+        for bad in ["human:lee/x", "human:lée", "human:a:b", "human:x?y"] {
+            assert!(
+                matches!(ModelSpec::parse(bad), Err(SpecError::BadHumanName { .. })),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            ModelSpec::parse("human:lee@http://127.0.0.1:1").unwrap_err(),
+            SpecError::HumanWithUrl { .. }
+        ));
+        assert!(matches!(
+            ModelSpec::parse("human:").unwrap_err(),
+            SpecError::EmptyModel { .. }
+        ));
+        let e = ModelSpec::parse("robot:x").unwrap_err();
+        assert!(e.to_string().contains("human"), "{e}");
     }
 
     #[test]

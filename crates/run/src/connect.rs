@@ -1,4 +1,5 @@
 //! From a model name on the command line to a backend: `BACKEND:MODEL[@BASE_URL]`, `local:PATH.gguf` included.
+//! `human:NAME` is built by [`crate::connect_human`], which reads the person's answers from the store.
 
 use std::sync::Arc;
 
@@ -51,6 +52,8 @@ pub enum ConnectError {
         #[source]
         source: LocalError,
     },
+    #[error(transparent)]
+    Human(#[from] crate::human::HumanError),
 }
 
 /// Builds the backend for `spec` (`openai:`, `anthropic:`, `gemini:` or `local:`). A `local:` model is loaded
@@ -60,6 +63,11 @@ pub fn connect_model(spec: &str, options: &ConnectOptions) -> Result<ConnectedMo
     let spec = ModelSpec::parse(spec)?;
     if spec.backend == BackendKind::Local {
         return connect_local(spec);
+    }
+    if spec.backend == BackendKind::Human {
+        // Its answers need the store and the suite: see `crate::connect_human`.
+        let spec = spec.to_string();
+        return Err(crate::human::HumanError::NeedsStore { spec }.into());
     }
     let transport = match &options.transport {
         Some(t) => t.clone(),

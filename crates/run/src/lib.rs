@@ -12,7 +12,8 @@
 //! of them.
 //!
 //! It also turns a model name into a backend ([`connect_model`]: API models through `nmb-requests`, `local:`
-//! models through `nmb-local`), for evaluations and for anything else that asks models (judges).
+//! models through `nmb-local`), for evaluations and for anything else that asks models (judges), and builds the
+//! backend of a human baseline, `human:NAME`, from a person's answers in the store ([`connect_human`], [`human`]).
 //!
 //! A model served by several replicas (`openai:m@http://a/v1,http://b/v1`) is one model: its manifest,
 //! configuration hash, cache keys and call records name it by its first base URL alone
@@ -26,6 +27,7 @@ mod claim;
 mod config;
 mod connect;
 mod fleet;
+pub mod human;
 mod progress;
 pub mod record;
 mod renders;
@@ -43,6 +45,7 @@ use nmb_suite::Suite;
 pub use config::{Claiming, EvalSettings, Resume};
 pub use connect::{connect_model, ConnectError, ConnectOptions, ConnectedModel};
 pub use fleet::StoreFleet;
+pub use human::{connect_human, HumanBackend, HumanError};
 pub use progress::{Progress, ProgressSnapshot};
 pub use record::{CallResult, CallSpec, Prompt, Recorder};
 pub use sampling::FORCED as NO_N;

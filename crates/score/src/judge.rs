@@ -383,11 +383,17 @@ fn judge_run(
 }
 
 /// The model family of a spec's model name: `gpt`, `claude`, `gemini`, `gemma`, `llama`, `qwen`, `mistral`, ...,
-/// else the first word of the model name (for local paths, of the file name).
+/// else the first word of the model name (for local paths, of the file name); `human` for a human baseline.
 pub fn model_family(spec: &str) -> String {
-    let model = ModelSpec::parse(spec)
-        .map(|s| s.model)
-        .unwrap_or_else(|_| spec.to_string());
+    let parsed = ModelSpec::parse(spec);
+    // A person named like a model (human:gpt-fan) is still a person, never a judge's own family.
+    if parsed
+        .as_ref()
+        .is_ok_and(|s| s.backend == BackendKind::Human)
+    {
+        return "human".into();
+    }
+    let model = parsed.map(|s| s.model).unwrap_or_else(|_| spec.to_string());
     let name = model
         .rsplit(['/', '\\'])
         .next()
@@ -479,6 +485,8 @@ mod tests {
         );
         // "o1" only as a whole word: "olmo" is not an OpenAI o-series model.
         assert_eq!(model_family("openai:olmo-7b@http://127.0.0.1:9/v1"), "olmo");
+        assert_eq!(model_family("human:gpt-fan"), "human");
+        assert_eq!(self_grading("openai:gpt-4o", "human:gpt-fan"), None);
     }
 
     #[test]

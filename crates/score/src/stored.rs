@@ -48,6 +48,7 @@ fn row(s: &SampleScore) -> SampleScoreRow {
         error_source: tax
             .and_then(|t| t.source)
             .and_then(|x| text(serde_json::json!(x))),
+        disease_group: s.disease_group.clone(),
     }
 }
 
@@ -73,4 +74,33 @@ fn parse(run_id: &str, text: Option<String>) -> Result<Option<ScoreReport>, Scor
         })
     })
     .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_keeps_the_samples_disease_group_and_verdict() {
+        let sample: SampleScore = serde_json::from_value(serde_json::json!({
+            "task_id": "c1/dx", "sample_index": 2, "case_id": "c1", "family": "differential",
+            "level": "direct", "disease_group": "vascular", "modality": "MRI", "case_metadata": {},
+            "status": "parse_failed", "error_class": null, "parsed": null, "parse_error": "no list",
+            "correct": false, "unresolved": false, "diagnosis": null, "lesion": null, "rubric": null,
+            "bertscore": null, "taxonomy": {"category": "knowledge_gap", "justification": null,
+            "source": null, "annotator": null, "judges": []}, "breadth": null
+        }))
+        .unwrap();
+        let r = row(&sample);
+        assert_eq!(r.disease_group.as_deref(), Some("vascular"));
+        assert_eq!(
+            (r.status.as_str(), r.correct, r.error_category.as_deref()),
+            ("parse_failed", Some(false), Some("knowledge_gap"))
+        );
+        let none = row(&SampleScore {
+            disease_group: None,
+            ..sample
+        });
+        assert_eq!(none.disease_group, None);
+    }
 }

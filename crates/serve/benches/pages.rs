@@ -1,5 +1,6 @@
 //! `cargo bench -p nmb-serve --bench pages`: page times of the viewer over a synthetic store of one run of
-//! 100,000 samples (20,000 tasks × 5 samples), against the issue's targets (p95 page time ≤ 100 ms, server RSS
+//! 100,000 samples (20,000 tasks × 5 samples) and a small run of the same suite to compare it with, against the
+//! issue's targets (p95 page time ≤ 100 ms, server RSS
 //! ≤ 150 MB). The store is built once through `nmb_store::Store`'s public API and kept under
 //! `target/bench-serve-store/STORE_VERSION/` for later runs. The server runs in this process on a loopback port,
 //! driven by a reqwest client in the same process, so the RSS figures are of server and client together.
@@ -16,7 +17,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 /// Bump when the synthetic store's content changes, so a stale cached store is not reused.
-const STORE_VERSION: &str = "v1";
+const STORE_VERSION: &str = "v2";
 const TASKS: usize = 20_000;
 const SAMPLES: u32 = 5;
 const PROMPTS: usize = 6;
@@ -33,7 +34,11 @@ fn sha(bytes: &[u8]) -> String {
 }
 
 fn task_id(i: usize) -> String {
-    format!("case-{i:05}/dx")
+    format!("{}/dx", case_id(i))
+}
+
+fn case_id(i: usize) -> String {
+    format!("case-{i:05}")
 }
 
 /// A small PNG-looking image (signature and pseudo-random bytes), a few kilobytes.
@@ -48,6 +53,11 @@ fn png(seed: u64) -> Vec<u8> {
     }
     out
 }
+
+/// Disease groups, by task.
+const GROUPS: &[&str] = &["neoplasm", "vascular", "demyelinating", "infectious"];
+/// Error categories of wrong answers.
+const CATEGORIES: &[&str] = &["reasoning_failure", "perceptual_failure", "knowledge_gap"];
 
 const DIAGNOSES: &[&str] = &[
     "glioblastoma",
@@ -122,8 +132,60 @@ fn group(by: &str, level: Option<&str>, family: Option<&str>) -> Value {
     })
 }
 
+/// The case the case and compare pages show.
+const COMPARED: usize = 12_345;
+
+/// Another run of the same suite, with the five samples of task [`COMPARED`] only.
+fn second_run(store: &Store, manifest: &nmb_store::Manifest, prompt: &str) {
+    let mut manifest = manifest.clone();
+    manifest.display_name = Some("Second Model".into());
+    let run_id = store
+        .create_run("bench-cfg-2", &manifest)
+        .expect("create the second run")
+        .run_id;
+    let task = task_id(COMPARED);
+    store
+        .plan_samples(&run_id, &[(task.as_str(), SAMPLES)])
+        .expect("plan the second run");
+    let texts: Vec<String> = (0..SAMPLES).map(|s| answer(COMPARED + 1, s)).collect();
+    let choices: Vec<ChoiceRecord<'_>> = (0..SAMPLES)
+        .map(|s| ChoiceRecord {
+            sample_index: s,
+            choice_index: s,
+            text: Some(texts[s as usize].as_str()),
+            error: None,
+            final_turn: true,
+        })
+        .collect();
+    let call = CallRecord {
+        run_id: &run_id,
+        task_id: &task,
+        turn_index: 0,
+        prompt_hash: prompt,
+        model: MODEL,
+        params_json: r#"{"temperature":0.7,"n":5}"#,
+        template_id: "depth-v1",
+        template_hash: "def",
+        error: None,
+        attempts: 1,
+        raw: None,
+        tokens_in: Some(1_200),
+        tokens_out: Some(400),
+        latency_ms: Some(900),
+        started_ms: 1_000,
+        finished_ms: 2_000,
+    };
+    store
+        .record_call(&call, &choices)
+        .expect("record the second run");
+    store
+        .set_status(&run_id, nmb_store::RunStatus::Finished)
+        .expect("finish the second run");
+}
+
 struct Synthetic {
     run_id: String,
+    second: String,
     images: Vec<String>,
 }
 
@@ -216,6 +278,7 @@ fn build(dir: &Path) -> Synthetic {
         };
         store.record_call(&call, &choices).expect("record call");
         for s in 0..SAMPLES {
+            let wrong = !failed && !s.is_multiple_of(2);
             rows.push(SampleScoreRow {
                 task_id: t.clone(),
                 sample_index: s,
@@ -226,6 +289,9 @@ fn build(dir: &Path) -> Synthetic {
                 correct: (!failed).then_some(s.is_multiple_of(2)),
                 matched_rank: (!failed && s.is_multiple_of(2)).then_some(1),
                 match_method: Some("normalisation".into()),
+                error_category: wrong
+                    .then(|| CATEGORIES[(i + s as usize) % CATEGORIES.len()].into()),
+                disease_group: Some(GROUPS[i % GROUPS.len()].into()),
                 ..Default::default()
             });
             report_samples.push(report_sample(t, s, failed));
@@ -253,8 +319,20 @@ fn build(dir: &Path) -> Synthetic {
     store
         .set_status(&run_id, nmb_store::RunStatus::Finished)
         .expect("finish run");
+    second_run(&store, &manifest, &prompts[COMPARED % PROMPTS]);
     store.checkpoint().expect("checkpoint");
-    Synthetic { run_id, images }
+    let second = store
+        .list_runs()
+        .expect("list runs")
+        .into_iter()
+        .find(|r| r.run_id != run_id)
+        .expect("the second run")
+        .run_id;
+    Synthetic {
+        run_id,
+        second,
+        images,
+    }
 }
 
 /// The bench store: reused when a complete one of this version is there, else (re)built.
@@ -267,6 +345,7 @@ fn store_dir() -> (PathBuf, Synthetic, Option<f64>) {
     if let Ok(text) = std::fs::read_to_string(&done) {
         if let Ok(v) = serde_json::from_str::<Value>(&text) {
             let run_id = v["run_id"].as_str().unwrap_or_default().to_string();
+            let second = v["second"].as_str().unwrap_or_default().to_string();
             let images = v["images"]
                 .as_array()
                 .map(|a| {
@@ -275,7 +354,15 @@ fn store_dir() -> (PathBuf, Synthetic, Option<f64>) {
                         .collect()
                 })
                 .unwrap_or_default();
-            return (dir, Synthetic { run_id, images }, None);
+            return (
+                dir,
+                Synthetic {
+                    run_id,
+                    second,
+                    images,
+                },
+                None,
+            );
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -284,7 +371,7 @@ fn store_dir() -> (PathBuf, Synthetic, Option<f64>) {
     let secs = started.elapsed().as_secs_f64();
     std::fs::write(
         &done,
-        json!({"run_id": s.run_id, "images": s.images}).to_string(),
+        json!({"run_id": s.run_id, "second": s.second, "images": s.images}).to_string(),
     )
     .expect("write the bench store's marker");
     (dir, s, Some(secs))
@@ -401,6 +488,36 @@ fn main() {
                 "run_text_search",
                 format!("{run}?q={NEEDLE}"),
                 "sample-link",
+            ),
+            (
+                "run_score_wrong",
+                format!("{run}?score=wrong"),
+                "sample-link",
+            ),
+            (
+                "run_score_wrong_page_500",
+                format!("{run}?score=wrong&page=500"),
+                "sample-link",
+            ),
+            (
+                "run_disease_group_category",
+                format!("{run}?group=vascular&category=knowledge_gap"),
+                "sample-link",
+            ),
+            (
+                "case",
+                format!("{run}/cases/{}", case_id(COMPARED)),
+                "case-tasks",
+            ),
+            (
+                "compare",
+                format!(
+                    "{base}/compare?a={}&b={}&case={}",
+                    synthetic.run_id,
+                    synthetic.second,
+                    case_id(COMPARED)
+                ),
+                "data-side",
             ),
             (
                 "sample",

@@ -25,8 +25,25 @@ pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f7f8fa; borde
 .turn, .message { border-left: 3px solid #d8dce3; padding-left: 10px; margin: 10px 0; }
 form.filters { display: flex; flex-wrap: wrap; gap: 8px; align-items: end; margin: 8px 0; }
 form.filters label { display: flex; flex-direction: column; font-size: 12px; color: #4b5565; }
+form.filters input { width: 10em; }
 nav.pager { margin: 8px 0; display: flex; gap: 14px; }
 img.prompt { max-width: 320px; max-height: 320px; border: 1px solid #d8dce3; margin: 4px; }
+.wrong { color: #b54708; }
+pre#notes { font: inherit; white-space: pre-wrap; }
+p.note { background: #fff8e6; border: 1px solid #f1d48a; padding: 6px 10px; }
+code { background: #f2f4f7; padding: 0 3px; border-radius: 3px; }
+#case-images { display: flex; flex-wrap: wrap; gap: 12px; }
+#case-images figure { margin: 0; }
+img.full { display: block; max-width: 100%; height: auto; border: 1px solid #d8dce3; }
+figcaption { font-size: 12px; color: #4b5565; margin-top: 4px; }
+td.reference, .reference { color: #17803d; font-weight: 600; }
+a.sample-link.ok, a.sample-link.wrong, a.sample-link.muted { font-weight: 600; margin-right: 6px; }
+.pair { display: grid; grid-template-columns: 1fr 1fr; gap: 16px; }
+.side { min-width: 0; }
+.side h3 { margin: 6px 0; }
+.answer-card { border: 1px solid #e3e6eb; border-radius: 4px; padding: 6px 10px; margin: 8px 0; }
+.answer-card p { margin: 0 0 4px; }
+section.compare-task { border-top: 1px solid #d8dce3; margin-top: 18px; }
 "#;
 
 /// A whole page: `title` is plain text, `body` is HTML already escaped.

@@ -1,14 +1,31 @@
-//! nmb-serve: a read-only web viewer of stored runs (`nmb serve`).
+//! nmb-serve: a web viewer of stored runs that never writes, the pages where clinicians grade answers blind
+//! (`nmb serve`), and the pages where they answer cases themselves (`nmb review answer`).
 //!
 //! It owns the HTTP side: the routes, the server-rendered HTML pages, the security headers on every response and
 //! the optional bearer token. Pages: the runs list (`/`), a run with its headline scores and a filtered, paged
 //! table of samples (`/runs/{id}`), one sample with every turn, the prompt as sent and its score row
-//! (`/runs/{id}/samples/{index}?task=TASK`), and stored images (`/images/{sha256}`). Every page is a paged store
-//! query; no page loads a run whole. Everything a model wrote is escaped, and no page runs a script.
+//! (`/runs/{id}/samples/{index}?task=TASK`), a case with its images, EHR fields, notes, references and samples
+//! (`/runs/{id}/cases/{case}`), two runs of one suite side by side on a case (`/compare?a=RUN&b=RUN&case=CASE`),
+//! and stored images (`/images/{sha256}`). Every page is a paged store query; no page loads a run whole. Everything a model wrote is escaped, and no viewer page runs a script.
+//!
+//! The review side (`/review/{set}/…`, module `review`) is where clinicians grade answers blind: a reviewer's
+//! link (`/review/{set}?token=T`, printed by `nmb review create`) becomes a cookie scoped to the set;
+//! `/review/{set}/` resumes at their first ungraded item; `/review/{set}/items/{position}` shows one item as the
+//! model got it (case, question, images through `/review/{set}/images/{sha256}?item=N`, every turn's answer)
+//! with a form for the verdict, each rubric dimension with its anchors, the error class and a comment, and takes
+//! the grade by POST (appended to the store, never overwritten). Those pages never show a run id, a model, a
+//! score or another reviewer's grade; a reviewer token opens no viewer page, and the viewer's token is not needed
+//! for them. They alone load a script (`/review.js`: autosave and keyboard shortcuts) and work without it.
 //!
 //! It does not own SQL or the store's tables (`nmb-store`), scoring (`nmb-score`: it only reads the stored
-//! report's headline), or the published report (`nmb-report`). It never writes to the store. Clinician review,
-//! agreement and human baselines are not here.
+//! report's headline), the published report (`nmb-report`), or the rules of a review (`nmb-review`: tokens,
+//! who grades what, what a valid grade is). The viewer never writes to the store; the review pages write only
+//! grades. Agreement is not here.
+//!
+//! The answer pages (module `answer`, [`answer_router`], served by `nmb review answer` on a server of their own)
+//! are where a clinician answers a suite's cases for a human baseline: each question as the models got it,
+//! answers in free text or as a ranked differential appended to the store's human answers, and a finish button
+//! that has the command line build the `human:NAME` run.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), nmb_serve::ServeError> {
@@ -19,8 +36,13 @@
 //! # }
 //! ```
 
+mod answer;
+mod case;
+mod compare;
 mod html;
 mod pages;
+mod review;
+mod review_html;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -34,7 +56,14 @@ use axum::routing::get;
 use axum::Router;
 use nmb_store::Store;
 
+pub use answer::{
+    answer_router, differential_answer, AnswerSession, AnswerTask, Finish, PromptPart,
+    SOURCE as ANSWER_SOURCE,
+};
+pub use case::CaseQuery;
+pub use compare::CompareQuery;
 pub use pages::{RunQuery, SampleQuery};
+pub use review::CSP as REVIEW_CSP;
 
 /// The port `nmb serve` listens on unless told otherwise.
 pub const DEFAULT_PORT: u16 = 8686;
@@ -44,7 +73,7 @@ pub const DEFAULT_PORT: u16 = 8686;
 pub const CSP: &str = "default-src 'none'; img-src 'self'; style-src 'self'; form-action 'self'; \
                        frame-ancestors 'none'; base-uri 'none'";
 
-/// Request bodies larger than this are refused (every route is a GET).
+/// Request bodies larger than this are refused (every viewer route is a GET; the review routes set their own).
 const BODY_LIMIT: usize = 1024;
 
 /// Where to listen and who may ask.
@@ -174,7 +203,10 @@ pub fn router_with_token(store: Arc<Store>, token: Option<String>) -> Router {
         .route("/style.css", get(style))
         .route("/runs/{id}", get(run_page))
         .route("/runs/{id}/samples/{index}", get(sample_page))
+        .route("/runs/{id}/cases/{case}", get(case::handler))
+        .route("/compare", get(compare::handler))
         .route("/images/{sha256}", get(image))
+        .merge(review::routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(app.clone(), guard))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
@@ -183,8 +215,10 @@ pub fn router_with_token(store: Arc<Store>, token: Option<String>) -> Router {
 
 /// The token check, then the security headers on whatever the route answered (errors included).
 async fn guard(State(app): State<App>, request: Request, next: Next) -> Response {
+    // The review pages check reviewers' tokens themselves; the viewer's token plays no part there.
+    let review = review::is_review_path(request.uri().path());
     let mut response = match &app.token {
-        Some(token) => match authorize(token, &request) {
+        Some(token) if !review => match authorize(token, &request) {
             Access::Granted => next.run(request).await,
             Access::SetCookie => {
                 let mut r = Redirect::to("/").into_response();
@@ -200,11 +234,14 @@ async fn guard(State(app): State<App>, request: Request, next: Next) -> Response
             )
                 .into_response(),
         },
-        None => next.run(request).await,
+        _ => next.run(request).await,
     };
     let headers = response.headers_mut();
     for (name, value) in [
-        (header::CONTENT_SECURITY_POLICY, CSP),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            if review { review::CSP } else { CSP },
+        ),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         (header::REFERRER_POLICY, "no-referrer"),
         (header::X_FRAME_OPTIONS, "DENY"),

@@ -6,10 +6,12 @@ use std::fmt::Write as _;
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use nmb_chat::{StoredConversation, StoredPart};
+use nmb_score::results::ErrorCategory;
 use nmb_score::results::GroupAggregate;
 use nmb_stats::Estimate;
 use nmb_store::{
-    RunInfo, SampleFilter, SampleRecord, SampleScoreRow, SampleStatus, Store, StoreError,
+    RunInfo, SampleFilter, SampleRecord, SampleScoreRow, SampleStatus, ScoreOutcome, Store,
+    StoreError,
 };
 use serde::Deserialize;
 
@@ -70,7 +72,7 @@ impl IntoResponse for PageError {
 /// What a score report's headline needs. The store keeps these two members of each report apart from it, so
 /// the report itself (every sample's scoring, tens of megabytes for a large run) is never read.
 #[derive(Deserialize)]
-struct Headline {
+pub(crate) struct Headline {
     overall: GroupAggregate,
     #[serde(default, deserialize_with = "null_as_empty")]
     by_level_family: Vec<GroupAggregate>,
@@ -81,7 +83,7 @@ fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<GroupAggr
     Ok(Option::<Vec<GroupAggregate>>::deserialize(d)?.unwrap_or_default())
 }
 
-fn headline(store: &Store, run_id: &str) -> Result<Option<Headline>, PageError> {
+pub(crate) fn headline(store: &Store, run_id: &str) -> Result<Option<Headline>, PageError> {
     Ok(store
         .latest_score_headline(run_id)?
         .and_then(|json| serde_json::from_str(&json).ok()))
@@ -95,7 +97,7 @@ fn estimate(e: Option<&Estimate>) -> String {
     )
 }
 
-fn run_link(run_id: &str) -> String {
+pub(crate) fn run_link(run_id: &str) -> String {
     format!(
         "<a href=\"/runs/{}\">{}</a>",
         url_encode(run_id),
@@ -159,9 +161,19 @@ pub struct RunQuery {
     pub task: Option<String>,
     /// Text the answers contain.
     pub q: Option<String>,
+    /// `correct`, `wrong` or `unparseable`, in the latest score report.
+    pub score: Option<String>,
+    /// An error-taxonomy category, in the latest score report.
+    pub category: Option<String>,
+    /// A level, in the latest score report.
+    pub level: Option<String>,
+    /// A family, in the latest score report.
+    pub family: Option<String>,
+    /// A disease group, in the latest score report.
+    pub group: Option<String>,
 }
 
-fn nonempty(v: &Option<String>) -> Option<String> {
+pub(crate) fn nonempty(v: &Option<String>) -> Option<String> {
     v.as_deref()
         .map(str::trim)
         .filter(|s| !s.is_empty())
@@ -178,23 +190,48 @@ impl RunQuery {
                 ))
             })?),
         };
+        let outcome = match nonempty(&self.score) {
+            None => None,
+            Some(s) => Some(ScoreOutcome::parse(&s).ok_or_else(|| {
+                PageError::BadRequest(format!(
+                    "unknown score {s:?}: expected correct, wrong or unparseable"
+                ))
+            })?),
+        };
         Ok(SampleFilter {
             status,
             error_class: nonempty(&self.error),
             task_prefix: nonempty(&self.task),
             text: nonempty(&self.q),
+            outcome,
+            error_category: nonempty(&self.category),
+            level: nonempty(&self.level),
+            family: nonempty(&self.family),
+            disease_group: nonempty(&self.group),
         })
+    }
+
+    /// The filters that read the latest score report, with their values.
+    fn score_filters(&self) -> [(&'static str, &Option<String>); 5] {
+        [
+            ("score", &self.score),
+            ("category", &self.category),
+            ("level", &self.level),
+            ("family", &self.family),
+            ("group", &self.group),
+        ]
     }
 
     /// The query string of these filters on another page (`&`-joined, escaped for an attribute).
     fn link(&self, run_id: &str, page: u64) -> String {
         let mut q = vec![format!("page={page}")];
-        for (key, value) in [
+        let plain = [
             ("status", &self.status),
             ("error", &self.error),
             ("task", &self.task),
             ("q", &self.q),
-        ] {
+        ];
+        for (key, value) in plain.into_iter().chain(self.score_filters()) {
             if let Some(v) = nonempty(value) {
                 q.push(format!("{key}={}", url_encode(&v)));
             }
@@ -204,6 +241,44 @@ impl RunQuery {
 }
 
 /// `/runs/{id}`: the manifest, the headline, the level × family table and a page of samples.
+/// Resamples behind the run page's agreement intervals: fewer than the report's 10,000, so the page stays quick;
+/// `nmb report` and `nmb agreement --review` give the full ones.
+const REVIEW_RESAMPLES: usize = 1000;
+
+/// Judges against clinicians, for each review set that covers the run (nothing when none does; no score report
+/// is read then).
+fn review_block(body: &mut String, store: &Store, run_id: &str, name: &str) {
+    let options = nmb_calibration::AgreementOptions {
+        bootstrap: nmb_stats::BootstrapConfig {
+            resamples: REVIEW_RESAMPLES,
+            ..nmb_stats::BootstrapConfig::default()
+        },
+        ..nmb_calibration::AgreementOptions::default()
+    };
+    let calibrations = match nmb_review::run_calibrations(store, run_id, &options) {
+        Ok(c) => c,
+        // A review the page cannot measure (say, a score report of an older layout) must not hide the run.
+        Err(e) => {
+            tracing::warn!("nmb serve: review calibration of run {run_id}: {e}");
+            let _ = write!(
+                body,
+                "<p class=\"muted\" id=\"review-error\">A review set covers this run, but its judges could not be \
+                 measured here: {}</p>",
+                escape(&e.to_string())
+            );
+            return;
+        }
+    };
+    body.push_str(&nmb_report::review_section_html(name, &calibrations));
+    if !calibrations.is_empty() {
+        let _ = write!(
+            body,
+            "<p class=\"muted\">Intervals from {REVIEW_RESAMPLES} bootstrap resamples; <code>nmb report</code> and \
+             <code>nmb agreement --review</code> use more.</p>"
+        );
+    }
+}
+
 pub(crate) fn run(
     store: &Store,
     run_id: &str,
@@ -226,9 +301,21 @@ pub(crate) fn run(
     );
     manifest_block(&mut body, &run, &summary);
     scores_block(&mut body, head.as_ref());
+    review_block(&mut body, store, run_id, &run.manifest.display_name());
 
     body.push_str("<h2 id=\"samples\">Samples</h2>");
-    filter_form(&mut body, run_id, query, &summary.errors_by_class);
+    filter_form(
+        &mut body,
+        run_id,
+        query,
+        &summary.errors_by_class,
+        head.as_ref(),
+    );
+    if head.is_none() && query_reads_scores(query) {
+        body.push_str(
+            "<p class=\"muted\" id=\"unscored\">This run is not scored, so the score filters match nothing.</p>",
+        );
+    }
     let shown = samples.samples.len() as u64;
     let _ = write!(
         body,
@@ -237,14 +324,7 @@ pub(crate) fn run(
         if shown == 0 { 0 } else { first + 1 },
         first.saturating_add(shown)
     );
-    body.push_str(
-        "<table id=\"sample-table\"><tr><th>task</th><th>sample</th><th>status</th><th>error</th>\
-         <th>turns</th><th>answer</th></tr>",
-    );
-    for s in &samples.samples {
-        sample_row(&mut body, run_id, s);
-    }
-    body.push_str("</table>");
+    sample_table(&mut body, run_id, &samples, true);
     let pages = samples.total.div_ceil(PAGE_SIZE).max(1);
     body.push_str("<nav class=\"pager\">");
     if page_no > 1 {
@@ -263,6 +343,7 @@ pub(crate) fn run(
         );
     }
     body.push_str("</nav>");
+    crate::compare::compare_form(&mut body, store, &run, None)?;
     Ok(page(&format!("Run {run_id}"), &body))
 }
 
@@ -363,36 +444,48 @@ fn scores_block(body: &mut String, head: Option<&Headline>) {
     body.push_str("</table>");
 }
 
+fn query_reads_scores(query: &RunQuery) -> bool {
+    query
+        .score_filters()
+        .iter()
+        .any(|(_, v)| nonempty(v).is_some())
+}
+
 fn filter_form(
     body: &mut String,
     run_id: &str,
     query: &RunQuery,
     errors: &std::collections::BTreeMap<String, u64>,
+    head: Option<&Headline>,
 ) {
     let value = |v: &Option<String>| escape(&nonempty(v).unwrap_or_default());
-    let status = nonempty(&query.status).unwrap_or_default();
     let _ = write!(
         body,
-        "<form class=\"filters\" method=\"get\" action=\"/runs/{}\"><label>status<select name=\"status\">",
+        "<form class=\"filters\" method=\"get\" action=\"/runs/{}\">",
         escape(&url_encode(run_id))
     );
-    for s in ["", "ok", "errored", "pending"] {
-        let _ = write!(
-            body,
-            "<option value=\"{s}\"{}>{}</option>",
-            if s == status { " selected" } else { "" },
-            if s.is_empty() { "any" } else { s }
-        );
-    }
+    select(
+        body,
+        "status",
+        "status",
+        &query.status,
+        &["ok", "errored", "pending"],
+    );
     let _ = write!(
         body,
-        "</select></label><label>error class<input name=\"error\" value=\"{}\"></label>\
+        "<label>error class<input name=\"error\" value=\"{}\"></label>\
          <label>task prefix<input name=\"task\" value=\"{}\"></label>\
-         <label>answer contains<input name=\"q\" value=\"{}\"></label>\
-         <button type=\"submit\">filter</button> <a href=\"/runs/{}\">clear</a></form>",
+         <label>answer contains<input name=\"q\" value=\"{}\"></label>",
         value(&query.error),
         value(&query.task),
         value(&query.q),
+    );
+    if let Some(h) = head {
+        score_filter_fields(body, query, h);
+    }
+    let _ = write!(
+        body,
+        "<button type=\"submit\">filter</button> <a href=\"/runs/{}\">clear</a></form>",
         escape(&url_encode(run_id)),
     );
     if !errors.is_empty() {
@@ -416,7 +509,120 @@ fn filter_form(
     }
 }
 
-fn sample_href(run_id: &str, task_id: &str, sample_index: u32) -> String {
+/// The filters on the latest score report: the outcome, the error category, the level and family (those the
+/// headline's table has), and the disease group.
+fn score_filter_fields(body: &mut String, query: &RunQuery, head: &Headline) {
+    let outcomes: Vec<&str> = ScoreOutcome::ALL.iter().map(|o| o.as_str()).collect();
+    select(body, "score", "score", &query.score, &outcomes);
+    let categories: Vec<&str> = ErrorCategory::ALL.iter().map(|c| c.as_str()).collect();
+    select(
+        body,
+        "error category",
+        "category",
+        &query.category,
+        &categories,
+    );
+    let mut levels: Vec<&str> = head
+        .by_level_family
+        .iter()
+        .filter_map(|g| g.level.map(|l| l.as_str()))
+        .collect();
+    let mut families: Vec<&str> = head
+        .by_level_family
+        .iter()
+        .filter_map(|g| g.family.map(|f| f.as_str()))
+        .collect();
+    for list in [&mut levels, &mut families] {
+        list.sort_unstable();
+        list.dedup();
+    }
+    select(body, "level", "level", &query.level, &levels);
+    select(body, "family", "family", &query.family, &families);
+    let _ = write!(
+        body,
+        "<label>disease group<input name=\"group\" value=\"{}\"></label>",
+        escape(&nonempty(&query.group).unwrap_or_default())
+    );
+}
+
+/// A `<select>` with "any" first, then `options`, and the current value (kept even when it is not one of them).
+fn select(body: &mut String, label: &str, name: &str, current: &Option<String>, options: &[&str]) {
+    let current = nonempty(current).unwrap_or_default();
+    let _ = write!(
+        body,
+        "<label>{}<select name=\"{}\"><option value=\"\">any</option>",
+        escape(label),
+        escape(name)
+    );
+    let extra =
+        (!current.is_empty() && !options.contains(&current.as_str())).then_some(current.as_str());
+    for o in options.iter().copied().chain(extra) {
+        let _ = write!(
+            body,
+            "<option value=\"{}\"{}>{}</option>",
+            escape(o),
+            if o == current { " selected" } else { "" },
+            escape(o)
+        );
+    }
+    body.push_str("</select></label>");
+}
+
+/// The case a sample belongs to: its score row's, else the task id up to its first `/` (what the built-in
+/// formats name tasks by).
+pub(crate) fn case_of(task_id: &str, score: Option<&SampleScoreRow>) -> Option<String> {
+    match score {
+        Some(r) if !r.case_id.is_empty() => Some(r.case_id.clone()),
+        _ => task_id
+            .split_once('/')
+            .map(|(case, _)| case.to_string())
+            .filter(|c| !c.is_empty()),
+    }
+}
+
+/// `/runs/RUN/cases/CASE`.
+pub(crate) fn case_path(run_id: &str, case_id: &str) -> String {
+    format!("/runs/{}/cases/{}", url_encode(run_id), url_encode(case_id))
+}
+
+/// [`case_path`], escaped for an attribute.
+pub(crate) fn case_href(run_id: &str, case_id: &str) -> String {
+    escape(&case_path(run_id, case_id))
+}
+
+/// How a score row reads in a table: a CSS class and a word.
+pub(crate) fn verdict(r: &SampleScoreRow) -> (&'static str, String) {
+    match (r.status.as_str(), r.correct) {
+        ("parse_failed", _) => ("wrong", "unparseable".to_string()),
+        (_, Some(true)) => ("ok", "correct".to_string()),
+        (_, Some(false)) => ("wrong", "wrong".to_string()),
+        (status, None) => ("muted", status.replace('_', " ")),
+    }
+}
+
+/// A table of samples with links to each sample (and, when `with_case`, to its case), their status, score and
+/// the start of their answer.
+pub(crate) fn sample_table(
+    body: &mut String,
+    run_id: &str,
+    page: &nmb_store::SamplePage,
+    with_case: bool,
+) {
+    let _ = write!(
+        body,
+        "<table id=\"sample-table\"><tr><th>task</th>{}<th>sample</th><th>status</th><th>score</th>\
+         <th>error</th><th>turns</th><th>answer</th></tr>",
+        if with_case { "<th>case</th>" } else { "" }
+    );
+    let mut scores = page.scores.iter().peekable();
+    for s in &page.samples {
+        let score = scores.next_if(|r| r.task_id == s.task_id && r.sample_index == s.sample_index);
+        sample_row(body, run_id, s, score, with_case);
+    }
+    body.push_str("</table>");
+}
+
+pub(crate) fn sample_href(run_id: &str, task_id: &str, sample_index: u32) -> String {
     escape(&format!(
         "/runs/{}/samples/{sample_index}?task={}",
         url_encode(run_id),
@@ -424,7 +630,7 @@ fn sample_href(run_id: &str, task_id: &str, sample_index: u32) -> String {
     ))
 }
 
-fn excerpt(text: &str) -> String {
+pub(crate) fn excerpt(text: &str) -> String {
     let mut out: String = text.chars().take(EXCERPT_CHARS).collect();
     if text.chars().nth(EXCERPT_CHARS).is_some() {
         out.push('…');
@@ -432,22 +638,47 @@ fn excerpt(text: &str) -> String {
     out
 }
 
-fn sample_row(body: &mut String, run_id: &str, s: &SampleRecord) {
+fn sample_row(
+    body: &mut String,
+    run_id: &str,
+    s: &SampleRecord,
+    score: Option<&SampleScoreRow>,
+    with_case: bool,
+) {
     let answer = s
         .turns
         .last()
         .and_then(|t| t.text.as_deref())
         .map(excerpt)
         .unwrap_or_default();
+    let case = if with_case {
+        match case_of(&s.task_id, score) {
+            Some(c) => format!(
+                "<td><a class=\"case-link\" href=\"{}\">{}</a></td>",
+                case_href(run_id, &c),
+                escape(&c)
+            ),
+            None => "<td></td>".to_string(),
+        }
+    } else {
+        String::new()
+    };
+    let (class, word) = score.map_or(("muted", String::new()), verdict);
+    let category = score
+        .and_then(|r| r.error_category.as_deref())
+        .map(|c| format!(" · {}", escape(c)))
+        .unwrap_or_default();
     let _ = write!(
         body,
-        "<tr><td><a class=\"sample-link\" href=\"{}\">{}</a></td><td class=\"num\">{}</td>\
-         <td class=\"{}\">{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+        "<tr><td><a class=\"sample-link\" href=\"{}\">{}</a></td>{case}<td class=\"num\">{}</td>\
+         <td class=\"{}\">{}</td><td class=\"{class}\">{}{category}</td><td>{}</td><td class=\"num\">{}</td>\
+         <td>{}</td></tr>",
         sample_href(run_id, &s.task_id, s.sample_index),
         escape(&s.task_id),
         s.sample_index,
         s.status.as_str(),
         s.status.as_str(),
+        escape(&word),
         escape(s.error_class.as_deref().unwrap_or("")),
         s.turns.len(),
         escape(&answer),
@@ -485,8 +716,17 @@ pub(crate) fn sample(
     };
     let score = store.latest_sample_score(run_id, &task_id, sample_index)?;
 
+    let case = case_of(&task_id, score.as_ref())
+        .map(|c| {
+            format!(
+                " · case <a id=\"case-link\" href=\"{}\">{}</a>",
+                case_href(run_id, &c),
+                escape(&c)
+            )
+        })
+        .unwrap_or_default();
     let mut body = format!(
-        "<p>{} · <a href=\"/runs/{}?task={}\">{}</a></p><h1>{} <span class=\"muted\">sample {}</span></h1>",
+        "<p>{} · <a href=\"/runs/{}?task={}\">{}</a>{case}</p><h1>{} <span class=\"muted\">sample {}</span></h1>",
         run_link(run_id),
         escape(&url_encode(run_id)),
         escape(&url_encode(&task_id)),
@@ -559,7 +799,7 @@ pub(crate) fn sample(
     Ok(page(&format!("{task_id} sample {sample_index}"), &body))
 }
 
-fn score_block(body: &mut String, score: Option<&SampleScoreRow>) {
+pub(crate) fn score_block(body: &mut String, score: Option<&SampleScoreRow>) {
     body.push_str("<h2>Score</h2>");
     let Some(r) = score else {
         body.push_str("<p class=\"muted\">Not scored.</p>");
@@ -574,6 +814,7 @@ fn score_block(body: &mut String, score: Option<&SampleScoreRow>) {
         ("case", r.case_id.clone()),
         ("level", r.level.clone()),
         ("family", r.family.clone()),
+        ("disease group", opt(r.disease_group.as_deref())),
         ("scored as", format!("{} ({correct})", r.status)),
         ("matched rank", opt(r.matched_rank)),
         ("match method", opt(r.match_method.as_deref())),
@@ -595,23 +836,30 @@ fn score_block(body: &mut String, score: Option<&SampleScoreRow>) {
     body.push_str("</dl>");
 }
 
-fn prompt_block(
+pub(crate) fn prompt_block(
     store: &Store,
     body: &mut String,
     prompt_hash: &str,
     open: bool,
 ) -> Result<(), PageError> {
+    let json = store.prompt_body(prompt_hash)?;
+    render_prompt(body, prompt_hash, json.as_deref(), open);
+    Ok(())
+}
+
+/// A prompt as sent, from its stored JSON (`None`: not in the store), in a `<details>` block.
+pub(crate) fn render_prompt(body: &mut String, prompt_hash: &str, json: Option<&str>, open: bool) {
     let _ = write!(
         body,
         "<details class=\"prompt\"{}><summary>prompt as sent <span class=\"muted\">{}</span></summary>",
         if open { " open" } else { "" },
         escape(prompt_hash)
     );
-    match store.prompt_body(prompt_hash)? {
+    match json {
         None => body.push_str("<p class=\"muted\">The prompt is not in the store.</p>"),
-        Some(json) => match StoredConversation::parse(&json) {
+        Some(json) => match StoredConversation::parse(json) {
             Err(_) => {
-                let _ = write!(body, "<pre>{}</pre>", escape(&json));
+                let _ = write!(body, "<pre>{}</pre>", escape(json));
             }
             Ok(conv) => {
                 for m in &conv.messages {
@@ -645,7 +893,6 @@ fn prompt_block(
         },
     }
     body.push_str("</details>");
-    Ok(())
 }
 
 /// `/images/{sha256}`: the stored bytes, for a well-formed hash that the store holds.

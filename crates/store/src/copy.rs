@@ -146,6 +146,7 @@ const SCORE_COLUMNS: &[&str] = &[
     "bertscore_f",
     "error_category",
     "error_source",
+    "disease_group",
 ];
 const PROMPT_COLUMNS: &[&str] = &["prompt_hash", "created_ms", "body"];
 const CONTEXT_COLUMNS: &[&str] = &["model", "params", "template_id", "template_hash"];

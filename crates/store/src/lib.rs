@@ -49,7 +49,7 @@ pub use copy::CopyStats;
 pub use error::{Result, StoreError};
 pub use keys::{cache_key, canonical_json, canonical_json_str, format_utc_ms, now_ms};
 pub use manifest::{default_display_name, Manifest, Recorded, RunKind, SuiteSource, TemplateRef};
-pub use pages::{SampleFilter, SamplePage};
+pub use pages::{CaseLookup, CasePage, SampleFilter, SamplePage, ScoreOutcome};
 pub use query::{CallInfo, LatencyStats, RunSummary, SampleRecord, StoredImage, TurnRecord};
 pub use records::{
     CachedResponse, CallRecord, ChoiceRecord, ErrorInfo, ImageInput, SampleState, SampleStatus,
@@ -57,8 +57,8 @@ pub use records::{
 };
 pub use renders::RenderView;
 pub use reviews::{
-    AssignedItem, Grade, HumanAnswer, NewReviewSet, NewReviewer, ReviewItem, ReviewSet, ReviewerStatus,
-    StoredGrade,
+    AssignedItem, Grade, HumanAnswer, NewReviewSet, NewReviewer, ReviewItem, ReviewSet,
+    ReviewerStatus, StoredGrade,
 };
 pub use runs::{RunInfo, RunStatus};
 pub use schema::{latest_version, Migration, APPLICATION_ID, BUSY_TIMEOUT, MIGRATIONS};

@@ -26,6 +26,7 @@ pub const KNOWN_ERROR_CLASSES: &[&str] = &[
     "auth",
     "client_error",
     "other",
+    "no_answer",
 ];
 
 /// Image bytes to store, keyed by the SHA-256 of the bytes (lower-case hex).

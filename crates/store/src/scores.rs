@@ -24,6 +24,8 @@ pub struct SampleScoreRow {
     pub bertscore_f: Option<f64>,
     pub error_category: Option<String>,
     pub error_source: Option<String>,
+    /// The case's (or task's) `disease_group` metadata; `None` without one, and for rows stored before v9.
+    pub disease_group: Option<String>,
 }
 
 /// A report to store: its JSON text and rows.
@@ -66,8 +68,8 @@ impl Store {
                 db.exec(
                     "INSERT INTO sample_scores (run_id, config_hash, task_id, sample_index, case_id, family, level,
                          status, correct, matched_rank, match_method, rubric_overall, bertscore_f, error_category,
-                         error_source)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                         error_source, disease_group)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
                     args![
                         r.run_id,
                         r.config_hash,
@@ -84,6 +86,7 @@ impl Store {
                         s.bertscore_f,
                         s.error_category.as_deref(),
                         s.error_source.as_deref(),
+                        s.disease_group.as_deref(),
                     ],
                 )?;
             }
@@ -157,7 +160,7 @@ impl Store {
 /// The columns of `sample_scores` that [`score_row`] reads.
 pub(crate) const SCORE_COLUMNS: &str =
     "task_id, sample_index, case_id, family, level, status, correct, \
-     matched_rank, match_method, rubric_overall, bertscore_f, error_category, error_source";
+     matched_rank, match_method, rubric_overall, bertscore_f, error_category, error_source, disease_group";
 
 pub(crate) fn score_row(r: &Row) -> DbResult<SampleScoreRow> {
     Ok(SampleScoreRow {
@@ -174,6 +177,7 @@ pub(crate) fn score_row(r: &Row) -> DbResult<SampleScoreRow> {
         bertscore_f: r.get(10)?,
         error_category: r.get(11)?,
         error_source: r.get(12)?,
+        disease_group: r.get(13)?,
     })
 }
 

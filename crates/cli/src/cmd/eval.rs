@@ -364,9 +364,17 @@ pub fn run_with(args: &EvalArgs, at: &StoreAt, shared: Option<Scheduler>) -> Res
     if spec.backend == BackendKind::Local {
         eprintln!("loading local model {} ...", spec.model);
     }
-    let model = connect_model(&args.model, &ConnectOptions::default())
+    let connected = (spec.backend != BackendKind::Human)
+        .then(|| connect_model(&args.model, &ConnectOptions::default()))
+        .transpose()
         .with_context(|| format!("cannot use model {}", args.model))?;
-    let store = at.open()?;
+    let store = Arc::new(at.open()?);
+    let model = match connected {
+        Some(model) => model,
+        // A human's answers are read from the store, for the suite as planned here.
+        None => nmb_run::connect_human(&spec, store.clone(), &suite, &plan)
+            .with_context(|| format!("cannot use model {}", args.model))?,
+    };
     let mut settings = EvalSettings::new(model.spec.to_string());
     settings.params = args.params();
     settings.plan = plan;
@@ -386,7 +394,6 @@ pub fn run_with(args: &EvalArgs, at: &StoreAt, shared: Option<Scheduler>) -> Res
         .lease
         .or(at.is_shared().then_some(super::worker::DEFAULT_LEASE));
     settings.claiming = lease.map(super::worker::claiming);
-    let store = Arc::new(store);
     let scheduler = shared.unwrap_or_else(|| {
         let scheduler = Scheduler::new(args.scheduler_config());
         match &settings.claiming {

@@ -1,10 +1,12 @@
 //! One module per subcommand. Each exposes a clap `Args` type and a `run` returning the exit code.
 
 pub mod agreement;
+pub mod answer;
 pub mod bertscore;
 pub mod compare;
 pub mod eval;
 pub mod image;
+pub mod import;
 pub mod report;
 pub mod review;
 pub mod runs;

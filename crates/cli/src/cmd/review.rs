@@ -38,6 +38,9 @@ pub enum ReviewCommand {
     Export(ExportArgs),
     /// Revoke a reviewer's token at once
     Revoke(RevokeArgs),
+    /// Serve pages where a clinician answers a suite's cases; their answers become the run of human:NAME
+    #[command(after_help = super::answer::EXAMPLES)]
+    Answer(super::answer::AnswerArgs),
 }
 
 #[derive(Args)]
@@ -103,6 +106,7 @@ pub fn run(command: ReviewCommand, at: &StoreAt) -> Result<ExitCode> {
         ReviewCommand::Status(a) => status(a, at),
         ReviewCommand::Export(a) => export(a, at),
         ReviewCommand::Revoke(a) => revoke(a, at),
+        ReviewCommand::Answer(a) => super::answer::run(a, at),
     }
 }
 

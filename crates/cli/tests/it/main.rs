@@ -1,12 +1,14 @@
 //! The integration tests of `nmb`, one module per concern, linked into one test binary.
 
 mod agreement_cli;
+mod answer_browser;
 mod bertscore_cli;
 mod common;
 mod eval_cli;
 mod eval_faults;
 mod eval_scores;
 mod eval_wire;
+mod human;
 mod kill;
 mod leaderboard_site;
 mod llama_cpp_server;
@@ -16,7 +18,9 @@ mod postgres_store;
 mod pubmedqa;
 mod replicas;
 mod report_cli;
+mod review_browser;
 mod review_cli;
+mod review_done;
 mod revision;
 mod score_cli;
 mod secrets;

@@ -1,5 +1,6 @@
 //! `nmb serve` in headless Chromium through WebDriver, as a person would use it: the runs list, a click through
-//! to the run, a filter, a click through to a sample, and that sample's answer and prompt image on the page.
+//! to the run, a filter, a click through to the sample's case (its images loaded, its EHR fields and samples),
+//! a click through to the sample, and that sample's answer and prompt image on the page.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -12,7 +13,7 @@ use nmb_test_support::browser::{screenshot_dir, WebDriver};
 use crate::common::*;
 
 /// Kills the server when the test ends, however it ends.
-struct Server(Child);
+pub(crate) struct Server(Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -22,7 +23,7 @@ impl Drop for Server {
 }
 
 /// Starts `nmb serve --port 0` on `runs` and reads the URL it prints.
-fn start_server(runs: &Path) -> (Server, String) {
+pub(crate) fn start_server(runs: &Path) -> (Server, String) {
     let mut child = nmb_command(runs)
         .args(["serve", "--port", "0"])
         .stdout(Stdio::piped())
@@ -45,7 +46,7 @@ fn start_server(runs: &Path) -> (Server, String) {
 }
 
 #[test]
-fn a_run_can_be_browsed_down_to_a_sample() {
+fn a_run_can_be_browsed_down_to_a_case_and_a_sample() {
     let dir = tempfile::tempdir().expect("temp dir");
     let runs = dir.path().join("runs");
     let fake = server(Config::default());
@@ -134,12 +135,51 @@ async fn browse(url: &str, run_id: &str, task: &str, index: u32, answer: &str) {
     assert!(count.starts_with("2 matching"), "{count}");
     let links = c.find_all(Locator::Css("a.sample-link")).await.unwrap();
     assert_eq!(links.len(), 2);
-    links[index as usize].click().await.unwrap();
+
+    // The sample's case: its tasks, its images at full size, its EHR fields, and a link to the sample.
+    c.find(Locator::Css("a.case-link"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let tasks = wait_for_text(c, "#case-tasks", |t| t.contains(task)).await;
+    assert!(tasks.contains(task), "{tasks}");
+    let ehr = wait_for_text(c, "#ehr", |t| !t.is_empty()).await;
+    assert!(!ehr.is_empty(), "the case's EHR fields");
+    assert!(
+        loop_until_loaded(c, "img.full").await > 0,
+        "the case's image did not load"
+    );
+    assert!(c.current_url().await.unwrap().as_str().contains("/cases/"));
+    let png = c.screenshot().await.unwrap();
+    let path = screenshot_dir().join("serve-case.png");
+    std::fs::write(&path, png).unwrap();
+    eprintln!("screenshot: {}", path.display());
+    let wanted = format!("/samples/{index}?task={}", task.replace('/', "%2F"));
+    let mut link = None;
+    for a in c
+        .find_all(Locator::Css("#sample-table a.sample-link"))
+        .await
+        .unwrap()
+    {
+        if a.attr("href")
+            .await
+            .unwrap()
+            .is_some_and(|h| h.ends_with(&wanted))
+        {
+            link = Some(a);
+        }
+    }
+    link.expect("the case page links the sample")
+        .click()
+        .await
+        .unwrap();
 
     // The sample: the stored answer as text, and the prompt's image loaded.
     let shown = wait_for_text(c, "pre.answer", |t| !t.is_empty()).await;
     assert_eq!(shown.trim(), answer.trim());
-    let width = loop_until_loaded(c).await;
+    let width = loop_until_loaded(c, "img.prompt").await;
     assert!(width > 0, "the prompt image did not load");
     let current = c.current_url().await.unwrap();
     assert!(
@@ -156,7 +196,7 @@ async fn browse(url: &str, run_id: &str, task: &str, index: u32, answer: &str) {
 
 /// The text of the first element matching `css` once it satisfies `done` (or, after 10 s, whatever it last
 /// was): a page still being replaced may not have the element yet, or lose it between finding and reading.
-async fn wait_for_text(c: &Client, css: &str, done: impl Fn(&str) -> bool) -> String {
+pub(crate) async fn wait_for_text(c: &Client, css: &str, done: impl Fn(&str) -> bool) -> String {
     let mut last = String::new();
     for _ in 0..100 {
         if let Ok(element) = c.find(Locator::Css(css)).await {
@@ -172,14 +212,14 @@ async fn wait_for_text(c: &Client, css: &str, done: impl Fn(&str) -> bool) -> St
     last
 }
 
-/// The first prompt image's `naturalWidth` once it has loaded (0 if it never does).
-async fn loop_until_loaded(c: &Client) -> u64 {
+/// The `naturalWidth` of the first image matching `css` once it has loaded (0 if it never does).
+async fn loop_until_loaded(c: &Client, css: &str) -> u64 {
     for _ in 0..50 {
         let v = c
             .execute(
-                "const i = document.querySelector('img.prompt'); \
+                "const i = document.querySelector(arguments[0]); \
                  return i && i.complete ? i.naturalWidth : -1;",
-                vec![],
+                vec![serde_json::json!(css)],
             )
             .await
             .unwrap();

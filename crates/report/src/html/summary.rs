@@ -75,7 +75,11 @@ pub(super) fn headline(h: &mut String, runs: &[RunData], analysis: &Analysis) {
 /// The accuracy, and below it the clinician-corrected rate when a review measured the scoring's decisions.
 fn accuracy_cell(r: &RunData, accuracy: Option<&nmb_stats::Estimate>) -> String {
     match crate::calibration::corrected_note(r) {
-        Some(note) => format!("{}<br><span class=\"ci\">{}</span>", pct(accuracy), escape(&note)),
+        Some(note) => format!(
+            "{}<br><span class=\"ci\">{}</span>",
+            pct(accuracy),
+            escape(&note)
+        ),
         None => pct(accuracy),
     }
 }

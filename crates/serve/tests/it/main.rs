@@ -1,4 +1,6 @@
 //! The integration tests of `nmb-serve`: a store built through its public API, the viewer on a real loopback
 //! listener, and plain HTTP requests against it.
 
+mod cases;
 mod pages;
+mod review;

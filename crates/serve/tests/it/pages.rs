@@ -6,10 +6,10 @@ use nmb_store::{CallRecord, ChoiceRecord, ErrorInfo, ImageInput, ScoreReportReco
 use sha2::{Digest, Sha256};
 
 const MODEL: &str = "openai:test-model@http://127.0.0.1:9";
-const XSS: &str = "<script>alert(1)</script> and <img src=x onerror=alert(1)>";
+pub(crate) const XSS: &str = "<script>alert(1)</script> and <img src=x onerror=alert(1)>";
 const TASKS: usize = 30;
 
-fn sha(bytes: &[u8]) -> String {
+pub(crate) fn sha(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
@@ -19,43 +19,200 @@ fn png() -> Vec<u8> {
     out
 }
 
-struct Fixture {
+pub(crate) struct Fixture {
     _dir: tempfile::TempDir,
-    store: Arc<Store>,
-    run_id: String,
-    image: String,
+    pub store: Arc<Store>,
+    pub run_id: String,
+    /// Another run of the same suite, unscored: `case-05/dx` and `case-06/dx`, two samples each.
+    pub second: String,
+    /// A run of another suite (hash `other`) with `case-05/dx`.
+    pub other_suite: String,
+    pub image: String,
 }
 
 fn task(i: usize) -> String {
     format!("case-{i:02}/dx")
 }
 
+fn manifest(suite_hash: &str, name: &str) -> nmb_store::Manifest {
+    serde_json::from_value(serde_json::json!({
+        "nmb_version": "0.1.0", "suite_id": "sample", "suite_hash": suite_hash,
+        "template_id": "depth-v1", "template_hash": "def", "model": MODEL, "display_name": name,
+        "params": {"temperature": 0.7}, "input_mode": "full", "samples": 2, "dropped_inputs": []
+    }))
+    .unwrap()
+}
+
+/// What the EHR's history says for case `i` (case 05's holds a script).
+pub(crate) fn history(i: usize) -> String {
+    if i == 5 {
+        XSS_EHR.to_string()
+    } else {
+        format!("hypertension for {i} years")
+    }
+}
+
+pub(crate) const XSS_EHR: &str = "<script>alert(2)</script>";
+pub(crate) const XSS_NOTES: &str = "Found <b onmouseover=alert(3)>confused</b> at home.";
+pub(crate) const XSS_REFERENCE: &str = "<script>alert(4)</script> glioma";
+
+/// The prompt of task `i` as depth-v1 renders it: EHR fields, notes, the image, then the question.
+fn prompt_body(i: usize, image: &str) -> String {
+    let t = task(i);
+    let notes = if i == 5 {
+        XSS_NOTES.to_string()
+    } else {
+        format!("Headache for {i} days.\n\nNo fever.")
+    };
+    let head = format!(
+        "Electronic health record:\nAge: {}\nSex: female\nHistory: {}\n\nClinical notes:\n{notes}\n\n\
+         Images (1):\n\nImage 1\n",
+        40 + i,
+        history(i)
+    );
+    let question = format!("\nQuestion: What is the diagnosis for {t}?\n\nAnswer concisely.");
+    serde_json::json!({"messages": [
+        {"parts": [{"text": "You are an experienced neurology expert."}], "role": "system"},
+        {"parts": [{"text": head}, {"image": image, "mime": "image/png"}, {"text": question}], "role": "user"}
+    ]})
+    .to_string()
+}
+
+/// The reference diagnosis of case `i` (case 05's holds a script).
+pub(crate) fn reference(i: usize) -> String {
+    if i == 5 {
+        XSS_REFERENCE.to_string()
+    } else {
+        format!("Glioblastoma {i}")
+    }
+}
+
+/// Case `i`'s family: lesion for cases 07 and 08, else differential.
+fn family(i: usize) -> &'static str {
+    if matches!(i, 7 | 8) {
+        "lesion"
+    } else {
+        "differential"
+    }
+}
+
+/// One sample's score row. Sample 0 is correct, sample 1 wrong (reasoning failures for even cases, perceptual
+/// ones for odd), except `case-03/dx` 1 (errored) and `case-04/dx` 1 (unparseable). Cases 20–29 are `complex`,
+/// the rest `direct`; even cases are `Neoplasm`, odd ones `Vascular`.
+fn score_row(i: usize, sample: u32) -> nmb_store::SampleScoreRow {
+    let (failed, unparseable) = ((i, sample) == (3, 1), (i, sample) == (4, 1));
+    let category = if i.is_multiple_of(2) {
+        "reasoning_failure"
+    } else {
+        "perceptual_failure"
+    };
+    nmb_store::SampleScoreRow {
+        task_id: task(i),
+        sample_index: sample,
+        case_id: format!("case-{i:02}"),
+        family: family(i).into(),
+        level: if i >= 20 { "complex" } else { "direct" }.into(),
+        status: match (failed, unparseable) {
+            (true, _) => "errored",
+            (_, true) => "parse_failed",
+            _ => "ok",
+        }
+        .into(),
+        correct: (!failed).then_some(sample == 0),
+        matched_rank: (!failed && sample == 0).then_some(1),
+        match_method: Some("exact".into()),
+        error_category: (sample == 1 && !failed && !unparseable).then(|| category.into()),
+        disease_group: Some(
+            if i.is_multiple_of(2) {
+                "Neoplasm"
+            } else {
+                "Vascular"
+            }
+            .into(),
+        ),
+        ..Default::default()
+    }
+}
+
+/// The score report's entry for a sample, as nmb-score writes it (checked against its type).
+fn report_sample(r: &nmb_store::SampleScoreRow, i: usize) -> serde_json::Value {
+    let lesion = family(i) == "lesion";
+    let entry = serde_json::json!({
+        "task_id": r.task_id, "sample_index": r.sample_index, "case_id": r.case_id, "family": r.family,
+        "level": r.level, "disease_group": r.disease_group, "modality": "MRI",
+        "case_metadata": {"organ": "brain", "source": "synthetic"},
+        "status": r.status, "error_class": null, "parsed": null, "parse_error": null, "correct": r.correct,
+        "unresolved": false,
+        "diagnosis": if lesion { serde_json::Value::Null } else { serde_json::json!({
+            "reference": reference(i), "matched_rank": r.matched_rank, "method": null,
+            "top_1": r.correct == Some(true), "top_5": r.correct == Some(true), "candidates": []}) },
+        "lesion": if lesion { serde_json::json!({
+            "reference_type": "acute infarct", "reference_location": "left MCA territory",
+            "type_match": null, "location_match": null}) } else { serde_json::Value::Null },
+        "rubric": null, "bertscore": null, "taxonomy": null, "breadth": null
+    });
+    serde_json::from_value::<nmb_score::results::SampleScore>(entry.clone())
+        .expect("the entry reads as nmb-score's SampleScore");
+    entry
+}
+
 /// 30 tasks × 2 samples: `case-03/dx` sample 1 errored with a timeout, `case-05/dx` sample 0 answers with an
-/// XSS payload, `case-07/dx` sample 1 mentions a needle; every prompt shows one image. Scored, with a report.
-fn fixture() -> Fixture {
+/// XSS payload, `case-07/dx` sample 1 mentions a needle; every prompt shows one image after the case's EHR
+/// fields and notes. Scored (see [`score_row`]), with a report that holds every sample's reference. Beside it,
+/// [`Fixture::second`] and [`Fixture::other_suite`].
+pub(crate) fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open_dir(dir.path().join("runs")).unwrap();
     fill(dir, store)
 }
 
+fn record(store: &Store, run_id: &str, t: &str, prompt: &str, sample: u32, text: Option<&str>) {
+    let call = CallRecord {
+        run_id,
+        task_id: t,
+        turn_index: 0,
+        prompt_hash: prompt,
+        model: MODEL,
+        params_json: r#"{"temperature":0.7}"#,
+        template_id: "depth-v1",
+        template_hash: "def",
+        error: text.is_none().then_some(ErrorInfo {
+            class: "timeout",
+            message: "no answer in 60 s",
+        }),
+        attempts: if text.is_none() { 3 } else { 1 },
+        raw: Some("{}"),
+        tokens_in: Some(120),
+        tokens_out: Some(9),
+        latency_ms: Some(42),
+        started_ms: 1_000,
+        finished_ms: 1_042,
+    };
+    let choice = ChoiceRecord {
+        sample_index: sample,
+        choice_index: 0,
+        text,
+        error: None,
+        final_turn: true,
+    };
+    store.record_call(&call, &[choice]).unwrap();
+}
+
 fn fill(dir: tempfile::TempDir, store: Store) -> Fixture {
-    let manifest: nmb_store::Manifest = serde_json::from_value(serde_json::json!({
-        "nmb_version": "0.1.0", "suite_id": "sample", "suite_hash": "abc",
-        "template_id": "depth-v1", "template_hash": "def", "model": MODEL, "display_name": "Test Model",
-        "params": {"temperature": 0.7}, "input_mode": "full", "samples": 2, "dropped_inputs": []
-    }))
-    .unwrap();
-    let run_id = store.create_run("cfg", &manifest).unwrap().run_id;
+    let run_id = store
+        .create_run("cfg", &manifest("abc", "Test Model"))
+        .unwrap()
+        .run_id;
     let bytes = png();
     let image = sha(&bytes);
     let tasks: Vec<String> = (0..TASKS).map(task).collect();
     let plan: Vec<(&str, u32)> = tasks.iter().map(|t| (t.as_str(), 2)).collect();
     store.plan_samples(&run_id, &plan).unwrap();
     let mut rows = Vec::new();
-    for t in &tasks {
-        let body = format!(
-            r#"{{"messages":[{{"parts":[{{"image":"{image}","mime":"image/png"}},{{"text":"What is the diagnosis for {t}?"}}],"role":"user"}}]}}"#
-        );
+    let mut entries = Vec::new();
+    let mut prompts = Vec::new();
+    for (i, t) in tasks.iter().enumerate() {
+        let body = prompt_body(i, &image);
         let prompt = sha(body.as_bytes());
         store
             .put_prompt(
@@ -75,69 +232,21 @@ fn fill(dir: tempfile::TempDir, store: Store) -> Fixture {
                 _ => format!("Glioblastoma for {t} sample {sample}"),
             };
             let failed = (t.as_str(), sample) == ("case-03/dx", 1);
-            let call = CallRecord {
-                run_id: &run_id,
-                task_id: t,
-                turn_index: 0,
-                prompt_hash: &prompt,
-                model: MODEL,
-                params_json: r#"{"temperature":0.7}"#,
-                template_id: "depth-v1",
-                template_hash: "def",
-                error: failed.then_some(ErrorInfo {
-                    class: "timeout",
-                    message: "no answer in 60 s",
-                }),
-                attempts: if failed { 3 } else { 1 },
-                raw: Some("{}"),
-                tokens_in: Some(120),
-                tokens_out: Some(9),
-                latency_ms: Some(42),
-                started_ms: 1_000,
-                finished_ms: 1_042,
-            };
-            let choice = ChoiceRecord {
-                sample_index: sample,
-                choice_index: 0,
-                text: (!failed).then_some(text.as_str()),
-                error: None,
-                final_turn: true,
-            };
-            store.record_call(&call, &[choice]).unwrap();
-            rows.push(nmb_store::SampleScoreRow {
-                task_id: t.clone(),
-                sample_index: sample,
-                case_id: t.split('/').next().unwrap().to_string(),
-                family: "differential".into(),
-                level: "direct".into(),
-                status: if failed { "errored" } else { "ok" }.into(),
-                correct: (!failed).then_some(sample == 0),
-                matched_rank: (!failed && sample == 0).then_some(1),
-                match_method: Some("exact".into()),
-                ..Default::default()
-            });
+            record(
+                &store,
+                &run_id,
+                t,
+                &prompt,
+                sample,
+                (!failed).then_some(text.as_str()),
+            );
+            let row = score_row(i, sample);
+            entries.push(report_sample(&row, i));
+            rows.push(row);
         }
+        prompts.push(prompt);
     }
-    let est = |v: f64, lo: f64, hi: f64| {
-        serde_json::json!({"value": v, "ci_low": lo, "ci_high": hi, "level": 0.95,
-            "method": "cluster_percentile_bootstrap", "seed": 7, "resamples": 1000, "n": 59})
-    };
-    let group = |by: &str| {
-        serde_json::json!({
-            "by": by, "level": if by == "overall" { serde_json::Value::Null } else { "direct".into() },
-            "family": if by == "overall" { serde_json::Value::Null } else { "differential".into() },
-            "tasks": 30, "cases": 30, "samples": 60, "n": 59, "correct": 30, "errored": 1, "pending": 0,
-            "no_reference": 0, "parse_failed": 0, "unresolved": 0, "accuracy": est(0.508, 0.4, 0.6),
-            "pass_at_1": {"k": 1, "unbiased_estimator": est(0.42, 0.3, 0.55), "unbiased_tasks": 30,
-                          "top_k_in_answer": est(0.51, 0.4, 0.6), "top_k_samples": 59},
-            "pass_at_5": {"k": 5, "unbiased_estimator": est(0.81, 0.7, 0.9), "unbiased_tasks": 30,
-                          "top_k_in_answer": null, "top_k_samples": 0}
-        })
-    };
-    let report = serde_json::json!({"overall": group("overall"), "by_level_family": [group("level_family")]});
-    // The report parses as nmb-score's own type, so the page reads what `nmb score` writes.
-    serde_json::from_value::<nmb_score::results::GroupAggregate>(report["overall"].clone())
-        .unwrap();
+    let report = report_json(entries);
     store
         .save_score_report(&ScoreReportRecord {
             run_id: &run_id,
@@ -147,16 +256,85 @@ fn fill(dir: tempfile::TempDir, store: Store) -> Fixture {
             samples: &rows,
         })
         .unwrap();
+
+    let second = store
+        .create_run("cfg-2", &manifest("abc", "Second Model"))
+        .unwrap()
+        .run_id;
+    store
+        .plan_samples(&second, &[("case-05/dx", 2), ("case-06/dx", 2)])
+        .unwrap();
+    for (i, t) in [(5, "case-05/dx"), (6, "case-06/dx")] {
+        for sample in 0..2u32 {
+            let text = format!("Second model thinks meningioma ({t} {sample})");
+            record(&store, &second, t, &prompts[i], sample, Some(&text));
+        }
+    }
+    let other_suite = store
+        .create_run("cfg-3", &manifest("other", "Other Suite"))
+        .unwrap()
+        .run_id;
+    store
+        .plan_samples(&other_suite, &[("case-05/dx", 1)])
+        .unwrap();
+    record(
+        &store,
+        &other_suite,
+        "case-05/dx",
+        &prompts[5],
+        0,
+        Some("other"),
+    );
     Fixture {
         _dir: dir,
         store: Arc::new(store),
         run_id,
+        second,
+        other_suite,
         image,
     }
 }
 
+/// A score report with the given samples and a fixed headline (parsed as nmb-score's own aggregate, so the
+/// page reads what `nmb score` writes).
+pub(crate) fn report_json(samples: Vec<serde_json::Value>) -> serde_json::Value {
+    let est = |v: f64, lo: f64, hi: f64| {
+        serde_json::json!({"value": v, "ci_low": lo, "ci_high": hi, "level": 0.95,
+            "method": "cluster_percentile_bootstrap", "seed": 7, "resamples": 1000, "n": 59})
+    };
+    let group = |by: &str, level: &str, family: &str| {
+        let overall = by == "overall";
+        let name = |v: &str| {
+            if overall {
+                serde_json::Value::Null
+            } else {
+                v.into()
+            }
+        };
+        serde_json::json!({
+            "by": by, "level": name(level), "family": name(family),
+            "tasks": 30, "cases": 30, "samples": 60, "n": 59, "correct": 30, "errored": 1, "pending": 0,
+            "no_reference": 0, "parse_failed": 0, "unresolved": 0, "accuracy": est(0.508, 0.4, 0.6),
+            "pass_at_1": {"k": 1, "unbiased_estimator": est(0.42, 0.3, 0.55), "unbiased_tasks": 30,
+                          "top_k_in_answer": est(0.51, 0.4, 0.6), "top_k_samples": 59},
+            "pass_at_5": {"k": 5, "unbiased_estimator": est(0.81, 0.7, 0.9), "unbiased_tasks": 30,
+                          "top_k_in_answer": null, "top_k_samples": 0}
+        })
+    };
+    let report = serde_json::json!({
+        "samples": samples,
+        "overall": group("overall", "", ""),
+        "by_level_family": [group("level_family", "direct", "differential"),
+                            group("level_family", "direct", "lesion"),
+                            group("level_family", "complex", "differential")]
+    });
+    serde_json::from_value::<nmb_score::results::GroupAggregate>(report["overall"].clone())
+        .unwrap();
+    report
+}
+
 /// The viewer on a free loopback port; returns its base URL (`http://127.0.0.1:PORT`).
-async fn start(store: Arc<Store>, token: Option<&str>) -> String {
+pub(crate) async fn start(store: Arc<Store>, token: Option<&str>) -> String {
     let bound = nmb_serve::bind(&ServeOptions {
         port: 0,
         token: token.map(str::to_string),
@@ -169,25 +347,25 @@ async fn start(store: Arc<Store>, token: Option<&str>) -> String {
     url.trim_end_matches('/').to_string()
 }
 
-fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap()
 }
 
-async fn get(url: &str) -> (u16, reqwest::header::HeaderMap, String) {
+pub(crate) async fn get(url: &str) -> (u16, reqwest::header::HeaderMap, String) {
     let r = client().get(url).send().await.unwrap();
     let status = r.status().as_u16();
     let headers = r.headers().clone();
     (status, headers, r.text().await.unwrap())
 }
 
-fn rows(html: &str) -> usize {
+pub(crate) fn rows(html: &str) -> usize {
     html.matches("class=\"sample-link\"").count()
 }
 
-fn assert_secure(headers: &reqwest::header::HeaderMap) {
+pub(crate) fn assert_secure(headers: &reqwest::header::HeaderMap) {
     assert_eq!(headers["content-security-policy"], CSP);
     assert_eq!(headers["x-content-type-options"], "nosniff");
 }
@@ -276,6 +454,98 @@ async fn a_run_page_pages_and_filters_its_samples() {
     let (_, _, xss) = get(&format!("{run}?task=case-05")).await;
     assert!(!xss.contains("<script>alert") && !xss.contains("<img src=x"));
     assert!(xss.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+}
+
+/// The count line of a run's page: `N matching`.
+fn matching(html: &str) -> u64 {
+    let at = html.find("id=\"count\">").expect("a count") + "id=\"count\">".len();
+    html[at..]
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("a number")
+}
+
+#[tokio::test]
+async fn score_filters_select_by_outcome_category_level_family_and_disease_group() {
+    let f = fixture();
+    let base = start(f.store.clone(), None).await;
+    let run = format!("{base}/runs/{}", f.run_id);
+    for (query, expected) in [
+        ("score=correct", 30),
+        ("score=wrong", 29),
+        ("score=unparseable", 1),
+        ("category=reasoning_failure", 14),
+        ("category=perceptual_failure", 14),
+        ("level=complex", 20),
+        ("family=lesion", 4),
+        ("group=NEOPLASM", 30),
+        ("group=Vascular&score=wrong", 14),
+        ("level=complex&family=lesion", 0),
+        ("score=wrong&task=case-0&status=ok", 9),
+        ("score=&category=&level=&family=&group=", 60),
+    ] {
+        let (status, headers, html) = get(&format!("{run}?{query}")).await;
+        assert_eq!(status, 200, "{query}");
+        assert_secure(&headers);
+        assert_eq!(matching(&html), expected, "{query}");
+        assert_eq!(rows(&html), expected.min(50) as usize, "{query}");
+    }
+    let (_, _, unparseable) = get(&format!("{run}?score=unparseable")).await;
+    assert!(unparseable.contains("case-04/dx") && unparseable.contains(">unparseable<"));
+    let (_, _, lesion) = get(&format!("{run}?family=lesion")).await;
+    assert!(lesion.contains("case-07/dx") && lesion.contains("case-08/dx"));
+    assert!(
+        lesion.contains("perceptual_failure"),
+        "the score column names the category"
+    );
+    // The form offers the headline's levels and families and keeps what was chosen; the pager keeps it too.
+    let (_, _, wrong) = get(&format!("{run}?score=wrong&group=neoplasm")).await;
+    assert!(wrong.contains("<option value=\"wrong\" selected>"));
+    assert!(wrong.contains("<option value=\"complex\">complex</option>"));
+    assert!(wrong.contains("<option value=\"lesion\">lesion</option>"));
+    assert!(wrong.contains("<option value=\"reasoning_failure\">"));
+    assert!(wrong.contains("name=\"group\" value=\"neoplasm\""));
+    let (_, _, page1) = get(&format!("{run}?score=correct&page=1")).await;
+    assert!(!page1.contains("rel=\"next\""), "30 fit on one page");
+    let (_, _, all_ok) = get(&format!("{run}?group=neoplasm&level=direct")).await;
+    assert_eq!(matching(&all_ok), 20);
+
+    let (status, _, bad) = get(&format!("{run}?score=maybe")).await;
+    assert_eq!(status, 400);
+    assert!(bad.contains("unknown score") && bad.contains("correct, wrong or unparseable"));
+    // An unscored run has no score fields, and says why a score filter in its address matches nothing.
+    let second = format!("{base}/runs/{}", f.second);
+    let (status, _, plain) = get(&second).await;
+    assert_eq!(status, 200);
+    assert!(!plain.contains("name=\"score\"") && !plain.contains("id=\"unscored\""));
+    let (_, _, html) = get(&format!("{second}?score=correct")).await;
+    assert_eq!(matching(&html), 0);
+    assert!(html.contains("id=\"unscored\""));
+}
+
+#[tokio::test]
+async fn the_run_table_links_each_sample_to_its_case_and_shows_its_score() {
+    let f = fixture();
+    let base = start(f.store.clone(), None).await;
+    let (_, _, html) = get(&format!("{base}/runs/{}?task=case-04", f.run_id)).await;
+    assert!(html.contains(&format!(
+        "class=\"case-link\" href=\"/runs/{}/cases/case-04\"",
+        f.run_id
+    )));
+    assert!(html.contains("<td class=\"ok\">correct</td>"));
+    assert!(html.contains("<td class=\"wrong\">unparseable</td>"));
+    // Unscored, the case comes from the task id.
+    let (_, _, second) = get(&format!("{base}/runs/{}", f.second)).await;
+    assert!(second.contains(&format!("href=\"/runs/{}/cases/case-06\"", f.second)));
+    // The sample page links to its case.
+    let sample = format!("{base}/runs/{}/samples/1?task=case-07%2Fdx", f.run_id);
+    let (_, _, html) = get(&sample).await;
+    assert!(html.contains(&format!(
+        "id=\"case-link\" href=\"/runs/{}/cases/case-07\"",
+        f.run_id
+    )));
+    assert!(html.contains("<dt>disease group</dt><dd>Vascular</dd>"));
 }
 
 #[tokio::test]
@@ -432,6 +702,25 @@ async fn the_viewer_reads_a_postgres_store_too() {
     assert_eq!(rows(&run), 1);
     let (_, _, page2) = get(&format!("{base}/runs/{}?page=2", f.run_id)).await;
     assert_eq!(rows(&page2), 10);
+    let (_, _, wrong) = get(&format!(
+        "{base}/runs/{}?score=wrong&group=vascular",
+        f.run_id
+    ))
+    .await;
+    assert_eq!(rows(&wrong), 14);
+    let (status, _, case) = get(&format!("{base}/runs/{}/cases/case-05", f.run_id)).await;
+    assert_eq!(status, 200);
+    assert!(
+        case.contains("&lt;script&gt;alert(4)&lt;/script&gt; glioma")
+            && case.contains("<dt>Age</dt>")
+    );
+    let (status, _, unscored) = get(&format!("{base}/runs/{}/cases/case-06", f.second)).await;
+    assert_eq!(status, 200);
+    assert!(unscored.contains("id=\"lookup\""));
+    let compare = format!("{base}/compare?a={}&b={}&case=case-05", f.run_id, f.second);
+    let (status, _, html) = get(&compare).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("Second model thinks meningioma (case-05/dx 1)"));
     let sample = format!("{base}/runs/{}/samples/0?task=case-05%2Fdx", f.run_id);
     let (status, _, html) = get(&sample).await;
     assert_eq!(status, 200);

@@ -79,8 +79,8 @@ fn a_store_from_schema_v4_migrates_and_keeps_its_calls() {
     let id = run.run_id.clone();
     record_ok(&store, &id, "old", 0, "old answer");
     drop(store);
-    // Take the file back to what schema v4 wrote: no replica, lease, fleet or headline columns and tables,
-    // version 4.
+    // Take the file back to what schema v4 wrote: no replica, lease, fleet, headline, review or human answer
+    // columns and tables, version 4.
     let path = dir.path().join("runs").join(nmb_store::DB_FILE_NAME);
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
@@ -91,6 +91,9 @@ fn a_store_from_schema_v4_migrates_and_keeps_its_calls() {
              DROP TABLE fleet_slots;
              DROP TABLE fleet_pauses;
              ALTER TABLE score_reports DROP COLUMN headline;
+             DROP TABLE review_grades; DROP TABLE review_assignments; DROP TABLE review_items;
+             DROP TABLE review_reviewers; DROP TABLE review_sets; DROP TABLE human_answers;
+             ALTER TABLE sample_scores DROP COLUMN disease_group;
              DELETE FROM migrations WHERE version >= 5;
              PRAGMA user_version = 4;",
         )

@@ -1,0 +1,206 @@
+//! `nmb review answer`: a clinician answers a suite's cases in the browser, for a human baseline.
+//!
+//! This side plans the suite as a human run plans it (`nmb_run::human::human_plan`: first turns only here),
+//! stores the images, and hands the pages (`nmb_serve`'s answer module) each question as the models got it and
+//! a way to finish: building or resuming the run of `human:NAME` through the same [`HumanRun`] `nmb import`
+//! uses. The command ends on Ctrl-C, and builds the run from whatever is stored then.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use nmb_plan::{Part, PlanOptions, Role};
+use nmb_serve::{AnswerSession, AnswerTask, Finish, PromptPart};
+use nmb_store::{ImageInput, Store};
+use nmb_suite::Suite;
+
+use super::import::{human_spec, load_suite, HumanRun};
+use crate::store_at::StoreAt;
+
+/// The port the answer pages listen on unless told otherwise (next to `nmb serve`'s).
+pub const DEFAULT_PORT: u16 = nmb_serve::DEFAULT_PORT + 1;
+
+pub const EXAMPLES: &str = "\
+Examples:
+  nmb review answer sample --reviewer lee                 # http://127.0.0.1:8687/
+  nmb review answer site:direct-diagnosis.json --answer-key key.jsonl --reviewer park --port 0
+  nmb review answer sample --reviewer lee --host 0.0.0.0 --token-file ~/.nmb-answer-token
+
+The clinician sees each question exactly as the models got it (the opening turn: text and images), never the
+reference; answers in free text or as a ranked differential; sees their progress and can go back. Each save
+appends to the store's human answers. \"Finish\" (and the end of the command, Ctrl-C) builds or resumes the run
+of human:NAME from the stored answers, as `nmb import` does, and the page shows its id. It listens on
+loopback unless --host says otherwise; any other address needs a token (--token-file FILE or NMB_SERVE_TOKEN),
+carried as `Authorization: Bearer TOKEN` or by opening http://HOST:PORT/?token=TOKEN once.";
+
+#[derive(Args, Debug)]
+pub struct AnswerArgs {
+    /// The suite to answer: `sample`, a path, or FORMAT:PATH (as `nmb eval --suite`)
+    #[arg(value_name = "SUITE")]
+    suite: String,
+    /// The suite's reference answers, joined by case_id (as `nmb eval --answers`); never shown
+    #[arg(long, value_name = "FILE")]
+    answer_key: Option<PathBuf>,
+    /// Who answers: their answers become the run of model human:NAME (letters, digits, . _ -)
+    #[arg(long, value_name = "NAME")]
+    reviewer: String,
+    /// The name reports show [default: "NAME (human)"]
+    #[arg(long, value_name = "NAME")]
+    display_name: Option<String>,
+    /// Port to listen on (0: any free port)
+    #[arg(long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// Address to listen on; anything but loopback needs a token
+    #[arg(long, default_value = "127.0.0.1")]
+    host: IpAddr,
+    /// A file holding the token every request must carry (else NMB_SERVE_TOKEN)
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Do not score the run when it is built
+    #[arg(long)]
+    no_score: bool,
+    /// Score without BERTScore
+    #[arg(long)]
+    no_bertscore: bool,
+}
+
+pub fn run(args: AnswerArgs, at: &StoreAt) -> Result<ExitCode> {
+    let spec = human_spec(&format!("human:{}", args.reviewer)).context("--reviewer")?;
+    let suite = load_suite(&args.suite, args.answer_key.as_deref())?;
+    let suite_hash = nmb_suite::suite_hash(&suite)?;
+    let store = Arc::new(at.open()?);
+    let tasks = questions(&store, &suite)?;
+    let human = HumanRun {
+        suite: args.suite.clone(),
+        answer_key: args.answer_key.clone(),
+        spec: spec.clone(),
+        display_name: args.display_name.clone(),
+        json: false,
+        quiet: true,
+        no_score: args.no_score,
+        no_bertscore: args.no_bertscore,
+    };
+    let build = builder(human, at.clone(), store.clone(), suite_hash.clone());
+    let session = AnswerSession {
+        human: spec.model.clone(),
+        suite_id: suite.id.clone(),
+        suite_hash: suite_hash.clone(),
+        tasks,
+        form_key: nmb_review::new_token(),
+        finish: build.clone(),
+    };
+    let options = nmb_serve::ServeOptions {
+        host: args.host,
+        port: args.port,
+        token: token(&args)?,
+    };
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let bound = nmb_serve::bind(&options).await?;
+        {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "nmb review answer: {}", bound.url());
+            let _ = out.flush();
+        }
+        let stop = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        bound.run_answers(store.clone(), session, stop).await
+    })?;
+    drop(runtime);
+    // The end of the command: the run from whatever is stored now, if anything is.
+    if store.human_answers(&spec.model, &suite_hash)?.is_empty() {
+        eprintln!("no answers stored; no run built");
+        return Ok(ExitCode::SUCCESS);
+    }
+    // The evaluation prints the run's summary, its id last.
+    build().map_err(anyhow::Error::msg)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The finish the pages call: one build at a time, each on a thread of its own (the evaluation runs its own
+/// async runtime, which may not start inside the server's).
+fn builder(human: HumanRun, at: StoreAt, store: Arc<Store>, suite_hash: String) -> Finish {
+    let one_at_a_time = Mutex::new(());
+    Arc::new(move || {
+        let _turn = one_at_a_time.lock().unwrap_or_else(|p| p.into_inner());
+        std::thread::scope(|s| {
+            s.spawn(|| human.build(&at, &store, &suite_hash))
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("building the run stopped unexpectedly")))
+        })
+        .map_err(|e| format!("{e:#}"))
+    })
+}
+
+/// Each task's opening turn as the models get it, its images put into the store for the pages to show.
+fn questions(store: &Arc<Store>, suite: &Suite) -> Result<Vec<AnswerTask>> {
+    let options = PlanOptions {
+        samples: Some(1),
+        ..PlanOptions::default()
+    };
+    let plan = nmb_run::human::human_plan(store.clone(), suite, &options)
+        .context("cannot plan the suite")?;
+    let mut tasks = Vec::new();
+    for planned in plan {
+        let planned = match planned {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("warning: {e}; that question is left out");
+                continue;
+            }
+        };
+        let messages = nmb_run::human::opening(&planned)?;
+        let instructions = messages
+            .iter()
+            .find(|m| m.role == Role::System)
+            .map(|m| m.joined_text());
+        let mut parts = Vec::new();
+        for part in messages
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .flat_map(|m| &m.parts)
+        {
+            parts.push(match part {
+                Part::Text(t) => PromptPart::Text(t.clone()),
+                Part::Image(img) => {
+                    store.put_image(&ImageInput {
+                        sha256: &img.sha256,
+                        mime: &img.mime,
+                        bytes: &img.bytes,
+                    })?;
+                    PromptPart::Image {
+                        sha256: img.sha256.clone(),
+                    }
+                }
+            });
+        }
+        tasks.push(AnswerTask {
+            task_id: planned.task_id.clone(),
+            family: planned.family.as_str().to_string(),
+            turns: planned.turn_count() as u32,
+            instructions,
+            parts,
+        });
+    }
+    Ok(tasks)
+}
+
+/// The token from --token-file, else NMB_SERVE_TOKEN (as `nmb serve`).
+fn token(args: &AnswerArgs) -> Result<Option<String>> {
+    Ok(match &args.token_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the token file {}", path.display()))?
+                .trim()
+                .to_string(),
+        ),
+        None => std::env::var("NMB_SERVE_TOKEN")
+            .ok()
+            .filter(|t| !t.trim().is_empty()),
+    })
+}
