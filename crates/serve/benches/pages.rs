@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 /// Bump when the synthetic store's content changes, so a stale cached store is not reused.
-const STORE_VERSION: &str = "v2";
+const STORE_VERSION: &str = "v3";
 const TASKS: usize = 20_000;
 const SAMPLES: u32 = 5;
 const PROMPTS: usize = 6;
@@ -26,6 +26,8 @@ const MODEL: &str = "openai:bench-model@http://127.0.0.1:9";
 const N: usize = 200;
 /// The word that only a few answers hold (what the text search looks for).
 const NEEDLE: &str = "xanthogranuloma";
+/// A word that many answers hold.
+const COMMON_WORD: &str = "glioma";
 const TARGET_P95_MS: f64 = 100.0;
 const TARGET_RSS_MB: f64 = 150.0;
 
@@ -487,6 +489,12 @@ fn main() {
             (
                 "run_text_search",
                 format!("{run}?q={NEEDLE}"),
+                "sample-link",
+            ),
+            // A common word: "low-grade glioma" is in three answers of eight.
+            (
+                "run_text_search_common",
+                format!("{run}?q={COMMON_WORD}"),
                 "sample-link",
             ),
             (

@@ -2,6 +2,8 @@
 //! turns and score rows, one case's samples, one sample, and one sample's score row. Nothing here loads a whole
 //! run or a whole score report.
 
+use std::fmt::Write;
+
 use crate::db::{args, scalar, Value};
 use crate::error::Result;
 use crate::query::{sample_columns, SampleRecord, SAMPLE_JOINS};
@@ -119,56 +121,167 @@ fn like_literal(text: &str) -> String {
     out
 }
 
+/// Appends `value` to `args` and returns its placeholder.
+fn bind(args: &mut Vec<Value>, value: impl Into<Value>) -> String {
+    args.push(value.into());
+    format!("?{}", args.len())
+}
+
+/// The most trigrams a search looks up in the text index. Any subset of a text's trigrams finds a superset of
+/// the turns holding it, and each trigram costs a read of its list of turns; twelve keep long searches cheap.
+const MAX_TRIGRAMS: usize = 12;
+
+/// An FTS5 query on `turns_text` that every turn holding `text` (ignoring ASCII case) matches: distinct
+/// trigrams of `text`, at most [`MAX_TRIGRAMS`] spread over it, each a quoted string (so that nothing in it is
+/// query syntax), all required. `None` when the index cannot answer: fewer than three characters (no trigram),
+/// or a NUL, which the tokenizer skips.
+fn trigram_query(text: &str) -> Option<String> {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() < 3 || chars.contains(&'\0') {
+        return None;
+    }
+    let mut seen = std::collections::HashSet::new();
+    let trigrams: Vec<String> = chars
+        .windows(3)
+        .map(|w| w.iter().collect::<String>())
+        .filter(|t| seen.insert(t.to_ascii_lowercase()))
+        .collect();
+    let n = trigrams.len();
+    let picked: Vec<String> = (0..n.min(MAX_TRIGRAMS))
+        .map(|i| {
+            if n <= MAX_TRIGRAMS {
+                i
+            } else {
+                i * (n - 1) / (MAX_TRIGRAMS - 1)
+            }
+        })
+        .map(|i| format!("\"{}\"", trigrams[i].replace('"', "\"\"")))
+        .collect();
+    Some(picked.join(" AND "))
+}
+
+/// How a text search reads the answers; each way finds the same samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TextSearch {
+    /// PostgreSQL: each sample's turns, lower-cased on both sides (its `LIKE` heeds case).
+    Portable,
+    /// SQLite: each sample's turns, in the page's order. A page stops reading at its end, so the first pages
+    /// of a common word are cheap; a count reads the whole run.
+    Walk,
+    /// SQLite: the run's turns, in one pass over them.
+    RunTurns,
+    /// SQLite: the turns that the trigram index names (of every run), each checked. Cheap for a rare word,
+    /// dearer per turn than the other ways; a text of fewer than three characters is read as [`Self::RunTurns`].
+    Indexed,
+}
+
+/// `AND` the condition that some turn of sample `s` holds `text`, ignoring ASCII case, with `%` and `_`
+/// literal, read the `search` way. SQLite's `LIKE` ignores ASCII case, as `lower()` does (and costs a fifth
+/// less without it). The trigram index folds case beyond ASCII too and names every turn holding all the
+/// trigrams asked for, so `LIKE` checks each turn it names: that check keeps the result exact.
+fn text_condition(text: &str, args: &mut Vec<Value>, search: TextSearch) -> String {
+    let pattern = format!("%{}%", like_literal(text));
+    let trigrams = match search {
+        TextSearch::Indexed => trigram_query(text),
+        _ => None,
+    };
+    if let Some(query) = trigrams {
+        let (query, pattern) = (bind(args, query), bind(args, pattern));
+        // CROSS JOIN keeps the index first: left to itself the planner walks the run's turns and searches the
+        // index once for each (seconds for a common word in 100,000 turns).
+        return format!(
+            " AND (s.task_id, s.sample_index) IN (SELECT q.task_id, q.sample_index
+               FROM turns_text CROSS JOIN turns q ON q.id = turns_text.rowid
+               WHERE turns_text MATCH {query} AND q.run_id = ?1 AND q.text LIKE {pattern} ESCAPE '!')"
+        );
+    }
+    let pattern = bind(args, pattern);
+    let same_sample =
+        "q.run_id = s.run_id AND q.task_id = s.task_id AND q.sample_index = s.sample_index";
+    match search {
+        TextSearch::Portable => format!(
+            " AND EXISTS (SELECT 1 FROM turns q WHERE {same_sample}
+               AND lower(q.text) LIKE lower(CAST({pattern} AS TEXT)) ESCAPE '!')"
+        ),
+        TextSearch::Walk => format!(
+            " AND EXISTS (SELECT 1 FROM turns q WHERE {same_sample} AND q.text LIKE {pattern} ESCAPE '!')"
+        ),
+        TextSearch::RunTurns | TextSearch::Indexed => format!(
+            " AND (s.task_id, s.sample_index) IN (SELECT q.task_id, q.sample_index FROM turns q
+               WHERE q.run_id = ?1 AND q.text LIKE {pattern} ESCAPE '!')"
+        ),
+    }
+}
+
+/// How a page's text search goes on this store: [`TextPlan::count`] for the count, then
+/// [`TextPlan::listing`] for the page.
+#[derive(Debug, Clone, Copy)]
+struct TextPlan {
+    count: TextSearch,
+    /// The run's samples (SQLite only).
+    samples: u64,
+}
+
+impl TextPlan {
+    /// The way to list the samples of a page ending at `end` of `total` matches. A walk in the page's order
+    /// reads about `end × samples / total` samples and stops; the count's way goes through every match, each
+    /// about twice as dear as a sample walked (measured on 100,000 samples), and sorts them.
+    fn listing(&self, total: u64, end: u64) -> TextSearch {
+        if self.count == TextSearch::Portable {
+            return TextSearch::Portable;
+        }
+        let walked = u128::from(end) * u128::from(self.samples);
+        if walked <= 2 * u128::from(total) * u128::from(total) {
+            TextSearch::Walk
+        } else {
+            self.count
+        }
+    }
+}
+
 impl SampleFilter {
-    /// The `AND …` conditions on `samples s` for this filter, with their arguments appended to `args` (whose
-    /// length so far numbers the placeholders).
-    fn conditions(&self, args: &mut Vec<Value>) -> String {
+    /// The `AND …` conditions on `samples s` of run `?1` for this filter, with their arguments appended to
+    /// `args` (whose length so far numbers the placeholders); the text search reads the `search` way.
+    fn conditions(&self, args: &mut Vec<Value>, search: TextSearch) -> String {
         let mut sql = String::new();
-        let mut push = |cond: &str, value: Value| {
-            args.push(value);
-            sql.push_str(&cond.replace("?N", &format!("?{}", args.len())));
-        };
         if let Some(status) = self.status {
-            push(" AND s.status = ?N", status.as_str().into());
+            let _ = write!(sql, " AND s.status = {}", bind(args, status.as_str()));
         }
         if let Some(class) = &self.error_class {
-            push(" AND s.error_class = ?N", class.into());
+            let _ = write!(sql, " AND s.error_class = {}", bind(args, class));
         }
         if let Some(prefix) = self.task_prefix.as_deref().filter(|p| !p.is_empty()) {
-            push(
-                " AND lower(s.task_id) LIKE lower(CAST(?N AS TEXT)) ESCAPE '!'",
-                format!("{}%", like_literal(prefix)).into(),
+            let p = bind(args, format!("{}%", like_literal(prefix)));
+            let _ = write!(
+                sql,
+                " AND lower(s.task_id) LIKE lower(CAST({p} AS TEXT)) ESCAPE '!'"
             );
         }
         if let Some(text) = self.text.as_deref().filter(|t| !t.is_empty()) {
-            push(
-                " AND EXISTS (SELECT 1 FROM turns q WHERE q.run_id = s.run_id AND q.task_id = s.task_id
-                   AND q.sample_index = s.sample_index AND lower(q.text) LIKE lower(CAST(?N AS TEXT)) ESCAPE '!')",
-                format!("%{}%", like_literal(text)).into(),
-            );
+            sql.push_str(&text_condition(text, args, search));
         }
-        let outcome = match self.outcome {
-            Some(ScoreOutcome::Correct) => " AND sc.correct = 1",
-            Some(ScoreOutcome::Wrong) => " AND sc.correct = 0",
-            Some(ScoreOutcome::Unparseable) => " AND sc.status = 'parse_failed'",
-            None => "",
-        };
         for (column, value) in [
             ("sc.error_category", &self.error_category),
             ("sc.level", &self.level),
             ("sc.family", &self.family),
         ] {
             if let Some(v) = value {
-                push(&format!(" AND {column} = ?N"), v.into());
+                let _ = write!(sql, " AND {column} = {}", bind(args, v));
             }
         }
         if let Some(group) = &self.disease_group {
-            push(
-                " AND lower(sc.disease_group) = lower(CAST(?N AS TEXT))",
-                group.into(),
+            let p = bind(args, group);
+            let _ = write!(
+                sql,
+                " AND lower(sc.disease_group) = lower(CAST({p} AS TEXT))"
             );
         }
-        sql.push_str(outcome);
+        sql.push_str(match self.outcome {
+            Some(ScoreOutcome::Correct) => " AND sc.correct = 1",
+            Some(ScoreOutcome::Wrong) => " AND sc.correct = 0",
+            Some(ScoreOutcome::Unparseable) => " AND sc.status = 'parse_failed'",
+            None => "",
+        });
         sql
     }
 
@@ -192,9 +305,9 @@ impl SampleFilter {
         }
     }
 
-    /// `FROM … WHERE …` (without those words) of the samples of run `?1` this filter selects, joining each
-    /// sample's row of the latest score report when a condition reads it.
-    fn selection(&self, args: &mut Vec<Value>) -> String {
+    /// The samples of run `run_id` this filter selects, joining each sample's row of the latest score report
+    /// when a condition reads it; the text search reads the `search` way.
+    fn selection(&self, run_id: &str, search: TextSearch) -> Selection {
         let join = if self.reads_scores() {
             format!(
                 " JOIN sample_scores sc ON sc.run_id = s.run_id AND sc.task_id = s.task_id
@@ -203,11 +316,19 @@ impl SampleFilter {
         } else {
             String::new()
         };
-        format!(
-            "samples s{join} WHERE s.run_id = ?1{}",
-            self.conditions(args)
-        )
+        let mut params = vec![Value::from(run_id)];
+        let conditions = self.conditions(&mut params, search);
+        Selection {
+            sql: format!("samples s{join} WHERE s.run_id = ?1{conditions}"),
+            params,
+        }
     }
+}
+
+/// `FROM … WHERE …` (without those words) over `samples s`, and its arguments, `?1` being the run.
+struct Selection {
+    sql: String,
+    params: Vec<Value>,
 }
 
 impl Store {
@@ -221,14 +342,66 @@ impl Store {
         limit: u64,
     ) -> Result<SamplePage> {
         self.run(run_id)?;
-        let mut params = vec![Value::from(run_id)];
-        let selection = filter.selection(&mut params);
+        let op = "read a page of samples";
+        let plan = self.text_plan(run_id, filter)?;
+        let counted = filter.selection(run_id, plan.count);
+        let total = self.count_of(op, &counted)?;
+        let search = plan.listing(total, offset.saturating_add(limit));
+        let listed = if search == plan.count {
+            counted
+        } else {
+            filter.selection(run_id, search)
+        };
         let page = Page {
             offset,
             limit,
             order: filter.order(),
         };
-        self.page_of("read a page of samples", run_id, &selection, params, page)
+        self.page_of(op, run_id, &listed, page, total)
+    }
+
+    /// How the text search of `filter` (if it has one) goes on this store. On SQLite the trigram index is
+    /// asked how many turns it names, counting no further than the run's samples: it spans every run of the
+    /// store, and once it names as many turns as the run has samples, checking them costs more than reading
+    /// the run's own turns.
+    fn text_plan(&self, run_id: &str, filter: &SampleFilter) -> Result<TextPlan> {
+        if self.is_postgres() {
+            return Ok(TextPlan {
+                count: TextSearch::Portable,
+                samples: 0,
+            });
+        }
+        let Some(text) = filter.text.as_deref().filter(|t| !t.is_empty()) else {
+            return Ok(TextPlan {
+                count: TextSearch::Walk,
+                samples: 0,
+            });
+        };
+        let query = trigram_query(text);
+        let (samples, named) = self.read("plan a text search", |db| {
+            let samples: i64 = scalar(
+                db,
+                "SELECT count(*) FROM samples WHERE run_id = ?1",
+                args![run_id],
+            )?;
+            let named: i64 = match &query {
+                Some(q) => scalar(
+                    db,
+                    "SELECT count(*) FROM (SELECT 1 FROM turns_text WHERE turns_text MATCH ?1 LIMIT ?2)",
+                    args![q.as_str(), samples],
+                )?,
+                None => samples,
+            };
+            Ok((samples, named))
+        })?;
+        Ok(TextPlan {
+            count: if named < samples {
+                TextSearch::Indexed
+            } else {
+                TextSearch::RunTurns
+            },
+            samples: crate::query::nonneg(samples),
+        })
     }
 
     /// The samples of one case of a run, `limit` of them from `offset` in task id and sample index order, with
@@ -271,51 +444,66 @@ impl Store {
                 format!("{case_id}/"),
             ),
         };
-        let params = vec![Value::from(run_id), Value::from(key)];
+        let selection = Selection {
+            sql: selection,
+            params: vec![Value::from(run_id), Value::from(key)],
+        };
         let page = Page {
             offset,
             limit,
             order: "s.task_id, s.sample_index",
         };
-        let page = self.page_of("read a case's samples", run_id, &selection, params, page)?;
+        let op = "read a case's samples";
+        let total = self.count_of(op, &selection)?;
+        let page = self.page_of(op, run_id, &selection, page, total)?;
         Ok(CasePage { found_by, page })
     }
 
-    /// A `page` of run `run_id`'s samples `FROM selection` (a `FROM … WHERE …` over `samples s` whose arguments
-    /// are `params`, `?1` being the run), with their turns and score rows, and the count of all of them.
+    /// How many samples `selection` holds.
+    fn count_of(&self, op: &'static str, selection: &Selection) -> Result<u64> {
+        let sql = format!("SELECT count(*) FROM {}", selection.sql);
+        let total: i64 = self.read(op, |db| Ok(scalar(db, &sql, &selection.params)?))?;
+        Ok(crate::query::nonneg(total))
+    }
+
+    /// A `page` of run `run_id`'s samples in `selection` (of `total` samples), with their turns and score rows.
     fn page_of(
         &self,
         op: &'static str,
         run_id: &str,
-        selection: &str,
-        params: Vec<Value>,
+        selection: &Selection,
         page: Page,
+        total: u64,
     ) -> Result<SamplePage> {
-        let count_sql = format!("SELECT count(*) FROM {selection}");
-        let n = params.len();
-        let page_sql = format!(
+        if page.offset >= total || page.limit == 0 {
+            return Ok(SamplePage {
+                total,
+                samples: Vec::new(),
+                scores: Vec::new(),
+            });
+        }
+        let n = selection.params.len();
+        let sql = format!(
             "SELECT {} FROM (SELECT s.run_id, s.task_id, s.sample_index, s.status, s.turns_done, s.error_class,
                            s.error_message
-                    FROM {selection}
+                    FROM {}
                     ORDER BY {} LIMIT ?{} OFFSET ?{}) s {SAMPLE_JOINS}
              ORDER BY s.task_id, s.sample_index, t.turn_index",
             sample_columns(),
+            selection.sql,
             page.order,
             n + 1,
             n + 2
         );
         let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        let mut page_params = params.clone();
-        page_params.push(Value::Int(clamp(page.limit)));
-        page_params.push(Value::Int(clamp(page.offset)));
-        let (total, rows) = self.read(op, |db| {
-            let total: i64 = scalar(db, &count_sql, &params)?;
-            Ok((total, db.query(&page_sql, &page_params)?))
-        })?;
+        let mut params = selection.params.clone();
+        params.push(Value::Int(clamp(page.limit)));
+        params.push(Value::Int(clamp(page.offset)));
+        let rows = self.read(op, |db| Ok(db.query(&sql, &params)?))?;
         let samples = self.fold_samples(op, &rows)?;
         let scores = self.scores_of(run_id, &samples)?;
         Ok(SamplePage {
-            total: crate::query::nonneg(total),
+            total,
             samples,
             scores,
         })

@@ -11,7 +11,7 @@ use crate::schema::{latest_version, APPLICATION_ID, MIGRATIONS};
 use crate::{Engine, Store, WriteError};
 
 /// PostgreSQL's DDL for each version of [`MIGRATIONS`], in the same order.
-const STEPS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
+const STEPS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
 
 const V1: &str = r#"
 CREATE TABLE nmb_store (application_id BIGINT NOT NULL);
@@ -244,6 +244,13 @@ CREATE TABLE human_answers (
 );
 CREATE INDEX human_answers_latest ON human_answers (human, suite_hash, task_id, turn_index, id);
 ALTER TABLE sample_scores ADD COLUMN disease_group TEXT;
+"#;
+
+/// SQLite's v10 without its trigram index: the text search here scans the run's answers (pg_trgm would need an
+/// extension this schema does not require). The two plain indexes serve the same queries as on SQLite.
+const V10: &str = r#"
+CREATE INDEX sample_scores_by_outcome ON sample_scores (run_id, config_hash, correct, task_id, sample_index);
+CREATE INDEX turns_cached ON turns (run_id) WHERE cached = 1;
 "#;
 
 /// Checks that the database is empty or an nmb store no newer than this build, then applies what is missing.

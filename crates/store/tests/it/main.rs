@@ -13,4 +13,5 @@ mod postgres;
 mod replicas;
 mod reviews;
 mod runs;
+mod search;
 mod secrets;

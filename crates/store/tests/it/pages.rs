@@ -53,7 +53,7 @@ fn fixture(store: &Store) -> String {
     id
 }
 
-fn keys(samples: &[nmb_store::SampleRecord]) -> Vec<(String, u32)> {
+pub(crate) fn keys(samples: &[nmb_store::SampleRecord]) -> Vec<(String, u32)> {
     samples
         .iter()
         .map(|s| (s.task_id.clone(), s.sample_index))
@@ -312,8 +312,8 @@ fn migrating_to_v8_fills_in_the_headlines_and_keeps_the_scores() {
         })
         .unwrap();
     drop(store);
-    // Take the file back to schema v7: no headline column, none of v9's tables and column (the table's layout
-    // does not matter here).
+    // Take the file back to schema v7: no headline column, none of v9's tables and column, none of v10's text
+    // index and indexes (the table's layout does not matter here).
     let path = dir.path().join("runs").join(nmb_store::DB_FILE_NAME);
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
@@ -322,6 +322,8 @@ fn migrating_to_v8_fills_in_the_headlines_and_keeps_the_scores() {
              DROP TABLE review_grades; DROP TABLE review_assignments; DROP TABLE review_items;
              DROP TABLE review_reviewers; DROP TABLE review_sets; DROP TABLE human_answers;
              ALTER TABLE sample_scores DROP COLUMN disease_group;
+             DROP TRIGGER turns_text_insert; DROP TRIGGER turns_text_delete; DROP TRIGGER turns_text_update;
+             DROP TABLE turns_text; DROP INDEX sample_scores_by_outcome; DROP INDEX turns_cached;
              DELETE FROM migrations WHERE version >= 8;
              PRAGMA user_version = 7;",
         )
@@ -410,7 +412,7 @@ fn save_scores(store: &Store, id: &str) -> Vec<SampleScoreRow> {
     rows
 }
 
-fn key(task: &str, sample: u32) -> (String, u32) {
+pub(crate) fn key(task: &str, sample: u32) -> (String, u32) {
     (task.to_string(), sample)
 }
 

@@ -94,6 +94,8 @@ fn a_store_from_schema_v4_migrates_and_keeps_its_calls() {
              DROP TABLE review_grades; DROP TABLE review_assignments; DROP TABLE review_items;
              DROP TABLE review_reviewers; DROP TABLE review_sets; DROP TABLE human_answers;
              ALTER TABLE sample_scores DROP COLUMN disease_group;
+             DROP TRIGGER turns_text_insert; DROP TRIGGER turns_text_delete; DROP TRIGGER turns_text_update;
+             DROP TABLE turns_text; DROP INDEX sample_scores_by_outcome; DROP INDEX turns_cached;
              DELETE FROM migrations WHERE version >= 5;
              PRAGMA user_version = 4;",
         )
