@@ -319,7 +319,8 @@ pub(crate) fn run(
     let shown = samples.samples.len() as u64;
     let _ = write!(
         body,
-        "<p class=\"muted\" id=\"count\">{} matching; showing {}–{}</p>",
+        "<p class=\"muted\" id=\"count\">{}{} matching; showing {}–{}</p>",
+        if samples.total_exact { "" } else { "over " },
         samples.total,
         if shown == 0 { 0 } else { first + 1 },
         first.saturating_add(shown)
@@ -334,8 +335,10 @@ pub(crate) fn run(
             query.link(run_id, page_no - 1)
         );
     }
-    let _ = write!(body, "<span>page {page_no} of {pages}</span>");
-    if page_no < pages {
+    // A search stops counting at a cap, so past it the last page is unknown.
+    let more = if samples.total_exact { "" } else { "+" };
+    let _ = write!(body, "<span>page {page_no} of {pages}{more}</span>");
+    if page_no < pages || !samples.total_exact {
         let _ = write!(
             body,
             "<a rel=\"next\" href=\"{}\">next →</a>",

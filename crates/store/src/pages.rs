@@ -70,13 +70,20 @@ impl ScoreOutcome {
 /// One page of samples and how many samples match in all.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SamplePage {
+    /// How many samples match; with `total_exact` false, a lower bound (a text search stops counting at
+    /// [`TEXT_COUNT_CAP`] matches, or at the end of the page asked for when that is further).
     pub total: u64,
+    pub total_exact: bool,
     /// In task id and sample index order, each with its turns.
     pub samples: Vec<SampleRecord>,
     /// The rows of these samples in the run's latest score report, in the same order; a sample without one
     /// (or every sample, when the run is unscored) has none here.
     pub scores: Vec<SampleScoreRow>,
 }
+
+/// A text search counts its matches no further than this (or the end of the page asked for, when further):
+/// counting every match of a common word reads every matching answer, which is what made such a search page slow.
+pub const TEXT_COUNT_CAP: u64 = 1000;
 
 /// How [`Store::case_samples`] found a case's tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,6 +227,9 @@ struct TextPlan {
     count: TextSearch,
     /// The run's samples (SQLite only).
     samples: u64,
+    /// Turns the trigram index names (of every run, no more than `samples`): at least the matches, so an
+    /// estimate of them where the count stopped at its cap (SQLite only; `samples` without an index query).
+    named: u64,
 }
 
 impl TextPlan {
@@ -345,8 +355,21 @@ impl Store {
         let op = "read a page of samples";
         let plan = self.text_plan(run_id, filter)?;
         let counted = filter.selection(run_id, plan.count);
-        let total = self.count_of(op, &counted)?;
-        let search = plan.listing(total, offset.saturating_add(limit));
+        let searching = filter.text.as_deref().is_some_and(|t| !t.is_empty());
+        let (total, total_exact) = if searching {
+            let cap = TEXT_COUNT_CAP.max(offset.saturating_add(limit));
+            let n = self.count_up_to(op, &counted, cap.saturating_add(1))?;
+            (n.min(cap), n <= cap)
+        } else {
+            (self.count_of(op, &counted)?, true)
+        };
+        // A capped count says little of how common the text is; what the index named says more.
+        let matches = if total_exact {
+            total
+        } else {
+            total.max(plan.named)
+        };
+        let search = plan.listing(matches, offset.saturating_add(limit));
         let listed = if search == plan.count {
             counted
         } else {
@@ -357,50 +380,61 @@ impl Store {
             limit,
             order: filter.order(),
         };
-        self.page_of(op, run_id, &listed, page, total)
+        let mut out = self.page_of(op, run_id, &listed, page, total)?;
+        out.total_exact = total_exact;
+        Ok(out)
     }
 
     /// How the text search of `filter` (if it has one) goes on this store. On SQLite the trigram index is
-    /// asked how many turns it names, counting no further than the run's samples: it spans every run of the
-    /// store, and once it names as many turns as the run has samples, checking them costs more than reading
-    /// the run's own turns.
+    /// asked how many turns it names, counting no further than five times [`TEXT_COUNT_CAP`] (or the run's
+    /// samples): below that its turns are checked one by one; above it the text is common, and walking the
+    /// run's samples in order reaches the capped count sooner; when it names as many turns as the run has
+    /// samples, one pass over the run's own turns is cheapest (the index spans every run of the store).
     fn text_plan(&self, run_id: &str, filter: &SampleFilter) -> Result<TextPlan> {
         if self.is_postgres() {
             return Ok(TextPlan {
                 count: TextSearch::Portable,
                 samples: 0,
+                named: 0,
             });
         }
         let Some(text) = filter.text.as_deref().filter(|t| !t.is_empty()) else {
             return Ok(TextPlan {
                 count: TextSearch::Walk,
                 samples: 0,
+                named: 0,
             });
         };
         let query = trigram_query(text);
-        let (samples, named) = self.read("plan a text search", |db| {
+        let (samples, named, probe) = self.read("plan a text search", |db| {
             let samples: i64 = scalar(
                 db,
                 "SELECT count(*) FROM samples WHERE run_id = ?1",
                 args![run_id],
             )?;
+            // The index is asked no further than this: past it the text is common enough that walking the
+            // run's samples in order finds the counted matches (no more than the cap) sooner.
+            let probe = samples.min(5 * TEXT_COUNT_CAP as i64);
             let named: i64 = match &query {
                 Some(q) => scalar(
                     db,
-                    "SELECT count(*) FROM (SELECT 1 FROM turns_text WHERE turns_text MATCH ?1 LIMIT ?2)",
-                    args![q.as_str(), samples],
+                    "SELECT count(*) FROM (SELECT 1 FROM turns_text WHERE turns_text MATCH ?1 LIMIT ?2) named",
+                    args![q.as_str(), probe],
                 )?,
                 None => samples,
             };
-            Ok((samples, named))
+            Ok((samples, named, probe))
         })?;
         Ok(TextPlan {
-            count: if named < samples {
+            count: if named < probe {
                 TextSearch::Indexed
+            } else if named < samples {
+                TextSearch::Walk
             } else {
                 TextSearch::RunTurns
             },
             samples: crate::query::nonneg(samples),
+            named: crate::query::nonneg(named),
         })
     }
 
@@ -459,6 +493,19 @@ impl Store {
         Ok(CasePage { found_by, page })
     }
 
+    /// How many samples `selection` holds, counting no further than `limit`.
+    fn count_up_to(&self, op: &'static str, selection: &Selection, limit: u64) -> Result<u64> {
+        let sql = format!(
+            "SELECT count(*) FROM (SELECT 1 FROM {} LIMIT ?{}) capped",
+            selection.sql,
+            selection.params.len() + 1
+        );
+        let mut params = selection.params.clone();
+        params.push(Value::Int(i64::try_from(limit).unwrap_or(i64::MAX)));
+        let total: i64 = self.read(op, |db| Ok(scalar(db, &sql, &params)?))?;
+        Ok(crate::query::nonneg(total))
+    }
+
     /// How many samples `selection` holds.
     fn count_of(&self, op: &'static str, selection: &Selection) -> Result<u64> {
         let sql = format!("SELECT count(*) FROM {}", selection.sql);
@@ -478,6 +525,7 @@ impl Store {
         if page.offset >= total || page.limit == 0 {
             return Ok(SamplePage {
                 total,
+                total_exact: true,
                 samples: Vec::new(),
                 scores: Vec::new(),
             });
@@ -504,6 +552,7 @@ impl Store {
         let scores = self.scores_of(run_id, &samples)?;
         Ok(SamplePage {
             total,
+            total_exact: true,
             samples,
             scores,
         })

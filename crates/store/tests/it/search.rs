@@ -387,3 +387,49 @@ fn every_way_of_searching_finds_what_reading_every_answer_finds() {
         assert!(expected("glioma").len() > 10 && expected("meningioma").len() > 5);
     });
 }
+
+/// A search stops counting at `TEXT_COUNT_CAP` matches (the page says "over N"), or at the end of the page asked
+/// for when that is further; other filters count exactly.
+#[test]
+fn a_search_counts_up_to_the_cap_or_the_page_asked_for() {
+    on_each_engine(|| {
+        let (_dir, store) = temp_store();
+        let id = store.create_run("cfg", &manifest()).unwrap().run_id;
+        for t in 0..101 {
+            let task = format!("t/{t:03}");
+            let prompt = put_text_prompt(&store, &task, 0);
+            let choices: Vec<_> = (0..10)
+                .map(|s| ok_choice(s, "a needle here", true))
+                .collect();
+            store
+                .record_call(&call(&id, &task, 0, &prompt), &choices)
+                .unwrap();
+        }
+        let search = SampleFilter {
+            text: Some("needle".into()),
+            ..SampleFilter::default()
+        };
+        let first = store.sample_page(&id, &search, 0, 50).unwrap();
+        assert_eq!(
+            (first.total, first.total_exact),
+            (nmb_store::TEXT_COUNT_CAP, false)
+        );
+        assert_eq!(first.samples.len(), 50);
+        let deep = store.sample_page(&id, &search, 1000, 50).unwrap();
+        assert_eq!(
+            (deep.total, deep.total_exact, deep.samples.len()),
+            (1010, true, 10)
+        );
+        let narrow = SampleFilter {
+            text: Some("needle".into()),
+            task_prefix: Some("t/00".into()),
+            ..SampleFilter::default()
+        };
+        let few = store.sample_page(&id, &narrow, 0, 50).unwrap();
+        assert_eq!((few.total, few.total_exact), (100, true));
+        let all = store
+            .sample_page(&id, &SampleFilter::default(), 0, 50)
+            .unwrap();
+        assert_eq!((all.total, all.total_exact), (1010, true));
+    });
+}
