@@ -4,7 +4,8 @@
 //! It owns the database (default `./nmb-runs/nmb.sqlite`, or `postgres://…` with [`Store::connect`]): runs and
 //! their manifests, images (once per content hash, across all runs), rendered prompts (once per prompt hash),
 //! every API call with its raw body, usage, error class and the replica (server) that answered it, each sample's
-//! answer per turn, the response cache, and run summaries. Every write that records a response is its own
+//! answer per turn, the response cache, run summaries, score reports, and clinician review sets with their
+//! append-only grades and the human answers baseline runs are built from. Every write that records a response is its own
 //! committed transaction, so killing the process loses nothing that was committed. The SQLite file is in WAL
 //! mode with `synchronous = NORMAL` (a power cut may lose the last few commits).
 //!
