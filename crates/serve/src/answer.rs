@@ -27,6 +27,7 @@ use axum::{Form, Router};
 use nmb_store::{now_ms, HumanAnswer, Store};
 use serde_json::{json, Value};
 
+use crate::forms::{field, same_origin, CROSS_SITE};
 use crate::html::escape;
 use crate::pages::PageError;
 use crate::{App, Bound, ServeError};
@@ -241,19 +242,8 @@ fn check_post(
     headers: &HeaderMap,
     form: &[(String, String)],
 ) -> Result<(), Refused> {
-    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let cross = Refused::Forbidden("This request came from another site and was refused.");
-    if get("sec-fetch-site").is_some_and(|s| !matches!(s, "same-origin" | "none")) {
-        return Err(cross);
-    }
-    // Under `Referrer-Policy: no-referrer` a browser's own form posts carry `Origin: null`: only a real origin
-    // can be compared (the form key still has to match).
-    if let Some(origin) = get("origin").filter(|o| *o != "null") {
-        let host = get("host").unwrap_or("");
-        let authority = origin.split_once("://").map(|(_, a)| a);
-        if host.is_empty() || authority != Some(host) {
-            return Err(cross);
-        }
+    if !same_origin(headers) {
+        return Err(Refused::Forbidden(CROSS_SITE));
     }
     match field(form, "form_key") {
         Some(k) if crate::same(k, &state.session.form_key) => Ok(()),
@@ -261,10 +251,6 @@ fn check_post(
             "This form is out of date (the server was restarted?). Go back, reload the page and save again.",
         )),
     }
-}
-
-fn field<'a>(form: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    form.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
 }
 
 async fn style() -> Response {

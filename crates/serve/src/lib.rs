@@ -39,6 +39,7 @@
 mod answer;
 mod case;
 mod compare;
+mod forms;
 mod html;
 mod pages;
 mod review;

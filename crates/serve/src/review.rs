@@ -22,6 +22,7 @@ use nmb_score::Rubric;
 use nmb_store::{AssignedItem, Grade, ReviewSet, Store, StoreError};
 use sha2::{Digest, Sha256};
 
+use crate::forms::{field, same_origin, CROSS_SITE};
 use crate::html::{url_decode, url_encode};
 use crate::pages::PageError;
 use crate::review_html::{self as view, ItemView, TurnView};
@@ -205,14 +206,6 @@ fn set_path(set_id: &str) -> String {
 
 fn item_path(set_id: &str, position: u32) -> String {
     format!("{}/items/{position}", set_path(set_id))
-}
-
-/// The value of the first `key` in a query or form.
-fn field<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    pairs
-        .iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
 }
 
 /// `GET /review/{set}?token=T` sets the cookie and drops the token from the address; without a token, it
@@ -419,7 +412,9 @@ async fn save(
     let json = wants_json(&headers);
     blocking(&app, json, move |store| {
         let r = authenticate(store, &set_id, &headers)?;
-        same_origin(&headers)?;
+        if !same_origin(&headers) {
+            return Err(Refused::Forbidden(CROSS_SITE));
+        }
         let pairs = match body {
             Ok(Form(pairs)) => pairs,
             Err(e) => return Err(Refused::Body(e.status(), e.body_text())),
@@ -457,36 +452,6 @@ async fn save(
         Ok(Redirect::to(&to).into_response())
     })
     .await
-}
-
-/// Refuses a request another site's page made: `Sec-Fetch-Site` saying so, or a foreign `Origin`.
-fn same_origin(headers: &HeaderMap) -> Result<(), Refused> {
-    const CROSS: Refused =
-        Refused::Forbidden("This request came from another site and was refused.");
-    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let site = get("sec-fetch-site");
-    if site.is_some_and(|s| !matches!(s, "same-origin" | "none")) {
-        return Err(CROSS);
-    }
-    // Under `Referrer-Policy: no-referrer` a browser's own form post says `Origin: null`; it counts only when
-    // the browser also vouches that the request is same-origin.
-    if get("origin") == Some("null") {
-        return if site == Some("same-origin") {
-            Ok(())
-        } else {
-            Err(CROSS)
-        };
-    }
-    if let Some(origin) = get("origin") {
-        let host = get("host").unwrap_or("");
-        let authority = origin
-            .strip_prefix("http://")
-            .or_else(|| origin.strip_prefix("https://"));
-        if host.is_empty() || authority != Some(host) {
-            return Err(CROSS);
-        }
-    }
-    Ok(())
 }
 
 /// The hidden form field that proves a post came from the reviewer's own page: HMAC-SHA256 of the set id keyed
