@@ -210,22 +210,20 @@ impl Store {
     pub fn review_status(&self, set_id: &str) -> Result<Vec<ReviewerStatus>> {
         self.read("read review progress", |db| {
             let rows = db.query(
-                "SELECT r.reviewer, r.revoked_ms,
-                    (SELECT count(*) FROM review_assignments a
-                     WHERE a.set_id = r.set_id AND a.reviewer = r.reviewer),
-                    (SELECT count(*) FROM review_grades g
-                     WHERE g.set_id = r.set_id AND g.reviewer = r.reviewer
-                       AND g.verdict IS NOT NULL AND g.verdict <> 'skip' AND g.id = (
-                         SELECT max(h.id) FROM review_grades h
-                         WHERE h.set_id = g.set_id AND h.reviewer = g.reviewer AND h.item_no = g.item_no)),
-                    (SELECT count(*) FROM review_grades g
-                     WHERE g.set_id = r.set_id AND g.reviewer = r.reviewer AND g.verdict = 'skip'
-                       AND g.id = (
-                         SELECT max(h.id) FROM review_grades h
-                         WHERE h.set_id = g.set_id AND h.reviewer = g.reviewer AND h.item_no = g.item_no)),
-                    (SELECT count(*) FROM review_grades g
-                     WHERE g.set_id = r.set_id AND g.reviewer = r.reviewer)
-                 FROM review_reviewers r WHERE r.set_id = ?1 ORDER BY r.reviewer",
+                &format!(
+                    "SELECT r.reviewer, r.revoked_ms,
+                        (SELECT count(*) FROM review_assignments a
+                         WHERE a.set_id = r.set_id AND a.reviewer = r.reviewer),
+                        (SELECT count(*) FROM review_grades g
+                         WHERE g.set_id = r.set_id AND g.reviewer = r.reviewer
+                           AND g.verdict IS NOT NULL AND g.verdict <> 'skip' AND {NEWEST_GRADE}),
+                        (SELECT count(*) FROM review_grades g
+                         WHERE g.set_id = r.set_id AND g.reviewer = r.reviewer AND g.verdict = 'skip'
+                           AND {NEWEST_GRADE}),
+                        (SELECT count(*) FROM review_grades g
+                         WHERE g.set_id = r.set_id AND g.reviewer = r.reviewer)
+                     FROM review_reviewers r WHERE r.set_id = ?1 ORDER BY r.reviewer"
+                ),
                 args![set_id],
             )?;
             rows.iter()
@@ -341,9 +339,7 @@ impl Store {
         self.read("read a review set's grades", |db| {
             let rows = db.query(
                 &format!(
-                    "{GRADE_SELECT} WHERE g.set_id = ?1 AND g.id = (
-                         SELECT max(h.id) FROM review_grades h
-                         WHERE h.set_id = g.set_id AND h.reviewer = g.reviewer AND h.item_no = g.item_no)
+                    "{GRADE_SELECT} WHERE g.set_id = ?1 AND {NEWEST_GRADE}
                      ORDER BY g.reviewer, g.item_no"
                 ),
                 args![set_id],
@@ -424,6 +420,10 @@ impl Store {
         })
     }
 }
+
+/// Grade row `g` is the newest of its reviewer and item (the grade; older rows are its history).
+const NEWEST_GRADE: &str = "g.id = (SELECT max(h.id) FROM review_grades h \
+                            WHERE h.set_id = g.set_id AND h.reviewer = g.reviewer AND h.item_no = g.item_no)";
 
 const GRADE_SELECT: &str =
     "SELECT g.id, g.reviewer, g.item_no, g.created_ms, g.rubric_hash, g.verdict, \

@@ -13,20 +13,31 @@ use serde_json::Value;
 
 use crate::common::*;
 
-/// A judge whose rubric scores vary with the answer (1 to 5) and that never calls two diagnoses equivalent.
-fn judge(req: &ReceivedRequest) -> Reply {
-    let text = req.all_text();
-    let answer = if text.contains("Candidate") && text.contains("\"equivalent\"") {
-        r#"{"equivalent": false, "rationale": "different"}"#.to_string()
-    } else if text.contains("Grade the MODEL ANSWER") {
-        let s = (req.conversation_sha256.as_bytes()[0] % 5) + 1;
-        format!(
-            r#"{{"scores": {{"diagnostic_correctness": {s}, "multimodal_integration": {s}, "differential_reasoning": {s}, "lesion_localisation": {s}, "clinical_safety": {s}}}, "overall": {s}, "rationale": "scripted"}}"#
-        )
-    } else {
-        r#"{"category": "knowledge_gap", "justification": "scripted"}"#.to_string()
+/// A scripted judge on a loopback server: rubric scores that vary with the answer (1 to 5), and `equivalent` as
+/// its answer to every "are these the same diagnosis?" question.
+pub(crate) fn judge_server(equivalent: bool) -> FakeServer {
+    let reply = move |req: &ReceivedRequest| {
+        let text = req.all_text();
+        let answer = if text.contains("Candidate") && text.contains("\"equivalent\"") {
+            format!(r#"{{"equivalent": {equivalent}, "rationale": "scripted"}}"#)
+        } else if text.contains("Grade the MODEL ANSWER") {
+            let s = (req.conversation_sha256.as_bytes()[0] % 5) + 1;
+            format!(
+                r#"{{"scores": {{"diagnostic_correctness": {s}, "multimodal_integration": {s}, "differential_reasoning": {s}, "lesion_localisation": {s}, "clinical_safety": {s}}}, "overall": {s}, "rationale": "scripted"}}"#
+            )
+        } else {
+            r#"{"category": "knowledge_gap", "justification": "scripted"}"#.to_string()
+        };
+        Reply::Texts(vec![answer])
     };
-    Reply::Texts(vec![answer])
+    FakeServer::start_in_background(
+        Config {
+            responder: Arc::new(reply),
+            ..Config::default()
+        },
+        1,
+    )
+    .unwrap()
 }
 
 /// The scored run: item key -> (grader's correctness, judge's overall).
@@ -108,14 +119,7 @@ fn a_review_set_is_graded_measured_and_reported() {
     let dir = tempfile::tempdir().unwrap();
     let runs = dir.path();
     let model = server(Config::default());
-    let judge_server = FakeServer::start_in_background(
-        Config {
-            responder: Arc::new(judge),
-            ..Config::default()
-        },
-        1,
-    )
-    .unwrap();
+    let judge_server = judge_server(false);
     let spec = format!("openai:model-a@{}/v1", model.url());
     let run = json_of(&nmb(
         runs,

@@ -3,33 +3,13 @@
 //! `nmb report` showing the judges against the clinicians and the corrected rates, with a human baseline
 //! (`nmb import`) beside the model.
 
-use std::sync::Arc;
-
 use fantoccini::Client;
-use nmb_fake_server::{Config, FakeServer, ReceivedRequest, Reply};
 use nmb_test_support::browser::WebDriver;
 use serde_json::Value;
 
 use crate::common::*;
 use crate::review_browser::{at_item, press, setup, Review, TAB};
 use crate::serve_browser::wait_for_text;
-
-/// A judge that calls every pair of diagnoses equivalent (so some answers count as correct) and grades with
-/// scores that vary with the answer.
-fn judge(req: &ReceivedRequest) -> Reply {
-    let text = req.all_text();
-    let s = (req.conversation_sha256.as_bytes()[0] % 5) + 1;
-    let answer = if text.contains("Candidate") && text.contains("\"equivalent\"") {
-        r#"{"equivalent": true, "rationale": "same"}"#.to_string()
-    } else if text.contains("Grade the MODEL ANSWER") {
-        format!(
-            r#"{{"scores": {{"diagnostic_correctness": {s}, "multimodal_integration": {s}, "differential_reasoning": {s}, "lesion_localisation": {s}, "clinical_safety": {s}}}, "overall": {s}, "rationale": "scripted"}}"#
-        )
-    } else {
-        r#"{"category": "reasoning_failure", "justification": "scripted"}"#.to_string()
-    };
-    Reply::Texts(vec![answer])
-}
 
 /// Each of a reviewer's items by keyboard: the verdict the scoring gave (flipped on every fourth item), then
 /// every rubric row. `correct` maps a position to the scoring's verdict.
@@ -53,14 +33,8 @@ async fn grade_all(c: &Client, r: &Review, name: &str, correct: impl Fn(u32) -> 
 #[test]
 fn two_reviewers_grade_in_the_browser_and_the_report_shows_the_corrected_rates() {
     let r = setup();
-    let judge_server = FakeServer::start_in_background(
-        Config {
-            responder: Arc::new(judge),
-            ..Config::default()
-        },
-        1,
-    )
-    .unwrap();
+    // Every pair of diagnoses equivalent, so some answers count as correct.
+    let judge_server = crate::review_cli::judge_server(true);
     let judge_spec = format!("openai:judge-y@{}/v1", judge_server.url());
     let scored = json_of(&nmb(
         &r.runs,

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use nmb_review::{assign, AssignOptions, Candidate};
-use nmb_serve::ServeOptions;
 use nmb_store::{
     CallRecord, ChoiceRecord, ImageInput, NewReviewSet, NewReviewer, ScoreReportRecord, Store,
 };
@@ -274,26 +273,7 @@ pub(super) fn review_set(store: &Store, run_id: &str, reviewers: &[&str], overla
     }
 }
 
-/// The server on a free loopback port; returns its base URL (`http://127.0.0.1:PORT`).
-pub(super) async fn start(store: Arc<Store>, token: Option<&str>) -> String {
-    let bound = nmb_serve::bind(&ServeOptions {
-        port: 0,
-        token: token.map(str::to_string),
-        ..ServeOptions::default()
-    })
-    .await
-    .unwrap();
-    let url = bound.url();
-    tokio::spawn(bound.run(store));
-    url.trim_end_matches('/').to_string()
-}
-
-pub(super) fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
-}
+pub(super) use crate::pages::{client, start};
 
 pub(super) struct Reply {
     pub(super) status: u16,
