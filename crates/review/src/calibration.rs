@@ -1,10 +1,11 @@
 //! Judges measured against a review's clinicians, for one run: what `nmb report` and the run page show.
 
 use nmb_calibration::{analyse, AgreementOptions, AgreementReport};
+use nmb_score::results::ScoreReport;
 use nmb_store::Store;
 use serde::Serialize;
 
-use crate::ratings::{review_ratings, VERDICT_DIMENSION, VERDICT_PASS};
+use crate::ratings::{ratings_of, VERDICT_DIMENSION, VERDICT_PASS};
 use crate::ReviewError;
 
 /// The rubric score that passes when the caller names none: 3 of 5, "right category, or close" in the bundled
@@ -32,18 +33,32 @@ pub fn review_options(mut options: AgreementOptions) -> AgreementOptions {
 }
 
 /// The agreement analysis of every review set that holds graded items of `run_id`, oldest set first. A set
-/// whose clinicians graded nothing of this run yet is left out.
+/// whose clinicians graded nothing of this run yet is left out. `scores` is the run's newest stored score
+/// report when the caller has it already parsed; otherwise it is read once, and only if a set covers the run.
 pub fn run_calibrations(
     store: &Store,
     run_id: &str,
+    scores: Option<&ScoreReport>,
     options: &AgreementOptions,
 ) -> Result<Vec<RunCalibration>, ReviewError> {
     let options = review_options(options.clone());
     let mut sets = store.list_review_sets()?;
     sets.reverse();
+    sets.retain(|s| s.runs.iter().any(|r| r == run_id));
+    if sets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let read;
+    let report = match scores {
+        Some(r) => Some(r),
+        None => {
+            read = nmb_score::stored::latest(store, run_id)?;
+            read.as_ref()
+        }
+    };
     let mut out = Vec::new();
-    for set in sets.iter().filter(|s| s.runs.iter().any(|r| r == run_id)) {
-        let ratings = review_ratings(store, &set.set_id, Some(run_id))?;
+    for set in &sets {
+        let ratings = ratings_of(store, set, Some(run_id), &[(run_id, report)])?;
         let graded = ratings
             .ratings
             .rows

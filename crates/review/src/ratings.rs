@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use nmb_calibration::{Rating, Ratings};
 use nmb_score::results::{SampleStatus, ScoreReport};
-use nmb_store::{ReviewItem, Store};
+use nmb_store::{ReviewItem, ReviewSet, Store};
 
 use crate::ReviewError;
 
@@ -47,37 +47,55 @@ pub fn review_ratings(
     set_id: &str,
     only_run: Option<&str>,
 ) -> Result<ReviewRatings, ReviewError> {
-    let set = store
+    let set = stored_set(store, set_id)?;
+    let mut reports = Vec::new();
+    for run_id in set.runs.iter().filter(|r| only_run.is_none_or(|o| o == *r)) {
+        reports.push((run_id.as_str(), nmb_score::stored::latest(store, run_id)?));
+    }
+    let reports: Vec<(&str, Option<&ScoreReport>)> =
+        reports.iter().map(|(run, r)| (*run, r.as_ref())).collect();
+    ratings_of(store, &set, only_run, &reports)
+}
+
+/// A review set by id, or an error naming it.
+pub(crate) fn stored_set(store: &Store, set_id: &str) -> Result<ReviewSet, ReviewError> {
+    store
         .review_set(set_id)?
-        .ok_or_else(|| ReviewError::Invalid(format!("no review set {set_id:?} in the store")))?;
+        .ok_or_else(|| ReviewError::Invalid(format!("no review set {set_id:?} in the store")))
+}
+
+/// [`review_ratings`] with each run's score report (`None`: unscored) given, for callers that hold them.
+pub(crate) fn ratings_of(
+    store: &Store,
+    set: &ReviewSet,
+    only_run: Option<&str>,
+    reports: &[(&str, Option<&ScoreReport>)],
+) -> Result<ReviewRatings, ReviewError> {
     let items: BTreeMap<u32, ReviewItem> = store
-        .review_items(set_id)?
+        .review_items(&set.set_id)?
         .into_iter()
         .filter(|i| only_run.is_none_or(|r| r == i.run_id))
         .map(|i| (i.item_no, i))
         .collect();
-    let mut rows = clinician_rows(store, set_id, &items)?;
+    let mut rows = clinician_rows(store, &set.set_id, &items)?;
     let mut out = ReviewRatings {
         ratings: Ratings::default(),
         scored_runs: Vec::new(),
         notes: Vec::new(),
     };
-    for run_id in set.runs.iter().filter(|r| only_run.is_none_or(|o| o == *r)) {
-        match store.latest_score_report(run_id)? {
+    for (run_id, report) in reports {
+        match report {
             None => out.notes.push(format!(
                 "run {run_id} has no score report; score it (nmb score {run_id}) to compare its judges"
             )),
-            Some(json) => {
-                let report: ScoreReport = serde_json::from_str(&json).map_err(|e| {
-                    ReviewError::Invalid(format!("run {run_id}'s score report cannot be read: {e}"))
-                })?;
-                judge_rows(&report, &set.rubric_hash, &mut rows, &mut out.notes);
-                out.scored_runs.push(run_id.clone());
+            Some(report) => {
+                judge_rows(report, &set.rubric_hash, &mut rows, &mut out.notes);
+                out.scored_runs.push(run_id.to_string());
             }
         }
     }
     out.ratings = Ratings {
-        source: PathBuf::from(format!("review set {set_id}")),
+        source: PathBuf::from(format!("review set {}", set.set_id)),
         rows,
     };
     Ok(out)

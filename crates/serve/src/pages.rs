@@ -255,7 +255,7 @@ fn review_block(body: &mut String, store: &Store, run_id: &str, name: &str) {
         },
         ..nmb_calibration::AgreementOptions::default()
     };
-    let calibrations = match nmb_review::run_calibrations(store, run_id, &options) {
+    let calibrations = match nmb_review::run_calibrations(store, run_id, None, &options) {
         Ok(c) => c,
         // A review the page cannot measure (say, a score report of an older layout) must not hide the run.
         Err(e) => {

@@ -92,7 +92,9 @@ pub fn run(args: ReportArgs, at: &StoreAt) -> Result<ExitCode> {
     let mut from_files = score_files(&args.scores)?;
     let mut runs = Vec::new();
     for id in &args.runs {
-        let scores = match from_files.remove(id) {
+        let from_file = from_files.remove(id);
+        let stored = from_file.is_none();
+        let scores = match from_file {
             Some(s) => Some(s),
             None => nmb_report::stored_scores(&store, id)?,
         };
@@ -101,8 +103,11 @@ pub fn run(args: ReportArgs, at: &StoreAt) -> Result<ExitCode> {
         }
         let mut run = nmb_report::load_run(&store, id, scores)
             .with_context(|| format!("reading run {id} from {at}"))?;
-        run.calibrations = nmb_review::run_calibrations(&store, id, &calibration_options(&args))
-            .with_context(|| format!("measuring run {id}'s judges against its review sets"))?;
+        // Reviews measure the judges of the stored report; one already read from the store is not read again.
+        let stored_report = run.scores.as_ref().filter(|_| stored);
+        run.calibrations =
+            nmb_review::run_calibrations(&store, id, stored_report, &calibration_options(&args))
+                .with_context(|| format!("measuring run {id}'s judges against its review sets"))?;
         runs.push(run);
     }
     if let Some(unused) = from_files.keys().next() {
