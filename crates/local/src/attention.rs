@@ -26,6 +26,16 @@ const KV_PAD: usize = 256;
 /// From this padded KV length a single decoding query is split over two threads.
 const SPLIT_FROM: usize = 512;
 
+/// llama.cpp reads a prompt in chunks (ubatches) of this many tokens.
+pub(crate) const PROMPT_CHUNK: usize = 512;
+
+/// The size of the chunk llama.cpp reads prompt position `pos` in, for a prompt of `len` tokens: the path of
+/// that position's query follows from it, wherever this engine's own steps happen to break the prompt.
+pub(crate) fn prompt_chunk(len: usize, pos: usize) -> usize {
+    let start = pos - pos % PROMPT_CHUNK;
+    (start + PROMPT_CHUNK).min(len) - start
+}
+
 /// How one query is computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Path {
@@ -124,13 +134,18 @@ pub(crate) fn attend(
 /// f16, rounded after each update (rescaling on a new maximum, then adding the value).
 fn one_pass(q16: &[f32], keys: &Keys<'_>, range: std::ops::Range<usize>, scale: f32) -> Partial {
     #[cfg(target_arch = "x86_64")]
-    if crate::quant::Kernel::detect() == crate::quant::Kernel::Avx2 && q16.len().is_multiple_of(32)
-    {
+    if crate::quant::Kernel::detect() == crate::quant::Kernel::Avx2 {
         // SAFETY: `Kernel::Avx2` is only chosen on CPUs with AVX2, FMA and F16C; every row is as long as `q16`,
-        // whose length was just checked.
-        let (max, sum, acc) =
-            unsafe { crate::quant::one_pass_avx2(q16, range.map(|p| keys.row(p)), scale) };
-        return Partial { max, sum, acc };
+        // and each arm gives the lane count of its length.
+        unsafe {
+            match q16.len() {
+                32 => return staged::one_pass::<4>(q16, keys, range, scale),
+                64 => return staged::one_pass::<8>(q16, keys, range, scale),
+                96 => return staged::one_pass::<12>(q16, keys, range, scale),
+                128 => return staged::one_pass::<16>(q16, keys, range, scale),
+                _ => {}
+            }
+        }
     }
     one_pass_portable(q16, keys, range, scale)
 }
@@ -350,6 +365,199 @@ pub(crate) fn ggml_v_expf(x: f32) -> f32 {
     }
 }
 
+/// The one pass in stages (heads of 32, 64, 96 or 128), with the same arithmetic as [`one_pass_portable`]: first every
+/// key's score, then the running maximum (which keys raise it, and so each key's exp argument), then every exp
+/// at once with [`expf`] (libm's `expf` to the bit, four lanes at a time), and last the f16-rounded sum of
+/// values. Decoding spends most of its attention time here; in stages the dot products and the exps vectorise
+/// and the value sum keeps its accumulators in registers.
+#[cfg(target_arch = "x86_64")]
+mod staged {
+    use std::arch::x86_64::*;
+
+    use super::{expf, Keys, Partial};
+
+    /// `LANES` vectors of eight: a fixed count per head size, so the loops unroll and the accumulators stay in
+    /// registers.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C; `q16` and every key and value row are `LANES * 8` long, and
+    /// `LANES` is a multiple of 4.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn one_pass<const LANES: usize>(
+        q16: &[f32],
+        keys: &Keys<'_>,
+        range: std::ops::Range<usize>,
+        scale: f32,
+    ) -> Partial {
+        assert!(q16.len() == LANES * 8 && keys.dim == q16.len() && LANES.is_multiple_of(4));
+        // SAFETY: `q16` holds `LANES * 8` values.
+        let q: [__m256; LANES] =
+            std::array::from_fn(|i| unsafe { _mm256_loadu_ps(q16.as_ptr().add(i * 8)) });
+        let mut e: Vec<f32> = range
+            .clone()
+            .map(|p| {
+                let k = keys.row(p).0;
+                // ggml_vec_dot_f16's order: four accumulators over each 32 values, then (a0 + a2) + (a1 + a3).
+                let mut a = [_mm256_setzero_ps(); 4];
+                for (i, &qi) in q.iter().enumerate() {
+                    // SAFETY: `k` holds `LANES * 8` values.
+                    let y = unsafe { _mm256_loadu_ps(k.as_ptr().add(i * 8)) };
+                    a[i % 4] = _mm256_fmadd_ps(qi, y, a[i % 4]);
+                }
+                let d = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));
+                hsum_hadd(d) * scale
+            })
+            .collect();
+        let mut raises = vec![false; e.len()];
+        let mut max = f32::NEG_INFINITY;
+        for (s, r) in e.iter_mut().zip(&mut raises) {
+            if *s > max {
+                (*s, max, *r) = (max - *s, *s, true);
+            } else {
+                *s -= max;
+            }
+        }
+        exp_all(&mut e);
+        let round = |v: __m256| _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v));
+        let mut acc = [_mm256_setzero_ps(); LANES];
+        let mut sum = 0f32;
+        for ((p, &x), &raised) in range.zip(&e).zip(&raises) {
+            let (ms, vs) = if raised { (x, 1.0) } else { (1.0, x) };
+            if raised {
+                let m = _mm256_set1_ps(ms);
+                for a in acc.iter_mut() {
+                    *a = round(_mm256_mul_ps(*a, m));
+                }
+            }
+            let v = keys.row(p).1;
+            let w = _mm256_set1_ps(vs);
+            for (i, a) in acc.iter_mut().enumerate() {
+                // SAFETY: `v` holds `LANES * 8` values.
+                let x = unsafe { _mm256_loadu_ps(v.as_ptr().add(i * 8)) };
+                *a = round(_mm256_fmadd_ps(x, w, *a));
+            }
+            sum = sum * ms + vs;
+        }
+        let mut out = vec![0f32; LANES * 8];
+        for (i, a) in acc.iter().enumerate() {
+            // SAFETY: `out` holds `LANES * 8` values.
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(i * 8), *a) };
+        }
+        Partial { max, sum, acc: out }
+    }
+
+    /// `(t0 + t1) + (t2 + t3)` where `t = low half + high half`: `_mm_hadd_ps` twice, as ggml reduces.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    fn hsum_hadd(v: __m256) -> f32 {
+        let t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let t = _mm_hadd_ps(t, t);
+        _mm_cvtss_f32(_mm_hadd_ps(t, t))
+    }
+
+    /// [`expf`] of every value, four at a time (same operations in each lane).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn exp_all(xs: &mut [f32]) {
+        use super::exp_consts::*;
+        let mut chunks = xs.chunks_exact_mut(4);
+        for c in &mut chunks {
+            // SAFETY: `c` holds 4 values; the table has 32 entries and every index is masked to 0..32.
+            unsafe {
+                let x = _mm_loadu_ps(c.as_ptr());
+                let xd = _mm256_cvtps_pd(x);
+                let inv = _mm256_set1_pd(INV_LN2_N);
+                let shift = _mm256_set1_pd(SHIFT);
+                let kd = _mm256_fmadd_pd(inv, xd, shift);
+                let ki = _mm256_castpd_si256(kd);
+                let r = _mm256_fmsub_pd(inv, xd, _mm256_sub_pd(kd, shift));
+                let idx = _mm256_and_si256(ki, _mm256_set1_epi64x(31));
+                let t = _mm256_i64gather_epi64::<8>(TAB.as_ptr() as *const i64, idx);
+                let s = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64::<47>(ki)));
+                let z = _mm256_fmadd_pd(_mm256_set1_pd(C[0]), r, _mm256_set1_pd(C[1]));
+                let y = _mm256_fmadd_pd(_mm256_set1_pd(C[2]), r, _mm256_set1_pd(1.0));
+                let y = _mm256_mul_pd(_mm256_fmadd_pd(z, _mm256_mul_pd(r, r), y), s);
+                let y = _mm256_cvtpd_ps(y);
+                // Below the underflow bound (and at -inf) the answer is 0.
+                let low = _mm_cmp_ps::<_CMP_LT_OQ>(x, _mm_set1_ps(UNDERFLOW));
+                _mm_storeu_ps(c.as_mut_ptr(), _mm_andnot_ps(low, y));
+            }
+        }
+        for x in chunks.into_remainder() {
+            *x = expf(*x);
+        }
+    }
+}
+
+/// The constants of glibc's `expf` (Arm's optimized-routines algorithm: a 32-entry table of 2^(i/32) and a
+/// cubic, in f64).
+mod exp_consts {
+    /// `bits(2^(i/32)) - (i << 47)`.
+    pub(super) const TAB: [u64; 32] = [
+        0x3ff0000000000000,
+        0x3fefd9b0d3158574,
+        0x3fefb5586cf9890f,
+        0x3fef9301d0125b51,
+        0x3fef72b83c7d517b,
+        0x3fef54873168b9aa,
+        0x3fef387a6e756238,
+        0x3fef1e9df51fdee1,
+        0x3fef06fe0a31b715,
+        0x3feef1a7373aa9cb,
+        0x3feedea64c123422,
+        0x3feece086061892d,
+        0x3feebfdad5362a27,
+        0x3feeb42b569d4f82,
+        0x3feeab07dd485429,
+        0x3feea47eb03a5585,
+        0x3feea09e667f3bcd,
+        0x3fee9f75e8ec5f74,
+        0x3feea11473eb0187,
+        0x3feea589994cce13,
+        0x3feeace5422aa0db,
+        0x3feeb737b0cdc5e5,
+        0x3feec49182a3f090,
+        0x3feed503b23e255d,
+        0x3feee89f995ad3ad,
+        0x3feeff76f2fb5e47,
+        0x3fef199bdd85529c,
+        0x3fef3720dcef9069,
+        0x3fef5818dcfba487,
+        0x3fef7c97337b9b5f,
+        0x3fefa4afa2a490da,
+        0x3fefd0765b6e4540,
+    ];
+    /// 32 / ln 2.
+    pub(super) const INV_LN2_N: f64 = f64::from_bits(0x3ff7_1547_652b_82fe) * 32.0;
+    /// 0x1.8p52: adding it rounds to an integer, kept in the low bits.
+    pub(super) const SHIFT: f64 = f64::from_bits(0x4338_0000_0000_0000);
+    /// The cubic's coefficients, scaled by 32^-3, 32^-2 and 32^-1.
+    pub(super) const C: [f64; 3] = [
+        f64::from_bits(0x3fac_6af8_4b91_2394) / 32768.0,
+        f64::from_bits(0x3fce_bfce_50fa_c4f3) / 1024.0,
+        f64::from_bits(0x3fe6_2e42_ff0c_52d6) / 32.0,
+    ];
+    /// Below this (`-0x1.9fe368p6`, about -103.97) `expf` underflows to 0.
+    pub(super) const UNDERFLOW: f32 = f32::from_bits(0xc2cf_f1b4);
+}
+
+/// glibc's `expf` for arguments at most 0 (all softmax needs), bit for bit as this machine's libm computes it
+/// with FMA (checked against `f32::exp` in the tests): llama.cpp's one pass calls libm's `expf`, and this can
+/// run four lanes at a time.
+#[inline(always)]
+fn expf(x: f32) -> f32 {
+    use exp_consts::*;
+    if x < UNDERFLOW || x.is_nan() {
+        return if x.is_nan() { x } else { 0.0 };
+    }
+    let xd = f64::from(x);
+    let kd = INV_LN2_N.mul_add(xd, SHIFT);
+    let ki = kd.to_bits();
+    let r = INV_LN2_N.mul_add(xd, -(kd - SHIFT));
+    let s = f64::from_bits(TAB[(ki % 32) as usize].wrapping_add(ki << 47));
+    let z = C[0].mul_add(r, C[1]);
+    let y = C[2].mul_add(r, 1.0);
+    (z.mul_add(r * r, y) * s) as f32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -376,24 +584,65 @@ mod tests {
         assert_eq!(path(1, 300, 400), Path::OnePass);
     }
 
-    /// The AVX2 one pass and the portable one give the same bits.
+    /// The AVX2 one pass and the portable one give the same bits, over ranges long enough for the maximum to
+    /// move many times.
     #[test]
     fn one_pass_kernels_agree_bit_for_bit() {
-        let dim = 64;
-        let val = |i: usize| round_f16(((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 0.5);
-        let k: Vec<f32> = (0..40 * dim).map(val).collect();
-        let v: Vec<f32> = (0..40 * dim).map(|i| val(i + 13)).collect();
-        let keys = Keys {
-            runs: [(&k[..], &v[..]), (&[], &[])],
-            stride: dim,
-            offset: 0,
-            dim,
+        for (dim, len) in [(64, 40), (64, 700), (32, 300), (96, 50), (128, 300)] {
+            let val = |i: usize| round_f16(((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 0.5);
+            let k: Vec<f32> = (0..len * dim).map(val).collect();
+            let v: Vec<f32> = (0..len * dim).map(|i| val(i + 13)).collect();
+            let keys = Keys {
+                runs: [(&k[..], &v[..]), (&[], &[])],
+                stride: dim,
+                offset: 0,
+                dim,
+            };
+            let q: Vec<f32> = (0..dim).map(|i| round_f16(val(i + 5) * 3.0)).collect();
+            for range in [0..len, 3..len - 1] {
+                let a = one_pass(&q, &keys, range.clone(), 0.125);
+                let b = one_pass_portable(&q, &keys, range, 0.125);
+                assert_eq!((a.max, a.sum), (b.max, b.sum), "dim {dim}, {len} keys");
+                assert_eq!(a.acc, b.acc, "dim {dim}, {len} keys");
+            }
+        }
+    }
+
+    /// The `expf` copy equals libm's on every 61st float from 0 down to past its underflow, and at the ends.
+    #[test]
+    fn expf_is_libm_expf_to_the_bit() {
+        let check = |x: f32| {
+            let (a, b) = (expf(x), x.exp());
+            assert_eq!(a.to_bits(), b.to_bits(), "expf({x:e}): {a:e} vs libm {b:e}");
         };
-        let q: Vec<f32> = (0..dim).map(|i| round_f16(val(i + 5) * 3.0)).collect();
-        let a = one_pass(&q, &keys, 0..40, 0.125);
-        let b = one_pass_portable(&q, &keys, 0..40, 0.125);
-        assert_eq!((a.max, a.sum), (b.max, b.sum));
-        assert_eq!(a.acc, b.acc);
+        let mut bits = (-0.0f32).to_bits();
+        while bits <= (-110.0f32).to_bits() {
+            check(f32::from_bits(bits));
+            bits += 61;
+        }
+        for x in [
+            0.0,
+            -0.0,
+            -1e-30,
+            -1.0,
+            -87.5,
+            -103.97,
+            -104.0,
+            -1e30,
+            f32::NEG_INFINITY,
+        ] {
+            check(x);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if crate::quant::Kernel::detect() == crate::quant::Kernel::Avx2 {
+            let mut xs: Vec<f32> = (0..4001).map(|i| -(i as f32) * 0.0271).collect();
+            xs.extend([f32::NEG_INFINITY, -103.972, -103.973, -0.0]);
+            let want: Vec<u32> = xs.iter().map(|x| x.exp().to_bits()).collect();
+            // SAFETY: checked for AVX2 just above.
+            unsafe { staged::exp_all(&mut xs) };
+            let got: Vec<u32> = xs.iter().map(|x| x.to_bits()).collect();
+            assert_eq!(got, want);
+        }
     }
 
     /// All three paths compute softmax attention; they differ only in rounding.

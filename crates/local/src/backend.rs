@@ -27,6 +27,8 @@ const DEFAULT_KV_LIMIT: usize = 2 << 30;
 ///   already decoding, then its samples decode with them ([`Backend::max_in_flight`] is 8). A request joins only while the KV memory the batch may reach stays
 ///   under the limit; otherwise it waits for running ones to finish.
 /// - Native `n`: the n samples of a request are prefilled once and decoded together, each with its own seed.
+/// - Prompts read stay in the batch's prompt cache ([`LocalBackend::with_prompt_cache`]): a request skips the
+///   start it shares with one read before, where that is exact (see `batch`).
 /// - A request whose caller gave up (timed out, dropped) leaves the batch at the next step.
 /// - Images are dropped ([`Backend::supports_images`] is false); the run manifest records that, and each raw
 ///   record says how many were left out.
@@ -37,6 +39,7 @@ pub struct LocalBackend {
     model: Arc<LocalModel>,
     queue: Mutex<Option<mpsc::Sender<Submission>>>,
     kv_limit: usize,
+    prompt_cache: usize,
     stats: Arc<Mutex<BatchStats>>,
 }
 
@@ -47,6 +50,8 @@ pub struct BatchStats {
     pub steps: u64,
     /// The most sequences (samples of all requests) one step advanced together.
     pub most_sequences: usize,
+    /// Prompt tokens taken from the prompt cache instead of being read again.
+    pub prompt_tokens_reused: u64,
 }
 
 /// A request on its way to the engine thread, and where its answer goes.
@@ -70,6 +75,7 @@ impl LocalBackend {
             model,
             queue: Mutex::new(None),
             kv_limit: DEFAULT_KV_LIMIT,
+            prompt_cache: crate::batch::PROMPT_CACHE_BYTES,
             stats: Arc::default(),
         }
     }
@@ -78,6 +84,13 @@ impl LocalBackend {
     /// `n × max_tokens` positions; one request is always admitted, whatever its size.
     pub fn with_kv_limit(mut self, bytes: usize) -> LocalBackend {
         self.kv_limit = bytes;
+        self
+    }
+
+    /// Caps the KV memory of the prompt cache (default 1 GiB; 0 turns it off). Answers are the same either
+    /// way: a cached prompt start is reused only where it computes exactly as reading it again would.
+    pub fn with_prompt_cache(mut self, bytes: usize) -> LocalBackend {
+        self.prompt_cache = bytes;
         self
     }
 
@@ -98,11 +111,11 @@ impl LocalBackend {
         }
         let (tx, rx) = mpsc::channel();
         let model = self.model.clone();
-        let limit = self.kv_limit;
+        let limits = (self.kv_limit, self.prompt_cache);
         let stats = self.stats.clone();
         std::thread::Builder::new()
             .name("nmb-local-batch".into())
-            .spawn(move || serve(&model, &rx, limit, &stats))
+            .spawn(move || serve(&model, &rx, limits, &stats))
             .map_err(|e| {
                 CallError::new(
                     ErrorClass::Other,
@@ -142,10 +155,10 @@ impl LocalBackend {
 fn serve(
     model: &LocalModel,
     rx: &mpsc::Receiver<Submission>,
-    kv_limit: usize,
+    (kv_limit, prompt_cache): (usize, usize),
     stats: &Mutex<BatchStats>,
 ) {
-    let mut batch = model.batch::<Pending>();
+    let mut batch = model.batch::<Pending>().with_prompt_cache(prompt_cache);
     let mut waiting: VecDeque<Submission> = VecDeque::new();
     loop {
         if batch.is_empty() && waiting.is_empty() {
@@ -177,6 +190,10 @@ fn serve(
                 s.most_sequences = s.most_sequences.max(batch.live_sequences());
             }
             for done in batch.step() {
+                stats
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .prompt_tokens_reused += done.reused as u64;
                 answer(model, done);
             }
         }
@@ -228,6 +245,7 @@ fn completion(model: &LocalModel, cs: Vec<LocalCompletion>, latency: Duration) -
         "images_dropped": first.map_or(0, |c| c.images_dropped),
         "latency_ms": latency.as_millis() as u64,
         "prefill_ms": first.map_or(0, |c| c.prefill.as_millis() as u64),
+        "input_tokens_reused": first.map_or(0, |c| c.tokens_in_reused),
     })
     .to_string();
     Completion {

@@ -6,18 +6,27 @@
 //!
 //! Each sample has its own seeded random stream: sample `i` of a request with seed `s` uses seed `s + i`, so
 //! sample 0 is what a one-sample request with the same seed gets.
+//!
+//! **Prompt cache.** Read prompts stay cached (newest kept, up to a memory limit), and a request whose prompt
+//! starts like a cached one reads only the rest: the next turn of a consult re-reads none of the conversation
+//! before it, and the same prompt asked again (the n one-sample conversations of a consult's first turn) is
+//! not read again at all. Reuse is exact: a cached position is taken only where the engine would compute it
+//! the same way for the new prompt (same tokens before it, and the same attention path, which follows from
+//! the prompt's length; see [`reusable`]), so an answer never depends on what happened to be cached.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
-use crate::engine::{Column, Engine, Sequence};
+use crate::attention::{self, PROMPT_CHUNK};
+use crate::engine::{Cache, Column, Engine, Sequence};
 use crate::sample::{Sampler, Sampling};
 use crate::FinishReason;
 
-/// Prompt tokens run through the model per step of a prefill; bounds its scratch memory.
-const PREFILL_CHUNK: usize = 512;
+/// KV memory the prompt cache holds by default.
+pub(crate) const PROMPT_CACHE_BYTES: usize = 1 << 30;
 
 /// What one request asks for.
 pub(crate) struct Job {
@@ -47,6 +56,8 @@ pub(crate) struct Done<T> {
     pub prefill: Duration,
     /// Time from joining the batch to the last sample finishing.
     pub latency: Duration,
+    /// Prompt tokens taken from the prompt cache rather than read.
+    pub reused: usize,
 }
 
 impl<T> Done<T> {
@@ -57,6 +68,7 @@ impl<T> Done<T> {
             result: self.result,
             prefill: self.prefill,
             latency: self.latency,
+            reused: self.reused,
         };
         (self.tag, rest)
     }
@@ -78,6 +90,7 @@ struct Active<T> {
     prefill: Duration,
     /// KV bytes this request may reach: its prompt once, plus every sample's full budget.
     reserved: usize,
+    reused: usize,
 }
 
 /// A request whose prompt is being read, chunk by chunk.
@@ -85,10 +98,68 @@ struct Prefilling<T> {
     tag: T,
     job: Job,
     seq: Sequence,
-    /// Prompt tokens already run.
+    /// Prompt tokens already run (or taken from the prompt cache).
     done: usize,
+    /// Whether the prompt cache was asked for this prompt's start.
+    looked_up: bool,
+    reused: usize,
     joined: Instant,
     reserved: usize,
+}
+
+/// A read prompt: its tokens, its KV cache and the logits after its last token.
+struct Cached {
+    tokens: Vec<u32>,
+    cache: Arc<Cache>,
+    logits: Arc<[f32]>,
+}
+
+/// Read prompts, oldest first, within a memory limit.
+struct PromptCache {
+    entries: VecDeque<Cached>,
+    bytes_per_token: usize,
+    limit: usize,
+}
+
+impl PromptCache {
+    fn bytes(&self) -> usize {
+        self.entries.iter().map(|e| e.tokens.len()).sum::<usize>() * self.bytes_per_token
+    }
+
+    /// The entry `prompt` can take the most positions from, and how many.
+    fn best(&self, prompt: &[u32], context: usize) -> Option<(&Cached, usize)> {
+        self.entries
+            .iter()
+            .map(|e| (e, reusable(&e.tokens, prompt, context)))
+            .filter(|(_, n)| *n > 0)
+            .max_by_key(|(_, n)| *n)
+    }
+
+    /// Keeps `entry`, dropping the entries it makes redundant (prompts it extends) and then the oldest until
+    /// the cache fits its limit.
+    fn insert(&mut self, entry: Cached, context: usize) {
+        self.entries
+            .retain(|e| reusable(&e.tokens, &entry.tokens, context) < e.tokens.len());
+        self.entries.push_back(entry);
+        while self.bytes() > self.limit && !self.entries.is_empty() {
+            self.entries.pop_front();
+        }
+    }
+}
+
+/// How many leading positions of `cached` (a read prompt) prompt `next` can take as they are: the tokens they
+/// share, up to the first position whose attention path differs between the two prompts (it would round
+/// differently), and never `next`'s last position unless the prompts are equal (its logits are needed).
+pub(crate) fn reusable(cached: &[u32], next: &[u32], context: usize) -> usize {
+    let common = cached.iter().zip(next).take_while(|(a, b)| a == b).count();
+    if common == cached.len() && common == next.len() {
+        return common;
+    }
+    let limit = common.min(next.len().saturating_sub(1));
+    let path = |len: usize, p: usize| attention::path(attention::prompt_chunk(len, p), p, context);
+    (0..limit)
+        .find(|&p| path(cached.len(), p) != path(next.len(), p))
+        .unwrap_or(limit)
 }
 
 /// The requests being decoded. `T` tags each request so its owner can route the result.
@@ -97,7 +168,8 @@ pub(crate) struct Batch<'e, T> {
     stop_ids: &'e [u32],
     active: Vec<Active<T>>,
     /// Requests waiting for (or in) their prefill, first come first served.
-    prefilling: std::collections::VecDeque<Prefilling<T>>,
+    prefilling: VecDeque<Prefilling<T>>,
+    prompts: PromptCache,
 }
 
 impl<'e, T> Batch<'e, T> {
@@ -107,7 +179,18 @@ impl<'e, T> Batch<'e, T> {
             stop_ids,
             active: Vec::new(),
             prefilling: Default::default(),
+            prompts: PromptCache {
+                entries: VecDeque::new(),
+                bytes_per_token: engine.cfg.kv_bytes_per_token(),
+                limit: PROMPT_CACHE_BYTES,
+            },
         }
+    }
+
+    /// Caps the KV memory of the prompt cache (0 turns it off).
+    pub(crate) fn with_prompt_cache(mut self, bytes: usize) -> Batch<'e, T> {
+        self.prompts.limit = bytes;
+        self
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -147,13 +230,43 @@ impl<'e, T> Batch<'e, T> {
             tag,
             job,
             done: 0,
+            looked_up: false,
+            reused: 0,
             joined: Instant::now(),
         });
+    }
+
+    /// Starts the prompts at the front that the prompt cache holds whole, and lets the next one to read skip
+    /// the start it shares with a cached prompt. Returns requests this finished.
+    fn take_cached(&mut self) -> Vec<Done<T>> {
+        let mut finished = Vec::new();
+        let context = self.engine.context;
+        while let Some(p) = self.prefilling.front_mut() {
+            if p.looked_up {
+                break;
+            }
+            p.looked_up = true;
+            let Some((entry, n)) = self.prompts.best(&p.job.prompt, context) else {
+                break;
+            };
+            let (cache, logits) = (entry.cache.clone(), entry.logits.clone());
+            if n < p.job.prompt.len() {
+                p.seq = Sequence::after_part(cache, n);
+                p.done = n;
+                p.reused = n;
+                break;
+            }
+            let mut p = self.prefilling.pop_front().expect("front exists");
+            p.reused = n;
+            finished.extend(self.start(p, cache, &logits));
+        }
+        finished
     }
 
     /// One forward pass: the next token of every decoding sequence, plus the next chunk of the first prompt
     /// being read. Returns the requests that finished.
     pub(crate) fn step(&mut self) -> Vec<Done<T>> {
+        let mut finished = self.take_cached();
         let mut cols = Vec::new();
         let mut live: Vec<&mut Sample> = Vec::new();
         let mut budgets = Vec::new();
@@ -168,22 +281,17 @@ impl<'e, T> Batch<'e, T> {
                     seq: live.len(),
                     token,
                     logits: true,
+                    chunk: 1,
                 });
                 live.push(s);
             }
         }
         let reading = self.prefilling.front_mut();
-        let chunk_end = reading
-            .as_ref()
-            .map(|p| (p.done + PREFILL_CHUNK).min(p.job.prompt.len()));
-        if let (Some(p), Some(end)) = (&reading, chunk_end) {
-            let last = p.job.prompt.len();
-            cols.extend((p.done..end).map(|i| Column {
-                seq: live.len(),
-                token: p.job.prompt[i],
-                logits: i + 1 == last,
-            }));
-        }
+        let chunk_end = reading.as_ref().map(|p| {
+            let (chunk, end) = prompt_columns(&p.job.prompt, p.done, live.len());
+            cols.extend(chunk);
+            end
+        });
         let mut logits = {
             let mut seqs: Vec<&mut Sequence> = live.iter_mut().map(|s| &mut s.seq).collect();
             if let Some(p) = reading {
@@ -204,7 +312,6 @@ impl<'e, T> Batch<'e, T> {
                 .zip(budgets)
                 .for_each(|((s, l), budget)| advance(s, l, stop_ids, budget));
         });
-        let mut finished = Vec::new();
         if let Some(end) = chunk_end {
             let p = self
                 .prefilling
@@ -214,15 +321,12 @@ impl<'e, T> Batch<'e, T> {
             if end == p.job.prompt.len() {
                 let p = self.prefilling.pop_front().expect("checked above");
                 match prompt_logits {
-                    Some(l) => {
-                        if let Some(d) = self.start(p, &l) {
-                            finished.push(d);
-                        }
-                    }
+                    Some(l) => finished.extend(self.read(p, l)),
                     None => finished.push(Done {
                         result: Err("the prompt gave no logits".into()),
                         prefill: p.joined.elapsed(),
                         latency: p.joined.elapsed(),
+                        reused: p.reused,
                         tag: p.tag,
                     }),
                 }
@@ -239,10 +343,25 @@ impl<'e, T> Batch<'e, T> {
         finished
     }
 
+    /// A prompt just read: cached for later requests, then started.
+    fn read(&mut self, mut p: Prefilling<T>, logits: Vec<f32>) -> Option<Done<T>> {
+        let seq = std::mem::replace(&mut p.seq, Sequence::new(0));
+        let cache = Arc::new(seq.into_cache());
+        let logits: Arc<[f32]> = logits.into();
+        if self.prompts.limit > 0 {
+            let entry = Cached {
+                tokens: p.job.prompt.clone(),
+                cache: cache.clone(),
+                logits: logits.clone(),
+            };
+            self.prompts.insert(entry, self.engine.context);
+        }
+        self.start(p, cache, &logits)
+    }
+
     /// A read prompt's samples, sharing its cache, each with its first token sampled from `logits`. Returns
     /// the request if that already finished it (a stop token at once, or a budget of one).
-    fn start(&mut self, p: Prefilling<T>, logits: &[f32]) -> Option<Done<T>> {
-        let prefix = Arc::new(p.seq.into_cache());
+    fn start(&mut self, p: Prefilling<T>, prefix: Arc<Cache>, logits: &[f32]) -> Option<Done<T>> {
         let job = p.job;
         let mut active = Active {
             tag: p.tag,
@@ -262,6 +381,7 @@ impl<'e, T> Batch<'e, T> {
             joined: p.joined,
             prefill: Duration::ZERO,
             reserved: p.reserved,
+            reused: p.reused,
         };
         for s in &mut active.samples {
             advance(s, logits, self.stop_ids, job.budget);
@@ -273,6 +393,22 @@ impl<'e, T> Batch<'e, T> {
         self.active.push(active);
         None
     }
+}
+
+/// The columns of the next piece of `prompt` to read from position `done`, as sequence `seq`, and where that
+/// piece ends: the end of llama.cpp's chunk, so a prefill resumed mid-chunk realigns with it.
+fn prompt_columns(prompt: &[u32], done: usize, seq: usize) -> (Vec<Column>, usize) {
+    let start = done - done % PROMPT_CHUNK;
+    let end = (start + PROMPT_CHUNK).min(prompt.len());
+    let cols = (done..end)
+        .map(|i| Column {
+            seq,
+            token: prompt[i],
+            logits: i + 1 == prompt.len(),
+            chunk: attention::prompt_chunk(prompt.len(), i),
+        })
+        .collect();
+    (cols, end)
 }
 
 /// Samples the next token of `s` from `logits` and records whether the sequence is done.
@@ -301,6 +437,95 @@ fn done<T>(a: Active<T>) -> Done<T> {
             .collect()),
         prefill: a.prefill,
         latency: a.joined.elapsed(),
+        reused: a.reused,
         tag: a.tag,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reuse_stops_where_the_attention_path_would_change() {
+        let ctx = usize::MAX;
+        let p: Vec<u32> = (0..700).collect();
+        // The same prompt: all of it (its logits are cached too).
+        assert_eq!(reusable(&p[..100], &p[..100], ctx), 100);
+        // A prompt that extends a cached one within its first chunk: every cached position (tiled either way).
+        assert_eq!(reusable(&p[..200], &p[..500], ctx), 200);
+        // Across the chunk boundary: the cached prompt's second chunk (88 tokens) is tiled, as in the longer one.
+        assert_eq!(reusable(&p[..600], &p[..700], ctx), 600);
+        // A cached second chunk of 18 tokens took the one-pass path; the longer prompt tiles those positions.
+        assert_eq!(reusable(&p[..530], &p[..700], ctx), 512);
+        // A short prompt (one pass) and a long one (tiled) share nothing computed alike.
+        assert_eq!(reusable(&p[..30], &p[..100], ctx), 0);
+        // A prompt that is a start of the cached one: all but its last position, whose logits are needed.
+        assert_eq!(reusable(&p[..500], &p[..300], ctx), 299);
+        // Different tokens part them.
+        let mut q = p[..300].to_vec();
+        q[150] = 9999;
+        assert_eq!(reusable(&p[..200], &q, ctx), 150);
+    }
+
+    /// Reads `prompt` into `seq` from position `done` as the batch does; the logits after its last token.
+    fn read(engine: &Engine, seq: &mut Sequence, prompt: &[u32], mut done: usize) -> Vec<f32> {
+        let mut logits = Vec::new();
+        while done < prompt.len() {
+            let (cols, end) = prompt_columns(prompt, done, 0);
+            logits = engine
+                .step(&mut [&mut *seq], &cols)
+                .pop()
+                .unwrap_or_default();
+            done = end;
+        }
+        logits
+    }
+
+    #[test]
+    fn a_prompt_read_after_a_cached_start_has_the_logits_of_one_read_whole() {
+        let Some(path) = nmb_test_support::assets::smollm2_gguf() else {
+            return;
+        };
+        let model = crate::LocalModel::load(&path).expect("SmolLM2 loads");
+        let engine = &model.engine;
+        let case = model
+            .prompt_tokens(include_str!("../benches/prompt.txt"))
+            .expect("tokens");
+        let more = model
+            .prompt_tokens("The patient's daughter adds that she had a similar episode last month.")
+            .expect("tokens");
+        let long: Vec<u32> = case.iter().chain(&more).chain(&case).copied().collect();
+        // (cached, next, positions expected to be reused): within a chunk, across the 512-token boundary, and
+        // a cached second chunk too short to be tiled.
+        let pairs = [
+            (case.clone(), long[..case.len() + more.len()].to_vec()),
+            (long[..600].to_vec(), long.clone()),
+            (long[..530].to_vec(), long[..700].to_vec()),
+        ];
+        for (cached, next) in pairs {
+            let mut seq = Sequence::new(engine.cfg.layers);
+            read(engine, &mut seq, &cached, 0);
+            let n = reusable(&cached, &next, engine.context);
+            assert!(
+                n > 0,
+                "{} then {} tokens reuse nothing",
+                cached.len(),
+                next.len()
+            );
+            let mut resumed = Sequence::after_part(Arc::new(seq.into_cache()), n);
+            let got = read(engine, &mut resumed, &next, n);
+            let want = engine.prompt_logits(&next);
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(
+                same && got.len() == want.len(),
+                "{} tokens after {n} cached of {} differ from reading them whole",
+                next.len(),
+                cached.len()
+            );
+        }
     }
 }

@@ -139,9 +139,10 @@ impl Cache {
     }
 }
 
-/// A sequence being decoded: an optional shared prefix (the prompt) and its own positions after it.
+/// A sequence being decoded: an optional shared prefix (the first `len` positions of a prompt's cache) and its
+/// own positions after it.
 pub(crate) struct Sequence {
-    prefix: Option<Arc<Cache>>,
+    prefix: Option<(Arc<Cache>, usize)>,
     own: Cache,
 }
 
@@ -155,30 +156,65 @@ impl Sequence {
 
     /// A sequence continuing after `prefix`, which it shares and never changes.
     pub(crate) fn after(prefix: Arc<Cache>) -> Sequence {
+        let len = prefix.len;
+        Sequence::after_part(prefix, len)
+    }
+
+    /// A sequence continuing after the first `len` positions of `prefix` (a cached prompt it shares a start
+    /// with).
+    pub(crate) fn after_part(prefix: Arc<Cache>, len: usize) -> Sequence {
         let layers = prefix.layers.len();
         Sequence {
-            prefix: Some(prefix),
+            prefix: Some((prefix, len)),
             own: Cache::new(layers),
         }
     }
 
     /// Positions held so far.
     pub(crate) fn len(&self) -> usize {
-        self.prefix.as_ref().map_or(0, |p| p.len) + self.own.len
+        self.prefix.as_ref().map_or(0, |p| p.1) + self.own.len
     }
 
-    /// This sequence's own positions, to share as the prefix of others.
+    /// Every position held, as one cache to share as the prefix of others (the shared part is copied).
     pub(crate) fn into_cache(self) -> Cache {
-        debug_assert!(self.prefix.is_none());
-        self.own
+        let Some((prefix, len)) = self.prefix else {
+            return self.own;
+        };
+        let mut layers: Vec<LayerCache> = prefix
+            .layers
+            .iter()
+            .map(|l| {
+                let width = l.k.len() / prefix.len.max(1);
+                LayerCache {
+                    k: l.k[..len * width].to_vec(),
+                    v: l.v[..len * width].to_vec(),
+                }
+            })
+            .collect();
+        for (all, own) in layers.iter_mut().zip(self.own.layers) {
+            all.k.extend(own.k);
+            all.v.extend(own.v);
+        }
+        Cache {
+            layers,
+            len: len + self.own.len,
+        }
     }
 
-    /// Layer `l`'s keys and values as up to two runs of rows: the prefix's, then its own.
-    fn segments(&self, l: usize) -> impl Iterator<Item = &LayerCache> {
+    /// Layer `l`'s keys and values as up to two runs of rows: the prefix's (cut to its shared length), then
+    /// its own.
+    fn segments(&self, l: usize) -> impl Iterator<Item = (&[f32], &[f32])> {
         self.prefix
             .iter()
-            .map(move |p| &p.layers[l])
-            .chain(std::iter::once(&self.own.layers[l]))
+            .map(move |(p, len)| {
+                let layer = &p.layers[l];
+                let width = layer.k.len() / p.len.max(1);
+                (&layer.k[..len * width], &layer.v[..len * width])
+            })
+            .chain(std::iter::once((
+                &self.own.layers[l].k[..],
+                &self.own.layers[l].v[..],
+            )))
     }
 }
 
@@ -188,6 +224,10 @@ pub(crate) struct Column {
     pub seq: usize,
     pub token: u32,
     pub logits: bool,
+    /// The tokens llama.cpp would run for this sequence in this column's step: 1 for a decoded token, the
+    /// size of its 512-token chunk for a prompt token ([`attention::prompt_chunk`]). It picks the attention
+    /// path, so a column computes the same whatever shares its step and wherever a prefill resumed.
+    pub chunk: usize,
 }
 
 impl Engine {
@@ -270,6 +310,7 @@ impl Engine {
                 seq: 0,
                 token,
                 logits: i + 1 == prompt.len(),
+                chunk: attention::prompt_chunk(prompt.len(), i),
             })
             .collect();
         self.step(&mut [&mut seq], &cols).pop().unwrap_or_default()
@@ -416,15 +457,21 @@ fn attention(
     let hd = cfg.head_dim;
     let group = cfg.heads / cfg.kv_heads;
     let scale = 1.0 / (hd as f32).sqrt();
-    // Columns and positions held (this step's included) per sequence.
-    let mut per_seq = vec![0usize; seqs.len()];
+    // Each column's path, and per sequence the positions held (this step's included) and whether any of its
+    // columns is tiled.
+    let paths: Vec<attention::Path> = cols
+        .iter()
+        .zip(positions)
+        .map(|(c, &p)| attention::path(c.chunk, p, context))
+        .collect();
+    let mut tiled = vec![false; seqs.len()];
     let mut held = vec![0usize; seqs.len()];
-    for (c, &p) in cols.iter().zip(positions) {
-        per_seq[c.seq] += 1;
+    for ((c, &p), how) in cols.iter().zip(positions).zip(&paths) {
+        tiled[c.seq] |= *how == attention::Path::Tiled;
         held[c.seq] = held[c.seq].max(p + 1);
     }
     let keys = |seq: usize, kv_head: usize| {
-        let mut runs = seqs[seq].segments(l).map(|s| (&s.k[..], &s.v[..]));
+        let mut runs = seqs[seq].segments(l);
         let first = runs.next().expect("a sequence has its own part");
         Keys {
             runs: [first, runs.next().unwrap_or((&[], &[]))],
@@ -437,7 +484,7 @@ fn attention(
     // once per query.
     let mut transposed: Vec<Option<Vec<Vec<f32>>>> = vec![None; seqs.len()];
     for (s, t) in transposed.iter_mut().enumerate() {
-        if per_seq[s] >= attention::TILE {
+        if tiled[s] {
             let len = held[s];
             *t = Some(
                 (0..cfg.kv_heads)
@@ -452,9 +499,16 @@ fn attention(
         let (c, head) = (i / cfg.heads, i % cfg.heads);
         let (seq, kv_head) = (cols[c].seq, head / group);
         let q = &qkv[c * width + head * hd..c * width + (head + 1) * hd];
-        let how = attention::path(per_seq[seq], positions[c], context);
         let kt = transposed[seq].as_ref().map(|t| &t[kv_head][..]);
-        attention::attend(how, q, &keys(seq, kv_head), kt, positions[c], scale, dst);
+        attention::attend(
+            paths[c],
+            q,
+            &keys(seq, kv_head),
+            kt,
+            positions[c],
+            scale,
+            dst,
+        );
     });
     out
 }

@@ -36,7 +36,9 @@
 //! - **n samples and batching.** [`LocalModel::generate_n`] prefills a prompt once and decodes its n samples
 //!   together, each with its own seeded stream (sample `i` uses seed + `i`). [`LocalBackend`] keeps one batch for
 //!   all requests: a request that arrives while others decode joins at the next step, up to a KV-cache memory
-//!   limit ([`LocalBackend::with_kv_limit`]).
+//!   limit ([`LocalBackend::with_kv_limit`]). Its prompt cache lets a request skip the start it shares with a
+//!   prompt read before (a consult's earlier turns), only where that computes exactly what reading it would
+//!   ([`LocalBackend::with_prompt_cache`]).
 //! - **Sharing.** [`LocalModel`] is `Send + Sync` and meant to sit in an `Arc`; every generation keeps its own
 //!   KV cache, so concurrent calls are safe, though on a CPU they only compete for cores: send them through
 //!   [`LocalBackend`], which batches them.
@@ -122,6 +124,9 @@ pub struct LocalCompletion {
     pub latency: Duration,
     /// Of `latency`, the time spent running the prompt through the model before the first sampled token.
     pub prefill: Duration,
+    /// Of `tokens_in`, the tokens taken from the prompt cache (read before, by an earlier request) rather than
+    /// run through the model again.
+    pub tokens_in_reused: usize,
 }
 
 /// What a run manifest may want to record about the loaded model.
@@ -452,6 +457,7 @@ impl LocalModel {
                     seed: run.seed,
                     latency: started.elapsed(),
                     prefill: done.prefill,
+                    tokens_in_reused: done.reused,
                 })
             })
             .collect()

@@ -20,9 +20,6 @@ pub(crate) const BLOCK: usize = 32;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 
-#[cfg(target_arch = "x86_64")]
-pub(crate) use avx2::one_pass as one_pass_avx2;
-
 /// A weight format this engine multiplies with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Format {

@@ -322,14 +322,6 @@ fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
 }
 
-/// `(t0 + t1) + (t2 + t3)` where `t = low half + high half`: `_mm_hadd_ps` twice, as ggml reduces.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn hsum_hadd(v: __m256) -> f32 {
-    let t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    let t = _mm_hadd_ps(t, t);
-    _mm_cvtss_f32(_mm_hadd_ps(t, t))
-}
-
 /// The portable quantiser, compiled with AVX2 so its rounding and loops use vector instructions.
 ///
 /// # Safety
@@ -337,78 +329,4 @@ fn hsum_hadd(v: __m256) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn quantize_block(src: &[f32], qs: &mut [i8]) -> (f32, i32) {
     super::quantize_block(src, qs)
-}
-
-/// The one-pass attention of `crate::attention` over `rows` (each the head's key and value, as long as `q16`):
-/// returns the running maximum, the softmax sum and the unnormalised weighted values, kept in f16 and rounded
-/// after every update as llama.cpp does. Same arithmetic as the portable code, eight lanes at a time.
-///
-/// # Safety
-/// The CPU must have AVX2, FMA and F16C ([`available`]); `q16.len()` is 32, 64, 96 or 128; every row is as long
-/// as `q16`.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) unsafe fn one_pass<'a>(
-    q16: &[f32],
-    rows: impl Iterator<Item = (&'a [f32], &'a [f32])>,
-    scale: f32,
-) -> (f32, f32, Vec<f32>) {
-    // A fixed lane count per head size, so the loops unroll and the accumulators stay in registers.
-    match q16.len() {
-        32 => one_pass_lanes::<4>(q16, rows, scale),
-        64 => one_pass_lanes::<8>(q16, rows, scale),
-        96 => one_pass_lanes::<12>(q16, rows, scale),
-        128 => one_pass_lanes::<16>(q16, rows, scale),
-        n => panic!("one_pass: head size {n} is not 32, 64, 96 or 128 (the caller checks)"),
-    }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-fn one_pass_lanes<'a, const L: usize>(
-    q16: &[f32],
-    rows: impl Iterator<Item = (&'a [f32], &'a [f32])>,
-    scale: f32,
-) -> (f32, f32, Vec<f32>) {
-    assert!(q16.len() == L * 8 && L.is_multiple_of(4));
-    let round = |v: __m256| _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v));
-    // SAFETY: `q16` holds `L * 8` values.
-    let q: [__m256; L] =
-        std::array::from_fn(|i| unsafe { _mm256_loadu_ps(q16.as_ptr().add(i * 8)) });
-    let mut acc = [_mm256_setzero_ps(); L];
-    let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
-    for (k, v) in rows {
-        assert!(k.len() == L * 8 && v.len() == L * 8);
-        // ggml_vec_dot_f16's order: four accumulators over each 32 values, then (a0 + a2) + (a1 + a3).
-        let mut a = [_mm256_setzero_ps(); 4];
-        for (i, &qi) in q.iter().enumerate() {
-            // SAFETY: `k` holds `L * 8` values.
-            let y = unsafe { _mm256_loadu_ps(k.as_ptr().add(i * 8)) };
-            a[i % 4] = _mm256_fmadd_ps(qi, y, a[i % 4]);
-        }
-        let d = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));
-        let s = hsum_hadd(d) * scale;
-        let (mut ms, mut vs) = (1f32, 1f32);
-        if s > max {
-            ms = (max - s).exp();
-            max = s;
-            let m = _mm256_set1_ps(ms);
-            for a in acc.iter_mut() {
-                *a = round(_mm256_mul_ps(*a, m));
-            }
-        } else {
-            vs = (s - max).exp();
-        }
-        let w = _mm256_set1_ps(vs);
-        for (i, a) in acc.iter_mut().enumerate() {
-            // SAFETY: `v` holds `L * 8` values.
-            let x = unsafe { _mm256_loadu_ps(v.as_ptr().add(i * 8)) };
-            *a = round(_mm256_fmadd_ps(x, w, *a));
-        }
-        sum = sum * ms + vs;
-    }
-    let mut out = vec![0f32; L * 8];
-    for (i, a) in acc.iter().enumerate() {
-        // SAFETY: `out` holds `L * 8` values.
-        unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(i * 8), *a) };
-    }
-    (max, sum, out)
 }

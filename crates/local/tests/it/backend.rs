@@ -176,3 +176,54 @@ fn concurrent_requests_share_decoding_steps() {
         b.stats()
     );
 }
+
+/// A consult's next turn reads only what the previous turn's prompt did not hold, the same prompt asked again
+/// is not read at all, and the answers are the ones a backend without the prompt cache gives.
+#[test]
+fn later_turns_reuse_the_conversation_and_answer_as_without_the_cache() {
+    let (Some(cached), Some(fresh)) = (backend(None), backend(None)) else {
+        return;
+    };
+    let fresh = fresh.with_prompt_cache(0);
+    let rt = runtime();
+    let case = "A 58-year-old woman has sudden word-finding difficulty and right arm weakness. "
+        .repeat(30);
+    let mut first = request(&case, false);
+    first.params.temperature = 0.8;
+    first.params.max_tokens = 24;
+    let a1 = rt.block_on(cached.complete(&first)).expect("turn 1");
+    let again = rt.block_on(cached.complete(&first)).expect("turn 1 again");
+    assert_eq!(again.choices[0].text, a1.choices[0].text);
+    let mut second = first.clone();
+    second
+        .messages
+        .push(Message::text(Role::Assistant, &a1.choices[0].text));
+    second.messages.push(Message::text(
+        Role::User,
+        "Which artery is most likely occluded, and what is the next investigation?",
+    ));
+    let reused = |c: &nmb_requests::Completion| {
+        let raw: serde_json::Value = serde_json::from_str(&c.raw).expect("raw is JSON");
+        raw["input_tokens_reused"].as_u64().expect("a count")
+    };
+    assert_eq!(reused(&again), again.usage.input_tokens);
+    let with = rt.block_on(cached.complete(&second)).expect("turn 2");
+    let without = rt
+        .block_on(fresh.complete(&second))
+        .expect("turn 2, no cache");
+    assert_eq!(with.choices[0].text, without.choices[0].text);
+    assert_eq!(reused(&a1), 0);
+    assert_eq!(reused(&without), 0);
+    let n = reused(&with);
+    assert!(
+        n >= a1.usage.input_tokens / 2 && n < with.usage.input_tokens,
+        "turn 2 reused {n} of {} tokens after a {}-token turn 1",
+        with.usage.input_tokens,
+        a1.usage.input_tokens
+    );
+    assert_eq!(
+        cached.stats().prompt_tokens_reused,
+        n + again.usage.input_tokens
+    );
+    assert_eq!(fresh.stats().prompt_tokens_reused, 0);
+}
