@@ -496,8 +496,8 @@ mod tests {
             .prompt_tokens("The patient's daughter adds that she had a similar episode last month.")
             .expect("tokens");
         let long: Vec<u32> = case.iter().chain(&more).chain(&case).copied().collect();
-        // (cached, next, positions expected to be reused): within a chunk, across the 512-token boundary, and
-        // a cached second chunk too short to be tiled.
+        // (cached, next): within a chunk, across the 512-token boundary, and a cached second chunk too short to
+        // be tiled.
         let pairs = [
             (case.clone(), long[..case.len() + more.len()].to_vec()),
             (long[..600].to_vec(), long.clone()),
