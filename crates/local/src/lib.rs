@@ -28,7 +28,8 @@
 //!   window finishes with `length`.
 //! - **Weights and speed.** The engine is this crate's own (modules `engine`, `quant`, `attention`): weights
 //!   stay in the file's Q4_1/Q8_0 blocks (other formats are requantised to Q8_0 at load), activations are
-//!   quantised as llama.cpp quantises them, the dot products use AVX2 when the CPU has it (chosen at run time;
+//!   quantised as llama.cpp quantises them, the dot products use AVX2 when the CPU has it (with AVX-512 VNNI's
+//!   byte dot product where it has that too, unless `NMB_LOCAL_AVX2=1`; chosen at run time;
 //!   `NMB_LOCAL_SCALAR=1` forces the scalar fallback), and matrix products are spread over a rayon pool of
 //!   `NMB_THREADS` threads (default: every core). Attention follows llama.cpp's CPU flash attention step for
 //!   step. Greedy answers agree with llama.cpp's on the same GGUF except at near-ties (tested against its
@@ -143,7 +144,7 @@ pub struct ModelInfo {
     pub chat_template_sha256: String,
     /// The weight formats as held in memory (`Q4_1`, `Q8_0`, or `Q8_0 (from F16)` for a requantised tensor).
     pub weights: String,
-    /// The dot-product code this CPU runs: `avx2` or `scalar`.
+    /// The dot-product code this CPU runs: `avx512vnni`, `avx2` or `scalar`.
     pub kernel: String,
 }
 

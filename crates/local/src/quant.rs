@@ -7,9 +7,10 @@
 //!   (scale and `d * Σq` per block), Q8_0 for Q8_0. Scales are rounded to f16 as llama.cpp stores them, and
 //!   values round half to even (its SIMD quantiser), so the integer sums are the ones llama.cpp computes; only the
 //!   order of the f32 additions differs.
-//! - **Kernels.** AVX2 with FMA and F16C, chosen at run time, and a scalar fallback with the same arithmetic. A
-//!   product takes up to eight activation columns per pass over a weight row, so a batch of sequences (or a
-//!   prompt) reads each weight once per eight columns; rows are spread over the rayon pool the caller installs.
+//! - **Kernels.** AVX2 with FMA and F16C (its integer sums with AVX-512 VNNI where the CPU has it), chosen at
+//!   run time, and a scalar fallback with the same arithmetic. A product takes up to eight activation columns
+//!   per pass over a weight row, so a batch of sequences (or a prompt) reads each weight once per eight columns;
+//!   rows are spread over the rayon pool the caller installs.
 
 use half::f16;
 use rayon::prelude::*;
@@ -141,13 +142,13 @@ pub(crate) fn matmul_many(jobs: &[(&QMatrix, &Acts, usize)], out: &mut [f32], st
     tasks.into_par_iter().for_each(|(j, rows)| {
         let (w, x, offset) = jobs[j];
         let out = &out;
-        for c0 in (0..x.n).step_by(TILE) {
+        for t in 0..x.n.div_ceil(TILE) {
             let mut write = |r: usize, k: usize, v: f32| {
                 // SAFETY: each task writes only its own rows of its own product, so no two tasks touch one
                 // cell, and `out` outlives the parallel loop.
-                unsafe { *out.0.add((c0 + k) * stride + offset + r) = v };
+                unsafe { *out.0.add((t * TILE + k) * stride + offset + r) = v };
             };
-            kernel.dot_rows(w, rows.clone(), x, c0..(c0 + TILE).min(x.n), &mut write);
+            kernel.dot_rows(w, rows.clone(), &x.tile(t), &mut write);
         }
     });
 }
@@ -159,6 +160,10 @@ unsafe impl Sync for SharedOut {}
 
 /// `n` activation vectors of width `cols`, quantised for one weight format: 32 signed bytes per block with an
 /// f32 scale (already rounded to f16) and, for Q8_1, the f16-rounded `d * Σq`.
+///
+/// Laid out for the kernels, in tiles of [`TILE`] columns (the last may be narrower): within a tile, block by
+/// block, its columns' 32 values side by side, so one pointer walks every column of a tile; and [`TILE`]
+/// scales (and sums) per block, one per column (zero past the last), so one load brings a block's for all.
 pub(crate) struct Acts {
     pub n: usize,
     pub cols: usize,
@@ -171,31 +176,47 @@ impl Acts {
     /// Quantises `x` (`n` rows of `cols` values) for multiplying with weights of `format`.
     pub(crate) fn quantize(x: &[f32], cols: usize, format: Format) -> Acts {
         let n = x.len() / cols;
-        let blocks = x.len() / BLOCK;
+        let nb = cols / BLOCK;
+        let slots = n.div_ceil(TILE) * nb * TILE;
         let mut acts = Acts {
             n,
             cols,
             qs: vec![0; x.len()],
-            d: vec![0.0; blocks],
-            s: vec![0.0; if format == Format::Q4_1 { blocks } else { 0 }],
+            d: vec![0.0; slots],
+            s: vec![0.0; if format == Format::Q4_1 { slots } else { 0 }],
         };
         let kernel = Kernel::detect();
-        for (b, (src, qs)) in x
-            .chunks_exact(BLOCK)
-            .zip(acts.qs.chunks_exact_mut(BLOCK))
-            .enumerate()
-        {
-            let (d, sum) = kernel.quantize_block(src, qs);
-            acts.d[b] = round_f16(d);
+        for (i, src) in x.chunks_exact(BLOCK).enumerate() {
+            let (c, b) = (i / nb, i % nb);
+            let (t, k) = (c / TILE, c % TILE);
+            let width = TILE.min(n - t * TILE);
+            let at = t * TILE * cols + (b * width + k) * BLOCK;
+            let (d, sum) = kernel.quantize_block(src, &mut acts.qs[at..at + BLOCK]);
+            let slot = (t * nb + b) * TILE + k;
+            acts.d[slot] = round_f16(d);
             if format == Format::Q4_1 {
-                acts.s[b] = round_f16(d * sum as f32);
+                acts.s[slot] = round_f16(d * sum as f32);
             }
         }
         acts
     }
 
-    fn blocks_per_row(&self) -> usize {
-        self.cols / BLOCK
+    /// Tile `t`: columns `t * TILE..` up to `TILE` of them.
+    fn tile(&self, t: usize) -> Tile<'_> {
+        let nb = self.cols / BLOCK;
+        let n = TILE.min(self.n - t * TILE);
+        let q0 = t * TILE * self.cols;
+        let slots = t * nb * TILE..(t + 1) * nb * TILE;
+        Tile {
+            n,
+            q: &self.qs[q0..q0 + n * self.cols],
+            d: &self.d[slots.clone()],
+            s: if self.s.is_empty() {
+                &[]
+            } else {
+                &self.s[slots]
+            },
+        }
     }
 }
 
@@ -223,7 +244,8 @@ fn half(block: &[u8], at: usize) -> f32 {
     f16::from_bits(u16::from_le_bytes([block[at], block[at + 1]])).to_f32()
 }
 
-/// Which dot-product code this CPU runs.
+/// Which dot-product code this CPU runs. `Avx2` covers CPUs with AVX-512 VNNI too (the attention code tests
+/// for `Avx2` and runs its AVX2 loops on both); only their matrix products differ, see [`Kernel::vnni`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kernel {
     Scalar,
@@ -244,9 +266,25 @@ impl Kernel {
         })
     }
 
+    /// Whether the `Avx2` matrix products take their integer sums from AVX-512 VNNI (`vpdpbusd`): where the CPU
+    /// has it, unless `NMB_LOCAL_AVX2` is set; decided once. The results are the same bit for bit.
+    fn vnni(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self == Kernel::Avx2 {
+            static VNNI: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+            return *VNNI.get_or_init(|| {
+                std::env::var_os("NMB_LOCAL_AVX2").is_none() && avx2::vnni_available()
+            });
+        }
+        false
+    }
+
+    /// What runs, as run manifests record it: "scalar", "avx2", or "avx512vnni" (AVX2 with VNNI sums).
     pub(crate) fn name(self) -> &'static str {
         match self {
             Kernel::Scalar => "scalar",
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 if self.vnni() => "avx512vnni",
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx2 => "avx2",
         }
@@ -261,49 +299,37 @@ impl Kernel {
         }
     }
 
-    /// `out(r, k)` = row `r` of `w` · activation column `cols.start + k`, for each row in `rows` and up to
-    /// [`TILE`] columns.
+    /// `out(r, k)` = row `r` of `w` · column `k` of tile `x`, for each row in `rows`.
     fn dot_rows(
         self,
         w: &QMatrix,
         rows: std::ops::Range<usize>,
-        x: &Acts,
-        cols: std::ops::Range<usize>,
+        x: &Tile<'_>,
         out: &mut impl FnMut(usize, usize, f32),
     ) {
-        let nb = x.blocks_per_row();
-        let mut cols_q: [&[i8]; TILE] = [&[]; TILE];
-        let mut cols_d: [&[f32]; TILE] = [&[]; TILE];
-        let mut cols_s: [&[f32]; TILE] = [&[]; TILE];
-        let n = cols.len();
-        for (k, c) in cols.enumerate() {
-            cols_q[k] = &x.qs[c * x.cols..(c + 1) * x.cols];
-            cols_d[k] = &x.d[c * nb..(c + 1) * nb];
-            if w.format == Format::Q4_1 {
-                cols_s[k] = &x.s[c * nb..(c + 1) * nb];
-            }
-        }
-        let cols = Cols {
-            n,
-            q: cols_q,
-            d: cols_d,
-            s: cols_s,
-        };
+        assert!(
+            x.q.len() == x.n * w.cols
+                && x.d.len() == w.cols / BLOCK * TILE
+                && (w.format == Format::Q8_0 || x.s.len() == x.d.len())
+                && rows.end <= w.rows,
+            "the tile must match the weights"
+        );
         match self {
             Kernel::Scalar => {
                 for r in rows {
                     let mut sums = [0f32; TILE];
-                    scalar_dot(w.format, w.row(r), &cols, &mut sums);
-                    for (k, &v) in sums[..n].iter().enumerate() {
+                    scalar_dot(w.format, w.row(r), x, &mut sums);
+                    for (k, &v) in sums[..x.n].iter().enumerate() {
                         out(r, k, v);
                     }
                 }
             }
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Kernel::Avx2` is only chosen after `avx2::available()` confirmed AVX2, FMA and F16C;
-            // `rows` lie inside `w`, and every column holds `nb` blocks (sliced above).
+            // SAFETY: `Kernel::Avx2` is only chosen after `avx2::available()` confirmed AVX2, FMA and F16C, and
+            // `vnni()` only after `avx2::vnni_available()`; `rows` lie inside `w`, and the tile holds as many
+            // blocks per column (checked above).
             Kernel::Avx2 => unsafe {
-                avx2::dot_rows(w.format, &w.bytes, w.row_bytes(), rows, &cols, out)
+                avx2::dot_rows(self.vnni(), w.format, &w.bytes, w.row_bytes(), rows, x, out)
             },
         }
     }
@@ -312,20 +338,26 @@ impl Kernel {
 /// Activation columns multiplied per pass over a weight row.
 pub(crate) const TILE: usize = 8;
 
-/// Up to [`TILE`] activation columns, borrowed for one row's products.
-pub(crate) struct Cols<'a> {
+/// One tile of [`Acts`]: `n` (at most [`TILE`]) columns' values block by block (column `k`'s block `b` at
+/// `(b * n + k) * 32`), and `TILE` scales and (Q8_1) sums per block (column `k`'s block `b` at `b * TILE + k`).
+pub(crate) struct Tile<'a> {
     pub n: usize,
-    pub q: [&'a [i8]; TILE],
-    pub d: [&'a [f32]; TILE],
-    pub s: [&'a [f32]; TILE],
+    pub q: &'a [i8],
+    pub d: &'a [f32],
+    pub s: &'a [f32],
 }
 
-fn scalar_dot(format: Format, row: &[u8], x: &Cols<'_>, sums: &mut [f32; TILE]) {
+fn scalar_dot(format: Format, row: &[u8], x: &Tile<'_>, sums: &mut [f32; TILE]) {
     let bb = format.block_bytes();
     for (k, sum) in sums.iter_mut().enumerate().take(x.n) {
         let mut acc = 0f32;
         for (b, block) in row.chunks_exact(bb).enumerate() {
-            let q = &x.q[k][b * BLOCK..(b + 1) * BLOCK];
+            let at = (b * x.n + k) * BLOCK;
+            let q = &x.q[at..at + BLOCK];
+            let (xd, xs) = (
+                x.d[b * TILE + k],
+                x.s.get(b * TILE + k).copied().unwrap_or(0.0),
+            );
             let d = half(block, 0);
             match format {
                 Format::Q4_1 => {
@@ -334,7 +366,7 @@ fn scalar_dot(format: Format, row: &[u8], x: &Cols<'_>, sums: &mut [f32; TILE]) 
                         sumi += i32::from(block[4 + j] & 0x0F) * i32::from(q[j]);
                         sumi += i32::from(block[4 + j] >> 4) * i32::from(q[j + 16]);
                     }
-                    acc += d * x.d[k][b] * sumi as f32 + half(block, 2) * x.s[k][b];
+                    acc += d * xd * sumi as f32 + half(block, 2) * xs;
                 }
                 Format::Q8_0 => {
                     let sumi: i32 = block[2..]
@@ -342,7 +374,7 @@ fn scalar_dot(format: Format, row: &[u8], x: &Cols<'_>, sums: &mut [f32; TILE]) 
                         .zip(q)
                         .map(|(&w, &a)| i32::from(w as i8) * i32::from(a))
                         .sum();
-                    acc += d * x.d[k][b] * sumi as f32;
+                    acc += d * xd * sumi as f32;
                 }
             }
         }
@@ -411,20 +443,70 @@ mod tests {
         out
     }
 
+    /// Every product of `w` with `x` through one kernel (`Some(vnni)`: the AVX2 one, with VNNI sums or not), as
+    /// `out[c * rows + r]`.
+    fn products(w: &QMatrix, x: &Acts, avx2: Option<bool>) -> Vec<f32> {
+        let mut out = vec![0f32; x.n * w.rows];
+        for t in 0..x.n.div_ceil(TILE) {
+            let mut write = |r: usize, k: usize, v: f32| out[(t * TILE + k) * w.rows + r] = v;
+            match avx2 {
+                None => Kernel::Scalar.dot_rows(w, 0..w.rows, &x.tile(t), &mut write),
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the callers pass `Some` only where `avx2::available()` (and for `Some(true)`
+                // `avx2::vnni_available()`) holds; the tile has as many blocks as the weights' rows.
+                Some(vnni) => unsafe {
+                    avx2::dot_rows(
+                        vnni,
+                        w.format,
+                        &w.bytes,
+                        w.row_bytes(),
+                        0..w.rows,
+                        &x.tile(t),
+                        &mut write,
+                    )
+                },
+                #[cfg(not(target_arch = "x86_64"))]
+                Some(_) => unreachable!("no AVX2 kernel off x86_64"),
+            }
+        }
+        out
+    }
+
     fn check(format: Format, rows: usize, cols: usize, n: usize) {
         let w = quantize_weights(&values(1, rows * cols, 2.0), rows, cols, format);
         let x = values(2, n * cols, 4.0);
         let acts = Acts::quantize(&x, cols, format);
-        let mut scalar = vec![0f32; n * rows];
+        let scalar = products(&w, &acts, None);
         let mut fast = vec![0f32; n * rows];
-        for c0 in (0..n).step_by(TILE) {
-            let mut write = |r: usize, k: usize, v: f32| scalar[(c0 + k) * rows + r] = v;
-            Kernel::Scalar.dot_rows(&w, 0..rows, &acts, c0..(c0 + TILE).min(n), &mut write);
-        }
         w.matmul(&acts, &mut fast);
+        // The AVX2 kernels with and without VNNI (where the CPU runs them) do the same f32 arithmetic, so they
+        // and the product the engine runs (unless forced to the scalar one) agree bit for bit.
+        #[cfg(target_arch = "x86_64")]
+        if avx2::available() {
+            let plain = products(&w, &acts, Some(false));
+            let engine = if Kernel::detect() == Kernel::Avx2 {
+                &fast
+            } else {
+                &plain
+            };
+            assert_eq!(
+                bits(&plain),
+                bits(engine),
+                "{format:?} {n} columns: avx2 vs {}",
+                Kernel::detect().name()
+            );
+            if avx2::vnni_available() {
+                let vnni = products(&w, &acts, Some(true));
+                assert_eq!(
+                    bits(&plain),
+                    bits(&vnni),
+                    "{format:?} {n} columns: avx2 vs avx512vnni"
+                );
+            }
+        }
         let exact = reference(&w, &x);
         for i in 0..n * rows {
-            // The kernels differ only in the order of f32 additions.
+            // The scalar kernel differs from the others only in the order of f32 additions.
             assert!(
                 (scalar[i] - fast[i]).abs() <= 1e-4 * (1.0 + scalar[i].abs()),
                 "{format:?} cell {i}: scalar {} vs {} {}",
@@ -443,11 +525,66 @@ mod tests {
         }
     }
 
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
     #[test]
     fn kernels_agree_with_each_other_and_with_f32() {
-        for n in [1, 3, 4, 5, 8, 9, 17] {
-            check(Format::Q4_1, 70, 96, n);
-            check(Format::Q8_0, 70, 96, n);
+        for n in (1..=17).chain([24, 29]) {
+            for (rows, cols) in [(70, 96), (33, 32), (7, 576)] {
+                check(Format::Q4_1, rows, cols, n);
+                check(Format::Q8_0, rows, cols, n);
+            }
+        }
+    }
+
+    /// Weights and activations at the ends of their ranges (Q8_0's -128, ±127 activations, all-zero blocks),
+    /// where a saturating or sign-losing integer step would show.
+    #[test]
+    fn kernels_agree_at_extreme_values() {
+        let (rows, cols) = (9, 64);
+        for n in [1, 5, 8, 11] {
+            for format in [Format::Q4_1, Format::Q8_0] {
+                let mut w = quantize_weights(&values(3, rows * cols, 2.0), rows, cols, format);
+                let bb = format.block_bytes();
+                for (i, block) in w.bytes.chunks_exact_mut(bb).enumerate() {
+                    let fill = match (format, i % 3) {
+                        (_, 2) => continue,
+                        (Format::Q4_1, 0) => 0xFF,
+                        (Format::Q4_1, _) => 0x00,
+                        (Format::Q8_0, 0) => 0x80,
+                        (Format::Q8_0, _) => 0x7F,
+                    };
+                    let from = if format == Format::Q4_1 { 4 } else { 2 };
+                    block[from..].fill(fill);
+                }
+                let x: Vec<f32> = values(4, n * cols, 4.0)
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| match i % 64 / 32 {
+                        0 => v.signum() * 9.0,
+                        _ => *v,
+                    })
+                    .collect();
+                let acts = Acts::quantize(&x, cols, format);
+                let scalar = products(&w, &acts, None);
+                let mut fast = vec![0f32; n * rows];
+                w.matmul(&acts, &mut fast);
+                for (s, f) in scalar.iter().zip(&fast) {
+                    assert!(
+                        (s - f).abs() <= 1e-4 * (1.0 + s.abs()),
+                        "{format:?}: scalar {s} vs {f}"
+                    );
+                }
+                #[cfg(target_arch = "x86_64")]
+                if avx2::vnni_available() {
+                    assert_eq!(
+                        bits(&products(&w, &acts, Some(false))),
+                        bits(&products(&w, &acts, Some(true)))
+                    );
+                }
+            }
         }
     }
 

@@ -1,10 +1,13 @@
-//! AVX2 kernels: dot products of a run of weight rows with up to four activation columns (each weight block is
-//! unpacked once and multiplied with every column, `maddubs` on unsigned × signed bytes as llama.cpp's AVX2
-//! kernels do), and the activation quantiser compiled for AVX2.
+//! AVX2 kernels: dot products of a run of weight rows with up to eight activation columns (each weight block is
+//! unpacked once and multiplied with every column), and the activation quantiser compiled for AVX2. The integer
+//! part of each block's product is `maddubs` on unsigned × signed bytes, as llama.cpp's AVX2 kernels do, or on
+//! CPUs with AVX-512 VNNI one `vpdpbusd` (same 256-bit registers, same exact sums; there eight Q4_1 columns also
+//! take weight rows in pairs); the f32 arithmetic is the same in both, so they agree bit for bit. One generic body
+//! per format, inlined into one function per instruction set.
 
 use std::arch::x86_64::*;
 
-use super::{Cols, Format, BLOCK};
+use super::{Format, Tile, BLOCK, TILE};
 
 /// Whether this CPU has everything the kernels use.
 pub(super) fn available() -> bool {
@@ -13,306 +16,395 @@ pub(super) fn available() -> bool {
         && is_x86_feature_detected!("f16c")
 }
 
-/// Raw pointers to up to eight columns' quantised values, scales and (Q8_1) sums.
-struct Ptrs<const N: usize> {
-    q: [*const i8; N],
-    d: [*const f32; N],
-    s: [*const f32; N],
+/// Whether this CPU can also run the VNNI flavour of the dot products.
+pub(super) fn vnni_available() -> bool {
+    available()
+        && is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512vl")
+        && is_x86_feature_detected!("avx512vnni")
 }
 
-impl<const N: usize> Ptrs<N> {
-    fn new(x: &Cols<'_>) -> Ptrs<N> {
-        Ptrs {
-            q: std::array::from_fn(|k| x.q[k].as_ptr()),
-            d: std::array::from_fn(|k| x.d[k].as_ptr()),
-            s: std::array::from_fn(|k| x.s[k].as_ptr()),
-        }
-    }
-}
-
-/// Writes `out(r, k)` = weight row `r` · column `k` for each row in `rows` (rows of `row_bytes` bytes from
-/// `weights`).
+/// Writes `out(r, k)` = weight row `r` · column `k` of `x` for each row in `rows` (rows of `row_bytes` bytes
+/// from `weights`), with `vpdpbusd` if `vnni`, else `maddubs`.
 ///
 /// # Safety
-/// The CPU must have AVX2, FMA and F16C ([`available`]). `weights` holds every row in `rows`, each of whole
-/// blocks of `format`; every column in `x` holds as many blocks (and, for Q4_1, its sums).
-#[target_feature(enable = "avx2,fma,f16c")]
+/// The CPU must have AVX2, FMA and F16C ([`available`]), and if `vnni` AVX-512 VNNI ([`vnni_available`]).
+/// `weights` holds every row in `rows`, each of whole blocks of `format`; `x` holds as many blocks per column
+/// (and, for Q4_1, their sums).
 pub(super) unsafe fn dot_rows<F: FnMut(usize, usize, f32)>(
+    vnni: bool,
     format: Format,
     weights: &[u8],
     row_bytes: usize,
     rows: std::ops::Range<usize>,
-    x: &Cols<'_>,
+    x: &Tile<'_>,
     out: &mut F,
 ) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if vnni {
+            dot_rows_vnni(format, weights, row_bytes, rows, x, out)
+        } else {
+            dot_rows_avx2(format, weights, row_bytes, rows, x, out)
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_rows_avx2<F: FnMut(usize, usize, f32)>(
+    format: Format,
+    weights: &[u8],
+    row_bytes: usize,
+    rows: std::ops::Range<usize>,
+    x: &Tile<'_>,
+    out: &mut F,
+) {
+    // SAFETY: the caller's contract; `Maddubs` needs only AVX2.
+    unsafe { by_width::<Maddubs, F>(format, weights, row_bytes, rows, x, out) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+unsafe fn dot_rows_vnni<F: FnMut(usize, usize, f32)>(
+    format: Format,
+    weights: &[u8],
+    row_bytes: usize,
+    rows: std::ops::Range<usize>,
+    x: &Tile<'_>,
+    out: &mut F,
+) {
+    // SAFETY: the caller's contract; this function enables what `Dpbusd` needs.
+    unsafe { by_width::<Dpbusd, F>(format, weights, row_bytes, rows, x, out) }
+}
+
+/// The integer part of a block's product: for each group of four bytes, `Σ u[i] * s[i]` (u unsigned, s signed)
+/// as one i32 lane. Exact for the values here (|u| ≤ 128, |s| ≤ 127), so both ways give the same sums.
+trait Dot {
+    /// # Safety
+    /// Inlined only into functions that enable the instructions it uses.
+    unsafe fn dot(u: __m256i, s: __m256i) -> __m256i;
+
+    /// Whether eight Q4_1 columns take weight rows two at a time ([`q4_1_pairs`]): sixteen accumulators and
+    /// their temporaries fit AVX-512's 32 vector registers, not AVX2's 16.
+    const ROW_PAIRS: bool;
+}
+
+/// AVX2: byte pairs to i16 (at most 2 · 128 · 127, no saturation), then pairs of those to i32.
+struct Maddubs;
+
+impl Dot for Maddubs {
+    const ROW_PAIRS: bool = false;
+
+    #[inline(always)]
+    unsafe fn dot(u: __m256i, s: __m256i) -> __m256i {
+        // SAFETY: the trait's contract.
+        unsafe { _mm256_madd_epi16(_mm256_set1_epi16(1), _mm256_maddubs_epi16(u, s)) }
+    }
+}
+
+/// AVX-512 VNNI: the four products summed into an i32 lane in one instruction.
+struct Dpbusd;
+
+impl Dot for Dpbusd {
+    const ROW_PAIRS: bool = true;
+
+    #[inline(always)]
+    unsafe fn dot(u: __m256i, s: __m256i) -> __m256i {
+        // SAFETY: the trait's contract.
+        unsafe { _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s) }
+    }
+}
+
+/// One monomorphised kernel per column count, so the loops over columns unroll and the accumulators stay in
+/// registers.
+#[inline(always)]
+unsafe fn by_width<D: Dot, F: FnMut(usize, usize, f32)>(
+    format: Format,
+    weights: &[u8],
+    row_bytes: usize,
+    rows: std::ops::Range<usize>,
+    x: &Tile<'_>,
+    out: &mut F,
+) {
+    // SAFETY: the caller's contract.
     unsafe {
         match (format, x.n) {
-            (Format::Q4_1, 1) => q4_1::<1, F>(weights, row_bytes, rows, x, out),
-            (Format::Q4_1, 2) => q4_1::<2, F>(weights, row_bytes, rows, x, out),
-            (Format::Q4_1, 3) => q4_1::<3, F>(weights, row_bytes, rows, x, out),
-            (Format::Q4_1, 4) => q4_1::<4, F>(weights, row_bytes, rows, x, out),
-            (Format::Q4_1, 5) => q4_1_wide::<5, F>(weights, row_bytes, rows, x, out),
-            (Format::Q4_1, 6) => q4_1_wide::<6, F>(weights, row_bytes, rows, x, out),
-            (Format::Q4_1, 7) => q4_1_wide::<7, F>(weights, row_bytes, rows, x, out),
-            (Format::Q4_1, _) => q4_1_wide::<8, F>(weights, row_bytes, rows, x, out),
-            (Format::Q8_0, 1) => q8_0::<1, F>(weights, row_bytes, rows, x, out),
-            (Format::Q8_0, 2) => q8_0::<2, F>(weights, row_bytes, rows, x, out),
-            (Format::Q8_0, 3) => q8_0::<3, F>(weights, row_bytes, rows, x, out),
-            (Format::Q8_0, 4) => q8_0::<4, F>(weights, row_bytes, rows, x, out),
-            (Format::Q8_0, 5) => q8_0_wide::<5, F>(weights, row_bytes, rows, x, out),
-            (Format::Q8_0, 6) => q8_0_wide::<6, F>(weights, row_bytes, rows, x, out),
-            (Format::Q8_0, 7) => q8_0_wide::<7, F>(weights, row_bytes, rows, x, out),
-            (Format::Q8_0, _) => q8_0_wide::<8, F>(weights, row_bytes, rows, x, out),
-        }
-    }
-}
-
-// Each column `k` indexes several parallel arrays (accumulators, pointers); an index reads plainest.
-#[allow(clippy::needless_range_loop)]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_1<const N: usize, F: FnMut(usize, usize, f32)>(
-    weights: &[u8],
-    row_bytes: usize,
-    rows: std::ops::Range<usize>,
-    x: &Cols<'_>,
-    out: &mut F,
-) {
-    let nb = row_bytes / 20;
-    let p = Ptrs::<N>::new(x);
-    let low = _mm256_set1_epi8(0x0F);
-    let ones = _mm256_set1_epi16(1);
-    for r in rows {
-        let mut acc = [_mm256_setzero_ps(); N];
-        let mut mins = [0f32; N];
-        let row = unsafe { weights.as_ptr().add(r * row_bytes) };
-        for b in 0..nb {
-            unsafe {
-                let block = row.add(b * 20);
-                // d and m are adjacent f16s: convert both at once.
-                let dm = _mm_cvtph_ps(_mm_cvtsi32_si128((block as *const i32).read_unaligned()));
-                let d = _mm_cvtss_f32(dm);
-                let m = _mm_cvtss_f32(_mm_movehdup_ps(dm));
-                let packed = _mm_loadu_si128(block.add(4) as *const __m128i);
-                // Low nibbles are values 0..16, high nibbles 16..32.
-                let w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), low);
-                for k in 0..N {
-                    let q = _mm256_loadu_si256(p.q[k].add(b * BLOCK) as *const __m256i);
-                    let dot = _mm256_madd_epi16(ones, _mm256_maddubs_epi16(w, q));
-                    let scale = _mm256_set1_ps(d * *p.d[k].add(b));
-                    acc[k] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dot), acc[k]);
-                    // Fused, as llama.cpp's compiled kernel fuses it.
-                    mins[k] = m.mul_add(*p.s[k].add(b), mins[k]);
-                }
+            (Format::Q4_1, 1) => q4_1::<D, 1, F>(weights, row_bytes, rows, x, out),
+            (Format::Q4_1, 2) => q4_1::<D, 2, F>(weights, row_bytes, rows, x, out),
+            (Format::Q4_1, 3) => q4_1::<D, 3, F>(weights, row_bytes, rows, x, out),
+            (Format::Q4_1, 4) => q4_1::<D, 4, F>(weights, row_bytes, rows, x, out),
+            (Format::Q4_1, 5) => q4_1::<D, 5, F>(weights, row_bytes, rows, x, out),
+            (Format::Q4_1, 6) => q4_1::<D, 6, F>(weights, row_bytes, rows, x, out),
+            (Format::Q4_1, 7) => q4_1::<D, 7, F>(weights, row_bytes, rows, x, out),
+            (Format::Q4_1, _) if D::ROW_PAIRS => {
+                q4_1_pairs::<D, F>(weights, row_bytes, rows, x, out)
             }
-        }
-        for k in 0..N {
-            out(r, k, hsum(acc[k]) + mins[k]);
+            (Format::Q4_1, _) => q4_1::<D, 8, F>(weights, row_bytes, rows, x, out),
+            (Format::Q8_0, 1) => q8_0::<D, 1, F>(weights, row_bytes, rows, x, out),
+            (Format::Q8_0, 2) => q8_0::<D, 2, F>(weights, row_bytes, rows, x, out),
+            (Format::Q8_0, 3) => q8_0::<D, 3, F>(weights, row_bytes, rows, x, out),
+            (Format::Q8_0, 4) => q8_0::<D, 4, F>(weights, row_bytes, rows, x, out),
+            (Format::Q8_0, 5) => q8_0::<D, 5, F>(weights, row_bytes, rows, x, out),
+            (Format::Q8_0, 6) => q8_0::<D, 6, F>(weights, row_bytes, rows, x, out),
+            (Format::Q8_0, 7) => q8_0::<D, 7, F>(weights, row_bytes, rows, x, out),
+            (Format::Q8_0, _) => q8_0::<D, 8, F>(weights, row_bytes, rows, x, out),
         }
     }
 }
 
-#[allow(clippy::needless_range_loop)]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8_0<const N: usize, F: FnMut(usize, usize, f32)>(
-    weights: &[u8],
-    row_bytes: usize,
-    rows: std::ops::Range<usize>,
-    x: &Cols<'_>,
-    out: &mut F,
-) {
-    let nb = row_bytes / 34;
-    let p = Ptrs::<N>::new(x);
-    let ones = _mm256_set1_epi16(1);
-    for r in rows {
-        let mut acc = [_mm256_setzero_ps(); N];
-        let row = unsafe { weights.as_ptr().add(r * row_bytes) };
-        for b in 0..nb {
-            unsafe {
-                let block = row.add(b * 34);
-                let bits = i32::from((block as *const u16).read_unaligned());
-                let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits)));
-                let w = _mm256_loadu_si256(block.add(2) as *const __m256i);
-                // maddubs wants one unsigned operand: |w| times q with w's sign moved onto q.
-                let abs_w = _mm256_sign_epi8(w, w);
-                for k in 0..N {
-                    let q = _mm256_loadu_si256(p.q[k].add(b * BLOCK) as *const __m256i);
-                    let signed_q = _mm256_sign_epi8(q, w);
-                    let dot = _mm256_madd_epi16(ones, _mm256_maddubs_epi16(abs_w, signed_q));
-                    let scale = _mm256_set1_ps(d * *p.d[k].add(b));
-                    acc[k] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dot), acc[k]);
-                }
+/// Multiplies one weight block's unsigned values `w` (already unpacked) with the block's 32 values of each of the
+/// `N` columns at `q` and adds `scale_k * (float)Σ` into accumulator `k`, where `scale_k` = `scales[k]`
+/// (`d_w * d_k`, see [`block_scales`]), taken as a broadcast operand of the multiply-add. `sign`, if given,
+/// is the signed weights, whose signs move onto the columns' values (Q8_0: `w` is then their magnitudes).
+/// Each accumulator is its own variable: an array indexed in a loop was kept in memory, which made every
+/// multiply-add a load and a store.
+macro_rules! columns {
+    ($D:ty, $N:expr, $w:expr, $sign:expr, $q:expr, $scales:expr, [$($k:literal $a:ident),*]) => {
+        $(
+            if $k < $N {
+                let q = load($q.add($k * BLOCK));
+                let q = match $sign {
+                    Some(w) => _mm256_sign_epi8(q, w),
+                    None => q,
+                };
+                let dot = <$D>::dot($w, q);
+                let scale = _mm256_set1_ps(*$scales.add($k));
+                $a = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dot), $a);
             }
-        }
-        for k in 0..N {
-            out(r, k, hsum(acc[k]));
-        }
-    }
-}
-
-/// Five to eight columns: each column's accumulator is its own variable (an array indexed in a loop was kept
-/// in memory, which made every multiply-add a load and a store), the columns' blocks are laid out block by
-/// block behind one pointer, and the minimum terms of all columns are one vector multiply-add per block.
-/// Same arithmetic per column as [`q4_1`].
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_1_wide<const N: usize, F: FnMut(usize, usize, f32)>(
-    weights: &[u8],
-    row_bytes: usize,
-    rows: std::ops::Range<usize>,
-    x: &Cols<'_>,
-    out: &mut F,
-) {
-    let nb = row_bytes / 20;
-    let p = Ptrs::<N>::new(x);
-    // SAFETY: every column holds `nb` blocks, scales and sums (the caller's contract).
-    let (scales, sums, qs) = unsafe {
-        (
-            by_block(&p.d, nb),
-            by_block(&p.s, nb),
-            blocks_by_block(&p.q, nb),
-        )
+        )*
     };
-    let low = _mm256_set1_epi8(0x0F);
-    let ones = _mm256_set1_epi16(1);
-    for r in rows {
-        let z = _mm256_setzero_ps();
-        let (mut a0, mut a1, mut a2, mut a3, mut a4, mut a5, mut a6, mut a7) =
-            (z, z, z, z, z, z, z, z);
-        // Lane k: column k's running sum of m * s, each step fused as in `q4_1`.
-        let mut mins = z;
-        let row = unsafe { weights.as_ptr().add(r * row_bytes) };
-        for b in 0..nb {
-            unsafe {
-                let block = row.add(b * 20);
-                let dm = _mm_cvtph_ps(_mm_cvtsi32_si128((block as *const i32).read_unaligned()));
-                let d = _mm_cvtss_f32(dm);
-                let m = _mm256_set1_ps(_mm_cvtss_f32(_mm_movehdup_ps(dm)));
-                mins = _mm256_fmadd_ps(m, _mm256_loadu_ps(sums.as_ptr().add(b * 8)), mins);
-                let packed = _mm_loadu_si128(block.add(4) as *const __m128i);
-                let w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), low);
-                let base = qs.as_ptr().add(b * N * BLOCK);
-                let sc = scales.as_ptr().add(b * 8);
-                macro_rules! col {
-                    ($k:literal, $a:ident) => {
-                        if $k < N {
-                            let q = _mm256_loadu_si256(base.add($k * BLOCK) as *const __m256i);
-                            let dot = _mm256_madd_epi16(ones, _mm256_maddubs_epi16(w, q));
-                            let scale = _mm256_set1_ps(d * *sc.add($k));
-                            $a = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dot), $a);
-                        }
-                    };
-                }
-                col!(0, a0);
-                col!(1, a1);
-                col!(2, a2);
-                col!(3, a3);
-                col!(4, a4);
-                col!(5, a5);
-                col!(6, a6);
-                col!(7, a7);
-            }
-        }
-        let mut m = [0f32; 8];
-        unsafe { _mm256_storeu_ps(m.as_mut_ptr(), mins) };
-        for (k, a) in [a0, a1, a2, a3, a4, a5, a6, a7]
-            .into_iter()
-            .enumerate()
-            .take(N)
-        {
-            out(r, k, hsum(a) + m[k]);
-        }
+}
+
+/// 32 bytes from `p`, unaligned. `_mm256_loadu_si256` is a copy through a stack temporary, and with debug
+/// assertions (this crate's dev-profile build, which the main job runs) its overlap check stayed in the inner
+/// loops; `lddqu` is a plain load.
+#[inline(always)]
+unsafe fn load(p: *const i8) -> __m256i {
+    // SAFETY: the caller's: 32 readable bytes at `p`, and a CPU with AVX.
+    unsafe { _mm256_lddqu_si256(p as *const __m256i) }
+}
+
+/// Eight f32s from `p`, unaligned, as [`load`].
+#[inline(always)]
+unsafe fn load_ps(p: *const f32) -> __m256 {
+    // SAFETY: the caller's: 32 readable bytes at `p`, and a CPU with AVX.
+    unsafe { _mm256_castsi256_ps(_mm256_lddqu_si256(p as *const __m256i)) }
+}
+
+/// The f16 at `p` in every lane, broadcast before converting: had the compiler seen a broadcast f32 it turned
+/// the per-column `d * d_k` (one multiply with a broadcast load) into a scalar multiply and a broadcast.
+#[inline(always)]
+unsafe fn splat_f16(p: *const u8) -> __m256 {
+    // SAFETY: the caller's: two readable bytes at `p`, and a CPU with F16C.
+    unsafe { _mm256_cvtph_ps(_mm_set1_epi16(i16::from_le_bytes(*(p as *const [u8; 2])))) }
+}
+
+/// Column counts from which a row's scale products are worked out before its block loop ([`row_scales`]): the
+/// block loop then takes each as the broadcast operand of a multiply-add instead of spending a multiply and a
+/// broadcast per column. For fewer columns the extra pass over the row costs more than it saves.
+const PRESCALE: usize = 4;
+
+/// The block at `block`'s f16 scale times each column's at `ds` (eight columns per multiply: the same rounding
+/// as one at a time).
+///
+/// # Safety
+/// `block` starts with an f16, `ds` holds `TILE` f32s.
+#[inline(always)]
+unsafe fn block_scales(block: *const u8, ds: *const f32) -> [f32; TILE] {
+    // SAFETY: the caller's contract; `__m256` and `[f32; 8]` are the same bytes.
+    unsafe { std::mem::transmute(_mm256_mul_ps(splat_f16(block), load_ps(ds))) }
+}
+
+/// [`block_scales`] for every block of a row.
+///
+/// # Safety
+/// `row` holds `scales.len()` blocks of `block_bytes` bytes, each starting with its f16 scale; `ds` holds
+/// `TILE` scales per block.
+#[inline(always)]
+unsafe fn row_scales(
+    row: *const u8,
+    block_bytes: usize,
+    ds: *const f32,
+    scales: &mut [[f32; TILE]],
+) {
+    for (b, s) in scales.iter_mut().enumerate() {
+        // SAFETY: the caller's contract.
+        *s = unsafe { block_scales(row.add(b * block_bytes), ds.add(b * TILE)) };
     }
 }
 
-/// Five to eight columns of Q8_0, laid out as in [`q4_1_wide`]; same arithmetic per column as [`q8_0`].
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8_0_wide<const N: usize, F: FnMut(usize, usize, f32)>(
+/// Q4_1 weights × Q8_1 columns: `Σ_b d_w d_k Σ(w q) + m_w s_k`, the `m s` terms summed apart (fused multiply-adds,
+/// as llama.cpp's compiled kernel fuses them, all columns' in one vector) and added after the reduction.
+// `b` indexes the row's blocks, the tile's blocks and `pre` alike; an index reads plainest.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+unsafe fn q4_1<D: Dot, const N: usize, F: FnMut(usize, usize, f32)>(
     weights: &[u8],
     row_bytes: usize,
     rows: std::ops::Range<usize>,
-    x: &Cols<'_>,
+    x: &Tile<'_>,
+    out: &mut F,
+) {
+    let nb = row_bytes / 20;
+    let (qs, ds, ss) = (x.q.as_ptr(), x.d.as_ptr(), x.s.as_ptr());
+    let mut pre = vec![[0f32; TILE]; if N >= PRESCALE { nb } else { 0 }];
+    // SAFETY (all below): the caller's contract: rows lie inside `weights`, and the tile holds `nb` blocks of
+    // `N` columns with `TILE` scales and sums per block.
+    unsafe {
+        for r in rows {
+            let z = _mm256_setzero_ps();
+            let (mut a0, mut a1, mut a2, mut a3, mut a4, mut a5, mut a6, mut a7) =
+                (z, z, z, z, z, z, z, z);
+            // Lane k: column k's running sum of m * s.
+            let mut mins = z;
+            let row = weights.as_ptr().add(r * row_bytes);
+            if N >= PRESCALE {
+                row_scales(row, 20, ds, &mut pre);
+            }
+            for b in 0..nb {
+                let block = row.add(b * 20);
+                let here = block_scales(block, ds.add(b * TILE));
+                let scales = if N >= PRESCALE {
+                    pre[b].as_ptr()
+                } else {
+                    here.as_ptr()
+                };
+                let m = splat_f16(block.add(2));
+                mins = _mm256_fmadd_ps(m, load_ps(ss.add(b * TILE)), mins);
+                let w = nibbles(block);
+                let q = qs.add(b * N * BLOCK);
+                let sign: Option<__m256i> = None;
+                columns!(D, N, w, sign, q, scales, [0 a0, 1 a1, 2 a2, 3 a3, 4 a4, 5 a5, 6 a6, 7 a7]);
+            }
+            let m: [f32; TILE] = std::mem::transmute(mins);
+            for (k, a) in [a0, a1, a2, a3, a4, a5, a6, a7]
+                .into_iter()
+                .enumerate()
+                .take(N)
+            {
+                out(r, k, hsum(a) + m[k]);
+            }
+        }
+    }
+}
+
+/// Eight columns of Q4_1 as [`q4_1`], two weight rows per pass, so each column block loaded serves both (about a
+/// tenth faster on a prompt); an odd last row goes through [`q4_1`]. Same arithmetic per row and column.
+// `b` indexes the rows' blocks, the tile's blocks and the scale buffers alike; an index reads plainest.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+unsafe fn q4_1_pairs<D: Dot, F: FnMut(usize, usize, f32)>(
+    weights: &[u8],
+    row_bytes: usize,
+    rows: std::ops::Range<usize>,
+    x: &Tile<'_>,
+    out: &mut F,
+) {
+    const N: usize = TILE;
+    let nb = row_bytes / 20;
+    let (qs, ds, ss) = (x.q.as_ptr(), x.d.as_ptr(), x.s.as_ptr());
+    let (mut pre0, mut pre1) = (vec![[0f32; TILE]; nb], vec![[0f32; TILE]; nb]);
+    let pairs_end = rows.start + rows.len() / 2 * 2;
+    // SAFETY (all below): as in `q4_1`.
+    unsafe {
+        for r in (rows.start..pairs_end).step_by(2) {
+            let z = _mm256_setzero_ps();
+            let (mut a0, mut a1, mut a2, mut a3, mut a4, mut a5, mut a6, mut a7) =
+                (z, z, z, z, z, z, z, z);
+            let (mut c0, mut c1, mut c2, mut c3, mut c4, mut c5, mut c6, mut c7) =
+                (z, z, z, z, z, z, z, z);
+            let (mut mins0, mut mins1) = (z, z);
+            let row0 = weights.as_ptr().add(r * row_bytes);
+            let row1 = row0.add(row_bytes);
+            row_scales(row0, 20, ds, &mut pre0);
+            row_scales(row1, 20, ds, &mut pre1);
+            for b in 0..nb {
+                let (block0, block1) = (row0.add(b * 20), row1.add(b * 20));
+                let sums = load_ps(ss.add(b * TILE));
+                mins0 = _mm256_fmadd_ps(splat_f16(block0.add(2)), sums, mins0);
+                mins1 = _mm256_fmadd_ps(splat_f16(block1.add(2)), sums, mins1);
+                let (w0, w1) = (nibbles(block0), nibbles(block1));
+                let q = qs.add(b * N * BLOCK);
+                let (sign, s0, s1): (Option<__m256i>, _, _) =
+                    (None, pre0[b].as_ptr(), pre1[b].as_ptr());
+                columns!(D, N, w0, sign, q, s0, [0 a0, 1 a1, 2 a2, 3 a3, 4 a4, 5 a5, 6 a6, 7 a7]);
+                columns!(D, N, w1, sign, q, s1, [0 c0, 1 c1, 2 c2, 3 c3, 4 c4, 5 c5, 6 c6, 7 c7]);
+            }
+            let m0: [f32; TILE] = std::mem::transmute::<__m256, _>(mins0);
+            let m1: [f32; TILE] = std::mem::transmute::<__m256, _>(mins1);
+            for (k, a) in [a0, a1, a2, a3, a4, a5, a6, a7].into_iter().enumerate() {
+                out(r, k, hsum(a) + m0[k]);
+            }
+            for (k, a) in [c0, c1, c2, c3, c4, c5, c6, c7].into_iter().enumerate() {
+                out(r + 1, k, hsum(a) + m1[k]);
+            }
+        }
+        q4_1::<D, N, F>(weights, row_bytes, pairs_end..rows.end, x, out);
+    }
+}
+
+/// A Q4_1 block's 32 four-bit values as bytes: the low nibbles are values 0..16, the high nibbles 16..32.
+///
+/// # Safety
+/// `block` holds a Q4_1 block (20 bytes); the CPU has AVX2.
+#[inline(always)]
+unsafe fn nibbles(block: *const u8) -> __m256i {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let packed = _mm_lddqu_si128(block.add(4) as *const __m128i);
+        _mm256_and_si256(
+            _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed),
+            _mm256_set1_epi8(0x0F),
+        )
+    }
+}
+
+/// Q8_0 weights × Q8_0 columns: `Σ_b d_w d_k Σ(w q)`, with `|w|` times `q` carrying `w`'s sign (the unsigned
+/// operand must be the weights' magnitudes).
+// `b` indexes the row's blocks, the tile's blocks and `pre` alike; an index reads plainest.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+unsafe fn q8_0<D: Dot, const N: usize, F: FnMut(usize, usize, f32)>(
+    weights: &[u8],
+    row_bytes: usize,
+    rows: std::ops::Range<usize>,
+    x: &Tile<'_>,
     out: &mut F,
 ) {
     let nb = row_bytes / 34;
-    let p = Ptrs::<N>::new(x);
-    // SAFETY: every column holds `nb` blocks and scales (the caller's contract).
-    let (scales, qs) = unsafe { (by_block(&p.d, nb), blocks_by_block(&p.q, nb)) };
-    let ones = _mm256_set1_epi16(1);
-    for r in rows {
-        let z = _mm256_setzero_ps();
-        let (mut a0, mut a1, mut a2, mut a3, mut a4, mut a5, mut a6, mut a7) =
-            (z, z, z, z, z, z, z, z);
-        let row = unsafe { weights.as_ptr().add(r * row_bytes) };
-        for b in 0..nb {
-            unsafe {
+    let (qs, ds) = (x.q.as_ptr(), x.d.as_ptr());
+    let mut pre = vec![[0f32; TILE]; if N >= PRESCALE { nb } else { 0 }];
+    // SAFETY (all below): as in `q4_1`.
+    unsafe {
+        for r in rows {
+            let z = _mm256_setzero_ps();
+            let (mut a0, mut a1, mut a2, mut a3, mut a4, mut a5, mut a6, mut a7) =
+                (z, z, z, z, z, z, z, z);
+            let row = weights.as_ptr().add(r * row_bytes);
+            if N >= PRESCALE {
+                row_scales(row, 34, ds, &mut pre);
+            }
+            for b in 0..nb {
                 let block = row.add(b * 34);
-                let bits = i32::from((block as *const u16).read_unaligned());
-                let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits)));
-                let w = _mm256_loadu_si256(block.add(2) as *const __m256i);
+                let here = block_scales(block, ds.add(b * TILE));
+                let scales = if N >= PRESCALE {
+                    pre[b].as_ptr()
+                } else {
+                    here.as_ptr()
+                };
+                let w = load(block.add(2) as *const i8);
                 let abs_w = _mm256_sign_epi8(w, w);
-                let base = qs.as_ptr().add(b * N * BLOCK);
-                let sc = scales.as_ptr().add(b * 8);
-                macro_rules! col {
-                    ($k:literal, $a:ident) => {
-                        if $k < N {
-                            let q = _mm256_loadu_si256(base.add($k * BLOCK) as *const __m256i);
-                            let signed_q = _mm256_sign_epi8(q, w);
-                            let dot =
-                                _mm256_madd_epi16(ones, _mm256_maddubs_epi16(abs_w, signed_q));
-                            let scale = _mm256_set1_ps(d * *sc.add($k));
-                            $a = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(dot), $a);
-                        }
-                    };
-                }
-                col!(0, a0);
-                col!(1, a1);
-                col!(2, a2);
-                col!(3, a3);
-                col!(4, a4);
-                col!(5, a5);
-                col!(6, a6);
-                col!(7, a7);
+                let q = qs.add(b * N * BLOCK);
+                columns!(D, N, abs_w, Some(w), q, scales, [0 a0, 1 a1, 2 a2, 3 a3, 4 a4, 5 a5, 6 a6, 7 a7]);
+            }
+            for (k, a) in [a0, a1, a2, a3, a4, a5, a6, a7]
+                .into_iter()
+                .enumerate()
+                .take(N)
+            {
+                out(r, k, hsum(a));
             }
         }
-        for (k, a) in [a0, a1, a2, a3, a4, a5, a6, a7]
-            .into_iter()
-            .enumerate()
-            .take(N)
-        {
-            out(r, k, hsum(a));
-        }
     }
-}
-
-/// Each column's per-block activation scales (and, for Q8_1, sums) laid out block by block, eight to a block,
-/// so one load brings a block's values for every column.
-///
-/// # Safety
-/// Every pointer in `cols` points at `nb` values.
-unsafe fn by_block<const N: usize>(cols: &[*const f32; N], nb: usize) -> Vec<f32> {
-    let mut out = vec![0f32; nb * 8];
-    for (k, &col) in cols.iter().enumerate() {
-        for b in 0..nb {
-            // SAFETY: `b < nb`, and the column holds `nb` values.
-            out[b * 8 + k] = unsafe { *col.add(b) };
-        }
-    }
-    out
-}
-
-/// The columns' quantised values block by block (`(b * N + k) * 32`), behind one pointer.
-///
-/// # Safety
-/// Every pointer in `cols` points at `nb * 32` values.
-unsafe fn blocks_by_block<const N: usize>(cols: &[*const i8; N], nb: usize) -> Vec<i8> {
-    let mut out = vec![0i8; nb * N * BLOCK];
-    for (k, &col) in cols.iter().enumerate() {
-        for b in 0..nb {
-            // SAFETY: `b < nb`, and the column holds `nb` blocks of 32 values.
-            let src = unsafe { std::slice::from_raw_parts(col.add(b * BLOCK), BLOCK) };
-            out[(b * N + k) * BLOCK..(b * N + k + 1) * BLOCK].copy_from_slice(src);
-        }
-    }
-    out
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
