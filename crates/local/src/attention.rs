@@ -8,7 +8,8 @@
 //!   the tile's softmax with ggml's vectorised exp ([`ggml_v_expf`]) summed in f64, values added with fused
 //!   multiply-adds in key order.
 //! - **One pass**, for fewer tokens: the query rounded to f16, one key at a time with a running maximum, the
-//!   weighted sum of values kept in f16 and rounded after every update (`one_pass`).
+//!   weighted sum of values kept in f16 and rounded after every update, the softmax sum updated with one fused
+//!   multiply-add, as the compiled llama.cpp contracts `S = S*ms + vs` (`one_pass`).
 //! - **Split**, for a single decoding token once llama.cpp's padded KV length (a multiple of 256, at least 256)
 //!   reaches 512: the one pass over each half of the padded range, as its two threads do, then merged.
 //!
@@ -174,7 +175,7 @@ fn one_pass_portable(
         for (a, &x) in acc.iter_mut().zip(v) {
             *a = round_f16(x.mul_add(vs, *a));
         }
-        sum = sum * ms + vs;
+        sum = sum.mul_add(ms, vs);
     }
     Partial { max, sum, acc }
 }
@@ -436,7 +437,7 @@ mod staged {
                 let x = unsafe { _mm256_loadu_ps(v.as_ptr().add(i * 8)) };
                 *a = round(_mm256_fmadd_ps(x, w, *a));
             }
-            sum = sum * ms + vs;
+            sum = sum.mul_add(ms, vs);
         }
         let mut out = vec![0f32; LANES * 8];
         for (i, a) in acc.iter().enumerate() {
