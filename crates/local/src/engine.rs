@@ -123,6 +123,14 @@ pub(crate) struct LayerCache {
     v: Vec<f32>,
 }
 
+impl LayerCache {
+    /// Keys and values of the first `len` of the `total` positions held.
+    fn first(&self, len: usize, total: usize) -> (&[f32], &[f32]) {
+        let width = self.k.len() / total.max(1);
+        (&self.k[..len * width], &self.v[..len * width])
+    }
+}
+
 /// The KV cache of a run of positions, every layer.
 #[derive(Clone)]
 pub(crate) struct Cache {
@@ -184,10 +192,10 @@ impl Sequence {
             .layers
             .iter()
             .map(|l| {
-                let width = l.k.len() / prefix.len.max(1);
+                let (k, v) = l.first(len, prefix.len);
                 LayerCache {
-                    k: l.k[..len * width].to_vec(),
-                    v: l.v[..len * width].to_vec(),
+                    k: k.to_vec(),
+                    v: v.to_vec(),
                 }
             })
             .collect();
@@ -206,11 +214,7 @@ impl Sequence {
     fn segments(&self, l: usize) -> impl Iterator<Item = (&[f32], &[f32])> {
         self.prefix
             .iter()
-            .map(move |(p, len)| {
-                let layer = &p.layers[l];
-                let width = layer.k.len() / p.len.max(1);
-                (&layer.k[..len * width], &layer.v[..len * width])
-            })
+            .map(move |(p, len)| p.layers[l].first(*len, p.len))
             .chain(std::iter::once((
                 &self.own.layers[l].k[..],
                 &self.own.layers[l].v[..],
