@@ -8,8 +8,9 @@
 //!   the tile's softmax with ggml's vectorised exp ([`ggml_v_expf`]) summed in f64, values added with fused
 //!   multiply-adds in key order.
 //! - **One pass**, for fewer tokens: the query rounded to f16, one key at a time with a running maximum, the
-//!   weighted sum of values kept in f16 and rounded after every update, the softmax sum updated with one fused
-//!   multiply-add, as the compiled llama.cpp contracts `S = S*ms + vs` (`one_pass`).
+//!   weighted sum of values kept in f16 and rounded after every update, the softmax sum updated as `S*ms + vs`
+//!   with two roundings, not fused: compared tensor by tensor with llama.cpp's own (see `engine`), the fused
+//!   form parted from it in the last bit of whole heads (`one_pass`).
 //! - **Split**, for a single decoding token once llama.cpp's padded KV length (a multiple of 256, at least 256)
 //!   reaches 512: the one pass over each half of the padded range, as its two threads do, then merged.
 //!
@@ -198,7 +199,7 @@ fn one_pass_portable(
         for (a, &x) in acc.iter_mut().zip(v) {
             *a = round_f16(x.mul_add(vs, *a));
         }
-        sum = sum.mul_add(ms, vs);
+        sum = sum * ms + vs;
     }
     Partial { max, sum, acc }
 }
@@ -458,7 +459,7 @@ mod staged {
                 let x = unsafe { _mm256_loadu_ps(v.as_ptr().add(i * 8)) };
                 *a = round(_mm256_fmadd_ps(x, w, *a));
             }
-            sum = sum.mul_add(ms, vs);
+            sum = sum * ms + vs;
         }
         let mut out = vec![0f32; LANES * 8];
         for (i, a) in acc.iter().enumerate() {

@@ -9,9 +9,12 @@
 //! - **KV cache.** Keys and values are rounded to f16 (as llama.cpp stores them) and kept as f32. A sequence
 //!   may start from a shared, read-only prefix (the prompt's cache), so n samples of one prompt are prefilled
 //!   once and each keeps only its own continuation.
-//! - **Numerics** follow llama.cpp's CPU path where it is cheap to: activations quantised per weight format (see
-//!   [`crate::quant`]), RMS norm summed in f64, rotary angles built by repeated multiplication, and queries
-//!   rounded to f16 before attention.
+//! - **Numerics** follow llama.cpp's CPU path bit for bit: activations quantised per weight format (see
+//!   [`crate::quant`]), RMS norm summed in f64, rotary angles built by repeated multiplication and the rotation
+//!   with the multiply-add GCC contracts it to, SiLU with ggml's vectorised exp, and attention as
+//!   [`crate::attention`] describes. Checked by dumping every intermediate tensor of llama.cpp (its eval
+//!   callback, through the xllamacpp library) for a prompt and comparing them with this engine's: all equal,
+//!   logits included; the greedy test in `tests/it/greedy.rs` holds the result.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -406,7 +409,9 @@ impl Rope {
         Rope { table }
     }
 
-    /// Rotates the query and key heads of every column of `qkv` in place.
+    /// Rotates the query and key heads of every column of `qkv` in place. The rotation's first output is one
+    /// multiply-add over a rounded product, as GCC contracts llama.cpp's `x0*cos - x1*sin` (the other three ways
+    /// to round it each part from llama.cpp in the last bit of some values).
     fn apply(&self, qkv: &mut [f32], cfg: &Config) {
         let width = (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim;
         let rotated = (cfg.heads + cfg.kv_heads) * cfg.head_dim;
@@ -416,8 +421,8 @@ impl Rope {
             for head in col[..rotated].chunks_exact_mut(cfg.head_dim) {
                 for (pair, &(cos, sin)) in head.chunks_exact_mut(2).zip(angles) {
                     let (a, b) = (pair[0], pair[1]);
-                    pair[0] = a * cos - b * sin;
-                    pair[1] = a * sin + b * cos;
+                    pair[0] = a.mul_add(cos, -(b * sin));
+                    pair[1] = a.mul_add(sin, b * cos);
                 }
             }
         }
@@ -531,7 +536,9 @@ fn rms_norm(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
     out
 }
 
-/// `silu(gate) * up` per column; `gu` holds each column's gate values then its up values.
+/// `silu(gate) * up` per column; `gu` holds each column's gate values then its up values. SiLU is
+/// `x / (1 + e^-x)` with ggml's vectorised exp ([`attention::ggml_v_expf`]), as llama.cpp's AVX2 build computes
+/// it (not libm's `expf`).
 fn swiglu(gu: &[f32], ffn: usize) -> Vec<f32> {
     let mut out = Vec::with_capacity(gu.len() / 2);
     for col in gu.chunks_exact(2 * ffn) {
@@ -539,7 +546,7 @@ fn swiglu(gu: &[f32], ffn: usize) -> Vec<f32> {
         out.extend(
             gate.iter()
                 .zip(up)
-                .map(|(&g, &u)| g / (1.0 + (-g).exp()) * u),
+                .map(|(&g, &u)| g / (1.0 + attention::ggml_v_expf(0.0 - g)) * u),
         );
     }
     out
