@@ -23,4 +23,10 @@ if pg_bin="$(scripts/postgres.sh)"; then
 else
   echo "test.sh: postgresql could not be installed; the PostgreSQL tests will skip (or fail under CI=true)" >&2
 fi
-cargo test --workspace --no-fail-fast "$@"
+# What the disk holds before and after: CI machines differ, and a full disk fails tests in ways that name
+# something else (a PostgreSQL test's "No space left on device").
+df -h . "${TMPDIR:-/tmp}" >&2 || true
+status=0
+cargo test --workspace --no-fail-fast "$@" || status=$?
+df -h . "${TMPDIR:-/tmp}" >&2 || true
+exit "$status"
