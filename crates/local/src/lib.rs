@@ -44,6 +44,7 @@
 //!   KV cache, so concurrent calls are safe, though on a CPU they only compete for cores: send them through
 //!   [`LocalBackend`], which batches them.
 
+mod activation;
 mod attention;
 mod backend;
 mod batch;
