@@ -1,7 +1,8 @@
 //! llama.cpp's real OpenAI-compatible server (PyPI `xllamacpp`, started by `scripts/llama-server.py`) as a child
-//! process, for end-to-end tests of the `openai` backend against a real model.
+//! process, for end-to-end tests of the `openai` backend against a real model; and llama.cpp's logits after a
+//! prompt (`scripts/llama-logits.py`), for comparing the local engine's numerics with llama.cpp's.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -63,6 +64,62 @@ impl Drop for LlamaServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// llama.cpp's logits after each prompt (token ids), bit for bit as its CPU build computes them with two threads,
+/// from `scripts/llama-logits.py` (llama.cpp's C API in xllamacpp's library). `None` (after [`need()`]) when
+/// xllamacpp is not installed; panics when the script fails.
+pub fn prompt_logits(gguf: &Path, prompts: &[Vec<u32>]) -> Option<Vec<Vec<f32>>> {
+    need(
+        "Python's xllamacpp (llama.cpp's library)",
+        "scripts/assets.sh installs it into .nmb-assets/py",
+        xllamacpp_importable().then_some(()),
+    )?;
+    let mut child = Command::new("python3")
+        .arg(repo_root().join("scripts/llama-logits.py"))
+        .arg(gguf)
+        .env("PYTHONPATH", py_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting python3 scripts/llama-logits.py");
+    let input: String = prompts
+        .iter()
+        .map(|ids| {
+            let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+            ids.join(",") + "\n"
+        })
+        .collect();
+    let mut stdin = child.stdin.take().expect("the script's stdin");
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output().expect("running llama-logits.py");
+    writer
+        .join()
+        .expect("the writer thread")
+        .expect("writing the prompts to llama-logits.py");
+    assert!(
+        out.status.success(),
+        "llama-logits.py failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("llama-logits.py prints hex");
+    let logits: Vec<Vec<f32>> = text.lines().map(f32s_from_hex).collect();
+    assert_eq!(logits.len(), prompts.len(), "one line of logits per prompt");
+    Some(logits)
+}
+
+/// Little-endian f32 bytes, in hex, back to values.
+fn f32s_from_hex(line: &str) -> Vec<f32> {
+    let bytes: Vec<u8> = (0..line.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&line[i..i + 2], 16).expect("hex digits"))
+        .collect();
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
 }
 
 fn xllamacpp_importable() -> bool {

@@ -6,8 +6,9 @@
 //! `POST /completion` with `prompt` as ids, `temperature: 0`, `n_predict: 48`, `cache_prompt: false`,
 //! `return_tokens: true` (the generated ids come back in `tokens`, the end-of-generation token included when
 //! `stop_type` is `eos`) and `n_probs: 2` (its two most likely tokens at each step, to say on a failure how close
-//! the step where the two engines part was). Without xllamacpp or the GGUF the tests skip with a message
-//! locally and fail under `CI=true`.
+//! the step where the two engines part was). The logits after each prompt are also compared bit for bit with
+//! llama.cpp's (`scripts/llama-logits.py`, llama.cpp's C API in xllamacpp's library). Without xllamacpp or the
+//! GGUF the tests skip with a message locally and fail under `CI=true`.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -341,6 +342,44 @@ fn disagreement(
         text(m, &theirs.tokens),
         theirs.tokens,
     ))
+}
+
+/// Every logit after every prompt is llama.cpp's to the bit: a stricter check than the tokens below, which a
+/// numeric difference changes only where it tips a near-tie. The prompts take each of llama.cpp's paths for
+/// reading a prompt (one-pass attention under 64 tokens, tiled from 64).
+#[test]
+fn prompt_logits_equal_llama_cpp_bit_for_bit() {
+    let Some(m) = model() else { return };
+    let Some(gguf) = common::smollm2() else {
+        return;
+    };
+    let prompts = prompts();
+    let ids: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|(_, p)| m.prompt_tokens(p).expect("tokenizes"))
+        .collect();
+    let Some(theirs) = nmb_test_support::llama::prompt_logits(&gguf, &ids) else {
+        return;
+    };
+    let mut failures = Vec::new();
+    for (((name, _), ids), theirs) in prompts.iter().zip(&ids).zip(&theirs) {
+        let ours = m.prompt_logits(ids).expect("prompt logits");
+        assert_eq!(ours.len(), theirs.len(), "{name}: vocabulary sizes");
+        let differ: Vec<usize> = (0..ours.len())
+            .filter(|&i| ours[i].to_bits() != theirs[i].to_bits())
+            .collect();
+        if let Some(&i) = differ.first() {
+            failures.push(format!(
+                "{name} ({} prompt tokens): {} of {} logits differ; token {i}: nmb {:e}, llama.cpp {:e}",
+                ids.len(),
+                differ.len(),
+                ours.len(),
+                ours[i],
+                theirs[i]
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// Token-for-token equality on every prompt: the engine computes every tensor as llama.cpp's CPU build does, bit
