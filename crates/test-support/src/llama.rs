@@ -22,15 +22,7 @@ impl LlamaServer {
     /// Starts the server on `gguf`, or returns `None` (after [`need()`]) when Python's `xllamacpp` is not
     /// installed. Panics when it is installed but does not start.
     pub fn start(gguf: &Path) -> Option<LlamaServer> {
-        need(
-            "Python's xllamacpp (llama.cpp's server)",
-            "scripts/assets.sh installs it into .nmb-assets/py",
-            xllamacpp_importable().then_some(()),
-        )?;
-        let mut child = Command::new("python3")
-            .arg(repo_root().join("scripts/llama-server.py"))
-            .arg(gguf)
-            .env("PYTHONPATH", py_dir())
+        let mut child = xllamacpp_script("llama-server.py", "llama.cpp's server", gguf)?
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -70,15 +62,7 @@ impl Drop for LlamaServer {
 /// from `scripts/llama-logits.py` (llama.cpp's C API in xllamacpp's library). `None` (after [`need()`]) when
 /// xllamacpp is not installed; panics when the script fails.
 pub fn prompt_logits(gguf: &Path, prompts: &[Vec<u32>]) -> Option<Vec<Vec<f32>>> {
-    need(
-        "Python's xllamacpp (llama.cpp's library)",
-        "scripts/assets.sh installs it into .nmb-assets/py",
-        xllamacpp_importable().then_some(()),
-    )?;
-    let mut child = Command::new("python3")
-        .arg(repo_root().join("scripts/llama-logits.py"))
-        .arg(gguf)
-        .env("PYTHONPATH", py_dir())
+    let mut child = xllamacpp_script("llama-logits.py", "llama.cpp's library", gguf)?
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -120,6 +104,21 @@ fn f32s_from_hex(line: &str) -> Vec<f32> {
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .collect()
+}
+
+/// `python3 scripts/SCRIPT GGUF` with xllamacpp's folder on `PYTHONPATH`, or `None` (after [`need()`], which
+/// names `what`) when xllamacpp is not installed.
+fn xllamacpp_script(script: &str, what: &str, gguf: &Path) -> Option<Command> {
+    need(
+        &format!("Python's xllamacpp ({what})"),
+        "scripts/assets.sh installs it into .nmb-assets/py",
+        xllamacpp_importable().then_some(()),
+    )?;
+    let mut cmd = Command::new("python3");
+    cmd.arg(repo_root().join("scripts").join(script))
+        .arg(gguf)
+        .env("PYTHONPATH", py_dir());
+    Some(cmd)
 }
 
 fn xllamacpp_importable() -> bool {
