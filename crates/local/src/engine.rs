@@ -14,7 +14,7 @@
 //!   with the multiply-add GCC contracts it to, SiLU with ggml's vectorised exp, and attention as
 //!   [`crate::attention`] describes. Checked by dumping every intermediate tensor of llama.cpp (its eval
 //!   callback, through the xllamacpp library) for a prompt and comparing them with this engine's: all equal,
-//!   logits included; the greedy test in `tests/it/greedy.rs` holds the result.
+//!   logits included; the logits and greedy tests in `tests/it/greedy.rs` hold the result.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -411,8 +411,8 @@ impl Rope {
     }
 
     /// Rotates the query and key heads of every column of `qkv` in place. The rotation's first output is one
-    /// multiply-add over a rounded product, as GCC contracts llama.cpp's `x0*cos - x1*sin` (the other three ways
-    /// to round it each part from llama.cpp in the last bit of some values).
+    /// multiply-add over a rounded product, as GCC contracts llama.cpp's `x0*cos - x1*sin` (unfused, or fused the other
+    /// ways, it parts from llama.cpp in the last bit of some values).
     fn apply(&self, qkv: &mut [f32], cfg: &Config) {
         #[cfg(target_arch = "x86_64")]
         if Kernel::detect() == Kernel::Avx2 {
