@@ -11,20 +11,23 @@ pub(crate) fn swiglu(gu: &[f32], ffn: usize) -> Vec<f32> {
     for (col, dst) in gu.chunks_exact(2 * ffn).zip(out.chunks_exact_mut(ffn)) {
         let (gate, up) = col.split_at(ffn);
         let simd = ffn - ffn % 8;
-        #[cfg(target_arch = "x86_64")]
-        if Kernel::detect() == Kernel::Avx2 {
-            // SAFETY: `Kernel::Avx2` is only chosen on CPUs with AVX2 and FMA; all three slices hold `simd`.
-            unsafe { avx2::swiglu(&gate[..simd], &up[..simd], &mut dst[..simd]) };
-        } else {
-            scalar(&gate[..simd], &up[..simd], &mut dst[..simd]);
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        scalar(&gate[..simd], &up[..simd], &mut dst[..simd]);
+        lanes(&gate[..simd], &up[..simd], &mut dst[..simd]);
         for ((d, &g), &u) in dst[simd..].iter_mut().zip(&gate[simd..]).zip(&up[simd..]) {
             *d = g / (1.0 + (-g).exp()) * u;
         }
     }
     out
+}
+
+/// The part in whole vectors of eight: AVX2 where the CPU has it, else the same operations one at a time.
+fn lanes(gate: &[f32], up: &[f32], dst: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if Kernel::detect() == Kernel::Avx2 {
+        // SAFETY: `Kernel::Avx2` is only chosen on CPUs with AVX2 and FMA; the slices have the caller's common
+        // length, a multiple of 8.
+        return unsafe { avx2::swiglu(gate, up, dst) };
+    }
+    scalar(gate, up, dst);
 }
 
 fn scalar(gate: &[f32], up: &[f32], dst: &mut [f32]) {

@@ -350,15 +350,12 @@ fn disagreement(
 #[test]
 fn prompt_logits_equal_llama_cpp_bit_for_bit() {
     let Some(m) = model() else { return };
-    let Some(gguf) = common::smollm2() else {
-        return;
-    };
     let prompts = prompts();
     let ids: Vec<Vec<u32>> = prompts
         .iter()
         .map(|(_, p)| m.prompt_tokens(p).expect("tokenizes"))
         .collect();
-    let Some(theirs) = nmb_test_support::llama::prompt_logits(&gguf, &ids) else {
+    let Some(theirs) = nmb_test_support::llama::prompt_logits(m.path(), &ids) else {
         return;
     };
     let mut failures = Vec::new();
