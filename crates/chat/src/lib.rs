@@ -3,7 +3,10 @@
 //! This leaf crate owns the conversation types every other crate speaks ([`Message`], [`Part`], [`Role`]),
 //! the decoding parameters ([`GenParams`]) and output shape ([`OutputFormat`]) of a request, the conversation
 //! hash that keys the response cache ([`messages_hash`]), and the form in which the run store keeps a
-//! conversation ([`StoredConversation`]), written by evaluation and judge runs and read by reports.
+//! conversation ([`StoredConversation`]), written by evaluation and judge runs and read by reports. It also owns
+//! how a model is named ([`ModelSpec`], `BACKEND:MODEL[@BASE_URL[,BASE_URL...]]`) and the API keys that must never
+//! leave the process ([`ApiKey`], [`Secrets`]), so that crates which never call a model (reports, the viewer) can
+//! name one without depending on the HTTP backends.
 //!
 //! It does not render prompts (`nmb-plan`), speak any wire format (`nmb-requests`), or store anything
 //! (`nmb-store`). It depends on nothing of nmb's, so the backends need neither suites nor templates.
@@ -19,8 +22,12 @@
 //! assert_eq!(messages_hash(&messages).len(), 64);
 //! ```
 
+pub mod secrets;
+pub mod spec;
 mod stored;
 
+pub use secrets::{redact, ApiKey, Secrets};
+pub use spec::{replica_name, BackendKind, ModelSpec, SpecError};
 pub use stored::{StoredConversation, StoredMessage, StoredPart};
 
 use std::sync::Arc;

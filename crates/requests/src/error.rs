@@ -127,13 +127,7 @@ impl CallError {
     }
 }
 
-/// Removes `secret` from `text`. Short secrets are not searched for: they would match ordinary words.
-pub fn redact(text: &str, secret: &str) -> String {
-    if secret.len() < 6 || !text.contains(secret) {
-        return text.to_string();
-    }
-    text.replace(secret, "[REDACTED]")
-}
+pub use nmb_chat::redact;
 
 /// What a stored `unsupported_input` error says to do.
 pub const UNSUPPORTED_INPUT_HINT: &str =

@@ -1,6 +1,6 @@
 //! Asking models over HTTP.
 //!
-//! This crate owns model specs (`BACKEND:MODEL[@BASE_URL[,BASE_URL...]]`), the [`Backend`] trait, the three API
+//! This crate owns the [`Backend`] trait, the three API
 //! wire formats (OpenAI chat completions, Anthropic messages, Gemini generateContent), the classification of
 //! every failure into an [`ErrorClass`], and the [`Scheduler`] (concurrency limits, adaptive back-off on rate
 //! limits, retries, timeouts, and the choice of replica when several servers serve one model). It does not render prompts (`nmb-plan`), store anything (`nmb-store`), or run local models
@@ -16,9 +16,10 @@ pub mod gemini;
 pub mod openai;
 pub mod replicas;
 pub mod scheduler;
-pub mod secrets;
-pub mod spec;
 pub mod transport;
+
+/// Model specs and API-key handling live in `nmb-chat`, so that crates which never call a model can name one.
+pub use nmb_chat::{secrets, spec};
 
 use std::sync::Arc;
 

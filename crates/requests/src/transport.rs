@@ -13,34 +13,7 @@ use crate::error::{
     classify_status, parse_retry_after, CallError, ErrorClass, UNSUPPORTED_INPUT_HINT,
 };
 
-/// An API key. Its `Debug` never shows the value.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    pub fn new(key: impl Into<String>) -> Self {
-        ApiKey(key.into())
-    }
-
-    /// Reads `var`; an unset or blank variable is `None`.
-    pub fn from_env(var: &str) -> Option<ApiKey> {
-        std::env::var(var)
-            .ok()
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-            .map(ApiKey)
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ApiKey([REDACTED])")
-    }
-}
+pub use nmb_chat::ApiKey;
 
 #[derive(Debug, Clone)]
 pub struct HttpOptions {

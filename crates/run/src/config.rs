@@ -57,8 +57,8 @@ pub struct EvalSettings {
     pub plan_only: bool,
     /// Share the run with other processes: claim samples under a lease instead of taking every unfinished one.
     pub claiming: Option<Claiming>,
-    /// Recorded in the manifest for `nmb worker` (see [`nmb_store::Manifest::worker_args`]).
-    pub worker_args: Option<Vec<String>>,
+    /// The [`crate::EvalConfig`] the run was made with, recorded so that `nmb worker` can run it again.
+    pub eval_config: Option<Value>,
 }
 
 /// How a process shares a run with others (`nmb worker`, or `nmb eval` on a shared store).
@@ -90,7 +90,7 @@ impl EvalSettings {
             no_n: false,
             plan_only: false,
             claiming: None,
-            worker_args: None,
+            eval_config: None,
         }
     }
 }
@@ -140,7 +140,7 @@ pub(crate) fn manifest(
         dropped_inputs: dropped,
         n_unsupported: settings.no_n.then(|| crate::sampling::FORCED.to_string()),
         constrained_output: constrained,
-        worker_args: settings.worker_args.clone(),
+        eval_config: settings.eval_config.clone(),
         ..Manifest::default()
     })
 }

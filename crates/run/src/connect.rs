@@ -54,13 +54,18 @@ pub enum ConnectError {
     },
     #[error(transparent)]
     Human(#[from] crate::human::HumanError),
+    #[error("connecting stopped unexpectedly: {0}")]
+    Stopped(String),
 }
 
 /// Builds the backend for `spec` (`openai:`, `anthropic:`, `gemini:` or `local:`). A `local:` model is loaded
 /// here (it takes a moment and blocks: call it before starting work, or from `spawn_blocking`); an
 /// `hf://OWNER/NAME/FILE.gguf` path downloads through the Hugging Face Hub, which needs network access.
-pub fn connect_model(spec: &str, options: &ConnectOptions) -> Result<ConnectedModel, ConnectError> {
-    let spec = ModelSpec::parse(spec)?;
+pub fn connect_model(
+    spec: &ModelSpec,
+    options: &ConnectOptions,
+) -> Result<ConnectedModel, ConnectError> {
+    let spec = spec.clone();
     if spec.backend == BackendKind::Local {
         return connect_local(spec);
     }

@@ -26,6 +26,8 @@
 mod claim;
 mod config;
 mod connect;
+mod eval_config;
+mod evaluation;
 mod fleet;
 pub mod human;
 mod progress;
@@ -44,6 +46,10 @@ use nmb_suite::Suite;
 
 pub use config::{Claiming, EvalSettings, Resume};
 pub use connect::{connect_model, ConnectError, ConnectOptions, ConnectedModel};
+pub use eval_config::{
+    ConfigError, EvalConfig, Invocation, Limits, TemplateChoice, EVAL_CONFIG_VERSION,
+};
+pub use evaluation::{estimate, evaluate, Estimate, EvalError, Evaluated, TaskEstimate};
 pub use fleet::StoreFleet;
 pub use human::{connect_human, HumanBackend, HumanError};
 pub use progress::{Progress, ProgressSnapshot};
@@ -87,9 +93,10 @@ pub(crate) struct Ctx {
     pub progress: Arc<Progress>,
 }
 
-/// Runs (or resumes) an evaluation of `suite` on `backend` and returns once every planned sample was attempted or
-/// the request budget ran out.
-pub async fn evaluate(
+/// Runs (or resumes) an evaluation of an already loaded `suite` on a connected `backend` and returns once every
+/// planned sample was attempted or the request budget ran out. [`evaluate`] does the loading and connecting from
+/// an [`EvalConfig`].
+pub async fn evaluate_loaded(
     suite: &Suite,
     store: Arc<Store>,
     scheduler: Scheduler,

@@ -3,8 +3,12 @@
 use nmb_test_support::assets::smollm2_gguf;
 use std::path::PathBuf;
 
-use nmb_requests::BackendKind;
+use nmb_requests::{BackendKind, ModelSpec};
 use nmb_run::{connect_model, ConnectError, ConnectOptions};
+
+fn parse(spec: &str) -> ModelSpec {
+    ModelSpec::parse(spec).expect(spec)
+}
 
 fn smollm2() -> Option<PathBuf> {
     smollm2_gguf()
@@ -18,7 +22,7 @@ fn api_models_with_a_base_url_need_no_key() {
         ("anthropic:m@http://127.0.0.1:9", BackendKind::Anthropic),
         ("gemini:m@http://127.0.0.1:9", BackendKind::Gemini),
     ] {
-        let m = connect_model(spec, &o).expect(spec);
+        let m = connect_model(&parse(spec), &o).expect(spec);
         assert_eq!(m.spec.backend, kind);
         assert_eq!(m.backend.spec().to_string(), spec);
         assert!(m.identity.is_empty());
@@ -43,7 +47,7 @@ fn api_models_with_several_base_urls_send_to_each_replica() {
             ["http://127.0.0.1:9", "https://127.0.0.2:9"],
         ),
     ] {
-        let m = connect_model(spec, &o).expect(spec);
+        let m = connect_model(&parse(spec), &o).expect(spec);
         assert_eq!(m.backend.replicas(), replicas, "{spec}");
         assert!(m.spec.is_replicated());
         assert!(m.identity.is_empty());
@@ -56,17 +60,16 @@ fn api_models_with_several_base_urls_send_to_each_replica() {
         },
         ..ConnectOptions::default()
     };
-    let m = connect_model("openai:m", &keyed).unwrap();
+    let m = connect_model(&parse("openai:m"), &keyed).unwrap();
     assert_eq!(m.backend.replicas(), ["https://api.openai.com/v1"]);
 }
 
 #[test]
 fn bad_specs_and_missing_files_say_what_is_wrong() {
     let o = ConnectOptions::default();
-    let e = connect_model("mistral:large", &o).unwrap_err();
-    assert!(matches!(e, ConnectError::Spec(_)), "{e}");
+    let e = ModelSpec::parse("mistral:large").unwrap_err();
     assert!(e.to_string().contains("unknown backend"), "{e}");
-    let e = connect_model("local:/no/such/model.gguf", &o).unwrap_err();
+    let e = connect_model(&parse("local:/no/such/model.gguf"), &o).unwrap_err();
     assert!(matches!(e, ConnectError::Local { .. }), "{e}");
     assert!(e.to_string().contains("/no/such/model.gguf"), "{e}");
 }
@@ -75,7 +78,7 @@ fn bad_specs_and_missing_files_say_what_is_wrong() {
 fn local_models_load_with_a_content_identity() {
     let Some(path) = smollm2() else { return };
     let m = connect_model(
-        &format!("local:{}", path.display()),
+        &parse(&format!("local:{}", path.display())),
         &ConnectOptions::default(),
     )
     .expect("SmolLM2 loads");

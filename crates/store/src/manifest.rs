@@ -152,10 +152,15 @@ pub struct Manifest {
     /// asks for it; absent when no task answers in JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constrained_output: Option<String>,
-    /// The `nmb eval` arguments that made the run, for `nmb worker` to rebuild its configuration from (suite and
-    /// answer paths absolute). Not part of the configuration.
+    /// Written by earlier versions: the `nmb eval` arguments that made the run. Kept so that such manifests read
+    /// and write back unchanged; workers use `eval_config`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_args: Option<Vec<String>>,
+    /// The evaluation's typed configuration (`nmb_run::EvalConfig`, versioned), from which `nmb worker` runs the
+    /// same evaluation (suite and file paths absolute). Not part of the configuration hash, which covers only
+    /// what can change an answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_config: Option<Value>,
     /// Fields this version does not know (written by a newer nmb, or by a caller's own manifest).
     #[serde(flatten)]
     pub extra: Map<String, Value>,

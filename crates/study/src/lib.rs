@@ -2,9 +2,10 @@
 //! comparison, expanded into the matrix of evaluations it stands for.
 //!
 //! This crate owns the run file's shape ([`StudyFile`]), reading it with errors that name the key and line
-//! ([`read`]), and the matrix ([`Study::cells`]): one [`Cell`] per suite × model × template, each as the
-//! arguments of the `nmb eval` it is. It does not run anything, estimate costs or write reports: the CLI runs each
-//! cell through the same code as a hand-typed `nmb eval`, so a study resumes exactly as its evaluations do.
+//! ([`read`]), and the matrix ([`Study::cells`]): one [`Cell`] per suite × model × template, each with the
+//! [`EvalConfig`] of the `nmb eval` it stands for. It does not run anything, estimate costs or write reports: the
+//! CLI runs each cell's configuration exactly as a hand-typed `nmb eval`'s, so a study resumes exactly as its
+//! evaluations do.
 //!
 //! ```toml
 //! [study]
@@ -33,6 +34,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use nmb_plan::InputMode;
+use nmb_requests::ModelSpec;
+use nmb_run::{EvalConfig, TemplateChoice};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -140,7 +144,7 @@ pub struct Study {
 }
 
 /// One evaluation of the matrix.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Cell {
     /// 1-based position in the matrix.
     pub index: usize,
@@ -151,8 +155,8 @@ pub struct Cell {
     pub template: Option<PathBuf>,
     /// Dollars per million input and output tokens, when the model has a price.
     pub price: Option<[f64; 2]>,
-    /// The arguments of `nmb eval` (without the program name) that run this cell.
-    pub args: Vec<String>,
+    /// The evaluation this cell runs.
+    pub config: EvalConfig,
 }
 
 const LEVELS: [&str; 3] = ["direct", "complex", "multi_turn"];
@@ -298,6 +302,24 @@ impl Study {
                     return Err(invalid(m.span(), key("price"), msg));
                 }
             }
+            if let Err(e) = ModelSpec::parse(&model.spec) {
+                return Err(invalid(m.span(), key("spec"), e.to_string()));
+            }
+            if let Some(t) = model.temperature.filter(|t| !(t.is_finite() && *t >= 0.0)) {
+                let msg = format!("{t}: expected a number >= 0");
+                return Err(invalid(m.span(), key("temperature"), msg));
+            }
+            if let Some(p) = model
+                .top_p
+                .filter(|p| !(p.is_finite() && *p > 0.0 && *p <= 1.0))
+            {
+                let msg = format!("{p}: expected a number in (0, 1]");
+                return Err(invalid(m.span(), key("top_p"), msg));
+            }
+            if model.max_tokens == Some(0) {
+                let msg = "expected at least 1".into();
+                return Err(invalid(m.span(), key("max_tokens"), msg));
+            }
             if model.concurrency == Some(0) {
                 return Err(invalid(
                     m.span(),
@@ -324,9 +346,22 @@ impl Study {
                 let msg = format!("{m:?}: expected one of {}", INPUTS.join(", "));
                 return Err(invalid(s.span(), key("inputs"), msg));
             }
-            if let Some(bad) = suite.filters.iter().find(|f| !f.contains('=')) {
+            if let Some(bad) = suite
+                .filters
+                .iter()
+                .find(|f| f.parse::<nmb_suite::Filter>().is_err())
+            {
                 let msg = format!("{bad:?}: expected KEY=VALUE or KEY!=VALUE");
                 return Err(invalid(s.span(), key("filters"), msg));
+            }
+            if suite.samples.is_some_and(|n| !(1..=100).contains(&n)) || suite.limit == Some(0) {
+                let k = if suite.limit == Some(0) {
+                    "limit"
+                } else {
+                    "samples"
+                };
+                let msg = "expected samples from 1 to 100 and a limit of at least 1".into();
+                return Err(invalid(s.span(), key(k), msg));
             }
         }
         for t in f
@@ -408,7 +443,7 @@ impl Study {
                     cells.push(Cell {
                         index: cells.len() + 1,
                         model: model.spec.clone(),
-                        args: self.args(&suite_spec, suite, model, &name, template.as_deref()),
+                        config: self.config(&suite_spec, suite, model, &name, template.as_deref()),
                         name,
                         suite: suite_spec,
                         template: template.clone(),
@@ -420,62 +455,56 @@ impl Study {
         cells
     }
 
-    fn args(
+    /// The evaluation of one cell. Every value was checked by [`Study::check`]; one that still does not parse
+    /// falls back to its default rather than stopping the study halfway.
+    fn config(
         &self,
         suite_spec: &str,
         suite: &SuiteEntry,
         model: &ModelEntry,
         name: &str,
         template: Option<&Path>,
-    ) -> Vec<String> {
-        let mut a: Vec<String> = Vec::new();
-        let mut push = |k: &str, v: String| {
-            a.push(k.to_string());
-            a.push(v);
+    ) -> EvalConfig {
+        let source = nmb_suite::Source {
+            spec: suite_spec.to_string(),
+            answers: suite.answers.as_ref().map(|a| self.dir().join(a)),
+            filters: suite
+                .filters
+                .iter()
+                .filter_map(|f| f.parse().ok())
+                .collect(),
+            level: suite.level.as_deref().and_then(|l| l.parse().ok()),
+            map: suite
+                .map
+                .iter()
+                .map(|(f, c)| (f.clone(), c.clone()))
+                .collect(),
         };
-        push("--suite", suite_spec.to_string());
-        push("--model", model.spec.clone());
-        push("--name", name.to_string());
-        if let Some(answers) = &suite.answers {
-            push("--answers", self.dir().join(answers).display().to_string());
+        let spec = ModelSpec::parse(&model.spec).unwrap_or_else(|_| ModelSpec {
+            backend: nmb_requests::BackendKind::OpenAi,
+            model: model.spec.clone(),
+            base_urls: Vec::new(),
+        });
+        let mut c = EvalConfig::new(source, spec);
+        c.name = Some(name.to_string());
+        c.study = Some(self.name().to_string());
+        c.samples = suite.samples;
+        c.limit = suite.limit;
+        c.inputs = match suite.inputs.as_deref() {
+            Some("text") => InputMode::Text,
+            Some("images") => InputMode::Images,
+            _ => InputMode::Full,
+        };
+        if let Some(n) = model.concurrency {
+            c.limits.concurrency = n;
         }
-        for f in &suite.filters {
-            push("--filter", f.clone());
-        }
-        for (field, column) in &suite.map {
-            push("--map", format!("{field}={column}"));
-        }
-        let optional: [(&str, Option<String>); 11] = [
-            ("--level", suite.level.clone()),
-            ("--samples", suite.samples.map(|v| v.to_string())),
-            ("--inputs", suite.inputs.clone()),
-            ("--limit", suite.limit.map(|v| v.to_string())),
-            ("--concurrency", model.concurrency.map(|v| v.to_string())),
-            ("--temperature", model.temperature.map(|v| v.to_string())),
-            ("--top-p", model.top_p.map(|v| v.to_string())),
-            ("--max-tokens", model.max_tokens.map(|v| v.to_string())),
-            ("--seed", model.seed.map(|v| v.to_string())),
-            ("--template", template.map(|t| t.display().to_string())),
-            (
-                "--price",
-                model.price.map(|[i, o]| format!("{}={i},{o}", model.spec)),
-            ),
-        ];
-        for (flag, value) in optional {
-            if let Some(v) = value {
-                push(flag, v);
-            }
-        }
-        for j in &self.file.scoring.judges {
-            push("--judge", j.clone());
-        }
-        if self.file.scoring.bertscore == Some(false) {
-            a.push("--no-bertscore".into());
-        }
-        if self.file.scoring.rubric == Some(false) {
-            a.push("--no-rubric".into());
-        }
-        a
+        let p = &mut c.params;
+        p.temperature = model.temperature.unwrap_or(p.temperature);
+        p.top_p = model.top_p.unwrap_or(p.top_p);
+        p.max_tokens = model.max_tokens.unwrap_or(p.max_tokens);
+        p.seed = model.seed;
+        c.template = template.map(|t| TemplateChoice::parse(&t.to_string_lossy()));
+        c
     }
 }
 
@@ -522,15 +551,12 @@ bertscore = false
             cells[2].suite, "mcq:/studies/medqa/test.jsonl",
             "paths are relative to the run file"
         );
-        let args = cells[2].args.join(" ");
-        for want in [
-            "--filter meta_info=step1",
-            "--limit 5",
-            "--price openai:a@http://127.0.0.1:1/v1=1,2",
-            "--no-bertscore",
-        ] {
-            assert!(args.contains(want), "{want} in {args}");
-        }
+        let c = &cells[2].config;
+        assert_eq!(c.suite.filters, vec!["meta_info=step1".parse().unwrap()]);
+        assert_eq!(c.limit, Some(5));
+        assert_eq!(c.model.to_string(), "openai:a@http://127.0.0.1:1/v1");
+        assert_eq!(c.study.as_deref(), Some("two-axis"));
+        assert_eq!(cells[2].price, Some([1.0, 2.0]));
         assert_eq!(s.report_dir(), PathBuf::from("nmb-report/two-axis"));
     }
 

@@ -6,20 +6,17 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
-use nmb_plan::{GenParams, InputMode, Plan, PlanOptions, PlanSummary, PlannedTask, Template};
-use nmb_requests::{BackendKind, ModelSpec, RetryPolicy, Scheduler, SchedulerConfig};
-use nmb_run::{
-    connect_model, ConnectOptions, EvalSettings, Progress, Resume, RunOutcome, StoreFleet,
-};
+use nmb_plan::{GenParams, InputMode};
+use nmb_requests::{BackendKind, ModelSpec, Scheduler};
+use nmb_run::{EvalConfig, Evaluated, Invocation, Limits, Progress, Resume, TemplateChoice};
 use nmb_stats::BootstrapConfig;
 use nmb_store::Store;
-use nmb_suite::{Filter, Level, Suite};
+use nmb_suite::{Filter, Level};
 use serde_json::json;
 
 use super::score::ScoringArgs;
-use super::suite::SuiteSource;
 use crate::progress::{count, duration, Reporter};
 
 mod sweep;
@@ -120,7 +117,7 @@ pub struct EvalArgs {
     level: Option<Level>,
     /// For tables (table:, pmc-vqa:, omnimedvqa:, pathvqa:) and NeuroVLM manifests (neurovlm:): read FIELD
     /// from COLUMN; repeatable
-    #[arg(long = "map", value_name = "FIELD=COLUMN", value_parser = super::suite::parse_map)]
+    #[arg(long = "map", value_name = "FIELD=COLUMN", value_parser = nmb_suite::parse_map)]
     map: Vec<(String, String)>,
     /// The model, BACKEND:MODEL[@BASE_URL] (see below)
     #[arg(
@@ -216,15 +213,6 @@ pub struct EvalArgs {
     /// Also write the run's report (HTML, Markdown, CSV, JSON) into DIR and print the HTML file's path
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
-    /// Set by `nmb eval --config`: the study the run belongs to.
-    #[arg(skip)]
-    pub study: Option<String>,
-    /// Set for a plain `nmb eval`: the arguments `nmb worker` can rebuild this evaluation from.
-    #[arg(skip)]
-    pub worker_args: Option<Vec<String>>,
-    /// Set by `nmb worker`: claim samples under a lease of this length, sharing the run with other workers.
-    #[arg(skip)]
-    pub lease: Option<Duration>,
 }
 
 fn non_negative(s: &str) -> Result<f64, String> {
@@ -249,77 +237,87 @@ fn positive(s: &str) -> Result<f64, String> {
 }
 
 impl EvalArgs {
-    /// The scheduler's limits: `--concurrency` in all, `--timeout` per attempt, `--max-retries`.
-    pub fn scheduler_config(&self) -> SchedulerConfig {
-        SchedulerConfig {
-            global_limit: self.concurrency as usize,
-            timeout: Duration::from_secs_f64(self.timeout),
-            retry: RetryPolicy {
-                max_retries: self.max_retries,
-                ..RetryPolicy::default()
-            },
-            ..SchedulerConfig::default()
-        }
-    }
-
-    fn source(&self) -> SuiteSource {
-        SuiteSource {
-            suite: self.suite.clone(),
+    /// The evaluation these arguments describe.
+    pub fn config(&self) -> Result<EvalConfig> {
+        let model = ModelSpec::parse(&self.model).context("bad --model")?;
+        let suite = nmb_suite::Source {
+            spec: self.suite.clone(),
             answers: self.answers.clone(),
             filters: self.filters.clone(),
             level: self.level,
             map: self.map.clone(),
-            text_only: self.inputs == InputMode::Text,
-        }
-    }
-
-    fn plan_options(&self) -> Result<PlanOptions> {
-        let template = match &self.template {
-            None => None,
-            Some(path) => Some(match bundled_name(path) {
-                Some(name) => Template::variant(name).with_context(|| {
-                    let names: Vec<&str> = nmb_plan::variant_names().collect();
-                    format!(
-                        "no bundled template {name:?}; expected one of {}",
-                        names.join(", ")
-                    )
-                })?,
-                None => Template::from_file(path)
-                    .with_context(|| format!("cannot use template {}", path.display()))?,
-            }),
         };
-        Ok(PlanOptions {
-            template,
-            input_mode: self.inputs,
-            samples: self.samples,
-            limit: self.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
-            answer_language: self.answer_language.clone(),
-            ..PlanOptions::default()
-        })
-    }
-
-    fn params(&self) -> GenParams {
-        GenParams {
+        let mut config = EvalConfig::new(suite, model);
+        config.name = self.name.clone();
+        config.inputs = self.inputs;
+        config.samples = self.samples;
+        config.no_n = self.no_n;
+        config.limit = self.limit;
+        config.params = GenParams {
             temperature: self.temperature,
             top_p: self.top_p,
             max_tokens: self.max_tokens,
             seed: self.seed,
+        };
+        config.template = self
+            .template
+            .as_ref()
+            .map(|p| TemplateChoice::parse(&p.to_string_lossy()));
+        config.answer_language = self.answer_language.clone();
+        config.limits = self.limits();
+        Ok(config)
+    }
+
+    pub fn limits(&self) -> Limits {
+        Limits {
+            concurrency: self.concurrency,
+            fleet_limit: self.fleet_limit,
+            timeout_secs: self.timeout,
+            max_retries: self.max_retries,
         }
     }
 
-    fn resume(&self) -> Resume {
-        match (&self.resume, self.fresh) {
+    /// Which run this invocation writes into and how much it may send.
+    pub fn invocation(&self, at: &StoreAt) -> Invocation {
+        let resume = match (&self.resume, self.fresh) {
             (Some(id), _) => Resume::Run(id.clone()),
             (None, true) => Resume::Fresh,
             (None, false) => Resume::Auto,
+        };
+        Invocation {
+            resume,
+            max_requests: self.max_requests,
+            plan_only: self.plan_only,
+            claiming: claiming_on(at),
+        }
+    }
+
+    /// What this invocation prints and writes besides the run.
+    pub fn output(&self) -> Output<'_> {
+        Output {
+            json: self.json,
+            quiet: self.quiet,
+            report: self.report.clone(),
+            scoring: (!self.no_score).then_some(&self.scoring),
         }
     }
 }
 
-/// `NAME` of `--template bundled:NAME`, unless a file has that path.
-fn bundled_name(path: &Path) -> Option<&str> {
-    let name = path.to_str()?.strip_prefix("bundled:")?;
-    (!path.exists()).then_some(name)
+/// On a shared store every evaluation works as one of possibly many workers; alone in a SQLite file it need not.
+pub fn claiming_on(at: &StoreAt) -> Option<nmb_run::Claiming> {
+    at.is_shared()
+        .then(|| super::worker::claiming(super::worker::DEFAULT_LEASE))
+}
+
+/// What one invocation prints, writes and scores after its evaluation.
+#[derive(Clone)]
+pub struct Output<'a> {
+    pub json: bool,
+    pub quiet: bool,
+    /// Also write the run's report into this folder.
+    pub report: Option<PathBuf>,
+    /// Score the run at the end with these options; `None` leaves it unscored.
+    pub scoring: Option<&'a ScoringArgs>,
 }
 
 pub fn run(args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
@@ -329,9 +327,11 @@ pub fn run(args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     if args.template_variants.is_some() {
         return sweep::run(args, at);
     }
-    let mut args = args;
-    args.worker_args = Some(super::worker::recipe_from_command_line());
-    run_one(&args, at)?;
+    let config = args.config()?;
+    if args.dry_run {
+        return dry_run(&config, args.json);
+    }
+    run_one(&config, &args.invocation(at), &args.output(), at)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -342,177 +342,102 @@ pub struct Ran {
     pub stopped_early: bool,
 }
 
-/// One evaluation, or `None` for a dry run.
-pub fn run_one(args: &EvalArgs, at: &StoreAt) -> Result<Option<Ran>> {
-    run_with(args, at, None)
+/// One evaluation with its own scheduler.
+pub fn run_one(
+    config: &EvalConfig,
+    invocation: &Invocation,
+    out: &Output,
+    at: &StoreAt,
+) -> Result<Ran> {
+    run_with(config, invocation, out, at, None)
 }
 
 /// [`run_one`] with a scheduler shared with other evaluations (a study's), so that their calls keep one global
 /// limit; without one, the evaluation makes its own.
-pub fn run_with(args: &EvalArgs, at: &StoreAt, shared: Option<Scheduler>) -> Result<Option<Ran>> {
-    let spec = ModelSpec::parse(&args.model).context("bad --model")?;
-    let plan = args.plan_options()?;
-    let suite = load_suite(args)?;
-    if args.dry_run {
-        dry_run(args, &suite, &plan, &spec)?;
-        return Ok(None);
+pub fn run_with(
+    config: &EvalConfig,
+    invocation: &Invocation,
+    out: &Output,
+    at: &StoreAt,
+    shared: Option<Scheduler>,
+) -> Result<Ran> {
+    if let Some(scoring) = out.scoring {
+        super::score::check(scoring).context("a scoring option would fail after the evaluation")?;
     }
-    if !args.no_score {
-        super::score::check(&args.scoring)
-            .context("a scoring option would fail after the evaluation")?;
+    if config.model.backend == BackendKind::Local {
+        eprintln!("loading local model {} ...", config.model.model);
     }
-    if spec.backend == BackendKind::Local {
-        eprintln!("loading local model {} ...", spec.model);
-    }
-    let connected = (spec.backend != BackendKind::Human)
-        .then(|| connect_model(&args.model, &ConnectOptions::default()))
-        .transpose()
-        .with_context(|| format!("cannot use model {}", args.model))?;
     let store = Arc::new(at.open()?);
-    let model = match connected {
-        Some(model) => model,
-        // A human's answers are read from the store, for the suite as planned here.
-        None => nmb_run::connect_human(&spec, store.clone(), &suite, &plan)
-            .with_context(|| format!("cannot use model {}", args.model))?,
-    };
-    let mut settings = EvalSettings::new(model.spec.to_string());
-    settings.params = args.params();
-    settings.plan = plan;
-    settings.concurrency = args.concurrency as usize;
-    settings.per_backend = args.concurrency as usize;
-    settings.max_requests = args.max_requests;
-    settings.resume = args.resume();
-    settings.model_identity = model.identity.clone();
-    settings.suite_source = suite_source(args);
-    settings.display_name = args.name.clone();
-    settings.study = args.study.clone();
-    settings.no_n = args.no_n;
-    settings.plan_only = args.plan_only;
-    settings.worker_args = args.worker_args.clone();
-    // On a shared store every eval works as one of possibly many workers; alone in a SQLite file it need not.
-    let lease = args
-        .lease
-        .or(at.is_shared().then_some(super::worker::DEFAULT_LEASE));
-    settings.claiming = lease.map(super::worker::claiming);
-    let scheduler = shared.unwrap_or_else(|| {
-        let scheduler = Scheduler::new(args.scheduler_config());
-        match &settings.claiming {
-            // Processes sharing the store share each server's limit and its 429 pauses.
-            Some(c) => scheduler.with_fleet(Arc::new(StoreFleet::new(
-                store.clone(),
-                c.worker_id.clone(),
-                args.fleet_limit.unwrap_or(args.concurrency),
-                Duration::from_secs_f64(args.timeout) + Duration::from_secs(10),
-            ))),
-            None => scheduler,
-        }
-    });
+    let scheduler =
+        shared.unwrap_or_else(|| config.scheduler(&store, invocation.claiming.as_ref()));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     let progress = Arc::new(Progress::default());
     let started = Instant::now();
-    let outcome = runtime.block_on(async {
-        let reporter = Reporter::start(progress.clone(), scheduler.clone(), args.quiet);
-        let outcome = nmb_run::evaluate(
-            &suite,
+    let evaluated = runtime.block_on(async {
+        let reporter = Reporter::start(progress.clone(), scheduler.clone(), out.quiet);
+        let evaluated = nmb_run::evaluate(
+            config,
+            invocation,
             store.clone(),
-            scheduler.clone(),
-            model.backend.clone(),
-            settings,
+            &scheduler,
             progress.clone(),
         )
         .await;
         reporter.finish().await;
-        outcome
-    });
-    let outcome = outcome.context("the evaluation stopped")?;
-    if args.plan_only {
-        super::worker::print_planned(&outcome, at, args.json);
-        return Ok(Some(Ran {
-            run_id: outcome.run_id,
-            stopped_early: false,
-        }));
-    }
-    let scores = if args.no_score || outcome.stopped_early {
-        None
-    } else {
-        let run_id = &outcome.run_id;
-        let scoring = super::score::score_loaded(
-            &store,
-            run_id,
-            &suite,
-            &args.scoring,
-            BootstrapConfig::default(),
-        );
-        Some(runtime.block_on(scoring)?)
+        evaluated
+    })?;
+    let Evaluated {
+        outcome,
+        suite,
+        images_dropped,
+    } = evaluated;
+    let ran = Ran {
+        run_id: outcome.run_id.clone(),
+        stopped_early: outcome.stopped_early,
     };
-    report(
-        args,
-        &outcome,
-        &progress,
-        &scheduler,
-        started.elapsed(),
-        scores.as_ref(),
-    )?;
-    if !model.backend.supports_images() && args.inputs.includes_images() && !args.json {
+    if invocation.plan_only {
+        super::worker::print_planned(&outcome, at, out.json);
+        return Ok(ran);
+    }
+    let scores = match out.scoring {
+        Some(scoring) if !outcome.stopped_early => {
+            Some(runtime.block_on(super::score::score_loaded(
+                &store,
+                &outcome.run_id,
+                &suite,
+                scoring,
+                BootstrapConfig::default(),
+            ))?)
+        }
+        _ => None,
+    };
+    let finished = Finished {
+        outcome: &outcome,
+        progress: &progress,
+        scheduler: &scheduler,
+        elapsed: started.elapsed(),
+        max_requests: invocation.max_requests,
+    };
+    report(out, &finished, scores.as_ref())?;
+    if images_dropped && !out.json {
         eprintln!(
             "note: {} is text-only: images were not sent (the run manifest records this)",
-            model.spec
+            config.model
         );
     }
-    if let Some(dir) = &args.report {
+    if let Some(dir) = &out.report {
         let html = write_report(&store, &outcome.run_id, scores, dir)?;
         // With --json, stdout holds the one JSON object and nothing else.
-        if args.json {
+        if out.json {
             eprintln!("report: {}", html.display());
         } else {
             println!("report: {}", html.display());
         }
     }
-    Ok(Some(Ran {
-        run_id: outcome.run_id,
-        stopped_early: outcome.stopped_early,
-    }))
-}
-
-/// How the suite was named, for the manifest, so that `nmb score RUN_ID` can load it again.
-fn suite_source(args: &EvalArgs) -> nmb_store::SuiteSource {
-    let answers = args
-        .answers
-        .as_ref()
-        .map(|a| std::path::absolute(a).unwrap_or_else(|_| a.clone()));
-    nmb_store::SuiteSource {
-        suite_spec: Some(absolute_suite_spec(&args.suite)),
-        answers_path: answers.map(|p| p.display().to_string()),
-        filters: Some(args.filters.iter().map(|f| f.to_string()).collect()),
-        level: args.level.map(|l| l.to_string()),
-        map: (!args.map.is_empty())
-            .then(|| args.map.iter().map(|(f, c)| format!("{f}={c}")).collect()),
-    }
-}
-
-/// The suite spec with its path made absolute (`FORMAT:PATH` or `PATH`), so scoring from another directory
-/// finds it; `sample` and specs whose path does not exist stay as typed.
-pub(super) fn absolute_suite_spec(spec: &str) -> String {
-    let absolute = |p: &str| {
-        let path = Path::new(p);
-        path.exists()
-            .then(|| std::path::absolute(path).ok())
-            .flatten()
-            .map(|a| a.display().to_string())
-    };
-    if let Some(a) = absolute(spec) {
-        return a;
-    }
-    match spec.split_once(':') {
-        Some((format, rest)) => match absolute(rest) {
-            Some(a) => format!("{format}:{a}"),
-            None => spec.to_string(),
-        },
-        None => spec.to_string(),
-    }
+    Ok(ran)
 }
 
 /// Writes every report format for one run and returns the HTML file's path.
@@ -530,149 +455,24 @@ fn write_report(
     written.html.context("the report writer wrote no HTML file")
 }
 
-/// Loads the suite, refusing one with errors (a run on a half-read suite would give numbers nobody can trust).
-fn load_suite(args: &EvalArgs) -> Result<Suite> {
-    let loaded = args.source().load()?;
-    let errors: Vec<_> = loaded.problems.iter().filter(|p| p.is_error()).collect();
-    if !errors.is_empty() {
-        for p in errors.iter().take(20) {
-            eprintln!("{p}");
-        }
-        bail!(
-            "suite {} has {} error(s); fix them first (`nmb suite validate {}` lists every one)",
-            args.suite,
-            errors.len(),
-            args.suite
-        );
-    }
-    if loaded.warning_count() > 0 {
-        tracing::warn!(
-            "{} warning(s) in {}; `nmb suite validate` lists them",
-            loaded.warning_count(),
-            args.suite
-        );
-    }
-    if loaded.suite.task_count() == 0 {
-        // A loader may have dropped every task on purpose (SLAKE without its images); its warnings say why.
-        let mut why: Vec<String> = loaded
-            .problems
-            .iter()
-            .take(10)
-            .map(|p| format!("\n  {p}"))
-            .collect();
-        if loaded.problems.len() > 10 {
-            why.push(format!("\n  ... and {} more", loaded.problems.len() - 10));
-        }
-        bail!(
-            "suite {} has no tasks to run (check --filter){}",
-            args.suite,
-            why.concat()
-        );
-    }
-    Ok(loaded.suite)
-}
-
-/// Whether one request can return every sample of a single-turn task.
-fn native_n(spec: &ModelSpec) -> bool {
-    matches!(spec.backend, BackendKind::OpenAi | BackendKind::Gemini)
-}
-
-fn task_requests(task: &PlannedTask, n: bool) -> u64 {
-    if n && task.turn_count() <= 1 {
-        1
-    } else {
-        task.requests()
-    }
-}
-
-/// What a dry run counts: per task and in all.
-pub struct DryRun {
-    pub samples: u32,
-    pub total: PlanSummary,
-    pub requests: u64,
-    pub rows: Vec<serde_json::Value>,
-    /// Answers (samples x turns).
-    pub answers: u64,
-    /// Output tokens at most: answers x max_tokens.
-    pub max_output: u64,
-}
-
-/// Plans `args`' suite without sending anything, for a dry run or a study's estimate.
-pub fn dry_run_totals(args: &EvalArgs) -> Result<DryRun> {
-    let spec = ModelSpec::parse(&args.model).context("bad --model")?;
-    let options = args.plan_options()?;
-    let suite = load_suite(args)?;
-    plan_totals(args, &suite, &options, &spec)
-}
-
-fn plan_totals(
-    args: &EvalArgs,
-    suite: &Suite,
-    options: &PlanOptions,
-    spec: &ModelSpec,
-) -> Result<DryRun> {
-    let plan = Plan::new(suite, options, Arc::default()).context("cannot plan the suite")?;
-    let samples = plan.samples();
-    let n = native_n(spec);
-    let mut total = PlanSummary::default();
-    let mut requests = 0u64;
-    let mut rows = Vec::new();
-    for item in plan {
-        let task = match item {
-            Ok(t) => t,
-            Err(e) => {
-                total.add_error(&e);
-                continue;
-            }
-        };
-        let mut one = PlanSummary::default();
-        one.add(&task);
-        total.add(&task);
-        let reqs = task_requests(&task, n);
-        requests += reqs;
-        rows.push(json!({
-            "task_id": task.task_id,
-            "family": task.family.as_str(),
-            "level": task.level.as_str(),
-            "turns": task.turn_count(),
-            "samples": task.samples,
-            "requests": reqs,
-            "images_sent": one.images_sent,
-            "est_input_tokens": one.est_input_tokens,
-        }));
-    }
-    let answers = total.requests;
-    Ok(DryRun {
-        samples,
-        requests,
-        rows,
-        answers,
-        max_output: answers * u64::from(args.max_tokens),
-        total,
-    })
-}
-
-fn dry_run(
-    args: &EvalArgs,
-    suite: &Suite,
-    options: &PlanOptions,
-    spec: &ModelSpec,
-) -> Result<ExitCode> {
-    let DryRun {
+fn dry_run(config: &EvalConfig, as_json: bool) -> Result<ExitCode> {
+    let estimate = nmb_run::estimate(config)?;
+    let nmb_run::Estimate {
+        suite_id,
         samples,
         total,
         requests,
-        rows,
+        tasks,
         answers,
         max_output,
-    } = plan_totals(args, suite, options, spec)?;
-    let n = native_n(spec);
-    if args.json {
+        native_n,
+    } = estimate;
+    if as_json {
         let out = json!({
             "dry_run": true,
-            "suite": suite.id,
-            "model": spec.to_string(),
-            "inputs": args.inputs.as_str(),
+            "suite": suite_id,
+            "model": config.model.to_string(),
+            "inputs": config.inputs.as_str(),
             "samples": samples,
             "tasks": total.tasks,
             "tasks_failed": total.tasks_failed,
@@ -684,39 +484,36 @@ fn dry_run(
             "est_input_tokens": total.est_input_tokens,
             "max_output_tokens": max_output,
             "errors": total.errors,
-            "per_task": rows,
+            "per_task": tasks,
         });
         println!("{out}");
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "dry run: nothing is sent or stored. Suite {}, model {}, inputs {}, {} sample(s) per task.",
-        suite.id,
-        spec,
-        args.inputs.as_str(),
-        samples
+        "dry run: nothing is sent or stored. Suite {suite_id}, model {}, inputs {}, {samples} sample(s) per task.",
+        config.model,
+        config.inputs.as_str(),
     );
     println!(
         "{:<40} {:<16} {:<10} {:>5} {:>8} {:>7} {:>10}",
         "task", "family", "level", "turns", "requests", "images", "est.tokens"
     );
-    let num = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
-    for r in &rows {
+    for t in &tasks {
         println!(
             "{:<40} {:<16} {:<10} {:>5} {:>8} {:>7} {:>10}",
-            r["task_id"].as_str().unwrap_or(""),
-            r["family"].as_str().unwrap_or(""),
-            r["level"].as_str().unwrap_or(""),
-            num(&r["turns"]),
-            num(&r["requests"]),
-            num(&r["images_sent"]),
-            num(&r["est_input_tokens"])
+            t.task_id,
+            t.family.as_str(),
+            t.level.as_str(),
+            t.turns,
+            t.requests,
+            t.images_sent,
+            t.est_input_tokens
         );
     }
     for e in &total.errors {
         println!("cannot plan: {e}");
     }
-    let how = if n {
+    let how = if native_n {
         "one request per single-turn task with n samples"
     } else {
         "one request per sample and turn"
@@ -732,7 +529,7 @@ fn dry_run(
         total.est_image_tokens,
         max_output,
         answers,
-        args.max_tokens
+        config.params.max_tokens
     );
     println!("(estimates: text 4 characters per token, images by OpenAI's tile rule; see nmb-plan's estimate docs)");
     Ok(ExitCode::SUCCESS)
@@ -756,18 +553,25 @@ fn invocation_line(p: &nmb_run::ProgressSnapshot, attempts: u64, elapsed: Durati
     )
 }
 
-fn report(
-    args: &EvalArgs,
-    outcome: &RunOutcome,
-    progress: &Progress,
-    scheduler: &Scheduler,
+/// An evaluation as it ended, for its summary.
+struct Finished<'a> {
+    outcome: &'a nmb_run::RunOutcome,
+    progress: &'a Progress,
+    scheduler: &'a Scheduler,
     elapsed: Duration,
+    max_requests: Option<u64>,
+}
+
+fn report(
+    out: &Output,
+    done: &Finished,
     scores: Option<&nmb_score::results::ScoreReport>,
 ) -> Result<()> {
+    let outcome = done.outcome;
     let s = &outcome.summary;
-    let p = progress.snapshot();
-    let c = scheduler.counters();
-    if args.json {
+    let p = done.progress.snapshot();
+    let c = done.scheduler.counters();
+    if out.json {
         let out = json!({
             "run_id": outcome.run_id,
             "resumed": outcome.resumed,
@@ -784,7 +588,7 @@ fn report(
                 "samples_errored": p.errored,
                 "tokens_in": p.tokens_in,
                 "tokens_out": p.tokens_out,
-                "elapsed_s": elapsed.as_secs_f64(),
+                "elapsed_s": done.elapsed.as_secs_f64(),
             },
             "summary": s,
             "scores": scores.map(|r| json!({
@@ -822,14 +626,14 @@ fn report(
     }
     line.push_str(&format!(", {} pending", s.samples_pending));
     println!("{line}");
-    println!("{}", invocation_line(&p, c.attempts, elapsed));
+    println!("{}", invocation_line(&p, c.attempts, done.elapsed));
     if outcome.resumed {
         println!("(resumed an existing run; --fresh starts a new one)");
     }
     if outcome.stopped_early {
         println!(
             "stopped after --max-requests {}; run the same command again to continue",
-            args.max_requests.unwrap_or(0)
+            done.max_requests.unwrap_or(0)
         );
     } else if s.samples_errored > 0 {
         println!("errored samples keep their error class; run the same command with --resume {} to retry them", s.run_id);
@@ -839,7 +643,7 @@ fn report(
             println!();
             super::score::print_report(r, false)?;
         }
-        None if args.no_score => println!(
+        None if out.scoring.is_none() => println!(
             "not scored (--no-score); `nmb score {}` scores it",
             s.run_id
         ),
@@ -847,4 +651,26 @@ fn report(
     }
     println!("run id: {}", s.run_id);
     Ok(())
+}
+
+/// The scoring `nmb eval` does by default, for evaluations that are not started from its command line.
+impl Default for ScoringArgs {
+    fn default() -> Self {
+        ScoringArgs {
+            judges: Vec::new(),
+            jury_aggregate: super::score::AggregateArg::Majority,
+            rubric: None,
+            no_rubric: false,
+            no_taxonomy: false,
+            taxonomy_labels: None,
+            bertscore_model: PathBuf::from(nmb_score::semantic::DEFAULT_MODEL_DIR),
+            bertscore_layer: None,
+            bertscore_idf: false,
+            bertscore_rescale: None,
+            no_bertscore: false,
+            max_reasks: 2,
+            judge_concurrency: 8,
+            prices: Vec::new(),
+        }
+    }
 }

@@ -7,19 +7,20 @@
 //! configuration still holds. `nmb review answer` builds its runs through the same [`HumanRun`].
 
 use std::collections::{BTreeMap, HashMap};
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Parser};
+use clap::Args;
 use nmb_requests::{BackendKind, ModelSpec};
 use nmb_store::{now_ms, HumanAnswer, Store};
 use nmb_suite::{Family, Suite, Task};
 use serde_json::{Map, Value};
 
-use super::eval::{self, EvalArgs};
-use super::suite::SuiteSource;
+use nmb_run::{EvalConfig, Invocation, Resume};
+
+use super::eval;
+use super::score::ScoringArgs;
 use crate::store_at::StoreAt;
 
 pub const EXAMPLES: &str = "\
@@ -130,34 +131,11 @@ pub(super) fn human_spec(text: &str) -> Result<ModelSpec> {
 
 /// Loads the suite (with its answer key), refusing one with errors, as `nmb eval` does.
 pub(super) fn load_suite(suite: &str, answer_key: Option<&Path>) -> Result<Suite> {
-    let source = SuiteSource {
-        suite: suite.to_string(),
+    let source = nmb_suite::Source {
         answers: answer_key.map(Path::to_path_buf),
-        filters: Vec::new(),
-        level: None,
-        map: Vec::new(),
-        text_only: false,
+        ..nmb_suite::Source::new(suite)
     };
-    let loaded = source.load()?;
-    let errors: Vec<String> = loaded
-        .problems
-        .iter()
-        .filter(|p| p.is_error())
-        .map(|p| p.to_string())
-        .collect();
-    if !errors.is_empty() {
-        bail!(
-            "suite {suite} has {} error(s) (`nmb suite validate {suite}` lists them):\n  {}",
-            errors.len(),
-            errors
-                .iter()
-                .take(20)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("\n  ")
-        );
-    }
-    Ok(loaded.suite)
+    Ok(source.load_checked(false)?.suite)
 }
 
 /// One answer of the file, checked.
@@ -403,66 +381,55 @@ pub(super) struct HumanRun {
     pub no_bertscore: bool,
 }
 
-/// `nmb eval`'s own arguments, parsed from the command line a person would type.
-#[derive(Parser)]
-#[command(name = "nmb eval")]
-struct EvalLine {
-    #[command(flatten)]
-    args: EvalArgs,
-}
-
 impl HumanRun {
     /// Builds the run, or resumes the person's newest run on the suite when its configuration is this one (it
     /// is unless an answer it recorded was changed since; see `nmb_run::human`). Returns the run id.
     pub(super) fn build(&self, at: &StoreAt, store: &Store, suite_hash: &str) -> Result<String> {
         let latest = nmb_run::human::latest_human_run(store, &self.spec, suite_hash)?;
         if let Some(run) = latest {
-            match eval::run_one(&self.eval_args(Some(&run.run_id))?, at) {
+            match self.evaluate(Resume::Run(run.run_id.clone()), at) {
                 // A changed answer (or another configuration): a new run.
                 Err(e) if config_mismatch(&e) => {}
                 other => return ran(other),
             }
         }
-        ran(eval::run_one(&self.eval_args(None)?, at))
+        ran(self.evaluate(Resume::Fresh, at))
     }
 
-    fn eval_args(&self, resume: Option<&str>) -> Result<EvalArgs> {
-        let name = self
-            .display_name
-            .clone()
-            .unwrap_or_else(|| format!("{} (human)", self.spec.model));
-        let mut argv: Vec<OsString> = ["eval", "--suite", &self.suite, "--model"]
-            .into_iter()
-            .map(OsString::from)
-            .collect();
-        argv.push(self.spec.to_string().into());
-        argv.extend(["--samples", "1", "--name"].map(OsString::from));
-        argv.push(name.into());
-        if let Some(key) = &self.answer_key {
-            argv.push("--answers".into());
-            argv.push(key.into());
-        }
-        let flags = [
-            (self.json, "--json"),
-            (self.quiet, "-q"),
-            (self.no_score, "--no-score"),
-            (self.no_bertscore, "--no-bertscore"),
-        ];
-        argv.extend(flags.iter().filter(|(on, _)| *on).map(|(_, f)| f.into()));
-        if let Some(id) = resume {
-            argv.extend(["--resume", id].map(OsString::from));
-        }
-        Ok(EvalLine::try_parse_from(argv)
-            .context("cannot make the evaluation's arguments")?
-            .args)
+    /// The evaluation `nmb eval --model human:NAME --samples 1` runs, into the run `resume` names.
+    fn evaluate(&self, resume: Resume, at: &StoreAt) -> Result<eval::Ran> {
+        let suite = nmb_suite::Source {
+            answers: self.answer_key.clone(),
+            ..nmb_suite::Source::new(&self.suite)
+        };
+        let mut config = EvalConfig::new(suite, self.spec.clone());
+        config.samples = Some(1);
+        config.name = Some(
+            self.display_name
+                .clone()
+                .unwrap_or_else(|| format!("{} (human)", self.spec.model)),
+        );
+        let scoring = ScoringArgs {
+            no_bertscore: self.no_bertscore,
+            ..ScoringArgs::default()
+        };
+        let out = eval::Output {
+            json: self.json,
+            quiet: self.quiet,
+            report: None,
+            scoring: (!self.no_score).then_some(&scoring),
+        };
+        let invocation = Invocation {
+            resume,
+            claiming: eval::claiming_on(at),
+            ..Invocation::default()
+        };
+        eval::run_one(&config, &invocation, &out, at)
     }
 }
 
-fn ran(outcome: Result<Option<eval::Ran>>) -> Result<String> {
-    match outcome? {
-        Some(ran) => Ok(ran.run_id),
-        None => bail!("the evaluation made no run"),
-    }
+fn ran(outcome: Result<eval::Ran>) -> Result<String> {
+    Ok(outcome?.run_id)
 }
 
 fn config_mismatch(e: &anyhow::Error) -> bool {

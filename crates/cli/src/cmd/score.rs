@@ -260,7 +260,8 @@ fn connect_judges(specs: &[String]) -> Result<Vec<JudgeModel>> {
     specs
         .iter()
         .map(|s| {
-            let connected = connect_model(s, &options).with_context(|| format!("--judge {s}"))?;
+            let connected = connect_model(&ModelSpec::parse(s)?, &options)
+                .with_context(|| format!("--judge {s}"))?;
             Ok(JudgeModel {
                 spec: ModelSpec::identity_of(&connected.spec.to_string()),
                 backend: connected.backend,

@@ -10,22 +10,14 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use clap::Parser;
 use nmb_report::{Prices, ReportOptions};
 use nmb_requests::Scheduler;
-
+use nmb_run::{EvalConfig, Invocation, Resume};
 use nmb_study::{Cell, Study};
 use serde_json::json;
 
-use super::eval::{dry_run_totals, run_one, run_with, EvalArgs, Ran};
-
-/// A cell's arguments parsed exactly as `nmb eval` parses its own.
-#[derive(Parser)]
-#[command(name = "nmb eval", no_binary_name = true)]
-struct CellCli {
-    #[command(flatten)]
-    eval: EvalArgs,
-}
+use super::eval::{run_one, run_with, EvalArgs, Output, Ran};
+use super::score::ScoringArgs;
 
 pub fn run(config: &Path, top: &EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     let study = nmb_study::read(config)?;
@@ -38,10 +30,16 @@ pub fn run(config: &Path, top: &EvalArgs, at: &StoreAt) -> Result<ExitCode> {
         return dry_run(&study, &cells);
     }
     let models: BTreeSet<&str> = cells.iter().map(|c| c.model.as_str()).collect();
+    let scoring = scoring(&study, &cells);
+    let how = How {
+        top,
+        at,
+        scoring: (!top.no_score).then_some(&scoring),
+    };
     let (runs, stopped) = if cap.is_none() && models.len() > 1 {
-        (in_parallel(&study, &cells, top, at)?, None)
+        (in_parallel(&study, &cells, &how)?, None)
     } else {
-        in_turn(&study, &cells, top, at, cap)?
+        in_turn(&study, &cells, &how, cap)?
     };
     let runs: Vec<(&Cell, String)> = runs.into_iter().map(|(c, r)| (c, r.run_id)).collect();
     let spent = cap.map(|_| spent(at, &study, &cells)).transpose()?;
@@ -74,28 +72,85 @@ pub fn run(config: &Path, top: &EvalArgs, at: &StoreAt) -> Result<ExitCode> {
 
 type Done<'a> = Vec<(&'a Cell, Ran)>;
 
+/// How every cell runs: the invocation's own switches, the store, and the study's scoring.
+struct How<'a> {
+    top: &'a EvalArgs,
+    at: &'a StoreAt,
+    scoring: Option<&'a ScoringArgs>,
+}
+
+impl How<'_> {
+    fn invocation(&self, max_requests: Option<u64>) -> Invocation {
+        Invocation {
+            resume: if self.top.fresh {
+                Resume::Fresh
+            } else {
+                Resume::Auto
+            },
+            max_requests,
+            ..self.top.invocation(self.at)
+        }
+    }
+
+    fn output(&self, quiet: bool) -> Output<'_> {
+        Output {
+            json: false,
+            quiet,
+            report: None,
+            scoring: self.scoring,
+        }
+    }
+}
+
+/// The run file's scoring for every cell: its judges, BERTScore and rubric switches, and the models' prices.
+fn scoring(study: &Study, cells: &[Cell]) -> ScoringArgs {
+    let s = &study.file.scoring;
+    ScoringArgs {
+        judges: s.judges.clone(),
+        no_bertscore: s.bertscore == Some(false),
+        no_rubric: s.rubric == Some(false),
+        prices: cells
+            .iter()
+            .filter_map(|c| c.price.map(|[i, o]| format!("{}={i},{o}", c.model)))
+            .collect(),
+        ..ScoringArgs::default()
+    }
+}
+
 /// Cells one after another (with a cap, which needs what the previous cells spent); the first that stops at the
 /// cap stops the study, and why is returned.
 fn in_turn<'a>(
     study: &Study,
     cells: &'a [Cell],
-    top: &EvalArgs,
-    at: &StoreAt,
+    how: &How,
     cap: Option<f64>,
 ) -> Result<(Done<'a>, Option<serde_json::Value>)> {
     let mut runs = Vec::new();
     for cell in cells {
-        announce(study, cell, cells.len(), top.quiet);
-        let mut args = cell_args(cell, &switches(top))?;
-        args.study = Some(study.name().to_string());
+        announce(study, cell, cells.len(), how.top.quiet);
         let budget = match cap {
-            Some(cap) => Some(Budget::for_cell(cap, &args, cell, at, study, cells)?),
+            Some(cap) => Some(Budget::for_cell(
+                cap,
+                &cell.config,
+                cell,
+                how.at,
+                study,
+                cells,
+            )?),
             None => None,
         };
-        if let Some(b) = &budget {
-            args.max_requests = Some(args.max_requests.map_or(b.requests, |m| m.min(b.requests)));
-        }
-        let ran = run_one(&args, at).with_context(|| {
+        let max_requests = match &budget {
+            Some(b) => Some(b.requests),
+            None => None,
+        };
+        let invocation = how.invocation(max_requests);
+        let ran = run_one(
+            &cell.config,
+            &invocation,
+            &how.output(how.top.quiet),
+            how.at,
+        )
+        .with_context(|| {
             format!(
                 "study {}: cell {} ({})",
                 study.name(),
@@ -103,7 +158,6 @@ fn in_turn<'a>(
                 cell.name
             )
         })?;
-        let Some(ran) = ran else { continue };
         let stopped = ran.stopped_early.then(|| {
             json!({
                 "cell": cell.index,
@@ -124,13 +178,8 @@ fn in_turn<'a>(
 /// Every model's cells at once, each model's in turn, all through one scheduler: its global limit
 /// (`--concurrency`) holds across the study, and each model keeps its own limit because only one of its cells
 /// runs at a time. Cells run quietly; a line says when each starts.
-fn in_parallel<'a>(
-    study: &Study,
-    cells: &'a [Cell],
-    top: &EvalArgs,
-    at: &StoreAt,
-) -> Result<Done<'a>> {
-    let scheduler = Scheduler::new(top.scheduler_config());
+fn in_parallel<'a>(study: &Study, cells: &'a [Cell], how: &How) -> Result<Done<'a>> {
+    let scheduler = Scheduler::new(how.top.limits().scheduler_config());
     let mut groups: Vec<Vec<&Cell>> = Vec::new();
     for cell in cells {
         match groups.iter_mut().find(|g| g[0].model == cell.model) {
@@ -138,31 +187,28 @@ fn in_parallel<'a>(
             None => groups.push(vec![cell]),
         }
     }
-    let mut quiet = switches(top);
-    if !quiet.contains(&"--quiet") {
-        quiet.push("--quiet");
-    }
     let results: Vec<Result<Done<'a>>> = std::thread::scope(|s| {
         let handles: Vec<_> = groups
             .iter()
             .map(|group| {
-                let (scheduler, quiet) = (scheduler.clone(), &quiet);
+                let scheduler = scheduler.clone();
                 s.spawn(move || -> Result<Done<'a>> {
                     let mut done = Vec::new();
                     for cell in group {
-                        announce(study, cell, cells.len(), top.quiet);
-                        let mut args = cell_args(cell, quiet)?;
-                        args.study = Some(study.name().to_string());
+                        announce(study, cell, cells.len(), how.top.quiet);
+                        let invocation = how.invocation(None);
+                        let (config, out) = (&cell.config, how.output(true));
                         let ran =
-                            run_with(&args, at, Some(scheduler.clone())).with_context(|| {
-                                format!(
-                                    "study {}: cell {} ({})",
-                                    study.name(),
-                                    cell.index,
-                                    cell.name
-                                )
-                            })?;
-                        done.extend(ran.map(|r| (*cell, r)));
+                            run_with(config, &invocation, &out, how.at, Some(scheduler.clone()))
+                                .with_context(|| {
+                                    format!(
+                                        "study {}: cell {} ({})",
+                                        study.name(),
+                                        cell.index,
+                                        cell.name
+                                    )
+                                })?;
+                        done.push((*cell, ran));
                     }
                     Ok(done)
                 })
@@ -238,7 +284,7 @@ impl Budget {
 
     fn for_cell(
         cap: f64,
-        args: &EvalArgs,
+        config: &EvalConfig,
         cell: &Cell,
         at: &StoreAt,
         study: &Study,
@@ -246,17 +292,13 @@ impl Budget {
     ) -> Result<Budget> {
         let spent = spent(at, study, cells)?;
         let [price_in, price_out] = cell.price.unwrap_or([0.0, 0.0]);
-        let plan = dry_run_totals(args)?;
-        let max_out = f64::from(args.max_tokens);
+        let plan = nmb_run::estimate(config)?;
+        let max_tokens = config.params.max_tokens;
+        let max_out = f64::from(max_tokens);
         let input = plan
-            .rows
+            .tasks
             .iter()
-            .map(|r| {
-                let tokens = r["est_input_tokens"].as_f64().unwrap_or(0.0);
-                let requests = r["requests"].as_f64().unwrap_or(1.0).max(1.0);
-                let turns = r["turns"].as_f64().unwrap_or(1.0);
-                tokens / requests + (turns - 1.0).max(0.0) * max_out
-            })
+            .map(|t| t.largest_prompt(max_tokens))
             .fold(0.0, f64::max);
         let per_request = (input * price_in + max_out * price_out) / 1_000_000.0;
         let left = (cap - spent).max(0.0);
@@ -322,27 +364,6 @@ fn record(
     Ok(path)
 }
 
-/// The invocation's own output and scoring switches, passed on to every cell.
-fn switches(top: &EvalArgs) -> Vec<&'static str> {
-    [
-        (top.quiet, "--quiet"),
-        (top.no_score, "--no-score"),
-        (top.fresh, "--fresh"),
-    ]
-    .into_iter()
-    .filter_map(|(on, flag)| on.then_some(flag))
-    .collect()
-}
-
-/// The cell's `nmb eval` arguments, parsed as `nmb eval` parses its own.
-fn cell_args(cell: &Cell, extra: &[&str]) -> Result<EvalArgs> {
-    let mut argv = cell.args.clone();
-    argv.extend(extra.iter().map(|s| s.to_string()));
-    let parsed = CellCli::try_parse_from(&argv)
-        .map_err(|e| anyhow::anyhow!("cell {} ({}): {}", cell.index, cell.name, e.render()))?;
-    Ok(parsed.eval)
-}
-
 /// The models' prices, for the report's cost column.
 fn prices(cells: &[Cell]) -> Prices {
     let mut p = Prices::default();
@@ -405,8 +426,7 @@ fn dry_run(study: &Study, cells: &[Cell]) -> Result<ExitCode> {
     let (mut requests, mut input, mut output, mut dollars) = (0u64, 0u64, 0u64, 0f64);
     let mut unpriced = 0;
     for cell in cells {
-        let args = cell_args(cell, &[])?;
-        let t = dry_run_totals(&args)
+        let t = nmb_run::estimate(&cell.config)
             .with_context(|| format!("cell {} ({})", cell.index, cell.name))?;
         let cost = cell.price.map(|[i, o]| {
             (t.total.est_input_tokens as f64 * i + t.max_output as f64 * o) / 1_000_000.0

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use nmb_suite::{
-    check_images, Case, Filter, Image, Level, LoadOptions, Loaded, Problem, Reference, SuiteError,
-    SuiteStats, Task,
+    check_images, Case, Filter, Image, Level, Loaded, Problem, Reference, SuiteError, SuiteStats,
+    Task,
 };
 
 const SUITE_HELP: &str =
@@ -101,33 +101,22 @@ pub struct SuiteSource {
     pub text_only: bool,
 }
 
-/// `FIELD=COLUMN`.
-pub fn parse_map(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((f, c)) if !f.trim().is_empty() && !c.trim().is_empty() => {
-            Ok((f.trim().to_string(), c.trim().to_string()))
-        }
-        _ => Err(format!(
-            "bad --map {s:?}; expected FIELD=COLUMN, e.g. diagnosis_name=label"
-        )),
-    }
-}
+pub use nmb_suite::parse_map;
 
 impl SuiteSource {
-    pub fn options(&self) -> LoadOptions {
-        LoadOptions {
-            filters: self.filters.clone(),
+    pub fn source(&self) -> nmb_suite::Source {
+        nmb_suite::Source {
+            spec: self.suite.clone(),
             answers: self.answers.clone(),
+            filters: self.filters.clone(),
             level: self.level,
             map: self.map.clone(),
-            text_only: self.text_only,
         }
     }
 
     /// Loads the suite; only a fatal problem (unreadable or unparseable file) is an error here.
     pub fn load(&self) -> Result<Loaded> {
-        nmb_suite::load(&self.suite, &self.options())
-            .with_context(|| format!("cannot load suite {}", self.suite))
+        Ok(self.source().load(self.text_only)?)
     }
 }
 
@@ -216,7 +205,7 @@ fn validate(args: ValidateArgs) -> Result<ExitCode> {
 
 /// Loads and checks images; a fatal load error becomes the one problem reported.
 fn check(source: &SuiteSource) -> Checked {
-    let loaded = match nmb_suite::load(&source.suite, &source.options()) {
+    let loaded = match nmb_suite::load(&source.suite, &source.source().options(source.text_only)) {
         Ok(loaded) => loaded,
         Err(e) => {
             return Checked {

@@ -1,20 +1,20 @@
 //! `nmb worker`: one of any number of processes, on any number of machines, that share the runs of one store.
 //! Each claims pending samples under a lease, keeps the lease alive, stores every answer as it arrives, and
-//! exits when nothing is left. A run knows how to rebuild its evaluation: `nmb eval` records its own arguments
-//! in the run's manifest (suite and file paths made absolute), and the rebuilt configuration must hash to the
-//! run's, so a worker whose suite or model differs is refused instead of mixing answers.
+//! exits when nothing is left. A run knows its evaluation: its manifest records the `EvalConfig` it was made with
+//! (suite and file paths absolute), and the configuration a worker runs must hash to the run's, so a worker whose
+//! suite or model differs is refused instead of mixing answers.
 
-use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Parser};
-use nmb_run::{Claiming, RunOutcome};
-use nmb_store::{now_ms, RunKind, RunStatus, Store};
+use clap::Args;
+use nmb_requests::ModelSpec;
+use nmb_run::{Claiming, EvalConfig, Invocation, Resume, RunOutcome};
+use nmb_store::{now_ms, Manifest, RunKind, RunStatus, Store};
 use serde_json::json;
 
-use super::eval::EvalArgs;
+use super::eval::Output;
 use crate::store_at::StoreAt;
 
 pub const EXAMPLES: &str = "\
@@ -23,8 +23,8 @@ Examples:
   nmb --store postgres://nmb@db:5432/nmb worker --concurrency 32          # on each machine
   NMB_STORE_URL=postgres://nmb@db/nmb nmb worker --run RUN_ID --model openai:m@http://localhost:8000/v1
 
-Workers rebuild a run's evaluation from the arguments `nmb eval` recorded, so the suite, answer key and
-template files must be at the same absolute paths on every machine (the bundled `sample` suite always is).";
+Workers run the evaluation a run's manifest records, so the suite, answer key and template files must be at the
+same absolute paths on every machine (the bundled `sample` suite always is).";
 
 /// How long a claim lasts without renewal, unless `--lease-secs` says otherwise.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -55,14 +55,6 @@ pub struct WorkerArgs {
     quiet: bool,
 }
 
-/// `nmb eval`'s arguments, parsed alone.
-#[derive(Parser)]
-#[command(name = "eval")]
-struct Recipe {
-    #[command(flatten)]
-    eval: EvalArgs,
-}
-
 pub fn run(args: WorkerArgs, at: &StoreAt) -> Result<ExitCode> {
     if !(args.lease_secs.is_finite() && args.lease_secs >= 1.0) {
         bail!(
@@ -77,56 +69,68 @@ pub fn run(args: WorkerArgs, at: &StoreAt) -> Result<ExitCode> {
         eprintln!("worker: no run in {at} has work left");
         return Ok(ExitCode::SUCCESS);
     }
-    for (run_id, recipe) in runs {
-        let eval = rebuild(&args, &run_id, &recipe).with_context(|| {
-            format!("run {run_id}: cannot rebuild its evaluation from the arguments it recorded")
-        })?;
+    let output = Output {
+        json: args.json,
+        quiet: args.quiet,
+        report: None,
+        scoring: None,
+    };
+    for (run_id, recorded) in runs {
+        let config = this_worker(&args, recorded).with_context(|| format!("run {run_id}"))?;
+        let invocation = Invocation {
+            resume: Resume::Run(run_id.clone()),
+            claiming: Some(claiming(Duration::from_secs_f64(args.lease_secs))),
+            ..Invocation::default()
+        };
         if !args.quiet {
             eprintln!("worker: run {run_id}");
         }
-        super::eval::run_one(&eval, at).with_context(|| format!("run {run_id}"))?;
+        super::eval::run_one(&config, &invocation, &output, at)
+            .with_context(|| format!("run {run_id}"))?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// The run asked for, or every unfinished model run with work left; each with its recorded arguments.
-fn runs_to_work_on(store: &Store, only: Option<&str>) -> Result<Vec<(String, Vec<String>)>> {
+/// The run asked for, or every unfinished model run with work left; each with its recorded configuration.
+fn runs_to_work_on(store: &Store, only: Option<&str>) -> Result<Vec<(String, EvalConfig)>> {
     if let Some(id) = only {
         let run = store.run(id).with_context(|| format!("no run {id}"))?;
-        let Some(recipe) = run.manifest.worker_args else {
-            bail!("run {id} did not record how to rebuild it (it was not made by `nmb eval`, or by an older nmb)");
-        };
-        return Ok(vec![(run.run_id, recipe)]);
+        let config = recorded(&run.manifest).with_context(|| format!("run {id}"))?;
+        return Ok(vec![(run.run_id, config)]);
     }
     let mut out = Vec::new();
     for run in store.list_runs()? {
         let open = run.status == RunStatus::Running && run.manifest.kind == RunKind::Model;
-        let Some(recipe) = run.manifest.worker_args.filter(|_| open) else {
+        if !open || run.manifest.eval_config.is_none() {
             continue;
-        };
+        }
         if store.work_left(&run.run_id, now_ms())? > 0 {
-            out.push((run.run_id, recipe));
+            let config = recorded(&run.manifest).with_context(|| format!("run {}", run.run_id))?;
+            out.push((run.run_id, config));
         }
     }
     Ok(out)
 }
 
-fn rebuild(args: &WorkerArgs, run_id: &str, recipe: &[String]) -> Result<EvalArgs> {
-    let argv = std::iter::once("eval".to_string()).chain(recipe.iter().cloned());
-    let mut eval = Recipe::try_parse_from(argv)?.eval;
-    eval.resume = Some(run_id.to_string());
-    eval.fresh = false;
-    eval.plan_only = false;
-    eval.no_score = true;
-    eval.concurrency = args.concurrency;
-    eval.fleet_limit = args.fleet_limit;
-    eval.json = args.json;
-    eval.quiet = args.quiet;
-    eval.lease = Some(Duration::from_secs_f64(args.lease_secs));
-    if let Some(model) = &args.model {
-        eval.model = model.clone();
+fn recorded(manifest: &Manifest) -> Result<EvalConfig> {
+    match &manifest.eval_config {
+        Some(value) => Ok(EvalConfig::from_recorded(value)?),
+        None if manifest.worker_args.is_some() => bail!(
+            "it was planned by an older nmb, which recorded command-line arguments instead of a configuration; \
+             plan it again with `nmb eval --plan-only` (stored answers are reused, none is asked twice)"
+        ),
+        None => bail!("it did not record its configuration (it was not made by `nmb eval`)"),
     }
-    Ok(eval)
+}
+
+/// The recorded evaluation with this worker's own limits, and its own replica of the model if it names one.
+fn this_worker(args: &WorkerArgs, mut config: EvalConfig) -> Result<EvalConfig> {
+    config.limits.concurrency = args.concurrency;
+    config.limits.fleet_limit = args.fleet_limit;
+    if let Some(model) = &args.model {
+        config.model = ModelSpec::parse(model).context("bad --model")?;
+    }
+    Ok(config)
 }
 
 /// This process's claims: unique across machines and restarts.
@@ -143,71 +147,6 @@ pub fn claiming(lease: Duration) -> Claiming {
         lease,
         started_ms,
     }
-}
-
-/// Options that belong to one invocation rather than to the run, with and without a value.
-const LOCAL_WITH_VALUE: &[&str] = &[
-    "--store",
-    "--runs-dir",
-    "--resume",
-    "--report",
-    "--max-requests",
-    "--concurrency",
-    "--fleet-limit",
-];
-const LOCAL_FLAGS: &[&str] = &[
-    "--plan-only",
-    "--json",
-    "-q",
-    "--quiet",
-    "--fresh",
-    "--dry-run",
-];
-
-/// The arguments of this `nmb eval` that define the run, for the manifest.
-pub fn recipe_from_command_line() -> Vec<String> {
-    recipe(&std::env::args().skip(1).collect::<Vec<_>>())
-}
-
-fn recipe(argv: &[String]) -> Vec<String> {
-    let start = argv.iter().position(|a| a == "eval").map_or(0, |i| i + 1);
-    let mut out = Vec::new();
-    let mut rest = argv[start..].iter();
-    let mut after_suite = false;
-    while let Some(arg) = rest.next() {
-        let (name, inline) = match arg.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n, Some(v)),
-            _ => (arg.as_str(), None),
-        };
-        if LOCAL_WITH_VALUE.contains(&name) {
-            if inline.is_none() {
-                rest.next();
-            }
-            continue;
-        }
-        if LOCAL_FLAGS.contains(&name) {
-            continue;
-        }
-        out.push(match (after_suite, inline) {
-            (true, None) => super::eval::absolute_suite_spec(arg),
-            (false, None) => absolute_if_path(arg),
-            (_, Some(v)) if name == "--suite" => {
-                format!("--suite={}", super::eval::absolute_suite_spec(v))
-            }
-            (_, Some(v)) => format!("{name}={}", absolute_if_path(v)),
-        });
-        after_suite = name == "--suite" && inline.is_none();
-    }
-    out
-}
-
-/// A relative path that exists here, made absolute so that workers started elsewhere find it.
-fn absolute_if_path(arg: &str) -> String {
-    let path = Path::new(arg);
-    if arg.starts_with('-') || path.is_absolute() || !path.exists() {
-        return arg.to_string();
-    }
-    std::path::absolute(path).map_or_else(|_| arg.to_string(), |p| p.display().to_string())
 }
 
 /// What `nmb eval --plan-only` prints: the run and how to start workers on it.
@@ -231,70 +170,4 @@ pub fn print_planned(outcome: &RunOutcome, at: &StoreAt, as_json: bool) {
         "start workers on any machine: nmb --store URL worker --run {}",
         outcome.run_id
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn strings(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn the_recipe_keeps_what_defines_the_run_and_drops_what_belongs_to_the_invocation() {
-        let argv = strings(&[
-            "--store",
-            "postgres://u:pw@h/db",
-            "eval",
-            "--suite",
-            "sample",
-            "--model",
-            "openai:m@http://h/v1",
-            "--samples",
-            "5",
-            "--json",
-            "--concurrency=8",
-            "--report",
-            "out",
-            "--plan-only",
-            "-q",
-            "--seed",
-            "3",
-        ]);
-        assert_eq!(
-            recipe(&argv),
-            strings(&[
-                "--suite",
-                "sample",
-                "--model",
-                "openai:m@http://h/v1",
-                "--samples",
-                "5",
-                "--seed",
-                "3"
-            ])
-        );
-    }
-
-    #[test]
-    fn a_suite_path_that_exists_becomes_absolute() {
-        let dir = tempfile::tempdir().unwrap();
-        let cwd = std::env::current_dir().unwrap();
-        let rel = pathdiff(dir.path(), &cwd);
-        let argv = strings(&["eval", "--suite", &format!("native:{rel}")]);
-        let out = recipe(&argv);
-        assert_eq!(
-            out[1],
-            format!(
-                "native:{}",
-                std::path::absolute(dir.path()).unwrap().display()
-            )
-        );
-    }
-
-    /// `to` relative to `from` when `to` lies under it, else `to` itself (still a path that exists).
-    fn pathdiff(to: &Path, from: &Path) -> String {
-        to.strip_prefix(from).unwrap_or(to).display().to_string()
-    }
 }

@@ -1,5 +1,5 @@
 //! Runs the built `nmb` binary: `nmb score` and `nmb compare` on runs of the sample suite stored by
-//! `nmb_run::evaluate` against the loopback fake server, with a scripted judge on another loopback server.
+//! `nmb_run::evaluate_loaded` against the loopback fake server, with a scripted judge on another loopback server.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -9,7 +9,7 @@ use nmb_fake_server::{Config, FakeServer, ReceivedRequest, Reply};
 use nmb_requests::{
     connect, BackendOptions, HttpOptions, ModelSpec, Scheduler, SchedulerConfig, Transport,
 };
-use nmb_run::{evaluate, EvalSettings, Progress};
+use nmb_run::{evaluate_loaded, EvalSettings, Progress};
 use nmb_store::Store;
 use serde_json::Value;
 
@@ -57,7 +57,7 @@ fn stored_run(dir: &Path, server: &FakeServer, model: &str) -> String {
         .unwrap();
         let mut settings = EvalSettings::new(spec);
         settings.plan.samples = Some(2);
-        let out = evaluate(
+        let out = evaluate_loaded(
             &nmb_suite::sample::build(),
             store,
             Scheduler::new(SchedulerConfig::default()),

@@ -1,4 +1,4 @@
-//! End to end: the bundled sample suite evaluated through `nmb_run::evaluate` against a scripted model on the
+//! End to end: the bundled sample suite evaluated through `nmb_run::evaluate_loaded` against a scripted model on the
 //! loopback fake server, then scored with scripted judges on another loopback server. Every expectation comes
 //! from the design in `common` (what each scripted answer is meant to be), never from the scorer's output.
 

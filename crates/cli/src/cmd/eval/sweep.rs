@@ -11,7 +11,9 @@ use anyhow::{bail, Context, Result};
 
 use serde_json::json;
 
-use super::{run_one, EvalArgs};
+use nmb_run::TemplateChoice;
+
+use super::{dry_run, run_one, EvalArgs, Output};
 
 /// What `--template-variants bundled` runs: the built-in templates first (`default`, no `--template`), then
 /// each bundled variant as `--template bundled:NAME`.
@@ -76,17 +78,27 @@ pub(super) fn run(mut args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
         .unwrap_or_else(|| nmb_store::default_display_name(&args.model));
     // Each run would write its own report into the same folder; the sweep writes one over all of them.
     let report = args.report.take();
+    let (mut config, invocation) = (args.config()?, args.invocation(at));
+    let output = Output {
+        report: None,
+        ..args.output()
+    };
     let mut runs = Vec::new();
     for (i, (label, template)) in variants.iter().enumerate() {
         if !args.quiet {
             eprintln!("prompt sweep: {}/{}: {label}", i + 1, variants.len());
         }
-        args.template = template.clone();
-        args.name = Some(format!("{name} [{label}]"));
-        let ran = run_one(&args, at).with_context(|| format!("prompt variant {label}"))?;
-        if let Some(ran) = ran {
-            runs.push((label.clone(), ran.run_id));
+        config.template = template
+            .as_ref()
+            .map(|t| TemplateChoice::parse(&t.to_string_lossy()));
+        config.name = Some(format!("{name} [{label}]"));
+        if args.dry_run {
+            dry_run(&config, args.json)?;
+            continue;
         }
+        let ran = run_one(&config, &invocation, &output, at)
+            .with_context(|| format!("prompt variant {label}"))?;
+        runs.push((label.clone(), ran.run_id));
     }
     if args.dry_run {
         return Ok(ExitCode::SUCCESS);

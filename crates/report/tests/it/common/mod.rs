@@ -12,7 +12,7 @@ use nmb_fake_server::{Config, FakeServer, ReceivedRequest, Reply};
 use nmb_requests::{
     ApiKey, BackendOptions, HttpOptions, ModelSpec, Scheduler, SchedulerConfig, Transport,
 };
-use nmb_run::{evaluate, EvalSettings, Progress, Resume};
+use nmb_run::{evaluate_loaded, EvalSettings, Progress, Resume};
 use nmb_store::Store;
 use nmb_suite::{Family, Suite};
 use sha2::{Digest, Sha256};
@@ -241,7 +241,7 @@ pub fn run_model_with(
         settings.plan.template = template;
         settings.display_name = name;
         settings.resume = Resume::Fresh;
-        let outcome = evaluate(
+        let outcome = evaluate_loaded(
             suite,
             store.clone(),
             scheduler,

@@ -9,7 +9,7 @@ use nmb_fake_server::{Config, FakeServer, Fault, ReceivedRequest, Reply};
 use nmb_requests::{
     connect, Backend, BackendOptions, HttpOptions, ModelSpec, Scheduler, SchedulerConfig, Transport,
 };
-use nmb_run::{evaluate, EvalSettings, Progress};
+use nmb_run::{evaluate_loaded, EvalSettings, Progress};
 use nmb_score::JudgeModel;
 use nmb_store::Store;
 use nmb_suite::{Family, Suite};
@@ -362,7 +362,7 @@ fn backend(spec: &str) -> Arc<dyn Backend> {
     connect(&spec, &transport, &BackendOptions::default()).unwrap()
 }
 
-/// Runs the sample suite through `nmb_run::evaluate` against the scripted model and starts the judge server.
+/// Runs the sample suite through `nmb_run::evaluate_loaded` against the scripted model and starts the judge server.
 pub async fn setup() -> Env {
     let suite = nmb_suite::sample::build();
     let planned = design(&suite);
@@ -384,7 +384,7 @@ pub async fn setup() -> Env {
     let spec = format!("openai:{MODEL}@{}/v1", model_server.url());
     let mut settings = EvalSettings::new(spec.clone());
     settings.plan.samples = Some(SAMPLES);
-    let outcome = evaluate(
+    let outcome = evaluate_loaded(
         &suite,
         store.clone(),
         scheduler.clone(),

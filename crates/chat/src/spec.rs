@@ -3,7 +3,7 @@
 //! `local:/models/SmolLM2.gguf`, `human:lee` (a clinician's stored answers: NAME letters, digits and `._-`).
 //!
 //! Several comma-separated base URLs are replicas: servers that serve the same model
-//! (`openai:qwen2-vl@http://a:8000/v1,http://b:8000/v1`). Calls are spread over them (see [`crate::replicas`]),
+//! (`openai:qwen2-vl@http://a:8000/v1,http://b:8000/v1`). Calls are spread over them (see `nmb_requests::replicas`),
 //! and the first one names the model: [`ModelSpec::identity`] is the spec with that URL alone, so a run, its
 //! configuration hash and its cached answers are the same whichever replicas serve it.
 

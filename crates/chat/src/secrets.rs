@@ -1,8 +1,46 @@
-//! The API keys a process knows, so that they can be cut out of anything stored or shown.
+//! API keys: the one type that holds one, and the set a process knows, so that they can be cut out of anything
+//! stored or shown.
 
-use crate::error::redact;
+use std::fmt;
+
 use crate::spec::BackendKind;
-use crate::transport::ApiKey;
+
+/// An API key. Its `Debug` never shows the value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: impl Into<String>) -> Self {
+        ApiKey(key.into())
+    }
+
+    /// Reads `var`; an unset or blank variable is `None`.
+    pub fn from_env(var: &str) -> Option<ApiKey> {
+        std::env::var(var)
+            .ok()
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .map(ApiKey)
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey([REDACTED])")
+    }
+}
+
+/// Removes `secret` from `text`. Short secrets are not searched for: they would match ordinary words.
+pub fn redact(text: &str, secret: &str) -> String {
+    if secret.len() < 6 || !text.contains(secret) {
+        return text.to_string();
+    }
+    text.replace(secret, "[REDACTED]")
+}
 
 /// Known API keys. `Debug` shows only how many there are.
 #[derive(Clone, Default)]
@@ -42,8 +80,8 @@ impl Secrets {
     }
 }
 
-impl std::fmt::Debug for Secrets {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Secrets({} keys)", self.0.len())
     }
 }

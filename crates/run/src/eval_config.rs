@@ -1,0 +1,304 @@
+//! [`EvalConfig`]: one evaluation described as data. `nmb eval`, run-file cells, workers, human imports and the
+//! answer pages all build one and hand it to [`crate::evaluate`]; the run's manifest records it, so a worker on
+//! another machine can run the same evaluation without anyone writing command lines.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nmb_plan::{GenParams, InputMode, PlanOptions, Template};
+use nmb_requests::{ModelSpec, RetryPolicy, Scheduler, SchedulerConfig};
+use nmb_store::Store;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::{Claiming, Resume, StoreFleet};
+
+/// The layout version of a recorded [`EvalConfig`]; a reader refuses a newer one instead of misreading it.
+pub const EVAL_CONFIG_VERSION: u32 = 1;
+
+/// What one evaluation asks, of which model, on which suite, and how hard it may push the servers. Everything
+/// here is recorded in the run's manifest (paths made absolute by [`EvalConfig::recorded`]); what belongs to one
+/// invocation only (resume, a request budget, sharing the run with workers) is in [`Invocation`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalConfig {
+    pub version: u32,
+    pub suite: nmb_suite::Source,
+    #[serde(serialize_with = "spec_text", deserialize_with = "parse_spec")]
+    pub model: ModelSpec,
+    /// The name reports show [default: a local model's file stem, else the model id].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The study (run file) the run belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub study: Option<String>,
+    pub inputs: InputMode,
+    /// Answers per task [default: the suite's `samples`, else 5].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u32>,
+    /// Ask every sample in a request of its own even where the API has `n`.
+    #[serde(default)]
+    pub no_n: bool,
+    /// Only the first N tasks, in suite order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    pub params: GenParams,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<TemplateChoice>,
+    /// The language prompts ask answers in [default: the suite's]; `""` for no instruction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_language: Option<String>,
+    pub limits: Limits,
+}
+
+/// The prompt template for every family instead of the built-in ones. Recorded as the text a user types:
+/// `bundled:NAME` or a file path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TemplateChoice {
+    Bundled(String),
+    File(PathBuf),
+}
+
+/// How hard one invocation may push the servers. Not part of what the run is: two invocations of one run may
+/// differ here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Requests in flight at once.
+    pub concurrency: u32,
+    /// On a shared store: requests in flight to each server across every process [default: `concurrency`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet_limit: Option<u32>,
+    /// Seconds one attempt may take before it counts as a timeout.
+    pub timeout_secs: f64,
+    /// Retries of a failed request.
+    pub max_retries: u32,
+}
+
+impl Limits {
+    /// The scheduler's limits.
+    pub fn scheduler_config(&self) -> SchedulerConfig {
+        SchedulerConfig {
+            global_limit: self.concurrency as usize,
+            timeout: Duration::from_secs_f64(self.timeout_secs),
+            retry: RetryPolicy {
+                max_retries: self.max_retries,
+                ..RetryPolicy::default()
+            },
+            ..SchedulerConfig::default()
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            concurrency: 16,
+            fleet_limit: None,
+            timeout_secs: 300.0,
+            max_retries: 6,
+        }
+    }
+}
+
+/// What one invocation adds to a configuration: which run it writes into, how much it may send, whether it
+/// shares the run with other processes. Never recorded.
+#[derive(Debug, Clone, Default)]
+pub struct Invocation {
+    pub resume: Resume,
+    /// Send at most this many requests, then stop; the run stays resumable.
+    pub max_requests: Option<u64>,
+    /// Create the run and its pending samples, then stop: workers do the rest.
+    pub plan_only: bool,
+    /// Share the run with other processes, claiming samples under a lease.
+    pub claiming: Option<Claiming>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("no bundled template {name:?}; expected one of {}", nmb_plan::variant_names().collect::<Vec<_>>().join(", "))]
+    NoSuchTemplate { name: String },
+    #[error("cannot use template {path}: {source}")]
+    Template {
+        path: PathBuf,
+        #[source]
+        source: nmb_plan::PlanError,
+    },
+    #[error("recorded evaluation configuration: {0}")]
+    Unreadable(#[from] serde_json::Error),
+    #[error("the run's configuration has layout version {found}; this nmb reads up to {EVAL_CONFIG_VERSION} (use a newer nmb)")]
+    Newer { found: u32 },
+}
+
+impl EvalConfig {
+    /// A configuration with every default: `nmb eval --suite SUITE --model MODEL`.
+    pub fn new(suite: nmb_suite::Source, model: ModelSpec) -> Self {
+        EvalConfig {
+            version: EVAL_CONFIG_VERSION,
+            suite,
+            model,
+            name: None,
+            study: None,
+            inputs: InputMode::Full,
+            samples: None,
+            no_n: false,
+            limit: None,
+            params: GenParams::default(),
+            template: None,
+            answer_language: None,
+            limits: Limits::default(),
+        }
+    }
+
+    /// The configuration as the manifest keeps it: every path absolute where it exists here, so a worker or a
+    /// later scoring started from another directory finds the same files.
+    pub fn recorded(&self) -> EvalConfig {
+        let template = match &self.template {
+            Some(TemplateChoice::File(p)) => Some(TemplateChoice::File(
+                std::path::absolute(p).unwrap_or_else(|_| p.clone()),
+            )),
+            other => other.clone(),
+        };
+        EvalConfig {
+            suite: self.suite.absolute(),
+            template,
+            ..self.clone()
+        }
+    }
+
+    /// Reads a recorded configuration, refusing one written by a newer layout.
+    pub fn from_recorded(value: &serde_json::Value) -> Result<EvalConfig, ConfigError> {
+        let config: EvalConfig = serde_json::from_value(value.clone())?;
+        if config.version > EVAL_CONFIG_VERSION {
+            return Err(ConfigError::Newer {
+                found: config.version,
+            });
+        }
+        Ok(config)
+    }
+
+    /// Whether the suite is asked without images (some loaders keep questions whose image is missing then).
+    pub fn text_only(&self) -> bool {
+        self.inputs == InputMode::Text
+    }
+
+    /// The planner's options, with the template read from its file.
+    pub fn plan_options(&self) -> Result<PlanOptions, ConfigError> {
+        let template = self
+            .template
+            .as_ref()
+            .map(TemplateChoice::load)
+            .transpose()?;
+        Ok(PlanOptions {
+            template,
+            input_mode: self.inputs,
+            samples: self.samples,
+            limit: self.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            answer_language: self.answer_language.clone(),
+            ..PlanOptions::default()
+        })
+    }
+
+    /// A scheduler for this evaluation alone. A process sharing the run with others (`claiming`) shares each
+    /// server's limit and its 429 pauses with them through the store.
+    pub fn scheduler(&self, store: &Arc<Store>, claiming: Option<&Claiming>) -> Scheduler {
+        let scheduler = Scheduler::new(self.limits.scheduler_config());
+        match claiming {
+            Some(c) => scheduler.with_fleet(Arc::new(StoreFleet::new(
+                store.clone(),
+                c.worker_id.clone(),
+                self.limits.fleet_limit.unwrap_or(self.limits.concurrency),
+                Duration::from_secs_f64(self.limits.timeout_secs) + Duration::from_secs(10),
+            ))),
+            None => scheduler,
+        }
+    }
+}
+
+impl TemplateChoice {
+    /// `bundled:NAME` names a bundled variant unless a file has that path.
+    pub fn parse(text: &str) -> TemplateChoice {
+        match text.strip_prefix("bundled:") {
+            Some(name) if !Path::new(text).exists() => TemplateChoice::Bundled(name.to_string()),
+            _ => TemplateChoice::File(PathBuf::from(text)),
+        }
+    }
+
+    pub fn load(&self) -> Result<Template, ConfigError> {
+        match self {
+            TemplateChoice::Bundled(name) => Template::variant(name)
+                .ok_or_else(|| ConfigError::NoSuchTemplate { name: name.clone() }),
+            TemplateChoice::File(path) => {
+                Template::from_file(path).map_err(|source| ConfigError::Template {
+                    path: path.clone(),
+                    source,
+                })
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for TemplateChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TemplateChoice::Bundled(name) => write!(f, "bundled:{name}"),
+            TemplateChoice::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+impl Serialize for TemplateChoice {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for TemplateChoice {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Ok(match text.strip_prefix("bundled:") {
+            Some(name) => TemplateChoice::Bundled(name.to_string()),
+            None => TemplateChoice::File(PathBuf::from(text)),
+        })
+    }
+}
+
+fn spec_text<S: Serializer>(spec: &ModelSpec, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(spec)
+}
+
+fn parse_spec<'de, D: Deserializer<'de>>(d: D) -> Result<ModelSpec, D::Error> {
+    let text = String::deserialize(d)?;
+    ModelSpec::parse(&text).map_err(serde::de::Error::custom)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configuration_round_trips_through_its_recorded_form() {
+        let mut config = EvalConfig::new(
+            nmb_suite::Source::new("sample"),
+            ModelSpec::parse("openai:m@http://a:1/v1,http://b:2/v1").unwrap(),
+        );
+        config.samples = Some(3);
+        config.template = Some(TemplateChoice::Bundled("order".into()));
+        config.params.seed = Some(7);
+        let value = serde_json::to_value(config.recorded()).unwrap();
+        assert_eq!(value["model"], "openai:m@http://a:1/v1,http://b:2/v1");
+        assert_eq!(value["template"], "bundled:order");
+        let back = EvalConfig::from_recorded(&value).unwrap();
+        assert_eq!(back, config.recorded());
+    }
+
+    #[test]
+    fn a_newer_layout_is_refused_rather_than_misread() {
+        let config = EvalConfig::new(
+            nmb_suite::Source::new("sample"),
+            ModelSpec::parse("openai:m").unwrap(),
+        );
+        let mut value = serde_json::to_value(&config).unwrap();
+        value["version"] = (EVAL_CONFIG_VERSION + 1).into();
+        let err = EvalConfig::from_recorded(&value).unwrap_err();
+        assert!(matches!(err, ConfigError::Newer { .. }), "{err}");
+    }
+}

@@ -1,0 +1,234 @@
+//! From an [`EvalConfig`] to a stored run: load the suite, connect the model, run, and what a dry run would send.
+
+use std::sync::Arc;
+
+use nmb_plan::{Plan, PlanOptions, PlanSummary, PlannedTask};
+use nmb_requests::{BackendKind, ModelSpec, Scheduler};
+use nmb_store::Store;
+use nmb_suite::{Family, Level, Suite};
+use serde::Serialize;
+
+use crate::eval_config::{ConfigError, EvalConfig, Invocation};
+use crate::{
+    connect_human, connect_model, evaluate_loaded, ConnectError, ConnectOptions, ConnectedModel,
+    EvalSettings, Progress, RunError, RunOutcome,
+};
+
+/// Why an evaluation could not be run.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Suite(#[from] nmb_suite::SourceError),
+    #[error("cannot use model {spec}: {source}")]
+    Connect {
+        spec: String,
+        #[source]
+        source: ConnectError,
+    },
+    #[error("cannot plan the suite: {0}")]
+    Plan(#[from] nmb_plan::PlanError),
+    #[error("the evaluation stopped: {0}")]
+    Run(#[from] RunError),
+}
+
+/// What one evaluation did.
+pub struct Evaluated {
+    pub outcome: RunOutcome,
+    /// The suite as loaded, for scoring the run without reading it again.
+    pub suite: Suite,
+    /// The model cannot take images although the configuration shows them; the manifest records it.
+    pub images_dropped: bool,
+}
+
+/// Runs (or resumes) the evaluation `config` describes and returns once every planned sample was attempted or
+/// the invocation's request budget ran out. A `local:` model is loaded on a blocking thread first.
+pub async fn evaluate(
+    config: &EvalConfig,
+    invocation: &Invocation,
+    store: Arc<Store>,
+    scheduler: &Scheduler,
+    progress: Arc<Progress>,
+) -> Result<Evaluated, EvalError> {
+    let plan = config.plan_options()?;
+    let suite = config.suite.load_checked(config.text_only())?.suite;
+    let model = connect(&config.model, &store, &suite, &plan).await?;
+    let images_dropped = !model.backend.supports_images() && config.inputs.includes_images();
+    let settings = settings(config, invocation, plan, &model);
+    let outcome = evaluate_loaded(
+        &suite,
+        store,
+        scheduler.clone(),
+        model.backend,
+        settings,
+        progress,
+    )
+    .await?;
+    Ok(Evaluated {
+        outcome,
+        suite,
+        images_dropped,
+    })
+}
+
+/// A human's answers need the store and the suite as planned; any other model only its spec.
+async fn connect(
+    spec: &ModelSpec,
+    store: &Arc<Store>,
+    suite: &Suite,
+    plan: &PlanOptions,
+) -> Result<ConnectedModel, EvalError> {
+    let failed = |source: ConnectError| EvalError::Connect {
+        spec: spec.to_string(),
+        source,
+    };
+    if spec.backend == BackendKind::Human {
+        return connect_human(spec, store.clone(), suite, plan).map_err(|e| failed(e.into()));
+    }
+    let owned = spec.clone();
+    let connecting =
+        tokio::task::spawn_blocking(move || connect_model(&owned, &ConnectOptions::default()));
+    match connecting.await {
+        Ok(connected) => connected.map_err(failed),
+        Err(e) => Err(failed(ConnectError::Stopped(e.to_string()))),
+    }
+}
+
+fn settings(
+    config: &EvalConfig,
+    invocation: &Invocation,
+    plan: PlanOptions,
+    model: &ConnectedModel,
+) -> EvalSettings {
+    let mut settings = EvalSettings::new(model.spec.to_string());
+    settings.params = config.params.clone();
+    settings.plan = plan;
+    settings.concurrency = config.limits.concurrency as usize;
+    settings.per_backend = config.limits.concurrency as usize;
+    settings.max_requests = invocation.max_requests;
+    settings.resume = invocation.resume.clone();
+    settings.model_identity = model.identity.clone();
+    settings.suite_source = suite_record(&config.suite.absolute());
+    settings.display_name = config.name.clone();
+    settings.study = config.study.clone();
+    settings.no_n = config.no_n;
+    settings.plan_only = invocation.plan_only;
+    settings.claiming = invocation.claiming.clone();
+    settings.eval_config = serde_json::to_value(config.recorded()).ok();
+    settings
+}
+
+/// How the manifest names the suite, so that scoring can load it again.
+fn suite_record(source: &nmb_suite::Source) -> nmb_store::SuiteSource {
+    nmb_store::SuiteSource {
+        suite_spec: Some(source.spec.clone()),
+        answers_path: source.answers.as_ref().map(|p| p.display().to_string()),
+        filters: Some(source.filters.iter().map(|f| f.to_string()).collect()),
+        level: source.level.map(|l| l.to_string()),
+        map: (!source.map.is_empty())
+            .then(|| source.map.iter().map(|(f, c)| format!("{f}={c}")).collect()),
+    }
+}
+
+/// What a dry run counts for one task.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskEstimate {
+    pub task_id: String,
+    pub family: Family,
+    pub level: Level,
+    pub turns: usize,
+    pub samples: u32,
+    pub requests: u64,
+    pub images_sent: u64,
+    pub est_input_tokens: u64,
+}
+
+impl TaskEstimate {
+    /// The largest prompt of one request: the task's estimated input per request, plus each earlier answer of a
+    /// consult at `max_tokens`.
+    pub fn largest_prompt(&self, max_tokens: u32) -> f64 {
+        let per_request = self.est_input_tokens as f64 / self.requests.max(1) as f64;
+        per_request + self.turns.saturating_sub(1) as f64 * f64::from(max_tokens)
+    }
+}
+
+/// What an evaluation would send, per task and in all; nothing is sent or stored.
+#[derive(Debug, Clone)]
+pub struct Estimate {
+    /// The suite's id, as loaded.
+    pub suite_id: String,
+    pub samples: u32,
+    pub total: PlanSummary,
+    pub requests: u64,
+    pub tasks: Vec<TaskEstimate>,
+    /// Answers (samples x turns).
+    pub answers: u64,
+    /// Output tokens at most: answers x max_tokens.
+    pub max_output: u64,
+    /// One request returns every sample of a single-turn task (the API's `n`).
+    pub native_n: bool,
+}
+
+/// Plans the configuration's suite without sending anything, for a dry run or a study's budget.
+pub fn estimate(config: &EvalConfig) -> Result<Estimate, EvalError> {
+    let options = config.plan_options()?;
+    let suite = config.suite.load_checked(config.text_only())?.suite;
+    estimate_loaded(config, &suite, &options)
+}
+
+fn estimate_loaded(
+    config: &EvalConfig,
+    suite: &Suite,
+    options: &PlanOptions,
+) -> Result<Estimate, EvalError> {
+    let plan = Plan::new(suite, options, Arc::default())?;
+    let samples = plan.samples();
+    let native_n = !config.no_n
+        && matches!(
+            config.model.backend,
+            BackendKind::OpenAi | BackendKind::Gemini
+        );
+    let mut total = PlanSummary::default();
+    let mut tasks = Vec::new();
+    for item in plan {
+        match item {
+            Ok(task) => {
+                total.add(&task);
+                tasks.push(task_estimate(&task, native_n));
+            }
+            Err(e) => total.add_error(&e),
+        }
+    }
+    let answers = total.requests;
+    Ok(Estimate {
+        suite_id: suite.id.clone(),
+        samples,
+        requests: tasks.iter().map(|t| t.requests).sum(),
+        tasks,
+        answers,
+        max_output: answers * u64::from(config.params.max_tokens),
+        total,
+        native_n,
+    })
+}
+
+fn task_estimate(task: &PlannedTask, native_n: bool) -> TaskEstimate {
+    let mut one = PlanSummary::default();
+    one.add(task);
+    let requests = if native_n && task.turn_count() <= 1 {
+        1
+    } else {
+        task.requests()
+    };
+    TaskEstimate {
+        task_id: task.task_id.clone(),
+        family: task.family,
+        level: task.level,
+        turns: task.turn_count(),
+        samples: task.samples,
+        requests,
+        images_sent: one.images_sent,
+        est_input_tokens: one.est_input_tokens,
+    }
+}
