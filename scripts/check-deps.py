@@ -43,7 +43,7 @@ def load(root):
     """Returns (members: package names in `members` order, deps: name -> set of normal dependency names,
     dirs: name -> crate directory relative to root)."""
     out = subprocess.run(["cargo", "metadata", "--format-version", "1", "--no-deps"], cwd=root,
-                         check=True, capture_output=True, text=True).stdout
+                         check=True, stdout=subprocess.PIPE, text=True).stdout
     meta = json.loads(out)
     deps, dirs = {}, {}
     for p in meta["packages"]:
