@@ -3,8 +3,8 @@
 # thread count: runs `cargo bench --profile dev -p nmb-local --bench throughput`, then scripts/llamacpp-bench.py, one after the
 # other (never at once, so they do not compete for cores), and prints one JSON object:
 #   {"nmb": {...}, "llama_cpp": {...}, "ratios": {...}, "targets_met": {...}}
-# Targets (issue 14): prefill at least llama.cpp's, decode at least 0.9x llama.cpp's, 5 samples of one prompt in at
-# most 2x the wall time of 1.
+# Targets (the "targets_met" fields): prefill at least llama.cpp's, decode at least 0.9x llama.cpp's, 5 samples
+# of one prompt in at most 2x the wall time of 1.
 #
 # Env: NMB_THREADS (default: the number of cores), NMB_BENCH_PROMPT_FILE (default: crates/local/benches/prompt.txt,
 # already rendered in SmolLM2's ChatML), NMB_BENCH_MAX_TOKENS (default 128), NMB_BENCH_RUNS (default 3),

@@ -35,8 +35,8 @@ Examples:
   nmb bertscore --model-dir DIR --layer 6 --cands answers.txt --refs references.txt --json
   nmb report RUN_ID [RUN_ID...] --out nmb-report --format html,md,csv,json
 
-A SUITE is `sample` (bundled), a path whose format is detected, or FORMAT:PATH with FORMAT one of
-site, native, vqa-rad, mcq.
+A SUITE is `sample` or `sample-structured` (bundled), a path whose format is detected, or FORMAT:PATH
+with FORMAT one of site, native, vqa-rad, mcq, neurovlm, pubmedqa, slake, table, pmc-vqa, omnimedvqa, pathvqa.
 
 Exit status: 0 success; 1 failure (the suite has errors or cannot be loaded, a run cannot be scored); 2 bad usage.
 Logging goes to stderr; set NMB_LOG (e.g. NMB_LOG=debug) to see more.";

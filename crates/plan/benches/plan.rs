@@ -1,6 +1,6 @@
-//! Planning cost on the request benchmark shape: N tasks, each with the same 3 PNG images of about
-//! 46 KB, one sample. Measures planning plus building each request's conversation and its messages_hash.
-//! Prints one JSON object per scenario. Run: `cargo bench -p nmb-plan --bench plan [-- TASKS]`.
+//! Planning cost on the shape of the eval benchmark (`crates/cli/benches/eval.rs`): N tasks, each with the same
+//! 3 PNG images of about 46 KB, one sample. Measures planning plus building each request's conversation and its
+//! messages_hash. Prints one JSON object per scenario. Run: `cargo bench -p nmb-plan --bench plan [-- TASKS]`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

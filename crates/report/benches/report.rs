@@ -1,4 +1,4 @@
-//! Writing the report of a 200-task × 5-sample run (the target: under 2 s). Builds the run in a temporary
+//! Writing the report of a 200-task × 5-sample run (target: under 2 s). Builds the run in a temporary
 //! store through the store's API (200 prompts sharing 40 distinct 512×512 images, one 5-choice call per task,
 //! answers of about 700 characters), scores it with nmb-score's engine (rules only: no judge, rubric or
 //! BERTScore, which do not change what the report has to write), then times, separately:

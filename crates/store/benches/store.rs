@@ -1,4 +1,4 @@
-//! Store benchmark (not a test): the workload seen from the store.
+//! Store benchmark (not a test): the eval benchmark's workload (`crates/cli/benches/eval.rs`) seen from the store.
 //!
 //! Each sample: a response-cache lookup (miss), storing the rendered prompt with 3 shared ~46 KB PNG images, and
 //! recording the call with a ~600 B raw body, each write committed on its own. Prints one JSON object: writes

@@ -18,7 +18,7 @@ pub const APPLICATION_ID: i64 = 0x4E4D_4231;
 /// How long a writer waits for another connection's lock before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One schema step. Later issues append steps (scores, judge verdicts, human labels); never edit a released one.
+/// One schema step. New tables and columns come in a new step appended to the list; never edit a released one.
 pub struct Migration {
     pub version: i64,
     pub description: &'static str,
@@ -302,7 +302,7 @@ ALTER TABLE score_reports_v8 RENAME TO score_reports;
 ALTER TABLE sample_scores_v8 RENAME TO sample_scores;
 "#;
 
-/// Blinded clinician review (issue 11). A review set holds shuffled (run, task, sample) items; each reviewer
+/// Blinded clinician review and human answers. A review set holds shuffled (run, task, sample) items; each reviewer
 /// has a hashed token and a list of assigned items in their own order. Grades are appended, never updated: the
 /// newest row per (set, reviewer, item) is the grade, the rest is the audit trail. `human_answers` holds what a
 /// clinician answered to a suite's tasks (appended the same way), from which the run of model `human:NAME` is
@@ -372,7 +372,7 @@ CREATE INDEX human_answers_latest ON human_answers (human, suite_hash, task_id, 
 ALTER TABLE sample_scores ADD COLUMN disease_group TEXT;
 "#;
 
-/// Indexes for the viewer (issue 11), none of which changes what a query returns.
+/// Indexes for the viewer's pages (`nmb serve`), none of which changes what a query returns.
 ///
 /// `turns_text` is an FTS5 index of `turns.text` with the `trigram` tokenizer: it keeps the trigrams only (the
 /// text stays in `turns`, which the index names as its external content), folded to lower case, without

@@ -21,8 +21,9 @@ Examples:
   nmb suite stats ../shared/data/vqa-rad/trainset.json --filter image_organ=HEAD --json
   nmb suite show sample <CASE_ID>
 
-A SUITE is `sample` (bundled), a path whose format is detected, or FORMAT:PATH with FORMAT one of
-site, native, vqa-rad, mcq. See `nmb suite <COMMAND> --help` for each command.";
+A SUITE is `sample` or `sample-structured` (bundled), a path whose format is detected, or FORMAT:PATH
+with FORMAT one of site, native, vqa-rad, mcq, neurovlm, pubmedqa, slake, table, pmc-vqa, omnimedvqa, pathvqa.
+See `nmb suite <COMMAND> --help` for each command.";
 
 const VALIDATE_EXAMPLES: &str = "\
 Examples:

@@ -1,4 +1,4 @@
-//! The "done when", end to end: a review set on a run of the sample suite, two reviewers grading it in
+//! Clinician review end to end: a review set on a run of the sample suite, two reviewers grading it in
 //! headless Chromium by keyboard, `nmb agreement --review` printing the agreement table from the store, and
 //! `nmb report` showing the judges against the clinicians and the corrected rates, with a human baseline
 //! (`nmb import`) beside the model.

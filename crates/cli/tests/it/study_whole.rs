@@ -1,4 +1,4 @@
-//! Issue 15's whole study from one run file: three loopback models (one served by two replicas), the sample
+//! A whole study from one run file: three loopback models (one served by two replicas), the sample
 //! suite, VQA-RAD's HEAD slice, SLAKE as text, MedQA and PubMedQA from ../shared/data, under two prompt
 //! variants. The single command is killed part-way and run again: nothing stored is asked twice, the replicas
 //! share their model's load, and one report holds the two-axis view and the breadth, sweep and revision tables.
