@@ -19,10 +19,15 @@ NO_WORKSPACE_DEPS = {  # crate -> why it depends on no workspace crate
     "nmb-store": "the store keeps bytes for every layer; it must not know about the layers that use it",
 }
 NEVER_REACHES = [  # (crates, forbidden even transitively, why)
-    (["nmb-report", "nmb-serve"], ["nmb-run", "nmb-local", "nmb-requests"],
-     "the report and the viewer read stored results; they never call a model"),
+    (["nmb-report", "nmb-serve"], ["nmb-run", "nmb-local"],
+     "the report and the viewer read stored results; they never run an evaluation or a model"),
     (["nmb-score"], ["nmb-local"],
      "scoring is handed its judges as backends by its caller; it must not build or link the in-process engine"),
+]
+NO_DIRECT = [  # (crates, workspace crates they may not name directly, why)
+    (["nmb-report", "nmb-serve"], ["nmb-requests"],
+     "the report and the viewer name models through nmb-chat's ModelSpec and never hold a backend; nmb-score, "
+     "which they read results from, is the one layer between them and the judges it asks"),
 ]
 ONLY_HOLDER = [  # (the one crate allowed, external crates no other may depend on, why)
     ("nmb-store", ["rusqlite", "libsqlite3-sys", "postgres", "tokio-postgres", "tokio-postgres-rustls",
@@ -84,6 +89,11 @@ def check_graph(members, deps):
                 if chain:
                     out.append(f"{crate} depends on {target} ({' -> '.join(chain)}): rule '{crate} never depends on "
                                f"{', '.join(forbidden)}, even transitively' ({why})")
+    for crates, forbidden, why in NO_DIRECT:
+        for crate in crates:
+            for dep in sorted(deps.get(crate, set()) & set(forbidden)):
+                out.append(f"{crate} depends on {dep}: rule '{crate} does not depend on {', '.join(forbidden)} "
+                           f"directly' ({why})")
     for holder, externals, why in ONLY_HOLDER:
         for crate in sorted(ws - {holder}):
             for dep in sorted(deps[crate] & set(externals)):
@@ -126,7 +136,8 @@ def self_test():
     cases = [  # (crate, dependency added, words the message must contain)
         ("nmb-chat", "nmb-suite", "nmb-chat depends on no nmb crate"),
         ("nmb-store", "nmb-chat", "nmb-store depends on no nmb crate"),
-        ("nmb-report", "nmb-requests", "nmb-report never depends on"),
+        ("nmb-report", "nmb-requests", "nmb-report does not depend on nmb-requests directly"),
+        ("nmb-report", "nmb-run", "nmb-report never depends on"),
         ("nmb-score", "nmb-run", "nmb-score depends on nmb-local (nmb-score -> nmb-run -> nmb-local)"),
         ("nmb-serve", "nmb-run", "nmb-serve depends on nmb-run (nmb-serve -> nmb-run)"),
         ("nmb-report", "tokio-postgres", "only nmb-store depends on tokio-postgres"),

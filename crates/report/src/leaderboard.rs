@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use nmb_requests::{BackendKind, ModelSpec};
+use nmb_chat::{BackendKind, ModelSpec};
 use nmb_score::results::{GroupAggregate, ScoreReport};
 use nmb_suite::{Family, Level};
 use serde::Serialize;

@@ -123,7 +123,7 @@ pub struct ReportOptions {
     /// Cases whose section starts expanded in HTML when the report has at most this many cases.
     pub expand_cases_up_to: usize,
     /// API keys cut out of every file written (a store from before keys were redacted may still hold one).
-    pub secrets: nmb_requests::Secrets,
+    pub secrets: nmb_chat::Secrets,
 }
 
 impl ReportOptions {
@@ -136,7 +136,7 @@ impl ReportOptions {
             prices: Prices::default(),
             bootstrap: nmb_stats::BootstrapConfig::default(),
             expand_cases_up_to: 20,
-            secrets: nmb_requests::Secrets::from_env(),
+            secrets: nmb_chat::Secrets::from_env(),
         }
     }
 }
