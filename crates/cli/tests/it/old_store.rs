@@ -167,3 +167,54 @@ fn a_store_from_the_previous_version_rescores_resumes_and_reports() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(out_dir.join("report.html").is_file());
 }
+
+/// The configuration hash is computed from the typed evaluation configuration now; for the runs an earlier nmb
+/// made, the same command must still give the hash they were stored with.
+#[test]
+fn the_same_command_gives_the_configuration_hash_an_older_nmb_stored() {
+    let dir = copy_of_old_store();
+    let runs = dir.path();
+    let url = format!("http://127.0.0.1:{PORT}/v1");
+    let commands: [(&str, Vec<String>); 2] = [
+        (
+            "fake-model",
+            ["--samples", "2", "--limit", "4", "--seed", "3"]
+                .map(String::from)
+                .to_vec(),
+        ),
+        (
+            "fake-model-b",
+            [
+                "--samples",
+                "2",
+                "--filter",
+                "level=multi_turn",
+                "--limit",
+                "2",
+                "--inputs",
+                "text",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ),
+    ];
+    for (model, flags) in commands {
+        let old = &runs_by_model(runs)[model];
+        let old_id = old["run_id"].as_str().unwrap();
+        let spec = format!("openai:{model}@{url}");
+        let mut args = vec!["eval", "--suite", "sample", "--model", &spec, "--fresh"];
+        args.extend(flags.iter().map(String::as_str));
+        args.extend(["--plan-only", "--json"]);
+        let planned = json_of(&nmb(runs, &args));
+        let new_id = planned["run_id"].as_str().unwrap();
+        assert_ne!(new_id, old_id, "--fresh plans a new run");
+        let hash_of =
+            |id: &str| json_of(&nmb(runs, &["runs", "show", id, "--json"]))["config_hash"].clone();
+        assert_eq!(
+            hash_of(new_id),
+            hash_of(old_id),
+            "{model}: the configuration hash changed"
+        );
+        assert!(hash_of(old_id).as_str().is_some_and(|h| h.len() == 64));
+    }
+}

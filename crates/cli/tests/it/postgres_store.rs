@@ -351,8 +351,8 @@ fn the_concurrency_limit_holds_across_the_fleet() {
     assert!(peak >= 2, "the workers did run side by side (peak {peak})");
 }
 
-/// A worker given no run finds every unfinished run that recorded how to rebuild it, and finishes them all; a
-/// run made without `nmb eval` (no recorded arguments) is named in a clear error when asked for by id.
+/// A worker given no run finds every unfinished run that recorded its configuration, and finishes them all; a
+/// run made without `nmb eval` (no recorded configuration) is named in a clear error when asked for by id.
 #[test]
 fn a_worker_without_a_run_works_on_every_unfinished_one() {
     let Some(pg) = cluster() else { return };
@@ -404,7 +404,7 @@ fn a_worker_without_a_run_works_on_every_unfinished_one() {
     );
     assert!(!out.status.success());
     assert!(
-        text(&out.stderr).contains("did not record how to rebuild it"),
+        text(&out.stderr).contains("did not record its configuration"),
         "{}",
         text(&out.stderr)
     );
