@@ -13,6 +13,7 @@ pub mod anthropic;
 pub mod backend;
 pub mod error;
 pub mod gemini;
+pub mod http;
 pub mod openai;
 pub mod replicas;
 pub mod scheduler;
@@ -22,11 +23,12 @@ pub mod transport;
 
 use std::sync::Arc;
 
-pub use anthropic::{AnthropicBackend, AnthropicOptions};
+pub use anthropic::{AnthropicOptions, AnthropicWire};
 pub use backend::{check_n, Backend, BoxFuture, ChatRequest, Choice, Completion, Usage};
 pub use error::{rejects_n, CallError, ErrorClass};
-pub use gemini::GeminiBackend;
-pub use openai::{MaxTokensField, OpenAiBackend, OpenAiOptions};
+pub use gemini::GeminiWire;
+pub use http::{Answer, HttpBackend, KeyHeader, Wire};
+pub use openai::{MaxTokensField, OpenAiOptions, OpenAiWire};
 pub use replicas::ReplicaPolicy;
 pub use scheduler::{
     AimdConfig, Counters, CountersSnapshot, Fleet, FleetSlot, Lane, Outcome, RetryPolicy,
@@ -35,6 +37,13 @@ pub use scheduler::{
 pub use secrets::Secrets;
 pub use spec::{replica_name, BackendKind, ModelSpec, SpecError};
 pub use transport::{ApiKey, Base64Cache, HttpOptions, Transport, TransportError};
+
+/// A model behind an OpenAI-compatible server.
+pub type OpenAiBackend = HttpBackend<OpenAiWire>;
+/// A model behind Anthropic's Messages API.
+pub type AnthropicBackend = HttpBackend<AnthropicWire>;
+/// A model behind Gemini's generateContent API.
+pub type GeminiBackend = HttpBackend<GeminiWire>;
 
 /// Per-backend options for [`connect`].
 #[derive(Debug, Clone, Default)]
@@ -78,18 +87,28 @@ pub fn connect(
             model: spec.model.clone(),
         });
     }
-    let (spec, t) = (spec.clone(), transport.clone());
+    let model = spec.model.clone();
     Ok(match spec.backend {
-        BackendKind::OpenAi => Arc::new(OpenAiBackend::new(spec, key, t, options.openai.clone())),
-        BackendKind::Anthropic => Arc::new(AnthropicBackend::new(
-            spec,
-            key,
-            t,
-            options.anthropic.clone(),
-        )),
-        BackendKind::Gemini => Arc::new(GeminiBackend::new(spec, key, t)),
-        BackendKind::Local | BackendKind::Human => return Err(not_http(&spec)),
+        BackendKind::OpenAi => {
+            let options = options.openai.clone();
+            http(spec, key, transport, OpenAiWire { model, options })
+        }
+        BackendKind::Anthropic => {
+            let options = options.anthropic.clone();
+            http(spec, key, transport, AnthropicWire { model, options })
+        }
+        BackendKind::Gemini => http(spec, key, transport, GeminiWire { model }),
+        BackendKind::Local | BackendKind::Human => return Err(not_http(spec)),
     })
+}
+
+fn http<W: Wire>(
+    spec: &ModelSpec,
+    key: Option<ApiKey>,
+    transport: &Transport,
+    wire: W,
+) -> Arc<dyn Backend> {
+    Arc::new(HttpBackend::new(spec.clone(), key, transport.clone(), wire))
 }
 
 /// Why a backend that sends nothing over HTTP is not built here.
