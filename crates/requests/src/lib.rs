@@ -1,10 +1,18 @@
 //! Asking models over HTTP.
 //!
-//! This crate owns model specs (`BACKEND:MODEL[@BASE_URL[,BASE_URL...]]`), the [`Backend`] trait, the three API
-//! wire formats (OpenAI chat completions, Anthropic messages, Gemini generateContent), the classification of
-//! every failure into an [`ErrorClass`], and the [`Scheduler`] (concurrency limits, adaptive back-off on rate
-//! limits, retries, timeouts, and the choice of replica when several servers serve one model). It does not render prompts (`nmb-plan`), store anything (`nmb-store`), or run local models
-//! (`nmb-local`; its backend plugs in through the same trait).
+//! This crate owns model specs (`BACKEND:MODEL[@BASE_URL[,BASE_URL...]]`), the [`Backend`] trait, the one HTTP
+//! backend ([`HttpBackend`]) and the three API wire formats it speaks, the classification of every failure into
+//! an [`ErrorClass`], and the [`Scheduler`] (concurrency limits, adaptive back-off on rate limits, retries,
+//! timeouts, and the choice of replica when several servers serve one model). It does not render prompts
+//! (`nmb-plan`), store anything (`nmb-store`), or run local models (`nmb-local`; its backend plugs in through
+//! the same trait).
+//!
+//! [`HttpBackend`] does what every API call shares, once: a URL and a recorded name per replica, the API key in
+//! its header and redacted from every error and answer, refusing `n > 1` where the API has no `n`, sending,
+//! and making a [`Completion`] of what the response held. What differs between APIs is a [`Wire`]:
+//! [`OpenAiWire`] (chat completions, which also serves vLLM, llama.cpp and other compatible servers),
+//! [`AnthropicWire`] (Messages) and [`GeminiWire`] (generateContent), each in its own module with the request
+//! and response types of its format. A new API is one more `Wire` (plus its spec prefix in [`spec`]).
 //!
 //! API keys come only from `OPENAI_API_KEY`, `ANTHROPIC_API_KEY` and `GEMINI_API_KEY`; they are redacted from
 //! every error this crate produces.
