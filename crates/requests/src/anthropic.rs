@@ -3,16 +3,13 @@
 
 use std::sync::Arc;
 
-use nmb_chat::{OutputFormat, Part, Role};
+use nmb_chat::{OutputFormat, Part};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{
-    check_n, finish, replica_url, replica_urls, Backend, BoxFuture, ChatRequest, Choice,
-    Completion, Usage,
-};
-use crate::error::{CallError, ErrorClass};
-use crate::spec::ModelSpec;
-use crate::transport::{malformed, parse_body, send, ApiKey, Transport};
+use crate::backend::{ChatRequest, Choice, Usage};
+use crate::error::CallError;
+use crate::http::{parse_json, system_texts, turns, Answer, KeyHeader, Wire};
+use crate::transport::{malformed, Base64Cache};
 
 #[derive(Debug, Clone)]
 pub struct AnthropicOptions {
@@ -30,79 +27,27 @@ impl Default for AnthropicOptions {
     }
 }
 
-pub struct AnthropicBackend {
-    spec: ModelSpec,
-    /// `{base}/v1/messages` of each replica.
-    urls: Vec<String>,
-    replicas: Vec<String>,
-    key: Option<ApiKey>,
-    transport: Transport,
-    options: AnthropicOptions,
+/// The Anthropic Messages wire format, for one model.
+#[derive(Debug, Clone)]
+pub struct AnthropicWire {
+    pub model: String,
+    pub options: AnthropicOptions,
 }
 
-impl AnthropicBackend {
-    pub fn new(
-        spec: ModelSpec,
-        key: Option<ApiKey>,
-        transport: Transport,
-        options: AnthropicOptions,
-    ) -> Self {
-        let (urls, replicas) = replica_urls(&spec, |base| format!("{base}/v1/messages"));
-        AnthropicBackend {
-            spec,
-            urls,
-            replicas,
-            key,
-            transport,
-            options,
-        }
-    }
+impl Wire for AnthropicWire {
+    const KEY_HEADER: KeyHeader = KeyHeader::Named("x-api-key");
+    type Body<'a> = Body<'a>;
 
-    async fn call(&self, replica: usize, req: &ChatRequest) -> Result<Completion, CallError> {
-        check_n(self, req)?;
-        let body = self.body(req).map_err(|e| {
-            CallError::new(ErrorClass::Other, format!("cannot encode request: {e}"))
-        })?;
-        let mut http = self
-            .transport
-            .client
-            .post(replica_url(&self.urls, replica))
-            .header("content-type", "application/json")
-            .header("anthropic-version", &self.options.version)
-            .body(body);
-        if let Some(k) = &self.key {
-            http = http.header("x-api-key", k.expose());
-        }
-        let secret = self.key.as_ref().map(ApiKey::expose);
-        let reply = send(http, secret).await?;
-        parse_response(reply.body, reply.latency)
-            .map(|c| c.redacted(secret))
-            .map_err(|e| e.redacted(secret))
+    fn endpoint(&self, base: &str) -> String {
+        format!("{base}/v1/messages")
     }
-
-    fn body(&self, req: &ChatRequest) -> serde_json::Result<Vec<u8>> {
-        let system: Vec<&str> = req
-            .messages
-            .iter()
-            .filter(|m| m.role == Role::System)
-            .flat_map(|m| m.parts.iter())
-            .filter_map(|p| match p {
-                Part::Text(t) => Some(t.as_str()),
-                Part::Image(_) => None,
-            })
-            .collect();
-        let messages = req
-            .messages
-            .iter()
-            .filter(|m| m.role != Role::System)
-            .map(|m| WireMessage {
-                role: if m.role == Role::Assistant {
-                    "assistant"
-                } else {
-                    "user"
-                },
-                content: m.parts.iter().map(|p| self.block(p)).collect(),
-            })
+    fn headers(&self) -> Vec<(&'static str, &str)> {
+        vec![("anthropic-version", &self.options.version)]
+    }
+    fn body<'a>(&'a self, req: &'a ChatRequest, images: &Base64Cache) -> Body<'a> {
+        let system = system_texts(&req.messages);
+        let messages = turns(&req.messages, "assistant", |p| block(p, images))
+            .map(|(role, content)| WireMessage { role, content })
             .collect();
         let p = &req.params;
         // Anthropic has no JSON mode; a forced tool call is its constrained output.
@@ -110,8 +55,8 @@ impl AnthropicBackend {
             OutputFormat::Json { schema: Some(s) } => Some(s),
             _ => None,
         };
-        let body = Body {
-            model: &self.spec.model,
+        Body {
+            model: &self.model,
             max_tokens: p.max_tokens,
             system: (!system.is_empty()).then(|| system.join("\n\n")),
             messages,
@@ -125,61 +70,73 @@ impl AnthropicBackend {
                 }]
             }),
             tool_choice: schema.map(|_| serde_json::json!({"type": "tool", "name": ANSWER_TOOL})),
-        };
-        serde_json::to_vec(&body)
-    }
-
-    fn block<'a>(&self, part: &'a Part) -> Block<'a> {
-        match part {
-            Part::Text(text) => Block::Text { text },
-            Part::Image(img) => Block::Image {
-                source: Source {
-                    kind: "base64",
-                    media_type: &img.mime,
-                    data: self.transport.images.encode(img),
-                },
-            },
         }
     }
-}
-
-impl Backend for AnthropicBackend {
-    fn spec(&self) -> &ModelSpec {
-        &self.spec
-    }
-    fn supports_n(&self) -> bool {
-        false
-    }
-    fn supports_images(&self) -> bool {
-        true
-    }
-    fn constrained_output(&self) -> Option<&'static str> {
-        Some("forced tool call")
+    fn parse(&self, raw: &str) -> Result<Answer, CallError> {
+        let resp: Response = parse_json("Anthropic", raw)?;
+        let stop = resp.stop_reason.unwrap_or_default();
+        let usage = resp.usage.map_or(Usage::default(), |u| {
+            Usage::from_counts(u.input_tokens, u.output_tokens)
+        });
+        let Some(content) = resp.content else {
+            let what = "Anthropic response has no \"content\" field";
+            return Err(malformed(what, raw.into()));
+        };
+        let refused = stop == "refusal";
+        let text = answer_text(content);
+        if text.is_none() && !refused {
+            let what = format!("Anthropic response has no text content (stop_reason {stop:?})");
+            return Err(malformed(what, raw.into()));
+        }
+        let choice = Choice {
+            text: text.unwrap_or_default(),
+            finish_reason: stop,
+            refused,
+        };
+        Ok(Answer {
+            choices: vec![choice],
+            usage,
+        })
     }
     fn max_image_side(&self) -> Option<u32> {
         // Anthropic resizes images whose long edge exceeds 1568 px.
         Some(1568)
     }
-    fn complete<'a>(
-        &'a self,
-        req: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<Completion, CallError>> {
-        Box::pin(self.call(0, req))
-    }
-    fn replicas(&self) -> &[String] {
-        &self.replicas
-    }
-    fn complete_on<'a>(
-        &'a self,
-        replica: usize,
-        req: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<Completion, CallError>> {
-        Box::pin(self.call(replica, req))
+    fn constrained_output(&self) -> Option<&'static str> {
+        Some("forced tool call")
     }
 }
 
+/// The text of the answer's blocks, a forced tool call's arguments standing as JSON text (`None`: no block
+/// carries any).
+fn answer_text(content: Vec<ContentBlock>) -> Option<String> {
+    let texts: Vec<String> = content
+        .into_iter()
+        .filter_map(|b| match b.kind.as_str() {
+            "text" => b.text,
+            "tool_use" => b.input.map(|i| i.to_string()),
+            _ => None,
+        })
+        .collect();
+    (!texts.is_empty()).then(|| texts.concat())
+}
+
+fn block<'a>(part: &'a Part, images: &Base64Cache) -> Block<'a> {
+    match part {
+        Part::Text(text) => Block::Text { text },
+        Part::Image(img) => Block::Image {
+            source: Source {
+                kind: "base64",
+                media_type: &img.mime,
+                data: images.encode(img),
+            },
+        },
+    }
+}
+
+/// A Messages API request.
 #[derive(Serialize)]
-struct Body<'a> {
+pub struct Body<'a> {
     model: &'a str,
     max_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -247,43 +204,4 @@ struct ContentBlock {
 struct WireUsage {
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
-}
-
-fn parse_response(body: String, latency: std::time::Duration) -> Result<Completion, CallError> {
-    let resp: Response = match parse_body("Anthropic", &body) {
-        Ok(r) => r,
-        Err(msg) => return Err(malformed(msg, body)),
-    };
-    let stop = resp.stop_reason.unwrap_or_default();
-    let usage = resp.usage.map_or(Usage::default(), |u| Usage {
-        input_tokens: u.input_tokens.unwrap_or(0),
-        output_tokens: u.output_tokens.unwrap_or(0),
-    });
-    let Some(content) = resp.content else {
-        return Err(malformed(
-            "Anthropic response has no \"content\" field",
-            body,
-        ));
-    };
-    let texts: Vec<String> = content
-        .into_iter()
-        .filter_map(|b| match b.kind.as_str() {
-            "text" => b.text,
-            "tool_use" => b.input.map(|i| i.to_string()),
-            _ => None,
-        })
-        .collect();
-    let refused = stop == "refusal";
-    if texts.is_empty() && !refused {
-        return Err(malformed(
-            format!("Anthropic response has no text content (stop_reason {stop:?})"),
-            body,
-        ));
-    }
-    let choice = Choice {
-        text: texts.concat(),
-        finish_reason: stop,
-        refused,
-    };
-    finish(vec![choice], body, usage, latency)
 }

@@ -51,6 +51,16 @@ pub struct Usage {
     pub output_tokens: u64,
 }
 
+impl Usage {
+    /// Token counts from the two optional fields an API reports them in (a missing one counts 0).
+    pub(crate) fn from_counts(input: Option<u64>, output: Option<u64>) -> Usage {
+        Usage {
+            input_tokens: input.unwrap_or(0),
+            output_tokens: output.unwrap_or(0),
+        }
+    }
+}
+
 /// A successful call. `choices` is never empty. It may hold fewer than `n` choices when an OpenAI-compatible
 /// server ignores `n`: send the missing samples as separate calls.
 #[derive(Debug, Clone, PartialEq)]
@@ -120,25 +130,6 @@ pub trait Backend: Send + Sync {
         let _ = replica;
         self.complete(req)
     }
-}
-
-/// Replica `replica`'s endpoint URL (the first for an index out of range).
-pub(crate) fn replica_url(urls: &[String], replica: usize) -> &str {
-    urls.get(replica)
-        .or_else(|| urls.first())
-        .map_or("", String::as_str)
-}
-
-/// The endpoint URL of each replica of `spec` (`endpoint` turns a base URL into the request URL) and the
-/// replicas' recorded names.
-pub(crate) fn replica_urls(
-    spec: &ModelSpec,
-    endpoint: impl Fn(&str) -> String,
-) -> (Vec<String>, Vec<String>) {
-    let bases = spec.effective_base_urls();
-    let urls = bases.iter().map(|b| endpoint(b)).collect();
-    let names = bases.iter().map(|b| crate::spec::replica_name(b)).collect();
-    (urls, names)
 }
 
 /// Refuses `n > 1` for backends without a native `n`, so samples are never silently lost. For every backend,

@@ -3,16 +3,13 @@
 
 use std::sync::Arc;
 
-use nmb_chat::{OutputFormat, Part, Role};
+use nmb_chat::{OutputFormat, Part};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{
-    check_n, finish, replica_url, replica_urls, Backend, BoxFuture, ChatRequest, Choice,
-    Completion, Usage,
-};
+use crate::backend::{ChatRequest, Choice, Usage};
 use crate::error::{CallError, ErrorClass};
-use crate::spec::ModelSpec;
-use crate::transport::{malformed, parse_body, send, ApiKey, Transport};
+use crate::http::{parse_json, system_texts, turns, Answer, KeyHeader, Wire};
+use crate::transport::{malformed, Base64Cache};
 
 /// Finish reasons that mean the provider withheld the answer.
 const BLOCKED: [&str; 6] = [
@@ -24,79 +21,34 @@ const BLOCKED: [&str; 6] = [
     "IMAGE_SAFETY",
 ];
 
-pub struct GeminiBackend {
-    spec: ModelSpec,
-    /// `{base}/v1beta/models/{model}:generateContent` of each replica.
-    urls: Vec<String>,
-    replicas: Vec<String>,
-    key: Option<ApiKey>,
-    transport: Transport,
+/// The Gemini generateContent wire format, for one model.
+#[derive(Debug, Clone)]
+pub struct GeminiWire {
+    pub model: String,
 }
 
-impl GeminiBackend {
-    pub fn new(spec: ModelSpec, key: Option<ApiKey>, transport: Transport) -> Self {
-        let model = spec.model.trim_start_matches("models/");
-        let (urls, replicas) = replica_urls(&spec, |base| {
-            format!("{base}/v1beta/models/{model}:generateContent")
-        });
-        GeminiBackend {
-            spec,
-            urls,
-            replicas,
-            key,
-            transport,
-        }
-    }
+impl Wire for GeminiWire {
+    const KEY_HEADER: KeyHeader = KeyHeader::Named("x-goog-api-key");
+    type Body<'a> = Body<'a>;
 
-    async fn call(&self, replica: usize, req: &ChatRequest) -> Result<Completion, CallError> {
-        check_n(self, req)?;
-        let body = self.body(req).map_err(|e| {
-            CallError::new(ErrorClass::Other, format!("cannot encode request: {e}"))
-        })?;
-        let mut http = self
-            .transport
-            .client
-            .post(replica_url(&self.urls, replica))
-            .header("content-type", "application/json")
-            .body(body);
-        if let Some(k) = &self.key {
-            http = http.header("x-goog-api-key", k.expose());
-        }
-        let secret = self.key.as_ref().map(ApiKey::expose);
-        let reply = send(http, secret).await?;
-        parse_response(reply.body, reply.latency)
-            .map(|c| c.redacted(secret))
-            .map_err(|e| e.redacted(secret))
+    fn endpoint(&self, base: &str) -> String {
+        let model = self.model.trim_start_matches("models/");
+        format!("{base}/v1beta/models/{model}:generateContent")
     }
-
-    fn body(&self, req: &ChatRequest) -> serde_json::Result<Vec<u8>> {
-        let system: Vec<WirePart> = req
-            .messages
-            .iter()
-            .filter(|m| m.role == Role::System)
-            .flat_map(|m| m.parts.iter())
-            .filter(|p| matches!(p, Part::Text(_)))
-            .map(|p| self.part(p))
+    fn body<'a>(&'a self, req: &'a ChatRequest, images: &Base64Cache) -> Body<'a> {
+        let system: Vec<WirePart> = system_texts(&req.messages)
+            .into_iter()
+            .map(|text| WirePart::Text { text })
             .collect();
-        let contents = req
-            .messages
-            .iter()
-            .filter(|m| m.role != Role::System)
-            .map(|m| Content {
-                role: if m.role == Role::Assistant {
-                    "model"
-                } else {
-                    "user"
-                },
-                parts: m.parts.iter().map(|p| self.part(p)).collect(),
-            })
+        let contents = turns(&req.messages, "model", |p| part(p, images))
+            .map(|(role, parts)| Content { role, parts })
             .collect();
         let p = &req.params;
         let (mime, schema) = match &req.output {
             OutputFormat::Text => (None, None),
             OutputFormat::Json { schema } => (Some("application/json"), schema.as_ref()),
         };
-        let body = Body {
+        Body {
             contents,
             system_instruction: (!system.is_empty()).then_some(SystemInstruction { parts: system }),
             generation_config: GenerationConfig {
@@ -108,61 +60,78 @@ impl GeminiBackend {
                 response_mime_type: mime,
                 response_json_schema: schema,
             },
-        };
-        serde_json::to_vec(&body)
-    }
-
-    fn part<'a>(&self, part: &'a Part) -> WirePart<'a> {
-        match part {
-            Part::Text(text) => WirePart::Text { text },
-            Part::Image(img) => WirePart::InlineData {
-                inline_data: InlineData {
-                    mime_type: &img.mime,
-                    data: self.transport.images.encode(img),
-                },
-            },
         }
     }
-}
-
-impl Backend for GeminiBackend {
-    fn spec(&self) -> &ModelSpec {
-        &self.spec
+    fn parse(&self, raw: &str) -> Result<Answer, CallError> {
+        let resp: Response = parse_json("Gemini", raw)?;
+        if let Some(reason) = resp.prompt_feedback.and_then(|f| f.block_reason) {
+            let what = format!("Gemini blocked the prompt (blockReason {reason})");
+            return Err(CallError::new(ErrorClass::Refusal, what).with_raw(raw));
+        }
+        let usage = resp.usage_metadata.map_or(Usage::default(), |u| {
+            Usage::from_counts(u.prompt_token_count, u.candidates_token_count)
+        });
+        let candidates = resp.candidates.unwrap_or_default();
+        let mut choices = Vec::with_capacity(candidates.len());
+        for (i, c) in candidates.into_iter().enumerate() {
+            let choice = candidate(c).map_err(|reason| {
+                let what = format!("Gemini candidate {i} has no text (finishReason {reason:?})");
+                malformed(what, raw.into())
+            })?;
+            choices.push(choice);
+        }
+        Ok(Answer { choices, usage })
     }
     fn supports_n(&self) -> bool {
         true
-    }
-    fn supports_images(&self) -> bool {
-        true
-    }
-    fn constrained_output(&self) -> Option<&'static str> {
-        Some("responseJsonSchema")
     }
     fn max_image_side(&self) -> Option<u32> {
         // Gemini scales images down to fit 3072 x 3072.
         Some(3072)
     }
-    fn complete<'a>(
-        &'a self,
-        req: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<Completion, CallError>> {
-        Box::pin(self.call(0, req))
-    }
-    fn replicas(&self) -> &[String] {
-        &self.replicas
-    }
-    fn complete_on<'a>(
-        &'a self,
-        replica: usize,
-        req: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<Completion, CallError>> {
-        Box::pin(self.call(replica, req))
+    fn constrained_output(&self) -> Option<&'static str> {
+        Some("responseJsonSchema")
     }
 }
 
+/// One candidate as a choice; `Err` holds its finish reason when it has no text and was not withheld.
+fn candidate(c: Candidate) -> Result<Choice, String> {
+    let finish_reason = c.finish_reason.unwrap_or_default();
+    let refused = BLOCKED.contains(&finish_reason.as_str());
+    let texts: Vec<String> = c
+        .content
+        .map(|c| c.parts)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| !p.thought)
+        .filter_map(|p| p.text)
+        .collect();
+    if texts.is_empty() && !refused {
+        return Err(finish_reason);
+    }
+    Ok(Choice {
+        text: texts.concat(),
+        finish_reason,
+        refused,
+    })
+}
+
+fn part<'a>(part: &'a Part, images: &Base64Cache) -> WirePart<'a> {
+    match part {
+        Part::Text(text) => WirePart::Text { text },
+        Part::Image(img) => WirePart::InlineData {
+            inline_data: InlineData {
+                mime_type: &img.mime,
+                data: images.encode(img),
+            },
+        },
+    }
+}
+
+/// A generateContent request.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Body<'a> {
+pub struct Body<'a> {
     contents: Vec<Content<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     system_instruction: Option<SystemInstruction<'a>>,
@@ -249,48 +218,4 @@ struct PromptFeedback {
 struct UsageMetadata {
     prompt_token_count: Option<u64>,
     candidates_token_count: Option<u64>,
-}
-
-fn parse_response(body: String, latency: std::time::Duration) -> Result<Completion, CallError> {
-    let resp: Response = match parse_body("Gemini", &body) {
-        Ok(r) => r,
-        Err(msg) => return Err(malformed(msg, body)),
-    };
-    if let Some(reason) = resp.prompt_feedback.and_then(|f| f.block_reason) {
-        return Err(CallError::new(
-            ErrorClass::Refusal,
-            format!("Gemini blocked the prompt (blockReason {reason})"),
-        )
-        .with_raw(body));
-    }
-    let usage = resp.usage_metadata.map_or(Usage::default(), |u| Usage {
-        input_tokens: u.prompt_token_count.unwrap_or(0),
-        output_tokens: u.candidates_token_count.unwrap_or(0),
-    });
-    let candidates = resp.candidates.unwrap_or_default();
-    let mut choices = Vec::with_capacity(candidates.len());
-    for (i, c) in candidates.into_iter().enumerate() {
-        let finish_reason = c.finish_reason.unwrap_or_default();
-        let refused = BLOCKED.contains(&finish_reason.as_str());
-        let texts: Vec<String> = c
-            .content
-            .map(|c| c.parts)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|p| !p.thought)
-            .filter_map(|p| p.text)
-            .collect();
-        if texts.is_empty() && !refused {
-            return Err(malformed(
-                format!("Gemini candidate {i} has no text (finishReason {finish_reason:?})"),
-                body,
-            ));
-        }
-        choices.push(Choice {
-            text: texts.concat(),
-            finish_reason,
-            refused,
-        });
-    }
-    finish(choices, body, usage, latency)
 }

@@ -1,10 +1,17 @@
 //! Asking models over HTTP.
 //!
-//! This crate owns the [`Backend`] trait, the three API
-//! wire formats (OpenAI chat completions, Anthropic messages, Gemini generateContent), the classification of
-//! every failure into an [`ErrorClass`], and the [`Scheduler`] (concurrency limits, adaptive back-off on rate
-//! limits, retries, timeouts, and the choice of replica when several servers serve one model). It does not render prompts (`nmb-plan`), store anything (`nmb-store`), or run local models
-//! (`nmb-local`; its backend plugs in through the same trait).
+//! This crate owns the [`Backend`] trait, the one HTTP backend ([`HttpBackend`]) and the three API wire formats
+//! it speaks, the classification of every failure into an [`ErrorClass`], and the [`Scheduler`] (concurrency limits, adaptive back-off on rate limits, retries,
+//! timeouts, and the choice of replica when several servers serve one model). It does not render prompts
+//! (`nmb-plan`), store anything (`nmb-store`), or run local models (`nmb-local`; its backend plugs in through
+//! the same trait).
+//!
+//! [`HttpBackend`] does what every API call shares, once: a URL and a recorded name per replica, the API key in
+//! its header and redacted from every error and answer, refusing `n > 1` where the API has no `n`, sending,
+//! and making a [`Completion`] of what the response held. What differs between APIs is a [`Wire`]:
+//! [`OpenAiWire`] (chat completions, which also serves vLLM, llama.cpp and other compatible servers),
+//! [`AnthropicWire`] (Messages) and [`GeminiWire`] (generateContent), each in its own module with the request
+//! and response types of its format. A new API is one more `Wire` (plus its spec prefix in `nmb_chat::spec`).
 //!
 //! API keys come only from `OPENAI_API_KEY`, `ANTHROPIC_API_KEY` and `GEMINI_API_KEY`; they are redacted from
 //! every error this crate produces.
@@ -13,6 +20,7 @@ pub mod anthropic;
 pub mod backend;
 pub mod error;
 pub mod gemini;
+pub mod http;
 pub mod openai;
 pub mod replicas;
 pub mod scheduler;
@@ -23,11 +31,12 @@ pub use nmb_chat::{secrets, spec};
 
 use std::sync::Arc;
 
-pub use anthropic::{AnthropicBackend, AnthropicOptions};
+pub use anthropic::{AnthropicOptions, AnthropicWire};
 pub use backend::{check_n, Backend, BoxFuture, ChatRequest, Choice, Completion, Usage};
 pub use error::{rejects_n, CallError, ErrorClass};
-pub use gemini::GeminiBackend;
-pub use openai::{MaxTokensField, OpenAiBackend, OpenAiOptions};
+pub use gemini::GeminiWire;
+pub use http::{Answer, HttpBackend, KeyHeader, Wire};
+pub use openai::{MaxTokensField, OpenAiOptions, OpenAiWire};
 pub use replicas::ReplicaPolicy;
 pub use scheduler::{
     AimdConfig, Counters, CountersSnapshot, Fleet, FleetSlot, Lane, Outcome, RetryPolicy,
@@ -36,6 +45,13 @@ pub use scheduler::{
 pub use secrets::Secrets;
 pub use spec::{replica_name, BackendKind, ModelSpec, SpecError};
 pub use transport::{ApiKey, Base64Cache, HttpOptions, Transport, TransportError};
+
+/// A model behind an OpenAI-compatible server.
+pub type OpenAiBackend = HttpBackend<OpenAiWire>;
+/// A model behind Anthropic's Messages API.
+pub type AnthropicBackend = HttpBackend<AnthropicWire>;
+/// A model behind Gemini's generateContent API.
+pub type GeminiBackend = HttpBackend<GeminiWire>;
 
 /// Per-backend options for [`connect`].
 #[derive(Debug, Clone, Default)]
@@ -79,18 +95,28 @@ pub fn connect(
             model: spec.model.clone(),
         });
     }
-    let (spec, t) = (spec.clone(), transport.clone());
+    let model = spec.model.clone();
     Ok(match spec.backend {
-        BackendKind::OpenAi => Arc::new(OpenAiBackend::new(spec, key, t, options.openai.clone())),
-        BackendKind::Anthropic => Arc::new(AnthropicBackend::new(
-            spec,
-            key,
-            t,
-            options.anthropic.clone(),
-        )),
-        BackendKind::Gemini => Arc::new(GeminiBackend::new(spec, key, t)),
-        BackendKind::Local | BackendKind::Human => return Err(not_http(&spec)),
+        BackendKind::OpenAi => {
+            let options = options.openai.clone();
+            http(spec, key, transport, OpenAiWire { model, options })
+        }
+        BackendKind::Anthropic => {
+            let options = options.anthropic.clone();
+            http(spec, key, transport, AnthropicWire { model, options })
+        }
+        BackendKind::Gemini => http(spec, key, transport, GeminiWire { model }),
+        BackendKind::Local | BackendKind::Human => return Err(not_http(spec)),
     })
+}
+
+fn http<W: Wire>(
+    spec: &ModelSpec,
+    key: Option<ApiKey>,
+    transport: &Transport,
+    wire: W,
+) -> Arc<dyn Backend> {
+    Arc::new(HttpBackend::new(spec.clone(), key, transport.clone(), wire))
 }
 
 /// Why a backend that sends nothing over HTTP is not built here.

@@ -4,15 +4,13 @@
 use std::sync::Arc;
 
 use nmb_chat::{Message, OutputFormat, Part, Role};
+use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::backend::{
-    check_n, finish, replica_url, replica_urls, Backend, BoxFuture, ChatRequest, Choice,
-    Completion, Usage,
-};
-use crate::error::{classify_status, CallError, ErrorClass};
-use crate::spec::ModelSpec;
-use crate::transport::{malformed, parse_body, send, snippet, ApiKey, Transport};
+use crate::backend::{ChatRequest, Choice, Usage};
+use crate::error::{classify_status, CallError};
+use crate::http::{parse_json, Answer, KeyHeader, Wire};
+use crate::transport::{malformed, snippet, Base64Cache};
 
 /// Which field carries the token limit: `max_tokens` (what compatible servers read) or `max_completion_tokens`
 /// (what OpenAI's reasoning models require).
@@ -39,68 +37,32 @@ impl Default for OpenAiOptions {
     }
 }
 
-pub struct OpenAiBackend {
-    spec: ModelSpec,
-    /// `{base}/chat/completions` of each replica.
-    urls: Vec<String>,
-    replicas: Vec<String>,
-    key: Option<ApiKey>,
-    transport: Transport,
-    options: OpenAiOptions,
+/// The OpenAI chat completions wire format, for one model.
+#[derive(Debug, Clone)]
+pub struct OpenAiWire {
+    pub model: String,
+    pub options: OpenAiOptions,
 }
 
-impl OpenAiBackend {
-    /// `key` may be `None` only for a custom base URL (a local server); see [`crate::connect`].
-    pub fn new(
-        spec: ModelSpec,
-        key: Option<ApiKey>,
-        transport: Transport,
-        options: OpenAiOptions,
-    ) -> Self {
-        let (urls, replicas) = replica_urls(&spec, |base| format!("{base}/chat/completions"));
-        OpenAiBackend {
-            spec,
-            urls,
-            replicas,
-            key,
-            transport,
-            options,
-        }
-    }
+impl Wire for OpenAiWire {
+    const KEY_HEADER: KeyHeader = KeyHeader::Bearer;
+    type Body<'a> = Body<'a>;
 
-    async fn call(&self, replica: usize, req: &ChatRequest) -> Result<Completion, CallError> {
-        check_n(self, req)?;
-        let body = self.body(req).map_err(|e| {
-            CallError::new(ErrorClass::Other, format!("cannot encode request: {e}"))
-        })?;
-        let mut http = self
-            .transport
-            .client
-            .post(replica_url(&self.urls, replica))
-            .header("content-type", "application/json")
-            .body(body);
-        if let Some(k) = &self.key {
-            http = http.bearer_auth(k.expose());
-        }
-        let secret = self.key.as_ref().map(ApiKey::expose);
-        let reply = send(http, secret).await?;
-        parse_response(reply.body, reply.latency)
-            .map(|c| c.redacted(secret))
-            .map_err(|e| e.redacted(secret))
+    fn endpoint(&self, base: &str) -> String {
+        format!("{base}/chat/completions")
     }
-
-    fn body(&self, req: &ChatRequest) -> serde_json::Result<Vec<u8>> {
+    fn body<'a>(&'a self, req: &'a ChatRequest, images: &Base64Cache) -> Body<'a> {
         let p = &req.params;
         let (max_tokens, max_completion_tokens) = match self.options.max_tokens_field {
             MaxTokensField::MaxTokens => (Some(p.max_tokens), None),
             MaxTokensField::MaxCompletionTokens => (None, Some(p.max_tokens)),
         };
-        let body = Body {
-            model: &self.spec.model,
+        Body {
+            model: &self.model,
             messages: req
                 .messages
                 .iter()
-                .map(|m| wire_message(m, &self.transport))
+                .map(|m| wire_message(m, images))
                 .collect(),
             temperature: p.temperature,
             top_p: p.top_p,
@@ -109,48 +71,45 @@ impl OpenAiBackend {
             seed: p.seed,
             n: (req.n > 1).then_some(req.n),
             response_format: response_format(&req.output),
-        };
-        serde_json::to_vec(&body)
+        }
     }
-}
-
-impl Backend for OpenAiBackend {
-    fn spec(&self) -> &ModelSpec {
-        &self.spec
+    fn parse(&self, raw: &str) -> Result<Answer, CallError> {
+        let resp: Response = parse_json("OpenAI", raw)?;
+        if let (None, Some(err)) = (&resp.choices, &resp.error) {
+            return Err(in_body_error(err, raw.to_string()));
+        }
+        let Some(wire_choices) = resp.choices else {
+            let what = "OpenAI response has no \"choices\" field";
+            return Err(malformed(what, raw.into()));
+        };
+        let mut choices = Vec::with_capacity(wire_choices.len());
+        for (i, c) in wire_choices.into_iter().enumerate() {
+            let Some(c) = choice(c) else {
+                let what = format!("OpenAI choice {i} has no message content and is not a refusal");
+                return Err(malformed(what, raw.into()));
+            };
+            choices.push(c);
+        }
+        let usage = resp.usage.map_or(Usage::default(), |u| {
+            Usage::from_counts(u.prompt_tokens, u.completion_tokens)
+        });
+        Ok(Answer { choices, usage })
     }
     fn supports_n(&self) -> bool {
         self.options.supports_n
-    }
-    fn supports_images(&self) -> bool {
-        true
-    }
-    fn constrained_output(&self) -> Option<&'static str> {
-        Some("response_format json_schema")
     }
     fn max_image_side(&self) -> Option<u32> {
         // OpenAI fits high-detail images into 2048 x 2048.
         Some(2048)
     }
-    fn complete<'a>(
-        &'a self,
-        req: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<Completion, CallError>> {
-        Box::pin(self.call(0, req))
-    }
-    fn replicas(&self) -> &[String] {
-        &self.replicas
-    }
-    fn complete_on<'a>(
-        &'a self,
-        replica: usize,
-        req: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<Completion, CallError>> {
-        Box::pin(self.call(replica, req))
+    fn constrained_output(&self) -> Option<&'static str> {
+        Some("response_format json_schema")
     }
 }
 
+/// A chat completions request.
 #[derive(Serialize)]
-struct Body<'a> {
+pub struct Body<'a> {
     model: &'a str,
     messages: Vec<WireMessage<'a>>,
     temperature: f64,
@@ -187,20 +146,21 @@ enum WirePart<'a> {
     ImageUrl { image_url: ImageUrl<'a> },
 }
 
-#[derive(Serialize)]
+/// `{"url": "data:MIME;base64,DATA"}`, the data URL written straight into the body without building the
+/// string first.
 struct ImageUrl<'a> {
-    url: DataUrl<'a>,
-}
-
-/// `data:MIME;base64,DATA`, written straight into the body without building the string first.
-struct DataUrl<'a> {
     mime: &'a str,
     b64: Arc<str>,
 }
 
-impl Serialize for DataUrl<'_> {
+impl Serialize for ImageUrl<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(&format_args!("data:{};base64,{}", self.mime, self.b64))
+        let mut map = s.serialize_map(Some(1))?;
+        map.serialize_entry(
+            "url",
+            &format_args!("data:{};base64,{}", self.mime, self.b64),
+        )?;
+        map.end()
     }
 }
 
@@ -212,7 +172,7 @@ fn role_name(role: Role) -> &'static str {
     }
 }
 
-fn wire_message<'a>(m: &'a Message, t: &Transport) -> WireMessage<'a> {
+fn wire_message<'a>(m: &'a Message, images: &Base64Cache) -> WireMessage<'a> {
     let content = match m.parts.as_slice() {
         [Part::Text(text)] => Content::Text(text),
         parts => Content::Parts(
@@ -222,10 +182,8 @@ fn wire_message<'a>(m: &'a Message, t: &Transport) -> WireMessage<'a> {
                     Part::Text(text) => WirePart::Text { text },
                     Part::Image(img) => WirePart::ImageUrl {
                         image_url: ImageUrl {
-                            url: DataUrl {
-                                mime: &img.mime,
-                                b64: t.images.encode(img),
-                            },
+                            mime: &img.mime,
+                            b64: images.encode(img),
                         },
                     },
                 })
@@ -293,36 +251,6 @@ struct WireUsage {
 struct WireError {
     message: Option<String>,
     code: Option<serde_json::Value>,
-}
-
-fn parse_response(body: String, latency: std::time::Duration) -> Result<Completion, CallError> {
-    let resp: Response = match parse_body("OpenAI", &body) {
-        Ok(r) => r,
-        Err(msg) => return Err(malformed(msg, body)),
-    };
-    if let (None, Some(err)) = (&resp.choices, &resp.error) {
-        return Err(in_body_error(err, body.clone()));
-    }
-    let Some(wire_choices) = resp.choices else {
-        return Err(malformed("OpenAI response has no \"choices\" field", body));
-    };
-    let mut choices = Vec::with_capacity(wire_choices.len());
-    for (i, c) in wire_choices.into_iter().enumerate() {
-        match choice(c) {
-            Some(c) => choices.push(c),
-            None => {
-                return Err(malformed(
-                    format!("OpenAI choice {i} has no message content and is not a refusal"),
-                    body,
-                ))
-            }
-        }
-    }
-    let usage = resp.usage.map_or(Usage::default(), |u| Usage {
-        input_tokens: u.prompt_tokens.unwrap_or(0),
-        output_tokens: u.completion_tokens.unwrap_or(0),
-    });
-    finish(choices, body, usage, latency)
 }
 
 fn choice(c: WireChoice) -> Option<Choice> {

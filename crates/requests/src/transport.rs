@@ -1,4 +1,4 @@
-//! What the HTTP backends share: one pooled client, a cache of base64-encoded images, API keys, and the
+//! What every HTTP call shares: one pooled client, a cache of base64-encoded images, API keys, and the
 //! send-and-classify step.
 
 use std::collections::{HashMap, VecDeque};
@@ -9,9 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 use base64::Engine;
 use nmb_chat::ImagePart;
 
-use crate::error::{
-    classify_status, parse_retry_after, CallError, ErrorClass, UNSUPPORTED_INPUT_HINT,
-};
+use crate::error::{parse_retry_after, CallError, ErrorClass, UNSUPPORTED_INPUT_HINT};
 
 pub use nmb_chat::ApiKey;
 
@@ -163,11 +161,12 @@ pub(crate) struct HttpReply {
     pub latency: Duration,
 }
 
-/// Sends a prepared request and turns every non-2xx outcome into a classified [`CallError`] with `secret`
-/// redacted from anything that could carry it.
+/// Sends a prepared request and turns every non-2xx outcome into a [`CallError`] of the class `classify` gives
+/// its status and body, with `secret` redacted from anything that could carry it.
 pub(crate) async fn send(
     req: reqwest::RequestBuilder,
     secret: Option<&str>,
+    classify: impl Fn(u16, &str) -> ErrorClass,
 ) -> Result<HttpReply, CallError> {
     let started = Instant::now();
     let resp = req
@@ -195,7 +194,7 @@ pub(crate) async fn send(
     if (200..300).contains(&status) {
         return Ok(HttpReply { body, latency });
     }
-    let class = classify_status(status, &body);
+    let class = classify(status, &body);
     let mut message = format!("HTTP {status}: {}", snippet(&body, 300));
     if class == ErrorClass::UnsupportedInput {
         message = format!("{message} ({UNSUPPORTED_INPUT_HINT})");

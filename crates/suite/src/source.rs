@@ -41,7 +41,7 @@ pub enum SourceError {
     Load {
         spec: String,
         #[source]
-        source: SuiteError,
+        source: Box<SuiteError>,
     },
     #[error(
         "suite {spec} has {count} error(s); fix them first (`nmb suite validate {spec}` lists every one):{}",
@@ -98,7 +98,7 @@ impl Source {
     pub fn load(&self, text_only: bool) -> Result<Loaded, SourceError> {
         load(&self.spec, &self.options(text_only)).map_err(|source| SourceError::Load {
             spec: self.spec.clone(),
-            source,
+            source: Box::new(source),
         })
     }
 

@@ -1,0 +1,246 @@
+//! The one HTTP backend, generic over a [`Wire`]: what a provider's API looks like on the wire.
+//!
+//! [`HttpBackend`] owns everything the providers share: the replicas (one endpoint URL per base URL, the names
+//! calls record, the index the scheduler picks), the API key (sent in the header the wire names and redacted
+//! from every error and answer), refusing `n > 1` where the wire has no `n`, sending through the shared
+//! [`Transport`], and turning parsed choices into a [`Completion`]. A [`Wire`] owns only what differs between
+//! APIs: the endpoint path, its headers, the request body, the response shape, the mapping of failures onto an
+//! [`ErrorClass`], and what the API can do.
+
+use nmb_chat::{Message, Part, Role};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::backend::{check_n, finish, Backend, BoxFuture, ChatRequest, Choice, Completion, Usage};
+use crate::error::{classify_status, CallError, ErrorClass};
+use crate::spec::{replica_name, ModelSpec};
+use crate::transport::{malformed, parse_body, send, ApiKey, Base64Cache, HttpReply, Transport};
+
+/// Where a wire carries the API key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyHeader {
+    /// `authorization: Bearer KEY`.
+    Bearer,
+    /// The key itself as the value of this header (`x-api-key`).
+    Named(&'static str),
+}
+
+/// What is specific to one provider's API. Everything else about a call is [`HttpBackend`]'s.
+///
+/// Capabilities a later change adds come as methods with a default that says "unsupported", so the wires that
+/// lack them, and the generic backend, need no change.
+pub trait Wire: Send + Sync + 'static {
+    /// The request body, borrowing the conversation it is built from.
+    type Body<'a>: Serialize
+    where
+        Self: 'a;
+
+    /// The header that carries the API key.
+    const KEY_HEADER: KeyHeader;
+
+    /// The request URL for one replica's base URL.
+    fn endpoint(&self, base: &str) -> String;
+
+    /// Headers every request carries besides `content-type` and the key (an API version).
+    fn headers(&self) -> Vec<(&'static str, &str)> {
+        Vec::new()
+    }
+
+    /// The request body for `req`. `images` holds the base64 of every image already encoded.
+    fn body<'a>(&'a self, req: &'a ChatRequest, images: &Base64Cache) -> Self::Body<'a>;
+
+    /// The choices and token counts in a successful (2xx) response body, or the error it amounts to (use
+    /// [`parse_json`] for a body that is not the API's JSON).
+    fn parse(&self, raw: &str) -> Result<Answer, CallError>;
+
+    /// The class of a failed (non-2xx) call, from its status and body.
+    fn classify(&self, status: u16, body: &str) -> ErrorClass {
+        classify_status(status, body)
+    }
+
+    /// Whether one call can return several samples (`n`, `candidateCount`).
+    fn supports_n(&self) -> bool {
+        false
+    }
+
+    /// Whether image parts are sent. Every API here takes images; a text-only model behind one is told by the
+    /// error its server answers (see [`classify_status`]).
+    fn supports_images(&self) -> bool {
+        true
+    }
+
+    /// The longest image side the API uses without shrinking it itself (`None`: no limit of its own).
+    fn max_image_side(&self) -> Option<u32> {
+        None
+    }
+
+    /// How the API makes an answer follow a JSON schema, for the run manifest (`None`: it cannot).
+    fn constrained_output(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// How the API takes a reasoning effort or budget (`None`: unsupported; no wire sends one yet).
+    fn reasoning_parameters(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// The URL of the API's batch interface for a base URL (`None`: unsupported, calls go one at a time; no
+    /// wire batches yet).
+    fn batch_endpoint(&self, base: &str) -> Option<String> {
+        let _ = base;
+        None
+    }
+}
+
+/// What a wire reads out of a successful response; [`HttpBackend`] makes it a [`Completion`] (or the error that
+/// no choices, or only refused ones, amount to).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub choices: Vec<Choice>,
+    pub usage: Usage,
+}
+
+/// A model behind an HTTP API spoken in wire format `W`.
+pub struct HttpBackend<W: Wire> {
+    spec: ModelSpec,
+    /// The endpoint URL of each replica.
+    urls: Vec<String>,
+    /// Each replica's name as calls record it: its base URL without credentials or query string.
+    replicas: Vec<String>,
+    key: Option<ApiKey>,
+    transport: Transport,
+    wire: W,
+}
+
+impl<W: Wire> HttpBackend<W> {
+    /// `key` may be `None` only for a custom base URL (a local server); see [`crate::connect`].
+    pub fn new(spec: ModelSpec, key: Option<ApiKey>, transport: Transport, wire: W) -> Self {
+        let bases = spec.effective_base_urls();
+        let urls = bases.iter().map(|b| wire.endpoint(b)).collect();
+        let replicas = bases.iter().map(|b| replica_name(b)).collect();
+        HttpBackend {
+            spec,
+            urls,
+            replicas,
+            key,
+            transport,
+            wire,
+        }
+    }
+
+    async fn call(&self, replica: usize, req: &ChatRequest) -> Result<Completion, CallError> {
+        check_n(self, req)?;
+        let http = self.request(replica, req)?;
+        let secret = self.key.as_ref().map(ApiKey::expose);
+        let classify = |status: u16, body: &str| self.wire.classify(status, body);
+        let reply = send(http, secret, classify).await?;
+        self.read(reply)
+            .map(|c| c.redacted(secret))
+            .map_err(|e| e.redacted(secret))
+    }
+
+    /// The request to replica `replica` (the first for an index out of range): body, headers and key.
+    fn request(
+        &self,
+        replica: usize,
+        req: &ChatRequest,
+    ) -> Result<reqwest::RequestBuilder, CallError> {
+        let body = self.wire.body(req, &self.transport.images);
+        let body = serde_json::to_vec(&body).map_err(|e| {
+            CallError::new(ErrorClass::Other, format!("cannot encode request: {e}"))
+        })?;
+        let url = self.urls.get(replica).or_else(|| self.urls.first());
+        let mut http = self
+            .transport
+            .client
+            .post(url.map_or("", String::as_str))
+            .header("content-type", "application/json");
+        for (name, value) in self.wire.headers() {
+            http = http.header(name, value);
+        }
+        http = http.body(body);
+        Ok(match (&self.key, W::KEY_HEADER) {
+            (None, _) => http,
+            (Some(k), KeyHeader::Bearer) => http.bearer_auth(k.expose()),
+            (Some(k), KeyHeader::Named(name)) => http.header(name, k.expose()),
+        })
+    }
+
+    /// Parses a 2xx body into a completion.
+    fn read(&self, reply: HttpReply) -> Result<Completion, CallError> {
+        let answer = self.wire.parse(&reply.body)?;
+        finish(answer.choices, reply.body, answer.usage, reply.latency)
+    }
+}
+
+impl<W: Wire> Backend for HttpBackend<W> {
+    fn spec(&self) -> &ModelSpec {
+        &self.spec
+    }
+    fn supports_n(&self) -> bool {
+        self.wire.supports_n()
+    }
+    fn supports_images(&self) -> bool {
+        self.wire.supports_images()
+    }
+    fn max_image_side(&self) -> Option<u32> {
+        self.wire.max_image_side()
+    }
+    fn constrained_output(&self) -> Option<&'static str> {
+        self.wire.constrained_output()
+    }
+    fn complete<'a>(
+        &'a self,
+        req: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<Completion, CallError>> {
+        Box::pin(self.call(0, req))
+    }
+    fn replicas(&self) -> &[String] {
+        &self.replicas
+    }
+    fn complete_on<'a>(
+        &'a self,
+        replica: usize,
+        req: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<Completion, CallError>> {
+        Box::pin(self.call(replica, req))
+    }
+}
+
+/// Parses a successful response body into the API's response type, or the malformed-response error naming the
+/// parse failure.
+pub fn parse_json<T: DeserializeOwned>(wire: &str, raw: &str) -> Result<T, CallError> {
+    parse_body(wire, raw).map_err(|msg| malformed(msg, raw.to_string()))
+}
+
+/// For APIs that take the system prompt apart from the turns: the text parts of the system messages, in order
+/// (their images are dropped).
+pub(crate) fn system_texts(messages: &[Message]) -> Vec<&str> {
+    messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .flat_map(|m| m.parts.iter())
+        .filter_map(|p| match p {
+            Part::Text(t) => Some(t.as_str()),
+            Part::Image(_) => None,
+        })
+        .collect()
+}
+
+/// The other turns, as (role name, wire parts): `assistant` for the model's turns, `user` for the rest.
+pub(crate) fn turns<'a, T, F: Fn(&'a Part) -> T>(
+    messages: &'a [Message],
+    assistant: &'static str,
+    part: F,
+) -> impl Iterator<Item = (&'static str, Vec<T>)> + use<'a, T, F> {
+    messages
+        .iter()
+        .filter(|m| m.role != Role::System)
+        .map(move |m| {
+            let role = match m.role {
+                Role::Assistant => assistant,
+                _ => "user",
+            };
+            (role, m.parts.iter().map(&part).collect())
+        })
+}
