@@ -120,7 +120,7 @@ pub enum ConfigError {
     Template {
         path: PathBuf,
         #[source]
-        source: nmb_plan::PlanError,
+        source: Box<nmb_plan::PlanError>,
     },
     #[error("recorded evaluation configuration: {0}")]
     Unreadable(#[from] serde_json::Error),
@@ -229,7 +229,7 @@ impl TemplateChoice {
             TemplateChoice::File(path) => {
                 Template::from_file(path).map_err(|source| ConfigError::Template {
                     path: path.clone(),
-                    source,
+                    source: Box::new(source),
                 })
             }
         }

@@ -25,12 +25,18 @@ pub enum EvalError {
     Connect {
         spec: String,
         #[source]
-        source: ConnectError,
+        source: Box<ConnectError>,
     },
     #[error("cannot plan the suite: {0}")]
-    Plan(#[from] nmb_plan::PlanError),
+    Plan(Box<nmb_plan::PlanError>),
     #[error("the evaluation stopped: {0}")]
     Run(#[from] RunError),
+}
+
+impl From<nmb_plan::PlanError> for EvalError {
+    fn from(e: nmb_plan::PlanError) -> Self {
+        EvalError::Plan(Box::new(e))
+    }
 }
 
 /// What one evaluation did.
@@ -81,7 +87,7 @@ async fn connect(
 ) -> Result<ConnectedModel, EvalError> {
     let failed = |source: ConnectError| EvalError::Connect {
         spec: spec.to_string(),
-        source,
+        source: Box::new(source),
     };
     if spec.backend == BackendKind::Human {
         return connect_human(spec, store.clone(), suite, plan).map_err(|e| failed(e.into()));

@@ -139,10 +139,7 @@ fn in_turn<'a>(
             )?),
             None => None,
         };
-        let max_requests = match &budget {
-            Some(b) => Some(b.requests),
-            None => None,
-        };
+        let max_requests = budget.as_ref().map(|b| b.requests);
         let invocation = how.invocation(max_requests);
         let ran = run_one(
             &cell.config,
