@@ -3,7 +3,8 @@
 //! This crate owns what a benchmark *is*: a [`Suite`] of [`Case`]s, each with images, EHR fields, notes and
 //! [`Task`]s, each task with an optional [`Reference`]. It also owns reading suites from disk (the
 //! Neural-MedBench site file, the native hand-written format, breadth datasets such as VQA-RAD and MedQA), the
-//! bundled `sample` suite, validation problems and the suite content hash.
+//! bundled `sample` suite, validation problems, the suite content hash, and the typed [`Source`] an evaluation records
+//! to load the same suite again.
 //!
 //! It does not own prompts (`nmb-plan`), model calls (`nmb-requests`), storage (`nmb-store`) or scoring
 //! (`nmb-score`). Image bytes are handled by `nmb-imaging`; a suite holds image *sources* and never keeps
@@ -15,6 +16,7 @@ mod model;
 pub mod neurovlm_schema;
 mod problem;
 pub mod sample;
+mod source;
 
 pub use formats::{
     check_images, load, stats, Filter, Format, ImageReport, LoadOptions, Loaded, SuiteStats,
@@ -22,6 +24,7 @@ pub use formats::{
 pub use hash::{image_hash, suite_hash};
 pub use model::*;
 pub use problem::{Problem, Severity};
+pub use source::{absolute_spec, parse_map, Source, SourceError};
 
 /// NeuroVLM-Bench's answer schema (classes, subtypes, ICD-10 prefixes, allowed values, abstentions, aliases):
 /// the `neurovlm:` loader checks labels against it and `nmb-score` reads answers with it.
