@@ -29,7 +29,6 @@ mod connect;
 mod fleet;
 pub mod human;
 mod progress;
-pub mod record;
 mod renders;
 mod sampling;
 mod task;
@@ -46,8 +45,8 @@ pub use config::{Claiming, EvalSettings, Resume};
 pub use connect::{connect_model, ConnectError, ConnectOptions, ConnectedModel};
 pub use fleet::StoreFleet;
 pub use human::{connect_human, HumanBackend, HumanError};
+pub use nmb_record::{CallResult, CallSpec, Prompt, Recorder};
 pub use progress::{Progress, ProgressSnapshot};
-pub use record::{CallResult, CallSpec, Prompt, Recorder};
 pub use sampling::FORCED as NO_N;
 
 #[derive(Debug, thiserror::Error)]
