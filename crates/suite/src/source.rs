@@ -53,7 +53,10 @@ pub enum SourceError {
         first: Vec<Problem>,
     },
     #[error("suite {spec} has no tasks to run (check --filter){}", listed(.problems, .problems.len()))]
-    NoTasks { spec: String, problems: Vec<Problem> },
+    NoTasks {
+        spec: String,
+        problems: Vec<Problem>,
+    },
 }
 
 /// How many problems an error lists before it says how many more there are.
@@ -211,7 +214,10 @@ mod tests {
             map: vec![("diagnosis_name".into(), "label".into())],
         };
         let text = serde_json::to_string(&source).unwrap();
-        assert!(text.contains(r#""filters":["family=differential"]"#), "{text}");
+        assert!(
+            text.contains(r#""filters":["family=differential"]"#),
+            "{text}"
+        );
         assert!(text.contains(r#""map":["diagnosis_name=label"]"#), "{text}");
         let back: Source = serde_json::from_str(&text).unwrap();
         assert_eq!(back, source);
