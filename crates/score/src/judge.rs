@@ -29,8 +29,8 @@ use std::sync::Arc;
 
 use futures::stream::{self, StreamExt};
 use nmb_chat::{GenParams, Message, OutputFormat, Role};
-use nmb_requests::{Backend, BackendKind, ModelSpec, Scheduler};
 use nmb_record::{CallSpec, Recorder};
+use nmb_requests::{Backend, BackendKind, ModelSpec, Scheduler};
 use nmb_store::{canonical_json, Manifest, RunInfo, RunKind, Store};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
