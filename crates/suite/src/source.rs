@@ -40,8 +40,9 @@ pub enum SourceError {
     #[error("cannot load suite {spec}: {source}")]
     Load {
         spec: String,
+        /// Boxed, so that every result of a load stays small.
         #[source]
-        source: SuiteError,
+        source: Box<SuiteError>,
     },
     #[error(
         "suite {spec} has {count} error(s); fix them first (`nmb suite validate {spec}` lists every one):{}",
@@ -98,7 +99,7 @@ impl Source {
     pub fn load(&self, text_only: bool) -> Result<Loaded, SourceError> {
         load(&self.spec, &self.options(text_only)).map_err(|source| SourceError::Load {
             spec: self.spec.clone(),
-            source,
+            source: Box::new(source),
         })
     }
 
