@@ -202,7 +202,7 @@ fn main() {
         .unwrap();
     let scheduler = nmb_requests::Scheduler::new(nmb_requests::SchedulerConfig::default());
     let scores = rt
-        .block_on(nmb_score::score_run(
+        .block_on(nmb_score::score_loaded(
             &store, &scheduler, &run_id, &suite, &opts,
         ))
         .unwrap();

@@ -31,7 +31,6 @@ mod evaluation;
 mod fleet;
 pub mod human;
 mod progress;
-pub mod record;
 mod renders;
 mod sampling;
 mod task;
@@ -52,8 +51,8 @@ pub use eval_config::{
 pub use evaluation::{estimate, evaluate, Estimate, EvalError, Evaluated, TaskEstimate};
 pub use fleet::StoreFleet;
 pub use human::{connect_human, HumanBackend, HumanError};
+pub use nmb_record::{CallResult, CallSpec, Prompt, Recorder};
 pub use progress::{Progress, ProgressSnapshot};
-pub use record::{CallResult, CallSpec, Prompt, Recorder};
 pub use sampling::FORCED as NO_N;
 
 #[derive(Debug, thiserror::Error)]

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use futures::future::join_all;
 use nmb_plan::{conversation_for_turn, PlannedTask};
+use nmb_record::{CallResult, CallSpec, Prompt};
 
-use crate::record::{CallResult, CallSpec, Prompt};
 use crate::{config, Ctx, RunError};
 
 /// Runs the samples `todo` of one task. Failures of calls are recorded as errored samples; only store failures

@@ -42,4 +42,32 @@ pub enum ScoreError {
     StoredReport { run_id: String, message: String },
     #[error("no stored scores for run {run_id}; run `nmb score {run_id}` first")]
     NotScored { run_id: String },
+    #[error(
+        "run {run_id} holds judge calls, not model answers; score the run it judged ({judged})"
+    )]
+    JudgeRun { run_id: String, judged: String },
+    #[error("run {run_id} was made on suite {suite_id:?}, and its manifest does not say where that suite is; pass --suite (and --answers if it has an answer key)")]
+    SuiteUnknown { run_id: String, suite_id: String },
+    #[error("run {run_id}: run manifest {field} {value:?}: {message}")]
+    ManifestSource {
+        run_id: String,
+        /// `filter`, `level` or `map`.
+        field: &'static str,
+        value: String,
+        message: String,
+    },
+    #[error(transparent)]
+    LoadSuite(#[from] nmb_suite::SourceError),
+    #[error("judge {spec} cannot judge: {reason}")]
+    BadJudge { spec: String, reason: String },
+    #[error("price of {model}: prices are non-negative numbers of dollars per million tokens, for a named model or *")]
+    Price { model: String },
+    #[error(transparent)]
+    Transport(#[from] nmb_requests::TransportError),
+    #[error("cannot use judge {spec}: {source}")]
+    ConnectJudge {
+        spec: String,
+        #[source]
+        source: crate::config::ConnectError,
+    },
 }

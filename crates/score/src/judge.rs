@@ -29,8 +29,8 @@ use std::sync::Arc;
 
 use futures::stream::{self, StreamExt};
 use nmb_chat::{GenParams, Message, OutputFormat, Role};
+use nmb_record::{CallSpec, Recorder};
 use nmb_requests::{Backend, BackendKind, ModelSpec, Scheduler};
-use nmb_run::{CallSpec, Recorder};
 use nmb_store::{canonical_json, Manifest, RunInfo, RunKind, Store};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -44,9 +44,9 @@ pub struct JudgeModel {
     /// `BACKEND:MODEL[@BASE_URL]`, as recorded.
     pub spec: String,
     pub backend: Arc<dyn Backend>,
-    /// What identifies the model beyond its spec (a local model's content hash, from
-    /// `nmb_run::ConnectedModel::identity`); it enters the judge run's identity and every cache key, so a changed
-    /// model file never reuses stored verdicts. Empty for API models.
+    /// What identifies the model beyond its spec (a local model's content hash, as whoever connected it knows
+    /// it); it enters the judge run's identity and every cache key, so a changed model file never reuses stored
+    /// verdicts. Empty for API models.
     pub identity: serde_json::Map<String, Value>,
 }
 

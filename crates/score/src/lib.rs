@@ -1,6 +1,8 @@
 //! Scoring: stored answers in, numbers out.
 //!
-//! This crate owns turning a stored run into a [`results::ScoreReport`]: reading answers ([`parse`]), matching
+//! This crate owns turning a stored run into a [`results::ScoreReport`]: how a run is scored, as one typed
+//! [`ScoringConfig`] checked before any model is asked; scoring a run by its id ([`score_run`]: the suite its
+//! manifest records, the judges connected, the report stored); reading answers ([`parse`]), matching
 //! diagnoses, lesion types and locations ([`lexicon`], [`matching`]), asking LLM judges what rules cannot decide
 //! ([`judge`], [`prompts`], [`jury`]), rubric grading ([`rubric`]), the error taxonomy with human labels from CSV
 //! ([`labels`]), BERTScore of rationales ([`semantic`]), breadth answers ([`breadth`]), pass@k in both readings,
@@ -8,7 +10,10 @@
 //! ([`revision`]), paired comparison of two runs ([`compare`]) and keeping reports in the store ([`stored`]).
 //!
 //! It does not own the statistics themselves (`nmb-stats`), BERTScore's arithmetic (`nmb-bertscore`), talking to
-//! APIs (`nmb-requests`), the tables of answers (`nmb-store`), or rendering reports (`nmb-report`).
+//! APIs (`nmb-requests`), recording calls (`nmb-record`), the tables of answers (`nmb-store`), or rendering
+//! reports (`nmb-report`). Nor does it know how a judge is loaded: the caller connects judges ([`ConnectJudges`];
+//! the CLI through `nmb-run`, which can load `local:` models), so scoring never depends on the evaluation loop or
+//! the local engine. Command-line flags are parsed into a [`ScoringConfig`] by the CLI; nothing here reads them.
 //!
 //! # What is scored how
 //!
@@ -35,6 +40,7 @@
 pub mod aggregate;
 pub mod breadth;
 pub mod compare;
+mod config;
 pub mod cost;
 mod error;
 pub mod judge;
@@ -48,13 +54,16 @@ pub mod prompts;
 pub mod results;
 pub mod revision;
 pub mod rubric;
+mod run;
 mod scorer;
 pub mod semantic;
 pub mod stored;
 pub mod structured;
 
+pub use config::{ConnectError, ConnectJudges, RubricChoice, ScoringConfig, SuiteOverride};
 pub use error::ScoreError;
 pub use judge::{JudgeModel, Panel};
 pub use rubric::Rubric;
-pub use scorer::{score_run, ScoreOptions, MAX_RANK};
+pub use run::{score_run, score_suite, suite_source};
+pub use scorer::{score_loaded, ScoreOptions, MAX_RANK};
 pub use semantic::BertScoreSetting;

@@ -12,6 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use nmb_bertscore::{baseline_from_file, baseline_row, BertScorer, EncoderConfig, ScoreOptions};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::results::{BaselineInfo, BertScoreConfig, BertScoreResult};
@@ -27,14 +28,19 @@ const SHIPPED_BASELINES: &[(&str, &str, &str)] = &[(
     include_str!("../data/bertscore-baselines/all-MiniLM-L6-v2.tsv"),
 )];
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Whether and how BERTScore is computed. Serialised as `"off"` or `{"model": {"dir": ..., ...}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum BertScoreSetting {
     Off,
     /// A BERT/RoBERTa directory and the layer (`None`: the last layer), idf weighting, baseline rescaling.
     Model {
         dir: PathBuf,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         layer: Option<usize>,
+        #[serde(default)]
         idf: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         rescale: Option<Rescale>,
     },
 }
@@ -51,8 +57,9 @@ impl BertScoreSetting {
     }
 }
 
-/// Where rescaling baselines come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where rescaling baselines come from. Serialised as `"default"` or `{"file": PATH}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Rescale {
     /// A file in bert-score's format (`LAYER,P,R,F`).
     File(PathBuf),

@@ -6,18 +6,18 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use nmb_requests::{HttpOptions, ModelSpec, Scheduler, SchedulerConfig, Transport};
-use nmb_run::{connect_model, ConnectOptions};
+use nmb_requests::{ModelSpec, Transport};
+use nmb_run::{connect_model, ConnectError, ConnectOptions};
 use nmb_score::cost::Prices;
 use nmb_score::results::{Aggregation, GroupAggregate, PassAtK, ScoreReport};
 use nmb_score::semantic::Rescale;
 use nmb_score::structured::StructuredReport;
-use nmb_score::{stored, BertScoreSetting, JudgeModel, Rubric, ScoreOptions};
+use nmb_score::{BertScoreSetting, JudgeModel, RubricChoice, ScoringConfig, SuiteOverride};
 use nmb_stats::{BootstrapConfig, Estimate, DEFAULT_RESAMPLES, DEFAULT_SEED};
-use nmb_store::{Manifest, Store, SuiteSource};
-use nmb_suite::{Filter, Level, LoadOptions, Suite};
+use nmb_store::Store;
+use nmb_suite::{Filter, Level, Suite};
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -156,29 +156,86 @@ pub struct ScoreArgs {
     pub json: bool,
 }
 
+impl ScoringArgs {
+    /// The typed scoring configuration these flags describe, with `bootstrap`.
+    pub fn config(&self, bootstrap: BootstrapConfig) -> Result<ScoringConfig> {
+        let judges = self
+            .judges
+            .iter()
+            .map(|j| ModelSpec::parse(j).with_context(|| format!("--judge {j}")))
+            .collect::<Result<_>>()?;
+        let rubric = match (&self.rubric, self.no_rubric) {
+            (_, true) => RubricChoice::Off,
+            (Some(path), false) => RubricChoice::File(path.clone()),
+            (None, false) => RubricChoice::Builtin,
+        };
+        let bertscore = if self.no_bertscore {
+            BertScoreSetting::Off
+        } else {
+            BertScoreSetting::Model {
+                dir: self.bertscore_model.clone(),
+                layer: self.bertscore_layer,
+                idf: self.bertscore_idf,
+                rescale: self.bertscore_rescale.as_deref().map(|r| match r {
+                    "default" => Rescale::Default,
+                    file => Rescale::File(PathBuf::from(file)),
+                }),
+            }
+        };
+        Ok(ScoringConfig {
+            judges,
+            aggregation: self.jury_aggregate.into(),
+            rubric,
+            taxonomy: !self.no_taxonomy,
+            taxonomy_labels: self.taxonomy_labels.clone(),
+            bertscore,
+            max_reasks: self.max_reasks,
+            judge_concurrency: self.judge_concurrency,
+            prices: Prices::from_specs(&self.prices).map_err(anyhow::Error::msg)?,
+            bootstrap,
+            suite: SuiteOverride::default(),
+        })
+    }
+}
+
+impl ScoreArgs {
+    /// The scoring configuration of `nmb score`: the scoring flags, the bootstrap, and the suite flags that
+    /// replace what the run's manifest records.
+    pub fn config(&self) -> Result<ScoringConfig> {
+        let mut config = self.scoring.config(self.bootstrap.config())?;
+        config.suite = SuiteOverride {
+            spec: self.suite.clone(),
+            answers: self.answers.clone(),
+            filters: self.filters.clone(),
+            level: self.level,
+        };
+        Ok(config)
+    }
+}
+
 pub fn run(args: ScoreArgs, at: &StoreAt) -> Result<ExitCode> {
+    let config = args.config()?;
+    let store = open_store(at)?;
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    let report = runtime.block_on(score(&args, at))?;
+    let report = runtime
+        .block_on(nmb_score::score_run(
+            &store,
+            &args.run_id,
+            &config,
+            &connect_judge,
+        ))
+        .with_context(|| format!("cannot score run {}", args.run_id))?;
     print_report(&report, args.json)?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Scores the run and stores the report; used by `nmb score` (and `nmb eval` at its end).
-pub async fn score(args: &ScoreArgs, at: &StoreAt) -> Result<ScoreReport> {
-    let store = open_store(at)?;
-    let run = store.run(&args.run_id)?;
-    if let Some(judged) = run.manifest.judged_run() {
-        bail!(
-            "run {} holds judge calls, not model answers; score the run it judged ({judged})",
-            args.run_id
-        );
-    }
-    let suite = load_suite(args, &run.manifest)?;
-    let bootstrap = args.bootstrap.config();
-    score_loaded(&store, &args.run_id, &suite, &args.scoring, bootstrap).await
+/// What a scoring option would fail on, checked before `nmb eval` asks any model.
+pub fn check(args: &ScoringArgs) -> Result<()> {
+    args.config(BootstrapConfig::default())?.check()?;
+    Ok(())
 }
 
-/// Scores a run whose suite is already loaded and stores the report.
+/// Scores a run whose suite is already loaded and stores the report (`nmb eval` at its end).
 pub async fn score_loaded(
     store: &Arc<Store>,
     run_id: &str,
@@ -186,159 +243,24 @@ pub async fn score_loaded(
     args: &ScoringArgs,
     bootstrap: BootstrapConfig,
 ) -> Result<ScoreReport> {
-    let model = store.run(run_id)?.manifest.model;
-    let opts = options(args, &model, bootstrap)?;
-    let scheduler = Scheduler::new(SchedulerConfig::default());
-    let report = nmb_score::score_run(store, &scheduler, run_id, suite, &opts)
+    let config = args.config(bootstrap)?;
+    nmb_score::score_suite(store, run_id, suite, &config, &connect_judge)
         .await
-        .with_context(|| format!("cannot score run {run_id}"))?;
-    stored::save(store, &report).context("cannot store the score report")?;
-    Ok(report)
+        .with_context(|| format!("cannot score run {run_id}"))
 }
 
-fn options(args: &ScoringArgs, model: &str, bootstrap: BootstrapConfig) -> Result<ScoreOptions> {
-    let prices = Prices::from_specs(&args.prices).map_err(anyhow::Error::msg)?;
-    let judges = connect_judges(&args.judges)?;
-    let rubric = match (&args.rubric, args.no_rubric) {
-        (_, true) => None,
-        (Some(path), false) => Some(Rubric::load(path)?),
-        (None, false) => Some(Rubric::builtin()),
-    };
-    Ok(ScoreOptions {
-        judges,
-        aggregation: args.jury_aggregate.into(),
-        max_reasks: args.max_reasks,
-        judge_concurrency: args.judge_concurrency.max(1),
-        rubric,
-        taxonomy: !args.no_taxonomy,
-        human_labels: args.taxonomy_labels.clone(),
-        bertscore: bertscore_setting(args),
-        bootstrap,
-        price: prices.for_model(model),
-        ..ScoreOptions::default()
-    })
-}
-
-fn bertscore_setting(args: &ScoringArgs) -> BertScoreSetting {
-    if args.no_bertscore {
-        return BertScoreSetting::Off;
-    }
-    BertScoreSetting::Model {
-        dir: args.bertscore_model.clone(),
-        layer: args.bertscore_layer,
-        idf: args.bertscore_idf,
-        rescale: args.bertscore_rescale.as_deref().map(|r| match r {
-            "default" => Rescale::Default,
-            file => Rescale::File(PathBuf::from(file)),
-        }),
-    }
-}
-
-/// What can be checked before a run is evaluated, so that a bad scoring option fails before any model is asked
-/// rather than after: judge specs, the rubric file, the BERTScore baseline.
-pub fn check(args: &ScoringArgs) -> Result<()> {
-    Prices::from_specs(&args.prices).map_err(anyhow::Error::msg)?;
-    for j in &args.judges {
-        ModelSpec::parse(j).with_context(|| format!("--judge {j}"))?;
-    }
-    if let (Some(path), false) = (&args.rubric, args.no_rubric) {
-        Rubric::load(path)?;
-    }
-    nmb_score::semantic::check(&bertscore_setting(args)).context("BERTScore options")?;
-    Ok(())
-}
-
-fn connect_judges(specs: &[String]) -> Result<Vec<JudgeModel>> {
-    if specs.is_empty() {
-        return Ok(Vec::new());
-    }
-    // One HTTP client for every judge.
+/// Judges connect like models do, `local:` ones included.
+fn connect_judge(spec: &ModelSpec, transport: &Transport) -> Result<JudgeModel, ConnectError> {
     let options = ConnectOptions {
-        transport: Some(Transport::new(&HttpOptions::default()).context("cannot set up HTTP")?),
+        transport: Some(transport.clone()),
         ..ConnectOptions::default()
     };
-    specs
-        .iter()
-        .map(|s| {
-            let connected = connect_model(&ModelSpec::parse(s)?, &options)
-                .with_context(|| format!("--judge {s}"))?;
-            Ok(JudgeModel {
-                spec: ModelSpec::identity_of(&connected.spec.to_string()),
-                backend: connected.backend,
-                identity: connected.identity,
-            })
-        })
-        .collect()
-}
-
-/// The suite named on the command line, else the one the manifest names.
-fn load_suite(args: &ScoreArgs, manifest: &Manifest) -> Result<Suite> {
-    let source = &manifest.suite_source;
-    let spec = args
-        .suite
-        .clone()
-        .or_else(|| source.suite_spec.clone())
-        .or_else(|| {
-            let bundled = ["sample", nmb_suite::sample::structured::SUITE_ID];
-            bundled
-                .contains(&manifest.suite_id.as_str())
-                .then(|| manifest.suite_id.clone())
-        });
-    let Some(spec) = spec else {
-        bail!(
-            "run {} was made on suite {:?}, and its manifest does not say where that suite is; pass --suite \
-             (and --answers if it has an answer key)",
-            args.run_id,
-            manifest.suite_id
-        );
-    };
-    let answers = args
-        .answers
-        .clone()
-        .or_else(|| source.answers_path.as_ref().map(PathBuf::from));
-    let filters = if args.filters.is_empty() {
-        manifest_filters(source)?
-    } else {
-        args.filters.clone()
-    };
-    let level = match args.level {
-        Some(l) => Some(l),
-        None => source
-            .level
-            .as_deref()
-            .map(|l| l.parse::<Level>())
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("run manifest level: {e}"))?,
-    };
-    let map = source
-        .map
-        .iter()
-        .flatten()
-        .map(|m| super::suite::parse_map(m).map_err(anyhow::Error::msg))
-        .collect::<Result<Vec<_>>>()
-        .context("run manifest map")?;
-    let opts = LoadOptions {
-        filters,
-        answers,
-        level,
-        map,
-        text_only: manifest.input_mode == "text",
-    };
-    let loaded =
-        nmb_suite::load(&spec, &opts).with_context(|| format!("cannot load suite {spec}"))?;
-    Ok(loaded.suite)
-}
-
-fn manifest_filters(source: &SuiteSource) -> Result<Vec<Filter>> {
-    source
-        .filters
-        .iter()
-        .flatten()
-        .map(|f| {
-            f.parse::<Filter>()
-                .map_err(|e| anyhow::anyhow!("run manifest filter {f:?}: {e}"))
-        })
-        .collect()
+    let connected = connect_model(spec, &options)?;
+    Ok(JudgeModel {
+        spec: connected.spec.to_string(),
+        backend: connected.backend,
+        identity: connected.identity,
+    })
 }
 
 pub fn print_report(report: &ScoreReport, json: bool) -> Result<()> {

@@ -181,7 +181,7 @@ fn score(store: &Arc<Store>, run_id: &str, suite: &Suite) -> ScoreReport {
     };
     opts.bootstrap.resamples = 500;
     let scheduler = nmb_requests::Scheduler::new(nmb_requests::SchedulerConfig::default());
-    rt.block_on(nmb_score::score_run(
+    rt.block_on(nmb_score::score_loaded(
         store, &scheduler, run_id, suite, &opts,
     ))
     .expect("scoring runs")

@@ -99,8 +99,9 @@ struct Work<'a> {
     lesion_rules: Vec<(Field, Option<String>, Option<RuleVerdict>)>,
 }
 
-/// Scores `run_id` against `suite` (which must hold the tasks the run answered, with their answer key).
-pub async fn score_run(
+/// Scores `run_id` against `suite` (which must hold the tasks the run answered, with their answer key) with
+/// judges already connected, and gives the report back without storing it.
+pub async fn score_loaded(
     store: &Arc<Store>,
     scheduler: &Scheduler,
     run_id: &str,

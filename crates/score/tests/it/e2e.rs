@@ -12,7 +12,7 @@ use nmb_score::results::{
     Aggregation, ErrorCategory, GroupAggregate, LabelSource, MatchMethod, SampleStatus, ScoreReport,
 };
 use nmb_score::semantic::Rescale;
-use nmb_score::{score_run, stored, BertScoreSetting, ScoreOptions};
+use nmb_score::{score_loaded, stored, BertScoreSetting, ScoreOptions};
 use nmb_stats::BootstrapConfig;
 use nmb_suite::{Family, Level};
 
@@ -178,14 +178,14 @@ async fn a_jury_scores_the_sample_run_and_rescoring_is_bit_identical() {
         bootstrap: boot(),
         ..ScoreOptions::default()
     };
-    let first = score_run(&env.store, &env.scheduler, &env.run_id, &env.suite, &opts)
+    let first = score_loaded(&env.store, &env.scheduler, &env.run_id, &env.suite, &opts)
         .await
         .unwrap();
     stored::save(&env.store, &first).unwrap();
     let judge_calls = env.judge_server.request_count();
     assert!(judge_calls > 0);
 
-    let second = score_run(&env.store, &env.scheduler, &env.run_id, &env.suite, &opts)
+    let second = score_loaded(&env.store, &env.scheduler, &env.run_id, &env.suite, &opts)
         .await
         .unwrap();
     stored::save(&env.store, &second).unwrap();
@@ -445,7 +445,7 @@ async fn without_a_judge_inconclusive_matches_stay_unresolved_and_compare_finds_
         bootstrap: boot(),
         ..ScoreOptions::default()
     };
-    let plain = score_run(&env.store, &env.scheduler, &env.run_id, &env.suite, &base)
+    let plain = score_loaded(&env.store, &env.scheduler, &env.run_id, &env.suite, &base)
         .await
         .unwrap();
     assert_eq!(env.judge_server.request_count(), 0);
@@ -484,7 +484,7 @@ async fn without_a_judge_inconclusive_matches_stay_unresolved_and_compare_finds_
         judges: vec![env.judge("judge-b")],
         ..base
     };
-    let judged = score_run(
+    let judged = score_loaded(
         &env.store,
         &env.scheduler,
         &env.run_id,
@@ -593,7 +593,7 @@ async fn bertscore_idf_and_rescaling_are_applied_and_recorded() {
             env.run_id.clone(),
             env.suite.clone(),
         );
-        async move { score_run(&store, &scheduler, &run_id, &suite, &opts).await }
+        async move { score_loaded(&store, &scheduler, &run_id, &suite, &opts).await }
     };
     let raw = score(with(false, None)).await.unwrap();
     let raw_config = serde_json::to_value(&raw.config.bertscore).unwrap();

@@ -127,7 +127,7 @@ pub fn score(
             }
         };
         let scheduler = Scheduler::new(SchedulerConfig::default());
-        nmb_score::score_run(store, &scheduler, run_id, suite, &opts)
+        nmb_score::score_loaded(store, &scheduler, run_id, suite, &opts)
             .await
             .expect("scoring runs")
     })

@@ -1,6 +1,15 @@
-//! The one path every model call takes, for evaluations and judges alike: store the prompt once, answer from
-//! the response cache when it can, else call through the scheduler and record the call, its raw body and each
-//! sample's answer before anyone counts it as done. API keys are redacted from everything stored.
+//! Recording model calls: the one path every model call takes, for evaluations and judges alike. Store the
+//! prompt once, answer from the response cache when it can, else call through the scheduler and record the call,
+//! its raw body and each sample's answer before anyone counts it as done. API keys are redacted from everything
+//! stored.
+//!
+//! It lives apart from the evaluation loop (`nmb-run`) so that what asks models without evaluating a suite
+//! (scoring's judges, `nmb-score`) records its calls the same way without depending on the loop or on the
+//! backends it can connect (`nmb-local`).
+//!
+//! It owns [`Recorder`] and what one call is made of ([`Prompt`], [`CallSpec`], [`CallResult`]). It does not
+//! decide which samples need a call or how a run is resumed (`nmb-run`), speak any wire format, schedule or
+//! retry (`nmb-requests`), or lay out rows on disk (`nmb-store`).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
