@@ -16,6 +16,8 @@ use nmb_store::Store;
 use nmb_suite::{Filter, Level};
 use serde_json::json;
 
+use nmb_score::ScoringConfig;
+
 use super::score::ScoringArgs;
 use crate::progress::{count, duration, Reporter};
 
@@ -292,14 +294,18 @@ impl EvalArgs {
         }
     }
 
-    /// What this invocation prints and writes besides the run.
-    pub fn output(&self) -> Output<'_> {
-        Output {
+    /// What this invocation prints, writes and scores besides the run.
+    pub fn output(&self) -> Result<Output> {
+        let scoring = match self.no_score {
+            true => None,
+            false => Some(self.scoring.config(BootstrapConfig::default())?),
+        };
+        Ok(Output {
             json: self.json,
             quiet: self.quiet,
             report: self.report.clone(),
-            scoring: (!self.no_score).then_some(&self.scoring),
-        }
+            scoring,
+        })
     }
 }
 
@@ -311,13 +317,13 @@ pub fn claiming_on(at: &StoreAt) -> Option<nmb_run::Claiming> {
 
 /// What one invocation prints, writes and scores after its evaluation.
 #[derive(Clone)]
-pub struct Output<'a> {
+pub struct Output {
     pub json: bool,
     pub quiet: bool,
     /// Also write the run's report into this folder.
     pub report: Option<PathBuf>,
     /// Score the run at the end with these options; `None` leaves it unscored.
-    pub scoring: Option<&'a ScoringArgs>,
+    pub scoring: Option<ScoringConfig>,
 }
 
 pub fn run(args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
@@ -331,7 +337,7 @@ pub fn run(args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     if args.dry_run {
         return dry_run(&config, args.json);
     }
-    run_one(&config, &args.invocation(at), &args.output(), at)?;
+    run_one(&config, &args.invocation(at), &args.output()?, at)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -361,8 +367,10 @@ pub fn run_with(
     at: &StoreAt,
     shared: Option<Scheduler>,
 ) -> Result<Ran> {
-    if let Some(scoring) = out.scoring {
-        super::score::check(scoring).context("a scoring option would fail after the evaluation")?;
+    if let Some(scoring) = &out.scoring {
+        scoring
+            .check()
+            .context("a scoring option would fail after the evaluation")?;
     }
     if config.model.backend == BackendKind::Local {
         eprintln!("loading local model {} ...", config.model.model);
@@ -402,15 +410,16 @@ pub fn run_with(
         super::worker::print_planned(&outcome, at, out.json);
         return Ok(ran);
     }
-    let scores = match out.scoring {
+    let scores = match &out.scoring {
         Some(scoring) if !outcome.stopped_early => {
-            Some(runtime.block_on(super::score::score_loaded(
-                &store,
-                &outcome.run_id,
-                &suite,
-                scoring,
-                BootstrapConfig::default(),
-            ))?)
+            let run_id = &outcome.run_id;
+            let connect = &super::score::connect_judge;
+            let scoring = nmb_score::score_suite(&store, run_id, &suite, scoring, connect);
+            Some(
+                runtime
+                    .block_on(scoring)
+                    .with_context(|| format!("cannot score run {run_id}"))?,
+            )
         }
         _ => None,
     };
@@ -651,26 +660,4 @@ fn report(
     }
     println!("run id: {}", s.run_id);
     Ok(())
-}
-
-/// The scoring `nmb eval` does by default, for evaluations that are not started from its command line.
-impl Default for ScoringArgs {
-    fn default() -> Self {
-        ScoringArgs {
-            judges: Vec::new(),
-            jury_aggregate: super::score::AggregateArg::Majority,
-            rubric: None,
-            no_rubric: false,
-            no_taxonomy: false,
-            taxonomy_labels: None,
-            bertscore_model: PathBuf::from(nmb_score::semantic::DEFAULT_MODEL_DIR),
-            bertscore_layer: None,
-            bertscore_idf: false,
-            bertscore_rescale: None,
-            no_bertscore: false,
-            max_reasks: 2,
-            judge_concurrency: 8,
-            prices: Vec::new(),
-        }
-    }
 }

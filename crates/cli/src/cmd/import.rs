@@ -20,8 +20,8 @@ use serde_json::{Map, Value};
 use nmb_run::{EvalConfig, Invocation, Resume};
 
 use super::eval;
-use super::score::ScoringArgs;
 use crate::store_at::StoreAt;
+use nmb_score::ScoringConfig;
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -409,15 +409,15 @@ impl HumanRun {
                 .clone()
                 .unwrap_or_else(|| format!("{} (human)", self.spec.model)),
         );
-        let scoring = ScoringArgs {
-            no_bertscore: self.no_bertscore,
-            ..ScoringArgs::default()
-        };
+        let mut scoring = ScoringConfig::default();
+        if self.no_bertscore {
+            scoring.bertscore = nmb_score::BertScoreSetting::Off;
+        }
         let out = eval::Output {
             json: self.json,
             quiet: self.quiet,
             report: None,
-            scoring: (!self.no_score).then_some(&scoring),
+            scoring: (!self.no_score).then_some(scoring),
         };
         let invocation = Invocation {
             resume,

@@ -17,7 +17,7 @@ use nmb_score::structured::StructuredReport;
 use nmb_score::{BertScoreSetting, JudgeModel, RubricChoice, ScoringConfig, SuiteOverride};
 use nmb_stats::{BootstrapConfig, Estimate, DEFAULT_RESAMPLES, DEFAULT_SEED};
 use nmb_store::Store;
-use nmb_suite::{Filter, Level, Suite};
+use nmb_suite::{Filter, Level};
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -229,28 +229,8 @@ pub fn run(args: ScoreArgs, at: &StoreAt) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What a scoring option would fail on, checked before `nmb eval` asks any model.
-pub fn check(args: &ScoringArgs) -> Result<()> {
-    args.config(BootstrapConfig::default())?.check()?;
-    Ok(())
-}
-
-/// Scores a run whose suite is already loaded and stores the report (`nmb eval` at its end).
-pub async fn score_loaded(
-    store: &Arc<Store>,
-    run_id: &str,
-    suite: &Suite,
-    args: &ScoringArgs,
-    bootstrap: BootstrapConfig,
-) -> Result<ScoreReport> {
-    let config = args.config(bootstrap)?;
-    nmb_score::score_suite(store, run_id, suite, &config, &connect_judge)
-        .await
-        .with_context(|| format!("cannot score run {run_id}"))
-}
-
 /// Judges connect like models do, `local:` ones included.
-fn connect_judge(spec: &ModelSpec, transport: &Transport) -> Result<JudgeModel, ConnectError> {
+pub fn connect_judge(spec: &ModelSpec, transport: &Transport) -> Result<JudgeModel, ConnectError> {
     let options = ConnectOptions {
         transport: Some(transport.clone()),
         ..ConnectOptions::default()

@@ -17,7 +17,7 @@ use nmb_study::{Cell, Study};
 use serde_json::json;
 
 use super::eval::{run_one, run_with, EvalArgs, Output, Ran};
-use super::score::ScoringArgs;
+use nmb_score::ScoringConfig;
 
 pub fn run(config: &Path, top: &EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     let study = nmb_study::read(config)?;
@@ -30,11 +30,13 @@ pub fn run(config: &Path, top: &EvalArgs, at: &StoreAt) -> Result<ExitCode> {
         return dry_run(&study, &cells);
     }
     let models: BTreeSet<&str> = cells.iter().map(|c| c.model.as_str()).collect();
-    let scoring = scoring(&study, &cells);
     let how = How {
         top,
         at,
-        scoring: (!top.no_score).then_some(&scoring),
+        scoring: match top.no_score {
+            true => None,
+            false => Some(scoring(&study, &cells)?),
+        },
     };
     let (runs, stopped) = if cap.is_none() && models.len() > 1 {
         (in_parallel(&study, &cells, &how)?, None)
@@ -76,7 +78,7 @@ type Done<'a> = Vec<(&'a Cell, Ran)>;
 struct How<'a> {
     top: &'a EvalArgs,
     at: &'a StoreAt,
-    scoring: Option<&'a ScoringArgs>,
+    scoring: Option<ScoringConfig>,
 }
 
 impl How<'_> {
@@ -92,29 +94,38 @@ impl How<'_> {
         }
     }
 
-    fn output(&self, quiet: bool) -> Output<'_> {
+    fn output(&self, quiet: bool) -> Output {
         Output {
             json: false,
             quiet,
             report: None,
-            scoring: self.scoring,
+            scoring: self.scoring.clone(),
         }
     }
 }
 
 /// The run file's scoring for every cell: its judges, BERTScore and rubric switches, and the models' prices.
-fn scoring(study: &Study, cells: &[Cell]) -> ScoringArgs {
+fn scoring(study: &Study, cells: &[Cell]) -> Result<ScoringConfig> {
     let s = &study.file.scoring;
-    ScoringArgs {
-        judges: s.judges.clone(),
-        no_bertscore: s.bertscore == Some(false),
-        no_rubric: s.rubric == Some(false),
-        prices: cells
-            .iter()
-            .filter_map(|c| c.price.map(|[i, o]| format!("{}={i},{o}", c.model)))
-            .collect(),
-        ..ScoringArgs::default()
+    let mut config = ScoringConfig::default();
+    for judge in &s.judges {
+        let spec = nmb_requests::ModelSpec::parse(judge)
+            .with_context(|| format!("{}: scoring.judges", study.path.display()))?;
+        config.judges.push(spec);
     }
+    if s.bertscore == Some(false) {
+        config.bertscore = nmb_score::BertScoreSetting::Off;
+    }
+    if s.rubric == Some(false) {
+        config.rubric = nmb_score::RubricChoice::Off;
+    }
+    for c in cells {
+        if let Some([i, o]) = c.price {
+            let spec = format!("{}={i},{o}", c.model);
+            config.prices.add_spec(&spec).map_err(anyhow::Error::msg)?;
+        }
+    }
+    Ok(config)
 }
 
 /// Cells one after another (with a cap, which needs what the previous cells spent); the first that stops at the

@@ -81,7 +81,7 @@ pub(super) fn run(mut args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     let (mut config, invocation) = (args.config()?, args.invocation(at));
     let output = Output {
         report: None,
-        ..args.output()
+        ..args.output()?
     };
     let mut runs = Vec::new();
     for (i, (label, template)) in variants.iter().enumerate() {
