@@ -14,7 +14,8 @@
 //!   the full results;
 //! - a leaderboard export in the Neural-MedBench site's `js/data.js` shape.
 //!
-//! Everything a model wrote is untrusted: it is escaped in every HTML context ([`html::escape`]); images are
+//! Everything a model wrote is untrusted: it is escaped in every HTML context ([`html::escape`], which is
+//! `nmb-table`'s); images are
 //! decoded and re-encoded as small PNG thumbnails, never embedded as stored.
 //!
 //! It does not score (that is `nmb-score`, whose [`ScoreReport`] it reads), call models, or change the store.
@@ -32,16 +33,17 @@ mod markdown;
 mod neurovlm;
 mod paired;
 mod revision;
+mod summary;
 mod svg;
 pub mod sweep;
 mod table;
+pub mod terminal;
 mod thumbs;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 pub use analysis::{build, Analysis, CostEstimate, ModelPoint, Price, Prices, TwoAxis};
-pub use calibration::review_section_html;
 pub use input::{load_run, scores_from_file, stored_scores, RunData, TaskPrompt, Thumbnail};
 pub use leaderboard::{
     leaderboard, model_data, read_data_js, vendor, Leaderboard, LeaderboardEntry,
