@@ -597,9 +597,12 @@ pub struct TaskScore {
 }
 
 /// Which breakdown a [`GroupAggregate`] belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Breakdown {
+    #[default]
     Overall,
     LevelFamily,
     Family,
@@ -609,7 +612,7 @@ pub enum Breakdown {
 }
 
 /// Scores of one group of tasks (one level and family, one disease group, ...).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GroupAggregate {
     pub by: Breakdown,
     /// Set for the breakdowns that group by it.
@@ -647,7 +650,7 @@ pub struct GroupAggregate {
 }
 
 /// pass@k in both readings. Never one without its label.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PassAtK {
     pub k: usize,
     /// Reading (a): unbiased estimator over each task's n samples, `1 - C(n-c,k)/C(n,k)`, averaged over the
