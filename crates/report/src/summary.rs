@@ -200,6 +200,7 @@ pub fn level_family(runs: &[ScoredRun], overall: bool) -> Table {
                 ("unresolved", true),
                 ("rubric overall", true),
                 ("BERTScore F1", true),
+                ("median answer words", true),
             ],
         ),
     );
@@ -231,6 +232,7 @@ pub fn level_family(runs: &[ScoredRun], overall: bool) -> Table {
                     "",
                 ),
                 number(g.bertscore.as_ref().and_then(|x| x.f.as_ref()), 1.0, 3, ""),
+                number(g.answer_words.as_ref(), 1.0, 1, ""),
             ]);
             t.push(row);
         }

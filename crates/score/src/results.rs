@@ -311,6 +311,10 @@ pub struct SampleScore {
     /// in turn order; see [`crate::revision`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turns: Option<Vec<crate::revision::TurnScore>>,
+    /// Words in the final answer (split at white space), for every sample the model answered; `None` for
+    /// errored and pending samples and in reports stored before it was counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_words: Option<usize>,
 }
 
 /// How an answer was read.
@@ -647,6 +651,10 @@ pub struct GroupAggregate {
     pub taxonomy: Option<TaxonomyDistribution>,
     /// Breadth families only.
     pub breadth: Option<BreadthAggregate>,
+    /// Median words per answer over the group's answered samples (parse failures included), with a
+    /// case-clustered bootstrap CI; `None` without an answer and in reports stored before it was counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_words: Option<Estimate>,
 }
 
 /// pass@k in both readings. Never one without its label.
@@ -846,6 +854,7 @@ mod tests {
             breadth: None,
             structured: None,
             turns: None,
+            answer_words: None,
         };
         let text = serde_json::to_string(&s).unwrap();
         assert!(text.contains("\"status\":\"parse_failed\""), "{text}");
