@@ -64,12 +64,6 @@ pub enum ReportError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot write CSV {path}: {source}")]
-    Csv {
-        path: PathBuf,
-        #[source]
-        source: csv::Error,
-    },
     #[error("unknown report format {0:?}; expected html, md, csv or json")]
     UnknownFormat(String),
     #[error("no runs given; name at least one run id")]
@@ -202,22 +196,18 @@ pub fn write_report(runs: &[RunData], opts: &ReportOptions) -> Result<Written, R
     }
     if opts.formats.contains(&Format::Csv) {
         let samples = file("samples.csv");
-        write_text(&samples, &csv_out::samples(&samples, runs)?, opts)?;
+        write_text(&samples, &csv_out::samples(runs), opts)?;
         let aggregate = file("aggregate.csv");
-        write_text(
-            &aggregate,
-            &csv_out::aggregate(&aggregate, runs, &analysis)?,
-            opts,
-        )?;
+        write_text(&aggregate, &csv_out::aggregate(runs, &analysis), opts)?;
         written.csv_samples = Some(samples);
         written.csv_aggregate = Some(aggregate);
-        let structured = file("structured.csv");
-        if let Some(text) = csv_out::structured(&structured, runs, &analysis)? {
+        if let Some(text) = csv_out::structured(runs, &analysis) {
+            let structured = file("structured.csv");
             write_text(&structured, &text, opts)?;
             written.structured_csv = Some(structured);
         }
-        let sweep = file("sweep.csv");
-        if let Some(text) = csv_out::sweep(&sweep, &analysis)? {
+        if let Some(text) = csv_out::sweep(&analysis) {
+            let sweep = file("sweep.csv");
             write_text(&sweep, &text, opts)?;
             written.sweep_csv = Some(sweep);
         }
