@@ -1,5 +1,5 @@
 //! `nmb score`'s summary for a terminal: what was scored and how, then the level × family and breadth tables
-//! built for the reports ([`crate::summary`]) as aligned text, then NeuroVLM-Bench, label-set and consult
+//! built for the reports (the summary module) as aligned text, then NeuroVLM-Bench, label-set and consult
 //! numbers in brief. `nmb score --json` and the reports carry every number.
 
 use std::fmt::Write;
