@@ -1,15 +1,16 @@
-//! CSV for pandas: one row per sample (`samples.csv`), one row per run and group (`aggregate.csv`), and for runs
-//! with NeuroVLM-Bench scores one row per run and number (`structured.csv`).
+//! CSV for pandas: one row per sample (`samples.csv`), one row per run and group (`aggregate.csv`), for runs
+//! with NeuroVLM-Bench scores one row per run and number (`structured.csv`), and for prompt sweeps one row per
+//! number (`sweep.csv`). Each is a [`Table`] of raw values (a CI as two columns, never as text) written by
+//! [`Table::csv`].
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use nmb_score::results::{Breakdown, GroupAggregate, SampleScore};
 use nmb_stats::Estimate;
 
 use crate::analysis::Analysis;
 use crate::input::RunData;
-use crate::ReportError;
+use crate::table::{Cell, Table};
 
 const SAMPLE_COLUMNS: &[&str] = &[
     "run_id",
@@ -59,28 +60,21 @@ fn enum_text<T: serde::Serialize>(v: &T) -> String {
         .unwrap_or_default()
 }
 
-/// The CSV text written so far.
-fn finish(w: csv::Writer<Vec<u8>>, path: &Path) -> Result<String, ReportError> {
-    let bytes = w.into_inner().map_err(|e| ReportError::Write {
-        path: path.to_path_buf(),
-        source: e.into_error(),
-    })?;
-    // Every field came from Rust strings, so the bytes are UTF-8.
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+/// A table of plain text cells under `columns`, for CSV.
+fn csv_table(columns: &[&str]) -> Table {
+    let columns: Vec<(&str, bool)> = columns.iter().map(|c| (*c, false)).collect();
+    Table::new("", &columns)
 }
 
-fn csv_err(path: &Path) -> impl Fn(csv::Error) -> ReportError + '_ {
-    move |source| ReportError::Csv {
-        path: path.to_path_buf(),
-        source,
-    }
+/// One CSV record.
+fn record<S: Into<String>>(fields: impl IntoIterator<Item = S>) -> Vec<Cell> {
+    fields.into_iter().map(Cell::new).collect()
 }
 
 /// Usage columns count every call a sample's turns used; a call that answered n samples appears in each of
 /// their rows, so sum over distinct `call_ids` for totals.
-pub fn samples(path: &Path, runs: &[RunData]) -> Result<String, ReportError> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(SAMPLE_COLUMNS).map_err(csv_err(path))?;
+pub fn samples(runs: &[RunData]) -> String {
+    let mut t = csv_table(SAMPLE_COLUMNS);
     for r in runs {
         let scored = r.scored();
         for s in &r.samples {
@@ -165,10 +159,10 @@ pub fn samples(path: &Path, runs: &[RunData]) -> Result<String, ReportError> {
                 structured_fields(sc),
                 s.final_text.clone().unwrap_or_default(),
             ];
-            w.write_record(&row).map_err(csv_err(path))?;
+            t.push(record(row));
         }
     }
-    finish(w, path)
+    t.csv()
 }
 
 /// The safety flags a structured answer raised, `;`-separated.
@@ -245,13 +239,8 @@ fn est(e: Option<&Estimate>) -> [String; 3] {
     }
 }
 
-pub fn aggregate(
-    path: &Path,
-    runs: &[RunData],
-    analysis: &Analysis,
-) -> Result<String, ReportError> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(AGGREGATE_COLUMNS).map_err(csv_err(path))?;
+pub fn aggregate(runs: &[RunData], analysis: &Analysis) -> String {
+    let mut t = csv_table(AGGREGATE_COLUMNS);
     for (r, cost) in runs.iter().zip(&analysis.costs) {
         let Some(s) = &r.scores else { continue };
         let groups = std::iter::once(&s.overall)
@@ -311,10 +300,10 @@ pub fn aggregate(
             } else {
                 String::new()
             });
-            w.write_record(&row).map_err(csv_err(path))?;
+            t.push(record(row));
         }
     }
-    finish(w, path)
+    t.csv()
 }
 
 fn counts(g: &GroupAggregate) -> Vec<String> {
@@ -340,21 +329,16 @@ const STRUCTURED_COLUMNS: &[&str] = &[
 ];
 
 /// `structured.csv`: one row per run and NeuroVLM-Bench number, or `None` when no run has structured scores.
-pub fn structured(
-    path: &Path,
-    runs: &[RunData],
-    analysis: &Analysis,
-) -> Result<Option<String>, ReportError> {
+pub fn structured(runs: &[RunData], analysis: &Analysis) -> Option<String> {
     let sections = crate::neurovlm::sections(runs, analysis);
     if sections.is_empty() {
-        return Ok(None);
+        return None;
     }
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(STRUCTURED_COLUMNS).map_err(csv_err(path))?;
+    let mut t = csv_table(STRUCTURED_COLUMNS);
     for s in &sections {
         for row in crate::neurovlm::rows(s) {
             let (lo, hi) = row.ci.map_or((None, None), |(l, h)| (Some(l), Some(h)));
-            let record = [
+            t.push(record([
                 s.run.info.run_id.clone(),
                 s.run.name(),
                 row.section.to_string(),
@@ -365,11 +349,10 @@ pub fn structured(
                 opt(lo),
                 opt(hi),
                 opt(row.n),
-            ];
-            w.write_record(&record).map_err(csv_err(path))?;
+            ]));
         }
     }
-    finish(w, path).map(Some)
+    Some(t.csv())
 }
 
 const SWEEP_COLUMNS: &[&str] = &[
@@ -391,15 +374,14 @@ const SWEEP_COLUMNS: &[&str] = &[
 
 /// `sweep.csv`: every prompt-sensitivity number (per model and variant its score, per model its range and SD,
 /// per suite and score Kendall's W and each rank flip), or `None` without a prompt sweep.
-pub fn sweep(path: &Path, analysis: &Analysis) -> Result<Option<String>, ReportError> {
+pub fn sweep(analysis: &Analysis) -> Option<String> {
     if analysis.sweep.is_empty() {
-        return Ok(None);
+        return None;
     }
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(SWEEP_COLUMNS).map_err(csv_err(path))?;
+    let mut t = csv_table(SWEEP_COLUMNS);
     for r in crate::sweep::rows(&analysis.sweep) {
         let [value, low, high] = est(r.estimate.as_ref());
-        let record = [
+        t.push(record([
             r.suite_id,
             r.suite_hash,
             r.metric.to_string(),
@@ -414,8 +396,7 @@ pub fn sweep(path: &Path, analysis: &Analysis) -> Result<Option<String>, ReportE
             high,
             opt(r.estimate.as_ref().map(|e| e.n)),
             r.detail,
-        ];
-        w.write_record(&record).map_err(csv_err(path))?;
+        ]));
     }
-    finish(w, path).map(Some)
+    Some(t.csv())
 }

@@ -2,7 +2,8 @@
 //! maybe), with the macro-F1 and per-label F1 their official scoring reports beside accuracy.
 
 use crate::input::RunData;
-use crate::table::{Cell, Table};
+use crate::summary::{run_columns, ScoredRun};
+use crate::table::{percent, Cell, Table};
 
 /// One row per run with label-set scores, or `None` when no run has them.
 pub fn table(runs: &[RunData]) -> Option<Table> {
@@ -10,9 +11,7 @@ pub fn table(runs: &[RunData]) -> Option<Table> {
         "Multiple-choice suites whose items all offer the same options: macro- and weighted-F1 over the labels and \
          each label's F1, with 95% bootstrap CIs over cases. An answer with no recognisable choice is a false \
          negative for its true label, never a false positive.",
-        &[
-            ("model", false),
-            ("suite", false),
+        &run_columns(&[
             ("labels", false),
             ("n", true),
             ("accuracy", true),
@@ -20,10 +19,10 @@ pub fn table(runs: &[RunData]) -> Option<Table> {
             ("weighted-F1", true),
             ("F1 per label", false),
             ("no choice", true),
-        ],
+        ]),
     );
-    for r in runs {
-        let Some(l) = r.scores.as_ref().and_then(|s| s.label_set.as_ref()) else {
+    for r in ScoredRun::of(runs) {
+        let Some(l) = &r.scores.label_set else {
             continue;
         };
         let per_label: Vec<String> = l
@@ -36,17 +35,17 @@ pub fn table(runs: &[RunData]) -> Option<Table> {
                 })
             })
             .collect();
-        t.push(vec![
-            Cell::new(r.name()),
-            Cell::new(r.manifest.suite_id.as_str()),
+        let mut row = r.cells();
+        row.extend([
             Cell::new(l.labels.join(" / ")),
             Cell::new(l.n.to_string()),
-            Cell::percent(Some(&l.accuracy)),
-            Cell::percent(Some(&l.macro_f1)),
-            Cell::percent(Some(&l.weighted_f1)),
+            percent(Some(&l.accuracy)),
+            percent(Some(&l.macro_f1)),
+            percent(Some(&l.weighted_f1)),
             Cell::new(per_label.join(" · ")),
             Cell::new(l.extraction_failures.to_string()),
         ]);
+        t.push(row);
     }
     (!t.rows.is_empty()).then_some(t)
 }

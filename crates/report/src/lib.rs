@@ -14,7 +14,8 @@
 //!   the full results;
 //! - a leaderboard export in the Neural-MedBench site's `js/data.js` shape.
 //!
-//! Everything a model wrote is untrusted: it is escaped in every HTML context ([`html::escape`]); images are
+//! Everything a model wrote is untrusted: it is escaped in every HTML context ([`html::escape`], which is
+//! `nmb-table`'s); images are
 //! decoded and re-encoded as small PNG thumbnails, never embedded as stored.
 //!
 //! It does not score (that is `nmb-score`, whose [`ScoreReport`] it reads), call models, or change the store.
@@ -32,16 +33,17 @@ mod markdown;
 mod neurovlm;
 mod paired;
 mod revision;
+mod summary;
 mod svg;
 pub mod sweep;
 mod table;
+pub mod terminal;
 mod thumbs;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 pub use analysis::{build, Analysis, CostEstimate, ModelPoint, Price, Prices, TwoAxis};
-pub use calibration::review_section_html;
 pub use input::{load_run, scores_from_file, stored_scores, RunData, TaskPrompt, Thumbnail};
 pub use leaderboard::{
     leaderboard, model_data, read_data_js, vendor, Leaderboard, LeaderboardEntry,
@@ -61,12 +63,6 @@ pub enum ReportError {
         path: PathBuf,
         #[source]
         source: std::io::Error,
-    },
-    #[error("cannot write CSV {path}: {source}")]
-    Csv {
-        path: PathBuf,
-        #[source]
-        source: csv::Error,
     },
     #[error("unknown report format {0:?}; expected html, md, csv or json")]
     UnknownFormat(String),
@@ -200,22 +196,18 @@ pub fn write_report(runs: &[RunData], opts: &ReportOptions) -> Result<Written, R
     }
     if opts.formats.contains(&Format::Csv) {
         let samples = file("samples.csv");
-        write_text(&samples, &csv_out::samples(&samples, runs)?, opts)?;
+        write_text(&samples, &csv_out::samples(runs), opts)?;
         let aggregate = file("aggregate.csv");
-        write_text(
-            &aggregate,
-            &csv_out::aggregate(&aggregate, runs, &analysis)?,
-            opts,
-        )?;
+        write_text(&aggregate, &csv_out::aggregate(runs, &analysis), opts)?;
         written.csv_samples = Some(samples);
         written.csv_aggregate = Some(aggregate);
-        let structured = file("structured.csv");
-        if let Some(text) = csv_out::structured(&structured, runs, &analysis)? {
+        if let Some(text) = csv_out::structured(runs, &analysis) {
+            let structured = file("structured.csv");
             write_text(&structured, &text, opts)?;
             written.structured_csv = Some(structured);
         }
-        let sweep = file("sweep.csv");
-        if let Some(text) = csv_out::sweep(&sweep, &analysis)? {
+        if let Some(text) = csv_out::sweep(&analysis) {
+            let sweep = file("sweep.csv");
             write_text(&sweep, &text, opts)?;
             written.sweep_csv = Some(sweep);
         }

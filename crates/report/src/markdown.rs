@@ -2,32 +2,14 @@
 
 use std::fmt::Write;
 
-use nmb_stats::Estimate;
-use nmb_suite::{Family, Level};
-
 use crate::analysis::Analysis;
 use crate::input::RunData;
+use crate::summary::{self, ScoredRun};
+use crate::table::Table;
 
 /// Table cells: no pipes or line breaks from any text.
 fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace(['\n', '\r'], " ")
-}
-
-fn pct(e: Option<&Estimate>) -> String {
-    e.map_or("–".into(), |e| {
-        format!(
-            "{:.1}% [{:.1}–{:.1}]",
-            e.value * 100.0,
-            e.ci_low * 100.0,
-            e.ci_high * 100.0
-        )
-    })
-}
-
-fn num(e: Option<&Estimate>, d: usize) -> String {
-    e.map_or("–".into(), |e| {
-        format!("{:.d$} [{:.d$}–{:.d$}]", e.value, e.ci_low, e.ci_high)
-    })
 }
 
 pub fn render(runs: &[RunData], analysis: &Analysis) -> String {
@@ -56,105 +38,31 @@ pub fn render(runs: &[RunData], analysis: &Analysis) -> String {
 }
 
 fn headline(m: &mut String, runs: &[RunData], analysis: &Analysis) {
-    m.push_str("## Headline\n\n| model | suite | samples ok/errored/pending | pass@1 (a) | pass@5 (a) | pass@1 (b) | pass@5 (b) | accuracy | tokens in/out | cost | latency p50/p90 ms |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (r, c) in runs.iter().zip(&analysis.costs) {
-        let o = r.scores.as_ref().map(|s| &s.overall);
-        let s = &r.summary;
-        let _ = writeln!(
-            m,
-            "| {} | {} | {}/{}/{} | {} | {} | {} | {} | {} | {}/{} | {} | {}/{} |",
-            cell(&r.name()),
-            cell(&r.manifest.suite_id),
-            s.samples_ok,
-            s.samples_errored,
-            s.samples_pending,
-            pct(o.and_then(|o| o.pass_at_1.unbiased_estimator.as_ref())),
-            pct(o.and_then(|o| o.pass_at_5.unbiased_estimator.as_ref())),
-            pct(o.and_then(|o| o.pass_at_1.top_k_in_answer.as_ref())),
-            pct(o.and_then(|o| o.pass_at_5.top_k_in_answer.as_ref())),
-            accuracy(r, o.and_then(|o| o.accuracy.as_ref())),
-            s.tokens_in,
-            s.tokens_out,
-            c.dollars.map_or("no price".into(), |d| format!("${d:.4}")),
-            s.latency_ms.p50,
-            s.latency_ms.p90,
-        );
-    }
-    m.push('\n');
-}
-
-/// The accuracy, with the clinician-corrected rate after it when a review measured the scoring's decisions.
-fn accuracy(r: &RunData, e: Option<&Estimate>) -> String {
-    match crate::calibration::corrected_note(r) {
-        Some(note) => format!("{} ({})", pct(e), cell(&note)),
-        None => pct(e),
+    section(m, "## Headline", &summary::headline(runs, analysis));
+    if let Some(t) = summary::errors_by_class(runs) {
+        section(m, "### Errored samples by class", &t);
     }
 }
 
 fn levels(m: &mut String, runs: &[RunData]) {
-    let mut rows = String::new();
-    for r in runs {
-        let Some(s) = &r.scores else { continue };
-        for g in s
-            .by_level_family
-            .iter()
-            .filter(|g| g.family.is_some_and(Family::is_depth))
-        {
-            let _ = writeln!(
-                rows,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                cell(&r.name()),
-                g.level.map_or("all", Level::as_str),
-                g.family.map_or("all", Family::as_str),
-                g.n,
-                pct(g.pass_at_1.unbiased_estimator.as_ref()),
-                pct(g.pass_at_5.unbiased_estimator.as_ref()),
-                pct(g.pass_at_1.top_k_in_answer.as_ref()),
-                pct(g.pass_at_5.top_k_in_answer.as_ref()),
-                g.errored,
-                g.parse_failed,
-                num(g.rubric.as_ref().and_then(|x| x.overall.as_ref()), 2),
-                num(g.bertscore.as_ref().and_then(|x| x.f.as_ref()), 3),
-            );
-        }
-    }
-    if !rows.is_empty() {
-        m.push_str("## By level and family\n\n| model | level | family | n | pass@1 (a) | pass@5 (a) | pass@1 (b) | pass@5 (b) | errored | parse failed | rubric overall | BERTScore F1 |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-        m.push_str(&rows);
-        m.push('\n');
+    let t = summary::level_family(&ScoredRun::of(runs), false);
+    if !t.is_empty() {
+        section(m, "## By level and family", &t);
     }
 }
 
 fn breadth(m: &mut String, runs: &[RunData]) {
-    let mut rows = String::new();
-    for r in runs {
-        let Some(s) = &r.scores else { continue };
-        for g in &s.by_family {
-            let Some(b) = &g.breadth else { continue };
-            let _ = writeln!(
-                rows,
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
-                cell(&r.name()),
-                cell(&r.manifest.suite_id),
-                g.family.map_or("all", Family::as_str),
-                b.n,
-                pct(b.accuracy.as_ref()),
-                pct(b.exact_match.as_ref()),
-                pct(b.token_recall.as_ref()),
-                b.extraction_failures,
-            );
-        }
-    }
-    if !rows.is_empty() {
-        m.push_str("## Breadth\n\n| model | suite | family | n | accuracy | exact match | token recall | extraction failures |\n|---|---|---|---|---|---|---|---|\n");
-        m.push_str(&rows);
-        m.push('\n');
+    if let Some(t) = summary::breadth(&ScoredRun::of(runs)) {
+        section(m, "## Breadth", &t);
     }
     if let Some(t) = crate::label_set::table(runs) {
-        m.push_str("### Fixed label sets (accuracy and macro-F1)\n\n");
-        m.push_str(&t.markdown());
-        m.push('\n');
+        section(m, "### Fixed label sets (accuracy and macro-F1)", &t);
     }
+}
+
+/// A heading, the table and a blank line.
+fn section(m: &mut String, heading: &str, t: &Table) {
+    let _ = write!(m, "{heading}\n\n{}\n", t.markdown());
 }
 
 /// Revision in multi-turn consults, as in the HTML report.
@@ -195,18 +103,8 @@ fn neurovlm(m: &mut String, runs: &[RunData], analysis: &Analysis) {
 
 fn two_axis(m: &mut String, analysis: &Analysis) {
     let Some(t) = &analysis.two_axis else { return };
-    m.push_str(
-        "## Breadth vs depth\n\n| model | breadth accuracy | depth pass@1 (a) |\n|---|---|---|\n",
-    );
-    for p in &t.points {
-        let _ = writeln!(
-            m,
-            "| {} | {} | {} |",
-            cell(&p.name),
-            pct(Some(&p.breadth)),
-            pct(Some(&p.depth))
-        );
-    }
+    m.push_str("## Breadth vs depth\n\n");
+    m.push_str(&summary::two_axis(t).markdown());
     match &t.correlation {
         Some(c) => {
             let _ = writeln!(

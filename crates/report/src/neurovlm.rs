@@ -9,7 +9,7 @@ use nmb_stats::{Bin, Estimate};
 
 use crate::analysis::{Analysis, Price};
 use crate::input::RunData;
-use crate::table::{Cell, Table};
+use crate::table::{percent, Cell, Table};
 
 /// What the efficiency table says when neither scoring nor the report had a price.
 pub const NO_PRICE: &str = "no price (use --price MODEL=IN,OUT)";
@@ -146,39 +146,53 @@ pub fn overview(s: &Section) -> Table {
     );
     t.push(vec![
         count(r.answers),
-        Cell::percent(Some(&r.valid_json_rate)),
-        Cell::percent(Some(&r.schema_valid_rate)),
+        percent(Some(&r.valid_json_rate)),
+        percent(Some(&r.schema_valid_rate)),
     ]);
     t
 }
 
 /// Per field: n, accuracy, balanced accuracy, macro- and weighted-F1, abstention rate, invalid values.
 pub fn field_metrics(s: &Section) -> Table {
-    let mut t = Table::new(
+    per_field(
+        s,
         "Per field, over answers whose reference has the field. An abstention (null) counts as wrong in accuracy and \
          F1; an invalid value (not allowed by the schema) counts as wrong and is never an abstention.",
         &[
-            ("field", false),
-            ("n", true),
             ("accuracy", true),
             ("balanced accuracy", true),
             ("macro-F1", true),
             ("weighted-F1", true),
             ("abstention rate", true),
-            ("invalid", true),
         ],
-    );
+        |f| {
+            vec![
+                percent(Some(&f.accuracy)),
+                percent(Some(&f.balanced_accuracy)),
+                percent(Some(&f.macro_f1)),
+                percent(Some(&f.weighted_f1)),
+                percent(Some(&f.abstention_rate)),
+            ]
+        },
+    )
+}
+
+/// One row per scored field: its label and n, the `metrics` columns, then its invalid values.
+fn per_field(
+    s: &Section,
+    caption: &str,
+    metrics: &[(&str, bool)],
+    cells: impl Fn(&FieldReport) -> Vec<Cell>,
+) -> Table {
+    let mut columns = vec![("field", false), ("n", true)];
+    columns.extend_from_slice(metrics);
+    columns.push(("invalid", true));
+    let mut t = Table::new(caption, &columns);
     for (field, f) in fields(s.report) {
-        t.push(vec![
-            Cell::new(field_label(field)),
-            count(f.n),
-            Cell::percent(Some(&f.accuracy)),
-            Cell::percent(Some(&f.balanced_accuracy)),
-            Cell::percent(Some(&f.macro_f1)),
-            Cell::percent(Some(&f.weighted_f1)),
-            Cell::percent(Some(&f.abstention_rate)),
-            count(f.invalid),
-        ]);
+        let mut row = vec![Cell::new(field_label(field)), count(f.n)];
+        row.extend(cells(f));
+        row.push(count(f.invalid));
+        t.push(row);
     }
     t
 }
@@ -201,7 +215,7 @@ pub fn per_class(s: &Section, field: &str) -> Option<Table> {
     );
     for (class, c) in &f.per_class {
         let cell = |e: Option<&Estimate>, why: &str| match e {
-            Some(_) => Cell::percent(e),
+            Some(_) => percent(e),
             None => Cell::undefined(format!("undefined: {why}")),
         };
         t.push(vec![
@@ -319,7 +333,7 @@ pub fn safety(s: &Section) -> Table {
         t.push(vec![
             Cell::new(flag.clone()),
             Cell::new(flag_meaning(flag)),
-            Cell::percent(Some(rate)),
+            percent(Some(rate)),
         ]);
     }
     t
@@ -327,26 +341,12 @@ pub fn safety(s: &Section) -> Table {
 
 /// Per field: how often the model abstained, and how often it gave a value the schema does not allow.
 pub fn abstentions(s: &Section) -> Table {
-    let mut t = Table::new(
+    per_field(
+        s,
         "Abstentions (null, \"unknown\", \"n/a\" and the like) per field, apart from invalid values.",
-        &[
-            ("field", false),
-            ("n", true),
-            ("abstention rate", true),
-            ("abstained", true),
-            ("invalid", true),
-        ],
-    );
-    for (field, f) in fields(s.report) {
-        t.push(vec![
-            Cell::new(field_label(field)),
-            count(f.n),
-            Cell::percent(Some(&f.abstention_rate)),
-            count(f.abstained),
-            count(f.invalid),
-        ]);
-    }
-    t
+        &[("abstention rate", true), ("abstained", true)],
+        |f| vec![percent(Some(&f.abstention_rate)), count(f.abstained)],
+    )
 }
 
 /// Abstentions on each of the nine answer keys, over every answer (the scores and confidences included).
@@ -362,7 +362,7 @@ pub fn key_abstentions(s: &Section) -> Table {
         t.push(vec![
             Cell::new(key.as_str()),
             count(a.count),
-            Cell::percent(Some(&a.rate)),
+            percent(Some(&a.rate)),
         ]);
     }
     t

@@ -6,7 +6,8 @@ use nmb_score::revision::{Rate, RevisionGroup};
 use nmb_suite::Level;
 
 use crate::input::RunData;
-use crate::table::{Cell, Table};
+use crate::summary::{run_columns, ScoredRun};
+use crate::table::{percent, Cell, Table};
 
 /// One row per run with consults and level (and one for all levels when a run has several), or `None` when no
 /// run has consult scores.
@@ -19,9 +20,7 @@ pub fn table(runs: &[RunData]) -> Option<Table> {
          at least one such step between consecutive turns. Unparseable turns count as wrong; unresolved turns \
          (the rules cannot decide) are left out of each number they would decide and counted in the last column. \
          Each share has its count and a 95% bootstrap CI over cases.",
-        &[
-            ("model", false),
-            ("suite", false),
+        &run_columns(&[
             ("level", false),
             ("consults", true),
             ("first-turn accuracy", true),
@@ -30,10 +29,10 @@ pub fn table(runs: &[RunData]) -> Option<Table> {
             ("wrong → right", true),
             ("right → wrong", true),
             ("unresolved turns", true),
-        ],
+        ]),
     );
-    for r in runs {
-        let Some(rev) = r.scores.as_ref().and_then(|s| s.revision.as_ref()) else {
+    for r in ScoredRun::of(runs) {
+        let Some(rev) = &r.scores.revision else {
             continue;
         };
         let mut groups: Vec<&RevisionGroup> = rev.by_level.iter().collect();
@@ -41,18 +40,17 @@ pub fn table(runs: &[RunData]) -> Option<Table> {
             groups.push(&rev.overall);
         }
         for g in groups {
-            t.push(vec![
-                Cell::new(r.name()),
-                Cell::new(r.manifest.suite_id.as_str()),
+            let mut row = r.cells();
+            row.extend([
                 Cell::new(g.level.map_or("all", Level::as_str)),
                 Cell::new(g.consults.to_string()),
                 share(
-                    Cell::percent(g.first_turn.accuracy.as_ref()),
+                    percent(g.first_turn.accuracy.as_ref()),
                     g.first_turn.correct,
                     g.first_turn.n,
                 ),
                 share(
-                    Cell::percent(g.last_turn.accuracy.as_ref()),
+                    percent(g.last_turn.accuracy.as_ref()),
                     g.last_turn.correct,
                     g.last_turn.n,
                 ),
@@ -61,13 +59,14 @@ pub fn table(runs: &[RunData]) -> Option<Table> {
                 rate(&g.right_to_wrong),
                 Cell::new(g.unresolved_turns.to_string()),
             ]);
+            t.push(row);
         }
     }
     (!t.rows.is_empty()).then_some(t)
 }
 
 fn rate(r: &Rate) -> Cell {
-    share(Cell::percent(r.share.as_ref()), r.count, r.n)
+    share(percent(r.share.as_ref()), r.count, r.n)
 }
 
 /// A percentage cell with `count/n` before its CI; a dash with the reason when nothing was decided.

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::analysis::task_pass;
 use crate::input::RunData;
-use crate::table::{Cell, Table};
+use crate::table::{percent, Cell, Table};
 
 /// The template ids of nmb's built-in templates. A run without `--template` records these, one per family; it
 /// shows as the variant `default`. (A unit test keeps this list in step with `nmb_plan::builtin_ids`.)
@@ -470,7 +470,7 @@ pub fn tables(groups: &[SweepGroup]) -> (Vec<(String, Table)>, Option<Table>) {
         let mut t = Table::new(SCORES_CAPTION, &columns);
         for m in &g.models {
             let mut row = vec![Cell::new(m.name.as_str())];
-            row.extend(m.scores.iter().map(|s| Cell::percent(s.as_ref())));
+            row.extend(m.scores.iter().map(|s| percent(s.as_ref())));
             row.push(pp(m.range.as_ref()));
             row.push(pp(m.sd.as_ref()));
             t.push(row);

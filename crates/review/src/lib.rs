@@ -4,7 +4,9 @@
 //! ([`assign`]: shuffled, an overlap share graded by everyone), reviewer tokens (random, 256 bits; only their
 //! SHA-256 is stored: [`new_token`], [`hash_token`]), checking a grade a reviewer submits against the rubric
 //! ([`check_grade`]), and turning a review set's stored grades, beside the judges' stored rubric scores, into
-//! the ratings `nmb-calibration` measures agreement on ([`review_ratings`]).
+//! the ratings `nmb-calibration` measures agreement on ([`review_ratings`]). It also owns how a review's
+//! agreement and corrected rates are shown ([`tables`]: one set of tables, and the "Judges against clinicians"
+//! section that the report and `nmb serve`'s run page both render from them).
 //!
 //! It does not store anything itself (`nmb-store` holds sets, grades and tokens' hashes), serve pages
 //! (`nmb-serve`), compute agreement statistics (`nmb-calibration`, `nmb-stats`) or parse command lines (`nmb`).
@@ -13,6 +15,7 @@ mod assign;
 mod calibration;
 mod grade;
 mod ratings;
+pub mod tables;
 mod token;
 
 pub use assign::{assign, AssignOptions, Assignment, Candidate};

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nmb_stats::{bootstrap_mean, pass_at_k, BootstrapConfig, Design, Estimate};
+use nmb_stats::{bootstrap, bootstrap_mean, pass_at_k, BootstrapConfig, Design, Estimate};
 use nmb_suite::Family;
 
 use crate::results::{
@@ -139,7 +139,34 @@ pub fn aggregate(
         bertscore: bertscore(&scored, cfg)?,
         taxonomy: taxonomy(&scored, cfg)?,
         breadth: breadth(&scored, cfg)?,
+        answer_words: answer_words(samples, cfg)?,
     })
+}
+
+/// Median words per answer over the samples with an answer, with a bootstrap CI resampling cases; `None` when
+/// no sample has one.
+fn answer_words(
+    samples: &[&SampleScore],
+    cfg: &BootstrapConfig,
+) -> Result<Option<Estimate>, ScoreError> {
+    let (cases, words): (Vec<&str>, Vec<f64>) = samples
+        .iter()
+        .filter_map(|s| Some((s.case_id.as_str(), s.answer_words? as f64)))
+        .unzip();
+    if words.is_empty() {
+        return Ok(None);
+    }
+    let median = |idx: &[usize]| {
+        let mut v: Vec<f64> = idx.iter().map(|&i| words[i]).collect();
+        v.sort_by(f64::total_cmp);
+        let mid = v.len() / 2;
+        match v.len() {
+            0 => None,
+            n if n % 2 == 1 => Some(v[mid]),
+            _ => Some((v[mid - 1] + v[mid]) / 2.0),
+        }
+    };
+    Ok(Some(bootstrap(&Design::clusters_by(&cases), cfg, median)?))
 }
 
 fn pass_at(
@@ -455,6 +482,7 @@ mod tests {
             breadth: None,
             structured: None,
             turns: None,
+            answer_words: None,
         }
     }
 

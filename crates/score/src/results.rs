@@ -311,6 +311,10 @@ pub struct SampleScore {
     /// in turn order; see [`crate::revision`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turns: Option<Vec<crate::revision::TurnScore>>,
+    /// Words in the final answer (split at white space), for every sample the model answered; `None` for
+    /// errored and pending samples and in reports stored before it was counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_words: Option<usize>,
 }
 
 /// How an answer was read.
@@ -597,9 +601,12 @@ pub struct TaskScore {
 }
 
 /// Which breakdown a [`GroupAggregate`] belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Breakdown {
+    #[default]
     Overall,
     LevelFamily,
     Family,
@@ -609,7 +616,7 @@ pub enum Breakdown {
 }
 
 /// Scores of one group of tasks (one level and family, one disease group, ...).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GroupAggregate {
     pub by: Breakdown,
     /// Set for the breakdowns that group by it.
@@ -644,10 +651,14 @@ pub struct GroupAggregate {
     pub taxonomy: Option<TaxonomyDistribution>,
     /// Breadth families only.
     pub breadth: Option<BreadthAggregate>,
+    /// Median words per answer over the group's answered samples (parse failures included), with a
+    /// case-clustered bootstrap CI; `None` without an answer and in reports stored before it was counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_words: Option<Estimate>,
 }
 
 /// pass@k in both readings. Never one without its label.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PassAtK {
     pub k: usize,
     /// Reading (a): unbiased estimator over each task's n samples, `1 - C(n-c,k)/C(n,k)`, averaged over the
@@ -843,6 +854,7 @@ mod tests {
             breadth: None,
             structured: None,
             turns: None,
+            answer_words: None,
         };
         let text = serde_json::to_string(&s).unwrap();
         assert!(text.contains("\"status\":\"parse_failed\""), "{text}");

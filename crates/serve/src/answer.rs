@@ -632,13 +632,7 @@ async fn image(State(state): State<Shared>, Path(sha256): Path<String>) -> Respo
 
 /// A whole answer page: `title` is plain text, `body` is HTML already escaped.
 fn answer_page(title: &str, body: &str) -> Html<String> {
-    Html(format!(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{} · nmb</title><link rel=\"stylesheet\" href=\"/style.css\"></head>\
-         <body><header><a href=\"/\">nmb · answer the cases</a></header><main>{body}</main></body></html>\n",
-        escape(title)
-    ))
+    crate::html::framed(title, "nmb · answer the cases", body)
 }
 
 fn message_page(title: &str, message: &str) -> Html<String> {

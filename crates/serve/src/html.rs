@@ -2,7 +2,7 @@
 
 use axum::response::Html;
 
-pub(crate) use nmb_report::html::escape;
+pub(crate) use nmb_table::escape;
 
 /// Served from `/style.css` (the Content-Security-Policy allows no inline style).
 pub(crate) const STYLE: &str = r#"
@@ -48,12 +48,19 @@ section.compare-task { border-top: 1px solid #d8dce3; margin-top: 18px; }
 
 /// A whole page: `title` is plain text, `body` is HTML already escaped.
 pub(crate) fn page(title: &str, body: &str) -> Html<String> {
+    framed(title, "nmb runs", body)
+}
+
+/// The frame of every page: `title` and `home` (the header's link back to `/`) are plain text, `body` is HTML
+/// already escaped.
+pub(crate) fn framed(title: &str, home: &str, body: &str) -> Html<String> {
     Html(format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>{} · nmb</title><link rel=\"stylesheet\" href=\"/style.css\"></head>\
-         <body><header><a href=\"/\">nmb runs</a></header><main>{body}</main></body></html>\n",
-        escape(title)
+         <body><header><a href=\"/\">{}</a></header><main>{body}</main></body></html>\n",
+        escape(title),
+        escape(home)
     ))
 }
 

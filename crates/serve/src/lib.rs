@@ -18,9 +18,10 @@
 //! for them. They alone load a script (`/review.js`: autosave and keyboard shortcuts) and work without it.
 //!
 //! It does not own SQL or the store's tables (`nmb-store`), scoring (`nmb-score`: it only reads the stored
-//! report's headline), the published report (`nmb-report`), or the rules of a review (`nmb-review`: tokens,
-//! who grades what, what a valid grade is). The viewer never writes to the store; the review pages write only
-//! grades. Agreement is not here.
+//! report's headline), the published report (`nmb-report`, which it does not depend on), tables and HTML
+//! escaping (`nmb-table`, whose `Table` and `escape` its pages use), or the rules of a review (`nmb-review`:
+//! tokens, who grades what, what a valid grade is, and the judges-against-clinicians tables a run page shows).
+//! The viewer never writes to the store; the review pages write only grades. Agreement is not here.
 //!
 //! The answer pages (module `answer`, [`answer_router`], served by `nmb review answer` on a server of their own)
 //! are where a clinician answers a suite's cases for a human baseline: each question as the models got it,

@@ -13,6 +13,7 @@ use nmb_store::{
     RunInfo, SampleFilter, SampleRecord, SampleScoreRow, SampleStatus, ScoreOutcome, Store,
     StoreError,
 };
+use nmb_table::{Cell, Table};
 use serde::Deserialize;
 
 use crate::html::{escape, num, opt, page, url_encode};
@@ -113,11 +114,22 @@ pub(crate) fn runs(store: &Store) -> Result<Html<String>, PageError> {
         body.push_str("<p>No runs in this store yet.</p>");
         return Ok(page("Runs", &body));
     }
-    body.push_str(
-        "<table id=\"runs\"><tr><th>run</th><th>name</th><th>suite</th><th>status</th><th>created</th>\
-         <th>ok</th><th>errored</th><th>samples</th><th>pass@1 (a) [95% CI]</th>\
-         <th>pass@5 (a) [95% CI]</th></tr>",
+    let mut table = Table::new(
+        "",
+        &[
+            ("run", false),
+            ("name", false),
+            ("suite", false),
+            ("status", false),
+            ("created", false),
+            ("ok", true),
+            ("errored", true),
+            ("samples", true),
+            ("pass@1 (a) [95% CI]", false),
+            ("pass@5 (a) [95% CI]", false),
+        ],
     );
+    table.id = Some("runs".into());
     for run in &runs {
         let summary = store.summary(&run.run_id)?;
         let head = headline(store, &run.run_id)?;
@@ -128,23 +140,20 @@ pub(crate) fn runs(store: &Store) -> Result<Html<String>, PageError> {
             ),
             None => ("not scored".to_string(), "not scored".to_string()),
         };
-        let _ = write!(
-            body,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
-            run_link(&run.run_id),
-            escape(&run.manifest.display_name()),
-            escape(&run.manifest.suite_id),
-            escape(run.status.as_str()),
-            escape(&summary.created_at),
-            summary.samples_ok,
-            summary.samples_errored,
-            summary.samples_total,
-            escape(&p1),
-            escape(&p5),
-        );
+        table.push(vec![
+            Cell::new(&run.run_id).linked(format!("/runs/{}", url_encode(&run.run_id))),
+            Cell::new(run.manifest.display_name()),
+            Cell::new(&run.manifest.suite_id),
+            Cell::new(run.status.as_str()),
+            Cell::new(&summary.created_at),
+            Cell::new(summary.samples_ok.to_string()),
+            Cell::new(summary.samples_errored.to_string()),
+            Cell::new(summary.samples_total.to_string()),
+            Cell::new(p1),
+            Cell::new(p5),
+        ]);
     }
-    body.push_str("</table>");
+    body.push_str(&table.html());
     Ok(page("Runs", &body))
 }
 
@@ -269,7 +278,11 @@ fn review_block(body: &mut String, store: &Store, run_id: &str, name: &str) {
             return;
         }
     };
-    body.push_str(&nmb_report::review_section_html(name, &calibrations));
+    let tables: Vec<_> = calibrations
+        .iter()
+        .map(|c| nmb_review::tables::tables(name, c))
+        .collect();
+    body.push_str(&nmb_review::tables::section_html(&tables));
     if !calibrations.is_empty() {
         let _ = write!(
             body,
@@ -425,26 +438,32 @@ fn scores_block(body: &mut String, head: Option<&Headline>) {
     if h.by_level_family.is_empty() {
         return;
     }
-    body.push_str(
-        "<h2>By level and family</h2><table id=\"level-family\"><tr><th>level</th><th>family</th>\
-         <th>tasks</th><th>n</th><th>pass@1 (a) [95% CI]</th><th>pass@5 (a) [95% CI]</th>\
-         <th>accuracy [95% CI]</th></tr>",
+    let mut table = Table::new(
+        "",
+        &[
+            ("level", false),
+            ("family", false),
+            ("tasks", true),
+            ("n", true),
+            ("pass@1 (a) [95% CI]", false),
+            ("pass@5 (a) [95% CI]", false),
+            ("accuracy [95% CI]", false),
+        ],
     );
+    table.id = Some("level-family".into());
     for g in &h.by_level_family {
-        let _ = write!(
-            body,
-            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td></tr>",
-            escape(g.level.map_or("—", |l| l.as_str())),
-            escape(g.family.map_or("—", |f| f.as_str())),
-            g.tasks,
-            g.n,
-            escape(&estimate(g.pass_at_1.unbiased_estimator.as_ref())),
-            escape(&estimate(g.pass_at_5.unbiased_estimator.as_ref())),
-            escape(&estimate(g.accuracy.as_ref())),
-        );
+        table.push(vec![
+            Cell::new(g.level.map_or("—", |l| l.as_str())),
+            Cell::new(g.family.map_or("—", |f| f.as_str())),
+            Cell::new(g.tasks.to_string()),
+            Cell::new(g.n.to_string()),
+            Cell::new(estimate(g.pass_at_1.unbiased_estimator.as_ref())),
+            Cell::new(estimate(g.pass_at_5.unbiased_estimator.as_ref())),
+            Cell::new(estimate(g.accuracy.as_ref())),
+        ]);
     }
-    body.push_str("</table>");
+    body.push_str("<h2>By level and family</h2>");
+    body.push_str(&table.html());
 }
 
 fn query_reads_scores(query: &RunQuery) -> bool {

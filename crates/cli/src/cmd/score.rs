@@ -11,11 +11,10 @@ use clap::{Args, ValueEnum};
 use nmb_requests::{ModelSpec, Transport};
 use nmb_run::{connect_model, ConnectError, ConnectOptions};
 use nmb_score::cost::Prices;
-use nmb_score::results::{Aggregation, GroupAggregate, PassAtK, ScoreReport};
+use nmb_score::results::{Aggregation, ScoreReport};
 use nmb_score::semantic::Rescale;
-use nmb_score::structured::StructuredReport;
 use nmb_score::{BertScoreSetting, JudgeModel, RubricChoice, ScoringConfig, SuiteOverride};
-use nmb_stats::{BootstrapConfig, Estimate, DEFAULT_RESAMPLES, DEFAULT_SEED};
+use nmb_stats::{BootstrapConfig, DEFAULT_RESAMPLES, DEFAULT_SEED};
 use nmb_store::Store;
 use nmb_suite::{Filter, Level};
 
@@ -243,213 +242,12 @@ pub fn connect_judge(spec: &ModelSpec, transport: &Transport) -> Result<JudgeMod
     })
 }
 
+/// Prints the report as JSON, or the summary `nmb-report` builds for a terminal from the report's own tables.
 pub fn print_report(report: &ScoreReport, json: bool) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(report)?);
-        return Ok(());
-    }
-    let c = &report.config;
-    println!("run        {}", report.run_id);
-    let manifest = c.manifest();
-    println!(
-        "model      {} ({})",
-        manifest.display_name(),
-        manifest.model
-    );
-    if c.judges.is_empty() {
-        println!("judges     none (rules only)");
-    }
-    for j in &c.judges {
-        let flag = if j.self_grading {
-            "  [SELF-GRADING]"
-        } else {
-            ""
-        };
-        println!(
-            "judge      {} ({} calls in judge run {}){flag}",
-            j.spec, j.calls, j.judge_run_id
-        );
-    }
-    if let Some(r) = &c.rubric {
-        println!("rubric     {} v{} ({})", r.id, r.version, &r.hash[..12]);
-    }
-    println!(
-        "bootstrap  95% CI, {} resamples, seed {}, clustered by case",
-        c.bootstrap.resamples, c.bootstrap.seed
-    );
-    println!("stored     score report, config {}", &c.config_hash[..12]);
-    println!();
-    println!(
-        "{:<11} {:<13} {:>4} {:>4}  {:<22} {:<22} {:<22} {:<22} {:>7} {:>7}",
-        "level",
-        "family",
-        "n",
-        "err",
-        "pass@1 unbiased",
-        "pass@1 top-k",
-        "pass@5 unbiased",
-        "pass@5 top-k",
-        "rubric",
-        "BERT-F"
-    );
-    let mut rows: Vec<&GroupAggregate> = report.by_level_family.iter().collect();
-    rows.push(&report.overall);
-    for g in rows {
-        let level = g.level.map_or("all".to_string(), |l| l.to_string());
-        let family = g.family.map_or("all".to_string(), |f| f.to_string());
-        println!(
-            "{:<11} {:<13} {:>4} {:>4}  {:<22} {:<22} {:<22} {:<22} {:>7} {:>7}",
-            level,
-            family,
-            g.n,
-            g.errored,
-            pct(g.pass_at_1.unbiased_estimator.as_ref()),
-            pct(g.pass_at_1.top_k_in_answer.as_ref()),
-            pct(g.pass_at_5.unbiased_estimator.as_ref()),
-            pct(g.pass_at_5.top_k_in_answer.as_ref()),
-            g.rubric
-                .as_ref()
-                .and_then(|r| r.overall.as_ref())
-                .map_or("-".into(), |e| format!("{:.2}", e.value)),
-            g.bertscore
-                .as_ref()
-                .and_then(|b| b.f.as_ref())
-                .map_or("-".into(), |e| format!("{:.3}", e.value)),
-        );
-    }
-    let o = &report.overall;
-    println!();
-    println!(
-        "samples    {} planned, {} scored, {} errored, {} pending, {} without reference, {} unparseable, {} unresolved",
-        o.samples, o.n, o.errored, o.pending, o.no_reference, o.parse_failed, o.unresolved
-    );
-    if let Some(s) = &report.structured {
-        print_structured(s);
-    }
-    if let Some(l) = &report.label_set {
-        println!();
-        println!(
-            "labels     {} ({} answers): accuracy {}, macro-F1 {}, {} without a recognisable choice",
-            l.labels.join(" / "),
-            l.n,
-            pct(Some(&l.accuracy)),
-            pct(Some(&l.macro_f1)),
-            l.extraction_failures
-        );
-    }
-    if let Some(r) = &report.revision {
-        print_revision(r);
-    }
-    for note in pass_notes(&o.pass_at_5).into_iter().chain(&report.notes) {
-        println!("note       {note}");
+    } else {
+        print!("{}", nmb_report::terminal::score_report(report));
     }
     Ok(())
-}
-
-/// Revision in multi-turn consults, one line per level; `--json` has every turn of every consult.
-fn print_revision(r: &nmb_score::revision::RevisionReport) {
-    let share = |e: Option<&Estimate>, count: usize, n: usize| format!("{} ({count}/{n})", pct(e));
-    let rate = |x: &nmb_score::revision::Rate| share(x.share.as_ref(), x.count, x.n);
-    println!();
-    println!(
-        "consults   {:<11} {:>4}  {:<28} {:<28} {:<28} {:<28} right -> wrong",
-        "level", "n", "first turn", "last turn", "changed top dx", "wrong -> right"
-    );
-    for g in &r.by_level {
-        let (first, last) = (&g.first_turn, &g.last_turn);
-        println!(
-            "           {:<11} {:>4}  {:<28} {:<28} {:<28} {:<28} {}",
-            g.level.map_or("all", Level::as_str),
-            g.consults,
-            share(first.accuracy.as_ref(), first.correct, first.n),
-            share(last.accuracy.as_ref(), last.correct, last.n),
-            rate(&g.changed_top_diagnosis),
-            rate(&g.wrong_to_right),
-            rate(&g.right_to_wrong),
-        );
-    }
-    let o = &r.overall;
-    println!(
-        "           {} consults left out (errored, pending, no reference); turns: {} unparseable (wrong), {} \
-         unresolved (left out)",
-        o.left_out, o.unparseable_turns, o.unresolved_turns
-    );
-    for note in &r.notes {
-        println!("note       {note}");
-    }
-}
-
-/// NeuroVLM-Bench's numbers in brief; `--json` and the reports carry all of them.
-fn print_structured(s: &StructuredReport) {
-    println!();
-    println!(
-        "NeuroVLM   {} answers, valid JSON {}, schema-valid {}",
-        s.answers,
-        pct(Some(&s.valid_json_rate)),
-        pct(Some(&s.schema_valid_rate))
-    );
-    println!(
-        "{:<22} {:>4}  {:<22} {:<22} {:<22} {:<22}",
-        "field", "n", "accuracy", "balanced accuracy", "macro-F1", "abstained"
-    );
-    for field in nmb_score::structured::FIELDS {
-        let Some(f) = s.fields.get(field) else {
-            continue;
-        };
-        println!(
-            "{:<22} {:>4}  {:<22} {:<22} {:<22} {:<22}",
-            field,
-            f.n,
-            pct(Some(&f.accuracy)),
-            pct(Some(&f.balanced_accuracy)),
-            pct(Some(&f.macro_f1)),
-            pct(Some(&f.abstention_rate))
-        );
-    }
-    if let Some(c) = &s.calibration {
-        let num = |e: &Estimate| format!("{:.3} [{:.3}, {:.3}]", e.value, e.ci_low, e.ci_high);
-        println!(
-            "calibration ECE {}, Brier {}, AUROC {}",
-            num(&c.ece),
-            num(&c.brier),
-            c.auroc.as_ref().map_or("-".into(), num)
-        );
-    }
-    let raised: Vec<String> = s
-        .safety_flags
-        .iter()
-        .filter(|(_, e)| e.value > 0.0)
-        .map(|(flag, e)| format!("{flag} {}", pct(Some(e))))
-        .collect();
-    println!(
-        "safety     {}",
-        if raised.is_empty() {
-            "no flag raised".to_string()
-        } else {
-            raised.join(", ")
-        }
-    );
-    if let Some(d) = &s.cost.dollars_per_1000_images {
-        println!(
-            "cost       ${:.4} per 1,000 images [{:.4}, {:.4}]",
-            d.value, d.ci_low, d.ci_high
-        );
-    }
-}
-
-fn pass_notes(p: &PassAtK) -> Vec<&String> {
-    p.unbiased_note.iter().collect()
-}
-
-/// `41.2% [30.1, 52.0]`, or `-`.
-pub fn pct(e: Option<&Estimate>) -> String {
-    match e {
-        Some(e) => format!(
-            "{:.1}% [{:.1}, {:.1}]",
-            e.value * 100.0,
-            e.ci_low * 100.0,
-            e.ci_high * 100.0
-        ),
-        None => "-".into(),
-    }
 }

@@ -7,7 +7,6 @@ use nmb_score::results::{BertScoreConfig, ErrorCategory, ScoreReport};
 use nmb_suite::Level;
 
 use super::escape;
-use super::pct;
 use crate::analysis::TwoAxis;
 use crate::input::RunData;
 use crate::svg::{self, Value};
@@ -224,17 +223,5 @@ pub(super) fn two_axis(h: &mut String, t: &TwoAxis) {
     if t.correlation.is_some() {
         h.push_str("<p class=\"muted\">The interval resamples models, so with few models it is wide; the permutation p-value is exact for up to nine models.</p>");
     }
-    h.push_str("<table><tr><th>model</th><th>breadth accuracy</th><th>depth pass@1 (a)</th><th>breadth runs</th><th>depth runs</th></tr>");
-    for p in &t.points {
-        let _ = write!(
-            h,
-            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
-            escape(&p.name),
-            pct(Some(&p.breadth)),
-            pct(Some(&p.depth)),
-            escape(&p.breadth_runs.join(", ")),
-            escape(&p.depth_runs.join(", ")),
-        );
-    }
-    h.push_str("</table>");
+    h.push_str(&crate::summary::two_axis(t).html());
 }

@@ -16,8 +16,6 @@ mod sweep;
 
 use std::fmt::Write;
 
-use nmb_stats::Estimate;
-
 use crate::analysis::Analysis;
 use crate::input::RunData;
 use crate::ReportOptions;
@@ -39,23 +37,8 @@ pub const CSP: &str =
     "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; \
                        form-action 'none'; frame-ancestors 'none'";
 
-/// Escapes text for HTML element content and quoted attribute values (and SVG/XML): `& < > " '`.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            // Control characters other than tab and newlines are not allowed in HTML text.
-            c if c.is_control() && !matches!(c, '\t' | '\n' | '\r') => out.push('\u{FFFD}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// Escapes text for HTML element content and quoted attribute values (and SVG/XML); see [`nmb_table::escape`].
+pub use nmb_table::escape;
 
 const STYLE: &str = r#"
 body{font-family:"DejaVu Sans",Arial,sans-serif;margin:24px auto;max-width:1180px;color:#1d1d1d;line-height:1.4;padding:0 16px}
@@ -151,31 +134,6 @@ fn notes(h: &mut String, runs: &[RunData], analysis: &Analysis) {
     }
 }
 
-fn pct(e: Option<&Estimate>) -> String {
-    match e {
-        Some(e) => format!(
-            "{:.1}%<br><span class=\"ci\">[{:.1}–{:.1}]</span>",
-            e.value * 100.0,
-            e.ci_low * 100.0,
-            e.ci_high * 100.0
-        ),
-        None => "<span class=\"muted\">–</span>".into(),
-    }
-}
-
-fn num(e: Option<&Estimate>, digits: usize) -> String {
-    match e {
-        Some(e) => format!(
-            "{:.d$}<br><span class=\"ci\">[{:.d$}–{:.d$}]</span>",
-            e.value,
-            e.ci_low,
-            e.ci_high,
-            d = digits
-        ),
-        None => "<span class=\"muted\">–</span>".into(),
-    }
-}
-
 /// The serde name of a unit enum value.
 fn enum_text<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_value(v)
@@ -183,18 +141,4 @@ fn enum_text<T: serde::Serialize>(v: &T) -> String {
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
         .replace('_', " ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escapes_every_special_character() {
-        assert_eq!(
-            escape(r#"<script>alert("x")</script> & 'y'"#),
-            "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;y&#39;"
-        );
-        assert_eq!(escape("a\u{0}b"), "a\u{FFFD}b");
-    }
 }

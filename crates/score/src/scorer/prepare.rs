@@ -47,6 +47,7 @@ pub(super) fn prepare<'a>(
         breadth: None,
         structured: None,
         turns: None,
+        answer_words: None,
     };
     let mut w = Work {
         record,
@@ -71,6 +72,7 @@ pub(super) fn prepare<'a>(
         nmb_store::SampleStatus::Ok => {}
     }
     let text = record.final_text.clone().unwrap_or_default();
+    score.answer_words = Some(text.split_whitespace().count());
     if task.family.is_breadth() {
         match breadth::score_answer(task, &text) {
             Ok(v) => {

@@ -220,29 +220,10 @@ fn empty_group() -> GroupAggregate {
         top_k_samples: 0,
         top_k_note: Some("the run has no samples".into()),
     };
+    // The rest is zero or absent, so that a number added to `GroupAggregate` needs no line here.
     GroupAggregate {
-        by: Breakdown::Overall,
-        level: None,
-        family: None,
-        disease_group: None,
-        modality: None,
-        tasks: 0,
-        cases: 0,
-        samples: 0,
-        n: 0,
-        correct: 0,
-        errored: 0,
-        pending: 0,
-        no_reference: 0,
-        parse_failed: 0,
-        unresolved: 0,
-        accuracy: None,
         pass_at_1: none(1),
         pass_at_5: none(5),
-        lesion: None,
-        rubric: None,
-        bertscore: None,
-        taxonomy: None,
-        breadth: None,
+        ..GroupAggregate::default()
     }
 }

@@ -43,6 +43,60 @@ fn group(r: &ScoreReport, level: Level, family: Family) -> &GroupAggregate {
         .unwrap_or_else(|| panic!("no group {level} {family}"))
 }
 
+/// Checks each family's median answer length against the scripted answers: words counted here by scanning for
+/// the starts of runs of non-space characters, the median taken from the sorted counts.
+fn check_answer_words(report: &ScoreReport, planned: &[Planned]) {
+    let words = |text: &str| {
+        let mut count = 0;
+        let mut in_word = false;
+        for c in text.chars() {
+            if !c.is_whitespace() && !in_word {
+                count += 1;
+            }
+            in_word = !c.is_whitespace();
+        }
+        count as f64
+    };
+    let mut by_family: BTreeMap<Family, Vec<f64>> = BTreeMap::new();
+    for p in planned.iter().filter(|p| !p.errored) {
+        by_family
+            .entry(p.family)
+            .or_default()
+            .push(words(&p.answer));
+    }
+    assert!(!by_family.is_empty());
+    for (family, mut counts) in by_family {
+        counts.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let n = counts.len();
+        let median = if n % 2 == 1 {
+            counts[n / 2]
+        } else {
+            (counts[n / 2 - 1] + counts[n / 2]) / 2.0
+        };
+        let g = report
+            .by_family
+            .iter()
+            .find(|g| g.family == Some(family))
+            .unwrap_or_else(|| panic!("no group for {family}"));
+        let got = g.answer_words.as_ref().expect("a median answer length");
+        assert!(
+            close(got.value, median),
+            "{family}: median {} vs {median}",
+            got.value
+        );
+        assert_eq!(got.n, n, "{family}: answers counted");
+        assert!(
+            got.ci_low <= got.value && got.value <= got.ci_high,
+            "{family}: {got:?}"
+        );
+        assert!(
+            counts[0] <= got.ci_low && got.ci_high <= counts[n - 1],
+            "{family}: {got:?}"
+        );
+        assert_eq!((got.seed, got.resamples), (Some(11), Some(1000)));
+    }
+}
+
 /// Checks counts, accuracy and both pass@k readings of every (level, family) group against the design.
 fn check_pass_at_k(report: &ScoreReport, planned: &[Planned]) {
     let mut groups: BTreeMap<(Level, Family), Vec<&Planned>> = BTreeMap::new();
@@ -247,6 +301,7 @@ async fn a_jury_scores_the_sample_run_and_rescoring_is_bit_identical() {
         }
     }
     check_pass_at_k(&report, planned);
+    check_answer_words(&report, planned);
 
     // The judge-approved entry was decided by judge-a after one re-ask, and by judge-b at once.
     let sivd = report
