@@ -12,6 +12,9 @@
 //! since keep that identity, so the same run is resumed and its `no_answer` samples are answered; an answer
 //! that differs from one the newest run recorded starts a new identity, hence a new run whose every answer
 //! comes from the store afresh (never from the response cache of the old one).
+//!
+//! The answers come in through [`check_answers`] and [`record_answers`] (a file, `nmb import`) or the answer
+//! pages, which show each task's opening turn as the models get it ([`questions`], `nmb review answer`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -30,6 +33,14 @@ use sha2::{Digest, Sha256};
 use crate::connect::ConnectedModel;
 use crate::renders::StoreRenders;
 
+mod import;
+mod questions;
+
+pub use import::{
+    check_answers, differential_answer, human_spec, record_answers, Checked, CheckedAnswer,
+};
+pub use questions::{questions, Question, QuestionPart, Questions};
+
 /// The key in a human run's model identity: the SHA-256 of the answers the run began with.
 pub const ANSWERS_KEY: &str = "human_answers_sha256";
 
@@ -42,6 +53,16 @@ pub enum HumanError {
     NeedsStore { spec: String },
     #[error("{spec} is not a human (expected human:NAME)")]
     NotHuman { spec: String },
+    /// A model spec given for a person ([`human_spec`]) names another kind of model.
+    #[error("{text:?} is not a person: expected human:NAME")]
+    NotAPerson { text: String },
+    /// A file of answers has problems ([`Checked::answers`]); nothing of it may be stored.
+    #[error("{} problem(s) in {file}; nothing was stored:\n  {}", problems.len(), problems.join("\n  "))]
+    Problems { file: String, problems: Vec<String> },
+    #[error("cannot plan the suite")]
+    PlanSuite(#[source] PlanError),
+    #[error(transparent)]
+    Spec(#[from] nmb_requests::SpecError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]

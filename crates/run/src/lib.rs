@@ -13,7 +13,8 @@
 //!
 //! It also turns a model name into a backend ([`connect_model`]: API models through `nmb-requests`, `local:`
 //! models through `nmb-local`), for evaluations and for anything else that asks models (judges), and builds the
-//! backend of a human baseline, `human:NAME`, from a person's answers in the store ([`connect_human`], [`human`]).
+//! backend of a human baseline, `human:NAME`, from a person's answers in the store ([`connect_human`], [`human`]),
+//! checks a file of such answers before storing them, and gives the answer pages each task's opening turn.
 //!
 //! A model served by several replicas (`openai:m@http://a/v1,http://b/v1`) is one model: its manifest,
 //! configuration hash, cache keys and call records name it by its first base URL alone

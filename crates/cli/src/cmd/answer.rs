@@ -1,8 +1,8 @@
 //! `nmb review answer`: a clinician answers a suite's cases in the browser, for a human baseline.
 //!
-//! This side plans the suite as a human run plans it (`nmb_run::human::human_plan`: first turns only here),
-//! stores the images, and hands the pages (`nmb_serve`'s answer module) each question as the models got it and
-//! a way to finish: building or resuming the run of `human:NAME` through the same [`HumanRun`] `nmb import`
+//! This side takes each task's opening turn as the models got it, planned as a human run plans it and its
+//! images stored (`nmb_run::human::questions`), hands it to the pages (`nmb_serve`'s answer module) with a way
+//! to finish: building or resuming the run of `human:NAME` through the same [`HumanRun`] `nmb import`
 //! uses. The command ends on Ctrl-C, and builds the run from whatever is stored then.
 
 use std::net::IpAddr;
@@ -12,12 +12,12 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use nmb_plan::{Part, PlanOptions, Role};
+use nmb_run::human;
 use nmb_serve::{AnswerSession, AnswerTask, Finish, PromptPart};
-use nmb_store::{ImageInput, Store};
+use nmb_store::Store;
 use nmb_suite::Suite;
 
-use super::import::{human_spec, load_suite, HumanRun};
+use super::import::{load_suite, HumanRun};
 use crate::store_at::StoreAt;
 
 /// The port the answer pages listen on unless told otherwise (next to `nmb serve`'s).
@@ -68,7 +68,7 @@ pub struct AnswerArgs {
 }
 
 pub fn run(args: AnswerArgs, at: &StoreAt) -> Result<ExitCode> {
-    let spec = human_spec(&format!("human:{}", args.reviewer)).context("--reviewer")?;
+    let spec = human::human_spec(&format!("human:{}", args.reviewer)).context("--reviewer")?;
     let suite = load_suite(&args.suite, args.answer_key.as_deref())?;
     let suite_hash = nmb_suite::suite_hash(&suite)?;
     let store = Arc::new(at.open()?);
@@ -137,57 +137,25 @@ fn builder(human: HumanRun, at: StoreAt, store: Arc<Store>, suite_hash: String) 
     })
 }
 
-/// Each task's opening turn as the models get it, its images put into the store for the pages to show.
+/// Each task's opening turn as the models get it (`nmb_run::human::questions`), as the pages take it.
 fn questions(store: &Arc<Store>, suite: &Suite) -> Result<Vec<AnswerTask>> {
-    let options = PlanOptions {
-        samples: Some(1),
-        ..PlanOptions::default()
-    };
-    let plan = nmb_run::human::human_plan(store.clone(), suite, &options)
-        .context("cannot plan the suite")?;
-    let mut tasks = Vec::new();
-    for planned in plan {
-        let planned = match planned {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!("warning: {e}; that question is left out");
-                continue;
-            }
-        };
-        let messages = nmb_run::human::opening(&planned)?;
-        let instructions = messages
-            .iter()
-            .find(|m| m.role == Role::System)
-            .map(|m| m.joined_text());
-        let mut parts = Vec::new();
-        for part in messages
-            .iter()
-            .filter(|m| m.role == Role::User)
-            .flat_map(|m| &m.parts)
-        {
-            parts.push(match part {
-                Part::Text(t) => PromptPart::Text(t.clone()),
-                Part::Image(img) => {
-                    store.put_image(&ImageInput {
-                        sha256: &img.sha256,
-                        mime: &img.mime,
-                        bytes: &img.bytes,
-                    })?;
-                    PromptPart::Image {
-                        sha256: img.sha256.clone(),
-                    }
-                }
-            });
-        }
-        tasks.push(AnswerTask {
-            task_id: planned.task_id.clone(),
-            family: planned.family.as_str().to_string(),
-            turns: planned.turn_count() as u32,
-            instructions,
-            parts,
-        });
+    let questions = human::questions(store, suite)?;
+    for e in &questions.left_out {
+        eprintln!("warning: {e}; that question is left out");
     }
-    Ok(tasks)
+    let task = |q: human::Question| AnswerTask {
+        task_id: q.task_id,
+        family: q.family.as_str().to_string(),
+        turns: q.turns,
+        instructions: q.instructions,
+        parts: (q.parts.into_iter())
+            .map(|p| match p {
+                human::QuestionPart::Text(t) => PromptPart::Text(t),
+                human::QuestionPart::Image { sha256 } => PromptPart::Image { sha256 },
+            })
+            .collect(),
+    };
+    Ok(questions.questions.into_iter().map(task).collect())
 }
 
 /// The token from --token-file, else NMB_SERVE_TOKEN (as `nmb serve`).

@@ -282,6 +282,7 @@ fn a_bad_file_names_every_problem_and_stores_nothing() {
         json!({"task_id": dx, "differential": ["stroke"]}).to_string(),
         "{\"task_id\": ".to_string(),
         json!({"task_id": lesion, "answer": "x", "turn": 2}).to_string(),
+        json!({"task_id": lesion, "answer": "a small spot"}).to_string(),
     ];
     std::fs::write(&file, lines.join("\n")).unwrap();
     let out = nmb(
@@ -307,6 +308,9 @@ fn a_bad_file_names_every_problem_and_stores_nothing() {
         format!("{f}:6: task_id: task {dx:?} turn 0 is answered twice (first on line 1)"),
         format!("{f}:7: not JSON"),
         format!("{f}:8: turn: task {lesion:?} has 1 turn(s)"),
+        // The scorer could not read it: a warning, not a problem.
+        format!("warning: {f}:9: answer: task {lesion:?} (lesion): "),
+        "; it would be scored as parse_failed (wrong)".to_string(),
     ] {
         assert!(err.contains(&want), "{want:?} not in:\n{err}");
     }
