@@ -12,7 +12,8 @@
 //!   confusion heat map, calibration with a reliability diagram, safety flags, abstentions and cost per image;
 //! - Markdown with the same tables, CSV (one row per sample, plus an aggregate CSV and `structured.csv`), JSON with
 //!   the full results;
-//! - a leaderboard export in the Neural-MedBench site's `js/data.js` shape.
+//! - a leaderboard export in the Neural-MedBench site's `js/data.js` shape;
+//! - the text and JSON `nmb runs list` and `nmb runs show` print about stored runs ([`runs`]).
 //!
 //! Everything a model wrote is untrusted: it is escaped in every HTML context ([`html::escape`]); images are
 //! decoded and re-encoded as small PNG thumbnails, never embedded as stored.
@@ -32,6 +33,7 @@ mod markdown;
 mod neurovlm;
 mod paired;
 mod revision;
+pub mod runs;
 mod svg;
 pub mod sweep;
 mod table;
