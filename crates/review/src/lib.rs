@@ -4,7 +4,8 @@
 //! ([`assign`]: shuffled, an overlap share graded by everyone), reviewer tokens (random, 256 bits; only their
 //! SHA-256 is stored: [`new_token`], [`hash_token`]), checking a grade a reviewer submits against the rubric
 //! ([`check_grade`]), and turning a review set's stored grades, beside the judges' stored rubric scores, into
-//! the ratings `nmb-calibration` measures agreement on ([`review_ratings`]).
+//! the ratings `nmb-calibration` measures agreement on ([`review_ratings`]). It also reads what a set is built
+//! from: the rubric file ([`load_rubric`]) and the answered samples of the runs ([`candidates`]).
 //!
 //! It does not store anything itself (`nmb-store` holds sets, grades and tokens' hashes), serve pages
 //! (`nmb-serve`), compute agreement statistics (`nmb-calibration`, `nmb-stats`) or parse command lines (`nmb`).
@@ -12,12 +13,14 @@
 mod assign;
 mod calibration;
 mod grade;
+mod inputs;
 mod ratings;
 mod token;
 
 pub use assign::{assign, AssignOptions, Assignment, Candidate};
 pub use calibration::{review_options, run_calibrations, RunCalibration, DEFAULT_RUBRIC_PASS};
 pub use grade::{check_grade, GradeForm, COMMENT_LIMIT, TAXONOMY, VERDICTS};
+pub use inputs::{candidates, load_rubric};
 pub use ratings::{
     item_key, review_ratings, ReviewRatings, GRADER, VERDICT_DIMENSION, VERDICT_PASS,
 };
@@ -31,4 +34,22 @@ pub enum ReviewError {
     Store(#[from] nmb_store::StoreError),
     #[error(transparent)]
     Score(#[from] nmb_score::ScoreError),
+    #[error("review of run {run_id}: {source}")]
+    Run {
+        run_id: String,
+        #[source]
+        source: nmb_store::StoreError,
+    },
+    #[error("cannot read the rubric {path}: {source}")]
+    RubricRead {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("rubric {path}: {source}")]
+    Rubric {
+        path: std::path::PathBuf,
+        #[source]
+        source: nmb_score::ScoreError,
+    },
 }
