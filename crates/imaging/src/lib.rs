@@ -6,8 +6,9 @@
 //! and the `nifti` crate ([`load_volume`]), reoriented to RAS ([`Volume::to_ras`]) and rendered
 //! ([`render::render`]) under [`RenderOptions`]. It does not know about cases or prompts (that is `nmb-suite` and
 //! `nmb-plan`), it does not cache renders (the caller keys them with [`render_key`]), and it never keeps decoded
-//! pixels around.
+//! pixels around. [`describe`] reads a volume's headers and shape for `nmb image info` and writes them as text.
 
+pub mod describe;
 mod dicom;
 pub mod meta;
 mod nifti;
@@ -15,6 +16,7 @@ pub mod options;
 pub mod render;
 pub mod volume;
 
+pub use describe::{volume_info, VolumeInfo};
 pub use meta::{SeriesSummary, VolumeMeta};
 pub use options::{Layout, RenderOptions, Slices, View, Window};
 pub use render::{render_path, RenderedView, RENDERER_VERSION};

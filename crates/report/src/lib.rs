@@ -12,7 +12,8 @@
 //!   confusion heat map, calibration with a reliability diagram, safety flags, abstentions and cost per image;
 //! - Markdown with the same tables, CSV (one row per sample, plus an aggregate CSV and `structured.csv`), JSON with
 //!   the full results;
-//! - a leaderboard export in the Neural-MedBench site's `js/data.js` shape.
+//! - a leaderboard export in the Neural-MedBench site's `js/data.js` shape;
+//! - the text and JSON `nmb runs list` and `nmb runs show` print about stored runs ([`runs`]).
 //!
 //! Everything a model wrote is untrusted: it is escaped in every HTML context ([`html::escape`], which is
 //! `nmb-table`'s); images are
@@ -33,6 +34,7 @@ mod markdown;
 mod neurovlm;
 mod paired;
 mod revision;
+pub mod runs;
 mod summary;
 mod svg;
 pub mod sweep;

@@ -7,6 +7,8 @@
 //! the ratings `nmb-calibration` measures agreement on ([`review_ratings`]). It also owns how a review's
 //! agreement and corrected rates are shown ([`tables`]: one set of tables, and the "Judges against clinicians"
 //! section that the report and `nmb serve`'s run page both render from them).
+//! It also reads what a set is built from: the rubric file ([`load_rubric`]) and the answered samples of the runs
+//! ([`candidates`]).
 //!
 //! It does not store anything itself (`nmb-store` holds sets, grades and tokens' hashes), serve pages
 //! (`nmb-serve`), compute agreement statistics (`nmb-calibration`, `nmb-stats`) or parse command lines (`nmb`).
@@ -14,6 +16,7 @@
 mod assign;
 mod calibration;
 mod grade;
+mod inputs;
 mod ratings;
 pub mod tables;
 mod token;
@@ -21,6 +24,7 @@ mod token;
 pub use assign::{assign, AssignOptions, Assignment, Candidate};
 pub use calibration::{review_options, run_calibrations, RunCalibration, DEFAULT_RUBRIC_PASS};
 pub use grade::{check_grade, GradeForm, COMMENT_LIMIT, TAXONOMY, VERDICTS};
+pub use inputs::{candidates, load_rubric};
 pub use ratings::{
     item_key, review_ratings, ReviewRatings, GRADER, VERDICT_DIMENSION, VERDICT_PASS,
 };
@@ -34,4 +38,22 @@ pub enum ReviewError {
     Store(#[from] nmb_store::StoreError),
     #[error(transparent)]
     Score(#[from] nmb_score::ScoreError),
+    #[error("review of run {run_id}: {source}")]
+    Run {
+        run_id: String,
+        #[source]
+        source: nmb_store::StoreError,
+    },
+    #[error("cannot read the rubric {path}: {source}")]
+    RubricRead {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("rubric {path}: {source}")]
+    Rubric {
+        path: std::path::PathBuf,
+        #[source]
+        source: nmb_score::ScoreError,
+    },
 }

@@ -4,12 +4,14 @@
 //! [`Task`]s, each task with an optional [`Reference`]. It also owns reading suites from disk (the
 //! Neural-MedBench site file, the native hand-written format, breadth datasets such as VQA-RAD and MedQA), the
 //! bundled `sample` suite, validation problems, the suite content hash, and the typed [`Source`] an evaluation records
-//! to load the same suite again.
+//! to load the same suite again. [`describe`] holds the plain-text views of a suite's counts and of one case that
+//! `nmb suite stats` and `nmb suite show` print (and writes a case's rendered volume views).
 //!
 //! It does not own prompts (`nmb-plan`), model calls (`nmb-requests`), storage (`nmb-store`) or scoring
 //! (`nmb-score`). Image bytes are handled by `nmb-imaging`; a suite holds image *sources* and never keeps
 //! decoded pixels.
 
+pub mod describe;
 pub mod formats;
 mod hash;
 mod model;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use nmb_imaging::{Layout, RenderOptions, Slices, View, VolumeMeta, Window};
+use nmb_imaging::{Layout, RenderOptions, Slices, View, Window};
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -84,79 +84,21 @@ fn info(args: InfoArgs) -> Result<ExitCode> {
         volume: args.pick.volume,
         ..RenderOptions::default()
     };
-    // Headers first, so that a file whose pixels cannot be decoded (JPEG-LS) is still described.
-    let headers = nmb_imaging::describe_volume(&args.path, &opts)?;
-    let (meta, ras, decode_error) = match nmb_imaging::load_volume(&args.path, &opts) {
-        Ok((volume, meta)) => (meta, Some(volume.to_ras()), None),
-        Err(e) => (headers, None, Some(e.to_string())),
-    };
+    let info = nmb_imaging::volume_info(&args.path, &opts)?;
     if args.json {
         let value = serde_json::json!({
             "path": args.path.display().to_string(),
-            "meta": meta,
-            "decodable": decode_error.is_none(),
-            "decode_error": decode_error,
-            "dims_ras": ras.as_ref().map(|r| r.dims),
-            "spacing_ras_mm": ras.as_ref().map(|r| r.spacing),
+            "meta": info.meta,
+            "decodable": info.decode_error.is_none(),
+            "decode_error": info.decode_error,
+            "dims_ras": info.ras.as_ref().map(|r| r.dims),
+            "spacing_ras_mm": info.ras.as_ref().map(|r| r.spacing),
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        print_info(&args.path, &meta, ras.as_ref());
-        if let Some(e) = decode_error {
-            println!("  pixels:       cannot be decoded: {e}");
-        }
+        print!("{}", info.text(&args.path));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn print_info(path: &std::path::Path, meta: &VolumeMeta, ras: Option<&nmb_imaging::Volume>) {
-    println!("{}: {}", path.display(), meta.format);
-    if meta.series.len() > 1 || meta.skipped_files > 0 {
-        for (i, s) in meta.series.iter().enumerate() {
-            let mark = if i == meta.chosen_series { "*" } else { " " };
-            println!("  {mark} series {}: {}", i + 1, s.short());
-        }
-        if meta.skipped_files > 0 {
-            println!("  ({} files skipped: not DICOM images)", meta.skipped_files);
-        }
-    }
-    let [c, r, s] = meta.source_dims;
-    println!("  stored:       {c} x {r} x {s} ({})", meta.orientation);
-    if let Some(ras) = ras {
-        let [x, y, z] = ras.dims;
-        let [sx, sy, sz] = ras.spacing;
-        println!("  as RAS:       {x} x {y} x {z} voxels of {sx:.3} x {sy:.3} x {sz:.3} mm");
-    }
-    if let Some([row, col]) = meta.pixel_spacing {
-        println!("  pixel spacing {row:.3} x {col:.3} mm (row x column)");
-    }
-    if let Some(t) = meta.slice_thickness {
-        println!("  thickness:    {t:.3} mm");
-    }
-    if let Some(step) = meta.slice_spacing {
-        let note = if meta.uneven_spacing {
-            " (uneven; median used)"
-        } else {
-            ""
-        };
-        println!("  slice step:   {step:.3} mm{note}");
-    }
-    if let Some((uid, name)) = &meta.transfer_syntax {
-        println!("  transfer:     {uid} ({name})");
-    }
-    if meta.volumes > 1 {
-        println!(
-            "  volumes:      {} (showing {})",
-            meta.volumes, meta.volume_index
-        );
-    }
-    let guess = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
-    println!("  modality:     {}", guess(&meta.modality));
-    println!("  sequence:     {}", guess(&meta.sequence));
-    println!("  plane:        {}", guess(&meta.plane));
-    if let Some((c, w)) = meta.window {
-        println!("  file window:  {c}/{w}");
-    }
 }
 
 fn render(args: RenderArgs) -> Result<ExitCode> {

@@ -6,9 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
-use nmb_review::{assign, hash_token, new_set_id, new_token, AssignOptions, Candidate};
-use nmb_score::Rubric;
-use nmb_store::{NewReviewSet, NewReviewer, SampleStatus, Store};
+use nmb_review::{assign, hash_token, new_set_id, new_token, AssignOptions};
+use nmb_store::{NewReviewSet, NewReviewer, Store};
 use serde_json::json;
 
 use crate::store_at::StoreAt;
@@ -112,8 +111,8 @@ pub fn run(command: ReviewCommand, at: &StoreAt) -> Result<ExitCode> {
 
 fn create(args: CreateArgs, at: &StoreAt) -> Result<ExitCode> {
     let store = at.open_for_reading()?;
-    let (rubric, rubric_text) = load_rubric(args.rubric.as_deref())?;
-    let candidates = candidates(&store, &args.runs)?;
+    let (rubric, rubric_text) = nmb_review::load_rubric(args.rubric.as_deref())?;
+    let candidates = nmb_review::candidates(&store, &args.runs)?;
     let options = AssignOptions {
         reviewers: args.reviewers.clone(),
         per_reviewer: args.per_reviewer,
@@ -192,41 +191,6 @@ fn create(args: CreateArgs, at: &StoreAt) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn load_rubric(path: Option<&std::path::Path>) -> Result<(Rubric, String)> {
-    match path {
-        None => Ok((
-            Rubric::builtin(),
-            nmb_score::rubric::BUILTIN_NEUROLOGY_V1.to_string(),
-        )),
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read the rubric {}", p.display()))?;
-            let rubric = Rubric::parse(&text, &p.display().to_string())
-                .map_err(|e| anyhow!(e))
-                .with_context(|| format!("rubric {}", p.display()))?;
-            Ok((rubric, text))
-        }
-    }
-}
-
-/// The answered samples of the runs (errored and pending ones have no answer to grade).
-fn candidates(store: &Store, runs: &[String]) -> Result<Vec<Candidate>> {
-    let mut out = Vec::new();
-    for run_id in runs {
-        store
-            .run(run_id)
-            .with_context(|| format!("review of run {run_id}"))?;
-        let states = store.sample_states(run_id)?;
-        let answered = states.into_iter().filter(|s| s.status == SampleStatus::Ok);
-        out.extend(answered.map(|s| Candidate {
-            run_id: run_id.clone(),
-            task_id: s.task_id,
-            sample_index: s.sample_index,
-        }));
-    }
-    Ok(out)
 }
 
 fn open_set(store: &Store, set: &str) -> Result<nmb_store::ReviewSet> {

@@ -4,10 +4,10 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use nmb_store::{RunInfo, RunSummary};
+use nmb_report::runs;
+use serde_json::Value;
 
 use crate::store_at::StoreAt;
-use serde_json::{json, Value};
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -81,18 +81,6 @@ pub fn run(command: RunsCommand, at: &StoreAt) -> Result<ExitCode> {
     }
 }
 
-/// The summary fields at the top level, with the manifest next to them.
-fn run_json(summary: &RunSummary, info: &RunInfo) -> Value {
-    let mut v = serde_json::to_value(summary).unwrap_or_else(|_| json!({}));
-    if let Some(obj) = v.as_object_mut() {
-        obj.insert(
-            "manifest".into(),
-            serde_json::to_value(&info.manifest).unwrap_or_else(|_| json!({})),
-        );
-    }
-    v
-}
-
 fn list(args: ListArgs, at: &StoreAt) -> Result<ExitCode> {
     let Some(store) = at.open_existing()? else {
         if args.json {
@@ -104,54 +92,19 @@ fn list(args: ListArgs, at: &StoreAt) -> Result<ExitCode> {
     };
     let runs = store.list_runs().context("cannot list runs")?;
     let mut rows = Vec::with_capacity(runs.len());
-    for info in &runs {
+    for info in runs {
         let summary = store
             .summary(&info.run_id)
             .with_context(|| format!("cannot summarise run {}", info.run_id))?;
         rows.push((summary, info));
     }
     if args.json {
-        let all: Vec<Value> = rows.iter().map(|(s, i)| run_json(s, i)).collect();
+        let all: Vec<Value> = rows.iter().map(|(s, i)| runs::run_json(s, i)).collect();
         println!("{}", Value::Array(all));
-        return Ok(ExitCode::SUCCESS);
-    }
-    if rows.is_empty() {
+    } else if rows.is_empty() {
         println!("no runs in {at}");
-        return Ok(ExitCode::SUCCESS);
-    }
-    // Studies in the order their newest run appears; a stable sort keeps runs newest first within each.
-    let mut order: Vec<Option<String>> = Vec::new();
-    for (_, info) in &rows {
-        if !order.contains(&info.manifest.study) {
-            order.push(info.manifest.study.clone());
-        }
-    }
-    order.sort_by_key(Option::is_none);
-    rows.sort_by_key(|(_, info)| order.iter().position(|s| *s == info.manifest.study));
-    let mut heading = None;
-    let grouped = order.iter().any(Option::is_some);
-    println!(
-        "{:<24} {:<11} {:<24} {:>14}  {:<12} model",
-        "run id", "status", "created", "ok/err/total", "suite"
-    );
-    for (s, info) in &rows {
-        if grouped && heading != Some(&info.manifest.study) {
-            heading = Some(&info.manifest.study);
-            match &info.manifest.study {
-                Some(name) => println!("study {name}"),
-                None => println!("not in a study"),
-            }
-        }
-        let field = |v: &str| if v.is_empty() { "-" } else { v }.to_string();
-        println!(
-            "{:<24} {:<11} {:<24} {:>14}  {:<12} {}",
-            s.run_id,
-            s.status.as_str(),
-            s.created_at,
-            format!("{}/{}/{}", s.samples_ok, s.samples_errored, s.samples_total),
-            field(&info.manifest.suite_id),
-            field(&info.manifest.display_name())
-        );
+    } else {
+        print!("{}", runs::list_text(&rows));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -170,79 +123,9 @@ fn show(args: ShowArgs, at: &StoreAt) -> Result<ExitCode> {
         .summary(&info.run_id)
         .with_context(|| format!("cannot summarise run {}", info.run_id))?;
     if args.json {
-        println!("{}", run_json(&s, &info));
-        return Ok(ExitCode::SUCCESS);
+        println!("{}", runs::run_json(&s, &info));
+    } else {
+        print!("{}", runs::show_text(&s, &info));
     }
-    print!("{}", render(&s, &info));
     Ok(ExitCode::SUCCESS)
-}
-
-fn render(s: &RunSummary, info: &RunInfo) -> String {
-    let m = &info.manifest;
-    let text = |v: &str| if v.is_empty() { "-" } else { v }.to_string();
-    let classes = |c: &std::collections::BTreeMap<String, u64>| {
-        if c.is_empty() {
-            "-".to_string()
-        } else {
-            c.iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-    };
-    let dropped = text(&m.dropped_inputs.join("; "));
-    let rows = [
-        ("run", s.run_id.clone()),
-        ("status", s.status.as_str().to_string()),
-        ("created", s.created_at.clone()),
-        ("updated", s.updated_at.clone()),
-        ("name", text(&m.display_name())),
-        ("model", text(&m.model)),
-        (
-            "suite",
-            format!("{} (hash {})", text(&m.suite_id), text(&m.suite_hash)),
-        ),
-        ("inputs", text(&m.input_mode)),
-        ("samples/task", m.samples.to_string()),
-        ("parameters", m.params.to_string()),
-        ("templates", text(&m.template_hash)),
-        ("dropped", dropped),
-        ("nmb", text(&m.nmb_version)),
-        (
-            "samples",
-            format!(
-                "{} total: {} ok, {} errored, {} pending",
-                s.samples_total, s.samples_ok, s.samples_errored, s.samples_pending
-            ),
-        ),
-        ("errors", classes(&s.errors_by_class)),
-        (
-            "requests",
-            format!(
-                "{} sent ({} calls, {} errored: {}), {} answers from the store",
-                s.requests_sent,
-                s.calls,
-                s.calls_errored,
-                classes(&s.call_errors_by_class),
-                s.cache_hits
-            ),
-        ),
-        (
-            "tokens",
-            format!("in {}, out {}", s.tokens_in, s.tokens_out),
-        ),
-        (
-            "latency ms",
-            format!(
-                "mean {:.0}, p50 {}, p90 {}, p99 {}, max {} (over {} calls)",
-                s.latency_ms.mean,
-                s.latency_ms.p50,
-                s.latency_ms.p90,
-                s.latency_ms.p99,
-                s.latency_ms.max,
-                s.latency_ms.count
-            ),
-        ),
-    ];
-    rows.iter().map(|(k, v)| format!("{k:<13} {v}\n")).collect()
 }

@@ -1,15 +1,11 @@
 //! `nmb suite validate|stats|show`: look at a benchmark suite without running any model.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use nmb_suite::{
-    check_images, Case, Filter, Image, Level, Loaded, Problem, Reference, SuiteError, SuiteStats,
-    Task,
-};
+use nmb_suite::{check_images, Filter, Level, Loaded, Problem, SuiteError};
 
 const SUITE_HELP: &str =
     "The suite: `sample` or `sample-structured` (bundled), a path whose format is detected, or FORMAT:PATH \
@@ -253,286 +249,22 @@ fn stats(args: StatsArgs) -> Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{}", render_stats(&stats));
+    print!("{}", nmb_suite::describe::stats_text(&stats));
     Ok(ExitCode::SUCCESS)
-}
-
-fn render_stats(s: &SuiteStats) -> String {
-    let counts = |m: &BTreeMap<String, usize>| match m.is_empty() {
-        true => "-".to_string(),
-        false => m
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect::<Vec<_>>()
-            .join(", "),
-    };
-    let rows = [
-        (
-            "suite",
-            format!("{} ({}, version {})", s.id, s.format, s.version),
-        ),
-        (
-            "hash",
-            s.hash
-                .clone()
-                .unwrap_or_else(|| "- (an image could not be read)".into()),
-        ),
-        (
-            "cases",
-            format!(
-                "{} ({} with content, {} empty placeholders)",
-                s.cases, s.cases_with_content, s.empty_cases
-            ),
-        ),
-        (
-            "tasks",
-            format!(
-                "{} ({} with a reference, {} later turns)",
-                s.tasks, s.with_reference, s.turns
-            ),
-        ),
-        (
-            "images",
-            format!("{} ({})", s.images, counts(&s.image_formats)),
-        ),
-        ("by family", counts(&s.by_family)),
-        ("by level", counts(&s.by_level)),
-        ("languages", counts(&s.languages)),
-        (
-            "problems",
-            format!("{} error(s), {} warning(s)", s.errors, s.warnings),
-        ),
-    ];
-    rows.iter().map(|(k, v)| format!("{k:<10} {v}\n")).collect()
 }
 
 fn show(args: ShowArgs) -> Result<ExitCode> {
     let loaded = args.source.load()?;
     let suite = &loaded.suite;
     let Some(case) = suite.case(&args.case_id) else {
-        if suite.empty_cases.contains(&args.case_id) {
-            bail!(
-                "{} is an empty placeholder in {} (no text, no images); nothing to show",
-                args.case_id,
-                suite.id
-            );
-        }
-        let known: Vec<&str> = suite.cases.iter().take(10).map(|c| c.id.as_str()).collect();
-        let more = suite.cases.len().saturating_sub(known.len());
-        let more = if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        };
         bail!(
-            "no case {:?} in suite {}; its cases are: {}{more}",
-            args.case_id,
-            suite.id,
-            known.join(", ")
+            "{}",
+            nmb_suite::describe::missing_case(suite, &args.case_id)
         );
     };
-    print!("{}", render_case(&suite.id, case));
+    print!("{}", nmb_suite::describe::case_text(&suite.id, case));
     if let Some(dir) = &args.views {
-        write_views(case, dir)?;
+        nmb_suite::describe::write_views(case, dir, |file| println!("view: {}", file.display()))?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Writes each volume's views as `IMAGE-NN.png` (image ids made file-safe).
-fn write_views(case: &Case, dir: &std::path::Path) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    for image in &case.images {
-        let (Some(path), Some(opts)) = (image.source.path(), &image.render) else {
-            continue;
-        };
-        let (views, _) = nmb_imaging::render_path(path, opts)?;
-        let stem: String = image
-            .id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        for (n, view) in views.iter().enumerate() {
-            let file = dir.join(format!("{stem}-{:02}.png", n + 1));
-            std::fs::write(&file, &view.png)
-                .with_context(|| format!("cannot write {}", file.display()))?;
-            println!("view: {}", file.display());
-        }
-    }
-    Ok(())
-}
-
-fn render_case(suite_id: &str, case: &Case) -> String {
-    let mut out = String::new();
-    let lang = case.language.as_deref().unwrap_or("unknown");
-    out += &format!("Case {} (suite {suite_id}, language {lang})\n", case.id);
-    if !case.metadata.is_empty() {
-        out += &format!("Metadata: {}\n", pairs(case.metadata.iter()));
-    }
-    out += &format!("\nImages ({}):\n", case.images.len());
-    for (i, image) in case.images.iter().enumerate() {
-        out += &render_image("  ", i, image);
-    }
-    if !case.ehr.is_empty() {
-        out += "\nEHR:\n";
-        for (k, v) in &case.ehr {
-            out += &format!("  {k}: {v}\n");
-        }
-    }
-    if !case.notes.trim().is_empty() {
-        out += &format!("\nNotes:\n{}\n", indent(&case.notes, "  "));
-    }
-    out += &format!("\nTasks ({}):\n", case.tasks.len());
-    for task in &case.tasks {
-        out += &render_task(task);
-    }
-    out
-}
-
-fn render_image(pad: &str, i: usize, image: &Image) -> String {
-    if let Some(opts) = &image.render {
-        return render_volume(pad, i, image, opts);
-    }
-    let info = match image
-        .source
-        .read()
-        .map_err(anyhow::Error::from)
-        .and_then(|b| Ok(nmb_imaging::inspect(&b)?))
-    {
-        Ok(info) => {
-            let dims = match (info.width, info.height) {
-                (Some(w), Some(h)) => format!(" {w}x{h}"),
-                _ => String::new(),
-            };
-            format!(
-                "{}{dims}, {}, sha256 {}…",
-                info.format,
-                human_bytes(info.bytes),
-                &info.sha256[..12]
-            )
-        }
-        Err(e) => format!("UNREADABLE: {e:#}"),
-    };
-    let mut line = format!(
-        "{pad}[{i}] {}: {info}, {}\n",
-        image.id,
-        image.source.describe()
-    );
-    if let Some(label) = image.label() {
-        line += &format!("{pad}    {label}\n");
-    }
-    line
-}
-
-/// A volume with the views a model would receive (rendered now, so problems show here too).
-fn render_volume(pad: &str, i: usize, image: &Image, opts: &nmb_imaging::RenderOptions) -> String {
-    let mut out = format!(
-        "{pad}[{i}] {}: volume {}, render {}\n",
-        image.id,
-        image.source.describe(),
-        opts.key()
-    );
-    if let Some(label) = image.label() {
-        out += &format!("{pad}    {label}\n");
-    }
-    let Some(path) = image.source.path() else {
-        return out;
-    };
-    match nmb_imaging::render_path(path, opts) {
-        Ok((views, meta)) => {
-            let [c, r, s] = meta.source_dims;
-            out += &format!(
-                "{pad}    {} {c}x{r}x{s}, {} view(s):\n",
-                meta.format,
-                views.len()
-            );
-            for v in views {
-                let sha = nmb_imaging::content_hash(&v.png);
-                out += &format!(
-                    "{pad}      {} {}x{} png, sha256 {}…\n",
-                    v.label,
-                    v.width,
-                    v.height,
-                    &sha[..12]
-                );
-            }
-        }
-        Err(e) => out += &format!("{pad}    UNREADABLE: {e}\n"),
-    }
-    out
-}
-
-fn render_task(task: &Task) -> String {
-    let mut out = format!("  {} ({}, {})\n", task.id, task.family, task.level);
-    out += &format!("    Question: {}\n", task.question);
-    for (letter, text) in &task.options {
-        out += &format!("      {letter}. {text}\n");
-    }
-    for (t, turn) in task.turns.iter().enumerate() {
-        out += &format!("    Turn {}:\n", t + 1);
-        if !turn.text.is_empty() {
-            out += &format!("{}\n", indent(&turn.text, "      "));
-        }
-        for (i, image) in turn.images.iter().enumerate() {
-            out += &render_image("      ", i, image);
-        }
-        out += &format!("      Question: {}\n", turn.question);
-    }
-    match &task.reference {
-        Some(r) => out += &render_reference(r),
-        None => out += "    Reference: none\n",
-    }
-    if !task.metadata.is_empty() {
-        out += &format!("    Metadata: {}\n", pairs(task.metadata.iter()));
-    }
-    out
-}
-
-fn render_reference(r: &Reference) -> String {
-    let mut out = String::from("    Reference:\n");
-    let mut line = |name: &str, value: &Option<String>| {
-        if let Some(v) = value {
-            out += &format!("      {name}: {v}\n");
-        }
-    };
-    line("diagnosis", &r.diagnosis);
-    line("lesion type", &r.lesion_type);
-    line("lesion location", &r.lesion_location);
-    line("rationale", &r.rationale);
-    line("choice", &r.choice);
-    line("answer", &r.answer);
-    if !r.synonyms.is_empty() {
-        out += &format!("      synonyms: {}\n", r.synonyms.join("; "));
-    }
-    for (rank, dx) in r.differential.iter().enumerate() {
-        out += &format!("      differential {}: {dx}\n", rank + 1);
-    }
-    out
-}
-
-fn pairs<'a>(items: impl Iterator<Item = (&'a String, &'a String)>) -> String {
-    items
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn indent(text: &str, pad: &str) -> String {
-    text.lines()
-        .map(|l| format!("{pad}{l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn human_bytes(n: u64) -> String {
-    match n {
-        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
-        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
-        n => format!("{n} B"),
-    }
 }

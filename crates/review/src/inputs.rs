@@ -1,0 +1,52 @@
+//! What a review set is built from: the rubric reviewers grade with, and the answered samples of the runs.
+
+use std::path::Path;
+
+use nmb_score::Rubric;
+use nmb_store::{SampleStatus, Store};
+
+use crate::{Candidate, ReviewError};
+
+/// The rubric at `path` (default: the bundled neurology rubric) and its text as read, which the review set
+/// stores beside its hash so that grades can always be read against the rubric they were given under.
+pub fn load_rubric(path: Option<&Path>) -> Result<(Rubric, String), ReviewError> {
+    match path {
+        None => Ok((
+            Rubric::builtin(),
+            nmb_score::rubric::BUILTIN_NEUROLOGY_V1.to_string(),
+        )),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|source| ReviewError::RubricRead {
+                path: p.to_path_buf(),
+                source,
+            })?;
+            let rubric = Rubric::parse(&text, &p.display().to_string()).map_err(|source| {
+                ReviewError::Rubric {
+                    path: p.to_path_buf(),
+                    source,
+                }
+            })?;
+            Ok((rubric, text))
+        }
+    }
+}
+
+/// The answered samples of the runs (errored and pending ones have no answer to grade).
+pub fn candidates(store: &Store, runs: &[String]) -> Result<Vec<Candidate>, ReviewError> {
+    let mut out = Vec::new();
+    for run_id in runs {
+        let in_run = |source| ReviewError::Run {
+            run_id: run_id.clone(),
+            source,
+        };
+        store.run(run_id).map_err(in_run)?;
+        let states = store.sample_states(run_id)?;
+        let answered = states.into_iter().filter(|s| s.status == SampleStatus::Ok);
+        out.extend(answered.map(|s| Candidate {
+            run_id: run_id.clone(),
+            task_id: s.task_id,
+            sample_index: s.sample_index,
+        }));
+    }
+    Ok(out)
+}
