@@ -89,7 +89,7 @@ pub fn show_text(s: &RunSummary, info: &RunInfo) -> String {
             "suite",
             format!("{} (hash {})", text(&m.suite_id), text(&m.suite_hash)),
         ),
-        ("inputs", text(&m.input_mode)),
+        ("inputs", text(m.input_mode.as_str())),
         ("samples/task", m.samples.to_string()),
         ("parameters", m.params.to_string()),
         ("templates", text(&m.template_hash)),

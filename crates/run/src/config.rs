@@ -134,7 +134,7 @@ pub(crate) fn manifest(
         display_name: settings.display_name.clone(),
         study: settings.study.clone(),
         params: serde_json::to_value(&settings.params).unwrap_or(Value::Null),
-        input_mode: settings.plan.input_mode.as_str().to_string(),
+        input_mode: recorded_inputs(settings.plan.input_mode),
         answer_language: Recorded::Present(settings.plan.answer_language.clone()),
         samples,
         dropped_inputs: dropped,
@@ -143,6 +143,14 @@ pub(crate) fn manifest(
         eval_config: settings.eval_config.clone(),
         ..Manifest::default()
     })
+}
+
+fn recorded_inputs(mode: nmb_plan::InputMode) -> nmb_store::InputMode {
+    match mode {
+        nmb_plan::InputMode::Full => nmb_store::InputMode::Full,
+        nmb_plan::InputMode::Text => nmb_store::InputMode::Text,
+        nmb_plan::InputMode::Images => nmb_store::InputMode::Images,
+    }
 }
 
 fn templates(plan: &PlanOptions, structured: bool) -> BTreeMap<String, TemplateRef> {

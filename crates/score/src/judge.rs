@@ -374,7 +374,7 @@ fn judge_run(
         model: judge.into(),
         model_identity: Some(model_identity.as_object().cloned().unwrap_or_default()),
         params: serde_json::to_value(params).unwrap_or(Value::Null),
-        input_mode: "text".into(),
+        input_mode: nmb_store::InputMode::Text,
         samples: 1,
         dropped_inputs: vec!["images (judges read text only)".into()],
         ..Manifest::default()

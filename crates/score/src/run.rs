@@ -31,7 +31,9 @@ pub async fn score_run(
         });
     }
     let source = suite_source(run_id, &run.manifest, &config.suite)?;
-    let suite = source.load(run.manifest.input_mode == "text")?.suite;
+    let suite = source
+        .load(run.manifest.input_mode == nmb_store::InputMode::Text)?
+        .suite;
     score_suite(store, run_id, &suite, config, judges).await
 }
 

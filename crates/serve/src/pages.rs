@@ -374,7 +374,7 @@ fn manifest_block(body: &mut String, run: &RunInfo, summary: &nmb_store::RunSumm
             format!("{} ({})", m.template_id, m.template_hash),
         ),
         ("parameters", params),
-        ("inputs", m.input_mode.clone()),
+        ("inputs", m.input_mode.to_string()),
         ("samples per task", m.samples.to_string()),
         (
             "dropped inputs",

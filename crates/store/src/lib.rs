@@ -49,7 +49,9 @@ use db::{Db, DbError};
 pub use copy::CopyStats;
 pub use error::{Result, StoreError};
 pub use keys::{cache_key, canonical_json, canonical_json_str, format_utc_ms, now_ms};
-pub use manifest::{default_display_name, Manifest, Recorded, RunKind, SuiteSource, TemplateRef};
+pub use manifest::{
+    default_display_name, InputMode, Manifest, Recorded, RunKind, SuiteSource, TemplateRef,
+};
 pub use pages::{CaseLookup, CasePage, SampleFilter, SamplePage, ScoreOutcome, TEXT_COUNT_CAP};
 pub use query::{CallInfo, LatencyStats, RunSummary, SampleRecord, StoredImage, TurnRecord};
 pub use records::{

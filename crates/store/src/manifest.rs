@@ -27,6 +27,36 @@ impl RunKind {
     }
 }
 
+/// What evidence the model was shown (`--inputs`), as the manifest records it. The planner's own enum lives in
+/// `nmb-plan`, which this crate may not depend on; `nmb-run` converts between them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputMode {
+    /// EHR, notes and images.
+    #[default]
+    Full,
+    /// No images.
+    Text,
+    /// Images and the question only.
+    Images,
+}
+
+impl InputMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InputMode::Full => "full",
+            InputMode::Text => "text",
+            InputMode::Images => "images",
+        }
+    }
+}
+
+impl std::fmt::Display for InputMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How the suite was named on the command line, so that scoring can load the same suite again. Not part of the
 /// configuration hash: the suite hash is.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,8 +165,7 @@ pub struct Manifest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub study: Option<String>,
     pub params: Value,
-    /// `full`, `text` or `images`.
-    pub input_mode: String,
+    pub input_mode: InputMode,
     /// The answer language the templates asked for (`null`: the suite's default).
     #[serde(skip_serializing_if = "Recorded::is_absent")]
     pub answer_language: Recorded<String>,

@@ -29,7 +29,7 @@ fn store_with_run(dir: &Path) -> String {
         template_hash: "templatehash".into(),
         model: "openai:test-model@http://127.0.0.1:9".into(),
         params: serde_json::json!({"temperature": 0.7}),
-        input_mode: "full".into(),
+        input_mode: nmb_store::InputMode::Full,
         samples: 2,
         dropped_inputs: vec!["images (text-only model: image parts are not sent)".into()],
         ..Manifest::default()

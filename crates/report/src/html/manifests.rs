@@ -64,7 +64,7 @@ pub(super) fn manifests(h: &mut String, runs: &[RunData]) {
                 format!("{} ({})", m.template_id, m.template_hash),
             ),
             ("parameters", m.params.to_string()),
-            ("input mode", m.input_mode.clone()),
+            ("input mode", m.input_mode.to_string()),
             ("samples per task", m.samples.to_string()),
             ("nmb version (run)", m.nmb_version.clone()),
             ("config hash", r.info.config_hash.clone()),

@@ -21,7 +21,7 @@ fn create_get_list_and_status() {
         assert_eq!(got.manifest.suite_id, "sample");
         assert_eq!(got.config_hash, "cfg-a");
         assert_eq!(got.manifest.samples, 5);
-        assert_eq!(got.manifest.input_mode, "full");
+        assert_eq!(got.manifest.input_mode, nmb_store::InputMode::Full);
         assert_eq!(got.manifest, manifest());
 
         let ids: Vec<String> = store
