@@ -111,7 +111,7 @@ fn build_store(dir: &std::path::Path, suite: &Suite) -> (Store, String) {
         template_hash: "benchtemplate".into(),
         model: "openai:bench-model@http://127.0.0.1:9".into(),
         params: serde_json::json!({"temperature": 0.7, "top_p": 0.95}),
-        input_mode: "full".into(),
+        input_mode: nmb_store::InputMode::Full,
         samples: SAMPLES,
         dropped_inputs: Vec::new(),
         ..Manifest::default()

@@ -23,7 +23,7 @@ pub fn load_rubric(path: Option<&Path>) -> Result<(Rubric, String), ReviewError>
             let rubric = Rubric::parse(&text, &p.display().to_string()).map_err(|source| {
                 ReviewError::Rubric {
                     path: p.to_path_buf(),
-                    source,
+                    source: Box::new(source),
                 }
             })?;
             Ok((rubric, text))
@@ -37,7 +37,7 @@ pub fn candidates(store: &Store, runs: &[String]) -> Result<Vec<Candidate>, Revi
     for run_id in runs {
         let in_run = |source| ReviewError::Run {
             run_id: run_id.clone(),
-            source,
+            source: Box::new(source),
         };
         store.run(run_id).map_err(in_run)?;
         let states = store.sample_states(run_id)?;

@@ -37,12 +37,12 @@ pub enum ReviewError {
     #[error(transparent)]
     Store(#[from] nmb_store::StoreError),
     #[error(transparent)]
-    Score(#[from] nmb_score::ScoreError),
+    Score(Box<nmb_score::ScoreError>),
     #[error("review of run {run_id}: {source}")]
     Run {
         run_id: String,
         #[source]
-        source: nmb_store::StoreError,
+        source: Box<nmb_store::StoreError>,
     },
     #[error("cannot read the rubric {path}: {source}")]
     RubricRead {
@@ -54,6 +54,12 @@ pub enum ReviewError {
     Rubric {
         path: std::path::PathBuf,
         #[source]
-        source: nmb_score::ScoreError,
+        source: Box<nmb_score::ScoreError>,
     },
+}
+
+impl From<nmb_score::ScoreError> for ReviewError {
+    fn from(e: nmb_score::ScoreError) -> Self {
+        ReviewError::Score(Box::new(e))
+    }
 }

@@ -53,9 +53,15 @@ pub enum ConnectError {
         source: LocalError,
     },
     #[error(transparent)]
-    Human(#[from] crate::human::HumanError),
+    Human(Box<crate::human::HumanError>),
     #[error("connecting stopped unexpectedly: {0}")]
     Stopped(String),
+}
+
+impl From<crate::human::HumanError> for ConnectError {
+    fn from(e: crate::human::HumanError) -> Self {
+        ConnectError::Human(Box::new(e))
+    }
 }
 
 /// Builds the backend for `spec` (`openai:`, `anthropic:`, `gemini:` or `local:`). A `local:` model is loaded
