@@ -36,6 +36,22 @@ pub fn differential_schema() -> Value {
 }
 
 /// `{"lesion_type", "location", "findings"}`.
+/// A ranked differential as answer text, as a person's answer is stored: the JSON `differential_schema` asks models
+/// for and the scorer reads first (`{"differential": [{"rank", "diagnosis"}], "final_diagnosis"}`), most likely
+/// diagnosis first and final. Blank entries are dropped.
+pub fn differential_answer(diagnoses: &[String]) -> String {
+    let ranked: Vec<Value> = diagnoses
+        .iter()
+        .map(|d| d.trim())
+        .filter(|d| !d.is_empty())
+        .enumerate()
+        .map(|(i, d)| json!({"rank": i + 1, "diagnosis": d}))
+        .collect();
+    let first = ranked.first().map(|r| r["diagnosis"].clone());
+    let answer = json!({"differential": ranked, "final_diagnosis": first});
+    serde_json::to_string_pretty(&answer).expect("JSON values serialise")
+}
+
 pub fn lesion_schema() -> Value {
     json!({
         "type": "object",

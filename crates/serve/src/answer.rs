@@ -25,7 +25,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
 use nmb_store::{now_ms, HumanAnswer, Store};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::forms::{field, same_origin, CROSS_SITE};
 use crate::html::escape;
@@ -137,20 +137,7 @@ impl Bound {
     }
 }
 
-/// A ranked differential as answer text: the JSON the prompts ask models for and the scorer reads first, most
-/// likely diagnosis first (and as the final diagnosis). Blank entries are dropped.
-pub fn differential_answer(diagnoses: &[String]) -> String {
-    let ranked: Vec<Value> = diagnoses
-        .iter()
-        .map(|d| d.trim())
-        .filter(|d| !d.is_empty())
-        .enumerate()
-        .map(|(i, d)| json!({"rank": i + 1, "diagnosis": d}))
-        .collect();
-    let first = ranked.first().map(|r| r["diagnosis"].clone());
-    let answer = json!({"differential": ranked, "final_diagnosis": first});
-    serde_json::to_string_pretty(&answer).expect("JSON values serialise")
-}
+pub use nmb_plan::output::differential_answer;
 
 /// The diagnoses of an answer [`differential_answer`] wrote, to show it again in the form.
 fn differential_of(text: &str) -> Option<Vec<String>> {

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use nmb_requests::{BackendKind, ModelSpec};
 use nmb_store::{now_ms, HumanAnswer, Store, StoreError};
 use nmb_suite::{Family, Suite, Task};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::HumanError;
 
@@ -24,20 +24,7 @@ pub fn human_spec(text: &str) -> Result<ModelSpec, HumanError> {
     Ok(spec)
 }
 
-/// The answer text of a ranked differential (most likely first; blank entries dropped): the JSON the scorer
-/// reads, `{"differential": [{"rank", "diagnosis"}], "final_diagnosis"}`, the first diagnosis being final.
-pub fn differential_answer(diagnoses: &[String]) -> String {
-    let ranked: Vec<Value> = diagnoses
-        .iter()
-        .map(|d| d.trim())
-        .filter(|d| !d.is_empty())
-        .enumerate()
-        .map(|(i, d)| json!({"rank": i + 1, "diagnosis": d}))
-        .collect();
-    let first = ranked.first().map(|r| r["diagnosis"].clone());
-    let answer = json!({"differential": ranked, "final_diagnosis": first});
-    serde_json::to_string_pretty(&answer).expect("JSON values serialise")
-}
+pub use nmb_plan::output::differential_answer;
 
 /// One answer of a file, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -397,7 +384,7 @@ mod tests {
         assert_eq!(v["final_diagnosis"], "Stroke");
         assert_eq!(
             v["differential"][1],
-            json!({"rank": 2, "diagnosis": "Bleed"})
+            serde_json::json!({"rank": 2, "diagnosis": "Bleed"})
         );
         assert!(human_spec("human:lee").is_ok());
         let e = human_spec("openai:gpt").unwrap_err().to_string();
