@@ -129,7 +129,10 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Suite(c) => cmd::suite::run(c),
-        Command::Eval(args) => cmd::eval::run(*args, &at),
+        Command::Eval(args) => match &args.config {
+            Some(file) => cmd::study::run(file, &args, &at),
+            None => cmd::eval::run(*args, &at),
+        },
         Command::Runs(c) => cmd::runs::run(c, &at),
         Command::Score(c) => cmd::score::run(c, &at),
         Command::Compare(c) => cmd::compare::run(c, &at),

@@ -72,6 +72,27 @@ pub struct Claiming {
     pub started_ms: i64,
 }
 
+impl Claiming {
+    /// How long a claim lasts without renewal, unless a worker says otherwise.
+    pub const DEFAULT_LEASE: std::time::Duration = std::time::Duration::from_secs(30);
+
+    /// This process's claims, unique across machines and restarts: host, process id and start time.
+    pub fn for_this_process(lease: std::time::Duration) -> Claiming {
+        let host = std::fs::read_to_string("/etc/hostname")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "host".into());
+        let started_ms = nmb_store::now_ms();
+        Claiming {
+            worker_id: format!("{host}:{}:{started_ms}", std::process::id()),
+            lease,
+            started_ms,
+        }
+    }
+}
+
 impl EvalSettings {
     pub fn new(model: impl Into<String>) -> Self {
         EvalSettings {

@@ -10,7 +10,10 @@ use anyhow::{Context, Result};
 use clap::Args;
 use nmb_plan::{GenParams, InputMode};
 use nmb_requests::{BackendKind, ModelSpec, Scheduler};
-use nmb_run::{EvalConfig, Evaluated, Invocation, Limits, Progress, Resume, TemplateChoice};
+use nmb_run::{
+    Claiming, EvalConfig, Evaluated, Invocation, Limits, Progress, Resume, RunOutcome,
+    TemplateChoice,
+};
 use nmb_stats::BootstrapConfig;
 use nmb_store::Store;
 use nmb_suite::{Filter, Level};
@@ -310,9 +313,9 @@ impl EvalArgs {
 }
 
 /// On a shared store every evaluation works as one of possibly many workers; alone in a SQLite file it need not.
-pub fn claiming_on(at: &StoreAt) -> Option<nmb_run::Claiming> {
+pub fn claiming_on(at: &StoreAt) -> Option<Claiming> {
     at.is_shared()
-        .then(|| super::worker::claiming(super::worker::DEFAULT_LEASE))
+        .then(|| Claiming::for_this_process(Claiming::DEFAULT_LEASE))
 }
 
 /// What one invocation prints, writes and scores after its evaluation.
@@ -327,9 +330,6 @@ pub struct Output {
 }
 
 pub fn run(args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
-    if let Some(config) = &args.config {
-        return super::study::run(config, &args, at);
-    }
     if args.template_variants.is_some() {
         return sweep::run(args, at);
     }
@@ -407,7 +407,7 @@ pub fn run_with(
         stopped_early: outcome.stopped_early,
     };
     if invocation.plan_only {
-        super::worker::print_planned(&outcome, at, out.json);
+        print_planned(&outcome, at, out.json);
         return Ok(ran);
     }
     let scores = match &out.scoring {
@@ -564,7 +564,7 @@ fn invocation_line(p: &nmb_run::ProgressSnapshot, attempts: u64, elapsed: Durati
 
 /// An evaluation as it ended, for its summary.
 struct Finished<'a> {
-    outcome: &'a nmb_run::RunOutcome,
+    outcome: &'a RunOutcome,
     progress: &'a Progress,
     scheduler: &'a Scheduler,
     elapsed: Duration,
@@ -660,4 +660,27 @@ fn report(
     }
     println!("run id: {}", s.run_id);
     Ok(())
+}
+
+/// What `nmb eval --plan-only` prints: the run and how to start workers on it.
+fn print_planned(outcome: &RunOutcome, at: &StoreAt, as_json: bool) {
+    let s = &outcome.summary;
+    if as_json {
+        println!(
+            "{}",
+            json!({ "run_id": outcome.run_id, "planned": true, "summary": s })
+        );
+        return;
+    }
+    println!(
+        "run {} planned in {at}: {} samples, {} pending, {} done",
+        outcome.run_id,
+        s.samples_total,
+        s.samples_pending,
+        s.samples_ok + s.samples_errored
+    );
+    println!(
+        "start workers on any machine: nmb --store URL worker --run {}",
+        outcome.run_id
+    );
 }

@@ -10,9 +10,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use nmb_requests::ModelSpec;
-use nmb_run::{Claiming, EvalConfig, Invocation, Resume, RunOutcome};
+use nmb_run::{Claiming, EvalConfig, Invocation, Resume};
 use nmb_store::{now_ms, Manifest, RunKind, RunStatus, Store};
-use serde_json::json;
 
 use super::eval::Output;
 use crate::store_at::StoreAt;
@@ -25,9 +24,6 @@ Examples:
 
 Workers run the evaluation a run's manifest records, so the suite, answer key and template files must be at the
 same absolute paths on every machine (the bundled `sample` suite always is).";
-
-/// How long a claim lasts without renewal, unless `--lease-secs` says otherwise.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 #[derive(Args, Debug)]
 pub struct WorkerArgs {
@@ -79,7 +75,9 @@ pub fn run(args: WorkerArgs, at: &StoreAt) -> Result<ExitCode> {
         let config = this_worker(&args, recorded).with_context(|| format!("run {run_id}"))?;
         let invocation = Invocation {
             resume: Resume::Run(run_id.clone()),
-            claiming: Some(claiming(Duration::from_secs_f64(args.lease_secs))),
+            claiming: Some(Claiming::for_this_process(Duration::from_secs_f64(
+                args.lease_secs,
+            ))),
             ..Invocation::default()
         };
         if !args.quiet {
@@ -131,43 +129,4 @@ fn this_worker(args: &WorkerArgs, mut config: EvalConfig) -> Result<EvalConfig> 
         config.model = ModelSpec::parse(model).context("bad --model")?;
     }
     Ok(config)
-}
-
-/// This process's claims: unique across machines and restarts.
-pub fn claiming(lease: Duration) -> Claiming {
-    let host = std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "host".into());
-    let started_ms = now_ms();
-    Claiming {
-        worker_id: format!("{host}:{}:{started_ms}", std::process::id()),
-        lease,
-        started_ms,
-    }
-}
-
-/// What `nmb eval --plan-only` prints: the run and how to start workers on it.
-pub fn print_planned(outcome: &RunOutcome, at: &StoreAt, as_json: bool) {
-    let s = &outcome.summary;
-    if as_json {
-        println!(
-            "{}",
-            json!({ "run_id": outcome.run_id, "planned": true, "summary": s })
-        );
-        return;
-    }
-    println!(
-        "run {} planned in {at}: {} samples, {} pending, {} done",
-        outcome.run_id,
-        s.samples_total,
-        s.samples_pending,
-        s.samples_ok + s.samples_errored
-    );
-    println!(
-        "start workers on any machine: nmb --store URL worker --run {}",
-        outcome.run_id
-    );
 }
