@@ -466,81 +466,10 @@ fn write_report(
 
 fn dry_run(config: &EvalConfig, as_json: bool) -> Result<ExitCode> {
     let estimate = nmb_run::estimate(config)?;
-    let nmb_run::Estimate {
-        suite_id,
-        samples,
-        total,
-        requests,
-        tasks,
-        answers,
-        max_output,
-        native_n,
-    } = estimate;
-    if as_json {
-        let out = json!({
-            "dry_run": true,
-            "suite": suite_id,
-            "model": config.model.to_string(),
-            "inputs": config.inputs.as_str(),
-            "samples": samples,
-            "tasks": total.tasks,
-            "tasks_failed": total.tasks_failed,
-            "requests": requests,
-            "answers": answers,
-            "images_sent": total.images_sent,
-            "est_text_tokens": total.est_text_tokens,
-            "est_image_tokens": total.est_image_tokens,
-            "est_input_tokens": total.est_input_tokens,
-            "max_output_tokens": max_output,
-            "errors": total.errors,
-            "per_task": tasks,
-        });
-        println!("{out}");
-        return Ok(ExitCode::SUCCESS);
+    match as_json {
+        true => println!("{}", estimate.json(config)),
+        false => print!("{}", estimate.text(config)),
     }
-    println!(
-        "dry run: nothing is sent or stored. Suite {suite_id}, model {}, inputs {}, {samples} sample(s) per task.",
-        config.model,
-        config.inputs.as_str(),
-    );
-    println!(
-        "{:<40} {:<16} {:<10} {:>5} {:>8} {:>7} {:>10}",
-        "task", "family", "level", "turns", "requests", "images", "est.tokens"
-    );
-    for t in &tasks {
-        println!(
-            "{:<40} {:<16} {:<10} {:>5} {:>8} {:>7} {:>10}",
-            t.task_id,
-            t.family.as_str(),
-            t.level.as_str(),
-            t.turns,
-            t.requests,
-            t.images_sent,
-            t.est_input_tokens
-        );
-    }
-    for e in &total.errors {
-        println!("cannot plan: {e}");
-    }
-    let how = if native_n {
-        "one request per single-turn task with n samples"
-    } else {
-        "one request per sample and turn"
-    };
-    println!(
-        "{} task(s), {} request(s) ({how}), {} answer(s), {} image part(s) sent",
-        total.tasks, requests, answers, total.images_sent
-    );
-    println!(
-        "estimated input tokens: {} (text {} + images {}); output at most {} ({} answers x max_tokens {})",
-        total.est_input_tokens,
-        total.est_text_tokens,
-        total.est_image_tokens,
-        max_output,
-        answers,
-        config.params.max_tokens
-    );
-    println!("(estimates: text 4 characters per token, images by OpenAI's tile rule; see nmb-plan's estimate docs)");
     Ok(ExitCode::SUCCESS)
 }
 
