@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use nmb_requests::Scheduler;
+use nmb_run::summary::{count, duration};
 use nmb_run::{Progress, ProgressSnapshot};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -122,24 +123,4 @@ pub fn line(s: &ProgressSnapshot, scheduler: &Scheduler) -> String {
         count(s.tokens_out)
     ));
     out
-}
-
-pub fn count(n: u64) -> String {
-    match n {
-        0..=9_999 => n.to_string(),
-        10_000..=9_999_999 => format!("{:.1}k", n as f64 / 1e3),
-        _ => format!("{:.1}M", n as f64 / 1e6),
-    }
-}
-
-pub fn duration(secs: f64) -> String {
-    if !secs.is_finite() {
-        return "?".into();
-    }
-    let s = secs.round() as u64;
-    match s {
-        0..=59 => format!("{s}s"),
-        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
-        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
-    }
 }

@@ -201,3 +201,17 @@ pub fn scores_from_file(path: &std::path::Path) -> Result<ScoreReport, ReportErr
         message: format!("{e}; expected the JSON that `nmb score RUN --json` prints"),
     })
 }
+
+/// Score reports from JSON files (`--scores FILE`), by run id; two files for the same run are an error.
+pub fn score_files(
+    paths: &[std::path::PathBuf],
+) -> Result<BTreeMap<String, ScoreReport>, ReportError> {
+    let mut out = BTreeMap::new();
+    for p in paths {
+        let report = scores_from_file(p)?;
+        if out.insert(report.run_id.clone(), report).is_some() {
+            return Err(ReportError::SecondScores(p.clone()));
+        }
+    }
+    Ok(out)
+}

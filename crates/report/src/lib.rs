@@ -46,7 +46,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 pub use analysis::{build, Analysis, CostEstimate, ModelPoint, Price, Prices, TwoAxis};
-pub use input::{load_run, scores_from_file, stored_scores, RunData, TaskPrompt, Thumbnail};
+pub use input::{
+    load_run, score_files, scores_from_file, stored_scores, RunData, TaskPrompt, Thumbnail,
+};
 pub use leaderboard::{
     leaderboard, model_data, read_data_js, vendor, Leaderboard, LeaderboardEntry,
     LeaderboardOptions, MergeError,
@@ -78,6 +80,8 @@ pub enum ReportError {
     },
     #[error("{what} is not a valid score report: {message}")]
     Scores { what: String, message: String },
+    #[error("{}: a second score report for the same run", .0.display())]
+    SecondScores(PathBuf),
     #[error("cannot merge the leaderboard into {0}")]
     Merge(#[from] MergeError),
 }
@@ -135,6 +139,19 @@ impl ReportOptions {
             bootstrap: nmb_stats::BootstrapConfig::default(),
             expand_cases_up_to: 20,
             secrets: nmb_chat::Secrets::from_env(),
+        }
+    }
+
+    /// How review sets are analysed for the report: with the report's own bootstrap seed and resamples (at least
+    /// one), everything else at its default.
+    pub fn calibration_options(&self) -> nmb_calibration::AgreementOptions {
+        nmb_calibration::AgreementOptions {
+            bootstrap: nmb_stats::BootstrapConfig {
+                seed: self.bootstrap.seed,
+                resamples: self.bootstrap.resamples.max(1),
+                ..nmb_stats::BootstrapConfig::default()
+            },
+            ..nmb_calibration::AgreementOptions::default()
         }
     }
 }

@@ -18,6 +18,7 @@ mod calibration;
 mod grade;
 mod inputs;
 mod ratings;
+mod status;
 pub mod tables;
 mod token;
 
@@ -28,6 +29,7 @@ pub use inputs::{candidates, load_rubric};
 pub use ratings::{
     item_key, review_ratings, ReviewRatings, GRADER, VERDICT_DIMENSION, VERDICT_PASS,
 };
+pub use status::{status_json, status_text};
 pub use token::{hash_token, new_set_id, new_token};
 
 #[derive(Debug, thiserror::Error)]

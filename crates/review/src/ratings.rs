@@ -35,6 +35,21 @@ pub struct ReviewRatings {
     pub notes: Vec<String>,
 }
 
+impl ReviewRatings {
+    /// The ratings as the `annotator,item,dimension,score` CSV (header first) that `nmb agreement` reads.
+    pub fn csv(&self) -> String {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        for r in &self.ratings.rows {
+            w.write_record([&r.annotator, &r.item, &r.dimension, &r.score.to_string()])
+                .expect("writing CSV into memory cannot fail");
+        }
+        let rows = w.into_inner().expect("writing CSV into memory cannot fail");
+        let mut text = String::from("annotator,item,dimension,score\n");
+        text.push_str(&String::from_utf8_lossy(&rows));
+        text
+    }
+}
+
 /// The item id of a sample in ratings: `RUN/TASK#SAMPLE`.
 pub fn item_key(run_id: &str, task_id: &str, sample_index: u32) -> String {
     format!("{run_id}/{task_id}#{sample_index}")

@@ -176,6 +176,92 @@ pub struct Estimate {
     pub native_n: bool,
 }
 
+impl Estimate {
+    /// The dry run as one JSON object (`nmb eval --dry-run --json`); `config` is the evaluation estimated.
+    pub fn json(&self, config: &EvalConfig) -> serde_json::Value {
+        let total = &self.total;
+        serde_json::json!({
+            "dry_run": true,
+            "suite": self.suite_id,
+            "model": config.model.to_string(),
+            "inputs": config.inputs.as_str(),
+            "samples": self.samples,
+            "tasks": total.tasks,
+            "tasks_failed": total.tasks_failed,
+            "requests": self.requests,
+            "answers": self.answers,
+            "images_sent": total.images_sent,
+            "est_text_tokens": total.est_text_tokens,
+            "est_image_tokens": total.est_image_tokens,
+            "est_input_tokens": total.est_input_tokens,
+            "max_output_tokens": self.max_output,
+            "errors": total.errors,
+            "per_task": self.tasks,
+        })
+    }
+
+    /// The dry run as text lines, each ending in a newline: a heading, one row per task, what could not be
+    /// planned, and the totals; `config` is the evaluation estimated.
+    pub fn text(&self, config: &EvalConfig) -> String {
+        use std::fmt::Write as _;
+        let total = &self.total;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "dry run: nothing is sent or stored. Suite {}, model {}, inputs {}, {} sample(s) per task.",
+            self.suite_id,
+            config.model,
+            config.inputs.as_str(),
+            self.samples,
+        );
+        let _ = writeln!(
+            out,
+            "{:<40} {:<16} {:<10} {:>5} {:>8} {:>7} {:>10}",
+            "task", "family", "level", "turns", "requests", "images", "est.tokens"
+        );
+        for t in &self.tasks {
+            let _ = writeln!(
+                out,
+                "{:<40} {:<16} {:<10} {:>5} {:>8} {:>7} {:>10}",
+                t.task_id,
+                t.family.as_str(),
+                t.level.as_str(),
+                t.turns,
+                t.requests,
+                t.images_sent,
+                t.est_input_tokens
+            );
+        }
+        for e in &total.errors {
+            let _ = writeln!(out, "cannot plan: {e}");
+        }
+        let how = if self.native_n {
+            "one request per single-turn task with n samples"
+        } else {
+            "one request per sample and turn"
+        };
+        let _ = writeln!(
+            out,
+            "{} task(s), {} request(s) ({how}), {} answer(s), {} image part(s) sent",
+            total.tasks, self.requests, self.answers, total.images_sent
+        );
+        let _ = writeln!(
+            out,
+            "estimated input tokens: {} (text {} + images {}); output at most {} ({} answers x max_tokens {})",
+            total.est_input_tokens,
+            total.est_text_tokens,
+            total.est_image_tokens,
+            self.max_output,
+            self.answers,
+            config.params.max_tokens
+        );
+        out.push_str(
+            "(estimates: text 4 characters per token, images by OpenAI's tile rule; see nmb-plan's estimate docs)\n",
+        );
+        out
+    }
+}
+
 /// Plans the configuration's suite without sending anything, for a dry run or a study's budget.
 pub fn estimate(config: &EvalConfig) -> Result<Estimate, EvalError> {
     let options = config.plan_options()?;

@@ -34,6 +34,7 @@ pub mod human;
 mod progress;
 mod renders;
 mod sampling;
+pub mod summary;
 mod task;
 
 use std::collections::HashSet;

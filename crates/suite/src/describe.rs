@@ -7,7 +7,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::{Case, Image, Reference, Suite, SuiteStats, Task};
+use crate::{
+    check_images, load, Case, Image, LoadOptions, Problem, Reference, Suite, SuiteError,
+    SuiteStats, Task,
+};
 
 /// Why [`write_views`] stopped.
 #[derive(Debug, thiserror::Error)]
@@ -315,6 +318,88 @@ fn human_bytes(n: u64) -> String {
         n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
         n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
         n => format!("{n} B"),
+    }
+}
+
+/// What `nmb suite validate` found: every problem, and the counts behind its summary line.
+#[derive(Debug, Default)]
+pub struct Validation {
+    pub problems: Vec<Problem>,
+    pub cases: usize,
+    pub empty_cases: usize,
+    pub tasks: usize,
+    pub images: usize,
+}
+
+impl Validation {
+    pub fn errors(&self) -> usize {
+        self.problems.iter().filter(|p| p.is_error()).count()
+    }
+
+    pub fn warnings(&self) -> usize {
+        self.problems.len() - self.errors()
+    }
+
+    /// The validation as one JSON object {suite, ok, errors, warnings, cases, empty_cases, tasks, images,
+    /// problems}; `spec` is the suite as it was named.
+    pub fn json(&self, spec: &str) -> serde_json::Value {
+        let errors = self.errors();
+        serde_json::json!({
+            "suite": spec,
+            "ok": errors == 0,
+            "errors": errors,
+            "warnings": self.warnings(),
+            "cases": self.cases,
+            "empty_cases": self.empty_cases,
+            "tasks": self.tasks,
+            "images": self.images,
+            "problems": self.problems,
+        })
+    }
+
+    /// The one-line summary printed after the problems (no newline); `spec` is the suite as it was named.
+    pub fn summary(&self, spec: &str) -> String {
+        format!(
+            "{spec}: {} error(s), {} warning(s); {} cases with content, {} empty placeholders, {} tasks, {} images \
+             checked",
+            self.errors(),
+            self.warnings(),
+            self.cases,
+            self.empty_cases,
+            self.tasks,
+            self.images
+        )
+    }
+}
+
+/// Loads the suite named `spec` and checks its images; a fatal load error (an unreadable or unparseable file)
+/// becomes the one problem reported.
+pub fn validate(spec: &str, options: &LoadOptions) -> Validation {
+    let loaded = match load(spec, options) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            return Validation {
+                problems: vec![fatal_problem(spec, e)],
+                ..Validation::default()
+            }
+        }
+    };
+    let images = check_images(&loaded.suite);
+    let mut problems = loaded.problems;
+    problems.extend(images.problems);
+    Validation {
+        problems,
+        cases: loaded.suite.cases.len(),
+        empty_cases: loaded.suite.empty_cases.len(),
+        tasks: loaded.suite.task_count(),
+        images: images.images,
+    }
+}
+
+fn fatal_problem(spec: &str, error: SuiteError) -> Problem {
+    match error {
+        SuiteError::Invalid(problem) => problem,
+        other => Problem::error(spec, other.to_string()),
     }
 }
 

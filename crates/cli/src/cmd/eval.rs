@@ -4,7 +4,7 @@ use crate::store_at::StoreAt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -22,7 +22,7 @@ use serde_json::json;
 use nmb_score::ScoringConfig;
 
 use super::score::ScoringArgs;
-use crate::progress::{count, duration, Reporter};
+use crate::progress::Reporter;
 
 mod sweep;
 
@@ -423,10 +423,10 @@ pub fn run_with(
         }
         _ => None,
     };
-    let finished = Finished {
+    let finished = nmb_run::summary::Finished {
         outcome: &outcome,
-        progress: &progress,
-        scheduler: &scheduler,
+        progress: progress.snapshot(),
+        counters: scheduler.counters(),
         elapsed: started.elapsed(),
         max_requests: invocation.max_requests,
     };
@@ -466,141 +466,22 @@ fn write_report(
 
 fn dry_run(config: &EvalConfig, as_json: bool) -> Result<ExitCode> {
     let estimate = nmb_run::estimate(config)?;
-    let nmb_run::Estimate {
-        suite_id,
-        samples,
-        total,
-        requests,
-        tasks,
-        answers,
-        max_output,
-        native_n,
-    } = estimate;
-    if as_json {
-        let out = json!({
-            "dry_run": true,
-            "suite": suite_id,
-            "model": config.model.to_string(),
-            "inputs": config.inputs.as_str(),
-            "samples": samples,
-            "tasks": total.tasks,
-            "tasks_failed": total.tasks_failed,
-            "requests": requests,
-            "answers": answers,
-            "images_sent": total.images_sent,
-            "est_text_tokens": total.est_text_tokens,
-            "est_image_tokens": total.est_image_tokens,
-            "est_input_tokens": total.est_input_tokens,
-            "max_output_tokens": max_output,
-            "errors": total.errors,
-            "per_task": tasks,
-        });
-        println!("{out}");
-        return Ok(ExitCode::SUCCESS);
+    match as_json {
+        true => println!("{}", estimate.json(config)),
+        false => print!("{}", estimate.text(config)),
     }
-    println!(
-        "dry run: nothing is sent or stored. Suite {suite_id}, model {}, inputs {}, {samples} sample(s) per task.",
-        config.model,
-        config.inputs.as_str(),
-    );
-    println!(
-        "{:<40} {:<16} {:<10} {:>5} {:>8} {:>7} {:>10}",
-        "task", "family", "level", "turns", "requests", "images", "est.tokens"
-    );
-    for t in &tasks {
-        println!(
-            "{:<40} {:<16} {:<10} {:>5} {:>8} {:>7} {:>10}",
-            t.task_id,
-            t.family.as_str(),
-            t.level.as_str(),
-            t.turns,
-            t.requests,
-            t.images_sent,
-            t.est_input_tokens
-        );
-    }
-    for e in &total.errors {
-        println!("cannot plan: {e}");
-    }
-    let how = if native_n {
-        "one request per single-turn task with n samples"
-    } else {
-        "one request per sample and turn"
-    };
-    println!(
-        "{} task(s), {} request(s) ({how}), {} answer(s), {} image part(s) sent",
-        total.tasks, requests, answers, total.images_sent
-    );
-    println!(
-        "estimated input tokens: {} (text {} + images {}); output at most {} ({} answers x max_tokens {})",
-        total.est_input_tokens,
-        total.est_text_tokens,
-        total.est_image_tokens,
-        max_output,
-        answers,
-        config.params.max_tokens
-    );
-    println!("(estimates: text 4 characters per token, images by OpenAI's tile rule; see nmb-plan's estimate docs)");
     Ok(ExitCode::SUCCESS)
 }
 
-/// What this invocation did: samples already done when it started, answers asked now (and the requests and
-/// attempts that took), answers taken from the response cache.
-fn invocation_line(p: &nmb_run::ProgressSnapshot, attempts: u64, elapsed: Duration) -> String {
-    format!(
-        "this invocation: {} answer(s) already stored in this run; {} asked now ({} request(s), {} attempt(s), \
-         {} errored); {} from the response cache; tokens in {} out {}; {}",
-        p.already_done,
-        p.asked,
-        p.calls,
-        attempts,
-        p.errored,
-        p.cached,
-        count(p.tokens_in),
-        count(p.tokens_out),
-        duration(elapsed.as_secs_f64())
-    )
-}
-
-/// An evaluation as it ended, for its summary.
-struct Finished<'a> {
-    outcome: &'a RunOutcome,
-    progress: &'a Progress,
-    scheduler: &'a Scheduler,
-    elapsed: Duration,
-    max_requests: Option<u64>,
-}
-
+/// Prints the end-of-run summary, with the scores when the run was scored.
 fn report(
     out: &Output,
-    done: &Finished,
+    done: &nmb_run::summary::Finished,
     scores: Option<&nmb_score::results::ScoreReport>,
 ) -> Result<()> {
-    let outcome = done.outcome;
-    let s = &outcome.summary;
-    let p = done.progress.snapshot();
-    let c = done.scheduler.counters();
     if out.json {
-        let out = json!({
-            "run_id": outcome.run_id,
-            "resumed": outcome.resumed,
-            "stopped_early": outcome.stopped_early,
-            "plan_errors": outcome.plan_errors,
-            "invocation": {
-                "requests": p.calls,
-                "attempts": c.attempts,
-                "retries": c.retries,
-                "answers_already_stored": p.already_done,
-                "answers_asked": p.asked,
-                "answers_from_cache": p.cached,
-                "samples_ok": p.ok,
-                "samples_errored": p.errored,
-                "tokens_in": p.tokens_in,
-                "tokens_out": p.tokens_out,
-                "elapsed_s": done.elapsed.as_secs_f64(),
-            },
-            "summary": s,
-            "scores": scores.map(|r| json!({
+        let scores = scores.map(|r| {
+            json!({
                 "config_hash": r.config.config_hash,
                 "overall": r.overall,
                 "by_level_family": r.by_level_family,
@@ -608,57 +489,23 @@ fn report(
                 "label_set": r.label_set,
                 "revision": r.revision,
                 "notes": r.notes,
-            })),
+            })
         });
-        println!("{out}");
+        println!("{}", done.json(scores));
         return Ok(());
     }
-    for e in &outcome.plan_errors {
-        eprintln!("warning: task not run: {e}");
+    for warning in done.warnings() {
+        eprintln!("{warning}");
     }
-    let classes = |m: &std::collections::BTreeMap<String, u64>| {
-        m.iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let mut line = format!(
-        "run {} {}: {} samples, {} ok, {} errored",
-        s.run_id,
-        s.status.as_str(),
-        s.samples_total,
-        s.samples_ok,
-        s.samples_errored
-    );
-    if !s.errors_by_class.is_empty() {
-        line.push_str(&format!(" ({})", classes(&s.errors_by_class)));
-    }
-    line.push_str(&format!(", {} pending", s.samples_pending));
-    println!("{line}");
-    println!("{}", invocation_line(&p, c.attempts, done.elapsed));
-    if outcome.resumed {
-        println!("(resumed an existing run; --fresh starts a new one)");
-    }
-    if outcome.stopped_early {
-        println!(
-            "stopped after --max-requests {}; run the same command again to continue",
-            done.max_requests.unwrap_or(0)
-        );
-    } else if s.samples_errored > 0 {
-        println!("errored samples keep their error class; run the same command with --resume {} to retry them", s.run_id);
-    }
+    print!("{}", done.text());
     match scores {
         Some(r) => {
             println!();
             super::score::print_report(r, false)?;
         }
-        None if out.scoring.is_none() => println!(
-            "not scored (--no-score); `nmb score {}` scores it",
-            s.run_id
-        ),
-        None => println!("not scored: the run is unfinished"),
+        None => println!("{}", done.not_scored(out.scoring.is_none())),
     }
-    println!("run id: {}", s.run_id);
+    println!("run id: {}", done.outcome.summary.run_id);
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use nmb_report::{Format, Prices, ReportOptions, ScoreReport};
+use nmb_report::{Format, Prices, ReportOptions};
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -85,11 +85,11 @@ pub fn run(args: ReportArgs, at: &StoreAt) -> Result<ExitCode> {
         })?,
         merge: args.leaderboard_merge.clone(),
     };
-    opts.prices = prices(&args.prices)?;
+    opts.prices = Prices::from_specs(&args.prices).map_err(anyhow::Error::msg)?;
     opts.bootstrap.seed = args.seed;
     opts.bootstrap.resamples = args.resamples;
     let store = super::score::open_store(at)?;
-    let mut from_files = score_files(&args.scores)?;
+    let mut from_files = nmb_report::score_files(&args.scores)?;
     let mut runs = Vec::new();
     for id in &args.runs {
         let from_file = from_files.remove(id);
@@ -106,7 +106,7 @@ pub fn run(args: ReportArgs, at: &StoreAt) -> Result<ExitCode> {
         // Reviews measure the judges of the stored report; one already read from the store is not read again.
         let stored_report = run.scores.as_ref().filter(|_| stored);
         run.calibrations =
-            nmb_review::run_calibrations(&store, id, stored_report, &calibration_options(&args))
+            nmb_review::run_calibrations(&store, id, stored_report, &opts.calibration_options())
                 .with_context(|| format!("measuring run {id}'s judges against its review sets"))?;
         runs.push(run);
     }
@@ -118,18 +118,6 @@ pub fn run(args: ReportArgs, at: &StoreAt) -> Result<ExitCode> {
         println!("{}", path.display());
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// How review sets are analysed for the report: the report's own seed and resamples.
-fn calibration_options(args: &ReportArgs) -> nmb_calibration::AgreementOptions {
-    nmb_calibration::AgreementOptions {
-        bootstrap: nmb_stats::BootstrapConfig {
-            seed: args.seed,
-            resamples: args.resamples.max(1),
-            ..nmb_stats::BootstrapConfig::default()
-        },
-        ..nmb_calibration::AgreementOptions::default()
-    }
 }
 
 /// `MODEL=VALUE` flags into a map; the value parsed by `parse`.
@@ -145,21 +133,6 @@ fn pairs<T>(
         };
         let value = parse(value.trim()).map_err(|e| anyhow::anyhow!("{flag} {s:?}: {e}"))?;
         out.insert(model.trim().to_string(), value);
-    }
-    Ok(out)
-}
-
-fn prices(specs: &[String]) -> Result<Prices> {
-    Prices::from_specs(specs).map_err(anyhow::Error::msg)
-}
-
-fn score_files(paths: &[PathBuf]) -> Result<BTreeMap<String, ScoreReport>> {
-    let mut out = BTreeMap::new();
-    for p in paths {
-        let report = nmb_report::scores_from_file(p)?;
-        if out.insert(report.run_id.clone(), report).is_some() {
-            bail!("{}: a second score report for the same run", p.display());
-        }
     }
     Ok(out)
 }

@@ -204,38 +204,10 @@ fn status(args: SetArgs, at: &StoreAt) -> Result<ExitCode> {
     let set = open_set(&store, &args.set)?;
     let rows = store.review_status(&set.set_id)?;
     if args.json {
-        let people: Vec<_> = rows
-            .iter()
-            .map(|r| {
-                json!({
-                    "reviewer": r.reviewer, "assigned": r.assigned, "graded": r.graded,
-                    "skipped": r.skipped, "grade_rows": r.grade_rows, "revoked": r.revoked_ms.is_some(),
-                })
-            })
-            .collect();
-        let out = json!({"set_id": set.set_id, "runs": set.runs, "reviewers": people});
+        let out = nmb_review::status_json(&set, &rows);
         println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!(
-        "review set {} over run(s) {}",
-        set.set_id,
-        set.runs.join(", ")
-    );
-    println!(
-        "  {:<16} {:>9} {:>8} {:>11}  state",
-        "reviewer", "graded", "skipped", "grade rows"
-    );
-    for r in rows {
-        let state = if r.revoked_ms.is_some() {
-            "revoked"
-        } else {
-            "active"
-        };
-        println!(
-            "  {:<16} {:>4} / {:<3} {:>8} {:>11}  {state}",
-            r.reviewer, r.graded, r.assigned, r.skipped, r.grade_rows
-        );
+    } else {
+        print!("{}", nmb_review::status_text(&set, &rows));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -247,12 +219,7 @@ fn export(args: ExportArgs, at: &StoreAt) -> Result<ExitCode> {
     for note in &ratings.notes {
         eprintln!("note: {note}");
     }
-    let mut text = String::from("annotator,item,dimension,score\n");
-    let mut w = csv::Writer::from_writer(Vec::new());
-    for r in &ratings.ratings.rows {
-        w.write_record([&r.annotator, &r.item, &r.dimension, &r.score.to_string()])?;
-    }
-    text.push_str(std::str::from_utf8(&w.into_inner()?)?);
+    let text = ratings.csv();
     match &args.out {
         Some(p) => {
             std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))?

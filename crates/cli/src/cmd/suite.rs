@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use nmb_suite::{check_images, Filter, Level, Loaded, Problem, SuiteError};
+use nmb_suite::{check_images, Filter, Level, Loaded};
 
 const SUITE_HELP: &str =
     "The suite: `sample` or `sample-structured` (bundled), a path whose format is detected, or FORMAT:PATH \
@@ -156,78 +156,23 @@ pub fn run(command: SuiteCommand) -> Result<ExitCode> {
     }
 }
 
-/// Counts behind the validate summary.
-#[derive(Default)]
-struct Checked {
-    problems: Vec<Problem>,
-    cases: usize,
-    empty_cases: usize,
-    tasks: usize,
-    images: usize,
-}
-
 fn validate(args: ValidateArgs) -> Result<ExitCode> {
-    let checked = check(&args.source);
-    let errors = checked.problems.iter().filter(|p| p.is_error()).count();
-    let warnings = checked.problems.len() - errors;
+    let source = &args.source;
+    let checked =
+        nmb_suite::describe::validate(&source.suite, &source.source().options(source.text_only));
     if args.json {
-        let out = serde_json::json!({
-            "suite": args.source.suite,
-            "ok": errors == 0,
-            "errors": errors,
-            "warnings": warnings,
-            "cases": checked.cases,
-            "empty_cases": checked.empty_cases,
-            "tasks": checked.tasks,
-            "images": checked.images,
-            "problems": checked.problems,
-        });
-        println!("{out}");
+        println!("{}", checked.json(&source.suite));
     } else {
         for problem in &checked.problems {
             println!("{problem}");
         }
-        println!(
-            "{}: {errors} error(s), {warnings} warning(s); {} cases with content, {} empty placeholders, \
-             {} tasks, {} images checked",
-            args.source.suite, checked.cases, checked.empty_cases, checked.tasks, checked.images
-        );
+        println!("{}", checked.summary(&source.suite));
     }
-    Ok(if errors == 0 {
+    Ok(if checked.errors() == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
-}
-
-/// Loads and checks images; a fatal load error becomes the one problem reported.
-fn check(source: &SuiteSource) -> Checked {
-    let loaded = match nmb_suite::load(&source.suite, &source.source().options(source.text_only)) {
-        Ok(loaded) => loaded,
-        Err(e) => {
-            return Checked {
-                problems: vec![fatal_problem(&source.suite, e)],
-                ..Checked::default()
-            }
-        }
-    };
-    let images = check_images(&loaded.suite);
-    let mut problems = loaded.problems;
-    problems.extend(images.problems);
-    Checked {
-        problems,
-        cases: loaded.suite.cases.len(),
-        empty_cases: loaded.suite.empty_cases.len(),
-        tasks: loaded.suite.task_count(),
-        images: images.images,
-    }
-}
-
-fn fatal_problem(spec: &str, error: SuiteError) -> Problem {
-    match error {
-        SuiteError::Invalid(problem) => problem,
-        other => Problem::error(spec, other.to_string()),
-    }
 }
 
 fn stats(args: StatsArgs) -> Result<ExitCode> {
