@@ -77,7 +77,7 @@ enum Command {
     #[command(after_help = cmd::suite::EXAMPLES)]
     Suite(cmd::suite::SuiteCommand),
     /// Ask a model about every task of a suite; store every answer as it arrives (resumable)
-    #[command(after_help = cmd::eval::EXAMPLES)]
+    #[command(after_help = cmd::eval::help())]
     Eval(Box<cmd::eval::EvalArgs>),
     /// List stored runs, or show one run's counts, errors, tokens and manifest
     #[command(after_help = cmd::runs::EXAMPLES)]

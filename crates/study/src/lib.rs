@@ -3,9 +3,12 @@
 //!
 //! This crate owns the run file's shape ([`StudyFile`]), reading it with errors that name the key and line
 //! ([`read`]), and the matrix ([`Study::cells`]): one [`Cell`] per suite × model × template, each with the
-//! [`EvalConfig`] of the `nmb eval` it stands for. It does not run anything, estimate costs or write reports: the
-//! CLI runs each cell's configuration exactly as a hand-typed `nmb eval`'s, so a study resumes exactly as its
-//! evaluations do.
+//! [`EvalConfig`] of the `nmb eval` it stands for. It also owns what a study's cells leave to decide around
+//! them: the budget under a cap ([`check_cap`], [`spent`], [`Budget`]), the dry run's estimates
+//! ([`CellEstimate`], [`Totals`]), the study's state file ([`record`]) and its one report over every run
+//! ([`report`], with the models' [`prices`]). It does not run the cells: the CLI runs each cell's configuration
+//! exactly as a hand-typed `nmb eval`'s, so a study resumes exactly as its evaluations do. [`RUN_FILE_HELP`] is
+//! the run file's format as `nmb eval --help` shows it.
 //!
 //! ```toml
 //! [study]
@@ -39,6 +42,43 @@ use nmb_requests::ModelSpec;
 use nmb_run::{EvalConfig, TemplateChoice};
 use serde::Deserialize;
 use toml::Spanned;
+
+mod budget;
+mod outcome;
+
+pub use budget::{check_cap, dollars, spent, Budget, BudgetError, CellEstimate, Totals};
+pub use outcome::{prices, record, report, OutcomeError, Stopped};
+
+/// The run file's format, as `nmb eval --help` shows it.
+pub const RUN_FILE_HELP: &str = "\
+A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--no-score]
+
+  templates = [\"a.jinja\", \"b.jinja\"]   # optional, before any table: every suite x model runs with each
+
+  [study]
+  name = \"two-axis\"              # runs are tagged with it; `nmb runs list` groups them
+  report = \"reports/two-axis\"    # default nmb-report/<name>, relative to the run file
+  formats = [\"html\", \"md\"]        # default all four; leaderboard = true adds the site export
+  max_cost = 20.0                 # $: stop before the estimated spending could pass it
+
+  [[models]]                      # repeat per model
+  spec = \"openai:gpt-4o\"
+  name = \"GPT-4o\"
+  price = [2.5, 10.0]             # $ per million input, output tokens
+  concurrency = 8                 # also temperature, top_p, max_tokens, seed
+
+  [[suites]]                      # repeat per suite; paths are relative to the run file
+  spec = \"vqa-rad:data/testset.json\"
+  filters = [\"image_organ=HEAD\"]  # also answers, level, samples, inputs, limit, map = {field = \"column\"}
+
+  [scoring]
+  judges = [\"openai:gpt-4o-mini\"]
+  bertscore = false               # also rubric = false
+
+Every suite runs with every model (and template), each exactly as the `nmb eval` it stands for, the
+models at once through one scheduler (--concurrency caps the study, each model keeps its own limit);
+running the same command again finishes what is missing and asks nothing twice. Then one report covers every run. --dry-run prints the matrix with its requests, tokens and
+the most it can cost. A bad run file is refused with the key and line.";
 
 /// Why a run file cannot be used.
 #[derive(Debug, thiserror::Error)]

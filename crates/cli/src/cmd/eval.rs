@@ -26,7 +26,13 @@ use crate::progress::Reporter;
 
 mod sweep;
 
-pub const EXAMPLES: &str = "\
+/// `nmb eval --help`'s examples: [`EXAMPLES`], the run file's format ([`nmb_study::RUN_FILE_HELP`]) and
+/// [`EXIT_STATUS`].
+pub fn help() -> String {
+    format!("{EXAMPLES}{}\n\n{EXIT_STATUS}", nmb_study::RUN_FILE_HELP)
+}
+
+const EXAMPLES: &str = "\
 Examples:
   nmb eval --suite sample --model local:SmolLM2-135M-Instruct.Q4_1.gguf --samples 1 --max-tokens 256
   nmb eval --suite sample --model openai:gpt-4o --dry-run
@@ -60,35 +66,10 @@ At the end the run is scored as `nmb score RUN_ID` would (rules and BERTScore; j
 --judge) and the score report is stored; --no-score skips this. --report DIR also writes the
 HTML, Markdown, CSV and JSON report and prints the HTML file's path.
 
-A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--no-score]
+";
 
-  templates = [\"a.jinja\", \"b.jinja\"]   # optional, before any table: every suite x model runs with each
-
-  [study]
-  name = \"two-axis\"              # runs are tagged with it; `nmb runs list` groups them
-  report = \"reports/two-axis\"    # default nmb-report/<name>, relative to the run file
-  formats = [\"html\", \"md\"]        # default all four; leaderboard = true adds the site export
-  max_cost = 20.0                 # $: stop before the estimated spending could pass it
-
-  [[models]]                      # repeat per model
-  spec = \"openai:gpt-4o\"
-  name = \"GPT-4o\"
-  price = [2.5, 10.0]             # $ per million input, output tokens
-  concurrency = 8                 # also temperature, top_p, max_tokens, seed
-
-  [[suites]]                      # repeat per suite; paths are relative to the run file
-  spec = \"vqa-rad:data/testset.json\"
-  filters = [\"image_organ=HEAD\"]  # also answers, level, samples, inputs, limit, map = {field = \"column\"}
-
-  [scoring]
-  judges = [\"openai:gpt-4o-mini\"]
-  bertscore = false               # also rubric = false
-
-Every suite runs with every model (and template), each exactly as the `nmb eval` it stands for, the
-models at once through one scheduler (--concurrency caps the study, each model keeps its own limit);
-running the same command again finishes what is missing and asks nothing twice. Then one report covers every run. --dry-run prints the matrix with its requests, tokens and
-the most it can cost. A bad run file is refused with the key and line.
-
+/// What `nmb eval --help` ends with, after the run file's format.
+const EXIT_STATUS: &str = "\
 Exit status: 0 when the run was carried out (errored samples are stored with their error class;
 --resume RUN_ID retries them), 1 on failure (suite, model, store), 2 on bad usage.";
 

@@ -1,7 +1,8 @@
 //! `nmb eval --config study.toml`: a whole study. Each cell of the run file's matrix (suite × model × template)
 //! runs as the `nmb eval` it stands for, so it resumes, reuses stored answers and scores exactly as that
 //! command would: the models at once through one scheduler, or one cell after another under a budget cap. Then
-//! one report covers every run of the study. The run file's format is in
+//! one report covers every run of the study. The budget, the state file and the report are `nmb-study`'s; the
+//! run file's format is in
 //! `nmb eval --help` and `nmb-study`.
 
 use crate::store_at::StoreAt;
@@ -10,10 +11,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use nmb_report::{Prices, ReportOptions};
 use nmb_requests::Scheduler;
-use nmb_run::{EvalConfig, Invocation, Resume};
-use nmb_study::{Cell, Study};
+use nmb_run::{Invocation, Resume};
+use nmb_study::{Budget, Cell, CellEstimate, Stopped, Study, Totals};
 use serde_json::json;
 
 use super::eval::{run_one, run_with, EvalArgs, Output, Ran};
@@ -24,7 +24,7 @@ pub fn run(config: &Path, top: &EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     let cells = study.cells();
     let cap = top.max_cost.or(study.max_cost());
     if cap.is_some() {
-        check_cap(&study, &cells)?;
+        nmb_study::check_cap(&study, &cells)?;
     }
     if top.dry_run {
         return dry_run(&study, &cells);
@@ -45,8 +45,8 @@ pub fn run(config: &Path, top: &EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     };
     let runs: Vec<(&Cell, String)> = runs.into_iter().map(|(c, r)| (c, r.run_id)).collect();
     let spent = cap.map(|_| spent(at, &study, &cells)).transpose()?;
-    let state = record(at, &study, cap, spent, stopped.clone(), &runs)?;
-    let html = report(&study, &cells, &runs, at)?;
+    let state = nmb_study::record(at.runs_dir(), &study, cap, spent, stopped.as_ref(), &runs)?;
+    let html = nmb_study::report(&at.open()?, &study, &cells, &runs)?;
     if top.json {
         let cells: Vec<_> = runs
             .iter()
@@ -62,9 +62,9 @@ pub fn run(config: &Path, top: &EvalArgs, at: &StoreAt) -> Result<ExitCode> {
             println!(
                 "study {} stopped at cell {} ({}): {}",
                 study.name(),
-                s["cell"],
-                s["name"].as_str().unwrap_or(""),
-                s["reason"].as_str().unwrap_or("")
+                s.cell,
+                s.name,
+                s.reason
             );
         }
         println!("study report: {}", html.display());
@@ -135,19 +135,12 @@ fn in_turn<'a>(
     cells: &'a [Cell],
     how: &How,
     cap: Option<f64>,
-) -> Result<(Done<'a>, Option<serde_json::Value>)> {
+) -> Result<(Done<'a>, Option<Stopped>)> {
     let mut runs = Vec::new();
     for cell in cells {
         announce(study, cell, cells.len(), how.top.quiet);
         let budget = match cap {
-            Some(cap) => Some(Budget::for_cell(
-                cap,
-                &cell.config,
-                cell,
-                how.at,
-                study,
-                cells,
-            )?),
+            Some(cap) => Some(Budget::for_cell(cap, cell, spent(how.at, study, cells)?)?),
             None => None,
         };
         let max_requests = budget.as_ref().map(|b| b.requests);
@@ -166,14 +159,14 @@ fn in_turn<'a>(
                 cell.name
             )
         })?;
-        let stopped = ran.stopped_early.then(|| {
-            json!({
-                "cell": cell.index,
-                "name": cell.name,
-                "suite": cell.suite,
-                "run_id": ran.run_id,
-                "reason": budget.as_ref().map_or("--max-requests".to_string(), |b| b.why(cap.unwrap_or(0.0))),
-            })
+        let stopped = ran.stopped_early.then(|| Stopped {
+            cell: cell.index,
+            name: cell.name.clone(),
+            suite: cell.suite.clone(),
+            run_id: ran.run_id.clone(),
+            reason: budget
+                .as_ref()
+                .map_or("--max-requests".to_string(), |b| b.why(cap.unwrap_or(0.0))),
         });
         runs.push((cell, ran));
         if stopped.is_some() {
@@ -250,177 +243,7 @@ fn announce(study: &Study, cell: &Cell, of: usize, quiet: bool) {
     }
 }
 
-/// A cap can be kept only where every call has a price: every model priced, and no judges (the run file gives
-/// judges no price).
-fn check_cap(study: &Study, cells: &[Cell]) -> Result<()> {
-    if let Some(c) = cells.iter().find(|c| c.price.is_none()) {
-        anyhow::bail!(
-            "{}: study.max_cost needs a price for every model; {} has none (add price = [input, output])",
-            study.path.display(),
-            c.model
-        );
-    }
-    if !study.file.scoring.judges.is_empty() {
-        anyhow::bail!(
-            "{}: study.max_cost cannot be kept with judges, which have no price in the run file; remove the judges \
-             or the cap",
-            study.path.display()
-        );
-    }
-    Ok(())
-}
-
-/// What one cell may still spend.
-struct Budget {
-    /// Dollars the study's runs have spent so far (every invocation).
-    spent: f64,
-    /// The most one request of this cell can cost: its largest estimated prompt (earlier answers of a consult
-    /// included at max_tokens each) and max_tokens out, at the model's price.
-    per_request: f64,
-    /// Requests that fit in what is left.
-    requests: u64,
-}
-
-impl Budget {
-    fn why(&self, cap: f64) -> String {
-        format!(
-            "the next requests could pass the cap of ${cap:.4}: ${:.4} spent, at most ${:.6} per request, {} request(s) \
-             allowed",
-            self.spent, self.per_request, self.requests
-        )
-    }
-
-    fn for_cell(
-        cap: f64,
-        config: &EvalConfig,
-        cell: &Cell,
-        at: &StoreAt,
-        study: &Study,
-        cells: &[Cell],
-    ) -> Result<Budget> {
-        let spent = spent(at, study, cells)?;
-        let [price_in, price_out] = cell.price.unwrap_or([0.0, 0.0]);
-        let plan = nmb_run::estimate(config)?;
-        let max_tokens = config.params.max_tokens;
-        let max_out = f64::from(max_tokens);
-        let input = plan
-            .tasks
-            .iter()
-            .map(|t| t.largest_prompt(max_tokens))
-            .fold(0.0, f64::max);
-        let per_request = (input * price_in + max_out * price_out) / 1_000_000.0;
-        let left = (cap - spent).max(0.0);
-        let requests = if per_request > 0.0 {
-            (left / per_request).floor() as u64
-        } else {
-            u64::MAX
-        };
-        Ok(Budget {
-            spent,
-            per_request,
-            requests,
-        })
-    }
-}
-
-/// Dollars spent by every run of the study, from the tokens its calls used (answers taken from the store cost
-/// nothing).
-fn spent(at: &StoreAt, study: &Study, cells: &[Cell]) -> Result<f64> {
-    let Ok(store) = at.open() else {
-        return Ok(0.0);
-    };
-    let mut dollars = 0.0;
-    for run in store.list_runs()? {
-        if run.manifest.study.as_deref() != Some(study.name()) {
-            continue;
-        }
-        let price = cells
-            .iter()
-            .find(|c| nmb_requests::ModelSpec::identity_of(&c.model) == run.manifest.model)
-            .and_then(|c| c.price);
-        if let Some([i, o]) = price {
-            let s = store.summary(&run.run_id)?;
-            dollars += (s.tokens_in as f64 * i + s.tokens_out as f64 * o) / 1_000_000.0;
-        }
-    }
-    Ok(dollars)
-}
-
-/// Where the study got to, kept in RUNS_DIR/studies/NAME.json: its runs, what it spent and where and why it
-/// stopped.
-fn record(
-    at: &StoreAt,
-    study: &Study,
-    cap: Option<f64>,
-    spent: Option<f64>,
-    stopped: Option<serde_json::Value>,
-    runs: &[(&Cell, String)],
-) -> Result<std::path::PathBuf> {
-    let dir = at.runs_dir().join("studies");
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let path = dir.join(format!("{}.json", study.name()));
-    let state = json!({
-        "study": study.name(),
-        "run_file": study.path,
-        "max_cost": cap,
-        "spent": spent,
-        "stopped": stopped,
-        "runs": runs.iter().map(|(c, id)| json!({"cell": c.index, "name": c.name, "run_id": id})).collect::<Vec<_>>(),
-    });
-    std::fs::write(&path, serde_json::to_string_pretty(&state)?)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(path)
-}
-
-/// The models' prices, for the report's cost column.
-fn prices(cells: &[Cell]) -> Prices {
-    let mut p = Prices::default();
-    for c in cells {
-        if let Some([input, output]) = c.price {
-            let price = nmb_report::Price {
-                input_per_mtok: input,
-                output_per_mtok: output,
-            };
-            p.0.insert(nmb_requests::ModelSpec::identity_of(&c.model), price);
-        }
-    }
-    p
-}
-
-/// One report over every run of the study (its two-axis view, paired comparisons and sweeps included).
-fn report(
-    study: &Study,
-    cells: &[Cell],
-    runs: &[(&Cell, String)],
-    at: &StoreAt,
-) -> Result<std::path::PathBuf> {
-    let store = at.open()?;
-    let mut data = Vec::new();
-    for (_, id) in runs {
-        let scores = nmb_report::stored_scores(&store, id)?;
-        data.push(nmb_report::load_run(&store, id, scores)?);
-    }
-    let mut opts = ReportOptions::new(study.report_dir());
-    opts.prices = prices(cells);
-    opts.leaderboard = study.file.study.leaderboard;
-    if let Some(formats) = study.formats() {
-        opts.formats = formats
-            .iter()
-            .map(|f| nmb_report::Format::parse(f))
-            .collect::<Result<_, _>>()?;
-        // The study's answer names the HTML page, so it is always written.
-        opts.formats.insert(nmb_report::Format::Html);
-    }
-    let written = nmb_report::write_report(&data, &opts).with_context(|| {
-        format!(
-            "cannot write the study report into {}",
-            study.report_dir().display()
-        )
-    })?;
-    written.html.context("the report writer wrote no HTML file")
-}
-
-/// The matrix with what each cell would send and the most it can cost; nothing is sent or stored.
+/// What each cell would send and the most it can cost, as a table; nothing is sent or stored.
 fn dry_run(study: &Study, cells: &[Cell]) -> Result<ExitCode> {
     println!(
         "dry run of study {}: {} cell(s); nothing is sent or stored.",
@@ -431,37 +254,42 @@ fn dry_run(study: &Study, cells: &[Cell]) -> Result<ExitCode> {
         "{:>4}  {:<28} {:<36} {:>8} {:>12} {:>12} {:>10}",
         "cell", "model", "suite", "requests", "est. in", "max out", "max $"
     );
-    let (mut requests, mut input, mut output, mut dollars) = (0u64, 0u64, 0u64, 0f64);
-    let mut unpriced = 0;
+    let mut rows = Vec::new();
     for cell in cells {
-        let t = nmb_run::estimate(&cell.config)
-            .with_context(|| format!("cell {} ({})", cell.index, cell.name))?;
-        let cost = cell.price.map(|[i, o]| {
-            (t.total.est_input_tokens as f64 * i + t.max_output as f64 * o) / 1_000_000.0
-        });
+        let row = CellEstimate::of(cell)?;
         println!(
             "{:>4}  {:<28} {:<36} {:>8} {:>12} {:>12} {:>10}",
             cell.index,
             cell.name,
             cell.suite,
-            t.requests,
-            t.total.est_input_tokens,
-            t.max_output,
-            cost.map_or("no price".into(), |d| format!("{d:.4}"))
+            row.requests,
+            row.est_input_tokens,
+            row.max_output,
+            row.max_dollars
+                .map_or("no price".into(), |d| format!("{d:.4}"))
         );
-        requests += t.requests;
-        input += t.total.est_input_tokens;
-        output += t.max_output;
-        dollars += cost.unwrap_or(0.0);
-        unpriced += usize::from(cost.is_none());
+        rows.push(row);
     }
+    let t = Totals::of(&rows);
     println!(
-        "total: {requests} request(s), about {input} input tokens, at most {output} output tokens, at most ${dollars:.4}{}",
-        if unpriced > 0 {
-            format!(" ({unpriced} cell(s) without a price not counted)")
+        "total: {} request(s), about {} input tokens, at most {} output tokens, at most ${:.4}{}",
+        t.requests,
+        t.est_input_tokens,
+        t.max_output,
+        t.max_dollars,
+        if t.unpriced > 0 {
+            format!(" ({} cell(s) without a price not counted)", t.unpriced)
         } else {
             String::new()
         }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the study's runs have spent so far; nothing when the store cannot be opened (no run has been stored).
+fn spent(at: &StoreAt, study: &Study, cells: &[Cell]) -> Result<f64> {
+    match at.open() {
+        Ok(store) => Ok(nmb_study::spent(&store, study, cells)?),
+        Err(_) => Ok(0.0),
+    }
 }
