@@ -28,7 +28,7 @@ pub enum BudgetError {
         index: usize,
         name: String,
         #[source]
-        source: nmb_run::EvalError,
+        source: Box<nmb_run::EvalError>,
     },
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -97,7 +97,7 @@ impl Budget {
         let plan = nmb_run::estimate(config).map_err(|source| BudgetError::Estimate {
             index: cell.index,
             name: cell.name.clone(),
-            source,
+            source: Box::new(source),
         })?;
         let max_tokens = config.params.max_tokens;
         let input = plan
@@ -156,7 +156,7 @@ impl CellEstimate {
         let t = nmb_run::estimate(&cell.config).map_err(|source| BudgetError::Estimate {
             index: cell.index,
             name: cell.name.clone(),
-            source,
+            source: Box::new(source),
         })?;
         Ok(CellEstimate::from_counts(
             t.requests,

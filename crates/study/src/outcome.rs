@@ -28,15 +28,21 @@ pub enum OutcomeError {
     },
     /// A run's data could not be read, or a report format is unknown.
     #[error(transparent)]
-    Report(#[from] ReportError),
+    Report(Box<ReportError>),
     #[error("cannot write the study report into {dir}: {source}")]
     WriteReport {
         dir: PathBuf,
         #[source]
-        source: ReportError,
+        source: Box<ReportError>,
     },
     #[error("the report writer wrote no HTML file")]
     NoHtml,
+}
+
+impl From<ReportError> for OutcomeError {
+    fn from(e: ReportError) -> Self {
+        OutcomeError::Report(Box::new(e))
+    }
 }
 
 /// Where and why a study stopped before its last cell.
@@ -126,7 +132,7 @@ pub fn report(
     let written =
         nmb_report::write_report(&data, &opts).map_err(|source| OutcomeError::WriteReport {
             dir: study.report_dir(),
-            source,
+            source: Box::new(source),
         })?;
     written.html.ok_or(OutcomeError::NoHtml)
 }
