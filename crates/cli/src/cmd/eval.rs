@@ -282,7 +282,11 @@ impl EvalArgs {
     pub fn output(&self) -> Result<Output> {
         let scoring = match self.no_score {
             true => None,
-            false => Some(self.scoring.config(BootstrapConfig::default())?),
+            false => Some(
+                self.scoring
+                    .config(BootstrapConfig::default())
+                    .context("a scoring option would fail after the evaluation")?,
+            ),
         };
         Ok(Output {
             json: self.json,
