@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use nmb_local::{LocalBackend, LocalError, LocalModel};
 use nmb_requests::{
-    BackendKind, BackendOptions, HttpOptions, ModelSpec, SpecError, Transport, TransportError,
+    BackendKind, BackendOptions, HttpOptions, ModelSpec, Transport, TransportError,
 };
 use serde_json::{json, Map, Value};
 
@@ -40,8 +40,6 @@ impl std::fmt::Debug for ConnectedModel {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    #[error(transparent)]
-    Spec(#[from] SpecError),
     #[error(transparent)]
     Http(#[from] nmb_requests::ConnectError),
     #[error(transparent)]

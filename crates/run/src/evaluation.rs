@@ -115,13 +115,14 @@ fn settings(
     settings.max_requests = invocation.max_requests;
     settings.resume = invocation.resume.clone();
     settings.model_identity = model.identity.clone();
-    settings.suite_source = suite_record(&config.suite.absolute());
+    let recorded = config.recorded();
+    settings.suite_source = suite_record(&recorded.suite);
     settings.display_name = config.name.clone();
     settings.study = config.study.clone();
     settings.no_n = config.no_n;
     settings.plan_only = invocation.plan_only;
     settings.claiming = invocation.claiming.clone();
-    settings.eval_config = serde_json::to_value(config.recorded()).ok();
+    settings.eval_config = serde_json::to_value(recorded).ok();
     settings
 }
 

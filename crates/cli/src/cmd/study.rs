@@ -119,10 +119,14 @@ fn scoring(study: &Study, cells: &[Cell]) -> Result<ScoringConfig> {
     if s.rubric == Some(false) {
         config.rubric = nmb_score::RubricChoice::Off;
     }
+    // The run file's prices were checked when it was read (finite, >= 0).
     for c in cells {
-        if let Some([i, o]) = c.price {
-            let spec = format!("{}={i},{o}", c.model);
-            config.prices.add_spec(&spec).map_err(anyhow::Error::msg)?;
+        if let Some([input, output]) = c.price {
+            let price = nmb_score::cost::Price {
+                input_per_mtok: input,
+                output_per_mtok: output,
+            };
+            config.prices.0.insert(c.model.clone(), price);
         }
     }
     Ok(config)
@@ -151,14 +155,7 @@ fn in_turn<'a>(
             &how.output(how.top.quiet),
             how.at,
         )
-        .with_context(|| {
-            format!(
-                "study {}: cell {} ({})",
-                study.name(),
-                cell.index,
-                cell.name
-            )
-        })?;
+        .with_context(|| cell_label(study, cell))?;
         let stopped = ran.stopped_early.then(|| Stopped {
             cell: cell.index,
             name: cell.name.clone(),
@@ -201,14 +198,7 @@ fn in_parallel<'a>(study: &Study, cells: &'a [Cell], how: &How) -> Result<Done<'
                         let (config, out) = (&cell.config, how.output(true));
                         let ran =
                             run_with(config, &invocation, &out, how.at, Some(scheduler.clone()))
-                                .with_context(|| {
-                                    format!(
-                                        "study {}: cell {} ({})",
-                                        study.name(),
-                                        cell.index,
-                                        cell.name
-                                    )
-                                })?;
+                                .with_context(|| cell_label(study, cell))?;
                         done.push((*cell, ran));
                     }
                     Ok(done)
@@ -229,6 +219,16 @@ fn in_parallel<'a>(study: &Study, cells: &'a [Cell], how: &How) -> Result<Done<'
     }
     runs.sort_by_key(|(c, _)| c.index);
     Ok(runs)
+}
+
+/// How errors name a cell: `study NAME: cell N (CELL NAME)`.
+fn cell_label(study: &Study, cell: &Cell) -> String {
+    format!(
+        "study {}: cell {} ({})",
+        study.name(),
+        cell.index,
+        cell.name
+    )
 }
 
 fn announce(study: &Study, cell: &Cell, of: usize, quiet: bool) {
