@@ -15,6 +15,7 @@
 
 mod assign;
 mod calibration;
+mod create;
 mod grade;
 mod inputs;
 mod ratings;
@@ -24,6 +25,7 @@ mod token;
 
 pub use assign::{assign, AssignOptions, Assignment, Candidate};
 pub use calibration::{review_options, run_calibrations, RunCalibration, DEFAULT_RUBRIC_PASS};
+pub use create::{create_set, CreatedSet, NewSet};
 pub use grade::{check_grade, GradeForm, COMMENT_LIMIT, TAXONOMY, VERDICTS};
 pub use inputs::{candidates, load_rubric};
 pub use ratings::{

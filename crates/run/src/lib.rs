@@ -36,6 +36,7 @@ mod renders;
 mod sampling;
 pub mod summary;
 mod task;
+mod work;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -56,6 +57,7 @@ pub use human::{connect_human, HumanBackend, HumanError};
 pub use nmb_record::{CallResult, CallSpec, Prompt, Recorder};
 pub use progress::{Progress, ProgressSnapshot};
 pub use sampling::FORCED as NO_N;
+pub use work::{runs_with_work, WorkError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {

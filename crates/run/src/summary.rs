@@ -135,6 +135,42 @@ impl Finished<'_> {
     }
 }
 
+/// `ok 40, errored 2 (timeout 2), 41 requests, 3.2 samples/s, ETA 27s, tokens in 12.3k out 4.1k`
+pub fn progress_line(s: &ProgressSnapshot, counters: &CountersSnapshot) -> String {
+    let mut out = format!("ok {}, errored {}", s.ok, s.errored);
+    if !counters.errors_by_class.is_empty() {
+        let classes: Vec<String> = counters
+            .errors_by_class
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        out.push_str(&format!(" ({})", classes.join(", ")));
+    }
+    out.push_str(&format!(", {} requests", s.calls));
+    if counters.retries > 0 {
+        out.push_str(&format!(" ({} retries)", counters.retries));
+    }
+    if s.cached > 0 {
+        out.push_str(&format!(", {} from the store", s.cached));
+    }
+    let finished_here = (s.ok + s.errored) as f64;
+    if s.elapsed_s > 0.5 && finished_here > 0.0 {
+        let rate = finished_here / s.elapsed_s;
+        let left = s.total.saturating_sub(s.done) as f64;
+        out.push_str(&format!(
+            ", {:.1} samples/s, ETA {}",
+            rate,
+            duration(left / rate)
+        ));
+    }
+    out.push_str(&format!(
+        ", tokens in {} out {}",
+        count(s.tokens_in),
+        count(s.tokens_out)
+    ));
+    out
+}
+
 /// A count as `9999`, `12.3k` or `12.3M`.
 pub fn count(n: u64) -> String {
     match n {

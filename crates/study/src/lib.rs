@@ -1,14 +1,18 @@
-//! Studies: one run file (TOML) that names the models, suites, prompt templates, judges and report of a whole
-//! comparison, expanded into the matrix of evaluations it stands for.
+//! Running evaluations to their end: one ([`job`]), a study's matrix of them ([`run_cells`]), a prompt sweep
+//! ([`sweep`]) and a person's answers ([`HumanRun`]). The CLI only parses, follows ([`job::Watch`]) and prints.
 //!
-//! This crate owns the run file's shape ([`StudyFile`]), reading it with errors that name the key and line
-//! ([`read`]), and the matrix ([`Study::cells`]): one [`Cell`] per suite × model × template, each with the
-//! [`EvalConfig`] of the `nmb eval` it stands for. It also owns what a study's cells leave to decide around
-//! them: the budget under a cap ([`check_cap`], [`spent`], [`Budget`]), the dry run's estimates
-//! ([`CellEstimate`], [`Totals`]), the study's state file ([`record`]) and its one report over every run
-//! ([`report`], with the models' [`prices`]). It does not run the cells: the CLI runs each cell's configuration
-//! exactly as a hand-typed `nmb eval`'s, so a study resumes exactly as its evaluations do. [`RUN_FILE_HELP`] is
-//! the run file's format as `nmb eval --help` shows it.
+//! [`job::run`] carries one [`EvalConfig`] through asking ([`nmb_run::evaluate`]), scoring
+//! ([`nmb_score::score_suite`], judges connected by [`job::connect_judge`]) and its report. Every way of running
+//! an evaluation goes through it, so each resumes, reuses stored answers and scores exactly as `nmb eval` does.
+//!
+//! A study is one run file (TOML) that names the models, suites, prompt templates, judges and report of a whole
+//! comparison. This crate owns the run file's shape ([`StudyFile`]), reading it with errors that name the key and
+//! line ([`read`]), and the matrix ([`Study::cells`]): one [`Cell`] per suite × model × template, each with the
+//! [`EvalConfig`] of the `nmb eval` it stands for. It also owns what a study decides around its cells: the
+//! budget under a cap ([`check_cap`], [`spent`], [`Budget`]), the dry run's estimates ([`CellEstimate`],
+//! [`Totals`], [`dry_run_text`]), the scoring the run file asks for ([`scoring_config`]), the study's state file
+//! ([`record`]) and its one report over every run ([`report`], with the models' [`prices`]). [`RUN_FILE_HELP`]
+//! is the run file's format as `nmb eval --help` shows it.
 //!
 //! ```toml
 //! [study]
@@ -44,10 +48,16 @@ use serde::Deserialize;
 use toml::Spanned;
 
 mod budget;
+mod human;
+pub mod job;
 mod outcome;
+mod running;
+pub mod sweep;
 
 pub use budget::{check_cap, dollars, spent, Budget, BudgetError, CellEstimate, Totals};
+pub use human::{HumanRun, HumanRunError};
 pub use outcome::{prices, record, report, OutcomeError, Stopped};
+pub use running::{dry_run_text, run_cells, scoring_config, Ran, RunCellsError, Running};
 
 /// The run file's format, as `nmb eval --help` shows it.
 pub const RUN_FILE_HELP: &str = "\

@@ -17,8 +17,10 @@ use nmb_serve::{AnswerSession, AnswerTask, Finish, PromptPart};
 use nmb_store::Store;
 use nmb_suite::Suite;
 
-use super::import::{load_suite, HumanRun};
+use super::eval::Output;
+use super::import::{build, human_scoring, load_suite};
 use crate::store_at::StoreAt;
+use nmb_study::HumanRun;
 
 /// The port the answer pages listen on unless told otherwise (next to `nmb serve`'s).
 pub const DEFAULT_PORT: u16 = nmb_serve::DEFAULT_PORT + 1;
@@ -78,10 +80,7 @@ pub fn run(args: AnswerArgs, at: &StoreAt) -> Result<ExitCode> {
         answer_key: args.answer_key.clone(),
         spec: spec.clone(),
         display_name: args.display_name.clone(),
-        json: false,
-        quiet: true,
-        no_score: args.no_score,
-        no_bertscore: args.no_bertscore,
+        scoring: human_scoring(args.no_score, args.no_bertscore),
     };
     let build = builder(human, at.clone(), store.clone(), suite_hash.clone());
     let session = AnswerSession {
@@ -128,8 +127,14 @@ fn builder(human: HumanRun, at: StoreAt, store: Arc<Store>, suite_hash: String) 
     let one_at_a_time = Mutex::new(());
     Arc::new(move || {
         let _turn = one_at_a_time.lock().unwrap_or_else(|p| p.into_inner());
+        let out = Output {
+            json: false,
+            quiet: true,
+            report: None,
+            scoring: human.scoring.clone(),
+        };
         std::thread::scope(|s| {
-            s.spawn(|| human.build(&at, &store, &suite_hash))
+            s.spawn(|| build(&human, &at, &store, &suite_hash, &out))
                 .join()
                 .unwrap_or_else(|_| Err(anyhow::anyhow!("building the run stopped unexpectedly")))
         })

@@ -1,28 +1,24 @@
 //! `nmb eval`: ask a model about every task of a suite and store each answer as it arrives.
 
 use crate::store_at::StoreAt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
 use nmb_plan::{GenParams, InputMode};
-use nmb_requests::{BackendKind, ModelSpec, Scheduler};
-use nmb_run::{
-    Claiming, EvalConfig, Evaluated, Invocation, Limits, Progress, Resume, RunOutcome,
-    TemplateChoice,
-};
+use nmb_requests::ModelSpec;
+use nmb_run::{Claiming, EvalConfig, Invocation, Limits, Resume, RunOutcome, TemplateChoice};
 use nmb_stats::BootstrapConfig;
-use nmb_store::Store;
+use nmb_study::job::{Done, Job};
 use nmb_suite::{Filter, Level};
 use serde_json::json;
 
 use nmb_score::ScoringConfig;
 
 use super::score::ScoringArgs;
-use crate::progress::Reporter;
+use crate::progress::Terminal;
 
 mod sweep;
 
@@ -326,127 +322,49 @@ pub fn run(args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What one evaluation did.
-pub struct Ran {
-    pub run_id: String,
-    /// It stopped at `--max-requests` with answers still missing.
-    pub stopped_early: bool,
-}
-
-/// One evaluation with its own scheduler.
+/// One evaluation carried to its end (`nmb_study::job`), its summary printed as `out` says.
 pub fn run_one(
     config: &EvalConfig,
     invocation: &Invocation,
     out: &Output,
     at: &StoreAt,
-) -> Result<Ran> {
-    run_with(config, invocation, out, at, None)
+) -> Result<Done> {
+    let job = Job {
+        config,
+        invocation,
+        scoring: out.scoring.as_ref(),
+        report: out.report.as_deref(),
+    };
+    let watch = Terminal { quiet: out.quiet };
+    let done = nmb_study::job::run(job, &Arc::new(at.open()?), None, &watch)?;
+    match invocation.plan_only {
+        true => print_planned(&done.outcome, at, out.json),
+        false => print_done(&config.model, &done, out, invocation.max_requests)?,
+    }
+    Ok(done)
 }
 
-/// [`run_one`] with a scheduler shared with other evaluations (a study's), so that their calls keep one global
-/// limit; without one, the evaluation makes its own.
-pub fn run_with(
-    config: &EvalConfig,
-    invocation: &Invocation,
+/// Prints what an evaluation of `model` did: its summary with its scores, and where its report went.
+pub fn print_done(
+    model: &ModelSpec,
+    done: &Done,
     out: &Output,
-    at: &StoreAt,
-    shared: Option<Scheduler>,
-) -> Result<Ran> {
-    if let Some(scoring) = &out.scoring {
-        scoring
-            .check()
-            .context("a scoring option would fail after the evaluation")?;
-    }
-    if config.model.backend == BackendKind::Local {
-        eprintln!("loading local model {} ...", config.model.model);
-    }
-    let store = Arc::new(at.open()?);
-    let scheduler =
-        shared.unwrap_or_else(|| config.scheduler(&store, invocation.claiming.as_ref()));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let progress = Arc::new(Progress::default());
-    let started = Instant::now();
-    let evaluated = runtime.block_on(async {
-        let reporter = Reporter::start(progress.clone(), scheduler.clone(), out.quiet);
-        let evaluated = nmb_run::evaluate(
-            config,
-            invocation,
-            store.clone(),
-            &scheduler,
-            progress.clone(),
-        )
-        .await;
-        reporter.finish().await;
-        evaluated
-    })?;
-    let Evaluated {
-        outcome,
-        suite,
-        images_dropped,
-    } = evaluated;
-    let ran = Ran {
-        run_id: outcome.run_id.clone(),
-        stopped_early: outcome.stopped_early,
-    };
-    if invocation.plan_only {
-        print_planned(&outcome, at, out.json);
-        return Ok(ran);
-    }
-    let scores = match &out.scoring {
-        Some(scoring) if !outcome.stopped_early => {
-            let run_id = &outcome.run_id;
-            let connect = &super::score::connect_judge;
-            let scoring = nmb_score::score_suite(&store, run_id, &suite, scoring, connect);
-            Some(
-                runtime
-                    .block_on(scoring)
-                    .with_context(|| format!("cannot score run {run_id}"))?,
-            )
-        }
-        _ => None,
-    };
-    let finished = nmb_run::summary::Finished {
-        outcome: &outcome,
-        progress: progress.snapshot(),
-        counters: scheduler.counters(),
-        elapsed: started.elapsed(),
-        max_requests: invocation.max_requests,
-    };
-    report(out, &finished, scores.as_ref())?;
-    if images_dropped && !out.json {
+    max_requests: Option<u64>,
+) -> Result<()> {
+    report(out, &done.finished(max_requests), done.scores.as_ref())?;
+    if done.images_dropped && !out.json {
         eprintln!(
-            "note: {} is text-only: images were not sent (the run manifest records this)",
-            config.model
+            "note: {model} is text-only: images were not sent (the run manifest records this)"
         );
     }
-    if let Some(dir) = &out.report {
-        let html = write_report(&store, &outcome.run_id, scores, dir)?;
+    if let Some(html) = &done.report_html {
         // With --json, stdout holds the one JSON object and nothing else.
-        if out.json {
-            eprintln!("report: {}", html.display());
-        } else {
-            println!("report: {}", html.display());
+        match out.json {
+            true => eprintln!("report: {}", html.display()),
+            false => println!("report: {}", html.display()),
         }
     }
-    Ok(ran)
-}
-
-/// Writes every report format for one run and returns the HTML file's path.
-fn write_report(
-    store: &Store,
-    run_id: &str,
-    scores: Option<nmb_score::results::ScoreReport>,
-    dir: &Path,
-) -> Result<PathBuf> {
-    let run = nmb_report::load_run(store, run_id, scores)
-        .with_context(|| format!("cannot read run {run_id} for its report"))?;
-    let opts = nmb_report::ReportOptions::new(dir);
-    let written = nmb_report::write_report(&[run], &opts)
-        .with_context(|| format!("cannot write the report into {}", dir.display()))?;
-    written.html.context("the report writer wrote no HTML file")
+    Ok(())
 }
 
 fn dry_run(config: &EvalConfig, as_json: bool) -> Result<ExitCode> {

@@ -8,18 +8,20 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use nmb_requests::ModelSpec;
 use nmb_store::Store;
 use nmb_suite::{Family, Suite};
 
-use nmb_run::{human, EvalConfig, Invocation, Resume};
-
-use super::eval;
-use crate::store_at::StoreAt;
+use nmb_run::human;
 use nmb_score::ScoringConfig;
+use nmb_study::HumanRun;
+
+use super::eval::{self, Output};
+use crate::progress::Terminal;
+use crate::store_at::StoreAt;
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -91,7 +93,7 @@ pub fn run(args: ImportArgs, at: &StoreAt) -> Result<ExitCode> {
         .file
         .file_name()
         .map_or_else(|| label.clone(), |n| n.to_string_lossy().into_owned());
-    let store = at.open()?;
+    let store = Arc::new(at.open()?);
     let suite_hash = nmb_suite::suite_hash(&suite)?;
     let added = human::record_answers(&store, &spec, &suite_hash, answers, &source)?;
     eprintln!(
@@ -103,12 +105,15 @@ pub fn run(args: ImportArgs, at: &StoreAt) -> Result<ExitCode> {
         answer_key: args.answer_key,
         spec,
         display_name: args.display_name,
+        scoring: human_scoring(args.no_score, args.no_bertscore),
+    };
+    let out = Output {
         json: args.json,
         quiet: args.quiet,
-        no_score: args.no_score,
-        no_bertscore: args.no_bertscore,
+        report: None,
+        scoring: human.scoring.clone(),
     };
-    human.build(at, &store, &suite_hash)?;
+    build(&human, at, &store, &suite_hash, &out)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -128,75 +133,25 @@ fn unreadable(family: Family, text: &str) -> Option<String> {
         .map(|e| e.to_string())
 }
 
-/// The run of a person's stored answers on a suite, built by the evaluation `nmb eval` runs.
-#[derive(Debug, Clone)]
-pub(super) struct HumanRun {
-    pub suite: String,
-    pub answer_key: Option<PathBuf>,
-    pub spec: ModelSpec,
-    pub display_name: Option<String>,
-    pub json: bool,
-    pub quiet: bool,
-    pub no_score: bool,
-    pub no_bertscore: bool,
-}
-
-impl HumanRun {
-    /// Builds the run, or resumes the person's newest run on the suite when its configuration is this one (it
-    /// is unless an answer it recorded was changed since; see `nmb_run::human`). Returns the run id.
-    pub(super) fn build(&self, at: &StoreAt, store: &Store, suite_hash: &str) -> Result<String> {
-        let latest = human::latest_human_run(store, &self.spec, suite_hash)?;
-        if let Some(run) = latest {
-            match self.evaluate(Resume::Run(run.run_id.clone()), at) {
-                // A changed answer (or another configuration): a new run.
-                Err(e) if config_mismatch(&e) => {}
-                other => return ran(other),
-            }
-        }
-        ran(self.evaluate(Resume::Fresh, at))
+/// How a person's run is scored: not at all with `no_score`, else without BERTScore with `no_bertscore`.
+pub(super) fn human_scoring(no_score: bool, no_bertscore: bool) -> Option<ScoringConfig> {
+    let mut scoring = ScoringConfig::default();
+    if no_bertscore {
+        scoring.bertscore = nmb_score::BertScoreSetting::Off;
     }
-
-    /// The evaluation `nmb eval --model human:NAME --samples 1` runs, into the run `resume` names.
-    fn evaluate(&self, resume: Resume, at: &StoreAt) -> Result<eval::Ran> {
-        let suite = nmb_suite::Source {
-            answers: self.answer_key.clone(),
-            ..nmb_suite::Source::new(&self.suite)
-        };
-        let mut config = EvalConfig::new(suite, self.spec.clone());
-        config.samples = Some(1);
-        config.name = Some(
-            self.display_name
-                .clone()
-                .unwrap_or_else(|| format!("{} (human)", self.spec.model)),
-        );
-        let mut scoring = ScoringConfig::default();
-        if self.no_bertscore {
-            scoring.bertscore = nmb_score::BertScoreSetting::Off;
-        }
-        let out = eval::Output {
-            json: self.json,
-            quiet: self.quiet,
-            report: None,
-            scoring: (!self.no_score).then_some(scoring),
-        };
-        let invocation = Invocation {
-            resume,
-            claiming: eval::claiming_on(at),
-            ..Invocation::default()
-        };
-        eval::run_one(&config, &invocation, &out, at)
-    }
+    (!no_score).then_some(scoring)
 }
 
-fn ran(outcome: Result<eval::Ran>) -> Result<String> {
-    Ok(outcome?.run_id)
-}
-
-fn config_mismatch(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        matches!(
-            c.downcast_ref::<nmb_run::RunError>(),
-            Some(nmb_run::RunError::ConfigMismatch { .. })
-        )
-    })
+/// Builds (or resumes) the person's run and prints its summary as `nmb eval` does; returns its id.
+pub(super) fn build(
+    human: &HumanRun,
+    at: &StoreAt,
+    store: &Arc<Store>,
+    suite_hash: &str,
+    out: &Output,
+) -> Result<String> {
+    let watch = Terminal { quiet: out.quiet };
+    let done = human.build(store, suite_hash, eval::claiming_on(at), &watch)?;
+    eval::print_done(&human.spec, &done, out, None)?;
+    Ok(done.outcome.run_id)
 }

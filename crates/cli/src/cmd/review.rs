@@ -6,9 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
-use nmb_review::{assign, hash_token, new_set_id, new_token, AssignOptions};
-use nmb_store::{NewReviewSet, NewReviewer, Store};
-use serde_json::json;
+use nmb_review::{AssignOptions, NewSet};
+use nmb_store::Store;
 
 use crate::store_at::StoreAt;
 
@@ -111,84 +110,24 @@ pub fn run(command: ReviewCommand, at: &StoreAt) -> Result<ExitCode> {
 
 fn create(args: CreateArgs, at: &StoreAt) -> Result<ExitCode> {
     let store = at.open_for_reading()?;
-    let (rubric, rubric_text) = nmb_review::load_rubric(args.rubric.as_deref())?;
-    let candidates = nmb_review::candidates(&store, &args.runs)?;
-    let options = AssignOptions {
-        reviewers: args.reviewers.clone(),
-        per_reviewer: args.per_reviewer,
-        overlap: args.overlap,
-        seed: args.seed,
-    };
-    let assignment = assign(candidates, &options)?;
-    let set_id = new_set_id();
-    let tokens: Vec<String> = args.reviewers.iter().map(|_| new_token()).collect();
-    let reviewers = assignment
-        .reviewers
-        .iter()
-        .zip(&tokens)
-        .map(|((name, items), token)| NewReviewer {
-            reviewer: name.clone(),
-            token_sha256: hash_token(token),
-            items: items.clone(),
-        })
-        .collect();
-    store
-        .create_review_set(&NewReviewSet {
-            set_id: set_id.clone(),
-            rubric_hash: rubric.hash.clone(),
-            rubric: rubric_text,
-            seed: args.seed,
+    let new = NewSet {
+        runs: args.runs,
+        assign: AssignOptions {
+            reviewers: args.reviewers,
+            per_reviewer: args.per_reviewer,
             overlap: args.overlap,
-            runs: args.runs.clone(),
-            items: assignment.items.clone(),
-            reviewers,
-        })
-        .with_context(|| format!("storing review set {set_id} in {at}"))?;
-    let base = args.url.trim_end_matches('/');
-    let shared = assignment.items.iter().filter(|i| i.shared).count();
-    let people: Vec<serde_json::Value> = assignment
-        .reviewers
-        .iter()
-        .zip(&tokens)
-        .map(|((name, items), token)| {
-            json!({
-                "reviewer": name,
-                "items": items.len(),
-                "token": token,
-                "url": format!("{base}/review/{set_id}?token={token}"),
-            })
-        })
-        .collect();
-    if args.json {
-        let out = json!({
-            "set_id": set_id,
-            "items": assignment.items.len(),
-            "shared_items": shared,
-            "runs": args.runs,
-            "seed": args.seed,
-            "rubric": {"id": rubric.id, "version": rubric.version, "sha256": rubric.hash},
-            "reviewers": people,
-        });
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!(
-        "review set {set_id}: {} items ({shared} graded by every reviewer) from {} run(s), rubric {} v{} \
-         (sha256 {})",
-        assignment.items.len(),
-        args.runs.len(),
-        rubric.id,
-        rubric.version,
-        &rubric.hash[..12]
-    );
-    println!("each URL is shown only now; send each reviewer their own:");
-    for p in &people {
-        println!(
-            "  {:<16} {:>4} items  {}",
-            p["reviewer"].as_str().unwrap_or(""),
-            p["items"],
-            p["url"].as_str().unwrap_or("")
-        );
+            seed: args.seed,
+        },
+        rubric: args.rubric,
+    };
+    let created = nmb_review::create_set(&store, new)
+        .with_context(|| format!("cannot create a review set in {at}"))?;
+    match args.json {
+        true => println!(
+            "{}",
+            serde_json::to_string_pretty(&created.json(&args.url))?
+        ),
+        false => print!("{}", created.text(&args.url)),
     }
     Ok(ExitCode::SUCCESS)
 }

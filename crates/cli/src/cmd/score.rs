@@ -8,12 +8,11 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use nmb_requests::{ModelSpec, Transport};
-use nmb_run::{connect_model, ConnectError, ConnectOptions};
+use nmb_requests::ModelSpec;
 use nmb_score::cost::Prices;
 use nmb_score::results::{Aggregation, ScoreReport};
 use nmb_score::semantic::Rescale;
-use nmb_score::{BertScoreSetting, JudgeModel, RubricChoice, ScoringConfig, SuiteOverride};
+use nmb_score::{BertScoreSetting, RubricChoice, ScoringConfig, SuiteOverride};
 use nmb_stats::{BootstrapConfig, DEFAULT_RESAMPLES, DEFAULT_SEED};
 use nmb_store::Store;
 use nmb_suite::{Filter, Level};
@@ -221,25 +220,11 @@ pub fn run(args: ScoreArgs, at: &StoreAt) -> Result<ExitCode> {
             &store,
             &args.run_id,
             &config,
-            &connect_judge,
+            &nmb_study::job::connect_judge,
         ))
         .with_context(|| format!("cannot score run {}", args.run_id))?;
     print_report(&report, args.json)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Judges connect like models do, `local:` ones included.
-pub fn connect_judge(spec: &ModelSpec, transport: &Transport) -> Result<JudgeModel, ConnectError> {
-    let options = ConnectOptions {
-        transport: Some(transport.clone()),
-        ..ConnectOptions::default()
-    };
-    let connected = connect_model(spec, &options)?;
-    Ok(JudgeModel {
-        spec: connected.spec.to_string(),
-        backend: connected.backend,
-        identity: connected.identity,
-    })
 }
 
 /// Prints the report as JSON, or the summary `nmb-report` builds for a terminal from the report's own tables.

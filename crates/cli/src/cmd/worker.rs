@@ -11,7 +11,6 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use nmb_requests::ModelSpec;
 use nmb_run::{Claiming, EvalConfig, Invocation, Resume};
-use nmb_store::{now_ms, Manifest, RunKind, RunStatus, Store};
 
 use super::eval::Output;
 use crate::store_at::StoreAt;
@@ -59,7 +58,7 @@ pub fn run(args: WorkerArgs, at: &StoreAt) -> Result<ExitCode> {
         );
     }
     let store = at.open_for_reading()?;
-    let runs = runs_to_work_on(&store, args.run.as_deref())?;
+    let runs = nmb_run::runs_with_work(&store, args.run.as_deref())?;
     drop(store);
     if runs.is_empty() {
         eprintln!("worker: no run in {at} has work left");
@@ -87,38 +86,6 @@ pub fn run(args: WorkerArgs, at: &StoreAt) -> Result<ExitCode> {
             .with_context(|| format!("run {run_id}"))?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The run asked for, or every unfinished model run with work left; each with its recorded configuration.
-fn runs_to_work_on(store: &Store, only: Option<&str>) -> Result<Vec<(String, EvalConfig)>> {
-    if let Some(id) = only {
-        let run = store.run(id).with_context(|| format!("no run {id}"))?;
-        let config = recorded(&run.manifest).with_context(|| format!("run {id}"))?;
-        return Ok(vec![(run.run_id, config)]);
-    }
-    let mut out = Vec::new();
-    for run in store.list_runs()? {
-        let open = run.status == RunStatus::Running && run.manifest.kind == RunKind::Model;
-        if !open || run.manifest.eval_config.is_none() {
-            continue;
-        }
-        if store.work_left(&run.run_id, now_ms())? > 0 {
-            let config = recorded(&run.manifest).with_context(|| format!("run {}", run.run_id))?;
-            out.push((run.run_id, config));
-        }
-    }
-    Ok(out)
-}
-
-fn recorded(manifest: &Manifest) -> Result<EvalConfig> {
-    match &manifest.eval_config {
-        Some(value) => Ok(EvalConfig::from_recorded(value)?),
-        None if manifest.worker_args.is_some() => bail!(
-            "it was planned by an older nmb, which recorded command-line arguments instead of a configuration; \
-             plan it again with `nmb eval --plan-only` (stored answers are reused, none is asked twice)"
-        ),
-        None => bail!("it did not record its configuration (it was not made by `nmb eval`)"),
-    }
 }
 
 /// The recorded evaluation with this worker's own limits, and its own replica of the model if it names one.

@@ -1,0 +1,118 @@
+//! Creating a review set: the runs' answered samples drawn and shared out ([`assign`]), one secret token per
+//! reviewer (only its hash is stored), and the invitations to print once.
+
+use std::path::PathBuf;
+
+use nmb_score::Rubric;
+use nmb_store::{NewReviewSet, NewReviewer, Store};
+use serde_json::{json, Value};
+
+use crate::{
+    assign, candidates, hash_token, load_rubric, new_set_id, new_token, AssignOptions, ReviewError,
+};
+
+/// What a new review set is made of.
+pub struct NewSet {
+    pub runs: Vec<String>,
+    pub assign: AssignOptions,
+    /// The rubric file [default: the bundled neurology rubric].
+    pub rubric: Option<PathBuf>,
+}
+
+/// A review set just stored, with each reviewer's token (shown only now).
+pub struct CreatedSet {
+    pub set_id: String,
+    pub runs: Vec<String>,
+    pub seed: u64,
+    pub rubric: Rubric,
+    pub items: usize,
+    /// Items every reviewer grades.
+    pub shared: usize,
+    /// Each reviewer, the number of their items and their token.
+    pub invites: Vec<(String, usize, String)>,
+}
+
+/// Draws, shares out and stores a review set.
+pub fn create_set(store: &Store, new: NewSet) -> Result<CreatedSet, ReviewError> {
+    let (rubric, rubric_text) = load_rubric(new.rubric.as_deref())?;
+    let assignment = assign(candidates(store, &new.runs)?, &new.assign)?;
+    let set_id = new_set_id();
+    let tokens: Vec<String> = assignment.reviewers.iter().map(|_| new_token()).collect();
+    let reviewers = (assignment.reviewers.iter().zip(&tokens))
+        .map(|((name, items), token)| NewReviewer {
+            reviewer: name.clone(),
+            token_sha256: hash_token(token),
+            items: items.clone(),
+        })
+        .collect();
+    store.create_review_set(&NewReviewSet {
+        set_id: set_id.clone(),
+        rubric_hash: rubric.hash.clone(),
+        rubric: rubric_text,
+        seed: new.assign.seed,
+        overlap: new.assign.overlap,
+        runs: new.runs.clone(),
+        items: assignment.items.clone(),
+        reviewers,
+    })?;
+    let invites = (assignment.reviewers.into_iter().zip(tokens))
+        .map(|((name, items), token)| (name, items.len(), token))
+        .collect();
+    Ok(CreatedSet {
+        set_id,
+        runs: new.runs,
+        seed: new.assign.seed,
+        rubric,
+        items: assignment.items.len(),
+        shared: assignment.items.iter().filter(|i| i.shared).count(),
+        invites,
+    })
+}
+
+impl CreatedSet {
+    /// A reviewer's URL on the `nmb serve` at `base`.
+    fn url(&self, base: &str, token: &str) -> String {
+        format!(
+            "{}/review/{}?token={token}",
+            base.trim_end_matches('/'),
+            self.set_id
+        )
+    }
+
+    pub fn json(&self, base: &str) -> Value {
+        let people: Vec<Value> = (self.invites.iter())
+            .map(|(name, items, token)| {
+                json!({"reviewer": name, "items": items, "token": token, "url": self.url(base, token)})
+            })
+            .collect();
+        let r = &self.rubric;
+        json!({
+            "set_id": self.set_id,
+            "items": self.items,
+            "shared_items": self.shared,
+            "runs": self.runs,
+            "seed": self.seed,
+            "rubric": {"id": r.id, "version": r.version, "sha256": r.hash},
+            "reviewers": people,
+        })
+    }
+
+    pub fn text(&self, base: &str) -> String {
+        let r = &self.rubric;
+        let mut out = format!(
+            "review set {}: {} items ({} graded by every reviewer) from {} run(s), rubric {} v{} (sha256 {})\n",
+            self.set_id,
+            self.items,
+            self.shared,
+            self.runs.len(),
+            r.id,
+            r.version,
+            &r.hash[..12.min(r.hash.len())]
+        );
+        out += "each URL is shown only now; send each reviewer their own:\n";
+        for (name, items, token) in &self.invites {
+            out += &format!("  {name:<16} {items:>4} items  {}\n", self.url(base, token));
+        }
+        out
+    }
+}
