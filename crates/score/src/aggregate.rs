@@ -151,7 +151,7 @@ fn answer_words(
 ) -> Result<Option<Estimate>, ScoreError> {
     let (cases, words): (Vec<&str>, Vec<f64>) = samples
         .iter()
-        .filter_map(|s| Some((s.case_id.as_str(), s.answer_words? as f64)))
+        .filter_map(|s| Some((s.case_id.as_str(), s.facts.answer_words? as f64)))
         .unzip();
     if words.is_empty() {
         return Ok(None);
@@ -482,7 +482,7 @@ mod tests {
             breadth: None,
             structured: None,
             turns: None,
-            answer_words: None,
+            facts: Default::default(),
         }
     }
 

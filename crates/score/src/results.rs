@@ -311,10 +311,31 @@ pub struct SampleScore {
     /// in turn order; see [`crate::revision`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turns: Option<Vec<crate::revision::TurnScore>>,
-    /// Words in the final answer (split at white space), for every sample the model answered; `None` for
-    /// errored and pending samples and in reports stored before it was counted.
+    /// What is counted of the final answer, for every sample the model answered (stored flat, beside the
+    /// other fields).
+    #[serde(flatten)]
+    pub facts: AnswerFacts,
+}
+
+/// What is counted of every answered sample's final answer, whatever its family: the per-answer inputs of
+/// metrics such as the median answer length. [`AnswerFacts::of`] is the one place they are computed, so a new
+/// per-answer count is a field and a line here, and every `SampleScore` carries it. Each field is `None` for
+/// errored and pending samples and in reports stored before it was counted (and then not written, so that
+/// stored reports read back to the same bytes).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AnswerFacts {
+    /// Words in the final answer, split at white space.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_words: Option<usize>,
+}
+
+impl AnswerFacts {
+    /// The counts of one final answer.
+    pub fn of(text: &str) -> AnswerFacts {
+        AnswerFacts {
+            answer_words: Some(text.split_whitespace().count()),
+        }
+    }
 }
 
 /// How an answer was read.
@@ -854,7 +875,7 @@ mod tests {
             breadth: None,
             structured: None,
             turns: None,
-            answer_words: None,
+            facts: AnswerFacts::default(),
         };
         let text = serde_json::to_string(&s).unwrap();
         assert!(text.contains("\"status\":\"parse_failed\""), "{text}");

@@ -710,7 +710,7 @@ mod tests {
             breadth: None,
             structured: None,
             turns: None,
-            answer_words: None,
+            facts: Default::default(),
         }
     }
 

@@ -45,7 +45,7 @@ fn runs_by_model(runs: &Path) -> BTreeMap<String, Value> {
 /// `answer_words`.
 fn without_newer_numbers(r: &mut ScoreReport) {
     for s in &mut r.samples {
-        s.answer_words = None;
+        s.facts = Default::default();
     }
     let groups = std::iter::once(&mut r.overall)
         .chain(&mut r.by_level_family)

@@ -12,7 +12,7 @@ use crate::lexicon::Lexicon;
 use crate::matching::{match_diagnosis, match_lesion_type, match_location, RuleVerdict};
 use crate::parse::{parse_answer, ranked_diagnoses};
 use crate::prompts::Field;
-use crate::results::{MatchMethod, MatchOutcome, SampleScore, SampleStatus};
+use crate::results::{AnswerFacts, MatchMethod, MatchOutcome, SampleScore, SampleStatus};
 
 pub(super) fn prepare<'a>(
     lex: &Lexicon,
@@ -47,7 +47,7 @@ pub(super) fn prepare<'a>(
         breadth: None,
         structured: None,
         turns: None,
-        answer_words: None,
+        facts: Default::default(),
     };
     let mut w = Work {
         record,
@@ -72,7 +72,7 @@ pub(super) fn prepare<'a>(
         nmb_store::SampleStatus::Ok => {}
     }
     let text = record.final_text.clone().unwrap_or_default();
-    score.answer_words = Some(text.split_whitespace().count());
+    score.facts = AnswerFacts::of(&text);
     if task.family.is_breadth() {
         match breadth::score_answer(task, &text) {
             Ok(v) => {
