@@ -27,7 +27,7 @@ pub mod spec;
 mod stored;
 
 pub use secrets::{redact, ApiKey, Secrets};
-pub use spec::{replica_name, BackendKind, ModelSpec, SpecError};
+pub use spec::{replica_name, BackendKind, ModelIdentity, ModelSpec, SpecError};
 pub use stored::{StoredConversation, StoredMessage, StoredPart};
 
 use std::sync::Arc;

@@ -180,24 +180,14 @@ impl ModelSpec {
         self.base_urls.len() > 1
     }
 
-    /// What names the model in manifests, configuration hashes, cache keys and call records:
-    /// `BACKEND:MODEL[@FIRST_BASE_URL]`. Replicas serve the same model, so the others are left out; a spec with
-    /// one base URL or none is its own identity, exactly as written by [`fmt::Display`].
-    pub fn identity(&self) -> String {
-        match self.base_urls.first() {
+    /// What names the model in manifests, configuration hashes, cache keys and call records
+    /// ([`ModelIdentity`]): `BACKEND:MODEL[@FIRST_BASE_URL]`. Replicas serve the same model, so the others are
+    /// left out; a spec with one base URL or none is its own identity, exactly as written by [`fmt::Display`].
+    pub fn identity(&self) -> ModelIdentity {
+        ModelIdentity(match self.base_urls.first() {
             Some(u) => format!("{}:{}@{u}", self.backend, self.model),
             None => format!("{}:{}", self.backend, self.model),
-        }
-    }
-
-    /// [`ModelSpec::identity`] of a spec given as text. Text that is not a spec with several base URLs comes
-    /// back unchanged (not even normalised), so that the identity of every single-URL spec stays the exact
-    /// string it always was.
-    pub fn identity_of(spec: &str) -> String {
-        match ModelSpec::parse(spec) {
-            Ok(s) if s.is_replicated() => s.identity(),
-            _ => spec.to_string(),
-        }
+        })
     }
 }
 
@@ -277,6 +267,53 @@ impl FromStr for ModelSpec {
     type Err = SpecError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         ModelSpec::parse(s)
+    }
+}
+
+/// What names a model in manifests, configuration hashes, cache keys and call records: its spec with the first
+/// base URL alone ([`ModelSpec::identity`]), so that a run has the same configuration hash and cached answers
+/// whichever replicas serve it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ModelIdentity(String);
+
+impl ModelIdentity {
+    /// The identity of a spec given as text (one read from a store). Text that is not a spec with several base
+    /// URLs is its own identity, unchanged (not even normalised), so that the identity of every single-URL spec
+    /// stays the exact string it always was.
+    pub fn of_text(spec: &str) -> ModelIdentity {
+        match ModelSpec::parse(spec) {
+            Ok(s) if s.is_replicated() => s.identity(),
+            _ => ModelIdentity(spec.to_string()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ModelIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<str> for ModelIdentity {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for ModelIdentity {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for ModelIdentity {
+    fn eq(&self, other: &String) -> bool {
+        &self.0 == other
     }
 }
 
@@ -419,7 +456,7 @@ mod tests {
             let single = ModelSpec::parse(&format!("{backend}:org/m@v2@http://a:8000/v1")).unwrap();
             assert_eq!(s.identity(), single.to_string());
             assert_eq!(single.identity(), single.to_string());
-            assert_eq!(ModelSpec::identity_of(&text), single.to_string());
+            assert_eq!(ModelIdentity::of_text(&text), single.to_string());
         }
         // one URL or none: the text is its own identity, byte for byte (not even normalised)
         for text in [
@@ -428,7 +465,7 @@ mod tests {
             "local:/x.gguf",
             "not a spec",
         ] {
-            assert_eq!(ModelSpec::identity_of(text), text);
+            assert_eq!(ModelIdentity::of_text(text), text);
         }
         let default = ModelSpec::parse("anthropic:claude").unwrap();
         assert_eq!(default.effective_base_urls(), ["https://api.anthropic.com"]);

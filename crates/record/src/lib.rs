@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use nmb_chat::{messages_hash, GenParams, Message, OutputFormat, Part, StoredConversation};
 use nmb_requests::{
-    CallError, ChatRequest, Completion, Lane, ModelSpec, Outcome, Scheduler, Secrets, Usage,
+    CallError, ChatRequest, Completion, Lane, ModelIdentity, Outcome, Scheduler, Secrets, Usage,
 };
 use nmb_store::{
     cache_key, now_ms, CachedResponse, CallRecord, ChoiceRecord, ErrorInfo, ImageInput, Store,
@@ -71,9 +71,8 @@ pub struct Recorder {
     scheduler: Scheduler,
     lane: Lane,
     run_id: String,
-    /// `BACKEND:MODEL[@BASE_URL]`, as it enters cache keys and call records: the model's identity, the first
-    /// base URL alone when several replicas serve it ([`ModelSpec::identity_of`]).
-    model: String,
+    /// As it enters cache keys and call records.
+    model: ModelIdentity,
     secrets: Secrets,
     /// Prompts already stored by this recorder, so shared prompts are written once.
     stored_prompts: Mutex<HashSet<String>>,
@@ -81,21 +80,21 @@ pub struct Recorder {
 
 impl Recorder {
     /// A recorder writing into `run_id`. Known API keys ([`Secrets::from_env`]) are redacted from what it stores.
-    /// `model` is a spec; with several base URLs it is recorded as its identity (the first URL alone), and each
-    /// call records the replica that answered it.
+    /// `model` is the model's identity (the first base URL alone when several replicas serve it); each call
+    /// records the replica that answered it.
     pub fn new(
         store: Arc<Store>,
         scheduler: Scheduler,
         lane: Lane,
         run_id: impl Into<String>,
-        model: impl Into<String>,
+        model: ModelIdentity,
     ) -> Self {
         Recorder {
             store,
             scheduler,
             lane,
             run_id: run_id.into(),
-            model: ModelSpec::identity_of(&model.into()),
+            model,
             secrets: Secrets::from_env(),
             stored_prompts: Mutex::new(HashSet::new()),
         }
@@ -130,7 +129,7 @@ impl Recorder {
         prompt: &Prompt,
         sample: u32,
     ) -> Result<Option<CachedResponse>, StoreError> {
-        let key = cache_key(&self.model, params_json, &prompt.hash, sample);
+        let key = cache_key(self.model.as_str(), params_json, &prompt.hash, sample);
         self.store.lookup_cache(&key)
     }
 
@@ -220,7 +219,7 @@ impl Recorder {
             task_id: spec.task_id,
             turn_index: spec.turn,
             prompt_hash: &spec.prompt.hash,
-            model: &self.model,
+            model: self.model.as_str(),
             params_json: spec.params_json,
             template_id: spec.template_id,
             template_hash: spec.template_hash,

@@ -43,7 +43,7 @@ pub use scheduler::{
     Scheduler, SchedulerConfig,
 };
 pub use secrets::Secrets;
-pub use spec::{replica_name, BackendKind, ModelSpec, SpecError};
+pub use spec::{replica_name, BackendKind, ModelIdentity, ModelSpec, SpecError};
 pub use transport::{ApiKey, Base64Cache, HttpOptions, Transport, TransportError};
 
 /// A model behind an OpenAI-compatible server.

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use nmb_plan::{GenParams, OutputFormat, PlanOptions};
-use nmb_requests::{Backend, ModelSpec};
+use nmb_requests::{Backend, ModelIdentity};
 use nmb_store::{Manifest, Recorded, SuiteSource, TemplateRef};
 use nmb_suite::{Family, Suite};
 use serde_json::{json, Map, Value};
@@ -26,11 +26,9 @@ pub enum Resume {
 /// Everything an evaluation needs besides the suite, the store and the backend.
 #[derive(Debug, Clone)]
 pub struct EvalSettings {
-    /// `BACKEND:MODEL[@BASE_URL[,BASE_URL...]]`. Recorded and used in cache keys as its identity
-    /// ([`ModelSpec::identity_of`]): with several base URLs (replicas of one model) the first alone, so a run
-    /// has the same configuration hash and cached answers whichever replicas serve it; any other spec exactly
-    /// as given.
-    pub model: String,
+    /// The model as recorded and used in cache keys: with several base URLs (replicas of one model) the first
+    /// alone, so a run has the same configuration hash and cached answers whichever replicas serve it.
+    pub model: ModelIdentity,
     pub params: GenParams,
     pub plan: PlanOptions,
     /// Calls in flight at once, over all backends.
@@ -94,9 +92,9 @@ impl Claiming {
 }
 
 impl EvalSettings {
-    pub fn new(model: impl Into<String>) -> Self {
+    pub fn new(model: ModelIdentity) -> Self {
         EvalSettings {
-            model: model.into(),
+            model,
             params: GenParams::default(),
             plan: PlanOptions::default(),
             concurrency: 16,
@@ -150,7 +148,7 @@ pub(crate) fn manifest(
         template_id: "per-family".into(),
         template_hash: settings.plan.templates_hash(structured),
         templates: Some(templates(&settings.plan, structured)),
-        model: ModelSpec::identity_of(&settings.model),
+        model: settings.model.to_string(),
         model_identity: Some(settings.model_identity.clone()),
         display_name: settings.display_name.clone(),
         study: settings.study.clone(),
@@ -241,7 +239,7 @@ pub(crate) fn params_json(settings: &EvalSettings, output: &OutputFormat) -> Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nmb_requests::{BoxFuture, CallError, ChatRequest, Completion, ErrorClass};
+    use nmb_requests::{BoxFuture, CallError, ChatRequest, Completion, ErrorClass, ModelSpec};
 
     /// A backend that only has a spec.
     struct Named(ModelSpec);
@@ -269,7 +267,13 @@ mod tests {
         let suite = nmb_suite::sample::build();
         let manifest_of = |spec: &str| {
             let backend = Named(ModelSpec::parse(spec).unwrap());
-            manifest(&suite, &EvalSettings::new(spec), 1, &backend).unwrap()
+            manifest(
+                &suite,
+                &EvalSettings::new(ModelIdentity::of_text(spec)),
+                1,
+                &backend,
+            )
+            .unwrap()
         };
         let single = manifest_of("openai:m@http://a:1/v1");
         let replicated = manifest_of("openai:m@http://a:1/v1,http://b:2/v1,http://c:3/v1");

@@ -107,7 +107,7 @@ fn settings(
     plan: PlanOptions,
     model: &ConnectedModel,
 ) -> EvalSettings {
-    let mut settings = EvalSettings::new(model.spec.to_string());
+    let mut settings = EvalSettings::new(model.spec.identity());
     settings.params = config.params.clone();
     settings.plan = plan;
     settings.concurrency = config.limits.concurrency as usize;

@@ -266,7 +266,7 @@ pub fn latest_human_run(
     let model = spec.identity();
     Ok(store.list_runs()?.into_iter().find(|r| {
         r.manifest.kind == RunKind::Model
-            && r.manifest.model == model
+            && model == r.manifest.model
             && r.manifest.suite_hash == suite_hash
     }))
 }

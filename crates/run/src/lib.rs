@@ -18,7 +18,7 @@
 //!
 //! A model served by several replicas (`openai:m@http://a/v1,http://b/v1`) is one model: its manifest,
 //! configuration hash, cache keys and call records name it by its first base URL alone
-//! ([`nmb_requests::ModelSpec::identity_of`]), exactly as a run against that URL would, and each stored call
+//! ([`nmb_requests::ModelIdentity`]), exactly as a run against that URL would, and each stored call
 //! records the replica that answered it.
 //!
 //! It does not render prompts (`nmb-plan`), speak any wire format or retry (`nmb-requests`), run models
@@ -143,7 +143,13 @@ pub async fn evaluate_loaded(
             .as_deref()
             .or(settings.no_n.then_some(sampling::FORCED)),
     );
-    let recorder = Recorder::new(store.clone(), scheduler, lane, &run_id, &settings.model);
+    let recorder = Recorder::new(
+        store.clone(),
+        scheduler,
+        lane,
+        &run_id,
+        settings.model.clone(),
+    );
     let ctx = Arc::new(Ctx {
         recorder,
         samples,

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use futures::stream::{self, StreamExt};
 use nmb_chat::{GenParams, Message, OutputFormat, Role};
 use nmb_record::{CallSpec, Recorder};
-use nmb_requests::{Backend, BackendKind, ModelSpec, Scheduler};
+use nmb_requests::{Backend, BackendKind, ModelIdentity, ModelSpec, Scheduler};
 use nmb_store::{canonical_json, Manifest, RunInfo, RunKind, Store};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -41,8 +41,8 @@ use crate::ScoreError;
 /// A judge model, connected.
 #[derive(Clone)]
 pub struct JudgeModel {
-    /// `BACKEND:MODEL[@BASE_URL]`, as recorded.
-    pub spec: String,
+    /// The judge as recorded (the first base URL alone when several replicas serve it).
+    pub spec: ModelIdentity,
     pub backend: Arc<dyn Backend>,
     /// What identifies the model beyond its spec (a local model's content hash, as whoever connected it knows
     /// it); it enters the judge run's identity and every cache key, so a changed model file never reuses stored
@@ -51,10 +51,10 @@ pub struct JudgeModel {
 }
 
 impl JudgeModel {
-    /// An API judge, whose spec is its identity.
-    pub fn new(spec: impl Into<String>, backend: Arc<dyn Backend>) -> Self {
+    /// An API judge named by its spec's text.
+    pub fn new(spec: &str, backend: Arc<dyn Backend>) -> Self {
         JudgeModel {
-            spec: spec.into(),
+            spec: ModelIdentity::of_text(spec),
             backend,
             identity: serde_json::Map::new(),
         }
@@ -134,14 +134,20 @@ impl Panel {
         let mut slots = Vec::new();
         for j in judges {
             let identity = Value::Object(j.identity.clone());
-            let run_id = judge_run(&store, scored, &j.spec, &identity, &params)?;
+            let run_id = judge_run(&store, scored, j.spec.as_str(), &identity, &params)?;
             let lane = scheduler.lane(j.backend.clone(), concurrency.max(1));
-            let recorder = Recorder::new(store.clone(), scheduler.clone(), lane, run_id, &j.spec);
+            let recorder = Recorder::new(
+                store.clone(),
+                scheduler.clone(),
+                lane,
+                run_id,
+                j.spec.clone(),
+            );
             slots.push(Slot {
-                self_grading: self_grading(&j.spec, &graded),
-                family: model_family(&j.spec),
-                provider: provider(&j.spec),
-                spec: j.spec.clone(),
+                self_grading: self_grading(j.spec.as_str(), &graded),
+                family: model_family(j.spec.as_str()),
+                provider: provider(j.spec.as_str()),
+                spec: j.spec.to_string(),
                 identity,
                 recorder,
             });

@@ -5,7 +5,6 @@
 
 use std::path::PathBuf;
 
-use nmb_requests::ModelSpec;
 use nmb_store::{Store, StoreError};
 
 use crate::{Cell, Study};
@@ -67,7 +66,7 @@ pub fn spent(store: &Store, study: &Study, cells: &[Cell]) -> Result<f64, Budget
         }
         let price = cells
             .iter()
-            .find(|c| ModelSpec::identity_of(&c.model) == run.manifest.model)
+            .find(|c| c.config.model.identity() == run.manifest.model)
             .and_then(|c| c.price);
         if let Some(price) = price {
             let s = store.summary(&run.run_id)?;

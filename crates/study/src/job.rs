@@ -201,7 +201,7 @@ pub fn connect_judge(spec: &ModelSpec, transport: &Transport) -> Result<JudgeMod
     };
     let connected = connect_model(spec, &options)?;
     Ok(JudgeModel {
-        spec: connected.spec.to_string(),
+        spec: connected.spec.identity(),
         backend: connected.backend,
         identity: connected.identity,
     })

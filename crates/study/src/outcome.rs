@@ -4,7 +4,6 @@
 use std::path::{Path, PathBuf};
 
 use nmb_report::{Prices, ReportError, ReportOptions};
-use nmb_requests::ModelSpec;
 use nmb_store::Store;
 use serde::Serialize;
 use serde_json::json;
@@ -98,7 +97,7 @@ pub fn prices(cells: &[Cell]) -> Prices {
                 input_per_mtok: input,
                 output_per_mtok: output,
             };
-            p.0.insert(ModelSpec::identity_of(&c.model), price);
+            p.0.insert(c.config.model.identity().to_string(), price);
         }
     }
     p

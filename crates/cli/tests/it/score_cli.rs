@@ -55,7 +55,7 @@ fn stored_run(dir: &Path, server: &FakeServer, model: &str) -> String {
             &BackendOptions::default(),
         )
         .unwrap();
-        let mut settings = EvalSettings::new(spec);
+        let mut settings = EvalSettings::new(nmb_requests::ModelIdentity::of_text(&spec));
         settings.plan.samples = Some(2);
         let out = evaluate_loaded(
             &nmb_suite::sample::build(),

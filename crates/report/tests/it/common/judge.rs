@@ -113,7 +113,7 @@ pub fn score(
         };
         let backend = nmb_requests::connect(&spec, &transport, &options).unwrap();
         let mut opts = ScoreOptions {
-            judges: vec![JudgeModel::new(spec_text, backend)],
+            judges: vec![JudgeModel::new(&spec_text, backend)],
             ..ScoreOptions::default()
         };
         opts.bootstrap.resamples = resamples;

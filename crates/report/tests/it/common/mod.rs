@@ -236,7 +236,7 @@ pub fn run_model_with(
         };
         let backend = nmb_requests::connect(&spec, &transport, &options).unwrap();
         let scheduler = Scheduler::new(SchedulerConfig::default());
-        let mut settings = EvalSettings::new(spec_text);
+        let mut settings = EvalSettings::new(nmb_requests::ModelIdentity::of_text(&spec_text));
         settings.plan.samples = Some(samples);
         settings.plan.template = template;
         settings.display_name = name;

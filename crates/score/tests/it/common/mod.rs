@@ -382,7 +382,7 @@ pub async fn setup() -> Env {
     let store = Arc::new(Store::open_dir(dir.path()).unwrap());
     let scheduler = Scheduler::new(SchedulerConfig::default());
     let spec = format!("openai:{MODEL}@{}/v1", model_server.url());
-    let mut settings = EvalSettings::new(spec.clone());
+    let mut settings = EvalSettings::new(nmb_requests::ModelIdentity::of_text(&spec));
     settings.plan.samples = Some(SAMPLES);
     let outcome = evaluate_loaded(
         &suite,
@@ -413,7 +413,7 @@ pub async fn setup() -> Env {
 impl Env {
     pub fn judge(&self, name: &str) -> JudgeModel {
         let spec = format!("openai:{name}@{}/v1", self.judge_server.url());
-        JudgeModel::new(spec.clone(), backend(&spec))
+        JudgeModel::new(&spec, backend(&spec))
     }
 }
 
