@@ -26,7 +26,7 @@ pub mod secrets;
 pub mod spec;
 mod stored;
 
-pub use secrets::{redact, ApiKey, Secrets};
+pub use secrets::{public_url, redact, url_secrets, ApiKey, Secrets};
 pub use spec::{replica_name, BackendKind, ModelIdentity, ModelSpec, SpecError};
 pub use stored::{StoredConversation, StoredMessage, StoredPart};
 

@@ -12,6 +12,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::secrets::{public_url, url_secrets};
+
 /// Which wire protocol (or in-process engine) a model is reached through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -79,8 +81,15 @@ pub struct ModelSpec {
     pub model: String,
     /// The base URLs of the servers that serve the model, in order, without trailing slashes; empty means the
     /// backend's public endpoint. More than one are replicas of the same model; the first names it. A plain
-    /// list, so that a run file can fill it as well as the spec's `@URL,URL` form.
+    /// list, so that a run file can fill it as well as the spec's `@URL,URL` form. Credentials in a URL
+    /// (`user:password@`, a key in the query) are sent, but the spec never shows, records or serialises them
+    /// ([`public_url`]).
+    #[serde(serialize_with = "public_urls")]
     pub base_urls: Vec<String>,
+}
+
+fn public_urls<S: serde::Serializer>(urls: &[String], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(urls.iter().map(|u| public_url(u)))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -111,7 +120,11 @@ pub enum SpecError {
 
 impl ModelSpec {
     pub fn parse(spec: &str) -> Result<ModelSpec, SpecError> {
-        let spec = spec.trim();
+        let raw = spec.trim();
+        // Errors quote the spec without the credentials in its URLs.
+        let shown = shown(raw);
+        let spec = shown.as_str();
+        let (_, raw_rest) = raw.split_once(':').unwrap_or((raw, ""));
         let Some((backend, rest)) = spec.split_once(':') else {
             return Err(SpecError::MissingBackend { spec: spec.into() });
         };
@@ -122,7 +135,8 @@ impl ModelSpec {
                 spec: spec.into(),
                 backend: backend.into(),
             })?;
-        let (model, url) = split_base_url(rest);
+        let (model, _) = split_base_url(rest);
+        let (_, url) = split_base_url(raw_rest);
         if model.is_empty() {
             return Err(SpecError::EmptyModel {
                 spec: spec.into(),
@@ -150,6 +164,11 @@ impl ModelSpec {
             model: model.to_string(),
             base_urls,
         })
+    }
+
+    /// The credentials written into the spec's URLs, to redact from whatever quotes a whole URL.
+    pub fn url_secrets(&self) -> Vec<String> {
+        self.base_urls.iter().flat_map(|u| url_secrets(u)).collect()
     }
 
     /// The base URL that names the model: the spec's first, else the backend's public one.
@@ -185,7 +204,7 @@ impl ModelSpec {
     /// left out; a spec with one base URL or none is its own identity, exactly as written by [`fmt::Display`].
     pub fn identity(&self) -> ModelIdentity {
         ModelIdentity(match self.base_urls.first() {
-            Some(u) => format!("{}:{}@{u}", self.backend, self.model),
+            Some(u) => format!("{}:{}@{}", self.backend, self.model, public_url(u)),
             None => format!("{}:{}", self.backend, self.model),
         })
     }
@@ -214,6 +233,20 @@ pub fn replica_name(base_url: &str) -> String {
         .to_string()
 }
 
+/// A spec's text with every URL in it without its credentials ([`public_url`]).
+fn shown(spec: &str) -> String {
+    let Some((backend, rest)) = spec.split_once(':') else {
+        return spec.to_string();
+    };
+    match split_base_url(rest) {
+        (model, Some(list)) => {
+            let urls: Vec<String> = list.split(',').map(public_url).collect();
+            format!("{backend}:{model}@{}", urls.join(","))
+        }
+        (_, None) => spec.to_string(),
+    }
+}
+
 /// Splits at the first '@' followed by a URL scheme, so model names that contain '@' (e.g. `model@2024`) survive.
 fn split_base_url(rest: &str) -> (&str, Option<&str>) {
     let mut from = 0;
@@ -236,14 +269,14 @@ fn check_urls(spec: &str, list: &str) -> Result<Vec<String>, SpecError> {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(SpecError::NotAUrl {
                 spec: spec.into(),
-                url: url.into(),
+                url: public_url(url),
             });
         }
         let url = check_url(spec, url)?;
         if urls.contains(&url) {
             return Err(SpecError::DuplicateUrl {
                 spec: spec.into(),
-                url,
+                url: public_url(&url),
             });
         }
         urls.push(url);
@@ -257,7 +290,7 @@ fn check_url(spec: &str, url: &str) -> Result<String, SpecError> {
     if host.is_empty() || url.contains(char::is_whitespace) {
         return Err(SpecError::BadUrl {
             spec: spec.into(),
-            url: url.into(),
+            url: public_url(url),
         });
     }
     Ok(url.trim_end_matches('/').to_string())
@@ -320,8 +353,9 @@ impl PartialEq<String> for ModelIdentity {
 impl fmt::Display for ModelSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.backend, self.model)?;
-        if !self.base_urls.is_empty() {
-            write!(f, "@{}", self.base_urls.join(","))?;
+        let urls: Vec<String> = self.base_urls.iter().map(|u| public_url(u)).collect();
+        if !urls.is_empty() {
+            write!(f, "@{}", urls.join(","))?;
         }
         Ok(())
     }
@@ -330,6 +364,29 @@ impl fmt::Display for ModelSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_in_urls_are_sent_but_never_shown_recorded_or_serialised() {
+        let text = "openai:m@http://user:pw-9x@host:8000/v1?api_key=KEY-123456&v=2";
+        let spec = ModelSpec::parse(text).unwrap();
+        assert_eq!(
+            spec.base_urls,
+            ["http://user:pw-9x@host:8000/v1?api_key=KEY-123456&v=2"]
+        );
+        assert_eq!(spec.to_string(), "openai:m@http://host:8000/v1?v=2");
+        assert_eq!(spec.identity(), "openai:m@http://host:8000/v1?v=2");
+        let json = serde_json::to_string(&spec).unwrap();
+        assert!(
+            !json.contains("pw-9x") && !json.contains("KEY-123456"),
+            "{json}"
+        );
+        assert_eq!(spec.url_secrets(), ["user", "pw-9x", "KEY-123456"]);
+        let bad =
+            ModelSpec::parse("openai:m@http://u:pw-9x@host/v1,http://u:pw-9x@host/v1").unwrap_err();
+        assert!(!bad.to_string().contains("pw-9x"), "{bad}");
+        let bad = ModelSpec::parse("nope:m@http://u:pw-9x@host/v1").unwrap_err();
+        assert!(!bad.to_string().contains("pw-9x"), "{bad}");
+    }
 
     #[test]
     fn parses_each_backend() {

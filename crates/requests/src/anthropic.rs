@@ -38,8 +38,8 @@ impl Wire for AnthropicWire {
     const KEY_HEADER: KeyHeader = KeyHeader::Named("x-api-key");
     type Body<'a> = Body<'a>;
 
-    fn endpoint(&self, base: &str) -> String {
-        format!("{base}/v1/messages")
+    fn path(&self) -> String {
+        "/v1/messages".into()
     }
     fn headers(&self) -> Vec<(&'static str, &str)> {
         vec![("anthropic-version", &self.options.version)]

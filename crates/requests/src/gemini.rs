@@ -31,9 +31,9 @@ impl Wire for GeminiWire {
     const KEY_HEADER: KeyHeader = KeyHeader::Named("x-goog-api-key");
     type Body<'a> = Body<'a>;
 
-    fn endpoint(&self, base: &str) -> String {
+    fn path(&self) -> String {
         let model = self.model.trim_start_matches("models/");
-        format!("{base}/v1beta/models/{model}:generateContent")
+        format!("/v1beta/models/{model}:generateContent")
     }
     fn body<'a>(&'a self, req: &'a ChatRequest, images: &Base64Cache) -> Body<'a> {
         let system: Vec<WirePart> = system_texts(&req.messages)

@@ -38,8 +38,8 @@ pub trait Wire: Send + Sync + 'static {
     /// The header that carries the API key.
     const KEY_HEADER: KeyHeader;
 
-    /// The request URL for one replica's base URL.
-    fn endpoint(&self, base: &str) -> String;
+    /// The path appended to a replica's base URL (before its query, if it has one).
+    fn path(&self) -> String;
 
     /// Headers every request carries besides `content-type` and the key (an API version).
     fn headers(&self) -> Vec<(&'static str, &str)> {
@@ -100,6 +100,14 @@ pub struct Answer {
     pub usage: Usage,
 }
 
+/// `base` with `path` appended to its path: a base URL may carry a query (`?api-version=...`), which stays last.
+fn endpoint(base: &str, path: &str) -> String {
+    match base.split_once('?') {
+        Some((before, query)) => format!("{}{path}?{query}", before.trim_end_matches('/')),
+        None => format!("{base}{path}"),
+    }
+}
+
 /// A model behind an HTTP API spoken in wire format `W`.
 pub struct HttpBackend<W: Wire> {
     spec: ModelSpec,
@@ -108,6 +116,8 @@ pub struct HttpBackend<W: Wire> {
     /// Each replica's name as calls record it: its base URL without credentials or query string.
     replicas: Vec<String>,
     key: Option<ApiKey>,
+    /// Credentials written into the base URLs (sent, never shown): an HTTP client's error quotes the whole URL.
+    url_secrets: Vec<String>,
     transport: Transport,
     wire: W,
 }
@@ -116,9 +126,10 @@ impl<W: Wire> HttpBackend<W> {
     /// `key` may be `None` only for a custom base URL (a local server); see [`crate::connect`].
     pub fn new(spec: ModelSpec, key: Option<ApiKey>, transport: Transport, wire: W) -> Self {
         let bases = spec.effective_base_urls();
-        let urls = bases.iter().map(|b| wire.endpoint(b)).collect();
+        let urls = bases.iter().map(|b| endpoint(b, &wire.path())).collect();
         let replicas = bases.iter().map(|b| replica_name(b)).collect();
         HttpBackend {
+            url_secrets: spec.url_secrets(),
             spec,
             urls,
             replicas,
@@ -129,6 +140,18 @@ impl<W: Wire> HttpBackend<W> {
     }
 
     async fn call(&self, replica: usize, req: &ChatRequest) -> Result<Completion, CallError> {
+        let mut result = self.call_with_key(replica, req).await;
+        for s in &self.url_secrets {
+            result = (result.map(|c| c.redacted(Some(s)))).map_err(|e| e.redacted(Some(s)));
+        }
+        result
+    }
+
+    async fn call_with_key(
+        &self,
+        replica: usize,
+        req: &ChatRequest,
+    ) -> Result<Completion, CallError> {
         check_n(self, req)?;
         let http = self.request(replica, req)?;
         let secret = self.key.as_ref().map(ApiKey::expose);

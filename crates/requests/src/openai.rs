@@ -48,8 +48,8 @@ impl Wire for OpenAiWire {
     const KEY_HEADER: KeyHeader = KeyHeader::Bearer;
     type Body<'a> = Body<'a>;
 
-    fn endpoint(&self, base: &str) -> String {
-        format!("{base}/chat/completions")
+    fn path(&self) -> String {
+        "/chat/completions".into()
     }
     fn body<'a>(&'a self, req: &'a ChatRequest, images: &Base64Cache) -> Body<'a> {
         let p = &req.params;

@@ -288,4 +288,28 @@ mod tests {
         let written = manifest_of("OpenAI:m@http://a:1/v1/");
         assert_eq!(written.model, "OpenAI:m@http://a:1/v1/");
     }
+
+    /// nmb-store strips credentials from the URLs of manifests it reads (those an older nmb stored) by its own
+    /// copy of nmb-chat's rule; both must give the same text.
+    #[test]
+    fn the_store_and_the_spec_strip_url_credentials_alike() {
+        let urls = [
+            "http://127.0.0.1:8000/v1",
+            "http://user:pw@host:8000/v1",
+            "https://h/v1?api_key=K1&region=eu",
+            "https://u@h/v1?Token=T&sig=S&x=&y=1#frag",
+            "http://h/v1?key=k",
+            "http://h/a@b?signature=z",
+            "HTTP://Host/v1/?b=1&a=2",
+            "http://h:1/v1?API-KEY=a&apikey=b&access_token=c&password=d&keep=e",
+        ];
+        for url in urls {
+            let spec = format!("openai:m@{url}");
+            assert_eq!(
+                nmb_store::scrub_url_credentials(&spec),
+                format!("openai:m@{}", nmb_chat::public_url(url)),
+                "{url}"
+            );
+        }
+    }
 }

@@ -36,6 +36,7 @@ mod schema;
 mod schema_pg;
 mod scores;
 mod secrets;
+mod url_credentials;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -67,6 +68,7 @@ pub use runs::{RunInfo, RunStatus};
 pub use schema::{latest_version, Migration, APPLICATION_ID, BUSY_TIMEOUT, MIGRATIONS};
 pub use scores::{SampleScoreRow, ScoreReportRecord};
 pub use secrets::{find_bytes_in_store, SecretHit};
+pub use url_credentials::scrub_text as scrub_url_credentials;
 
 /// Runs directory used when none is configured.
 pub const DEFAULT_RUNS_DIR: &str = "nmb-runs";

@@ -163,11 +163,14 @@ impl Store {
     fn run_info(&self, r: RawRun) -> Result<RunInfo> {
         let status = RunStatus::parse(&r.status)
             .ok_or_else(|| self.invalid("runs.status", format!("unknown status {:?}", r.status)))?;
-        let manifest = serde_json::from_str(&r.manifest).map_err(|source| StoreError::Json {
+        let json = |source| StoreError::Json {
             path: self.path.clone(),
             what: "run manifest",
             source,
-        })?;
+        };
+        let mut manifest = serde_json::from_str(&r.manifest).map_err(json)?;
+        crate::url_credentials::scrub(&mut manifest);
+        let manifest = serde_json::from_value(manifest).map_err(json)?;
         Ok(RunInfo {
             run_id: r.run_id,
             created_ms: r.created_ms,

@@ -296,3 +296,85 @@ fn reports_cut_keys_out_of_an_older_store() {
         "the answer is in the HTML and the CSV, redacted"
     );
 }
+
+/// A model URL may carry credentials (`user:password@`, `?api_key=`): they reach the server, but nothing nmb
+/// stores, hashes, prints or writes holds them, and the run's identity is the URL without them, so the same
+/// command again asks nothing twice.
+#[test]
+fn credentials_in_model_urls_are_sent_but_never_kept() {
+    const PASSWORD: &str = "pw-CANARY-77aa41";
+    const QUERY_KEY: &str = "KEY-CANARY-99bb52";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runs = dir.path().join("runs");
+    let server = server(Config::default());
+    let host = server.url().replace("http://", "");
+    let spec = format!(
+        "openai:test-model@http://nmbuser:{PASSWORD}@{host}/v1?api_key={QUERY_KEY}&region=eu"
+    );
+    let mut outputs: Vec<(String, Vec<u8>)> = Vec::new();
+    let eval = |outputs: &mut Vec<(String, Vec<u8>)>| {
+        let out = nmb_command(&runs)
+            .env("NMB_LOG", "debug")
+            .args(["eval", "--suite", "sample", "--model", &spec])
+            .args(["--samples", "1", "--limit", "4", "--no-bertscore"])
+            .output()
+            .expect("nmb runs");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let id = text(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("run id: "))
+            .expect("eval prints the run id")
+            .to_string();
+        outputs.push(("eval stdout".into(), out.stdout));
+        outputs.push(("eval stderr".into(), out.stderr));
+        id
+    };
+    let id = eval(&mut outputs);
+    let asked = server.requests();
+    assert!(!asked.is_empty());
+    assert!(
+        asked
+            .iter()
+            .all(|r| r.query.contains(QUERY_KEY) && r.path.ends_with("/v1/chat/completions")),
+        "the query key was sent, after the endpoint's path"
+    );
+    eval(&mut outputs);
+    assert_eq!(
+        server.requests().len(),
+        asked.len(),
+        "the second invocation asked nothing again"
+    );
+    for args in [
+        vec!["runs", "show", id.as_str(), "--json"],
+        vec!["runs", "list"],
+    ] {
+        let out = nmb_command(&runs).args(&args).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let shown = text(&out.stdout);
+        let names_model = shown.contains(&format!("{host}/v1?region=eu")) || args[1] == "list";
+        assert!(names_model, "{args:?} names the model's URL: {shown}");
+        outputs.push((args.join(" "), out.stdout));
+    }
+    let out = nmb_command(&runs)
+        .args(["report", &id, "--out"])
+        .arg(runs.join("report"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut files = Vec::new();
+    files_under(&runs, &mut files);
+    for secret in [PASSWORD, QUERY_KEY] {
+        let hits = nmb_store::find_bytes_in_store(&runs.join("nmb.sqlite"), secret.as_bytes())
+            .expect("store scan");
+        assert!(hits.is_empty(), "{secret} found in the store: {hits:?}");
+        for f in &files {
+            let bytes = std::fs::read(f).unwrap();
+            let found = bytes.windows(secret.len()).any(|w| w == secret.as_bytes());
+            assert!(!found, "{secret} found in {}", f.display());
+        }
+        for (name, bytes) in &outputs {
+            let found = bytes.windows(secret.len()).any(|w| w == secret.as_bytes());
+            assert!(!found, "{secret} found in {name}");
+        }
+    }
+}

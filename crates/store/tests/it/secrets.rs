@@ -46,3 +46,24 @@ fn the_secret_scan_looks_inside_compressed_values() {
         "{hits:?}"
     );
 }
+
+/// A manifest stored by an nmb that still recorded credentials written into model URLs reads back without
+/// them, wherever a URL sits in it.
+#[test]
+fn credentials_in_an_older_manifests_urls_are_cut_on_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = nmb_store::Store::open_dir(dir.path()).unwrap();
+    let url = "http://nmbuser:pw-old-CANARY@127.0.0.1:9/v1?api_key=old-KEY-CANARY&region=eu";
+    let manifest = nmb_store::Manifest {
+        model: format!("openai:m@{url}"),
+        worker_args: Some(vec!["--model".into(), format!("openai:m@{url}")]),
+        ..nmb_store::Manifest::default()
+    };
+    let run = store.create_run("cfg", &manifest).unwrap();
+    let read = store.run(&run.run_id).unwrap().manifest;
+    assert_eq!(read.model, "openai:m@http://127.0.0.1:9/v1?region=eu");
+    let text = serde_json::to_string(&read).unwrap();
+    assert!(!text.contains("CANARY"), "{text}");
+    let listed = serde_json::to_string(&store.list_runs().unwrap()[0].manifest).unwrap();
+    assert!(!listed.contains("CANARY"), "{listed}");
+}
