@@ -90,6 +90,10 @@ type Shared = Arc<Answering>;
 
 /// The answer pages' routes; with a token, every request must carry it (as `nmb serve`'s).
 pub fn answer_router(store: Arc<Store>, session: AnswerSession, token: Option<String>) -> Router {
+    answers(store, session, crate::Gate::open(token))
+}
+
+fn answers(store: Arc<Store>, session: AnswerSession, gate: crate::Gate) -> Router {
     let images = session
         .tasks
         .iter()
@@ -101,7 +105,7 @@ pub fn answer_router(store: Arc<Store>, session: AnswerSession, token: Option<St
         .collect();
     let guard = App {
         store: store.clone(),
-        token: token.map(Arc::from),
+        gate,
     };
     let state = Arc::new(Answering {
         store,
@@ -129,7 +133,7 @@ impl Bound {
         session: AnswerSession,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
-        let app = answer_router(store, session, self.token);
+        let app = answers(store, session, self.gate);
         axum::serve(self.listener, app)
             .with_graceful_shutdown(shutdown)
             .await

@@ -41,6 +41,7 @@ mod answer;
 mod case;
 mod compare;
 mod forms;
+mod hosts;
 mod html;
 mod pages;
 mod review;
@@ -64,6 +65,7 @@ pub use answer::{
 };
 pub use case::CaseQuery;
 pub use compare::CompareQuery;
+pub use hosts::Hosts;
 pub use pages::{RunQuery, SampleQuery};
 pub use review::CSP as REVIEW_CSP;
 
@@ -87,6 +89,9 @@ pub struct ServeOptions {
     /// When set, every request must carry it (`Authorization: Bearer TOKEN`, or the `token` cookie that
     /// visiting `/?token=TOKEN` sets). Required to listen on anything but loopback.
     pub token: Option<String>,
+    /// Names besides the bound address and `localhost` that requests may give as `Host` (a reverse proxy's, the
+    /// machine's); any other name is refused ([`Hosts`]).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for ServeOptions {
@@ -95,6 +100,7 @@ impl Default for ServeOptions {
             host: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: DEFAULT_PORT,
             token: None,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -121,7 +127,7 @@ pub enum ServeError {
 pub struct Bound {
     listener: tokio::net::TcpListener,
     addr: SocketAddr,
-    token: Option<String>,
+    gate: Gate,
 }
 
 impl Bound {
@@ -137,7 +143,7 @@ impl Bound {
 
     /// Answers requests until the process ends.
     pub async fn run(self, store: Arc<Store>) -> Result<(), ServeError> {
-        let app = router_with_token(store, self.token);
+        let app = viewer(store, self.gate);
         axum::serve(self.listener, app)
             .await
             .map_err(ServeError::Serve)
@@ -163,10 +169,16 @@ pub async fn bind(options: &ServeOptions) -> Result<Bound, ServeError> {
     let addr = listener
         .local_addr()
         .map_err(|source| ServeError::Bind { addr, source })?;
+    let gate = Gate {
+        token: options.token.as_deref().map(|t| Arc::from(t.trim())),
+        hosts: Some(Arc::new(Hosts::new(addr.ip(), &options.allowed_hosts))),
+        // Cookies are shared by every port of a host: each server's has its own name.
+        cookie: Arc::from(format!("nmb_token_{}", addr.port())),
+    };
     Ok(Bound {
         listener,
         addr,
-        token: options.token.as_ref().map(|t| t.trim().to_string()),
+        gate,
     })
 }
 
@@ -186,7 +198,27 @@ pub async fn serve(store: Arc<Store>, options: ServeOptions) -> Result<(), Serve
 #[derive(Clone)]
 struct App {
     store: Arc<Store>,
+    gate: Gate,
+}
+
+/// Who may ask a server: the token every request must carry (if any), the `Host` names it answers to, and the
+/// name of the cookie that carries the token.
+#[derive(Clone)]
+struct Gate {
     token: Option<Arc<str>>,
+    /// `None` for a router driven in-process, with no socket (tests).
+    hosts: Option<Arc<Hosts>>,
+    cookie: Arc<str>,
+}
+
+impl Gate {
+    fn open(token: Option<String>) -> Gate {
+        Gate {
+            token: token.map(Arc::from),
+            hosts: None,
+            cookie: Arc::from("nmb_token"),
+        }
+    }
 }
 
 /// The viewer's routes without a token (what tests drive).
@@ -194,12 +226,13 @@ pub fn router(store: Arc<Store>) -> Router {
     router_with_token(store, None)
 }
 
-/// The viewer's routes; with a token, every request must carry it.
+/// The viewer's routes; with a token, every request must carry it. No `Host` check: [`bind`] adds it.
 pub fn router_with_token(store: Arc<Store>, token: Option<String>) -> Router {
-    let app = App {
-        store,
-        token: token.map(Arc::from),
-    };
+    viewer(store, Gate::open(token))
+}
+
+fn viewer(store: Arc<Store>, gate: Gate) -> Router {
+    let app = App { store, gate };
     Router::new()
         .route("/", get(runs_page))
         .route("/style.css", get(style))
@@ -215,16 +248,22 @@ pub fn router_with_token(store: Arc<Store>, token: Option<String>) -> Router {
         .with_state(app)
 }
 
-/// The token check, then the security headers on whatever the route answered (errors included).
+/// The `Host` and token checks, then the security headers on whatever the route answered (errors included).
 async fn guard(State(app): State<App>, request: Request, next: Next) -> Response {
     // The review pages check reviewers' tokens themselves; the viewer's token plays no part there.
     let review = review::is_review_path(request.uri().path());
-    let mut response = match &app.token {
-        Some(token) if !review => match authorize(token, &request) {
+    let gate = &app.gate;
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok());
+    let mut response = match (&gate.token, &gate.hosts) {
+        (_, Some(hosts)) if !hosts.allows(host) => misdirected(hosts),
+        (Some(token), _) if !review => match authorize(token, &gate.cookie, &request) {
             Access::Granted => next.run(request).await,
             Access::SetCookie => {
                 let mut r = Redirect::to("/").into_response();
-                let cookie = format!("token={token}; Path=/; HttpOnly; SameSite=Strict");
+                let cookie = format!("{}={token}; Path=/; HttpOnly; SameSite=Strict", gate.cookie);
                 if let Ok(v) = HeaderValue::from_str(&cookie) {
                     r.headers_mut().insert(header::SET_COOKIE, v);
                 }
@@ -254,6 +293,19 @@ async fn guard(State(app): State<App>, request: Request, next: Next) -> Response
     response
 }
 
+/// 421: the request named a host this server does not answer to.
+fn misdirected(hosts: &Hosts) -> Response {
+    let why = format!(
+        "This server answers only to {}. Start it with --allowed-host NAME to use another name.",
+        hosts.describe()
+    );
+    (
+        StatusCode::MISDIRECTED_REQUEST,
+        html::error_page("421", &why),
+    )
+        .into_response()
+}
+
 enum Access {
     Granted,
     /// The token came in the query: set it as a cookie and drop it from the address.
@@ -261,7 +313,7 @@ enum Access {
     Denied,
 }
 
-fn authorize(token: &str, request: &Request) -> Access {
+fn authorize(token: &str, cookie_name: &str, request: &Request) -> Access {
     let headers = request.headers();
     let bearer = headers
         .get(header::AUTHORIZATION)
@@ -275,7 +327,9 @@ fn authorize(token: &str, request: &Request) -> Access {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
-        .filter_map(|c| c.trim().strip_prefix("token="))
+        .filter_map(|c| c.trim().split_once('='))
+        .filter(|(name, _)| *name == cookie_name)
+        .map(|(_, value)| value)
         .any(|c| same(c, token));
     if cookie {
         return Access::Granted;

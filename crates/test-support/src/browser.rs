@@ -51,6 +51,19 @@ pub fn screenshot_dir() -> PathBuf {
 }
 
 fn run(bin: &Path, extra: &[String], page: &Path) -> (String, String) {
+    let url = format!("file://{}", page.canonicalize().unwrap().display());
+    open(bin, extra, &url)
+}
+
+/// The DOM of `url` after load, with Chromium's extra flags `extra` (`--host-resolver-rules=...`, say), plus its
+/// log.
+pub fn dump_url(bin: &Path, url: &str, extra: &[String]) -> (String, String) {
+    let mut args = vec!["--dump-dom".into(), "--virtual-time-budget=3000".into()];
+    args.extend(extra.iter().cloned());
+    open(bin, &args, url)
+}
+
+fn open(bin: &Path, extra: &[String], url: &str) -> (String, String) {
     let profile = tempfile::tempdir().expect("a temp profile dir");
     let mut cmd = Command::new(bin);
     cmd.args([
@@ -69,7 +82,7 @@ fn run(bin: &Path, extra: &[String], page: &Path) -> (String, String) {
     ])
     .arg(format!("--user-data-dir={}", profile.path().display()))
     .args(extra)
-    .arg(format!("file://{}", page.canonicalize().unwrap().display()))
+    .arg(url)
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("chromium starts");
@@ -94,7 +107,7 @@ fn run(bin: &Path, extra: &[String], page: &Path) -> (String, String) {
         if started.elapsed() > Duration::from_secs(120) {
             child.kill().ok();
             child.wait().ok();
-            panic!("chromium did not finish within 120 s on {}", page.display());
+            panic!("chromium did not finish within 120 s on {url}");
         }
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -61,6 +61,10 @@ pub struct AnswerArgs {
     /// A file holding the token every request must carry (else NMB_SERVE_TOKEN)
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
+    /// Another name requests may give as their Host (a reverse proxy's, this machine's); repeatable. Any
+    /// name but the bound address and localhost is refused otherwise (DNS rebinding)
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    allowed_hosts: Vec<String>,
     /// Do not score the run when it is built
     #[arg(long)]
     no_score: bool,
@@ -95,6 +99,7 @@ pub fn run(args: AnswerArgs, at: &StoreAt) -> Result<ExitCode> {
         host: args.host,
         port: args.port,
         token: token(&args)?,
+        allowed_hosts: args.allowed_hosts.clone(),
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {

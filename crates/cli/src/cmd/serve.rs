@@ -33,6 +33,10 @@ pub struct ServeArgs {
     /// A file holding the token every request must carry (else NMB_SERVE_TOKEN)
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
+    /// Another name requests may give as their Host (a reverse proxy's, this machine's); repeatable. Any
+    /// name but the bound address and localhost is refused otherwise (DNS rebinding)
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    allowed_hosts: Vec<String>,
 }
 
 pub fn run(args: ServeArgs, at: &StoreAt) -> Result<ExitCode> {
@@ -52,6 +56,7 @@ pub fn run(args: ServeArgs, at: &StoreAt) -> Result<ExitCode> {
         host: args.host,
         port: args.port,
         token,
+        allowed_hosts: args.allowed_hosts,
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(nmb_serve::serve(store, options))?;

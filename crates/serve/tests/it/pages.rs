@@ -668,15 +668,64 @@ async fn a_token_guards_every_request() {
         .await
         .unwrap();
     assert_eq!(visit.status().as_u16(), 303, "the token leaves the address");
+    // Cookies are shared by every port of a host: the cookie is this server's, named by its port.
+    let port = base.rsplit(':').next().unwrap();
     let cookie = visit.headers()["set-cookie"].to_str().unwrap().to_string();
-    assert!(cookie.starts_with("token=s3cret-token;") && cookie.contains("HttpOnly"));
-    let with_cookie = client()
-        .get(format!("{base}/runs/{}", f.run_id))
-        .header("cookie", "other=1; token=s3cret-token")
-        .send()
+    let name = format!("nmb_token_{port}");
+    assert!(cookie.starts_with(&format!("{name}=s3cret-token;")) && cookie.contains("HttpOnly"));
+    let with_cookie = |cookie: String| {
+        client()
+            .get(format!("{base}/runs/{}", f.run_id))
+            .header("cookie", cookie)
+            .send()
+    };
+    let ours = with_cookie(format!("other=1; {name}=s3cret-token"))
         .await
         .unwrap();
-    assert_eq!(with_cookie.status().as_u16(), 200);
+    assert_eq!(ours.status().as_u16(), 200);
+    let another_servers = with_cookie("nmb_token_1=s3cret-token".into())
+        .await
+        .unwrap();
+    assert_eq!(another_servers.status().as_u16(), 401);
+}
+
+/// A page on another site that rebinds its name to 127.0.0.1 gets nothing: its name is the request's `Host`,
+/// and the server answers only to its own address, `localhost` and the names it was given.
+#[tokio::test]
+async fn only_its_own_host_names_are_answered() {
+    let f = fixture();
+    let bound = nmb_serve::bind(&ServeOptions {
+        port: 0,
+        allowed_hosts: vec!["lab-box.example".into()],
+        ..ServeOptions::default()
+    })
+    .await
+    .unwrap();
+    let base = bound.url().trim_end_matches('/').to_string();
+    let port = bound.local_addr().port();
+    tokio::spawn(bound.run(f.store.clone()));
+    let as_host = |host: String| client().get(format!("{base}/")).header("host", host).send();
+    for ok in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        "lab-box.example".into(),
+    ] {
+        let r = as_host(ok.clone()).await.unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{ok}");
+    }
+    for refused in [
+        format!("rebind.example:{port}"),
+        "127.0.0.1.nip.example".into(),
+    ] {
+        let r = as_host(refused.clone()).await.unwrap();
+        assert_eq!(r.status().as_u16(), 421, "{refused}");
+        assert_secure(&r.headers().clone());
+        let page = r.text().await.unwrap();
+        assert!(
+            !page.contains(&f.run_id) && page.contains("--allowed-host"),
+            "{page}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -739,6 +788,7 @@ async fn beyond_loopback_it_needs_a_token() {
         host: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         port: 0,
         token: None,
+        allowed_hosts: Vec::new(),
     };
     let err = nmb_serve::bind(&options).await.err().expect("refused");
     assert!(matches!(err, ServeError::NoToken { .. }), "{err}");
@@ -751,4 +801,30 @@ async fn beyond_loopback_it_needs_a_token() {
         nmb_serve::bind(&blank).await.err(),
         Some(ServeError::EmptyToken)
     ));
+}
+
+/// DNS rebinding as a browser does it: Chromium resolves another site's name to 127.0.0.1 and sends that name
+/// as `Host`; the viewer answers it with 421, while the same page by `localhost` shows the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebound_name_gets_nothing_in_chromium() {
+    let Some(chromium) = nmb_test_support::browser::chromium() else {
+        return;
+    };
+    let f = fixture();
+    let base = start(f.store.clone(), None).await;
+    let port = base.rsplit(':').next().unwrap().to_string();
+    let rules = vec!["--host-resolver-rules=MAP rebind.example 127.0.0.1".to_string()];
+    let open = |url: String| {
+        let (chromium, rules) = (chromium.clone(), rules.clone());
+        tokio::task::spawn_blocking(move || {
+            nmb_test_support::browser::dump_url(&chromium, &url, &rules).0
+        })
+    };
+    let rebound = open(format!("http://rebind.example:{port}/"))
+        .await
+        .unwrap();
+    assert!(rebound.contains("421"), "{rebound}");
+    assert!(!rebound.contains(&f.run_id), "{rebound}");
+    let own = open(format!("http://localhost:{port}/")).await.unwrap();
+    assert!(own.contains(&f.run_id), "{own}");
 }
