@@ -10,6 +10,7 @@ mod eval_scores;
 mod eval_wire;
 mod human;
 mod kill;
+mod kill_twenty;
 mod leaderboard_site;
 mod llama_cpp_server;
 mod local_model;
