@@ -2,7 +2,7 @@
 //! ninth request with a 500, SIGKILLed at 20 moments drawn from a fixed seed and resumed after each. No answer is
 //! lost, a request is asked again only when its answer was not stored at a kill (in flight then: never more of
 //! them than the concurrency) or when the server failed it, and the scores equal an uninterrupted run's, byte
-//! for byte.
+//! for byte. The same for `nmb score` with a judge killed at 20 moments of its calls.
 
 use crate::common;
 
@@ -213,4 +213,115 @@ fn twenty_kills_lose_nothing_and_score_as_one_run() {
         expected,
         "the scores of the killed run and the uninterrupted one"
     );
+}
+
+/// `nmb score` with a judge, SIGKILLed at 20 seeded moments of its judge calls and resumed after each, stores
+/// the same report as scoring without a kill, and asks the judge again only for calls in flight at a kill.
+#[test]
+fn a_judge_killed_twenty_times_scores_as_once() {
+    let models = server(Config::default());
+    let judges = server(Config {
+        latency: Duration::from_millis(10),
+        ..Config::default()
+    });
+    let killed = tempfile::tempdir().unwrap();
+    let spec = model_spec(Wire::OpenAi, &models);
+    let out = nmb_command(killed.path())
+        .args([
+            "eval",
+            "--suite",
+            "sample",
+            "--model",
+            &spec,
+            "--samples",
+            "2",
+            "--no-score",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let run_id = store(killed.path()).list_runs().unwrap()[0].run_id.clone();
+    // The same stored run, scored without a kill.
+    let whole = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        killed.path().join("nmb.sqlite"),
+        whole.path().join("nmb.sqlite"),
+    )
+    .unwrap();
+    let judge = model_spec(Wire::OpenAi, &judges).replace("test-model", "judge-model");
+    let score = [
+        "score",
+        &run_id,
+        "--judge",
+        &judge,
+        "--no-bertscore",
+        "--max-reasks",
+        "1",
+        "--json",
+    ];
+    let judged = |dir: &Path| {
+        let out = nmb_command(dir).args(score).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        blank_judge_runs(&text(&out.stdout), dir)
+    };
+    let expected = judged(whole.path());
+    let total = judges.request_count();
+    judges.clear_requests();
+
+    let points: Vec<u64> = (draws(SEED ^ 1, KILLS, total - 5).into_iter())
+        .map(|p| total + p)
+        .collect();
+    for &point in &points {
+        let mut child = nmb_command(killed.path())
+            .args(score)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while judges.request_count() < point && child.try_wait().unwrap().is_none() {
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "no judge calls"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let _ = child.kill();
+        child.wait().unwrap();
+        settled(&judges);
+    }
+    let got = judged(killed.path());
+    let asked = judges.request_count() - total;
+    eprintln!("judge: {total} calls uninterrupted, {asked} over {KILLS} kills and the last run");
+    // Each kill may lose at most the calls in flight: the judges' concurrency (8 per judge).
+    assert!(
+        asked <= total + KILLS as u64 * 8,
+        "{asked} judge calls against {total}"
+    );
+    let first_difference = (got.lines().zip(expected.lines()))
+        .position(|(a, b)| a != b)
+        .map(|i| (i, got.lines().nth(i), expected.lines().nth(i)));
+    assert!(
+        got == expected,
+        "the report of the killed scoring differs from the uninterrupted one at {first_difference:?}"
+    );
+}
+
+/// The report JSON with the judge runs' ids (made anew by each store) blanked, and their call and token
+/// totals: those count the calls made, which depend on timing (two items with the same prompt asked at once are
+/// two calls; after a resume the second finds the first's answer stored).
+fn blank_judge_runs(report: &str, dir: &Path) -> String {
+    let mut value: serde_json::Value = serde_json::from_str(report).unwrap();
+    for judge in value["config"]["judges"].as_array_mut().unwrap() {
+        for total in ["calls", "tokens_in", "tokens_out"] {
+            judge[total] = serde_json::Value::Null;
+        }
+    }
+    let mut out = serde_json::to_string_pretty(&value).unwrap();
+    for run in store(dir).list_runs().unwrap() {
+        if run.manifest.kind == nmb_store::RunKind::Judge {
+            out = out.replace(&run.run_id, "JUDGE-RUN");
+        }
+    }
+    out
 }
