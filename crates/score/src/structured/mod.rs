@@ -96,6 +96,41 @@ mod tests {
     }
 
     #[test]
+    fn the_papers_class_name_and_subtype_spellings_are_read() {
+        for spelling in [
+            "other abnormalities",
+            "Other_Abnormalities",
+            "OTHER ABNORMALITIES",
+            "other abnormality",
+        ] {
+            let a = parse(&GOOD.replace("multiple sclerosis", spelling));
+            assert_eq!(
+                a.field("diagnosis_name").value(),
+                Some("other_abnormality"),
+                "{spelling}"
+            );
+        }
+        for (given, read) in [
+            ("papiloma", "papilloma"),
+            ("neurocitoma", "neurocytoma"),
+            ("meduloblastoma", "medulloblastoma"),
+            ("Glioblastoma", "glioma"),
+            ("pituitary tumor", "pituitary_tumor"),
+        ] {
+            let text = GOOD
+                .replace("multiple sclerosis", "tumor")
+                .replace("relapsing-remitting", given)
+                .replace("G35", "C71.9");
+            let a = parse(&text);
+            assert_eq!(a.field("diagnosis_detailed").value(), Some(read), "{given}");
+            assert!(
+                flags(&a, Schema::bundled(), Some(4)).names().is_empty(),
+                "{given}"
+            );
+        }
+    }
+
+    #[test]
     fn invalid_json_is_never_repaired() {
         for text in [
             "The answer is stroke.",

@@ -1,7 +1,7 @@
 //! NeuroVLM-Bench manifests: one row per image, as CSV (with a header row) or JSONL.
 //!
 //! Columns: `image` (a path relative to the manifest's directory, required), `diagnosis_name` (required: multiple
-//! sclerosis, stroke, tumor, other abnormality or normal), and optionally `case_id`, `modality`,
+//! sclerosis, stroke, tumor, other abnormalities or normal), and optionally `case_id`, `modality`,
 //! `specialized_sequence`, `plane`, `diagnosis_detailed`, `icd10_code` and `severity` (a number in [0, 1]).
 //! `--map FIELD=COLUMN` reads a field from a column of another name. Each row becomes a case with one image and one
 //! `structured` task. Every bad row is reported with its file, line, column and what was expected, and skipped.
@@ -173,11 +173,11 @@ fn row_case(
     };
     let class = match get("diagnosis_name") {
         Some(v) => labels.class(&v).or_else(|| {
-            error("diagnosis_name", format!("{v:?} is not a class; expected multiple sclerosis, stroke, tumor, other abnormality or normal"));
+            error("diagnosis_name", format!("{v:?} is not a class; expected multiple sclerosis, stroke, tumor, other abnormalities or normal"));
             None
         }),
         None => {
-            error("diagnosis_name", "missing; expected multiple sclerosis, stroke, tumor, other abnormality or normal".into());
+            error("diagnosis_name", "missing; expected multiple sclerosis, stroke, tumor, other abnormalities or normal".into());
             None
         }
     }?;

@@ -79,3 +79,40 @@ fn a_bad_map_and_duplicate_ids_are_errors_that_say_what_was_expected() {
         "{dup}"
     );
 }
+
+#[test]
+fn the_papers_class_name_and_its_dataset_spellings_load() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.png", png(8, 8, 1));
+    // The spellings of the authors' image_mapping.csv, and the class name their normalisation accepts.
+    let labels = [
+        ("other abnormalities", None, "other abnormality", None),
+        ("Other_Abnormalities", None, "other abnormality", None),
+        ("tumor", Some("papiloma"), "tumor", Some("papilloma")),
+        ("tumor", Some("neurocitoma"), "tumor", Some("neurocytoma")),
+        (
+            "tumor",
+            Some("meduloblastoma"),
+            "tumor",
+            Some("medulloblastoma"),
+        ),
+        ("tumor", Some("glioblastoma"), "tumor", Some("glioma")),
+        ("multiplesclerosis", None, "multiple sclerosis", None),
+    ];
+    let rows: Vec<_> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, (class, detail, _, _))| {
+            json!({"image": "a.png", "diagnosis_name": class, "diagnosis_detailed": detail,
+                   "case_id": format!("c{i}")})
+        })
+        .collect();
+    let path = write(dir.path(), "m.jsonl", jsonl(&rows));
+    let loaded = load(&path, &[]).unwrap();
+    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+    for (case, (given, _, class, detail)) in loaded.suite.cases.iter().zip(labels) {
+        let r = case.tasks[0].reference.as_ref().unwrap();
+        assert_eq!(r.diagnosis.as_deref(), Some(class), "{given}");
+        assert_eq!(r.diagnosis_detailed.as_deref(), detail, "{given}");
+    }
+}
