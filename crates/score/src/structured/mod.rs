@@ -7,6 +7,7 @@
 //! JSON object is invalid, a number written as a string is invalid, and an unknown class is invalid.
 
 pub mod answer;
+pub mod paper;
 pub mod report;
 pub mod safety;
 pub mod schema;
