@@ -212,6 +212,26 @@ fn the_bundled_structured_suite_runs_and_rescores() {
         paper["config"]["config_hash"],
         scored["config"]["config_hash"]
     );
+    // The report sets the two readings side by side.
+    let out_dir = tmp.path().join("report");
+    let report = nmb(
+        &runs,
+        &[
+            "report",
+            run_id,
+            "--format",
+            "md",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert!(report.status.success(), "{report:?}");
+    let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(md.contains("nmb's reading and the paper's"), "{md}");
+    assert!(
+        md.contains("Validity and calibration in both readings"),
+        "{md}"
+    );
     let bad = nmb(
         &runs,
         &[
