@@ -115,7 +115,7 @@ pub const STRUCTURED_CLASSES: &[&str] = &[
     "multiple sclerosis",
     "stroke",
     "tumor",
-    "other abnormality",
+    "other abnormalities",
     "normal",
 ];
 

@@ -59,7 +59,7 @@ const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         id: "neurovlm-v1",
-        version: "1",
+        version: "2",
         source: include_str!("../templates/neurovlm-v1.jinja"),
     },
 ];

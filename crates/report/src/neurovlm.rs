@@ -412,6 +412,91 @@ pub fn efficiency_table(s: &Section) -> Table {
     t
 }
 
+/// A plain share as a percentage; a dash where undefined.
+fn share(v: Option<f64>) -> Cell {
+    v.map_or(Cell::muted("–"), |v| {
+        Cell::new(format!("{:.1}%", 100.0 * v))
+    })
+}
+
+/// nmb's reading and the paper's side by side, field by field, when scoring asked for the paper's
+/// (`--protocol neurovlm-paper`). The paper's numbers have no intervals: its evaluator's bootstrap is unseeded.
+pub fn paper_reading(s: &Section) -> Option<Table> {
+    let paper = s.report.paper.as_ref()?;
+    let mut t = Table::new(
+        "nmb's reading beside the paper's (the authors' evaluate_detailed.py, ChatMED/neurovlm-bench at 6e87ba4); \
+         docs/neurovlm-paper.md lists every rule where they differ.",
+        &[
+            ("field", false),
+            ("n nmb", true),
+            ("n paper", true),
+            ("balanced accuracy nmb", true),
+            ("balanced accuracy paper", true),
+            ("macro-F1 nmb", true),
+            ("macro-F1 paper", true),
+            ("weighted-F1 nmb", true),
+            ("weighted-F1 paper", true),
+        ],
+    );
+    for (field, p) in &paper.fields {
+        let ours = s.report.fields.get(field);
+        t.push(vec![
+            Cell::new(field_label(field)),
+            ours.map_or(Cell::muted("–"), |f| count(f.n)),
+            count(p.n),
+            percent(ours.map(|f| &f.balanced_accuracy)),
+            share(Some(p.balanced_accuracy)),
+            percent(ours.map(|f| &f.macro_f1)),
+            share(Some(p.macro_f1)),
+            percent(ours.map(|f| &f.weighted_f1)),
+            share(Some(p.weighted_f1)),
+        ]);
+    }
+    Some(t)
+}
+
+/// The answer-level numbers of both readings: valid JSON, calibration of the stated diagnosis confidence.
+pub fn paper_totals(s: &Section) -> Option<Table> {
+    let paper = s.report.paper.as_ref()?;
+    let mut t = Table::new(
+        "The paper's calibration counts a missing confidence as 0 and clips 85 to 1, with right-closed bins; its \
+         valid-JSON rate is the share of answers whose object (first { to last }) parsed.",
+        &[("measure", false), ("nmb", true), ("paper", true)],
+    );
+    let ours = s.report.calibration.as_ref();
+    let theirs = paper.calibration.get("diagnosis_name");
+    let rows = [
+        (
+            "valid JSON",
+            percent(Some(&s.report.valid_json_rate)),
+            share(Some(paper.json_valid_pct / 100.0)),
+        ),
+        (
+            "ECE",
+            num(ours.map(|c| &c.ece), 3, ""),
+            plain(theirs.and_then(|c| c.ece)),
+        ),
+        (
+            "Brier",
+            num(ours.map(|c| &c.brier), 3, ""),
+            plain(theirs.and_then(|c| c.brier)),
+        ),
+        (
+            "AUROC",
+            num(ours.and_then(|c| c.auroc.as_ref()), 3, ""),
+            plain(theirs.and_then(|c| c.auroc)),
+        ),
+    ];
+    for (name, a, b) in rows {
+        t.push(vec![Cell::new(name), a, b]);
+    }
+    Some(t)
+}
+
+fn plain(v: Option<f64>) -> Cell {
+    v.map_or(Cell::muted("–"), |v| Cell::new(format!("{v:.3}")))
+}
+
 /// Every table of a section under its heading, in report order (the HTML draws the confusion matrix and the
 /// reliability bins as charts instead).
 pub fn tables(s: &Section) -> Vec<(&'static str, Table)> {
@@ -419,6 +504,10 @@ pub fn tables(s: &Section) -> Vec<(&'static str, Table)> {
         ("Answers", overview(s)),
         ("Per-field metrics", field_metrics(s)),
     ];
+    if let (Some(fields), Some(totals)) = (paper_reading(s), paper_totals(s)) {
+        out.push(("nmb's reading and the paper's", fields));
+        out.push(("Validity and calibration in both readings", totals));
+    }
     if let Some(t) = per_class(s, "diagnosis_name") {
         out.push(("diagnosis_name by class", t));
     }

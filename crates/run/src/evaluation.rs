@@ -135,6 +135,7 @@ fn suite_record(source: &nmb_suite::Source) -> nmb_store::SuiteSource {
         level: source.level.map(|l| l.to_string()),
         map: (!source.map.is_empty())
             .then(|| source.map.iter().map(|(f, c)| format!("{f}={c}")).collect()),
+        images_root: source.images_root.as_ref().map(|p| p.display().to_string()),
     }
 }
 

@@ -17,6 +17,7 @@ use crate::judge::JudgeModel;
 use crate::results::Aggregation;
 use crate::rubric::Rubric;
 use crate::semantic::BertScoreSetting;
+use crate::structured::paper::PaperOptions;
 use crate::{ScoreError, ScoreOptions};
 
 /// Everything that decides how a run is scored: judges, jury aggregation, rubric, error taxonomy, BERTScore,
@@ -53,6 +54,10 @@ pub struct ScoringConfig {
     /// Where the run's suite is, where its manifest is not to be followed.
     #[serde(skip_serializing_if = "SuiteOverride::is_empty")]
     pub suite: SuiteOverride,
+    /// NeuroVLM-Bench answers are also read as the paper's evaluator reads them (`--protocol neurovlm-paper`),
+    /// beside nmb's own reading; `None` reads them nmb's way only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paper: Option<PaperOptions>,
 }
 
 impl Default for ScoringConfig {
@@ -72,6 +77,7 @@ impl Default for ScoringConfig {
             prices: Prices::default(),
             bootstrap: BootstrapConfig::default(),
             suite: SuiteOverride::default(),
+            paper: None,
         }
     }
 }
@@ -185,6 +191,7 @@ impl ScoringConfig {
                 ..self.bootstrap
             },
             price: self.prices.for_model(model),
+            paper: self.paper,
             ..ScoreOptions::default()
         })
     }
@@ -314,6 +321,9 @@ mod tests {
                 filters: vec!["family=differential".parse().unwrap()],
                 level: Some(Level::Complex),
             },
+            paper: Some(PaperOptions {
+                json_validity_bug: true,
+            }),
         };
         let text = serde_json::to_string(&config).unwrap();
         assert!(

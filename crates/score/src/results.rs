@@ -119,6 +119,9 @@ pub struct ScoringConfig {
     /// The model's price (`--price`), used for the cost of structured answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price: Option<crate::cost::Price>,
+    /// The paper's reading of NeuroVLM-Bench answers, when asked for (`--protocol neurovlm-paper`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paper: Option<crate::structured::paper::PaperOptions>,
 }
 
 impl ScoringConfig {

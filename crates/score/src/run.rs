@@ -121,6 +121,7 @@ pub fn suite_source(
         filters,
         level,
         map,
+        images_root: recorded.images_root.as_ref().map(PathBuf::from),
     })
 }
 

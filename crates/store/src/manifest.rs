@@ -77,6 +77,9 @@ pub struct SuiteSource {
     /// `--map FIELD=COLUMN` as typed (row-per-image manifests).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub map: Option<Vec<String>>,
+    /// `--images-root`, absolute (NeuroVLM-Bench manifests whose image paths are under another folder).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub images_root: Option<String>,
 }
 
 /// One family's prompt template.

@@ -173,6 +173,8 @@ pub struct SuiteEntry {
     pub limit: Option<u64>,
     #[serde(default)]
     pub map: BTreeMap<String, String>,
+    /// As `nmb eval --images-root`; a relative path is relative to the run file.
+    pub images_root: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -529,6 +531,7 @@ impl Study {
                 .iter()
                 .map(|(f, c)| (f.clone(), c.clone()))
                 .collect(),
+            images_root: suite.images_root.as_ref().map(|r| self.dir().join(r)),
         };
         let spec = ModelSpec::parse(&model.spec).unwrap_or_else(|_| ModelSpec {
             backend: nmb_requests::BackendKind::OpenAi,

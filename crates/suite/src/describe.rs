@@ -398,7 +398,7 @@ pub fn validate(spec: &str, options: &LoadOptions) -> Validation {
 
 fn fatal_problem(spec: &str, error: SuiteError) -> Problem {
     match error {
-        SuiteError::Invalid(problem) => problem,
+        SuiteError::Invalid(problem) => *problem,
         other => Problem::error(spec, other.to_string()),
     }
 }

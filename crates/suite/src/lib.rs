@@ -25,7 +25,7 @@ pub use formats::{
 };
 pub use hash::{image_hash, suite_hash};
 pub use model::*;
-pub use problem::{Problem, Severity};
+pub use problem::{group_problems, Problem, ProblemGroup, Severity};
 pub use source::{absolute_spec, parse_map, Source, SourceError};
 
 /// NeuroVLM-Bench's answer schema (classes, subtypes, ICD-10 prefixes, allowed values, abstentions, aliases):
@@ -45,8 +45,9 @@ pub enum SuiteError {
     Image(#[from] nmb_imaging::ImageError),
     #[error("{0}")]
     Volume(#[from] nmb_imaging::VolumeError),
+    /// Boxed, so that the errors that carry a `SuiteError` stay small.
     #[error("{0}")]
-    Invalid(Problem),
+    Invalid(Box<Problem>),
     #[error("{0}")]
     Spec(String),
 }

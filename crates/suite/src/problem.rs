@@ -25,6 +25,11 @@ pub struct Problem {
     pub field: Option<String>,
     /// What is wrong and what was expected.
     pub message: String,
+    /// A short name of what went wrong (`image not found`), shared by the problems of one kind so that a summary
+    /// can count them; `None` where a loader does not name it. (A boxed str: problems are returned as errors,
+    /// which are kept small.)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<Box<str>>,
 }
 
 impl Problem {
@@ -35,6 +40,7 @@ impl Problem {
             case_id: None,
             field: None,
             message: message.into(),
+            kind: None,
         }
     }
 
@@ -55,9 +61,58 @@ impl Problem {
         self
     }
 
+    pub fn kind(mut self, kind: impl Into<String>) -> Self {
+        self.kind = Some(kind.into().into_boxed_str());
+        self
+    }
+
+    /// What problems are counted together by: the kind where named, else the field, else the message.
+    pub fn group(&self) -> String {
+        let field = self.field.as_ref().map(|f| format!("field {f}"));
+        self.kind
+            .as_deref()
+            .map(str::to_string)
+            .or(field)
+            .unwrap_or_else(|| self.message.clone())
+    }
+
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
     }
+}
+
+/// Problems of one group ([`Problem::group`]): how many, and the first few.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProblemGroup {
+    pub group: String,
+    pub count: usize,
+    pub examples: Vec<Problem>,
+}
+
+/// `problems` counted by group, each with its first `examples`, in the order each group first appears; so that
+/// thousands of one kind (unfound images) do not hide the few of another (a class misspelt).
+pub fn group_problems(problems: &[Problem], examples: usize) -> Vec<ProblemGroup> {
+    let mut groups: Vec<ProblemGroup> = Vec::new();
+    for p in problems {
+        let key = p.group();
+        let at = match groups.iter().position(|g| g.group == key) {
+            Some(i) => i,
+            None => {
+                groups.push(ProblemGroup {
+                    group: key,
+                    count: 0,
+                    examples: Vec::new(),
+                });
+                groups.len() - 1
+            }
+        };
+        let g = &mut groups[at];
+        g.count += 1;
+        if g.examples.len() < examples {
+            g.examples.push(p.clone());
+        }
+    }
+    groups
 }
 
 impl fmt::Display for Problem {

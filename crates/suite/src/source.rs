@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::{load, Filter, Level, LoadOptions, Loaded, Problem, SuiteError};
+use crate::{
+    group_problems, load, Filter, Level, LoadOptions, Loaded, Problem, ProblemGroup, SuiteError,
+};
 
 /// A suite and its load options. Serialised with filters and map entries as the strings a user types
 /// (`family=differential`, `diagnosis_name=label`), so a recorded source reads like the command that made it.
@@ -32,6 +34,9 @@ pub struct Source {
         deserialize_with = "maps_from_strings"
     )]
     pub map: Vec<(String, String)>,
+    /// The folder a `neurovlm:` manifest's image paths are relative to, where it is not the manifest's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images_root: Option<PathBuf>,
 }
 
 /// Why a suite cannot be evaluated: it could not be read, it has errors, or nothing is left to ask.
@@ -45,12 +50,13 @@ pub enum SourceError {
     },
     #[error(
         "suite {spec} has {count} error(s); fix them first (`nmb suite validate {spec}` lists every one):{}",
-        listed(.first, *.count)
+        grouped(.groups)
     )]
     HasErrors {
         spec: String,
         count: usize,
-        first: Vec<Problem>,
+        /// The errors counted by kind, with the first few of each.
+        groups: Vec<ProblemGroup>,
     },
     #[error("suite {spec} has no tasks to run (check --filter){}", listed(.problems, .problems.len()))]
     NoTasks {
@@ -61,6 +67,21 @@ pub enum SourceError {
 
 /// How many problems an error lists before it says how many more there are.
 const LISTED: usize = 20;
+
+/// How many examples of each kind of error are listed.
+const EXAMPLES: usize = 3;
+
+/// One line per kind of error with its count, then its first examples.
+fn grouped(groups: &[ProblemGroup]) -> String {
+    let mut out = String::new();
+    for g in groups {
+        out.push_str(&format!("\n  {} × {}, e.g.", g.count, g.group));
+        for p in &g.examples {
+            out.push_str(&format!("\n    {p}"));
+        }
+    }
+    out
+}
 
 fn listed(problems: &[Problem], count: usize) -> String {
     let mut out: String = problems
@@ -90,6 +111,7 @@ impl Source {
             answers: self.answers.clone(),
             level: self.level,
             map: self.map.clone(),
+            images_root: self.images_root.clone(),
             text_only,
         }
     }
@@ -116,7 +138,7 @@ impl Source {
             return Err(SourceError::HasErrors {
                 spec: self.spec.clone(),
                 count: errors.len(),
-                first: errors.into_iter().take(LISTED).collect(),
+                groups: group_problems(&errors, EXAMPLES),
             });
         }
         if loaded.suite.task_count() == 0 {
@@ -136,6 +158,10 @@ impl Source {
             spec: absolute_spec(&self.spec),
             answers: self
                 .answers
+                .as_ref()
+                .map(|a| std::path::absolute(a).unwrap_or_else(|_| a.clone())),
+            images_root: self
+                .images_root
                 .as_ref()
                 .map(|a| std::path::absolute(a).unwrap_or_else(|_| a.clone())),
             ..self.clone()
@@ -212,6 +238,7 @@ mod tests {
             filters: vec!["family=differential".parse().unwrap()],
             level: Some(Level::Complex),
             map: vec![("diagnosis_name".into(), "label".into())],
+            images_root: Some(PathBuf::from("/data/neurovlm")),
         };
         let text = serde_json::to_string(&source).unwrap();
         assert!(

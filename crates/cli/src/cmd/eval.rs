@@ -101,6 +101,10 @@ pub struct EvalArgs {
     /// from COLUMN; repeatable
     #[arg(long = "map", value_name = "FIELD=COLUMN", value_parser = nmb_suite::parse_map)]
     map: Vec<(String, String)>,
+    /// For NeuroVLM manifests (neurovlm:): the folder the image paths are relative to [default: the manifest's
+    /// folder]; the authors' image_mapping.csv names images under their dataset folder
+    #[arg(long, value_name = "DIR")]
+    images_root: Option<PathBuf>,
     /// The model, BACKEND:MODEL[@BASE_URL] (see below)
     #[arg(
         long,
@@ -228,6 +232,7 @@ impl EvalArgs {
             filters: self.filters.clone(),
             level: self.level,
             map: self.map.clone(),
+            images_root: self.images_root.clone(),
         };
         let mut config = EvalConfig::new(suite, model);
         config.name = self.name.clone();

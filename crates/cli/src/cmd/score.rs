@@ -12,6 +12,7 @@ use nmb_requests::ModelSpec;
 use nmb_score::cost::Prices;
 use nmb_score::results::{Aggregation, ScoreReport};
 use nmb_score::semantic::Rescale;
+use nmb_score::structured::paper::PaperOptions;
 use nmb_score::{BertScoreSetting, RubricChoice, ScoringConfig, SuiteOverride};
 use nmb_stats::{BootstrapConfig, DEFAULT_RESAMPLES, DEFAULT_SEED};
 use nmb_store::Store;
@@ -40,6 +41,15 @@ error), 2 on bad usage.";
 pub enum AggregateArg {
     Mean,
     Majority,
+}
+
+/// How NeuroVLM-Bench answers are read, besides nmb's own reading.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ProtocolArg {
+    /// nmb's reading only
+    Nmb,
+    /// Also as the paper's evaluator (ChatMED/neurovlm-bench evaluate_detailed.py) reads them
+    NeurovlmPaper,
 }
 
 impl From<AggregateArg> for Aggregation {
@@ -126,6 +136,14 @@ pub struct ScoringArgs {
     /// for the cost per 1,000 images of structured answers; repeatable
     #[arg(long = "price", value_name = "MODEL=IN,OUT")]
     pub prices: Vec<String>,
+    /// How NeuroVLM-Bench answers are read: `neurovlm-paper` adds the numbers of the authors' evaluator
+    /// beside nmb's own (docs/neurovlm-paper.md lists where the two differ)
+    #[arg(long, value_enum, default_value = "nmb")]
+    pub protocol: ProtocolArg,
+    /// With --protocol neurovlm-paper, report the reference's JSON-valid rate, which is 100% whatever the
+    /// answers (a bug of the reference, reproduced only on request)
+    #[arg(long)]
+    pub paper_json_validity_bug: bool,
 }
 
 #[derive(Args, Debug)]
@@ -192,7 +210,20 @@ impl ScoringArgs {
             prices: Prices::from_specs(&self.prices).map_err(anyhow::Error::msg)?,
             bootstrap,
             suite: SuiteOverride::default(),
+            paper: self.paper()?,
         })
+    }
+
+    fn paper(&self) -> Result<Option<PaperOptions>> {
+        match (self.protocol, self.paper_json_validity_bug) {
+            (ProtocolArg::NeurovlmPaper, bug) => Ok(Some(PaperOptions {
+                json_validity_bug: bug,
+            })),
+            (ProtocolArg::Nmb, false) => Ok(None),
+            (ProtocolArg::Nmb, true) => {
+                anyhow::bail!("--paper-json-validity-bug needs --protocol neurovlm-paper")
+            }
+        }
     }
 }
 

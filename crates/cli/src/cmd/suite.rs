@@ -93,6 +93,10 @@ pub struct SuiteSource {
     /// from COLUMN; repeatable
     #[arg(long = "map", value_name = "FIELD=COLUMN", value_parser = parse_map)]
     pub map: Vec<(String, String)>,
+    /// For NeuroVLM manifests (neurovlm:): the folder the image paths are relative to [default: the manifest's
+    /// folder]; the authors' image_mapping.csv names images under their dataset folder
+    #[arg(long, value_name = "DIR")]
+    pub images_root: Option<PathBuf>,
     /// Set by `nmb eval --inputs text`: questions whose image is missing are kept (SLAKE).
     #[arg(skip)]
     pub text_only: bool,
@@ -108,6 +112,7 @@ impl SuiteSource {
             filters: self.filters.clone(),
             level: self.level,
             map: self.map.clone(),
+            images_root: self.images_root.clone(),
         }
     }
 

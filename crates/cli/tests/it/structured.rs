@@ -189,6 +189,60 @@ fn the_bundled_structured_suite_runs_and_rescores() {
     assert_eq!(s["schema_valid_rate"]["value"], 0.0);
     assert_eq!(s["fields"]["diagnosis_name"]["n"], 25);
     assert_eq!(s["safety_flags"]["missing_field"]["value"], 1.0);
+    assert!(s.get("paper").is_none(), "nmb's reading only, by default");
+
+    // The paper's reading, beside nmb's: recorded in the configuration and its hash.
+    let paper = json_of(&nmb(
+        &runs,
+        &[
+            "score",
+            run_id,
+            "--no-bertscore",
+            "--json",
+            "--protocol",
+            "neurovlm-paper",
+        ],
+    ));
+    let p = &paper["structured"]["paper"];
+    assert_eq!(p["answers"], 25, "{p}");
+    assert_eq!(p["json_valid_pct"], 100.0, "{p}");
+    assert_eq!(paper["structured"]["valid_json_rate"], s["valid_json_rate"]);
+    assert_eq!(paper["config"]["paper"]["json_validity_bug"], false);
+    assert_ne!(
+        paper["config"]["config_hash"],
+        scored["config"]["config_hash"]
+    );
+    // The report sets the two readings side by side.
+    let out_dir = tmp.path().join("report");
+    let report = nmb(
+        &runs,
+        &[
+            "report",
+            run_id,
+            "--format",
+            "md",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert!(report.status.success(), "{report:?}");
+    let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(md.contains("nmb's reading and the paper's"), "{md}");
+    assert!(
+        md.contains("Validity and calibration in both readings"),
+        "{md}"
+    );
+    let bad = nmb(
+        &runs,
+        &[
+            "score",
+            run_id,
+            "--no-bertscore",
+            "--paper-json-validity-bug",
+        ],
+    );
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--protocol neurovlm-paper"));
 }
 
 /// A row-per-image manifest (`neurovlm:PATH`) with its own column names, read through `--map`; every bad row is

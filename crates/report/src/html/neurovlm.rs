@@ -39,6 +39,15 @@ fn run_section(h: &mut String, s: &Section) {
         "Per-field metrics",
         &neurovlm::field_metrics(s),
     );
+    if let (Some(fields), Some(totals)) = (neurovlm::paper_reading(s), neurovlm::paper_totals(s)) {
+        part(h, "paper", "nmb's reading and the paper's", &fields);
+        part(
+            h,
+            "paper-totals",
+            "Validity and calibration in both readings",
+            &totals,
+        );
+    }
     if let Some(t) = neurovlm::per_class(s, "diagnosis_name") {
         part(h, "classes", "diagnosis_name by class", &t);
     }

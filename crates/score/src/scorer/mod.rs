@@ -64,6 +64,8 @@ pub struct ScoreOptions {
     pub bootstrap: BootstrapConfig,
     /// The model's price, for the cost of structured answers per 1,000 images.
     pub price: Option<crate::cost::Price>,
+    /// Also read NeuroVLM-Bench answers the paper's way ([`crate::structured::paper`]).
+    pub paper: Option<crate::structured::paper::PaperOptions>,
 }
 
 impl Default for ScoreOptions {
@@ -83,6 +85,7 @@ impl Default for ScoreOptions {
             ),
             bootstrap: BootstrapConfig::default(),
             price: None,
+            paper: None,
         }
     }
 }
@@ -269,9 +272,12 @@ pub async fn score_loaded(
     report.revision =
         crate::revision::revision_report(&mut report.samples, &records, &tasks, &opts.bootstrap)?;
     let items = structured_items(&records, &index);
-    if let Some((structured, verdicts)) =
+    if let Some((mut structured, verdicts)) =
         crate::structured::structured_report(&items, opts.price, &opts.bootstrap)?
     {
+        structured.paper = opts
+            .paper
+            .and_then(|o| paper_reading(&items, opts.price, o));
         let mut by_sample: HashMap<(&str, u32), _> = items
             .iter()
             .map(|i| (i.task_id, i.sample_index))
@@ -283,6 +289,23 @@ pub async fn score_loaded(
         report.structured = Some(structured);
     }
     Ok(report)
+}
+
+/// The paper's reading of the same answers ([`crate::structured::paper`]).
+fn paper_reading(
+    items: &[crate::structured::StructuredItem<'_>],
+    price: Option<crate::cost::Price>,
+    options: crate::structured::paper::PaperOptions,
+) -> Option<crate::structured::paper::PaperReport> {
+    let items: Vec<_> = items
+        .iter()
+        .map(|i| crate::structured::paper::PaperItem {
+            reference: i.reference,
+            text: i.text,
+            usage: i.usage,
+        })
+        .collect();
+    crate::structured::paper::paper_report(&items, price, options)
 }
 
 /// The answered samples of `structured` tasks, with their case, reference, latency and tokens.

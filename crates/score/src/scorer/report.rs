@@ -56,6 +56,7 @@ pub(super) fn scoring_config(
         suite_hash_run,
         suite_hash_scored,
         price: opts.price,
+        paper: opts.paper,
     };
     config.config_hash = config_hash(&config);
     Ok(config)
@@ -83,6 +84,10 @@ fn config_hash(c: &ScoringConfig) -> String {
     // Enters only when given, so that scoring without a price keeps the hash of versions that had none.
     if let Some(price) = &c.price {
         identity["price"] = json!(price);
+    }
+    // Likewise the paper's reading, which adds numbers to the report.
+    if let Some(paper) = &c.paper {
+        identity["paper"] = json!(paper);
     }
     hex::encode(Sha256::digest(canonical_json(&identity).as_bytes()))
 }

@@ -7,6 +7,7 @@
 //! JSON object is invalid, a number written as a string is invalid, and an unknown class is invalid.
 
 pub mod answer;
+pub mod paper;
 pub mod report;
 pub mod safety;
 pub mod schema;
@@ -93,6 +94,41 @@ mod tests {
         assert!(flags(&a, Schema::bundled(), Some(0)).names().is_empty());
         let fenced = parse(&format!("```json\n{GOOD}\n```"));
         assert!(fenced.valid_json);
+    }
+
+    #[test]
+    fn the_papers_class_name_and_subtype_spellings_are_read() {
+        for spelling in [
+            "other abnormalities",
+            "Other_Abnormalities",
+            "OTHER ABNORMALITIES",
+            "other abnormality",
+        ] {
+            let a = parse(&GOOD.replace("multiple sclerosis", spelling));
+            assert_eq!(
+                a.field("diagnosis_name").value(),
+                Some("other_abnormality"),
+                "{spelling}"
+            );
+        }
+        for (given, read) in [
+            ("papiloma", "papilloma"),
+            ("neurocitoma", "neurocytoma"),
+            ("meduloblastoma", "medulloblastoma"),
+            ("Glioblastoma", "glioma"),
+            ("pituitary tumor", "pituitary_tumor"),
+        ] {
+            let text = GOOD
+                .replace("multiple sclerosis", "tumor")
+                .replace("relapsing-remitting", given)
+                .replace("G35", "C71.9");
+            let a = parse(&text);
+            assert_eq!(a.field("diagnosis_detailed").value(), Some(read), "{given}");
+            assert!(
+                flags(&a, Schema::bundled(), Some(4)).names().is_empty(),
+                "{given}"
+            );
+        }
     }
 
     #[test]

@@ -149,6 +149,10 @@ pub struct StructuredReport {
     /// Abstentions on each of the nine keys (of all answers, invalid JSON included).
     pub abstentions: BTreeMap<String, Abstentions>,
     pub cost: Efficiency,
+    /// The same answers read as the paper's evaluator reads them, when asked for (`--protocol
+    /// neurovlm-paper`); see [`super::paper`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paper: Option<super::paper::PaperReport>,
 }
 
 /// Labels of one field: its truth and prediction per answer, within a class list.
@@ -428,6 +432,7 @@ pub fn structured_report(
             price,
             cfg,
         )?,
+        paper: None,
     };
     let verdicts = answers
         .iter()

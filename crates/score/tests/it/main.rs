@@ -3,3 +3,4 @@
 mod breadth_real;
 mod common;
 mod e2e;
+mod neurovlm_parity;

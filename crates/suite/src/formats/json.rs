@@ -24,7 +24,10 @@ pub(super) fn read_bytes(path: &Path) -> Result<Vec<u8>, SuiteError> {
 }
 
 pub(super) fn fatal(path: &Path, message: impl Into<String>) -> SuiteError {
-    SuiteError::Invalid(Problem::error(path.display().to_string(), message))
+    SuiteError::Invalid(Box::new(Problem::error(
+        path.display().to_string(),
+        message,
+    )))
 }
 
 /// "a string", "an array", ...: for messages like "expected a string, found a number".

@@ -149,6 +149,8 @@ pub struct LoadOptions {
     pub level: Option<Level>,
     /// `FIELD=COLUMN` pairs for row-per-image manifests (`neurovlm:`) whose columns have other names.
     pub map: Vec<(String, String)>,
+    /// The folder a `neurovlm:` manifest's image paths are relative to (default: the manifest's folder).
+    pub images_root: Option<PathBuf>,
     /// The suite will be asked as text only (`--inputs text`): SLAKE keeps the questions of a missing image.
     pub text_only: bool,
 }
@@ -240,7 +242,7 @@ fn load_as(format: Format, path: &Path, opts: &LoadOptions) -> Result<Loaded, Su
         Format::Mcq => mcq::load(path),
         Format::Site => site::load(path, json::read(path)?, opts.level),
         Format::VqaRad => vqa_rad::load(path, json::read(path)?),
-        Format::NeuroVlm => neurovlm::load(path, &opts.map),
+        Format::NeuroVlm => neurovlm::load(path, &opts.map, opts.images_root.as_deref()),
         Format::PubMedQa => pubmedqa::load(path, json::read(path)?),
         Format::Slake => vqa_rad::load_slake(path, json::read(path)?, opts.text_only),
         Format::Table => table::load(table::Preset::Table, path, &opts.map, opts.text_only),

@@ -1,12 +1,16 @@
 //! NeuroVLM-Bench manifests: one row per image, as CSV (with a header row) or JSONL.
 //!
 //! Columns: `image` (a path relative to the manifest's directory, required), `diagnosis_name` (required: multiple
-//! sclerosis, stroke, tumor, other abnormality or normal), and optionally `case_id`, `modality`,
+//! sclerosis, stroke, tumor, other abnormalities or normal), and optionally `case_id`, `modality`,
 //! `specialized_sequence`, `plane`, `diagnosis_detailed`, `icd10_code` and `severity` (a number in [0, 1]).
-//! `--map FIELD=COLUMN` reads a field from a column of another name. Each row becomes a case with one image and one
-//! `structured` task. Every bad row is reported with its file, line, column and what was expected, and skipped.
+//! `--map FIELD=COLUMN` reads a field from a column of another name. The authors' own files (`image_mapping.csv`
+//! and `subsets/*.csv` of ChatMED/neurovlm-bench: `dataset,file_path,class,original_class,subclass,modality,
+//! modality_subtype,plane`) are read as they are, without `--map`; their image paths are relative to the dataset's
+//! folder, given once as the images root. Each row becomes a case with one image and one `structured` task. Every
+//! bad row is reported with its file, line, column and what was expected (all of its faults, not only the first),
+//! and skipped.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 
 use nmb_imaging::ImageSource;
@@ -28,6 +32,20 @@ pub const FIELDS: &[&str] = &[
     "icd10_code",
     "severity",
 ];
+
+/// The columns of the authors' `image_mapping.csv` and `subsets/*.csv` that hold nmb's fields under other names
+/// (`modality` and `plane` share nmb's names; `dataset` and `original_class` are not read).
+const AUTHORS_COLUMNS: &[(&str, &str)] = &[
+    ("image", "file_path"),
+    ("diagnosis_name", "class"),
+    ("diagnosis_detailed", "subclass"),
+    ("specialized_sequence", "modality_subtype"),
+];
+
+/// Whether a file's columns are the authors' layout: `file_path` and `class`, and no `image`.
+fn authors_layout(found: &BTreeSet<String>) -> bool {
+    found.contains("file_path") && found.contains("class") && !found.contains("image")
+}
 
 /// What the loader asks of the label schema, in the terms its rows use.
 struct Labels(&'static Schema);
@@ -68,11 +86,14 @@ impl Labels {
 /// One row: (line number, column name → value).
 type Row = (usize, BTreeMap<String, String>);
 
-pub(super) fn load(path: &Path, map: &[(String, String)]) -> Result<Loaded, SuiteError> {
-    let columns = Columns::new(FIELDS, &[], map)?;
+pub(super) fn load(
+    path: &Path,
+    map: &[(String, String)],
+    images_root: Option<&Path>,
+) -> Result<Loaded, SuiteError> {
     // `bad.csv` has the parent "", which is the current directory.
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
-    let root = paths::canonical_root(parent.unwrap_or(Path::new(".")))?;
+    let root = paths::canonical_root(images_root.or(parent).unwrap_or(Path::new(".")))?;
     let file = file_name(path);
     let mut loaded = Loaded::new(Suite {
         id: path
@@ -94,6 +115,17 @@ pub(super) fn load(path: &Path, map: &[(String, String)]) -> Result<Loaded, Suit
     } else {
         rows::csv(path, &file, b',', &mut loaded.problems)?
     });
+    let found: BTreeSet<String> = rows.iter().flat_map(|(_, r)| r.keys().cloned()).collect();
+    let defaults = if map.is_empty() && authors_layout(&found) {
+        AUTHORS_COLUMNS
+    } else {
+        &[]
+    };
+    let columns = Columns::new(FIELDS, defaults, map)?;
+    if let Some(problem) = missing_columns(&file, &columns, &found) {
+        loaded.problems.push(problem);
+        return Ok(loaded);
+    }
     let labels = Labels::bundled();
     let mut seen = HashSet::new();
     for (line, row) in rows {
@@ -107,7 +139,8 @@ pub(super) fn load(path: &Path, map: &[(String, String)]) -> Result<Loaded, Suit
                     &loc,
                     format!("duplicate case_id {:?}; each row needs its own", case.id),
                 )
-                .field(columns.of("case_id")),
+                .field(columns.of("case_id"))
+                .kind("duplicate case_id"),
             ),
             None => {}
         }
@@ -120,6 +153,36 @@ pub(super) fn load(path: &Path, map: &[(String, String)]) -> Result<Loaded, Suit
         ));
     }
     Ok(loaded)
+}
+
+/// One error, instead of one per row, when a required field has no column: it lists the columns found and
+/// suggests `--map`.
+fn missing_columns(file: &str, columns: &Columns, found: &BTreeSet<String>) -> Option<Problem> {
+    if found.is_empty() {
+        return None;
+    }
+    let absent: Vec<String> = ["image", "diagnosis_name"]
+        .into_iter()
+        .filter(|f| !found.contains(columns.of(f)))
+        .map(|f| format!("{f} (column {:?})", columns.of(f)))
+        .collect();
+    if absent.is_empty() {
+        return None;
+    }
+    let have: Vec<&str> = found.iter().map(String::as_str).collect();
+    Some(
+        Problem::error(
+            file,
+            format!(
+                "no column for {}; the file has the columns {}; name the right one with --map FIELD=COLUMN, e.g. \
+                 --map image={}",
+                absent.join(" and "),
+                have.join(", "),
+                have[0]
+            ),
+        )
+        .kind("columns"),
+    )
 }
 
 /// The manifest's rows as text by column: an empty cell and a JSON null are "", a list is no value.
@@ -154,39 +217,52 @@ fn row_case(
             .map(|v| v.trim().to_string())
             .filter(|v| !v.is_empty() && !labels.is_empty_value(v))
     };
-    let mut error = |field: &str, msg: String| {
-        problems.push(Problem::error(loc, msg).field(columns.of(field)));
+    // Each error is named by its column and counted with the others of its kind (`nmb eval` lists the kinds).
+    let mut error = |field: &str, kind: &str, msg: String| {
+        let column = columns.of(field);
+        let kind = format!("{column}: {kind}");
+        problems.push(Problem::error(loc, msg).field(column).kind(kind));
     };
-    let Some(image_path) = get("image") else {
-        error(
-            "image",
-            "missing; expected the image's path, relative to the manifest".into(),
-        );
-        return None;
-    };
-    let image_file = match paths::resolve(root, &image_path) {
-        Ok(p) => p,
-        Err(msg) => {
-            error("image", msg);
-            return None;
+    // The image and the labels are all checked, so that a row's unfound image does not hide its class.
+    let image = match get("image") {
+        None => {
+            error(
+                "image",
+                "missing",
+                "missing; expected the image's path, relative to the images root".into(),
+            );
+            None
         }
+        Some(image_path) => match paths::resolve(root, &image_path) {
+            Ok(file) => Some((image_path, file)),
+            Err(msg) => {
+                let kind = if msg.contains("not found") {
+                    "image not found"
+                } else {
+                    "not a usable path"
+                };
+                error("image", kind, msg);
+                None
+            }
+        },
     };
     let class = match get("diagnosis_name") {
         Some(v) => labels.class(&v).or_else(|| {
-            error("diagnosis_name", format!("{v:?} is not a class; expected multiple sclerosis, stroke, tumor, other abnormality or normal"));
+            error("diagnosis_name", "not a class", format!("{v:?} is not a class; expected multiple sclerosis, stroke, tumor, other abnormalities or normal"));
             None
         }),
         None => {
-            error("diagnosis_name", "missing; expected multiple sclerosis, stroke, tumor, other abnormality or normal".into());
+            error("diagnosis_name", "missing", "missing; expected multiple sclerosis, stroke, tumor, other abnormalities or normal".into());
             None
         }
-    }?;
+    };
     let mut checked = |field: &str| -> Result<Option<String>, ()> {
         let Some(v) = get(field) else { return Ok(None) };
         labels.field(field, &v).map(Some).ok_or_else(|| {
             let allowed = labels.allowed(field);
             error(
                 field,
+                "value not allowed",
                 format!("{v:?} is not allowed; expected one of {allowed}, or empty"),
             );
         })
@@ -199,11 +275,17 @@ fn row_case(
     let severity = get("severity");
     if let Some(s) = &severity {
         if !s.parse::<f64>().is_ok_and(|v| (0.0..=1.0).contains(&v)) {
-            error("severity", format!("{s:?} is not a number in [0, 1]"));
+            error(
+                "severity",
+                "not a number in [0, 1]",
+                format!("{s:?} is not a number in [0, 1]"),
+            );
             return None;
         }
     }
-    let (Ok(modality), Ok(sequence), Ok(plane)) = (modality, sequence, plane) else {
+    let (Ok(modality), Ok(sequence), Ok(plane), Some((image_path, image_file)), Some(class)) =
+        (modality, sequence, plane, image, class)
+    else {
         return None;
     };
     let id = get("case_id").unwrap_or_else(|| format!("row{line}"));

@@ -58,7 +58,7 @@ pub(super) fn csv(
     for record in reader.records() {
         match record {
             Ok(r) => {
-                let line = r.position().map_or(0, |p| p.line() as usize);
+                let line = r.position().map_or(0, |p| line_at(&bytes, p.byte()));
                 let cells = header
                     .iter()
                     .cloned()
@@ -71,13 +71,24 @@ pub(super) fn csv(
                 });
             }
             Err(e) => {
-                let line = e.position().map_or(0, |p| p.line() as usize);
+                let line = e.position().map_or(0, |p| line_at(&bytes, p.byte()));
                 let msg = format!("not a row of {} columns: {e}", header.len());
                 problems.push(Problem::error(format!("{file}:{line}"), msg));
             }
         }
     }
     Ok(rows)
+}
+
+/// The 1-based line of the record that starts at byte `at`. The csv reader's own line count is one short after a
+/// CRLF line end (a record is said to start at the `\n` of the `\r\n` before it), so lines are counted here, past
+/// the line-end bytes a record's start may point at.
+fn line_at(bytes: &[u8], at: u64) -> usize {
+    let mut at = usize::try_from(at).unwrap_or(bytes.len()).min(bytes.len());
+    while at < bytes.len() && (bytes[at] == b'\n' || bytes[at] == b'\r') {
+        at += 1;
+    }
+    1 + bytes[..at].iter().filter(|&&b| b == b'\n').count()
 }
 
 /// One JSON object per line; a line that is not one is a problem naming it.
