@@ -483,3 +483,100 @@ fn a_429_pauses_the_server_for_every_worker() {
     ));
     assert_eq!(show["samples_ok"], 50, "{show}");
 }
+
+/// One `nmb worker` of three on PostgreSQL SIGKILLed at 20 seeded moments and started again after each: the run
+/// finishes, each kill costs at most the one request the worker had in flight, and the scores equal those of the
+/// same evaluation in one process on SQLite.
+#[test]
+fn one_worker_of_three_killed_twenty_times_loses_nothing() {
+    let Some(pg) = cluster() else { return };
+    let url = pg.fresh_database();
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(Config {
+        latency: std::time::Duration::from_millis(60),
+        ..Config::default()
+    });
+    let model = model_spec(Wire::OpenAi, &server);
+    // One request per sample, so that the run is long enough for twenty kills.
+    let planned = plan_whole_suite(dir.path(), &url, &model, &["--no-n"]);
+    let run_id = planned["run_id"].as_str().unwrap().to_string();
+    let worker = |name: &str| {
+        let log = std::fs::File::create(dir.path().join(name)).unwrap();
+        // A killed worker's share of a server's fleet-wide limit comes back only after the request timeout:
+        // room for every kill.
+        let args = [
+            "--lease-secs",
+            "5",
+            "--concurrency",
+            "1",
+            "--fleet-limit",
+            "64",
+        ];
+        spawn_worker(dir.path(), &url, &run_id, &args, log.into())
+    };
+    let survivors = [worker("w1.log"), worker("w2.log")];
+    // Kill points: xorshift64* from a fixed seed, so a failure can be replayed.
+    let mut x: u64 = 0x6b69_6c6c_2d70_6731;
+    let mut points: Vec<u64> = (0..20)
+        .map(|_| {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            1 + x.wrapping_mul(0x2545_f491_4f6c_dd1d) % 50
+        })
+        .collect();
+    points.sort_unstable();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    for (k, point) in points.iter().enumerate() {
+        let mut doomed = worker(&format!("w0-{k}.log"));
+        while server.request_count() < *point && doomed.try_wait().unwrap().is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "kill {k}: no progress"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(
+            doomed.try_wait().unwrap().is_none(),
+            "kill {k} came after the run's end"
+        );
+        doomed.kill().expect("SIGKILL");
+        doomed.wait().unwrap();
+    }
+    for mut w in survivors {
+        let status = w.wait().unwrap();
+        assert!(status.success(), "a worker failed: {}", log_of(dir.path()));
+    }
+    let show = json_of(&on_pg(
+        dir.path(),
+        &url,
+        &strings(&["runs", "show", &run_id, "--json"]),
+    ));
+    assert_eq!(show["status"], "finished", "{show}");
+    assert_eq!(show["samples_ok"].as_u64(), Some(50), "{show}");
+    let (calls, sent) = (show["calls"].as_u64().unwrap(), server.request_count());
+    assert!(
+        sent >= calls && sent <= calls + 20,
+        "{sent} requests for {calls} stored calls over 20 kills"
+    );
+    eprintln!("20 kills at requests {points:?}: {sent} requests, {calls} stored calls");
+
+    let sqlite_dir = tempfile::tempdir().unwrap();
+    let mut alone = eval_args(&model);
+    alone.retain(|a| a != "--limit" && a != "6");
+    alone.push("--no-n".into());
+    let on_sqlite = json_of(&nmb(sqlite_dir.path(), &as_strs(&alone)));
+    let mut a = json_of(&on_pg(
+        dir.path(),
+        &url,
+        &strings(&["score", &run_id, "--json"]),
+    ));
+    let sqlite_id = on_sqlite["run_id"].as_str().unwrap();
+    let mut b = json_of(&nmb(sqlite_dir.path(), &["score", sqlite_id, "--json"]));
+    normalise(&mut a);
+    normalise(&mut b);
+    assert!(
+        a == b,
+        "the scores differ from those of one process on SQLite"
+    );
+}
