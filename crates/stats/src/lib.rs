@@ -19,7 +19,8 @@
 //!   [`concordance`], which resample cases jointly across prompt variants and models;
 //! - classification with abstentions ([`classification`]: accuracy, balanced accuracy, macro/weighted F1,
 //!   per-class precision/recall/F1) and stated-confidence calibration ([`ece`], [`adaptive_ece`], [`brier`],
-//!   [`auroc`], [`reliability`]), each also with bootstrap intervals, for NeuroVLM-Bench's structured answers.
+//!   [`auroc`], [`reliability`]), each also with bootstrap intervals, for NeuroVLM-Bench's structured answers;
+//! - [`isotonic`] regression (scikit-learn's), to calibrate judge scores to clinicians' verdicts.
 //!
 //! Determinism: every random draw comes from a ChaCha8 stream keyed by the explicit `u64` seed in
 //! [`BootstrapConfig`]; the seed, level and resample count are written into every [`Estimate`]. Nothing iterates
@@ -30,6 +31,7 @@ mod bootstrap;
 mod classify;
 mod concordance;
 mod confidence;
+mod isotonic;
 mod passk;
 mod prevalence;
 mod proportion;
@@ -55,6 +57,7 @@ pub use concordance::{
 pub use confidence::{
     adaptive_ece, auroc, brier, calibration_estimates, ece, reliability, Bin, CalibrationEstimates,
 };
+pub use isotonic::{isotonic, Isotonic};
 pub use passk::{pass_at_k, top_k_hit};
 pub use prevalence::{corrected_pass_rate, rogan_gladen, CorrectedRate};
 pub use proportion::{

@@ -602,3 +602,30 @@ fn classification_and_calibration_intervals_cover_their_estimates() {
     assert!((cal.brier.value - f(&k["brier"])).abs() <= ABS);
     assert!(cal.auroc.is_some() && cal.bins.len() == 10);
 }
+
+/// Isotonic regression against scikit-learn's `IsotonicRegression(out_of_bounds="clip")`
+/// (`fixtures/make_isotonic.py`): the fitted values at every distinct x, and predictions between and beyond.
+#[test]
+fn isotonic_matches_scikit_learn() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/isotonic.json");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    let r: Value = serde_json::from_str(&text).unwrap();
+    let list = cases(&r, "isotonic");
+    assert!(list.len() >= 15);
+    for c in list {
+        let name = c["name"].as_str().unwrap();
+        let weights = c["weights"].as_array().map(|_| floats(&c["weights"]));
+        let fit = nmb_stats::isotonic(&floats(&c["x"]), &floats(&c["y"]), weights.as_deref())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(fit.xs, floats(&c["xs"]), "{name}: distinct x");
+        for (got, want) in fit.fitted.iter().zip(floats(&c["fitted"])) {
+            close(*got, want, 1e-9, name);
+        }
+        for (q, want) in floats(&c["queries"])
+            .into_iter()
+            .zip(floats(&c["predicted"]))
+        {
+            close(fit.predict(q), want, 1e-9, &format!("{name} at {q}"));
+        }
+    }
+}
