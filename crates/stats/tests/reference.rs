@@ -615,7 +615,7 @@ fn isotonic_matches_scikit_learn() {
     for c in list {
         let name = c["name"].as_str().unwrap();
         let weights = c["weights"].as_array().map(|_| floats(&c["weights"]));
-        let fit = nmb_stats::isotonic(&floats(&c["x"]), &floats(&c["y"]), weights.as_deref())
+        let fit = isotonic(&floats(&c["x"]), &floats(&c["y"]), weights.as_deref())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(fit.xs, floats(&c["xs"]), "{name}: distinct x");
         for (got, want) in fit.fitted.iter().zip(floats(&c["fitted"])) {
