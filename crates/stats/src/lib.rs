@@ -20,7 +20,8 @@
 //! - classification with abstentions ([`classification`]: accuracy, balanced accuracy, macro/weighted F1,
 //!   per-class precision/recall/F1) and stated-confidence calibration ([`ece`], [`adaptive_ece`], [`brier`],
 //!   [`auroc`], [`reliability`]), each also with bootstrap intervals, for NeuroVLM-Bench's structured answers;
-//! - [`isotonic`] regression (scikit-learn's), to calibrate judge scores to clinicians' verdicts.
+//! - [`isotonic`] regression (scikit-learn's), to calibrate judge scores to clinicians' verdicts, and
+//!   [`bradley_terry`] strengths from pairwise preferences, with Davidson's ties.
 //!
 //! Determinism: every random draw comes from a ChaCha8 stream keyed by the explicit `u64` seed in
 //! [`BootstrapConfig`]; the seed, level and resample count are written into every [`Estimate`]. Nothing iterates
@@ -32,6 +33,7 @@ mod classify;
 mod concordance;
 mod confidence;
 mod isotonic;
+mod paired;
 mod passk;
 mod prevalence;
 mod proportion;
@@ -58,6 +60,7 @@ pub use confidence::{
     adaptive_ece, auroc, brier, calibration_estimates, ece, reliability, Bin, CalibrationEstimates,
 };
 pub use isotonic::{isotonic, Isotonic};
+pub use paired::{bradley_terry, Preference, Strengths};
 pub use passk::{pass_at_k, top_k_hit};
 pub use prevalence::{corrected_pass_rate, rogan_gladen, CorrectedRate};
 pub use proportion::{

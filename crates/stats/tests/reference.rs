@@ -629,3 +629,39 @@ fn isotonic_matches_scikit_learn() {
         }
     }
 }
+
+/// Bradley–Terry strengths with Davidson's ties against `fixtures/make_bradley_terry.py` (the likelihood
+/// maximised by SciPy, plain cases cross-checked there with choix).
+#[test]
+fn bradley_terry_matches_the_reference() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/bradley_terry.json");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    let r: Value = serde_json::from_str(&text).unwrap();
+    let list = cases(&r, "bradley_terry");
+    assert!(list.len() >= 10);
+    for c in list {
+        let name = c["name"].as_str().unwrap();
+        let votes: Vec<(usize, usize, Preference)> = (c["votes"].as_array().unwrap().iter())
+            .map(|v| {
+                let outcome = match v[2].as_str().unwrap() {
+                    "a" => Preference::AWins,
+                    "b" => Preference::BWins,
+                    _ => Preference::Tie,
+                };
+                (u(&v[0]) as usize, u(&v[1]) as usize, outcome)
+            })
+            .collect();
+        let s = bradley_terry(u(&c["items"]) as usize, &votes)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (got, want) in s.theta.iter().zip(floats(&c["theta"])) {
+            close(*got, want, 1e-9, name);
+        }
+        close(s.nu, c["nu"].as_f64().unwrap(), 1e-9, name);
+        close(
+            s.log_likelihood,
+            c["log_likelihood"].as_f64().unwrap(),
+            1e-9,
+            name,
+        );
+    }
+}
