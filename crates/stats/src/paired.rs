@@ -155,10 +155,11 @@ fn solve(mut m: Vec<Vec<f64>>, mut v: Vec<f64>) -> Option<Vec<f64>> {
         }
         m.swap(col, pivot);
         v.swap(col, pivot);
+        let pivot_row = m[col].clone();
         for row in col + 1..n {
-            let factor = m[row][col] / m[col][col];
-            for k in col..n {
-                m[row][k] -= factor * m[col][k];
+            let factor = m[row][col] / pivot_row[col];
+            for (x, p) in m[row][col..].iter_mut().zip(&pivot_row[col..]) {
+                *x -= factor * p;
             }
             v[row] -= factor * v[col];
         }
