@@ -8,6 +8,7 @@ use nmb_stats::{
 use serde::Serialize;
 
 use crate::ratings::Ratings;
+use crate::Standing;
 
 /// The measures that compare groups of raters (any number of columns).
 const GROUP_MEASURES: [Measure; 3] = [
@@ -83,6 +84,12 @@ pub struct DimensionReport {
     pub judge_vs_clinicians: Vec<JudgeAgreement>,
     /// Each judge's pass rate corrected for its sensitivity and specificity against the clinicians.
     pub corrected_pass_rates: Vec<CorrectedPassRate>,
+    /// Where each judge stands among the clinicians (with two clinicians or more).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub standings: Vec<Standing>,
+    /// Why a judge's standing could not be computed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub standings_undefined: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -238,6 +245,13 @@ fn dimension_report(dimension: &str, t: &Table, options: &AgreementOptions) -> D
         }
     }
     let consensus = consensus(t, &clinicians);
+    let (mut standings, mut standings_undefined) = (Vec::new(), Vec::new());
+    for j in judges.iter().filter(|_| clinicians.len() >= 2) {
+        match crate::standing(j, t, &clinicians, cfg) {
+            Ok(s) => standings.push(s),
+            Err(why) => standings_undefined.push(format!("{j}: {why}")),
+        }
+    }
     DimensionReport {
         dimension: dimension.to_string(),
         items: items.len(),
@@ -259,6 +273,8 @@ fn dimension_report(dimension: &str, t: &Table, options: &AgreementOptions) -> D
                 .collect(),
             _ => Vec::new(),
         },
+        standings,
+        standings_undefined,
     }
 }
 

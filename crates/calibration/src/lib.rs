@@ -4,7 +4,8 @@
 //! [`Ratings`]) and measuring agreement on each rubric dimension: between every pair of annotators, within the
 //! clinicians, within the judges (a jury), and between each judge and the clinicians' consensus; and, given a pass
 //! threshold, each judge's pass rate corrected for its sensitivity and specificity against the clinicians
-//! (Rogan–Gladen). Every statistic carries a seeded bootstrap interval.
+//! (Rogan–Gladen), and where each judge stands among the clinicians ([`Standing`]). Every statistic carries a
+//! seeded bootstrap interval.
 //!
 //! It does not compute the statistics themselves (`nmb-stats`), call judges or score runs (`nmb-score`), or
 //! parse command lines (`nmb`). Annotators are judges when named as such in [`AgreementOptions`] or when their
@@ -12,6 +13,7 @@
 
 mod analysis;
 mod ratings;
+mod standing;
 mod text;
 
 use std::path::PathBuf;
@@ -21,6 +23,7 @@ pub use analysis::{
     DimensionReport, GroupAgreement, JudgeAgreement, MeasureResult, PairAgreement, Role,
 };
 pub use ratings::{Rating, Ratings, REQUIRED_COLUMNS};
+pub use standing::{standing, Standing};
 pub use text::render_text;
 
 #[derive(Debug, thiserror::Error)]

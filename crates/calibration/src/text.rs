@@ -52,6 +52,12 @@ fn dimension(out: &mut String, d: &DimensionReport) {
         );
         measures(out, &j.measures);
     }
+    for s in &d.standings {
+        let _ = writeln!(out, "  standing: {}", s.sentence);
+    }
+    for why in &d.standings_undefined {
+        let _ = writeln!(out, "  standing undefined: {why}");
+    }
     for c in &d.corrected_pass_rates {
         match (&c.result, &c.undefined) {
             (Some(r), _) => {

@@ -64,11 +64,16 @@ pub fn tables(run_name: &str, c: &RunCalibration) -> CalibrationTables {
         agreement_rows(&mut agreement, d);
         corrected_rows(&mut corrected, d);
     }
+    let mut notes = c.notes.clone();
+    for d in &report.dimensions {
+        let standing = d.standings.iter().map(|s| &s.sentence);
+        notes.extend(standing.map(|s| format!("On {}: {s}", d.dimension)));
+    }
     CalibrationTables {
         title,
         agreement,
         corrected,
-        notes: c.notes.clone(),
+        notes,
     }
 }
 
