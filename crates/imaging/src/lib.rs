@@ -7,9 +7,15 @@
 //! ([`render::render`]) under [`RenderOptions`]. It does not know about cases or prompts (that is `nmb-suite` and
 //! `nmb-plan`), it does not cache renders (the caller keys them with [`render_key`]), and it never keeps decoded
 //! pixels around. [`describe`] reads a volume's headers and shape for `nmb image info` and writes them as text.
+//!
+//! Every decoder is held to the budgets in [`limits`]: what a header declares (element lengths, image sizes,
+//! inflated sizes, slices, grids) is checked against what the file holds and against fixed caps before
+//! anything is allocated or decoded, so a hostile file is an error naming the file and the tag or field. A
+//! series directory's files must resolve, by their real paths, inside it ([`series_files`]).
 
 pub mod describe;
 mod dicom;
+pub mod limits;
 pub mod meta;
 mod nifti;
 pub mod options;
@@ -71,8 +77,14 @@ pub enum VolumeError {
     Nifti { path: PathBuf, message: String },
     #[error("{path}: {message}")]
     Render { path: PathBuf, message: String },
+    /// Orientation, spacing or positions that are not finite.
+    #[error("{path}: {message}")]
+    Geometry { path: PathBuf, message: String },
     #[error("{path}: not a volume; expected a DICOM file, a directory of DICOM files, or a .nii/.nii.gz file")]
     NotVolume { path: PathBuf },
+    /// A series member whose real path is outside its directory (a symlink out, or one that cannot be resolved).
+    #[error("{path}: {message}")]
+    Escape { path: PathBuf, message: String },
 }
 
 /// Reads a DICOM file, the series in a DICOM directory, or a NIfTI file, in storage order. `opts.series` and
@@ -91,6 +103,12 @@ pub fn load_volume(path: &Path, opts: &RenderOptions) -> Result<(Volume, VolumeM
             }
         }
     };
+    volume
+        .check_geometry()
+        .map_err(|message| VolumeError::Geometry {
+            path: path.to_path_buf(),
+            message,
+        })?;
     if meta.orientation.is_empty() {
         meta.orientation = meta::axis_codes(&volume.affine);
     }
@@ -136,30 +154,63 @@ pub fn sniff_file(path: &Path) -> Option<ImageFormat> {
 /// The content hash of a volume source: a file's SHA-256, or for a directory a hash over its files' names and
 /// hashes (in name order), so that renaming, adding or changing any file changes it.
 pub fn source_hash(path: &Path) -> Result<String, VolumeError> {
-    let read_err = |source| VolumeError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
     if !path.is_dir() {
         return std::fs::read(path)
             .map(|b| content_hash(&b))
-            .map_err(read_err);
+            .map_err(|source| VolumeError::Read {
+                path: path.to_path_buf(),
+                source,
+            });
     }
-    let mut names: Vec<(String, PathBuf)> = std::fs::read_dir(path)
-        .map_err(read_err)?
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().is_file())
-        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
-        .collect();
-    names.sort();
     let mut h = Sha256::new();
     h.update(b"nmb-series-v1\n");
-    for (name, file) in names {
+    for (name, file) in series_files(path)? {
         let bytes =
             std::fs::read(&file).map_err(|source| VolumeError::Read { path: file, source })?;
         h.update(format!("{name}\t{}\n", content_hash(&bytes)).as_bytes());
     }
     Ok(hex::encode(h.finalize()))
+}
+
+/// The files of a series directory by name, each resolved to its real path first: a member that resolves
+/// outside the directory (a symlink out of it) or cannot be resolved (a symlink loop, a dangling link) is an
+/// error naming it, so nothing outside the directory is ever read or hashed. Subdirectories are not read.
+pub fn series_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, VolumeError> {
+    let read_err = |source| VolumeError::Read {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let root = dir.canonicalize().map_err(read_err)?;
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(read_err)? {
+        let path = entry.map_err(read_err)?.path();
+        let escape = |message: String| VolumeError::Escape {
+            path: path.clone(),
+            message,
+        };
+        let real = path.canonicalize().map_err(|e| {
+            escape(format!(
+                "cannot resolve this series member ({e}); expected a file"
+            ))
+        })?;
+        if !real.starts_with(&root) {
+            return Err(escape(format!(
+                "this series member resolves to {}, outside its directory {}; expected the series' own files",
+                real.display(),
+                root.display()
+            )));
+        }
+        if real.is_file() {
+            let name = path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            files.push((name, path));
+        }
+    }
+    files.sort();
+    Ok(files)
 }
 
 /// The cache key of a render: the source's content, the options and the renderer version, so that a re-run
@@ -391,10 +442,20 @@ pub fn decode(bytes: &[u8]) -> Result<image::DynamicImage, ImageError> {
             })
         }
     };
-    image::load_from_memory_with_format(bytes, fmt).map_err(|e| ImageError::Decode {
+    decode_raster(bytes, fmt).map_err(|e| ImageError::Decode {
         format,
         message: e.to_string(),
     })
+}
+
+/// Decodes raster bytes under [`limits::MAX_RASTER_BYTES`], which the decoder checks against the header's size
+/// before it allocates the pixels.
+fn decode_raster(bytes: &[u8], fmt: image::ImageFormat) -> image::ImageResult<image::DynamicImage> {
+    let mut reader = image::ImageReader::with_format(std::io::Cursor::new(bytes), fmt);
+    let mut budget = image::Limits::default();
+    budget.max_alloc = Some(limits::MAX_RASTER_BYTES);
+    reader.limits(budget);
+    reader.decode()
 }
 
 /// Checks that the bytes are a whole image: web and raster formats are decoded in full (a truncated or corrupt
@@ -409,7 +470,7 @@ pub fn verify(bytes: &[u8]) -> Result<ImageFormat, ImageError> {
         return Ok(format);
     };
     // Decoded pixels are dropped at once: only whether every byte decodes matters here.
-    image::load_from_memory_with_format(bytes, fmt)
+    decode_raster(bytes, fmt)
         .map(|_| format)
         .map_err(|e| ImageError::Decode {
             format,

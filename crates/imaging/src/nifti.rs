@@ -8,7 +8,7 @@ use nifti::NiftiHeader;
 
 use crate::meta::{axis_codes, plane_of_normal, VolumeMeta};
 use crate::volume::{FileBytes, RawVoxels, Scalar, Volume, Voxels};
-use crate::{ImageFormat, VolumeError};
+use crate::{limits, ImageFormat, VolumeError};
 
 /// Loads volume `index` (0 for a 3-D file) of a NIfTI file, gzipped or not (told apart by its bytes).
 pub fn load(path: &Path, index: Option<usize>) -> Result<(Volume, VolumeMeta), VolumeError> {
@@ -17,19 +17,11 @@ pub fn load(path: &Path, index: Option<usize>) -> Result<(Volume, VolumeMeta), V
         path: path.to_path_buf(),
         message,
     };
-    if bytes.len() >= 8 && (&bytes[4..8] == b"n+2\0" || &bytes[4..8] == b"ni2\0") {
-        return Err(err(
-            "NIfTI-2 files are not supported; expected NIfTI-1 (.nii or .nii.gz)".into(),
-        ));
-    }
+    refuse_nifti2(&bytes).map_err(&err)?;
     let header = NiftiHeader::from_reader(std::io::Cursor::new(&bytes[..]))
         .map_err(|e| err(format!("cannot parse the header: {e}")))?;
     let dims = spatial_dims(&header).map_err(&err)?;
-    let volumes = if header.dim[0] >= 4 {
-        header.dim[4].max(1) as usize
-    } else {
-        1
-    };
+    let volumes = volume_count(&header);
     let index = index.unwrap_or(0);
     if index >= volumes {
         return Err(err(format!(
@@ -127,6 +119,7 @@ pub fn describe(path: &Path) -> Result<VolumeMeta, VolumeError> {
         file.take(348).read_to_end(&mut head)
     };
     read.map_err(|e| err(format!("cannot read the header: {e}")))?;
+    refuse_nifti2(&head).map_err(&err)?;
     let header = NiftiHeader::from_reader(std::io::Cursor::new(&head))
         .map_err(|e| err(format!("cannot parse the header: {e}")))?;
     let dims = spatial_dims(&header).map_err(&err)?;
@@ -147,11 +140,7 @@ fn header_meta(
     meta.pixel_spacing = Some([spacing[1], spacing[0]]);
     meta.slice_spacing = Some(spacing[2]);
     meta.frames = dims[2];
-    meta.volumes = if header.dim[0] >= 4 {
-        header.dim[4].max(1) as usize
-    } else {
-        1
-    };
+    meta.volumes = volume_count(header);
     meta.volume_index = index;
     meta.plane = plane_of_normal([affine[0][2], affine[1][2], affine[2][2]]);
     meta
@@ -182,61 +171,109 @@ fn read(path: &Path) -> Result<FileBytes, VolumeError> {
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(read_err)?;
         return Ok(FileBytes::Mapped(map));
     }
-    let mut raw = Vec::new();
     std::io::Seek::rewind(&mut file).map_err(read_err)?;
-    file.read_to_end(&mut raw).map_err(read_err)?;
+    let compressed = file.metadata().map_err(read_err)?.len();
+    inflate(path, file, compressed)
+}
+
+/// Inflates a `.nii.gz` stream, refusing one that grows past [`limits::inflate_cap`] before it can exhaust
+/// memory: `take` stops the decoder one byte past the cap.
+fn inflate(path: &Path, file: std::fs::File, compressed: u64) -> Result<FileBytes, VolumeError> {
+    let cap = limits::inflate_cap(compressed);
     let mut out = Vec::new();
-    flate2::read::MultiGzDecoder::new(&raw[..])
+    flate2::read::MultiGzDecoder::new(std::io::BufReader::new(file))
+        .take(cap + 1)
         .read_to_end(&mut out)
         .map_err(|e| VolumeError::Nifti {
             path: path.to_path_buf(),
             message: format!("cannot decompress the gzip stream: {e}"),
         })?;
+    if out.len() as u64 > cap {
+        return Err(VolumeError::Nifti {
+            path: path.to_path_buf(),
+            message: format!(
+                "the gzip stream of {compressed} bytes inflates to more than {cap} bytes; the limit is {} times \
+                 the compressed size, at least {} MiB and at most {} GiB",
+                limits::MAX_INFLATE_RATIO,
+                limits::INFLATE_FLOOR >> 20,
+                limits::MAX_INFLATED >> 30
+            ),
+        });
+    }
     Ok(FileBytes::Owned(out))
 }
 
+/// NIfTI-2 shares NIfTI-1's file names but not its header; the `nifti` crate would only say "Invalid NIfTI-1".
+fn refuse_nifti2(head: &[u8]) -> Result<(), String> {
+    if head.len() >= 8 && (&head[4..8] == b"n+2\0" || &head[4..8] == b"ni2\0") {
+        return Err("NIfTI-2 files are not supported; expected NIfTI-1 (.nii or .nii.gz)".into());
+    }
+    Ok(())
+}
+
+/// The header's `dim` as the signed shorts NIfTI-1 stores (the `nifti` crate reads them unsigned, so -4 would
+/// become 65532).
+fn signed_dims(h: &NiftiHeader) -> [i16; 8] {
+    h.dim.map(|d| d as i16)
+}
+
+fn volume_count(h: &NiftiHeader) -> usize {
+    let dim = signed_dims(h);
+    if dim[0] >= 4 {
+        dim[4].max(1) as usize
+    } else {
+        1
+    }
+}
+
 fn spatial_dims(h: &NiftiHeader) -> Result<[usize; 3], String> {
-    let rank = h.dim[0] as usize;
+    let dim = signed_dims(h);
+    let rank = dim[0];
     if !(2..=7).contains(&rank) {
         return Err(format!("dim[0] is {rank}; expected 2 to 7 dimensions"));
     }
-    if rank > 4 && h.dim[5..=rank].iter().any(|&d| d > 1) {
+    let rank = rank as usize;
+    if let Some(i) = (1..=rank).find(|&i| dim[i] <= 0) {
         return Err(format!(
-            "{rank}-D data with extra dimensions {:?}; expected a 3-D or 4-D volume",
-            &h.dim[5..=rank]
+            "dim[{i}] is {}; expected a size of at least 1 along each of the {rank} dimensions",
+            dim[i]
         ));
     }
-    let d = |i: usize| {
-        if i <= rank {
-            h.dim[i].max(1) as usize
-        } else {
-            1
-        }
-    };
+    if rank > 4 && dim[5..=rank].iter().any(|&d| d > 1) {
+        return Err(format!(
+            "{rank}-D data with extra dimensions {:?}; expected a 3-D or 4-D volume",
+            &dim[5..=rank]
+        ));
+    }
+    let d = |i: usize| if i <= rank { dim[i] as usize } else { 1 };
     Ok([d(1), d(2), d(3)])
 }
 
-/// The voxel-to-RAS affine: sform when set, else qform, else the voxel sizes alone (as nibabel does).
+/// The voxel-to-RAS affine: sform when set, else qform, else the voxel sizes alone (as nibabel does). A
+/// non-finite value in the fields used is an error naming the field.
 fn affine(h: &NiftiHeader, dims: [usize; 3]) -> Result<[[f64; 4]; 3], String> {
     if h.sform_code > 0 {
-        let rows = [h.srow_x, h.srow_y, h.srow_z].map(|r| r.map(f64::from));
-        if rows.iter().flatten().all(|v| v.is_finite()) && det3(&rows) != 0.0 {
+        let rows = [
+            ("srow_x", h.srow_x),
+            ("srow_y", h.srow_y),
+            ("srow_z", h.srow_z),
+        ];
+        if let Some((name, row)) = rows.iter().find(|(_, r)| r.iter().any(|v| !v.is_finite())) {
+            return Err(format!(
+                "{name} is {row:?} (sform_code {}); expected finite numbers",
+                h.sform_code
+            ));
+        }
+        let rows = rows.map(|(_, r)| r.map(f64::from));
+        if det3(&rows) != 0.0 {
             return Ok(rows);
         }
     }
-    let pix = |i: usize| -> f64 {
-        let v = f64::from(h.pixdim[i]).abs();
-        if v > 0.0 && v.is_finite() {
-            v
-        } else {
-            1.0
-        }
-    };
+    let s = voxel_sizes(h)?;
     if h.qform_code > 0 {
-        return Ok(qform(h, [pix(1), pix(2), pix(3)]));
+        return qform(h, s);
     }
     // No orientation at all: nibabel's fallback, x flipped (radiological storage) and centred.
-    let s = [pix(1), pix(2), pix(3)];
     Ok([
         [-s[0], 0.0, 0.0, (dims[0] as f64 - 1.0) / 2.0 * s[0]],
         [0.0, s[1], 0.0, -(dims[1] as f64 - 1.0) / 2.0 * s[1]],
@@ -244,7 +281,39 @@ fn affine(h: &NiftiHeader, dims: [usize; 3]) -> Result<[[f64; 4]; 3], String> {
     ])
 }
 
-fn qform(h: &NiftiHeader, s: [f64; 3]) -> [[f64; 4]; 3] {
+/// pixdim[1..=3], with zero read as 1 mm as nibabel does; NaN or infinity is an error, not a silent 1 mm.
+fn voxel_sizes(h: &NiftiHeader) -> Result<[f64; 3], String> {
+    if let Some(i) = (0..=3).find(|&i| !h.pixdim[i].is_finite()) {
+        return Err(format!(
+            "pixdim[{i}] is {}; expected a finite voxel size",
+            h.pixdim[i]
+        ));
+    }
+    Ok(std::array::from_fn(|a| {
+        let v = f64::from(h.pixdim[a + 1]).abs();
+        if v > 0.0 {
+            v
+        } else {
+            1.0
+        }
+    }))
+}
+
+fn qform(h: &NiftiHeader, s: [f64; 3]) -> Result<[[f64; 4]; 3], String> {
+    let fields = [
+        ("quatern_b", h.quatern_b),
+        ("quatern_c", h.quatern_c),
+        ("quatern_d", h.quatern_d),
+        ("qoffset_x", h.quatern_x),
+        ("qoffset_y", h.quatern_y),
+        ("qoffset_z", h.quatern_z),
+    ];
+    if let Some((name, v)) = fields.iter().find(|(_, v)| !v.is_finite()) {
+        return Err(format!(
+            "{name} is {v} (qform_code {}); expected a finite number",
+            h.qform_code
+        ));
+    }
     let (b, c, d) = (
         f64::from(h.quatern_b),
         f64::from(h.quatern_c),
@@ -271,14 +340,14 @@ fn qform(h: &NiftiHeader, s: [f64; 3]) -> [[f64; 4]; 3] {
     let qfac = if h.pixdim[0] < 0.0 { -1.0 } else { 1.0 };
     let scale = [s[0], s[1], s[2] * qfac];
     let offset = [h.quatern_x, h.quatern_y, h.quatern_z].map(f64::from);
-    std::array::from_fn(|row| {
+    Ok(std::array::from_fn(|row| {
         [
             r[row][0] * scale[0],
             r[row][1] * scale[1],
             r[row][2] * scale[2],
             offset[row],
         ]
-    })
+    }))
 }
 
 fn det3(m: &[[f64; 4]; 3]) -> f64 {

@@ -19,7 +19,8 @@ pub struct RenderOptions {
     pub slices: Option<Slices>,
     pub window: Window,
     pub layout: Layout,
-    /// Longest side of each image sent, in pixels (smaller images are not enlarged).
+    /// Longest side of each image sent, in pixels (smaller images are not enlarged); 0 is refused.
+    #[serde(deserialize_with = "positive_side")]
     pub max_side: Option<u32>,
     /// Which volume of a 4-D NIfTI file (0-based; default 0).
     pub volume: Option<usize>,
@@ -58,6 +59,16 @@ impl RenderOptions {
             Layout::Single => Slices::Mid,
             Layout::Montage { rows, cols } => Slices::Even(rows * cols),
         })
+    }
+}
+
+/// `max_side` must be at least 1: a 0 once meant "no limit" by accident, which is what leaving it out says.
+fn positive_side<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    match Option::<u32>::deserialize(d)? {
+        Some(0) => Err(serde::de::Error::custom(
+            "max_side is 0; expected a positive number of pixels (leave it out for the backend's limit)",
+        )),
+        side => Ok(side),
     }
 }
 
@@ -360,6 +371,8 @@ mod tests {
             .contains("positive width"));
         assert!("montage:0x3".parse::<Layout>().is_err());
         assert!("oblique".parse::<View>().unwrap_err().contains("axial"));
+        let err = serde_json::from_str::<RenderOptions>(r#"{"max_side":0}"#).unwrap_err();
+        assert!(err.to_string().contains("max_side is 0"), "{err}");
         let err =
             serde_json::from_str::<RenderOptions>(r#"{"view":"axial","zoom":2}"#).unwrap_err();
         assert!(err.to_string().contains("zoom"), "{err}");

@@ -9,10 +9,10 @@ use image::{GrayImage, Luma};
 use crate::meta::VolumeMeta;
 use crate::options::{Layout, RenderOptions, Slices, Window};
 use crate::volume::Volume;
-use crate::VolumeError;
+use crate::{limits, VolumeError};
 
 /// Bumped whenever the same options would give different pixels, so cached renders are not reused.
-pub const RENDERER_VERSION: u32 = 2;
+pub const RENDERER_VERSION: u32 = 3;
 
 /// One image a model receives.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,7 +24,8 @@ pub struct RenderedView {
     pub label: String,
 }
 
-/// Renders a volume already in RAS order (see [`Volume::to_ras`]).
+/// Renders a volume already in RAS order (see [`Volume::to_ras`]). The slices and the grid are checked against
+/// [`limits`] before any slice is rendered.
 pub fn render(
     volume: &Volume,
     meta: &VolumeMeta,
@@ -33,68 +34,96 @@ pub fn render(
     if volume.is_empty() {
         return Err(format!("the volume is empty ({:?} voxels)", volume.dims));
     }
+    if opts.max_side == Some(0) {
+        return Err("max_side is 0; expected a positive number of pixels".into());
+    }
     let view = opts.view_for(meta);
     let axis = view.axis();
     let slices = pick_slices(volume, axis, &opts.slices_or_default())?;
+    check_slice_size(volume, axis)?;
     let (lo, hi) = window_range(volume, meta, &opts.window);
-    let images: Vec<GrayImage> = slices
-        .iter()
-        .map(|&n| slice_image(volume, axis, n, lo, hi))
-        .collect::<Result<_, _>>()?;
     let positions: Vec<String> = slices
         .iter()
         .map(|&n| position_text(volume, axis, n))
         .collect();
     let view = view.to_string();
     let voxels = voxel_text(volume, meta);
-    match opts.layout {
-        Layout::Single => images
-            .into_iter()
-            .zip(&slices)
+    let Layout::Montage { rows, cols } = opts.layout else {
+        // One image at a time, so that only one slice's pixels are held.
+        return slices
+            .iter()
             .zip(&positions)
-            .map(|((img, n), pos)| {
+            .map(|(&n, pos)| {
+                let img = slice_image(volume, axis, n, lo, hi)?;
                 let label = format!("{view} slice {n} ({pos}); {voxels}");
                 encode(fit(img, opts.max_side), label)
             })
-            .collect(),
-        Layout::Montage { rows, cols } => {
-            if slices.len() > rows * cols {
-                return Err(format!(
-                    "{} slices do not fit a {rows}x{cols} montage; ask for at most {} slices or a larger grid",
-                    slices.len(),
-                    rows * cols
-                ));
-            }
-            let labels: Vec<String> = slices
-                .iter()
-                .zip(&positions)
-                .map(|(n, pos)| format!("{n} {pos}"))
-                .collect();
-            let grid = montage(&images, &labels, rows, cols);
-            let first = positions.first().cloned().unwrap_or_default();
-            let last = positions.last().cloned().unwrap_or_default();
-            let label = format!(
-                "{view} montage {rows}x{cols}, slices {} to {} ({first} to {last}); {voxels}",
-                slices.first().copied().unwrap_or(0),
-                slices.last().copied().unwrap_or(0)
-            );
-            Ok(vec![encode(fit(grid, opts.max_side), label)?])
-        }
+            .collect();
+    };
+    if slices.len() > rows * cols {
+        return Err(format!(
+            "{} slices do not fit a {rows}x{cols} montage; ask for at most {} slices or a larger grid",
+            slices.len(),
+            rows * cols
+        ));
     }
+    // Each cell is shrunk as it is made, so the grid never holds more than MAX_SIDE x MAX_SIDE pixels.
+    let cell_side = limits::MAX_SIDE / rows.max(cols) as u32;
+    let images: Vec<GrayImage> = slices
+        .iter()
+        .map(|&n| Ok(fit(slice_image(volume, axis, n, lo, hi)?, Some(cell_side))))
+        .collect::<Result<_, String>>()?;
+    let labels: Vec<String> = slices
+        .iter()
+        .zip(&positions)
+        .map(|(n, pos)| format!("{n} {pos}"))
+        .collect();
+    let grid = montage(&images, &labels, rows, cols, cell_side);
+    let first = positions.first().cloned().unwrap_or_default();
+    let last = positions.last().cloned().unwrap_or_default();
+    let label = format!(
+        "{view} montage {rows}x{cols}, slices {} to {} ({first} to {last}); {voxels}",
+        slices.first().copied().unwrap_or(0),
+        slices.last().copied().unwrap_or(0)
+    );
+    Ok(vec![encode(fit(grid, opts.max_side), label)?])
+}
+
+/// A slice image is allocated whole before it is shrunk, so its size is bounded before any is made.
+fn check_slice_size(volume: &Volume, axis: usize) -> Result<(), String> {
+    let [nx, ny, nz] = volume.dims;
+    let (w, h) = match axis {
+        2 => (nx, ny),
+        1 => (nx, nz),
+        _ => (ny, nz),
+    };
+    let max = limits::MAX_SIDE as usize;
+    if w.saturating_mul(h) > max * max {
+        return Err(format!(
+            "a slice of this view is {w} x {h} pixels, more than the {max} x {max} a slice may have"
+        ));
+    }
+    Ok(())
 }
 
 fn pick_slices(volume: &Volume, axis: usize, slices: &Slices) -> Result<Vec<usize>, String> {
     let count = volume.dims[axis];
     let name = ["sagittal (x)", "coronal (y)", "axial (z)"][axis];
-    match slices {
-        Slices::Mid => Ok(vec![count / 2]),
+    let picked = match slices {
+        Slices::Mid => vec![count / 2],
         Slices::Even(n) => {
             let n = (*n).min(count);
+            if n > limits::MAX_SLICES {
+                return Err(format!(
+                    "even:{n} asks for {n} slices; a render shows at most {}",
+                    limits::MAX_SLICES
+                ));
+            }
             let mut picked: Vec<usize> = (0..n)
                 .map(|t| ((t + 1) * count / (n + 1)).min(count - 1))
                 .collect();
             picked.dedup();
-            Ok(picked)
+            picked
         }
         Slices::Indices(list) => {
             if let Some(bad) = list.iter().find(|&&i| i >= count) {
@@ -103,12 +132,22 @@ fn pick_slices(volume: &Volume, axis: usize, slices: &Slices) -> Result<Vec<usiz
                     count - 1
                 ));
             }
-            Ok(list.clone())
+            list.clone()
         }
-        Slices::Mm { from, to, step } => mm_slices(volume, axis, *from, *to, *step, name),
+        Slices::Mm { from, to, step } => mm_slices(volume, axis, *from, *to, *step, name)?,
+    };
+    if picked.len() > limits::MAX_SLICES {
+        return Err(format!(
+            "{} slices asked for; a render shows at most {}",
+            picked.len(),
+            limits::MAX_SLICES
+        ));
     }
+    Ok(picked)
 }
 
+/// Each position is computed from the start (`from + k * step`), never by adding steps, so a step below the
+/// precision of a large position cannot stall the walk; the number of positions is bounded before the walk.
 fn mm_slices(
     volume: &Volume,
     axis: usize,
@@ -118,18 +157,30 @@ fn mm_slices(
     name: &str,
 ) -> Result<Vec<usize>, String> {
     let step = step.unwrap_or(volume.spacing[axis]).max(1e-3);
+    let count = ((to - from) / step + 1e-9).floor() + 1.0;
+    if !(count >= 1.0 && count <= limits::MAX_MM_POSITIONS as f64) {
+        return Err(format!(
+            "mm:{from}..{to} every {step} mm is {count} positions; expected 1 to {} (a larger step or a shorter \
+             range)",
+            limits::MAX_MM_POSITIONS
+        ));
+    }
+    if count > 1.0 && (from + step == from || to - step == to) {
+        return Err(format!(
+            "a step of {step} mm is below the precision of positions near {from} mm; expected a larger step"
+        ));
+    }
     let span = |n| volume.position_mm(axis, n);
     let (first, last) = (span(0), span(volume.dims[axis] - 1));
     let mut picked = Vec::new();
-    let mut mm = from;
-    while mm <= to + 1e-9 && picked.len() < 4096 {
+    for k in 0..count as usize {
+        let mm = from + k as f64 * step;
         let n = volume.index_at_mm(axis, mm).ok_or_else(|| {
             format!("{mm} mm is outside the volume: its {name} slices run from {first:.1} to {last:.1} mm")
         })?;
         if picked.last() != Some(&n) {
             picked.push(n);
         }
-        mm += step;
     }
     Ok(picked)
 }
@@ -216,7 +267,7 @@ fn square_pixels(img: GrayImage, col_sp: f64, row_sp: f64) -> GrayImage {
         (f64::from(w), f64::from(h) / ratio)
     };
     // Absurd spacings in a header must not ask for a gigapixel image.
-    let shrink = (MAX_SIDE / w.max(h)).min(1.0);
+    let shrink = (f64::from(limits::MAX_SIDE) / w.max(h)).min(1.0);
     let (w, h) = ((w * shrink).round() as u32, (h * shrink).round() as u32);
     let filter = image::imageops::FilterType::Triangle;
     image::imageops::resize(&img, w.max(1), h.max(1), filter)
@@ -238,15 +289,23 @@ fn position_text(volume: &Volume, axis: usize, n: usize) -> String {
     format!("{letter} {mm:+.1} mm")
 }
 
-/// The longest side a single slice is stretched to, whatever the spacing says.
-const MAX_SIDE: f64 = 8192.0;
-
 /// Cells narrower than this are enlarged (nearest neighbour) so that their labels do not hide them.
 const MIN_CELL: u32 = 128;
 
-fn montage(images: &[GrayImage], labels: &[String], rows: usize, cols: usize) -> GrayImage {
+/// Lays the cells out in a grid. A narrow cell is enlarged to [`MIN_CELL`] at most, and never past `cell_side`
+/// on its longest side: a 1 x 8192 slice would otherwise be zoomed 128 times.
+fn montage(
+    images: &[GrayImage],
+    labels: &[String],
+    rows: usize,
+    cols: usize,
+    cell_side: u32,
+) -> GrayImage {
     let (w, h) = images.first().map(|i| i.dimensions()).unwrap_or((1, 1));
-    let zoom = MIN_CELL.div_ceil(w.max(1)).max(1);
+    let zoom = MIN_CELL
+        .div_ceil(w.max(1))
+        .min(cell_side / w.max(h).max(1))
+        .max(1);
     let (cw, ch) = (w * zoom, h * zoom);
     let zoomed: Vec<GrayImage>;
     let images = if zoom > 1 {

@@ -201,6 +201,35 @@ impl Volume {
         self.len() == 0
     }
 
+    /// Refuses geometry that would make positions meaningless: a non-finite affine entry, spacing or stacked
+    /// slice position (a header's NaN, or an overflow of its products).
+    pub fn check_geometry(&self) -> Result<(), String> {
+        if let Some((r, c)) = (0..3)
+            .flat_map(|r| (0..4).map(move |c| (r, c)))
+            .find(|&(r, c)| !self.affine[r][c].is_finite())
+        {
+            return Err(format!(
+                "the voxel-to-world affine has a non-finite entry at row {r}, column {c} ({:?}); expected finite \
+                 orientation, spacing and position",
+                self.affine
+            ));
+        }
+        if let Some(s) = self.spacing.iter().find(|s| !s.is_finite() || **s <= 0.0) {
+            return Err(format!(
+                "voxel spacing {s} mm; expected a finite spacing above 0"
+            ));
+        }
+        if let Some((_, mm)) = &self.stack {
+            if mm.iter().any(|p| !p.is_finite()) {
+                return Err(
+                    "a slice position is not finite; expected finite ImagePositionPatient values"
+                        .into(),
+                );
+            }
+        }
+        Ok(())
+    }
+
     pub fn at(&self, i: usize, j: usize, k: usize) -> f32 {
         let n = self.offset
             + i as isize * self.strides[0]
@@ -314,22 +343,27 @@ impl Volume {
 }
 
 /// For each RAS axis, which voxel axis runs most nearly along it, and whether it runs backwards.
+///
+/// Loaders refuse non-finite affines ([`Volume::check_geometry`]); a NaN that got here anyway counts as zero, so
+/// every axis is still assigned and indexing with the permutation cannot go out of bounds.
 fn closest_axes(affine: &[[f64; 4]; 3]) -> ([usize; 3], [bool; 3]) {
-    let mut perm = [usize::MAX; 3];
+    let magnitude = |v: f64| if v.is_finite() { v.abs() } else { 0.0 };
+    let mut perm = [0; 3];
     let mut flip = [false; 3];
     let mut used_world = [false; 3];
     let mut used_voxel = [false; 3];
     // Greedy on the largest remaining component, so a nearly-diagonal direction cannot claim two axes.
     for _ in 0..3 {
-        let mut best = (0, 0, -1.0);
+        let mut best: Option<(usize, usize, f64)> = None;
         for (w, row) in affine.iter().enumerate() {
             for (a, value) in row.iter().take(3).enumerate() {
-                if !used_world[w] && !used_voxel[a] && value.abs() > best.2 {
-                    best = (w, a, value.abs());
+                let free = !used_world[w] && !used_voxel[a];
+                if free && best.is_none_or(|b| magnitude(*value) > b.2) {
+                    best = Some((w, a, magnitude(*value)));
                 }
             }
         }
-        let (w, a, _) = best;
+        let Some((w, a, _)) = best else { break };
         perm[w] = a;
         flip[w] = affine[w][a] < 0.0;
         used_world[w] = true;
@@ -412,5 +446,24 @@ mod tests {
             assert_eq!(back.at(i, j, k), ras.at(i, j, k), "voxel ({i},{j},{k})");
         }
         assert_eq!(back.percentiles(&[0.0, 100.0]), vec![0.0, 23.0]);
+    }
+
+    #[test]
+    fn a_non_finite_affine_is_refused_and_never_indexes_out_of_bounds() {
+        let mut affine = [
+            [1.0, 0.0, 0.0, 0.0],
+            [0.0, 1.0, 0.0, 0.0],
+            [0.0, 0.0, 1.0, 0.0],
+        ];
+        affine[0][0] = f64::NAN;
+        affine[1][1] = f64::INFINITY;
+        let volume = ramp([2, 3, 4], affine);
+        assert!(volume.check_geometry().unwrap_err().contains("non-finite"));
+        let all_nan = ramp([2, 3, 4], [[f64::NAN; 4]; 3]);
+        let ras = all_nan.to_ras();
+        let mut dims = ras.dims;
+        dims.sort();
+        assert_eq!(dims, [2, 3, 4], "every axis is still assigned once");
+        let _ = volume.to_ras().at(0, 0, 0);
     }
 }

@@ -5,6 +5,7 @@
 //! - [`mod@need`]: a test that needs something absent (a browser, a server, weights) skips with a message locally,
 //!   and fails under `CI=true`: a skipped check is not a passed one.
 //! - [`images`]: small PNGs made on the fly.
+//! - [`hostile`]: a corpus of hostile volumes and images (lying headers, bombs, escapes), one suite each.
 //! - [`browser`]: headless Chromium: a page's DOM, screenshots, and a WebDriver session to click and type.
 //! - [`llama`]: llama.cpp's real OpenAI-compatible server (PyPI `xllamacpp`) on a GGUF, as a child process.
 //! - [`postgres`]: a real, private PostgreSQL server per test process, and a fresh database per test.
@@ -13,6 +14,7 @@
 
 pub mod assets;
 pub mod browser;
+pub mod hostile;
 pub mod images;
 pub mod llama;
 pub mod need;

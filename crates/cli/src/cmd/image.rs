@@ -19,6 +19,7 @@ A PATH is one DICOM file, a directory holding a DICOM series, or a .nii / .nii.g
 #[derive(Subcommand)]
 pub enum ImageCommand {
     /// Series, dimensions, spacing, orientation, transfer syntax, and the guessed modality, sequence and plane
+    /// (exit 1 when the pixels cannot be decoded, after describing the headers)
     Info(InfoArgs),
     /// Write the PNGs a model would receive for these render options
     Render(RenderArgs),
@@ -97,6 +98,12 @@ fn info(args: InfoArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         print!("{}", info.text(&args.path));
+    }
+    // Described but not renderable (JPEG-LS, a lying PixelData): the description stands, and the exit code says
+    // that this volume cannot be shown to a model.
+    if let Some(e) = &info.decode_error {
+        eprintln!("error: the pixels cannot be decoded: {e}");
+        return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }

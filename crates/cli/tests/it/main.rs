@@ -8,6 +8,7 @@ mod eval_cli;
 mod eval_faults;
 mod eval_scores;
 mod eval_wire;
+mod hostile;
 mod human;
 mod kill;
 mod kill_twenty;

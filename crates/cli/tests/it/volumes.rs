@@ -303,7 +303,14 @@ fn image_info_and_render_work_on_every_real_file() {
     let tmp = tempfile::tempdir().unwrap();
     for (i, path) in paths.iter().enumerate() {
         let p = path.to_str().unwrap();
-        let info = json_of(&nmb(tmp.path(), &["image", "info", p, "--json"]));
+        let described = nmb(tmp.path(), &["image", "info", p, "--json"]);
+        let info: serde_json::Value = serde_json::from_slice(&described.stdout)
+            .unwrap_or_else(|e| panic!("{p}: {e}: {}", text(&described.stderr)));
+        assert_eq!(
+            described.status.success(),
+            info["decodable"] == true,
+            "{p}: exit 1 exactly when the pixels cannot be decoded"
+        );
         assert!(
             info["meta"]["source_dims"][0].as_u64().unwrap() > 0,
             "{p}: {info}"

@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use super::columns::Columns;
 use super::rows::{self, Cell, Row};
-use super::{file_name, json, Loaded};
+use super::{file_name, json, paths, Loaded};
 use crate::{Case, Family, Image, Level, Metadata, Problem, Reference, Suite, SuiteError, Task};
 
 /// The fields a row may carry.
@@ -97,9 +97,15 @@ pub(super) fn load(
         columns,
         text_only,
         file,
+        // Canonical, so that an image found in one is checked to stay inside it by its real path.
         dirs: path
             .parent()
-            .map(|p| p.ancestors().take(4).map(Path::to_path_buf).collect())
+            .map(|p| {
+                p.ancestors()
+                    .take(4)
+                    .filter_map(|d| d.canonicalize().ok())
+                    .collect()
+            })
             .unwrap_or_default(),
         cases: HashMap::new(),
         ids: HashSet::new(),
@@ -430,8 +436,12 @@ impl Builder {
             Some(Cell::Text(p)) if !p.trim().is_empty() => {
                 let p = p.trim();
                 let key = Some(p.to_string());
-                match self.dirs.iter().map(|d| d.join(p)).find(|f| f.is_file()) {
-                    Some(file) => Ok(Ok((Some(Image::new(p, ImageSource::File(file))), key))),
+                match self.dirs.iter().find(|d| d.join(p).is_file()) {
+                    Some(dir) => {
+                        // An absolute path, `..` or a symlink must not reach outside the folder it was found in.
+                        let file = paths::resolve(dir, p).map_err(|msg| (column.clone(), msg))?;
+                        Ok(Ok((Some(Image::new(p, ImageSource::File(file))), key)))
+                    }
                     None if self.text_only => Ok(Ok((None, key))),
                     None => {
                         let msg = format!(

@@ -243,3 +243,29 @@ fn a_parquet_export_with_embedded_images_loads_as_pathvqa() {
         "{err}"
     );
 }
+
+#[test]
+fn a_table_image_that_leads_outside_its_folder_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = dir.path().join("outside.jpg");
+    std::fs::write(&outside, png(8, 8, 2)).unwrap();
+    let data = dir.path().join("a/b/c/d");
+    std::fs::create_dir_all(&data).unwrap();
+    std::os::unix::fs::symlink(&outside, data.join("link.jpg")).unwrap();
+    let csv = format!(
+        "Figure_path,Question,Answer,Choice A,Choice B,Choice C,Choice D,Answer_label\n\
+         {},Which side?,Left,A:Left,B:Right,C:Both,D:Neither,A\n\
+         link.jpg,Which side?,Left,A:Left,B:Right,C:Both,D:Neither,A\n",
+        outside.display()
+    );
+    let path = write(&data, "test_2.csv", csv);
+    let loaded = load_as(&format!("pmc-vqa:{}", path.display()), &[], false).unwrap();
+    let all = messages(&loaded);
+    assert_eq!(loaded.suite.task_count(), 0, "{all:?}");
+    assert_eq!(loaded.error_count(), 2, "{all:?}");
+    assert!(all.iter().any(|m| m.contains("absolute path")), "{all:?}");
+    assert!(
+        all.iter().any(|m| m.contains("through a symlink")),
+        "{all:?}"
+    );
+}

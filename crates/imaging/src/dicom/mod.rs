@@ -16,7 +16,13 @@ use rayon::prelude::*;
 
 use crate::meta::{guess_sequence, plane_of_normal, SeriesSummary, VolumeMeta};
 use crate::volume::Volume;
-use crate::VolumeError;
+use crate::{limits, VolumeError};
+
+mod budget;
+mod geometry;
+
+use budget::PixelShape;
+use geometry::Geometry;
 
 /// One file's worth of frames, with what is needed to place them in space.
 struct Frames {
@@ -72,7 +78,7 @@ fn chosen_series(
 fn open_all(path: &Path, headers_only: bool) -> Result<(Vec<Frames>, usize), VolumeError> {
     if !path.is_dir() {
         let obj = open(path, headers_only)?;
-        let frames = frames_of(path.to_path_buf(), obj).ok_or_else(|| VolumeError::Dicom {
+        let frames = frames_of(path.to_path_buf(), obj)?.ok_or_else(|| VolumeError::Dicom {
             path: path.to_path_buf(),
             message:
                 "the file holds no image (Rows and Columns are missing); expected a DICOM image"
@@ -88,7 +94,7 @@ fn open_all(path: &Path, headers_only: bool) -> Result<(Vec<Frames>, usize), Vol
             if !bytes_look_like_dicom {
                 return Ok(None);
             }
-            Ok(frames_of(p.clone(), open(p, headers_only)?))
+            frames_of(p.clone(), open(p, headers_only)?)
         })
         .collect::<Result<_, VolumeError>>()?;
     let skipped = opened.iter().filter(|f| f.is_none()).count();
@@ -106,17 +112,10 @@ fn open_all(path: &Path, headers_only: bool) -> Result<(Vec<Frames>, usize), Vol
 }
 
 fn list_files(dir: &Path) -> Result<Vec<PathBuf>, VolumeError> {
-    let read = std::fs::read_dir(dir).map_err(|source| VolumeError::Read {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let mut files: Vec<PathBuf> = read
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
-    Ok(files)
+    Ok(crate::series_files(dir)?
+        .into_iter()
+        .map(|(_, path)| path)
+        .collect())
 }
 
 fn open(path: &Path, headers_only: bool) -> Result<DefaultDicomObject, VolumeError> {
@@ -130,14 +129,41 @@ fn open(path: &Path, headers_only: bool) -> Result<DefaultDicomObject, VolumeErr
         path: path.to_path_buf(),
         message: format!("cannot parse the DICOM file: {message}"),
     };
+    guard(|| budget::check_lengths(path))
+        .map_err(error)?
+        .map_err(error)?;
     guard(|| options.open_file(path))
         .map_err(error)?
         .map_err(|e| error(e.to_string()))
 }
 
+thread_local! {
+    /// Set while [`guard`] runs third-party code on this thread: a panic there is caught and reported as an
+    /// error, so the panic hook stays quiet for it.
+    static CAUGHT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Installs, once, a panic hook that is silent for panics [`guard`] catches and hands every other panic to the
+/// hook that was there before, so a real bug elsewhere still prints its message and backtrace.
+fn quiet_hook_for_caught_panics() {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !CAUGHT.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+}
+
 /// Runs third-party parsing or decoding, turning a panic inside it into an error message.
 fn guard<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
+    quiet_hook_for_caught_panics();
+    let was = CAUGHT.with(|c| c.replace(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    CAUGHT.with(|c| c.set(was));
+    result.map_err(|panic| {
         let what = panic
             .downcast_ref::<String>()
             .cloned()
@@ -147,84 +173,55 @@ fn guard<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     })
 }
 
-fn frames_of(path: PathBuf, obj: DefaultDicomObject) -> Option<Frames> {
-    let rows = int(&obj, tags::ROWS)? as usize;
-    let cols = int(&obj, tags::COLUMNS)? as usize;
-    // A corrupt NumberOfFrames must not size an allocation; the decoder's own count is checked later.
-    let n_frames = int(&obj, tags::NUMBER_OF_FRAMES)
-        .unwrap_or(1)
-        .clamp(1, 100_000) as usize;
-    let shared = first_item(&obj, tags::SHARED_FUNCTIONAL_GROUPS_SEQUENCE);
-    let per_frame = obj
-        .element_opt(tags::PER_FRAME_FUNCTIONAL_GROUPS_SEQUENCE)
-        .ok()
-        .flatten()
-        .and_then(|e| e.items())
-        .map(|items| items.to_vec());
-    let iop = floats::<6>(&obj, tags::IMAGE_ORIENTATION_PATIENT).or_else(|| {
-        let item = shared
-            .as_ref()
-            .and_then(|s| first_item(s, tags::PLANE_ORIENTATION_SEQUENCE))?;
-        floats::<6>(&item, tags::IMAGE_ORIENTATION_PATIENT)
-    });
-    let measures = shared
-        .as_ref()
-        .and_then(|s| first_item(s, tags::PIXEL_MEASURES_SEQUENCE));
-    let pixel_spacing = floats::<2>(&obj, tags::PIXEL_SPACING)
-        .or_else(|| {
-            measures
-                .as_ref()
-                .and_then(|m| floats::<2>(m, tags::PIXEL_SPACING))
-        })
-        .or_else(|| floats::<2>(&obj, tags::IMAGER_PIXEL_SPACING));
-    let slice_step = float(&obj, tags::SPACING_BETWEEN_SLICES)
-        .or_else(|| {
-            measures
-                .as_ref()
-                .and_then(|m| float(m, tags::SPACING_BETWEEN_SLICES))
-        })
-        .or_else(|| float(&obj, tags::SLICE_THICKNESS))
-        .or_else(|| {
-            measures
-                .as_ref()
-                .and_then(|m| float(m, tags::SLICE_THICKNESS))
-        });
-    let positions = frame_positions(&obj, per_frame.as_deref(), n_frames);
-    Some(Frames {
-        path,
+/// The file's image attributes and geometry; `Ok(None)` when it holds no image (no Rows or Columns). A size of
+/// zero or less, or geometry that is not finite, is an error naming the tag.
+fn frames_of(path: PathBuf, obj: DefaultDicomObject) -> Result<Option<Frames>, VolumeError> {
+    let error = |message: String| VolumeError::Dicom {
+        path: path.clone(),
+        message,
+    };
+    let (Some(rows), Some(cols)) = (int(&obj, tags::ROWS), int(&obj, tags::COLUMNS)) else {
+        return Ok(None);
+    };
+    let shape = image_size(&obj, rows, cols).map_err(error)?;
+    let geometry = Geometry::of(&obj, shape.frames).map_err(error)?;
+    Ok(Some(Frames {
         series_uid: text(&obj, tags::SERIES_INSTANCE_UID).unwrap_or_default(),
         instance: int(&obj, tags::INSTANCE_NUMBER).unwrap_or(0),
-        rows,
-        cols,
-        iop,
-        positions,
-        pixel_spacing,
-        slice_step,
+        rows: shape.rows,
+        cols: shape.cols,
+        iop: geometry.iop,
+        positions: geometry.positions,
+        pixel_spacing: geometry.pixel_spacing,
+        slice_step: geometry.slice_step,
+        path,
         obj,
-    })
+    }))
 }
 
-fn frame_positions(
-    obj: &InMemDicomObject,
-    per_frame: Option<&[InMemDicomObject]>,
-    n_frames: usize,
-) -> Vec<Option<[f64; 3]>> {
-    if let Some(items) = per_frame.filter(|items| items.len() == n_frames) {
-        let found: Vec<Option<[f64; 3]>> = items
-            .iter()
-            .map(|item| {
-                let plane = first_item(item, tags::PLANE_POSITION_SEQUENCE)?;
-                floats::<3>(&plane, tags::IMAGE_POSITION_PATIENT)
-            })
-            .collect();
-        if found.iter().all(Option::is_some) {
-            return found;
+/// Rows, Columns and NumberOfFrames, each at least 1, within [`limits::MAX_VOXELS`] together; SamplesPerPixel
+/// and BitsAllocated are checked when the pixels are decoded.
+fn image_size(obj: &InMemDicomObject, rows: i64, cols: i64) -> Result<PixelShape, String> {
+    let frames = int(obj, tags::NUMBER_OF_FRAMES).unwrap_or(1);
+    for (name, value) in [
+        ("Rows (0028,0010)", rows),
+        ("Columns (0028,0011)", cols),
+        ("NumberOfFrames (0028,0008)", frames),
+    ] {
+        if value < 1 {
+            return Err(format!("{name} is {value}; expected at least 1"));
         }
     }
-    let first = floats::<3>(obj, tags::IMAGE_POSITION_PATIENT);
-    let mut out = vec![None; n_frames];
-    out[0] = first;
-    out
+    let size = |v: i64| usize::try_from(v).unwrap_or(usize::MAX);
+    let shape = PixelShape {
+        rows: size(rows),
+        cols: size(cols),
+        frames: size(frames),
+        samples: 1,
+        bits: 8,
+    };
+    shape.values()?;
+    Ok(shape)
 }
 
 fn first_item(obj: &InMemDicomObject, tag: dicom_core::Tag) -> Option<InMemDicomObject> {
@@ -243,6 +240,7 @@ fn int(obj: &InMemDicomObject, tag: dicom_core::Tag) -> Option<i64> {
     obj.element_opt(tag).ok().flatten()?.to_int::<i64>().ok()
 }
 
+/// The first value of a tag when it is a finite number (window and display values, not geometry).
 fn float(obj: &InMemDicomObject, tag: dicom_core::Tag) -> Option<f64> {
     let v = obj
         .element_opt(tag)
@@ -251,16 +249,6 @@ fn float(obj: &InMemDicomObject, tag: dicom_core::Tag) -> Option<f64> {
         .to_multi_float64()
         .ok()?;
     v.first().copied().filter(|f| f.is_finite())
-}
-
-fn floats<const N: usize>(obj: &InMemDicomObject, tag: dicom_core::Tag) -> Option<[f64; N]> {
-    let v = obj
-        .element_opt(tag)
-        .ok()
-        .flatten()?
-        .to_multi_float64()
-        .ok()?;
-    (v.len() >= N && v.iter().take(N).all(|f| f.is_finite())).then(|| std::array::from_fn(|i| v[i]))
 }
 
 /// Groups files by series, in the order of each series' first file name.
@@ -382,11 +370,7 @@ struct Plane {
     pixels: Vec<f32>,
 }
 
-fn assemble(
-    _path: &Path,
-    group: Vec<Frames>,
-    meta: &mut VolumeMeta,
-) -> Result<Volume, VolumeError> {
+fn assemble(path: &Path, group: Vec<Frames>, meta: &mut VolumeMeta) -> Result<Volume, VolumeError> {
     let (rows, cols) = (group[0].rows, group[0].cols);
     if rows == 0 || cols == 0 {
         return Err(VolumeError::Dicom {
@@ -409,6 +393,7 @@ fn assemble(
             ),
         });
     }
+    check_series_size(path, &group)?;
     let iop = group[0].iop.unwrap_or([1.0, 0.0, 0.0, 0.0, 1.0, 0.0]);
     let n = normal(&iop);
     let spacing_xy = group[0].pixel_spacing.unwrap_or([1.0, 1.0]);
@@ -471,6 +456,27 @@ fn assemble(
     Ok(volume)
 }
 
+/// The whole series is held to the same voxel budget as one file, before any file is decoded.
+fn check_series_size(path: &Path, group: &[Frames]) -> Result<(), VolumeError> {
+    let frames: usize = group.iter().map(|f| f.positions.len()).sum();
+    let voxels = group[0]
+        .rows
+        .checked_mul(group[0].cols)
+        .and_then(|n| n.checked_mul(frames));
+    if voxels.is_some_and(|n| n <= limits::MAX_VOXELS) {
+        return Ok(());
+    }
+    Err(VolumeError::Dicom {
+        path: path.to_path_buf(),
+        message: format!(
+            "the series has {frames} frames of {} x {} pixels, more than the {} voxels one volume may hold",
+            group[0].cols,
+            group[0].rows,
+            limits::MAX_VOXELS
+        ),
+    })
+}
+
 /// Each slice's real RAS position along the world axis the slice normal runs along.
 fn stack_positions(planes: &[Plane], n: &[f64; 3]) -> (usize, Vec<f64>) {
     let w = (0..3)
@@ -495,6 +501,14 @@ fn decode(f: &Frames, n: &[f64; 3], monochrome1: bool) -> Result<Vec<Plane>, Vol
         uid: uid.clone(),
         message,
     };
+    let shape = pixel_shape(f).map_err(|message| VolumeError::Dicom {
+        path: f.path.clone(),
+        message,
+    })?;
+    budget::check_pixel_data(&f.obj, &shape).map_err(|message| VolumeError::Dicom {
+        path: f.path.clone(),
+        message,
+    })?;
     // dicom-rs's decoders can index out of bounds on truncated fragments (RLE in 0.10.1): bad data must be an
     // error naming the file, not a crash.
     let decoded = guard(|| f.obj.decode_pixel_data())
@@ -543,6 +557,29 @@ fn decode(f: &Frames, n: &[f64; 3], monochrome1: bool) -> Result<Vec<Plane>, Vol
         .collect())
 }
 
+/// What the image attributes say the pixel data decodes to; SamplesPerPixel and BitsAllocated must be sane.
+fn pixel_shape(f: &Frames) -> Result<PixelShape, String> {
+    let samples = int(&f.obj, tags::SAMPLES_PER_PIXEL).unwrap_or(1);
+    let bits = int(&f.obj, tags::BITS_ALLOCATED).unwrap_or(0);
+    if !(1..=4).contains(&samples) {
+        return Err(format!(
+            "SamplesPerPixel (0028,0002) is {samples}; expected 1 (greyscale) or 3 (colour)"
+        ));
+    }
+    if !(1..=64).contains(&bits) {
+        return Err(format!(
+            "BitsAllocated (0028,0100) is {bits}; expected 1 to 64 (usually 8 or 16)"
+        ));
+    }
+    Ok(PixelShape {
+        rows: f.rows,
+        cols: f.cols,
+        frames: f.positions.len(),
+        samples: samples as usize,
+        bits: bits as usize,
+    })
+}
+
 fn grey(raw: &[f32], samples: usize, interleaved: bool, frame_len: usize) -> Vec<f32> {
     if samples < 3 {
         return raw.to_vec();
@@ -582,4 +619,34 @@ fn uneven(planes: &[Plane], step: f64) -> bool {
         (Some(a), Some(b)) => ((b - a) - step).abs() > 0.1 * step.max(0.01),
         _ => false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::guard;
+
+    /// The only test in this binary that calls `guard`, so the hook it records through is the one the quiet hook
+    /// wraps when it is installed on the first call.
+    #[test]
+    fn a_caught_decoder_panic_is_silent_and_any_other_panic_still_reaches_the_hook() {
+        static SEEN: AtomicUsize = AtomicUsize::new(0);
+        std::panic::set_hook(Box::new(|_| {
+            SEEN.fetch_add(1, Ordering::SeqCst);
+        }));
+        let caught = guard(|| -> u8 { panic!("index out of bounds in a fragment") });
+        assert!(caught
+            .unwrap_err()
+            .contains("index out of bounds in a fragment"));
+        assert_eq!(SEEN.load(Ordering::SeqCst), 0, "the hook stayed quiet");
+        let elsewhere = std::panic::catch_unwind(|| -> u8 { panic!("a real bug") });
+        assert!(elsewhere.is_err());
+        assert_eq!(
+            SEEN.load(Ordering::SeqCst),
+            1,
+            "a panic outside guard is still reported"
+        );
+        let _ = std::panic::take_hook();
+    }
 }
