@@ -38,6 +38,8 @@ pub(super) fn check_lengths(path: &Path) -> Result<(), String> {
     if reader.seek_relative(128).is_err() {
         return Ok(());
     }
+    // dicom-rs allocates the file meta group's values by their declared lengths too.
+    check_meta_lengths(&mut reader, size)?;
     let Ok(meta) = FileMetaTable::from_reader(&mut reader) else {
         return Ok(());
     };
@@ -54,6 +56,83 @@ pub(super) fn check_lengths(path: &Path) -> Result<(), String> {
     walk(&mut decoder, Some(size), |decoder, at, len| {
         decoder.seek(at + u64::from(len)).map_err(|e| e.to_string())
     })
+}
+
+/// Walks the file meta group (explicit VR little endian after `DICM`, group 0002) from where `reader` stands,
+/// refusing a value longer than what the file holds, and leaves `reader` where it was.
+fn check_meta_lengths(reader: &mut BufReader<File>, size: u64) -> Result<(), String> {
+    let start = reader.stream_position().map_err(|e| e.to_string())?;
+    let mut magic = [0u8; 4];
+    if reader.read_exact(&mut magic).is_err() || &magic != b"DICM" {
+        return reader
+            .seek(std::io::SeekFrom::Start(start))
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+    }
+    let mut at = start + 4;
+    loop {
+        let mut head = [0u8; 8];
+        if reader.read_exact(&mut head).is_err() || u16::from_le_bytes([head[0], head[1]]) != 0x0002
+        {
+            break;
+        }
+        // The VRs whose length takes 2 bytes (PS3.5 7.1.2); every other, and a VR dicom-rs does not know (which it
+        // reads as UN), takes 4 bytes after 2 reserved ones.
+        let long = !matches!(
+            &head[4..6],
+            b"AE"
+                | b"AS"
+                | b"AT"
+                | b"CS"
+                | b"DA"
+                | b"DS"
+                | b"DT"
+                | b"FL"
+                | b"FD"
+                | b"IS"
+                | b"LO"
+                | b"LT"
+                | b"PN"
+                | b"SH"
+                | b"SL"
+                | b"SS"
+                | b"ST"
+                | b"TM"
+                | b"UI"
+                | b"UL"
+                | b"US"
+        );
+        let (header, len) = if long {
+            let mut l = [0u8; 4];
+            if reader.read_exact(&mut l).is_err() {
+                break;
+            }
+            (12, u64::from(u32::from_le_bytes(l)))
+        } else {
+            (8, u64::from(u16::from_le_bytes([head[6], head[7]])))
+        };
+        let end = at + header + len;
+        if end > size {
+            let tag = (
+                u16::from_le_bytes([head[0], head[1]]),
+                u16::from_le_bytes([head[2], head[3]]),
+            );
+            return Err(format!(
+                "file meta element ({:04X},{:04X}) declares {len} bytes, more than the {} the file has left",
+                tag.0,
+                tag.1,
+                size.saturating_sub(at + header)
+            ));
+        }
+        reader
+            .seek(std::io::SeekFrom::Start(end))
+            .map_err(|e| e.to_string())?;
+        at = end;
+    }
+    reader
+        .seek(std::io::SeekFrom::Start(start))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// Walks a deflated data set as it inflates, counting bytes, and stops one byte past the cap.
