@@ -67,6 +67,15 @@ struct Cli {
         hide_env_values = true
     )]
     store: Option<String>,
+    /// Most voxels one DICOM file or series may decode to [default: 268435456, 1 GiB as floats]
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_voxels: Option<u64>,
+    /// Most MiB a .nii.gz stream or a deflated DICOM data set may inflate to [default: 2048]
+    #[arg(long, global = true, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..))]
+    max_inflated_mib: Option<u64>,
+    /// Most MiB a PNG, JPEG, GIF, WebP, BMP or TIFF image may decode to [default: 512]
+    #[arg(long, global = true, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..))]
+    max_image_mib: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -120,6 +129,12 @@ fn main() -> ExitCode {
     restore_sigpipe();
     init_tracing();
     let cli = Cli::parse();
+    // 0 keeps a budget's default.
+    nmb_imaging::limits::set_budgets(nmb_imaging::limits::Budgets {
+        voxels: cli.max_voxels.unwrap_or(0),
+        inflated_bytes: cli.max_inflated_mib.unwrap_or(0).saturating_mul(1 << 20),
+        raster_bytes: cli.max_image_mib.unwrap_or(0).saturating_mul(1 << 20),
+    });
     let at = match store_at::StoreAt::new(cli.runs_dir, cli.store) {
         Ok(at) => at,
         Err(e) => {

@@ -448,12 +448,12 @@ pub fn decode(bytes: &[u8]) -> Result<image::DynamicImage, ImageError> {
     })
 }
 
-/// Decodes raster bytes under [`limits::MAX_RASTER_BYTES`], which the decoder checks against the header's size
+/// Decodes raster bytes under [`limits::max_raster_bytes`], which the decoder checks against the header's size
 /// before it allocates the pixels.
 fn decode_raster(bytes: &[u8], fmt: image::ImageFormat) -> image::ImageResult<image::DynamicImage> {
     let mut reader = image::ImageReader::with_format(std::io::Cursor::new(bytes), fmt);
     let mut budget = image::Limits::default();
-    budget.max_alloc = Some(limits::MAX_RASTER_BYTES);
+    budget.max_alloc = Some(limits::max_raster_bytes());
     reader.limits(budget);
     reader.decode()
 }

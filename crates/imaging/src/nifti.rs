@@ -196,7 +196,7 @@ fn inflate(path: &Path, file: std::fs::File, compressed: u64) -> Result<FileByte
                  the compressed size, at least {} MiB and at most {} GiB",
                 limits::MAX_INFLATE_RATIO,
                 limits::INFLATE_FLOOR >> 20,
-                limits::MAX_INFLATED >> 30
+                limits::max_inflated() >> 30
             ),
         });
     }

@@ -218,3 +218,29 @@ fn help_has_examples_for_every_subcommand() {
         "missing SUITE is a usage error"
     );
 }
+
+/// The memory budgets are flags: an image within the default raster budget is refused under a smaller one,
+/// and the message names the file, the case and the image.
+#[test]
+fn the_image_budget_is_a_flag() {
+    use base64::Engine;
+    let dir = tempfile::tempdir().unwrap();
+    // 1200 x 1200 pixels: over 1 MiB decoded, far under the default 512 MiB.
+    let png = nmb_test_support::images::png(1200, 5);
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&png);
+    let site = serde_json::json!([{"case_id": "case_1", "text": "A 70-year-old man.",
+        "images": [format!("data:image/png;base64,{b64}")],
+        "questions": [{"question_number": 1, "question_text": "Diagnosis?"}]}]);
+    let path = dir.path().join("direct-diagnosis.json");
+    std::fs::write(&path, site.to_string()).unwrap();
+    let path = path.to_str().unwrap();
+    let out = nmb(&["suite", "validate", path]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = nmb(&["--max-image-mib", "1", "suite", "validate", path]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("case case_1") && text.contains("field images[0]"),
+        "{text}"
+    );
+}

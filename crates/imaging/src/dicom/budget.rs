@@ -167,7 +167,7 @@ fn check_deflated(
              the compressed size, at least {} MiB and at most {} GiB",
             limits::MAX_INFLATE_RATIO,
             limits::INFLATE_FLOOR >> 20,
-            limits::MAX_INFLATED >> 30
+            limits::max_inflated() >> 30
         ));
     }
     walked
@@ -298,12 +298,12 @@ pub(super) struct PixelShape {
 }
 
 impl PixelShape {
-    /// Rows x Columns x NumberOfFrames x SamplesPerPixel, refused above [`limits::MAX_VOXELS`].
+    /// Rows x Columns x NumberOfFrames x SamplesPerPixel, refused above [`limits::max_voxels`].
     pub fn values(&self) -> Result<usize, String> {
         [self.cols, self.frames, self.samples]
             .iter()
             .try_fold(self.rows, |n, &d| n.checked_mul(d))
-            .filter(|&n| n <= limits::MAX_VOXELS)
+            .filter(|&n| n <= limits::max_voxels())
             .ok_or_else(|| {
                 format!(
                     "Rows x Columns x NumberOfFrames x SamplesPerPixel is {} x {} x {} x {}, more than the {} \
@@ -312,7 +312,7 @@ impl PixelShape {
                     self.cols,
                     self.frames,
                     self.samples,
-                    limits::MAX_VOXELS
+                    limits::max_voxels()
                 )
             })
     }

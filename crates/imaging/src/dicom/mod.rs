@@ -199,7 +199,7 @@ fn frames_of(path: PathBuf, obj: DefaultDicomObject) -> Result<Option<Frames>, V
     }))
 }
 
-/// Rows, Columns and NumberOfFrames, each at least 1, within [`limits::MAX_VOXELS`] together; SamplesPerPixel
+/// Rows, Columns and NumberOfFrames, each at least 1, within [`limits::max_voxels`] together; SamplesPerPixel
 /// and BitsAllocated are checked when the pixels are decoded.
 fn image_size(obj: &InMemDicomObject, rows: i64, cols: i64) -> Result<PixelShape, String> {
     let frames = int(obj, tags::NUMBER_OF_FRAMES).unwrap_or(1);
@@ -463,7 +463,7 @@ fn check_series_size(path: &Path, group: &[Frames]) -> Result<(), VolumeError> {
         .rows
         .checked_mul(group[0].cols)
         .and_then(|n| n.checked_mul(frames));
-    if voxels.is_some_and(|n| n <= limits::MAX_VOXELS) {
+    if voxels.is_some_and(|n| n <= limits::max_voxels()) {
         return Ok(());
     }
     Err(VolumeError::Dicom {
@@ -472,7 +472,7 @@ fn check_series_size(path: &Path, group: &[Frames]) -> Result<(), VolumeError> {
             "the series has {frames} frames of {} x {} pixels, more than the {} voxels one volume may hold",
             group[0].cols,
             group[0].rows,
-            limits::MAX_VOXELS
+            limits::max_voxels()
         ),
     })
 }
