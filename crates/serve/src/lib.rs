@@ -114,6 +114,12 @@ pub enum ServeError {
     NoToken { host: IpAddr },
     #[error("the token is empty")]
     EmptyToken,
+    #[error("cannot read the token file {}: {source}", path.display())]
+    TokenFile {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -147,6 +153,21 @@ impl Bound {
         axum::serve(self.listener, app)
             .await
             .map_err(ServeError::Serve)
+    }
+}
+
+/// The token from `file` (trimmed), else from `NMB_SERVE_TOKEN` when set and not blank.
+pub fn token_from(file: Option<&std::path::Path>) -> Result<Option<String>, ServeError> {
+    match file {
+        Some(path) => std::fs::read_to_string(path)
+            .map(|t| Some(t.trim().to_string()))
+            .map_err(|source| ServeError::TokenFile {
+                path: path.to_path_buf(),
+                source,
+            }),
+        None => Ok(std::env::var("NMB_SERVE_TOKEN")
+            .ok()
+            .filter(|t| !t.trim().is_empty())),
     }
 }
 

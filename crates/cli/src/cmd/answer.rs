@@ -98,7 +98,7 @@ pub fn run(args: AnswerArgs, at: &StoreAt) -> Result<ExitCode> {
     let options = nmb_serve::ServeOptions {
         host: args.host,
         port: args.port,
-        token: token(&args)?,
+        token: nmb_serve::token_from(args.token_file.as_deref())?,
         allowed_hosts: args.allowed_hosts.clone(),
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
@@ -166,19 +166,4 @@ fn questions(store: &Arc<Store>, suite: &Suite) -> Result<Vec<AnswerTask>> {
             .collect(),
     };
     Ok(questions.questions.into_iter().map(task).collect())
-}
-
-/// The token from --token-file, else NMB_SERVE_TOKEN (as `nmb serve`).
-fn token(args: &AnswerArgs) -> Result<Option<String>> {
-    Ok(match &args.token_file {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read the token file {}", path.display()))?
-                .trim()
-                .to_string(),
-        ),
-        None => std::env::var("NMB_SERVE_TOKEN")
-            .ok()
-            .filter(|t| !t.trim().is_empty()),
-    })
 }

@@ -40,17 +40,7 @@ pub struct ServeArgs {
 }
 
 pub fn run(args: ServeArgs, at: &StoreAt) -> Result<ExitCode> {
-    let token = match &args.token_file {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read the token file {}", path.display()))?
-                .trim()
-                .to_string(),
-        ),
-        None => std::env::var("NMB_SERVE_TOKEN")
-            .ok()
-            .filter(|t| !t.trim().is_empty()),
-    };
+    let token = nmb_serve::token_from(args.token_file.as_deref())?;
     let store = at.open_for_reading()?;
     let options = nmb_serve::ServeOptions {
         host: args.host,
