@@ -1,5 +1,6 @@
 //! The backend trait every model implements, and the request/answer types it speaks.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -7,6 +8,7 @@ use std::time::Duration;
 use nmb_chat::{GenParams, Message, OutputFormat};
 use serde::{Deserialize, Serialize};
 
+use crate::adjust::Adjustment;
 use crate::error::{CallError, ErrorClass};
 use crate::spec::ModelSpec;
 
@@ -106,6 +108,15 @@ pub trait Backend: Send + Sync {
     /// schema is then only described in the prompt).
     fn constrained_output(&self) -> Option<&'static str> {
         None
+    }
+    /// How this backend's requests differ from their parameters because the model refuses them, each with why
+    /// (the server's words, or the model's family), for the run manifest. Empty for most backends.
+    fn adjustments(&self) -> BTreeMap<Adjustment, String> {
+        BTreeMap::new()
+    }
+    /// Starts with the adjustments a run recorded earlier, so a resumed run is not refused again.
+    fn adopt_adjustments(&self, recorded: &BTreeMap<Adjustment, String>) {
+        let _ = recorded;
     }
     /// The most calls this backend can usefully run at once (`None`: no limit of its own). An in-process model
     /// that generates one answer at a time says 1, so the scheduler never queues calls inside it where they

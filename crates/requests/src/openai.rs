@@ -1,12 +1,14 @@
 //! OpenAI chat completions (`POST {base}/chat/completions`), which also covers vLLM, SGLang, TGI, Ollama,
 //! llama.cpp server and OpenRouter through a custom base URL.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use nmb_chat::{Message, OutputFormat, Part, Role};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::adjust::{refused_parameter, Adjustment, Adjustments};
 use crate::backend::{ChatRequest, Choice, Usage};
 use crate::error::{classify_status, CallError};
 use crate::http::{parse_json, Answer, KeyHeader, Wire};
@@ -26,6 +28,9 @@ pub struct OpenAiOptions {
     pub max_tokens_field: MaxTokensField,
     /// Compatible servers differ: some ignore `n`. Turn off to make the caller send one request per sample.
     pub supports_n: bool,
+    /// Ask as OpenAI's reasoning models require from the first request (`max_completion_tokens`, no
+    /// `temperature` other than 1, no `top_p`), for this reason; `None` waits for the server to refuse them.
+    pub reasoning: Option<String>,
 }
 
 impl Default for OpenAiOptions {
@@ -33,6 +38,7 @@ impl Default for OpenAiOptions {
         OpenAiOptions {
             max_tokens_field: MaxTokensField::MaxTokens,
             supports_n: true,
+            reasoning: None,
         }
     }
 }
@@ -42,6 +48,24 @@ impl Default for OpenAiOptions {
 pub struct OpenAiWire {
     pub model: String,
     pub options: OpenAiOptions,
+    /// What the server refused (or the model is known to refuse), shared by every request.
+    adjusted: Arc<Adjustments>,
+}
+
+impl OpenAiWire {
+    pub fn new(model: String, options: OpenAiOptions) -> Self {
+        let adjusted = Arc::new(Adjustments::default());
+        if let Some(why) = &options.reasoning {
+            for a in Adjustment::ALL {
+                adjusted.add(a, why.clone());
+            }
+        }
+        OpenAiWire {
+            model,
+            options,
+            adjusted,
+        }
+    }
 }
 
 impl Wire for OpenAiWire {
@@ -53,10 +77,16 @@ impl Wire for OpenAiWire {
     }
     fn body<'a>(&'a self, req: &'a ChatRequest, images: &Base64Cache) -> Body<'a> {
         let p = &req.params;
-        let (max_tokens, max_completion_tokens) = match self.options.max_tokens_field {
-            MaxTokensField::MaxTokens => (Some(p.max_tokens), None),
-            MaxTokensField::MaxCompletionTokens => (None, Some(p.max_tokens)),
+        let adjusted = |a| self.adjusted.has(a);
+        let completion = self.options.max_tokens_field == MaxTokensField::MaxCompletionTokens
+            || adjusted(Adjustment::MaxCompletionTokens);
+        let (max_tokens, max_completion_tokens) = match completion {
+            false => (Some(p.max_tokens), None),
+            true => (None, Some(p.max_tokens)),
         };
+        // Reasoning models take the default temperature (1) and no other.
+        let temperature =
+            (!adjusted(Adjustment::NoTemperature) || p.temperature == 1.0).then_some(p.temperature);
         Body {
             model: &self.model,
             messages: req
@@ -64,8 +94,8 @@ impl Wire for OpenAiWire {
                 .iter()
                 .map(|m| wire_message(m, images))
                 .collect(),
-            temperature: p.temperature,
-            top_p: p.top_p,
+            temperature,
+            top_p: (!adjusted(Adjustment::NoTopP)).then_some(p.top_p),
             max_tokens,
             max_completion_tokens,
             seed: p.seed,
@@ -105,6 +135,28 @@ impl Wire for OpenAiWire {
     fn constrained_output(&self) -> Option<&'static str> {
         Some("response_format json_schema")
     }
+    fn adjust(&self, err: &CallError) -> bool {
+        let Some(a) = refused_parameter(err) else {
+            return false;
+        };
+        let message = err.raw.as_deref().and_then(error_message);
+        let why = message.unwrap_or_else(|| err.message.clone());
+        self.adjusted
+            .add(a, format!("the server refused it: {}", snippet(&why, 200)));
+        true
+    }
+    fn adjustments(&self) -> BTreeMap<Adjustment, String> {
+        self.adjusted.all()
+    }
+    fn adopt(&self, a: Adjustment, why: &str) {
+        self.adjusted.add(a, why);
+    }
+}
+
+/// The `error.message` of an OpenAI error body.
+fn error_message(raw: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(raw).ok()?;
+    v["error"]["message"].as_str().map(str::to_string)
 }
 
 /// A chat completions request.
@@ -112,8 +164,10 @@ impl Wire for OpenAiWire {
 pub struct Body<'a> {
     model: &'a str,
     messages: Vec<WireMessage<'a>>,
-    temperature: f64,
-    top_p: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]

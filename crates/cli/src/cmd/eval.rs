@@ -165,6 +165,10 @@ pub struct EvalArgs {
     /// Most tokens per answer
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_tokens: u32,
+    /// Ask as OpenAI's reasoning models require: max_completion_tokens, no temperature (unless 1), no top_p
+    /// [default: for o-series and GPT-5 on OpenAI's API; elsewhere after the server's first refusal]
+    #[arg(long)]
+    reasoning_model: bool,
     /// Sampling seed where the backend takes one (OpenAI, Gemini, local); sample i of a task gets SEED + i
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
@@ -239,6 +243,7 @@ impl EvalArgs {
         config.inputs = self.inputs;
         config.samples = self.samples;
         config.no_n = self.no_n;
+        config.reasoning_model = self.reasoning_model;
         config.limit = self.limit;
         config.params = GenParams {
             temperature: self.temperature,
@@ -323,8 +328,11 @@ pub fn run(args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     if args.dry_run {
         return dry_run(&config, args.json);
     }
-    run_one(&config, &args.invocation(at), &args.output()?, at)?;
-    Ok(ExitCode::SUCCESS)
+    let done = run_one(&config, &args.invocation(at), &args.output()?, at)?;
+    Ok(match done.outcome.all_errored() {
+        true => ExitCode::FAILURE,
+        false => ExitCode::SUCCESS,
+    })
 }
 
 /// One evaluation carried to its end (`nmb_study::job`), its summary printed as `out` says.

@@ -3,6 +3,7 @@
 mod anthropic;
 mod gemini;
 mod openai;
+mod refusals;
 mod responses;
 
 use std::sync::Arc;
@@ -15,6 +16,8 @@ use sha2::{Digest, Sha256};
 use anthropic::parse_anthropic;
 use gemini::parse_gemini;
 use openai::parse_openai;
+pub use refusals::is_reasoning_model;
+pub(crate) use refusals::refusal;
 pub(crate) use responses::{error, fault_response, success, Response};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -1,0 +1,131 @@
+//! OpenAI's reasoning models through `nmb eval`: a server that refuses `max_tokens`, `temperature` and `top_p` as
+//! OpenAI documents gets them left out, the run finishes without errors and its manifest says what changed; a
+//! run whose every sample errored exits non-zero.
+
+use crate::common;
+
+use std::sync::Arc;
+
+use common::*;
+use nmb_fake_server::{Config, ReceivedRequest, Reply};
+
+/// Whether a request is one OpenAI's reasoning models take.
+fn as_reasoning_models_take(r: &ReceivedRequest) -> bool {
+    let p = &r.params;
+    p.max_tokens_field.as_deref() == Some("max_completion_tokens")
+        && p.temperature.is_none()
+        && p.top_p.is_none()
+}
+
+#[test]
+fn a_reasoning_model_behind_a_custom_url_finishes_with_no_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let server = server(Config::default());
+    let model = format!("openai:o3@{}/v1", server.url());
+    let args = |extra: &[&str]| {
+        let mut a = vec![
+            "eval",
+            "--suite",
+            "sample",
+            "--model",
+            &model,
+            "--samples",
+            "1",
+        ];
+        a.extend_from_slice(&["--no-score", "--json", "-q"]);
+        a.extend_from_slice(extra);
+        a.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    // A first invocation stops after two calls: enough to meet every refusal.
+    let part = json_of(
+        &nmb_command(&runs)
+            .args(args(&["--max-requests", "2", "--concurrency", "1"]))
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(part["summary"]["samples_errored"], 0, "{part}");
+    let first = server.requests();
+    let refused = first
+        .iter()
+        .filter(|r| !as_reasoning_models_take(r))
+        .count();
+    assert_eq!(
+        refused, 3,
+        "max_tokens, then temperature, then top_p, once each"
+    );
+    let run_id = part["run_id"].as_str().unwrap().to_string();
+    let manifest = store(&runs).run(&run_id).unwrap().manifest;
+    let adjusted = manifest.params_adjusted.expect("recorded");
+    let names: Vec<&str> = adjusted.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        ["max_completion_tokens", "no_temperature", "no_top_p"]
+    );
+    assert!(
+        adjusted["max_completion_tokens"].contains("Unsupported parameter: 'max_tokens'"),
+        "{adjusted:?}"
+    );
+    assert_eq!(
+        manifest.params["temperature"], 0.7,
+        "the parameters asked stay recorded"
+    );
+
+    // The resumed run starts adjusted: not one refusal more.
+    let rest = json_of(&nmb_command(&runs).args(args(&[])).output().unwrap());
+    assert_eq!(rest["run_id"], run_id.as_str());
+    assert_eq!(rest["summary"]["samples_errored"], 0, "{rest}");
+    assert_eq!(rest["summary"]["samples_pending"], 0);
+    assert_eq!(rest["all_errored"], false);
+    let later = &server.requests()[first.len()..];
+    assert!(!later.is_empty());
+    assert!(later.iter().all(as_reasoning_models_take));
+}
+
+#[test]
+fn a_run_whose_every_sample_errored_exits_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let body = r#"{"error":{"message":"Unsupported parameter: 'logprobs' is not supported with this model.","type":"invalid_request_error","param":"logprobs","code":"unsupported_parameter"}}"#;
+    let server = server(Config {
+        responder: Arc::new(move |_| Reply::Raw {
+            status: 400,
+            headers: Vec::new(),
+            body: body.to_string(),
+        }),
+        ..Config::default()
+    });
+    let model = format!("openai:gpt-4o@{}/v1", server.url());
+    let run = |json: bool| {
+        let mut c = nmb_command(&runs);
+        c.args([
+            "eval",
+            "--suite",
+            "sample",
+            "--model",
+            &model,
+            "--samples",
+            "1",
+            "-q",
+        ]);
+        if json {
+            c.arg("--json");
+        }
+        c.output().unwrap()
+    };
+    let out = run(true);
+    assert!(!out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    assert_eq!(v["all_errored"], true);
+    assert_eq!(v["summary"]["samples_ok"], 0);
+    let error = v["error"].as_str().unwrap();
+    assert!(
+        error.contains("every sample errored (client_error "),
+        "{error}"
+    );
+    assert!(error.contains("--reasoning-model"), "the hint: {error}");
+    // As text: the error on stderr, the same exit status.
+    let out = run(false);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("error: every sample errored"));
+}

@@ -1,0 +1,158 @@
+//! OpenAI's reasoning models: what they refuse, and what nmb sends instead.
+
+use crate::common;
+
+use common::*;
+use nmb_chat::{Message, OutputFormat, Role};
+use nmb_fake_server::{Config, FakeServer, ReceivedRequest, Reply};
+use nmb_requests::{connect, Adjustment, BackendOptions, ChatRequest, ErrorClass, ModelSpec};
+
+fn ask() -> ChatRequest {
+    ChatRequest {
+        messages: vec![Message::text(Role::User, "What is the diagnosis?")],
+        params: params(),
+        n: 1,
+        output: OutputFormat::Text,
+    }
+}
+
+/// (max tokens field, temperature, top_p) as a request carried them.
+fn sent(r: &ReceivedRequest) -> (Option<&str>, Option<f64>, Option<f64>) {
+    let p = &r.params;
+    (p.max_tokens_field.as_deref(), p.temperature, p.top_p)
+}
+
+fn spec(model: &str, server: &FakeServer) -> ModelSpec {
+    ModelSpec::parse(&format!("openai:{model}@{}/v1", server.url())).expect("spec")
+}
+
+#[tokio::test]
+async fn a_refused_parameter_is_left_out_and_the_call_sent_again() {
+    let server = server().await;
+    let b = connect(
+        &spec("o3", &server),
+        &transport(),
+        &BackendOptions::default(),
+    )
+    .unwrap();
+    assert!(
+        b.adjustments().is_empty(),
+        "a custom base URL waits for refusals"
+    );
+    let c = b
+        .complete(&ask())
+        .await
+        .expect("answered after the refusals");
+    assert!(!c.choices[0].text.is_empty());
+    let reqs = server.requests();
+    let seen: Vec<_> = reqs.iter().map(sent).collect();
+    assert_eq!(
+        seen,
+        [
+            (Some("max_tokens"), Some(0.3), Some(0.9)),
+            (Some("max_completion_tokens"), Some(0.3), Some(0.9)),
+            (Some("max_completion_tokens"), None, Some(0.9)),
+            (Some("max_completion_tokens"), None, None),
+        ]
+    );
+    assert_eq!(reqs[1].params.max_tokens, Some(321));
+    let adjusted = b.adjustments();
+    assert_eq!(
+        adjusted.keys().copied().collect::<Vec<_>>(),
+        Adjustment::ALL
+    );
+    assert!(
+        adjusted[&Adjustment::MaxCompletionTokens].contains("Use 'max_completion_tokens' instead"),
+        "{adjusted:?}"
+    );
+    assert!(adjusted[&Adjustment::NoTemperature].contains("does not support 0.3"));
+    // from then on, every request is built adjusted: one request, no refusal
+    b.complete(&ask()).await.expect("second call");
+    let last = server.requests().pop().unwrap();
+    assert_eq!(server.requests().len(), 5);
+    assert_eq!(sent(&last), (Some("max_completion_tokens"), None, None));
+}
+
+#[tokio::test]
+async fn temperature_one_is_still_sent_and_other_models_are_untouched() {
+    let server = server().await;
+    let options = BackendOptions {
+        openai: nmb_requests::OpenAiOptions {
+            reasoning: Some("--reasoning-model".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let b = connect(&spec("o4-mini", &server), &transport(), &options).unwrap();
+    let adjusted = b.adjustments();
+    assert_eq!(adjusted.len(), 3);
+    assert!(adjusted.values().all(|why| why == "--reasoning-model"));
+    let mut req = ask();
+    req.params.temperature = 1.0;
+    b.complete(&req).await.expect("no refusal");
+    assert_eq!(server.requests().len(), 1, "asked right the first time");
+    assert_eq!(
+        sent(&server.requests()[0]),
+        (Some("max_completion_tokens"), Some(1.0), None)
+    );
+    // a model the server does not treat as a reasoning model gets what it always got
+    let plain = connect(
+        &spec("gpt-4o", &server),
+        &transport(),
+        &BackendOptions::default(),
+    )
+    .unwrap();
+    plain.complete(&ask()).await.expect("answer");
+    assert_eq!(
+        sent(&server.requests()[1]),
+        (Some("max_tokens"), Some(0.3), Some(0.9))
+    );
+    assert!(plain.adjustments().is_empty());
+}
+
+#[tokio::test]
+async fn a_refusal_nothing_can_answer_stays_a_client_error() {
+    let body = r#"{"error":{"message":"Unsupported parameter: 'logprobs' is not supported with this model.","type":"invalid_request_error","param":"logprobs","code":"unsupported_parameter"}}"#;
+    let responder = std::sync::Arc::new(move |_: &ReceivedRequest| Reply::Raw {
+        status: 400,
+        headers: Vec::new(),
+        body: body.to_string(),
+    });
+    let config = Config {
+        responder,
+        ..Config::default()
+    };
+    let server = FakeServer::start(config).await.unwrap();
+    let b = connect(
+        &spec("gpt-4o", &server),
+        &transport(),
+        &BackendOptions::default(),
+    )
+    .unwrap();
+    let e = b.complete(&ask()).await.expect_err("refused");
+    assert_eq!(e.class, ErrorClass::ClientError);
+    assert_eq!(server.requests().len(), 1, "sent once");
+    assert!(b.adjustments().is_empty());
+}
+
+#[tokio::test]
+async fn on_openais_own_api_a_reasoning_model_is_asked_right_from_the_start() {
+    // No request is sent here (api.openai.com is not reachable from tests): the backend says what it will send.
+    let key = Some(nmb_requests::ApiKey::new(KEY));
+    let options = BackendOptions {
+        key,
+        ..Default::default()
+    };
+    for (model, adjusted) in [("o3", 3), ("gpt-5-mini", 3), ("gpt-4o", 0)] {
+        let spec = ModelSpec::parse(&format!("openai:{model}")).unwrap();
+        let b = connect(&spec, &transport(), &options).unwrap();
+        let a = b.adjustments();
+        assert_eq!(a.len(), adjusted, "{model}");
+        if adjusted > 0 {
+            assert_eq!(
+                a[&Adjustment::NoTopP],
+                format!("{model} is an OpenAI reasoning model")
+            );
+        }
+    }
+}
