@@ -109,6 +109,10 @@ pub trait Backend: Send + Sync {
     fn constrained_output(&self) -> Option<&'static str> {
         None
     }
+    /// How this backend sends a reasoning effort (`GenParams::reasoning_effort`); `None` when it cannot.
+    fn reasoning_parameters(&self) -> Option<&'static str> {
+        None
+    }
     /// How this backend's requests differ from their parameters because the model refuses them, each with why
     /// (the server's words, or the model's family), for the run manifest. Empty for most backends.
     fn adjustments(&self) -> BTreeMap<Adjustment, String> {

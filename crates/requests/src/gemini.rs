@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use nmb_chat::{OutputFormat, Part};
+use nmb_chat::{OutputFormat, Part, ReasoningEffort};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{ChatRequest, Choice, Usage};
@@ -59,6 +59,7 @@ impl Wire for GeminiWire {
                 seed: p.seed,
                 response_mime_type: mime,
                 response_json_schema: schema,
+                thinking_config: p.reasoning_effort.map(|e| thinking_config(&self.model, e)),
             },
         }
     }
@@ -91,6 +92,47 @@ impl Wire for GeminiWire {
     }
     fn constrained_output(&self) -> Option<&'static str> {
         Some("responseJsonSchema")
+    }
+    fn reasoning_parameters(&self) -> Option<&'static str> {
+        Some("generationConfig.thinkingConfig (thinkingLevel from Gemini 3, thinkingBudget before)")
+    }
+}
+
+/// Whether `model` takes `thinkingLevel` (Gemini 3 and later) rather than `thinkingBudget` (Gemini 2.5). The
+/// API refuses both in one request.
+pub fn takes_thinking_level(model: &str) -> bool {
+    let m = model.trim_start_matches("models/").to_ascii_lowercase();
+    let Some(rest) = m.strip_prefix("gemini-") else {
+        return false;
+    };
+    let major: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    major.parse::<u32>().is_ok_and(|v| v >= 3)
+}
+
+/// The `thinkingConfig` for an effort. Gemini 3 takes the level by name (`minimal` and `medium` on Flash only;
+/// it cannot stop thinking, so `none` asks `minimal`). Gemini 2.5 takes a token budget: `none` is 0 (Flash and
+/// Flash-Lite; Pro refuses it), then 128 (Pro's least), 1024, 8192 and 24576 (Flash's most).
+fn thinking_config(model: &str, effort: ReasoningEffort) -> ThinkingConfig {
+    if takes_thinking_level(model) {
+        let level = match effort {
+            ReasoningEffort::None | ReasoningEffort::Minimal => "minimal",
+            other => other.as_str(),
+        };
+        return ThinkingConfig {
+            thinking_level: Some(level),
+            thinking_budget: None,
+        };
+    }
+    let budget = match effort {
+        ReasoningEffort::None => 0,
+        ReasoningEffort::Minimal => 128,
+        ReasoningEffort::Low => 1024,
+        ReasoningEffort::Medium => 8192,
+        ReasoningEffort::High => 24576,
+    };
+    ThinkingConfig {
+        thinking_level: None,
+        thinking_budget: Some(budget),
     }
 }
 
@@ -177,6 +219,17 @@ struct GenerationConfig<'a> {
     response_mime_type: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     response_json_schema: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_config: Option<ThinkingConfig>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ThinkingConfig {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_level: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_budget: Option<u32>,
 }
 
 #[derive(Deserialize)]

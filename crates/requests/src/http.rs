@@ -82,7 +82,8 @@ pub trait Wire: Send + Sync + 'static {
         None
     }
 
-    /// How the API takes a reasoning effort or budget (`None`: unsupported; no wire sends one yet).
+    /// How the API takes a reasoning effort (`GenParams::reasoning_effort`), for the run manifest (`None`: it
+    /// cannot, and an evaluation that asks for one is refused before anything is sent).
     fn reasoning_parameters(&self) -> Option<&'static str> {
         None
     }
@@ -245,6 +246,9 @@ impl<W: Wire> Backend for HttpBackend<W> {
     }
     fn constrained_output(&self) -> Option<&'static str> {
         self.wire.constrained_output()
+    }
+    fn reasoning_parameters(&self) -> Option<&'static str> {
+        self.wire.reasoning_parameters()
     }
     fn adjustments(&self) -> BTreeMap<Adjustment, String> {
         self.wire.adjustments()

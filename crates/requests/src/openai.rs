@@ -101,6 +101,7 @@ impl Wire for OpenAiWire {
             seed: p.seed,
             n: (req.n > 1).then_some(req.n),
             response_format: response_format(&req.output),
+            reasoning_effort: p.reasoning_effort.map(|e| e.as_str()),
         }
     }
     fn parse(&self, raw: &str) -> Result<Answer, CallError> {
@@ -134,6 +135,9 @@ impl Wire for OpenAiWire {
     }
     fn constrained_output(&self) -> Option<&'static str> {
         Some("response_format json_schema")
+    }
+    fn reasoning_parameters(&self) -> Option<&'static str> {
+        Some("reasoning_effort")
     }
     fn adjust(&self, err: &CallError) -> bool {
         let Some(a) = refused_parameter(err) else {
@@ -178,6 +182,9 @@ pub struct Body<'a> {
     n: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     response_format: Option<serde_json::Value>,
+    /// `minimal`, `low`, `medium`, `high` (and `none` on GPT-5.1), as OpenAI's reasoning models take it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'static str>,
 }
 
 #[derive(Serialize)]

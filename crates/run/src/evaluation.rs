@@ -31,6 +31,11 @@ pub enum EvalError {
     Plan(Box<nmb_plan::PlanError>),
     #[error("the evaluation stopped: {0}")]
     Run(#[from] RunError),
+    #[error("{spec} takes no reasoning effort (--reasoning-effort {effort}); OpenAI-wire and Gemini models do")]
+    NoReasoningEffort {
+        spec: String,
+        effort: nmb_plan::ReasoningEffort,
+    },
 }
 
 impl From<nmb_plan::PlanError> for EvalError {
@@ -60,6 +65,12 @@ pub async fn evaluate(
     let plan = config.plan_options()?;
     let suite = config.suite.load_checked(config.text_only())?.suite;
     let model = connect(config, &store, &suite, &plan).await?;
+    if let Some(effort) = config.params.reasoning_effort {
+        if model.backend.reasoning_parameters().is_none() {
+            let spec = config.model.to_string();
+            return Err(EvalError::NoReasoningEffort { spec, effort });
+        }
+    }
     let images_dropped = !model.backend.supports_images() && config.inputs.includes_images();
     let settings = settings(config, invocation, plan, &model);
     let outcome = evaluate_loaded(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use nmb_plan::{GenParams, InputMode};
+use nmb_plan::{GenParams, InputMode, ReasoningEffort};
 use nmb_requests::ModelSpec;
 use nmb_run::{Claiming, EvalConfig, Invocation, Limits, Resume, RunOutcome, TemplateChoice};
 use nmb_stats::BootstrapConfig;
@@ -169,6 +169,9 @@ pub struct EvalArgs {
     /// [default: for o-series and GPT-5 on OpenAI's API; elsewhere after the server's first refusal]
     #[arg(long)]
     reasoning_model: bool,
+    /// A reasoning model's effort: none, minimal, low, medium, high (OpenAI reasoning_effort, Gemini thinkingConfig)
+    #[arg(long, value_name = "LEVEL", value_parser = |s: &str| s.parse::<ReasoningEffort>())]
+    reasoning_effort: Option<ReasoningEffort>,
     /// Sampling seed where the backend takes one (OpenAI, Gemini, local); sample i of a task gets SEED + i
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
@@ -250,6 +253,7 @@ impl EvalArgs {
             top_p: self.top_p,
             max_tokens: self.max_tokens,
             seed: self.seed,
+            reasoning_effort: self.reasoning_effort,
         };
         config.template = self
             .template

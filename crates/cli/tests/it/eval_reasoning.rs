@@ -129,3 +129,58 @@ fn a_run_whose_every_sample_errored_exits_non_zero() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("error: every sample errored"));
 }
+
+#[test]
+fn a_reasoning_effort_is_sent_recorded_and_hashed_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let server = server(Config::default());
+    let eval = |model: &str, extra: &[&str]| {
+        let mut c = nmb_command(&runs);
+        c.args([
+            "eval",
+            "--suite",
+            "sample",
+            "--model",
+            model,
+            "--samples",
+            "1",
+        ])
+        .args(["--limit", "2", "--no-score", "--json", "-q"])
+        .args(extra);
+        c.output().unwrap()
+    };
+    let openai = model_spec(nmb_fake_server::Wire::OpenAi, &server);
+    let plain = json_of(&eval(&openai, &[]));
+    assert!(server
+        .requests()
+        .iter()
+        .all(|r| r.params.reasoning.is_none()));
+    let high = json_of(&eval(&openai, &["--reasoning-effort", "high"]));
+    assert_ne!(high["run_id"], plain["run_id"], "another configuration");
+    let asked: Vec<_> = server.requests()[2..].to_vec();
+    assert!(!asked.is_empty());
+    assert!(asked
+        .iter()
+        .all(|r| r.params.reasoning == Some("high".into())));
+    let store = store(&runs);
+    let manifest = |v: &serde_json::Value| store.run(v["run_id"].as_str().unwrap()).unwrap();
+    let (plain_run, high_run) = (manifest(&plain), manifest(&high));
+    assert!(plain_run.manifest.params.get("reasoning_effort").is_none());
+    assert_eq!(high_run.manifest.params["reasoning_effort"], "high");
+    assert_ne!(plain_run.config_hash, high_run.config_hash);
+
+    // A backend that takes no effort refuses it before anything is sent.
+    let before = server.requests().len();
+    let anthropic = model_spec(nmb_fake_server::Wire::Anthropic, &server);
+    let out = eval(&anthropic, &["--reasoning-effort", "low"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("takes no reasoning effort (--reasoning-effort low)"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(server.requests().len(), before);
+    let bad = eval(&openai, &["--reasoning-effort", "max"]);
+    assert_eq!(bad.status.code(), Some(2), "bad usage");
+}

@@ -116,6 +116,9 @@ pub struct ReceivedParams {
     /// The tool a request forced (Anthropic `tool_choice: {type: tool, name}`): the answer comes back as that
     /// tool's input.
     pub forced_tool: Option<String>,
+    /// How hard a reasoning model was asked to think, as sent: OpenAI's `reasoning_effort` (a string) or
+    /// Gemini's `thinkingConfig` (an object).
+    pub reasoning: Option<serde_json::Value>,
 }
 
 /// An authentication header as it arrived. Kept out of logs; tests read it to check the key's route.

@@ -156,3 +156,105 @@ async fn on_openais_own_api_a_reasoning_model_is_asked_right_from_the_start() {
         }
     }
 }
+
+/// The reasoning effort each wire received for `model` (its spec's model name) asked at `effort`.
+async fn effort_sent(
+    kind: nmb_requests::BackendKind,
+    model: &str,
+    effort: Option<nmb_chat::ReasoningEffort>,
+) -> Option<serde_json::Value> {
+    let server = server().await;
+    let base = match kind {
+        nmb_requests::BackendKind::OpenAi => format!("{}/v1", server.url()),
+        _ => server.url(),
+    };
+    let spec = ModelSpec::parse(&format!("{kind}:{model}@{base}")).unwrap();
+    let b = connect(&spec, &transport(), &BackendOptions::default()).unwrap();
+    let mut req = ask();
+    req.params.reasoning_effort = effort;
+    b.complete(&req).await.expect("answer");
+    server.requests()[0].params.reasoning.clone()
+}
+
+#[tokio::test]
+async fn reasoning_effort_goes_out_as_each_api_takes_it() {
+    use nmb_chat::ReasoningEffort as E;
+    use nmb_requests::BackendKind::{Gemini, OpenAi};
+    use serde_json::json;
+    let cases = [
+        (OpenAi, "gpt-4o", None, None),
+        (OpenAi, "gpt-4o", Some(E::High), Some(json!("high"))),
+        (OpenAi, "gpt-4o", Some(E::Minimal), Some(json!("minimal"))),
+        (OpenAi, "gpt-4o", Some(E::None), Some(json!("none"))),
+        (Gemini, "gemini-2.5-flash", None, None),
+        (
+            Gemini,
+            "gemini-2.5-flash",
+            Some(E::None),
+            Some(json!({"thinkingBudget": 0})),
+        ),
+        (
+            Gemini,
+            "gemini-2.5-pro",
+            Some(E::Low),
+            Some(json!({"thinkingBudget": 1024})),
+        ),
+        (
+            Gemini,
+            "gemini-2.5-pro",
+            Some(E::High),
+            Some(json!({"thinkingBudget": 24576})),
+        ),
+        (
+            Gemini,
+            "gemini-3-pro-preview",
+            Some(E::Low),
+            Some(json!({"thinkingLevel": "low"})),
+        ),
+        (
+            Gemini,
+            "gemini-3-flash",
+            Some(E::None),
+            Some(json!({"thinkingLevel": "minimal"})),
+        ),
+        (
+            Gemini,
+            "models/gemini-3.1-pro",
+            Some(E::High),
+            Some(json!({"thinkingLevel": "high"})),
+        ),
+    ];
+    for (kind, model, effort, want) in cases {
+        assert_eq!(
+            effort_sent(kind, model, effort).await,
+            want,
+            "{kind} {model} {effort:?}"
+        );
+    }
+    // Anthropic's Messages API takes a thinking budget, not an effort: the backend says it cannot.
+    let server = server().await;
+    let spec = ModelSpec::parse(&format!("anthropic:claude@{}", server.url())).unwrap();
+    let b = connect(&spec, &transport(), &BackendOptions::default()).unwrap();
+    assert_eq!(b.reasoning_parameters(), None);
+}
+
+#[test]
+fn parameters_without_an_effort_serialize_as_before() {
+    let p = params();
+    let v = serde_json::to_value(&p).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"temperature": 0.3, "top_p": 0.9, "max_tokens": 321, "seed": 42})
+    );
+    let mut with = p.clone();
+    with.reasoning_effort = Some(nmb_chat::ReasoningEffort::Medium);
+    let v = serde_json::to_value(&with).unwrap();
+    assert_eq!(v["reasoning_effort"], "medium");
+    let back: nmb_chat::GenParams = serde_json::from_value(v).unwrap();
+    assert_eq!(back, with);
+    assert!("HIGH".parse::<nmb_chat::ReasoningEffort>().is_ok());
+    let e = "max".parse::<nmb_chat::ReasoningEffort>().unwrap_err();
+    assert!(e
+        .to_string()
+        .contains("expected none, minimal, low, medium or high"));
+}
