@@ -25,10 +25,12 @@
 pub mod secrets;
 pub mod spec;
 mod stored;
+pub mod thinking;
 
 pub use secrets::{public_url, redact, url_secrets, ApiKey, Secrets};
 pub use spec::{replica_name, BackendKind, ModelIdentity, ModelSpec, SpecError};
 pub use stored::{StoredConversation, StoredMessage, StoredPart};
+pub use thinking::{split_thinking, Thought};
 
 use std::sync::Arc;
 

@@ -83,15 +83,15 @@ impl Wire for AnthropicWire {
             return Err(malformed(what, raw.into()));
         };
         let refused = stop == "refusal";
+        let thinking = thinking_text(&content);
         let text = answer_text(content);
         if text.is_none() && !refused {
             let what = format!("Anthropic response has no text content (stop_reason {stop:?})");
             return Err(malformed(what, raw.into()));
         }
         let choice = Choice {
-            text: text.unwrap_or_default(),
-            finish_reason: stop,
-            refused,
+            thinking,
+            ..Choice::new(text.unwrap_or_default(), stop, refused)
         };
         Ok(Answer {
             choices: vec![choice],
@@ -119,6 +119,20 @@ fn answer_text(content: Vec<ContentBlock>) -> Option<String> {
         })
         .collect();
     (!texts.is_empty()).then(|| texts.concat())
+}
+
+/// The text of the answer's thinking blocks (extended thinking), a redacted one standing as
+/// `[redacted thinking]` (`None`: no thinking block).
+fn thinking_text(content: &[ContentBlock]) -> Option<String> {
+    let texts: Vec<&str> = content
+        .iter()
+        .filter_map(|b| match b.kind.as_str() {
+            "thinking" => b.thinking.as_deref(),
+            "redacted_thinking" => Some("[redacted thinking]"),
+            _ => None,
+        })
+        .collect();
+    (!texts.is_empty()).then(|| texts.join("\n\n"))
 }
 
 fn block<'a>(part: &'a Part, images: &Base64Cache) -> Block<'a> {
@@ -198,6 +212,8 @@ struct ContentBlock {
     text: Option<String>,
     /// A `tool_use` block's arguments: the constrained answer.
     input: Option<serde_json::Value>,
+    /// A `thinking` block's text (extended thinking).
+    thinking: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -45,6 +45,39 @@ pub struct Choice {
     /// The provider filtered or refused this choice. Store it as errored with class `refusal`, never as an
     /// (empty) answer. A call where every choice is refused comes back as a [`CallError`] instead.
     pub refused: bool,
+    /// What a reasoning model thought before answering, apart from `text`: `reasoning_content` or `reasoning`
+    /// (vLLM's and llama.cpp's reasoning parsers), Anthropic thinking blocks, Gemini thought parts, or a leading
+    /// `<think>...</think>` block taken out of the text ([`Choice::split_thinking`]). Never parsed as the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<String>,
+}
+
+impl Choice {
+    /// An answer as the API gave it, with no thinking of its own.
+    pub fn new(text: String, finish_reason: String, refused: bool) -> Choice {
+        Choice {
+            text,
+            finish_reason,
+            refused,
+            thinking: None,
+        }
+    }
+
+    /// Takes a leading `<think>...</think>` block out of the text into `thinking` (after any thinking the API
+    /// gave apart). A block still open at the end leaves the answer empty; the finish reason says it was cut off.
+    pub fn split_thinking(mut self) -> Choice {
+        let split = nmb_chat::split_thinking(&self.text);
+        let Some(inline) = split.thinking else {
+            return self;
+        };
+        let inline = inline.to_string();
+        self.text = split.answer.to_string();
+        self.thinking = Some(match self.thinking.take() {
+            Some(apart) if !apart.is_empty() => format!("{apart}\n\n{inline}"),
+            _ => inline,
+        });
+        self
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,6 +116,7 @@ impl Completion {
             self.raw = crate::error::redact(&self.raw, s);
             for c in &mut self.choices {
                 c.text = crate::error::redact(&c.text, s);
+                c.thinking = c.thinking.as_deref().map(|t| crate::error::redact(t, s));
             }
         }
         self
@@ -176,6 +210,7 @@ pub(crate) fn finish(
     usage: Usage,
     latency: Duration,
 ) -> Result<Completion, CallError> {
+    let choices: Vec<Choice> = choices.into_iter().map(Choice::split_thinking).collect();
     if choices.is_empty() {
         return Err(
             CallError::new(ErrorClass::MalformedResponse, "response has no choices").with_raw(raw),

@@ -140,21 +140,20 @@ fn thinking_config(model: &str, effort: ReasoningEffort) -> ThinkingConfig {
 fn candidate(c: Candidate) -> Result<Choice, String> {
     let finish_reason = c.finish_reason.unwrap_or_default();
     let refused = BLOCKED.contains(&finish_reason.as_str());
-    let texts: Vec<String> = c
+    let (thoughts, answers): (Vec<ResponsePart>, Vec<ResponsePart>) = c
         .content
         .map(|c| c.parts)
         .unwrap_or_default()
         .into_iter()
-        .filter(|p| !p.thought)
-        .filter_map(|p| p.text)
-        .collect();
+        .partition(|p| p.thought);
+    let texts: Vec<String> = answers.into_iter().filter_map(|p| p.text).collect();
     if texts.is_empty() && !refused {
         return Err(finish_reason);
     }
+    let thoughts: Vec<String> = thoughts.into_iter().filter_map(|p| p.text).collect();
     Ok(Choice {
-        text: texts.concat(),
-        finish_reason,
-        refused,
+        thinking: (!thoughts.is_empty()).then(|| thoughts.concat()),
+        ..Choice::new(texts.concat(), finish_reason, refused)
     })
 }
 

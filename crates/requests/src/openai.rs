@@ -288,6 +288,10 @@ struct WireChoice {
 struct ResponseMessage {
     content: Option<ResponseContent>,
     refusal: Option<String>,
+    /// The thinking, apart from the answer: vLLM's and llama.cpp's reasoning parsers (`reasoning_content`;
+    /// newer vLLM and OpenRouter name it `reasoning`).
+    reasoning_content: Option<String>,
+    reasoning: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -318,24 +322,23 @@ fn choice(c: WireChoice) -> Option<Choice> {
     let finish_reason = c.finish_reason.unwrap_or_default();
     let msg = c.message;
     let refusal = msg.as_ref().and_then(|m| m.refusal.clone());
+    let thinking = msg.as_ref().and_then(|m| {
+        let apart = m.reasoning_content.as_ref().or(m.reasoning.as_ref());
+        apart.filter(|t| !t.is_empty()).cloned()
+    });
     let text = msg.and_then(|m| m.content).map(|content| match content {
         ResponseContent::Text(t) => t,
         ResponseContent::Parts(ps) => ps.into_iter().filter_map(|p| p.text).collect(),
     });
     let refused = finish_reason == "content_filter" || refusal.is_some();
-    match (text, refused) {
-        (Some(text), _) => Some(Choice {
-            text,
-            finish_reason,
-            refused,
-        }),
-        (None, true) => Some(Choice {
-            text: refusal.unwrap_or_default(),
-            finish_reason,
-            refused,
-        }),
-        (None, false) => None,
-    }
+    let choice = match (text, refused) {
+        (Some(text), _) => Choice::new(text, finish_reason, refused),
+        (None, true) => Choice::new(refusal.unwrap_or_default(), finish_reason, refused),
+        // All thinking and no answer: cut off at the token limit while thinking.
+        (None, false) if thinking.is_some() => Choice::new(String::new(), finish_reason, false),
+        (None, false) => return None,
+    };
+    Some(Choice { thinking, ..choice })
 }
 
 fn in_body_error(err: &WireError, raw: String) -> CallError {

@@ -184,3 +184,72 @@ fn a_reasoning_effort_is_sent_recorded_and_hashed_only_when_asked() {
     let bad = eval(&openai, &["--reasoning-effort", "max"]);
     assert_eq!(bad.status.code(), Some(2), "bad usage");
 }
+
+/// A one-task native suite whose differential's reference is multiple sclerosis.
+fn ms_suite(dir: &std::path::Path) -> std::path::PathBuf {
+    let root = dir.join("suite");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(
+        root.join("suite.toml"),
+        "id = \"thinking\"\nversion = \"1\"\n[defaults]\nlevel = \"direct\"\n",
+    )
+    .unwrap();
+    let case = serde_json::json!({
+        "case_id": "case1",
+        "ehr": {"Age": 31, "Sex": "female"},
+        "notes": "Optic neuritis, then a sensory level; periventricular lesions.",
+        "tasks": [{"id": "dx", "family": "differential", "question": "What is the most likely diagnosis?",
+                   "reference": {"diagnosis": "Multiple sclerosis"}}],
+    });
+    std::fs::write(root.join("cases.jsonl"), format!("{case}\n")).unwrap();
+    root
+}
+
+#[test]
+fn a_draft_in_the_thinking_is_never_scored_as_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let suite = ms_suite(dir.path());
+    // The draft in the thinking names the reference; the answer after it does not.
+    let content = "<think>\nDraft: {\"differential\": [{\"rank\": 1, \"diagnosis\": \"Multiple sclerosis\", \
+                   \"evidence\": \"draft\"}]}\nOn reflection, no.\n</think>\n\n{\"differential\": [{\"rank\": 1, \
+                   \"diagnosis\": \"Glioblastoma\", \"evidence\": \"final\"}]}";
+    let body = serde_json::json!({
+        "id": "c", "object": "chat.completion", "model": "thinker",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30}
+    })
+    .to_string();
+    let server = server(Config {
+        responder: Arc::new(move |_| Reply::Raw {
+            status: 200,
+            headers: Vec::new(),
+            body: body.clone(),
+        }),
+        ..Config::default()
+    });
+    let model = format!("openai:thinker@{}/v1", server.url());
+    let out = nmb_command(&runs)
+        .args([
+            "eval",
+            "--suite",
+            suite.to_str().unwrap(),
+            "--model",
+            &model,
+        ])
+        .args(["--samples", "1", "--no-bertscore", "--json", "-q"])
+        .output()
+        .unwrap();
+    let v = json_of(&out);
+    let overall = &v["scores"]["overall"];
+    assert_eq!(overall["n"], 1, "{overall}");
+    assert_eq!(overall["correct"], 0, "the draft was scored: {overall}");
+    let run_id = v["run_id"].as_str().unwrap();
+    let samples = store(&runs).run_samples(run_id).unwrap();
+    let text = samples[0].final_text.clone().unwrap();
+    assert!(text.starts_with("{\"differential\""), "{text}");
+    assert!(
+        !text.contains("Draft") && !text.contains("<think>"),
+        "{text}"
+    );
+}

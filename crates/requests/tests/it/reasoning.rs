@@ -258,3 +258,117 @@ fn parameters_without_an_effort_serialize_as_before() {
         .to_string()
         .contains("expected none, minimal, low, medium or high"));
 }
+
+/// The first choice of `kind`'s backend when the server answers every request with `body`.
+async fn choice_of(
+    kind: nmb_requests::BackendKind,
+    body: serde_json::Value,
+) -> nmb_requests::Choice {
+    let body = body.to_string();
+    let responder = std::sync::Arc::new(move |_: &ReceivedRequest| Reply::Raw {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: body.clone(),
+    });
+    let server = FakeServer::start(Config {
+        responder,
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let base = match kind {
+        nmb_requests::BackendKind::OpenAi => format!("{}/v1", server.url()),
+        _ => server.url(),
+    };
+    let spec = ModelSpec::parse(&format!("{kind}:thinker@{base}")).unwrap();
+    let b = connect(&spec, &transport(), &BackendOptions::default()).unwrap();
+    let c = b.complete(&ask()).await.expect("answer");
+    c.choices.into_iter().next().unwrap()
+}
+
+fn openai_body(message: serde_json::Value, finish: &str) -> serde_json::Value {
+    serde_json::json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "model": "thinker",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30}
+    })
+}
+
+#[tokio::test]
+async fn thinking_is_kept_apart_from_the_answer_on_every_wire() {
+    use nmb_requests::BackendKind::{Anthropic, Gemini, OpenAi};
+    use serde_json::json;
+    let draft = r#"Draft: {"differential": [{"rank": 1, "diagnosis": "Multiple sclerosis"}]}"#;
+    let answer = r#"{"differential": [{"rank": 1, "diagnosis": "Glioblastoma"}]}"#;
+    // A reasoning model behind a server without a reasoning parser: <think> in the content.
+    let inline = format!("<think>\n{draft}\n</think>\n\n{answer}");
+    let c = choice_of(
+        OpenAi,
+        openai_body(json!({"role": "assistant", "content": inline}), "stop"),
+    )
+    .await;
+    assert_eq!(
+        (c.text.as_str(), c.thinking.as_deref()),
+        (answer, Some(draft))
+    );
+    // Cut off while thinking: no answer at all, and the finish reason says why.
+    let open = format!("<think>\n{draft}");
+    let c = choice_of(
+        OpenAi,
+        openai_body(json!({"role": "assistant", "content": open}), "length"),
+    )
+    .await;
+    assert_eq!((c.text.as_str(), c.thinking.as_deref()), ("", Some(draft)));
+    assert_eq!(c.finish_reason, "length");
+    // vLLM's and llama.cpp's reasoning parsers, and newer vLLM's `reasoning`.
+    for field in ["reasoning_content", "reasoning"] {
+        let m = json!({"role": "assistant", "content": answer, field: draft});
+        let c = choice_of(OpenAi, openai_body(m, "stop")).await;
+        assert_eq!(
+            (c.text.as_str(), c.thinking.as_deref()),
+            (answer, Some(draft)),
+            "{field}"
+        );
+    }
+    // ... with nothing but thinking before the token limit
+    let m = json!({"role": "assistant", "content": null, "reasoning_content": draft});
+    let c = choice_of(OpenAi, openai_body(m, "length")).await;
+    assert_eq!((c.text.as_str(), c.thinking.as_deref()), ("", Some(draft)));
+    // Anthropic extended thinking: thinking and redacted-thinking blocks before the text.
+    let body = json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "thinker",
+        "content": [
+            {"type": "thinking", "thinking": draft, "signature": "EqQBCgIYAhIM"},
+            {"type": "redacted_thinking", "data": "EmwKAhgBEgy3"},
+            {"type": "text", "text": answer}
+        ],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 10, "output_tokens": 20}
+    });
+    let c = choice_of(Anthropic, body).await;
+    assert_eq!(c.text, answer);
+    assert_eq!(
+        c.thinking.as_deref(),
+        Some(format!("{draft}\n\n[redacted thinking]").as_str())
+    );
+    // Gemini thought parts.
+    let body = json!({
+        "candidates": [{"content": {"role": "model", "parts": [
+            {"text": draft, "thought": true},
+            {"text": answer}
+        ]}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 20}
+    });
+    let c = choice_of(Gemini, body).await;
+    assert_eq!(
+        (c.text.as_str(), c.thinking.as_deref()),
+        (answer, Some(draft))
+    );
+    // An answer without thinking has none.
+    let c = choice_of(
+        OpenAi,
+        openai_body(json!({"role": "assistant", "content": answer}), "stop"),
+    )
+    .await;
+    assert_eq!((c.text.as_str(), c.thinking), (answer, None));
+}

@@ -12,12 +12,13 @@ use crate::results::{DimensionScore, JuryAgreement, RubricResult};
 use crate::rubric::{Grade, Rubric};
 use crate::ScoreError;
 
-/// The answers of every turn of a sample, for judges.
+/// The answers of every turn of a sample, for judges: never the thinking before them.
 pub(super) fn turn_answers(record: &SampleRecord) -> Vec<String> {
     record
         .turns
         .iter()
-        .map(|t| t.text.clone().unwrap_or_default())
+        .map(|t| nmb_chat::split_thinking(t.text.as_deref().unwrap_or_default()).answer)
+        .map(str::to_string)
         .collect()
 }
 

@@ -327,7 +327,7 @@ fn structured_items<'a>(
                 sample_index: r.sample_index,
                 case_id: case.id.as_str(),
                 reference,
-                text: r.final_text.as_deref()?,
+                text: nmb_chat::split_thinking(r.final_text.as_deref()?).answer,
                 usage: crate::structured::Usage::of(case.id.as_str(), r),
             })
         })
