@@ -259,6 +259,7 @@ fn completion(model: &LocalModel, cs: Vec<LocalCompletion>, latency: Duration) -
         usage: Usage {
             input_tokens: tokens_in as u64,
             output_tokens: tokens_out as u64,
+            ..Usage::default()
         },
         latency,
     }

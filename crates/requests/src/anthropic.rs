@@ -76,7 +76,17 @@ impl Wire for AnthropicWire {
         let resp: Response = parse_json("Anthropic", raw)?;
         let stop = resp.stop_reason.unwrap_or_default();
         let usage = resp.usage.map_or(Usage::default(), |u| {
-            Usage::from_counts(u.input_tokens, u.output_tokens)
+            // `input_tokens` leaves out what was read from or written to the cache: every input token is the sum.
+            let (read, write) = (
+                u.cache_read_input_tokens.unwrap_or(0),
+                u.cache_creation_input_tokens.unwrap_or(0),
+            );
+            let input = u.input_tokens.map(|i| i + read + write);
+            Usage {
+                cached_input_tokens: read,
+                cache_write_tokens: write,
+                ..Usage::from_counts(input, u.output_tokens)
+            }
         });
         let Some(content) = resp.content else {
             let what = "Anthropic response has no \"content\" field";
@@ -218,6 +228,10 @@ struct ContentBlock {
 
 #[derive(Deserialize)]
 struct WireUsage {
+    /// Input tokens after the last cache breakpoint only.
     input_tokens: Option<u64>,
+    /// Every output token, thinking included.
     output_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
 }

@@ -80,10 +80,28 @@ impl Choice {
     }
 }
 
+/// What a call used, the same way on every wire: `input_tokens` counts every input token, those read from or
+/// written to a prompt cache included, and `output_tokens` every generated one, reasoning included, so that
+/// pricing input and output prices what was billed (reasoning is billed as output).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Of `output_tokens`, the hidden reasoning: OpenAI `completion_tokens_details.reasoning_tokens`, Gemini
+    /// `thoughtsTokenCount` (Anthropic counts thinking in `output_tokens` without a split).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+    /// Of `input_tokens`, those read from a prompt cache: OpenAI `prompt_tokens_details.cached_tokens`, Anthropic
+    /// `cache_read_input_tokens`, Gemini `cachedContentTokenCount`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+    /// Of `input_tokens`, those written to a prompt cache: Anthropic `cache_creation_input_tokens`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -92,6 +110,7 @@ impl Usage {
         Usage {
             input_tokens: input.unwrap_or(0),
             output_tokens: output.unwrap_or(0),
+            ..Usage::default()
         }
     }
 }

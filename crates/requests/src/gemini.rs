@@ -70,7 +70,17 @@ impl Wire for GeminiWire {
             return Err(CallError::new(ErrorClass::Refusal, what).with_raw(raw));
         }
         let usage = resp.usage_metadata.map_or(Usage::default(), |u| {
-            Usage::from_counts(u.prompt_token_count, u.candidates_token_count)
+            // `candidatesTokenCount` leaves the thoughts out; they are billed as output.
+            let thoughts = u.thoughts_token_count.unwrap_or(0);
+            let output = u.candidates_token_count.map(|c| c + thoughts);
+            Usage {
+                reasoning_tokens: thoughts,
+                cached_input_tokens: u.cached_content_token_count.unwrap_or(0),
+                ..Usage::from_counts(
+                    u.prompt_token_count,
+                    output.or((thoughts > 0).then_some(thoughts)),
+                )
+            }
         });
         let candidates = resp.candidates.unwrap_or_default();
         let mut choices = Vec::with_capacity(candidates.len());
@@ -268,6 +278,10 @@ struct PromptFeedback {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct UsageMetadata {
+    /// Every input token, cached ones included.
     prompt_token_count: Option<u64>,
+    /// The answers' tokens, without the thoughts.
     candidates_token_count: Option<u64>,
+    thoughts_token_count: Option<u64>,
+    cached_content_token_count: Option<u64>,
 }

@@ -121,8 +121,16 @@ impl Wire for OpenAiWire {
             };
             choices.push(c);
         }
-        let usage = resp.usage.map_or(Usage::default(), |u| {
-            Usage::from_counts(u.prompt_tokens, u.completion_tokens)
+        let usage = resp.usage.map_or(Usage::default(), |u| Usage {
+            reasoning_tokens: u
+                .completion_tokens_details
+                .and_then(|d| d.reasoning_tokens)
+                .unwrap_or(0),
+            cached_input_tokens: u
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0),
+            ..Usage::from_counts(u.prompt_tokens, u.completion_tokens)
         });
         Ok(Answer { choices, usage })
     }
@@ -308,8 +316,22 @@ struct ResponsePart {
 
 #[derive(Deserialize)]
 struct WireUsage {
+    /// Every input token, cached ones included.
     prompt_tokens: Option<u64>,
+    /// Every output token, reasoning included.
     completion_tokens: Option<u64>,
+    prompt_tokens_details: Option<PromptDetails>,
+    completion_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct CompletionDetails {
+    reasoning_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]

@@ -253,3 +253,46 @@ fn a_draft_in_the_thinking_is_never_scored_as_the_answer() {
         "{text}"
     );
 }
+
+#[test]
+fn geminis_thoughts_are_counted_as_output_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let suite = ms_suite(dir.path());
+    let body = serde_json::json!({
+        "candidates": [{"content": {"role": "model", "parts": [
+            {"text": "Weighing demyelination against glioma.", "thought": true},
+            {"text": "{\"differential\": [{\"rank\": 1, \"diagnosis\": \"Multiple sclerosis\", \"evidence\": \"x\"}]}"}
+        ]}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 900, "candidatesTokenCount": 40, "thoughtsTokenCount": 600}
+    })
+    .to_string();
+    let server = server(Config {
+        responder: Arc::new(move |_| Reply::Raw {
+            status: 200,
+            headers: Vec::new(),
+            body: body.clone(),
+        }),
+        ..Config::default()
+    });
+    let model = format!("gemini:gemini-2.5-flash@{}", server.url());
+    let v = json_of(
+        &nmb_command(&runs)
+            .args([
+                "eval",
+                "--suite",
+                suite.to_str().unwrap(),
+                "--model",
+                &model,
+            ])
+            .args(["--samples", "1", "--no-bertscore", "--json", "-q"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(
+        v["scores"]["overall"]["correct"], 1,
+        "the answer, not the thought"
+    );
+    assert_eq!(v["summary"]["tokens_in"], 900);
+    assert_eq!(v["summary"]["tokens_out"], 640, "answer 40 + thoughts 600");
+}

@@ -264,6 +264,15 @@ async fn choice_of(
     kind: nmb_requests::BackendKind,
     body: serde_json::Value,
 ) -> nmb_requests::Choice {
+    let c = completion_of(kind, body).await;
+    c.choices.into_iter().next().unwrap()
+}
+
+/// What `kind`'s backend makes of `body` as the answer to a request.
+async fn completion_of(
+    kind: nmb_requests::BackendKind,
+    body: serde_json::Value,
+) -> nmb_requests::Completion {
     let body = body.to_string();
     let responder = std::sync::Arc::new(move |_: &ReceivedRequest| Reply::Raw {
         status: 200,
@@ -282,8 +291,7 @@ async fn choice_of(
     };
     let spec = ModelSpec::parse(&format!("{kind}:thinker@{base}")).unwrap();
     let b = connect(&spec, &transport(), &BackendOptions::default()).unwrap();
-    let c = b.complete(&ask()).await.expect("answer");
-    c.choices.into_iter().next().unwrap()
+    b.complete(&ask()).await.expect("answer")
 }
 
 fn openai_body(message: serde_json::Value, finish: &str) -> serde_json::Value {
@@ -371,4 +379,55 @@ async fn thinking_is_kept_apart_from_the_answer_on_every_wire() {
     )
     .await;
     assert_eq!((c.text.as_str(), c.thinking), (answer, None));
+}
+
+#[tokio::test]
+async fn usage_counts_reasoning_and_cached_tokens_on_every_wire() {
+    use nmb_requests::BackendKind::{Anthropic, Gemini, OpenAi};
+    use nmb_requests::Usage;
+    use serde_json::json;
+    let message = json!({"role": "assistant", "content": "MS"});
+    let mut body = openai_body(message, "stop");
+    body["usage"] = json!({
+        "prompt_tokens": 1200, "completion_tokens": 900, "total_tokens": 2100,
+        "prompt_tokens_details": {"cached_tokens": 1024, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 832, "audio_tokens": 0}
+    });
+    let want = Usage {
+        input_tokens: 1200,
+        output_tokens: 900,
+        reasoning_tokens: 832,
+        cached_input_tokens: 1024,
+        cache_write_tokens: 0,
+    };
+    assert_eq!(completion_of(OpenAi, body).await.usage, want);
+    // Anthropic's input_tokens leave out what the cache served or took: input is the sum.
+    let body = json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "thinker",
+        "content": [{"type": "text", "text": "MS"}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 50, "output_tokens": 700,
+                  "cache_read_input_tokens": 3000, "cache_creation_input_tokens": 200}
+    });
+    let want = Usage {
+        input_tokens: 3250,
+        output_tokens: 700,
+        reasoning_tokens: 0,
+        cached_input_tokens: 3000,
+        cache_write_tokens: 200,
+    };
+    assert_eq!(completion_of(Anthropic, body).await.usage, want);
+    // Gemini's candidatesTokenCount leaves out the thoughts, which are billed as output.
+    let body = json!({
+        "candidates": [{"content": {"role": "model", "parts": [{"text": "MS"}]}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 900, "candidatesTokenCount": 40, "thoughtsTokenCount": 600,
+                          "cachedContentTokenCount": 512, "totalTokenCount": 1540}
+    });
+    let want = Usage {
+        input_tokens: 900,
+        output_tokens: 640,
+        reasoning_tokens: 600,
+        cached_input_tokens: 512,
+        cache_write_tokens: 0,
+    };
+    assert_eq!(completion_of(Gemini, body).await.usage, want);
 }
