@@ -252,6 +252,44 @@ fn a_draft_in_the_thinking_is_never_scored_as_the_answer() {
         !text.contains("Draft") && !text.contains("<think>"),
         "{text}"
     );
+    // The thinking is stored apart, and a cached answer keeps it.
+    let thinking = samples[0].turns[0]
+        .thinking
+        .clone()
+        .expect("thinking stored");
+    assert!(
+        thinking.starts_with("Draft: {") && thinking.ends_with("On reflection, no."),
+        "{thinking}"
+    );
+    let again = json_of(
+        &nmb_command(&runs)
+            .args([
+                "eval",
+                "--suite",
+                suite.to_str().unwrap(),
+                "--model",
+                &model,
+            ])
+            .args([
+                "--samples",
+                "1",
+                "--no-bertscore",
+                "--fresh",
+                "--json",
+                "-q",
+            ])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(again["invocation"]["answers_from_cache"], 1);
+    let cached = store(&runs)
+        .run_samples(again["run_id"].as_str().unwrap())
+        .unwrap();
+    assert!(cached[0].turns[0].cached);
+    assert_eq!(
+        cached[0].turns[0].thinking.as_deref(),
+        Some(thinking.as_str())
+    );
 }
 
 #[test]
@@ -295,4 +333,14 @@ fn geminis_thoughts_are_counted_as_output_tokens() {
     );
     assert_eq!(v["summary"]["tokens_in"], 900);
     assert_eq!(v["summary"]["tokens_out"], 640, "answer 40 + thoughts 600");
+    let calls = store(&runs)
+        .run_calls(v["run_id"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(calls[0].tokens.reasoning, Some(600), "stored apart too");
+    assert_eq!(calls[0].tokens.cached_in, None, "none reported");
+    let samples = store(&runs)
+        .run_samples(v["run_id"].as_str().unwrap())
+        .unwrap();
+    let thought = samples[0].turns[0].thinking.as_deref();
+    assert_eq!(thought, Some("Weighing demyelination against glioma."));
 }

@@ -247,6 +247,7 @@ fn reports_cut_keys_out_of_an_older_store() {
     .enumerate()
     {
         let record = CallRecord {
+            tokens: Default::default(),
             run_id: &run.run_id,
             task_id: "case_1/dx",
             turn_index: 0,
@@ -265,6 +266,7 @@ fn reports_cut_keys_out_of_an_older_store() {
             finished_ms: 4,
         };
         let choice = ChoiceRecord {
+            thinking: None,
             sample_index: i as u32,
             choice_index: 0,
             text: error.is_none().then_some(answer.as_str()),
