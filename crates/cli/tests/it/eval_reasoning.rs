@@ -290,6 +290,54 @@ fn a_draft_in_the_thinking_is_never_scored_as_the_answer() {
         cached[0].turns[0].thinking.as_deref(),
         Some(thinking.as_str())
     );
+
+    // Judges see the answer alone, unless asked to see the thinking too.
+    let judge = format!("openai:judge@{}/v1", server.url());
+    let run_id = run_id.to_string();
+    let score = |extra: &[&str]| {
+        server.clear_requests();
+        let out = nmb_command(&runs)
+            .args([
+                "score",
+                &run_id,
+                "--judge",
+                &judge,
+                "--no-bertscore",
+                "--max-reasks",
+                "0",
+            ])
+            .args(["--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let report = json_of(&out);
+        let asked: Vec<String> = server
+            .requests()
+            .iter()
+            .filter(|r| r.model == "judge")
+            .map(|r| r.all_text())
+            .collect();
+        assert!(!asked.is_empty(), "the judges were asked");
+        (report["config"]["config_hash"].clone(), asked)
+    };
+    let (plain_hash, plain) = score(&[]);
+    assert!(
+        plain.iter().any(|t| t.contains("Glioblastoma")),
+        "{plain:?}"
+    );
+    assert!(
+        plain.iter().all(|t| !t.contains("On reflection, no.")),
+        "{plain:?}"
+    );
+    let (shown_hash, shown) = score(&["--judge-sees-thinking"]);
+    assert!(
+        shown.iter().any(
+            |t| t.contains("[the model's thinking before its answer]\nDraft: {")
+                && t.contains("On reflection, no.\n[its answer]\n{\"differential\"")
+        ),
+        "{shown:?}"
+    );
+    assert_ne!(plain_hash, shown_hash, "another scoring configuration");
 }
 
 #[test]
