@@ -80,6 +80,25 @@ fn a_reasoning_model_behind_a_custom_url_finishes_with_no_errors() {
     let later = &server.requests()[first.len()..];
     assert!(!later.is_empty());
     assert!(later.iter().all(as_reasoning_models_take));
+    // The report's manifest table says what was sent.
+    let out = dir.path().join("report");
+    let o = nmb_command(&runs)
+        .args([
+            "report",
+            &run_id,
+            "--out",
+            out.to_str().unwrap(),
+            "--resamples",
+            "50",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("parameters adjusted"), "the manifest row");
+    assert!(
+        html.contains("no_top_p (the server refused it: Unsupported parameter: &#39;top_p&#39;")
+    );
 }
 
 #[test]
