@@ -59,7 +59,15 @@ impl Wire for GeminiWire {
                 seed: p.seed,
                 response_mime_type: mime,
                 response_json_schema: schema,
-                thinking_config: p.reasoning_effort.map(|e| thinking_config(&self.model, e)),
+                thinking_config: match p.reasoning_effort {
+                    Some(e) => Some(thinking_config(&self.model, e)),
+                    // A thinking model returns its thought summaries only when asked.
+                    None => thinks(&self.model).then_some(ThinkingConfig {
+                        include_thoughts: true,
+                        thinking_level: None,
+                        thinking_budget: None,
+                    }),
+                },
             },
         }
     }
@@ -119,7 +127,13 @@ pub fn takes_thinking_level(model: &str) -> bool {
     major.parse::<u32>().is_ok_and(|v| v >= 3)
 }
 
-/// The `thinkingConfig` for an effort. Gemini 3 takes the level by name (`minimal` and `medium` on Flash only;
+/// Whether `model` thinks (Gemini 2.5 and later), so that its thought summaries can be asked for.
+fn thinks(model: &str) -> bool {
+    let m = model.trim_start_matches("models/").to_ascii_lowercase();
+    m.starts_with("gemini-2.5") || takes_thinking_level(&m)
+}
+
+/// The `thinkingConfig` for an effort, with the thought summaries asked for (`includeThoughts`). Gemini 3 takes the level by name (`minimal` and `medium` on Flash only;
 /// it cannot stop thinking, so `none` asks `minimal`). Gemini 2.5 takes a token budget: `none` is 0 (Flash and
 /// Flash-Lite; Pro refuses it), then 128 (Pro's least), 1024, 8192 and 24576 (Flash's most).
 fn thinking_config(model: &str, effort: ReasoningEffort) -> ThinkingConfig {
@@ -129,6 +143,7 @@ fn thinking_config(model: &str, effort: ReasoningEffort) -> ThinkingConfig {
             other => other.as_str(),
         };
         return ThinkingConfig {
+            include_thoughts: true,
             thinking_level: Some(level),
             thinking_budget: None,
         };
@@ -141,6 +156,7 @@ fn thinking_config(model: &str, effort: ReasoningEffort) -> ThinkingConfig {
         ReasoningEffort::High => 24576,
     };
     ThinkingConfig {
+        include_thoughts: budget > 0,
         thinking_level: None,
         thinking_budget: Some(budget),
     }
@@ -235,6 +251,9 @@ struct GenerationConfig<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct ThinkingConfig {
+    /// Return thought summaries as parts marked `thought` (kept apart from the answer).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    include_thoughts: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     thinking_level: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]

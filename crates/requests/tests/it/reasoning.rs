@@ -186,7 +186,13 @@ async fn reasoning_effort_goes_out_as_each_api_takes_it() {
         (OpenAi, "gpt-4o", Some(E::High), Some(json!("high"))),
         (OpenAi, "gpt-4o", Some(E::Minimal), Some(json!("minimal"))),
         (OpenAi, "gpt-4o", Some(E::None), Some(json!("none"))),
-        (Gemini, "gemini-2.5-flash", None, None),
+        (
+            Gemini,
+            "gemini-2.5-flash",
+            None,
+            Some(json!({"includeThoughts": true})),
+        ),
+        (Gemini, "gemini-2.0-flash", None, None),
         (
             Gemini,
             "gemini-2.5-flash",
@@ -197,31 +203,31 @@ async fn reasoning_effort_goes_out_as_each_api_takes_it() {
             Gemini,
             "gemini-2.5-pro",
             Some(E::Low),
-            Some(json!({"thinkingBudget": 1024})),
+            Some(json!({"thinkingBudget": 1024, "includeThoughts": true})),
         ),
         (
             Gemini,
             "gemini-2.5-pro",
             Some(E::High),
-            Some(json!({"thinkingBudget": 24576})),
+            Some(json!({"thinkingBudget": 24576, "includeThoughts": true})),
         ),
         (
             Gemini,
             "gemini-3-pro-preview",
             Some(E::Low),
-            Some(json!({"thinkingLevel": "low"})),
+            Some(json!({"thinkingLevel": "low", "includeThoughts": true})),
         ),
         (
             Gemini,
             "gemini-3-flash",
             Some(E::None),
-            Some(json!({"thinkingLevel": "minimal"})),
+            Some(json!({"thinkingLevel": "minimal", "includeThoughts": true})),
         ),
         (
             Gemini,
             "models/gemini-3.1-pro",
             Some(E::High),
-            Some(json!({"thinkingLevel": "high"})),
+            Some(json!({"thinkingLevel": "high", "includeThoughts": true})),
         ),
     ];
     for (kind, model, effort, want) in cases {
