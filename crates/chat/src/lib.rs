@@ -25,10 +25,12 @@
 pub mod secrets;
 pub mod spec;
 mod stored;
+pub mod thinking;
 
 pub use secrets::{public_url, redact, url_secrets, ApiKey, Secrets};
 pub use spec::{replica_name, BackendKind, ModelIdentity, ModelSpec, SpecError};
 pub use stored::{StoredConversation, StoredMessage, StoredPart};
+pub use thinking::{split_thinking, Thought};
 
 use std::sync::Arc;
 
@@ -113,6 +115,10 @@ pub struct GenParams {
     pub max_tokens: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// How hard a reasoning model thinks (`--reasoning-effort`); absent unless asked, so that parameters
+    /// recorded before it existed read and hash the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<ReasoningEffort>,
 }
 
 impl Default for GenParams {
@@ -122,7 +128,62 @@ impl Default for GenParams {
             top_p: 0.95,
             max_tokens: 1024,
             seed: None,
+            reasoning_effort: None,
         }
+    }
+}
+
+/// A reasoning model's effort, as OpenAI names the levels (`reasoning_effort`); each wire says it its own way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningEffort {
+    /// No thinking where the model can go without (GPT-5.1's `none`, Gemini 2.5's budget 0).
+    None,
+    Minimal,
+    Low,
+    Medium,
+    High,
+}
+
+impl ReasoningEffort {
+    pub const ALL: [ReasoningEffort; 5] = [
+        ReasoningEffort::None,
+        ReasoningEffort::Minimal,
+        ReasoningEffort::Low,
+        ReasoningEffort::Medium,
+        ReasoningEffort::High,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningEffort::None => "none",
+            ReasoningEffort::Minimal => "minimal",
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+        }
+    }
+}
+
+impl std::fmt::Display for ReasoningEffort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A reasoning effort that is not one of the levels.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown reasoning effort {0:?}; expected none, minimal, low, medium or high")]
+pub struct ReasoningEffortError(pub String);
+
+impl std::str::FromStr for ReasoningEffort {
+    type Err = ReasoningEffortError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let lower = s.trim().to_ascii_lowercase();
+        ReasoningEffort::ALL
+            .into_iter()
+            .find(|e| e.as_str() == lower)
+            .ok_or_else(|| ReasoningEffortError(s.to_string()))
     }
 }
 

@@ -3,8 +3,9 @@
 //!
 //! This crate owns the server: it parses real request JSON (decoding inline images and hashing their bytes),
 //! records every request for assertions (and optionally as JSON lines), answers with real response JSON
-//! (usage fields included), and injects faults on demand: scripted per request, by `FAULT:<spec>` markers in
-//! prompts, or every N-th request. It is test support: it does not implement any model, and nmb's own code never
+//! (usage fields included), refuses what OpenAI's reasoning models refuse ([`is_reasoning_model`]: `max_tokens`,
+//! a temperature other than 1, `top_p`) as OpenAI does, and injects faults on demand: scripted per request, by
+//! `FAULT:<spec>` markers in prompts, or every N-th request. It is test support: it does not implement any model, and nmb's own code never
 //! depends on it outside tests and benches. [`support`] holds what those tests and benches share besides the
 //! server: noise PNGs and process measurements (CPU time, peak memory).
 
@@ -25,7 +26,10 @@ use std::time::Duration;
 use serde::Serialize;
 
 pub use fault::{find_marker, parse_schedule, Fault, FaultParseError};
-pub use wire::{AuthSeen, ReceivedMessage, ReceivedParams, ReceivedPart, ReceivedRequest, Wire};
+pub use wire::{
+    is_reasoning_model, AuthSeen, ReceivedMessage, ReceivedParams, ReceivedPart, ReceivedRequest,
+    Wire,
+};
 
 /// What to answer one request with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,7 +197,7 @@ impl State {
             });
         let reply = match fault {
             Some(f) => Reply::Fault(f),
-            None => (self.responder)(&req),
+            None => wire::refusal(&req).unwrap_or_else(|| (self.responder)(&req)),
         };
         self.log(&req, &reply);
         if self.config.record {

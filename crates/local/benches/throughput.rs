@@ -71,6 +71,7 @@ fn main() {
         top_p: 1.0,
         max_tokens: max_tokens as u32,
         seed: Some(0),
+        reasoning_effort: None,
     };
     let sampled = GenParams {
         temperature: 0.7,

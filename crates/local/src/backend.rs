@@ -251,16 +251,15 @@ fn completion(model: &LocalModel, cs: Vec<LocalCompletion>, latency: Duration) -
     Completion {
         choices: cs
             .into_iter()
-            .map(|c| Choice {
-                text: c.text,
-                finish_reason: c.finish_reason.as_str().to_string(),
-                refused: false,
+            .map(|c| {
+                Choice::new(c.text, c.finish_reason.as_str().to_string(), false).split_thinking()
             })
             .collect(),
         raw,
         usage: Usage {
             input_tokens: tokens_in as u64,
             output_tokens: tokens_out as u64,
+            ..Usage::default()
         },
         latency,
     }

@@ -96,7 +96,9 @@ mod render;
 mod template;
 pub mod volumes;
 
-pub use chat::{messages_hash, GenParams, ImagePart, Message, OutputFormat, Part, Role};
+pub use chat::{
+    messages_hash, GenParams, ImagePart, Message, OutputFormat, Part, ReasoningEffort, Role,
+};
 pub use error::PlanError;
 pub use images::{ImageCache, LoadedImage, DEFAULT_CACHE_BYTES};
 pub use plan::{

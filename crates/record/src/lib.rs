@@ -20,7 +20,7 @@ use nmb_requests::{
 };
 use nmb_store::{
     cache_key, now_ms, CachedResponse, CallRecord, ChoiceRecord, ErrorInfo, ImageInput, Store,
-    StoreError,
+    StoreError, TokenDetail,
 };
 
 /// Why a choice of a successful call holds no answer.
@@ -200,6 +200,14 @@ impl Recorder {
             class: "refusal",
             message: REFUSED,
         };
+        // The thinking, redacted like the answers; stored apart from them, never in a later turn's prompt.
+        let thinking: Vec<Option<String>> = (0..samples.len())
+            .map(|j| {
+                let choice = completion.and_then(|c| c.choices.get(j));
+                let thinking = choice.and_then(|c| c.thinking.as_deref());
+                thinking.map(|t| self.secrets.redact(t))
+            })
+            .collect();
         let choices: Vec<ChoiceRecord> = samples
             .iter()
             .enumerate()
@@ -207,6 +215,7 @@ impl Recorder {
                 sample_index: *i,
                 choice_index: j as u32,
                 text: r.as_ref().ok().map(String::as_str),
+                thinking: r.as_ref().ok().and(thinking[j].as_deref()),
                 error: match r {
                     Err(class) if class == "refusal" && completion.is_some() => Some(refused),
                     _ => None,
@@ -231,6 +240,7 @@ impl Recorder {
             raw: raw.as_deref(),
             tokens_in: completion.map(|c| c.usage.input_tokens),
             tokens_out: completion.map(|c| c.usage.output_tokens),
+            tokens: completion.map_or_else(TokenDetail::default, |c| token_detail(&c.usage)),
             latency_ms: Some(outcome.response_latency().as_millis() as u64),
             started_ms,
             finished_ms,
@@ -239,6 +249,17 @@ impl Recorder {
         self.store
             .record_call_from(&record, &choices, replica.as_deref())?;
         Ok(())
+    }
+}
+
+/// The reasoning and prompt-cache counts of a call's usage, as stored (a count the API did not report is 0 in
+/// `Usage` and stored as absent).
+fn token_detail(u: &Usage) -> TokenDetail {
+    let some = |n: u64| (n > 0).then_some(n);
+    TokenDetail {
+        reasoning: some(u.reasoning_tokens),
+        cached_in: some(u.cached_input_tokens),
+        cache_write: some(u.cache_write_tokens),
     }
 }
 

@@ -152,6 +152,7 @@ fn build_store(dir: &std::path::Path, suite: &Suite) -> (Store, String) {
             .unwrap();
         let texts: Vec<String> = (0..SAMPLES).map(|s| answer(i, s)).collect();
         let call = CallRecord {
+            tokens: Default::default(),
             run_id: &run.run_id,
             task_id: &t.id,
             turn_index: 0,
@@ -173,6 +174,7 @@ fn build_store(dir: &std::path::Path, suite: &Suite) -> (Store, String) {
             .iter()
             .enumerate()
             .map(|(s, text)| ChoiceRecord {
+                thinking: None,
                 sample_index: s as u32,
                 choice_index: s as u32,
                 text: Some(text),

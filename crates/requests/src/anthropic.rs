@@ -76,22 +76,32 @@ impl Wire for AnthropicWire {
         let resp: Response = parse_json("Anthropic", raw)?;
         let stop = resp.stop_reason.unwrap_or_default();
         let usage = resp.usage.map_or(Usage::default(), |u| {
-            Usage::from_counts(u.input_tokens, u.output_tokens)
+            // `input_tokens` leaves out what was read from or written to the cache: every input token is the sum.
+            let (read, write) = (
+                u.cache_read_input_tokens.unwrap_or(0),
+                u.cache_creation_input_tokens.unwrap_or(0),
+            );
+            let input = u.input_tokens.map(|i| i + read + write);
+            Usage {
+                cached_input_tokens: read,
+                cache_write_tokens: write,
+                ..Usage::from_counts(input, u.output_tokens)
+            }
         });
         let Some(content) = resp.content else {
             let what = "Anthropic response has no \"content\" field";
             return Err(malformed(what, raw.into()));
         };
         let refused = stop == "refusal";
+        let thinking = thinking_text(&content);
         let text = answer_text(content);
         if text.is_none() && !refused {
             let what = format!("Anthropic response has no text content (stop_reason {stop:?})");
             return Err(malformed(what, raw.into()));
         }
         let choice = Choice {
-            text: text.unwrap_or_default(),
-            finish_reason: stop,
-            refused,
+            thinking,
+            ..Choice::new(text.unwrap_or_default(), stop, refused)
         };
         Ok(Answer {
             choices: vec![choice],
@@ -119,6 +129,20 @@ fn answer_text(content: Vec<ContentBlock>) -> Option<String> {
         })
         .collect();
     (!texts.is_empty()).then(|| texts.concat())
+}
+
+/// The text of the answer's thinking blocks (extended thinking), a redacted one standing as
+/// `[redacted thinking]` (`None`: no thinking block).
+fn thinking_text(content: &[ContentBlock]) -> Option<String> {
+    let texts: Vec<&str> = content
+        .iter()
+        .filter_map(|b| match b.kind.as_str() {
+            "thinking" => b.thinking.as_deref(),
+            "redacted_thinking" => Some("[redacted thinking]"),
+            _ => None,
+        })
+        .collect();
+    (!texts.is_empty()).then(|| texts.join("\n\n"))
 }
 
 fn block<'a>(part: &'a Part, images: &Base64Cache) -> Block<'a> {
@@ -198,10 +222,16 @@ struct ContentBlock {
     text: Option<String>,
     /// A `tool_use` block's arguments: the constrained answer.
     input: Option<serde_json::Value>,
+    /// A `thinking` block's text (extended thinking).
+    thinking: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct WireUsage {
+    /// Input tokens after the last cache breakpoint only.
     input_tokens: Option<u64>,
+    /// Every output token, thinking included.
     output_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
 }

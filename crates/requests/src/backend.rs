@@ -1,5 +1,6 @@
 //! The backend trait every model implements, and the request/answer types it speaks.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -7,6 +8,7 @@ use std::time::Duration;
 use nmb_chat::{GenParams, Message, OutputFormat};
 use serde::{Deserialize, Serialize};
 
+use crate::adjust::Adjustment;
 use crate::error::{CallError, ErrorClass};
 use crate::spec::ModelSpec;
 
@@ -43,12 +45,63 @@ pub struct Choice {
     /// The provider filtered or refused this choice. Store it as errored with class `refusal`, never as an
     /// (empty) answer. A call where every choice is refused comes back as a [`CallError`] instead.
     pub refused: bool,
+    /// What a reasoning model thought before answering, apart from `text`: `reasoning_content` or `reasoning`
+    /// (vLLM's and llama.cpp's reasoning parsers), Anthropic thinking blocks, Gemini thought parts, or a leading
+    /// `<think>...</think>` block taken out of the text ([`Choice::split_thinking`]). Never parsed as the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<String>,
 }
 
+impl Choice {
+    /// An answer as the API gave it, with no thinking of its own.
+    pub fn new(text: String, finish_reason: String, refused: bool) -> Choice {
+        Choice {
+            text,
+            finish_reason,
+            refused,
+            thinking: None,
+        }
+    }
+
+    /// Takes a leading `<think>...</think>` block out of the text into `thinking` (after any thinking the API
+    /// gave apart). A block still open at the end leaves the answer empty; the finish reason says it was cut off.
+    pub fn split_thinking(mut self) -> Choice {
+        let split = nmb_chat::split_thinking(&self.text);
+        let Some(inline) = split.thinking else {
+            return self;
+        };
+        let inline = inline.to_string();
+        self.text = split.answer.to_string();
+        self.thinking = Some(match self.thinking.take() {
+            Some(apart) if !apart.is_empty() => format!("{apart}\n\n{inline}"),
+            _ => inline,
+        });
+        self
+    }
+}
+
+/// What a call used, the same way on every wire: `input_tokens` counts every input token, those read from or
+/// written to a prompt cache included, and `output_tokens` every generated one, reasoning included, so that
+/// pricing input and output prices what was billed (reasoning is billed as output).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Of `output_tokens`, the hidden reasoning: OpenAI `completion_tokens_details.reasoning_tokens`, Gemini
+    /// `thoughtsTokenCount` (Anthropic counts thinking in `output_tokens` without a split).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+    /// Of `input_tokens`, those read from a prompt cache: OpenAI `prompt_tokens_details.cached_tokens`, Anthropic
+    /// `cache_read_input_tokens`, Gemini `cachedContentTokenCount`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_input_tokens: u64,
+    /// Of `input_tokens`, those written to a prompt cache: Anthropic `cache_creation_input_tokens`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -57,6 +110,7 @@ impl Usage {
         Usage {
             input_tokens: input.unwrap_or(0),
             output_tokens: output.unwrap_or(0),
+            ..Usage::default()
         }
     }
 }
@@ -81,6 +135,7 @@ impl Completion {
             self.raw = crate::error::redact(&self.raw, s);
             for c in &mut self.choices {
                 c.text = crate::error::redact(&c.text, s);
+                c.thinking = c.thinking.as_deref().map(|t| crate::error::redact(t, s));
             }
         }
         self
@@ -106,6 +161,19 @@ pub trait Backend: Send + Sync {
     /// schema is then only described in the prompt).
     fn constrained_output(&self) -> Option<&'static str> {
         None
+    }
+    /// How this backend sends a reasoning effort (`GenParams::reasoning_effort`); `None` when it cannot.
+    fn reasoning_parameters(&self) -> Option<&'static str> {
+        None
+    }
+    /// How this backend's requests differ from their parameters because the model refuses them, each with why
+    /// (the server's words, or the model's family), for the run manifest. Empty for most backends.
+    fn adjustments(&self) -> BTreeMap<Adjustment, String> {
+        BTreeMap::new()
+    }
+    /// Starts with the adjustments a run recorded earlier, so a resumed run is not refused again.
+    fn adopt_adjustments(&self, recorded: &BTreeMap<Adjustment, String>) {
+        let _ = recorded;
     }
     /// The most calls this backend can usefully run at once (`None`: no limit of its own). An in-process model
     /// that generates one answer at a time says 1, so the scheduler never queues calls inside it where they
@@ -161,6 +229,7 @@ pub(crate) fn finish(
     usage: Usage,
     latency: Duration,
 ) -> Result<Completion, CallError> {
+    let choices: Vec<Choice> = choices.into_iter().map(Choice::split_thinking).collect();
     if choices.is_empty() {
         return Err(
             CallError::new(ErrorClass::MalformedResponse, "response has no choices").with_raw(raw),

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use nmb_chat::{OutputFormat, Part};
+use nmb_chat::{OutputFormat, Part, ReasoningEffort};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{ChatRequest, Choice, Usage};
@@ -59,6 +59,15 @@ impl Wire for GeminiWire {
                 seed: p.seed,
                 response_mime_type: mime,
                 response_json_schema: schema,
+                thinking_config: match p.reasoning_effort {
+                    Some(e) => Some(thinking_config(&self.model, e)),
+                    // A thinking model returns its thought summaries only when asked.
+                    None => thinks(&self.model).then_some(ThinkingConfig {
+                        include_thoughts: true,
+                        thinking_level: None,
+                        thinking_budget: None,
+                    }),
+                },
             },
         }
     }
@@ -69,7 +78,17 @@ impl Wire for GeminiWire {
             return Err(CallError::new(ErrorClass::Refusal, what).with_raw(raw));
         }
         let usage = resp.usage_metadata.map_or(Usage::default(), |u| {
-            Usage::from_counts(u.prompt_token_count, u.candidates_token_count)
+            // `candidatesTokenCount` leaves the thoughts out; they are billed as output.
+            let thoughts = u.thoughts_token_count.unwrap_or(0);
+            let output = u.candidates_token_count.map(|c| c + thoughts);
+            Usage {
+                reasoning_tokens: thoughts,
+                cached_input_tokens: u.cached_content_token_count.unwrap_or(0),
+                ..Usage::from_counts(
+                    u.prompt_token_count,
+                    output.or((thoughts > 0).then_some(thoughts)),
+                )
+            }
         });
         let candidates = resp.candidates.unwrap_or_default();
         let mut choices = Vec::with_capacity(candidates.len());
@@ -92,27 +111,75 @@ impl Wire for GeminiWire {
     fn constrained_output(&self) -> Option<&'static str> {
         Some("responseJsonSchema")
     }
+    fn reasoning_parameters(&self) -> Option<&'static str> {
+        Some("generationConfig.thinkingConfig (thinkingLevel from Gemini 3, thinkingBudget before)")
+    }
+}
+
+/// Whether `model` takes `thinkingLevel` (Gemini 3 and later) rather than `thinkingBudget` (Gemini 2.5). The
+/// API refuses both in one request.
+pub fn takes_thinking_level(model: &str) -> bool {
+    let m = model.trim_start_matches("models/").to_ascii_lowercase();
+    let Some(rest) = m.strip_prefix("gemini-") else {
+        return false;
+    };
+    let major: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    major.parse::<u32>().is_ok_and(|v| v >= 3)
+}
+
+/// Whether `model` thinks (Gemini 2.5 and later), so that its thought summaries can be asked for.
+fn thinks(model: &str) -> bool {
+    let m = model.trim_start_matches("models/").to_ascii_lowercase();
+    m.starts_with("gemini-2.5") || takes_thinking_level(&m)
+}
+
+/// The `thinkingConfig` for an effort, with the thought summaries asked for (`includeThoughts`). Gemini 3 takes the level by name (`minimal` and `medium` on Flash only;
+/// it cannot stop thinking, so `none` asks `minimal`). Gemini 2.5 takes a token budget: `none` is 0 (Flash and
+/// Flash-Lite; Pro refuses it), then 128 (Pro's least), 1024, 8192 and 24576 (Flash's most).
+fn thinking_config(model: &str, effort: ReasoningEffort) -> ThinkingConfig {
+    if takes_thinking_level(model) {
+        let level = match effort {
+            ReasoningEffort::None | ReasoningEffort::Minimal => "minimal",
+            other => other.as_str(),
+        };
+        return ThinkingConfig {
+            include_thoughts: true,
+            thinking_level: Some(level),
+            thinking_budget: None,
+        };
+    }
+    let budget = match effort {
+        ReasoningEffort::None => 0,
+        ReasoningEffort::Minimal => 128,
+        ReasoningEffort::Low => 1024,
+        ReasoningEffort::Medium => 8192,
+        ReasoningEffort::High => 24576,
+    };
+    ThinkingConfig {
+        include_thoughts: budget > 0,
+        thinking_level: None,
+        thinking_budget: Some(budget),
+    }
 }
 
 /// One candidate as a choice; `Err` holds its finish reason when it has no text and was not withheld.
 fn candidate(c: Candidate) -> Result<Choice, String> {
     let finish_reason = c.finish_reason.unwrap_or_default();
     let refused = BLOCKED.contains(&finish_reason.as_str());
-    let texts: Vec<String> = c
+    let (thoughts, answers): (Vec<ResponsePart>, Vec<ResponsePart>) = c
         .content
         .map(|c| c.parts)
         .unwrap_or_default()
         .into_iter()
-        .filter(|p| !p.thought)
-        .filter_map(|p| p.text)
-        .collect();
+        .partition(|p| p.thought);
+    let texts: Vec<String> = answers.into_iter().filter_map(|p| p.text).collect();
     if texts.is_empty() && !refused {
         return Err(finish_reason);
     }
+    let thoughts: Vec<String> = thoughts.into_iter().filter_map(|p| p.text).collect();
     Ok(Choice {
-        text: texts.concat(),
-        finish_reason,
-        refused,
+        thinking: (!thoughts.is_empty()).then(|| thoughts.concat()),
+        ..Choice::new(texts.concat(), finish_reason, refused)
     })
 }
 
@@ -177,6 +244,20 @@ struct GenerationConfig<'a> {
     response_mime_type: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     response_json_schema: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_config: Option<ThinkingConfig>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ThinkingConfig {
+    /// Return thought summaries as parts marked `thought` (kept apart from the answer).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    include_thoughts: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_level: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_budget: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -216,6 +297,10 @@ struct PromptFeedback {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct UsageMetadata {
+    /// Every input token, cached ones included.
     prompt_token_count: Option<u64>,
+    /// The answers' tokens, without the thoughts.
     candidates_token_count: Option<u64>,
+    thoughts_token_count: Option<u64>,
+    cached_content_token_count: Option<u64>,
 }

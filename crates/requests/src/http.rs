@@ -7,10 +7,13 @@
 //! APIs: the endpoint path, its headers, the request body, the response shape, the mapping of failures onto an
 //! [`ErrorClass`], and what the API can do.
 
+use std::collections::BTreeMap;
+
 use nmb_chat::{Message, Part, Role};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::adjust::Adjustment;
 use crate::backend::{check_n, finish, Backend, BoxFuture, ChatRequest, Choice, Completion, Usage};
 use crate::error::{classify_status, CallError, ErrorClass};
 use crate::spec::{replica_name, ModelSpec};
@@ -79,9 +82,27 @@ pub trait Wire: Send + Sync + 'static {
         None
     }
 
-    /// How the API takes a reasoning effort or budget (`None`: unsupported; no wire sends one yet).
+    /// How the API takes a reasoning effort (`GenParams::reasoning_effort`), for the run manifest (`None`: it
+    /// cannot, and an evaluation that asks for one is refused before anything is sent).
     fn reasoning_parameters(&self) -> Option<&'static str> {
         None
+    }
+
+    /// After the server refused `err`'s request: whether requests are now built without what it refused
+    /// (see [`crate::adjust`]), so that the same call is worth sending again. Default: nothing can be left out.
+    fn adjust(&self, err: &CallError) -> bool {
+        let _ = err;
+        false
+    }
+
+    /// How this wire's requests differ from their parameters, each with why.
+    fn adjustments(&self) -> BTreeMap<Adjustment, String> {
+        BTreeMap::new()
+    }
+
+    /// Makes adjustment `a` from now on (a resumed run's recorded ones), if the wire has it.
+    fn adopt(&self, a: Adjustment, why: &str) {
+        let _ = (a, why);
     }
 
     /// The URL of the API's batch interface for a base URL (`None`: unsupported, calls go one at a time; no
@@ -153,10 +174,24 @@ impl<W: Wire> HttpBackend<W> {
         req: &ChatRequest,
     ) -> Result<Completion, CallError> {
         check_n(self, req)?;
-        let http = self.request(replica, req)?;
         let secret = self.key.as_ref().map(ApiKey::expose);
         let classify = |status: u16, body: &str| self.wire.classify(status, body);
-        let reply = send(http, secret, classify).await?;
+        // A refused parameter is left out and the call sent again, at most once per kind of refusal.
+        let mut adjusted = 0;
+        let reply = loop {
+            let http = self.request(replica, req)?;
+            match send(http, secret, classify).await {
+                Err(e) if adjusted < Adjustment::ALL.len() && self.wire.adjust(&e) => {
+                    tracing::warn!(
+                        "{}: {}; sending the request again without it",
+                        self.spec,
+                        e.message
+                    );
+                    adjusted += 1;
+                }
+                reply => break reply?,
+            }
+        };
         self.read(reply)
             .map(|c| c.redacted(secret))
             .map_err(|e| e.redacted(secret))
@@ -211,6 +246,17 @@ impl<W: Wire> Backend for HttpBackend<W> {
     }
     fn constrained_output(&self) -> Option<&'static str> {
         self.wire.constrained_output()
+    }
+    fn reasoning_parameters(&self) -> Option<&'static str> {
+        self.wire.reasoning_parameters()
+    }
+    fn adjustments(&self) -> BTreeMap<Adjustment, String> {
+        self.wire.adjustments()
+    }
+    fn adopt_adjustments(&self, recorded: &BTreeMap<Adjustment, String>) {
+        for (a, why) in recorded {
+            self.wire.adopt(*a, why);
+        }
     }
     fn complete<'a>(
         &'a self,

@@ -8,7 +8,8 @@
 //!
 //! [`HttpBackend`] does what every API call shares, once: a URL and a recorded name per replica, the API key in
 //! its header and redacted from every error and answer, refusing `n > 1` where the API has no `n`, sending,
-//! and making a [`Completion`] of what the response held. What differs between APIs is a [`Wire`]:
+//! sending again without a parameter the server refused where the wire can do without it ([`adjust`]), and
+//! making a [`Completion`] of what the response held. What differs between APIs is a [`Wire`]:
 //! [`OpenAiWire`] (chat completions, which also serves vLLM, llama.cpp and other compatible servers),
 //! [`AnthropicWire`] (Messages) and [`GeminiWire`] (generateContent), each in its own module with the request
 //! and response types of its format. A new API is one more `Wire` (plus its spec prefix in `nmb_chat::spec`).
@@ -16,6 +17,7 @@
 //! API keys come only from `OPENAI_API_KEY`, `ANTHROPIC_API_KEY` and `GEMINI_API_KEY`; they are redacted from
 //! every error this crate produces.
 
+pub mod adjust;
 pub mod anthropic;
 pub mod backend;
 pub mod error;
@@ -31,6 +33,7 @@ pub use nmb_chat::{secrets, spec};
 
 use std::sync::Arc;
 
+pub use adjust::{is_openai_reasoning_model, refused_parameter, Adjustment};
 pub use anthropic::{AnthropicOptions, AnthropicWire};
 pub use backend::{check_n, Backend, BoxFuture, ChatRequest, Choice, Completion, Usage};
 pub use error::{rejects_n, CallError, ErrorClass};
@@ -98,8 +101,14 @@ pub fn connect(
     let model = spec.model.clone();
     Ok(match spec.backend {
         BackendKind::OpenAi => {
-            let options = options.openai.clone();
-            http(spec, key, transport, OpenAiWire { model, options })
+            let mut options = options.openai.clone();
+            if options.reasoning.is_none()
+                && !spec.has_custom_base_url()
+                && is_openai_reasoning_model(&model)
+            {
+                options.reasoning = Some(format!("{model} is an OpenAI reasoning model"));
+            }
+            http(spec, key, transport, OpenAiWire::new(model, options))
         }
         BackendKind::Anthropic => {
             let options = options.anthropic.clone();

@@ -1,12 +1,14 @@
 //! OpenAI chat completions (`POST {base}/chat/completions`), which also covers vLLM, SGLang, TGI, Ollama,
 //! llama.cpp server and OpenRouter through a custom base URL.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use nmb_chat::{Message, OutputFormat, Part, Role};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::adjust::{refused_parameter, Adjustment, Adjustments};
 use crate::backend::{ChatRequest, Choice, Usage};
 use crate::error::{classify_status, CallError};
 use crate::http::{parse_json, Answer, KeyHeader, Wire};
@@ -26,6 +28,9 @@ pub struct OpenAiOptions {
     pub max_tokens_field: MaxTokensField,
     /// Compatible servers differ: some ignore `n`. Turn off to make the caller send one request per sample.
     pub supports_n: bool,
+    /// Ask as OpenAI's reasoning models require from the first request (`max_completion_tokens`, no
+    /// `temperature` other than 1, no `top_p`), for this reason; `None` waits for the server to refuse them.
+    pub reasoning: Option<String>,
 }
 
 impl Default for OpenAiOptions {
@@ -33,6 +38,7 @@ impl Default for OpenAiOptions {
         OpenAiOptions {
             max_tokens_field: MaxTokensField::MaxTokens,
             supports_n: true,
+            reasoning: None,
         }
     }
 }
@@ -42,6 +48,24 @@ impl Default for OpenAiOptions {
 pub struct OpenAiWire {
     pub model: String,
     pub options: OpenAiOptions,
+    /// What the server refused (or the model is known to refuse), shared by every request.
+    adjusted: Arc<Adjustments>,
+}
+
+impl OpenAiWire {
+    pub fn new(model: String, options: OpenAiOptions) -> Self {
+        let adjusted = Arc::new(Adjustments::default());
+        if let Some(why) = &options.reasoning {
+            for a in Adjustment::ALL {
+                adjusted.add(a, why.clone());
+            }
+        }
+        OpenAiWire {
+            model,
+            options,
+            adjusted,
+        }
+    }
 }
 
 impl Wire for OpenAiWire {
@@ -53,10 +77,16 @@ impl Wire for OpenAiWire {
     }
     fn body<'a>(&'a self, req: &'a ChatRequest, images: &Base64Cache) -> Body<'a> {
         let p = &req.params;
-        let (max_tokens, max_completion_tokens) = match self.options.max_tokens_field {
-            MaxTokensField::MaxTokens => (Some(p.max_tokens), None),
-            MaxTokensField::MaxCompletionTokens => (None, Some(p.max_tokens)),
+        let adjusted = |a| self.adjusted.has(a);
+        let completion = self.options.max_tokens_field == MaxTokensField::MaxCompletionTokens
+            || adjusted(Adjustment::MaxCompletionTokens);
+        let (max_tokens, max_completion_tokens) = match completion {
+            false => (Some(p.max_tokens), None),
+            true => (None, Some(p.max_tokens)),
         };
+        // Reasoning models take the default temperature (1) and no other.
+        let temperature =
+            (!adjusted(Adjustment::NoTemperature) || p.temperature == 1.0).then_some(p.temperature);
         Body {
             model: &self.model,
             messages: req
@@ -64,13 +94,14 @@ impl Wire for OpenAiWire {
                 .iter()
                 .map(|m| wire_message(m, images))
                 .collect(),
-            temperature: p.temperature,
-            top_p: p.top_p,
+            temperature,
+            top_p: (!adjusted(Adjustment::NoTopP)).then_some(p.top_p),
             max_tokens,
             max_completion_tokens,
             seed: p.seed,
             n: (req.n > 1).then_some(req.n),
             response_format: response_format(&req.output),
+            reasoning_effort: p.reasoning_effort.map(|e| e.as_str()),
         }
     }
     fn parse(&self, raw: &str) -> Result<Answer, CallError> {
@@ -90,8 +121,16 @@ impl Wire for OpenAiWire {
             };
             choices.push(c);
         }
-        let usage = resp.usage.map_or(Usage::default(), |u| {
-            Usage::from_counts(u.prompt_tokens, u.completion_tokens)
+        let usage = resp.usage.map_or(Usage::default(), |u| Usage {
+            reasoning_tokens: u
+                .completion_tokens_details
+                .and_then(|d| d.reasoning_tokens)
+                .unwrap_or(0),
+            cached_input_tokens: u
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0),
+            ..Usage::from_counts(u.prompt_tokens, u.completion_tokens)
         });
         Ok(Answer { choices, usage })
     }
@@ -105,6 +144,31 @@ impl Wire for OpenAiWire {
     fn constrained_output(&self) -> Option<&'static str> {
         Some("response_format json_schema")
     }
+    fn reasoning_parameters(&self) -> Option<&'static str> {
+        Some("reasoning_effort")
+    }
+    fn adjust(&self, err: &CallError) -> bool {
+        let Some(a) = refused_parameter(err) else {
+            return false;
+        };
+        let message = err.raw.as_deref().and_then(error_message);
+        let why = message.unwrap_or_else(|| err.message.clone());
+        self.adjusted
+            .add(a, format!("the server refused it: {}", snippet(&why, 200)));
+        true
+    }
+    fn adjustments(&self) -> BTreeMap<Adjustment, String> {
+        self.adjusted.all()
+    }
+    fn adopt(&self, a: Adjustment, why: &str) {
+        self.adjusted.add(a, why);
+    }
+}
+
+/// The `error.message` of an OpenAI error body.
+fn error_message(raw: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(raw).ok()?;
+    v["error"]["message"].as_str().map(str::to_string)
 }
 
 /// A chat completions request.
@@ -112,8 +176,10 @@ impl Wire for OpenAiWire {
 pub struct Body<'a> {
     model: &'a str,
     messages: Vec<WireMessage<'a>>,
-    temperature: f64,
-    top_p: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -124,6 +190,9 @@ pub struct Body<'a> {
     n: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     response_format: Option<serde_json::Value>,
+    /// `minimal`, `low`, `medium`, `high` (and `none` on GPT-5.1), as OpenAI's reasoning models take it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -227,6 +296,10 @@ struct WireChoice {
 struct ResponseMessage {
     content: Option<ResponseContent>,
     refusal: Option<String>,
+    /// The thinking, apart from the answer: vLLM's and llama.cpp's reasoning parsers (`reasoning_content`;
+    /// newer vLLM and OpenRouter name it `reasoning`).
+    reasoning_content: Option<String>,
+    reasoning: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -243,8 +316,22 @@ struct ResponsePart {
 
 #[derive(Deserialize)]
 struct WireUsage {
+    /// Every input token, cached ones included.
     prompt_tokens: Option<u64>,
+    /// Every output token, reasoning included.
     completion_tokens: Option<u64>,
+    prompt_tokens_details: Option<PromptDetails>,
+    completion_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct CompletionDetails {
+    reasoning_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -257,24 +344,23 @@ fn choice(c: WireChoice) -> Option<Choice> {
     let finish_reason = c.finish_reason.unwrap_or_default();
     let msg = c.message;
     let refusal = msg.as_ref().and_then(|m| m.refusal.clone());
+    let thinking = msg.as_ref().and_then(|m| {
+        let apart = m.reasoning_content.as_ref().or(m.reasoning.as_ref());
+        apart.filter(|t| !t.is_empty()).cloned()
+    });
     let text = msg.and_then(|m| m.content).map(|content| match content {
         ResponseContent::Text(t) => t,
         ResponseContent::Parts(ps) => ps.into_iter().filter_map(|p| p.text).collect(),
     });
     let refused = finish_reason == "content_filter" || refusal.is_some();
-    match (text, refused) {
-        (Some(text), _) => Some(Choice {
-            text,
-            finish_reason,
-            refused,
-        }),
-        (None, true) => Some(Choice {
-            text: refusal.unwrap_or_default(),
-            finish_reason,
-            refused,
-        }),
-        (None, false) => None,
-    }
+    let choice = match (text, refused) {
+        (Some(text), _) => Choice::new(text, finish_reason, refused),
+        (None, true) => Choice::new(refusal.unwrap_or_default(), finish_reason, refused),
+        // All thinking and no answer: cut off at the token limit while thinking.
+        (None, false) if thinking.is_some() => Choice::new(String::new(), finish_reason, false),
+        (None, false) => return None,
+    };
+    Some(Choice { thinking, ..choice })
 }
 
 fn in_body_error(err: &WireError, raw: String) -> CallError {

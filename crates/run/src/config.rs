@@ -158,6 +158,7 @@ pub(crate) fn manifest(
         samples,
         dropped_inputs: dropped,
         n_unsupported: settings.no_n.then(|| crate::sampling::FORCED.to_string()),
+        params_adjusted: crate::sampling::params_adjusted(&backend.adjustments()),
         constrained_output: constrained,
         eval_config: settings.eval_config.clone(),
         ..Manifest::default()

@@ -38,6 +38,11 @@ pub struct EvalConfig {
     /// Ask every sample in a request of its own even where the API has `n`.
     #[serde(default)]
     pub no_n: bool,
+    /// Ask an OpenAI-wire model as OpenAI's reasoning models require from the first request
+    /// (`max_completion_tokens`, no `temperature` other than 1, no `top_p`), where nmb would otherwise wait for
+    /// the server to refuse them. Models on OpenAI's own API are known by name.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reasoning_model: bool,
     /// Only the first N tasks, in suite order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
@@ -140,6 +145,7 @@ impl EvalConfig {
             inputs: InputMode::Full,
             samples: None,
             no_n: false,
+            reasoning_model: false,
             limit: None,
             params: GenParams::default(),
             template: None,

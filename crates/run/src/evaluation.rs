@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use nmb_plan::{Plan, PlanOptions, PlanSummary, PlannedTask};
-use nmb_requests::{BackendKind, ModelSpec, Scheduler};
+use nmb_requests::{BackendKind, Scheduler};
 use nmb_store::Store;
 use nmb_suite::{Family, Level, Suite};
 use serde::Serialize;
@@ -31,6 +31,11 @@ pub enum EvalError {
     Plan(Box<nmb_plan::PlanError>),
     #[error("the evaluation stopped: {0}")]
     Run(#[from] RunError),
+    #[error("{spec} takes no reasoning effort (--reasoning-effort {effort}); OpenAI-wire and Gemini models do")]
+    NoReasoningEffort {
+        spec: String,
+        effort: nmb_plan::ReasoningEffort,
+    },
 }
 
 impl From<nmb_plan::PlanError> for EvalError {
@@ -59,7 +64,13 @@ pub async fn evaluate(
 ) -> Result<Evaluated, EvalError> {
     let plan = config.plan_options()?;
     let suite = config.suite.load_checked(config.text_only())?.suite;
-    let model = connect(&config.model, &store, &suite, &plan).await?;
+    let model = connect(config, &store, &suite, &plan).await?;
+    if let Some(effort) = config.params.reasoning_effort {
+        if model.backend.reasoning_parameters().is_none() {
+            let spec = config.model.to_string();
+            return Err(EvalError::NoReasoningEffort { spec, effort });
+        }
+    }
     let images_dropped = !model.backend.supports_images() && config.inputs.includes_images();
     let settings = settings(config, invocation, plan, &model);
     let outcome = evaluate_loaded(
@@ -80,11 +91,12 @@ pub async fn evaluate(
 
 /// A human's answers need the store and the suite as planned; any other model only its spec.
 async fn connect(
-    spec: &ModelSpec,
+    config: &EvalConfig,
     store: &Arc<Store>,
     suite: &Suite,
     plan: &PlanOptions,
 ) -> Result<ConnectedModel, EvalError> {
+    let spec = &config.model;
     let failed = |source: ConnectError| EvalError::Connect {
         spec: spec.to_string(),
         source: Box::new(source),
@@ -93,8 +105,11 @@ async fn connect(
         return connect_human(spec, store.clone(), suite, plan).map_err(|e| failed(e.into()));
     }
     let owned = spec.clone();
-    let connecting =
-        tokio::task::spawn_blocking(move || connect_model(&owned, &ConnectOptions::default()));
+    let mut options = ConnectOptions::default();
+    if config.reasoning_model {
+        options.backend.openai.reasoning = Some("--reasoning-model".into());
+    }
+    let connecting = tokio::task::spawn_blocking(move || connect_model(&owned, &options));
     match connecting.await {
         Ok(connected) => connected.map_err(failed),
         Err(e) => Err(failed(ConnectError::Stopped(e.to_string()))),

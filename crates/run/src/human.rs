@@ -189,11 +189,7 @@ fn completion(spec: &ModelSpec, answer: &HumanAnswer) -> Completion {
         "source": answer.source,
     });
     Completion {
-        choices: vec![Choice {
-            text: answer.text.clone(),
-            finish_reason: String::new(),
-            refused: false,
-        }],
+        choices: vec![Choice::new(answer.text.clone(), String::new(), false)],
         raw: raw.to_string(),
         usage: Usage::default(),
         latency: Duration::ZERO,

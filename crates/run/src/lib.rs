@@ -88,6 +88,59 @@ pub struct RunOutcome {
     pub summary: RunSummary,
 }
 
+impl RunOutcome {
+    /// Every sample of the run errored: none has an answer and none is left to ask (a run stopped by its request
+    /// budget, or shared with workers still at it, is not judged yet). Nothing can be scored; `nmb eval` then
+    /// exits non-zero, so that scripts and CI see it.
+    pub fn all_errored(&self) -> bool {
+        let s = &self.summary;
+        s.samples_ok == 0 && s.samples_pending == 0 && s.samples_errored > 0
+    }
+
+    /// What to say of a run whose every sample errored: the error classes, and what to do about each.
+    pub fn all_errored_message(&self) -> Option<String> {
+        if !self.all_errored() {
+            return None;
+        }
+        let s = &self.summary;
+        let classes: Vec<String> = s
+            .errors_by_class
+            .iter()
+            .map(|(class, n)| format!("{class} {n}"))
+            .collect();
+        let hints: Vec<&str> = s
+            .errors_by_class
+            .keys()
+            .filter_map(|c| class_hint(c))
+            .collect();
+        let mut text = format!(
+            "every sample errored ({}); nothing can be scored. `nmb runs show {}` lists the errors",
+            classes.join(", "),
+            s.run_id
+        );
+        for hint in hints {
+            text.push_str("; ");
+            text.push_str(hint);
+        }
+        Some(text)
+    }
+}
+
+/// What to check when every sample errored with `class`.
+fn class_hint(class: &str) -> Option<&'static str> {
+    match class {
+        "auth" => Some("auth: check the API key variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY)"),
+        "client_error" => Some(
+            "client_error: the server refused the requests; a parameter the model does not take can be left \
+             out (--reasoning-model for OpenAI-style reasoning models)",
+        ),
+        "network" => Some("network: is the server up at the base URL?"),
+        "unsupported_input" => Some(nmb_requests::error::UNSUPPORTED_INPUT_HINT),
+        "context_length" => Some("context_length: the prompt is too long for the model; try --inputs text"),
+        _ => None,
+    }
+}
+
 /// Shared state of one invocation, handed to every task.
 pub(crate) struct Ctx {
     pub recorder: Recorder,
@@ -137,12 +190,12 @@ pub async fn evaluate_loaded(
     let samples = sampling::Sampling::new(
         store.clone(),
         &run_id,
-        backend.supports_n(),
-        run.manifest
-            .n_unsupported
-            .as_deref()
-            .or(settings.no_n.then_some(sampling::FORCED)),
+        backend.clone(),
+        &run.manifest,
+        settings.no_n,
     );
+    // A resumed run made by an older nmb, or asked now with --reasoning-model, records what it sends.
+    samples.note_adjustments()?;
     let recorder = Recorder::new(
         store.clone(),
         scheduler,

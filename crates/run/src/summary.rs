@@ -47,17 +47,26 @@ impl Finished<'_> {
                 "elapsed_s": self.elapsed.as_secs_f64(),
             },
             "summary": outcome.summary,
+            "all_errored": outcome.all_errored(),
+            "error": outcome.all_errored_message(),
             "scores": scores,
         })
     }
 
-    /// The warnings that go to stderr before the text summary, one per task that could not be planned.
+    /// The warnings that go to stderr before the text summary: one per task that could not be planned, and the
+    /// error of a run whose every sample errored.
     pub fn warnings(&self) -> Vec<String> {
         let errors = &self.outcome.plan_errors;
-        errors
+        let mut out: Vec<String> = errors
             .iter()
             .map(|e| format!("warning: task not run: {e}"))
-            .collect()
+            .collect();
+        out.extend(
+            self.outcome
+                .all_errored_message()
+                .map(|e| format!("error: {e}")),
+        );
+        out
     }
 
     /// The text summary before the scores, each line ending in a newline: the run's samples, what this

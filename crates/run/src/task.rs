@@ -164,6 +164,7 @@ async fn call(
         final_turn,
     };
     let result = ctx.recorder.call(spec).await?;
+    ctx.samples.note_adjustments()?;
     // A rejected `n` is asked again one sample at a time: its samples are not errored yet.
     let retried = result.error.as_ref().is_some_and(nmb_requests::rejects_n) && samples.len() > 1;
     count(ctx, &result, final_turn, retried);

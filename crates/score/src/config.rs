@@ -58,6 +58,10 @@ pub struct ScoringConfig {
     /// beside nmb's own reading; `None` reads them nmb's way only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paper: Option<PaperOptions>,
+    /// Judges see a reasoning model's thinking before each answer (`--judge-sees-thinking`), for grading how it
+    /// reasoned; off by default, when they see the answers alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub judge_sees_thinking: bool,
 }
 
 impl Default for ScoringConfig {
@@ -78,6 +82,7 @@ impl Default for ScoringConfig {
             bootstrap: BootstrapConfig::default(),
             suite: SuiteOverride::default(),
             paper: None,
+            judge_sees_thinking: false,
         }
     }
 }
@@ -192,6 +197,7 @@ impl ScoringConfig {
             },
             price: self.prices.for_model(model),
             paper: self.paper,
+            judge_sees_thinking: self.judge_sees_thinking,
             ..ScoreOptions::default()
         })
     }
@@ -315,6 +321,7 @@ mod tests {
                 level: 0.95,
                 seed: 7,
             },
+            judge_sees_thinking: true,
             suite: SuiteOverride {
                 spec: Some("sample".into()),
                 answers: Some(PathBuf::from("a.jsonl")),

@@ -68,6 +68,7 @@ pub fn default_judge_params() -> GenParams {
         top_p: 1.0,
         max_tokens: 1024,
         seed: Some(0),
+        reasoning_effort: None,
     }
 }
 

@@ -122,6 +122,9 @@ pub struct ScoringConfig {
     /// The paper's reading of NeuroVLM-Bench answers, when asked for (`--protocol neurovlm-paper`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paper: Option<crate::structured::paper::PaperOptions>,
+    /// Judges saw the thinking before each answer (`--judge-sees-thinking`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub judge_sees_thinking: bool,
 }
 
 impl ScoringConfig {

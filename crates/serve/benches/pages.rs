@@ -152,6 +152,7 @@ fn second_run(store: &Store, manifest: &nmb_store::Manifest, prompt: &str) {
     let texts: Vec<String> = (0..SAMPLES).map(|s| answer(COMPARED + 1, s)).collect();
     let choices: Vec<ChoiceRecord<'_>> = (0..SAMPLES)
         .map(|s| ChoiceRecord {
+            thinking: None,
             sample_index: s,
             choice_index: s,
             text: Some(texts[s as usize].as_str()),
@@ -160,6 +161,7 @@ fn second_run(store: &Store, manifest: &nmb_store::Manifest, prompt: &str) {
         })
         .collect();
     let call = CallRecord {
+        tokens: Default::default(),
         run_id: &run_id,
         task_id: &task,
         turn_index: 0,
@@ -248,6 +250,7 @@ fn build(dir: &Path) -> Synthetic {
         let texts: Vec<String> = (0..SAMPLES).map(|s| answer(i, s)).collect();
         let choices: Vec<ChoiceRecord<'_>> = (0..SAMPLES)
             .map(|s| ChoiceRecord {
+                thinking: None,
                 sample_index: s,
                 choice_index: s,
                 text: (!failed).then_some(texts[s as usize].as_str()),
@@ -256,6 +259,7 @@ fn build(dir: &Path) -> Synthetic {
             })
             .collect();
         let call = CallRecord {
+            tokens: Default::default(),
             run_id: &run_id,
             task_id: t,
             turn_index: 0,

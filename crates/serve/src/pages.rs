@@ -808,6 +808,20 @@ pub(crate) fn sample(
                 escape(t.error_message.as_deref().unwrap_or(""))
             );
         }
+        if let Some(thinking) = &t.thinking {
+            // Collapsed: the model's thinking before its answer, never parsed or scored.
+            let words = thinking.split_whitespace().count();
+            let tokens = c
+                .tokens
+                .reasoning
+                .map_or_else(String::new, |n| format!(", {n} reasoning tokens"));
+            let _ = write!(
+                body,
+                "<details class=\"thinking\"><summary>thinking ({words} words{tokens})</summary>\
+                 <pre class=\"thinking\">{}</pre></details>",
+                escape(thinking)
+            );
+        }
         if let Some(text) = &t.text {
             let _ = write!(body, "<pre class=\"answer\">{}</pre>", escape(text));
         }

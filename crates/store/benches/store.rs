@@ -103,6 +103,7 @@ fn run_workload(dir: &std::path::Path, samples: u32, per_task: u32) -> serde_jso
         let raw = raw_body(i, sample);
         let text = answer(i);
         let call = CallRecord {
+            tokens: Default::default(),
             run_id: &run.run_id,
             task_id: task,
             turn_index: 0,
@@ -121,6 +122,7 @@ fn run_workload(dir: &std::path::Path, samples: u32, per_task: u32) -> serde_jso
             finished_ms: 1_700_000_000_003 + i as i64,
         };
         let choice = ChoiceRecord {
+            thinking: None,
             sample_index: sample,
             choice_index: 0,
             text: Some(&text),

@@ -105,6 +105,9 @@ const CALL_COLUMNS: &[&str] = &[
     "finished_ms",
     "raw",
     "replica",
+    "tokens_reasoning",
+    "tokens_cached_in",
+    "tokens_cache_write",
 ];
 const TURN_COLUMNS: &[&str] = &[
     "run_id",
@@ -120,6 +123,7 @@ const TURN_COLUMNS: &[&str] = &[
     "error_class",
     "error_message",
     "text",
+    "thinking",
 ];
 const REPORT_COLUMNS: &[&str] = &[
     "run_id",

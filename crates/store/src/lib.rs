@@ -57,7 +57,7 @@ pub use pages::{CaseLookup, CasePage, SampleFilter, SamplePage, ScoreOutcome, TE
 pub use query::{CallInfo, LatencyStats, RunSummary, SampleRecord, StoredImage, TurnRecord};
 pub use records::{
     CachedResponse, CallRecord, ChoiceRecord, ErrorInfo, ImageInput, SampleState, SampleStatus,
-    KNOWN_ERROR_CLASSES,
+    TokenDetail, KNOWN_ERROR_CLASSES,
 };
 pub use renders::RenderView;
 pub use reviews::{

@@ -179,6 +179,12 @@ pub struct Manifest {
     /// `n > 1` (with its message), or `--no-n`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub n_unsupported: Option<String>,
+    /// Request parameters the model refuses, which the run stopped sending or sent under another name, by what
+    /// changed (`max_completion_tokens`, `no_temperature`, `no_top_p`), each with why: the server's refusal in its
+    /// words, the model's family (OpenAI's reasoning models), or `--reasoning-model`. The recorded parameters
+    /// stay those asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params_adjusted: Option<BTreeMap<String, String>>,
     /// How answers in JSON (differential, lesion, structured) were constrained to their schema on this backend
     /// (`response_format json_schema`, `responseJsonSchema`, `forced tool call`), or `none` where only the prompt
     /// asks for it; absent when no task answers in JSON.

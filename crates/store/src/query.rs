@@ -94,6 +94,9 @@ pub struct CallInfo {
     /// The replica (base URL) the call went to; `None` for calls stored before schema v5 or without one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replica: Option<String>,
+    /// Reasoning and prompt-cache tokens (stored from schema v11 on).
+    #[serde(skip_serializing_if = "crate::records::TokenDetail::is_empty")]
+    pub tokens: crate::records::TokenDetail,
 }
 
 /// What one sample got at one turn.
@@ -104,6 +107,9 @@ pub struct TurnRecord {
     pub error_class: Option<String>,
     pub error_message: Option<String>,
     pub text: Option<String>,
+    /// A reasoning model's thinking before the answer in `text` (stored from schema v11 on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<String>,
     /// Reused from a stored response; `call` is then the call that produced it (maybe in another run).
     pub cached: bool,
     pub cache_key: String,
@@ -134,14 +140,15 @@ pub struct StoredImage {
 
 const CALL_COLUMNS: &str = "c.id, c.run_id, c.task_id, c.turn_index, p.prompt_hash, x.model, x.params, \
      x.template_id, x.template_hash, c.n_choices, c.status, c.error_class, c.error_message, c.attempts, \
-     c.tokens_in, c.tokens_out, c.latency_ms, c.started_ms, c.finished_ms, c.replica";
+     c.tokens_in, c.tokens_out, c.latency_ms, c.started_ms, c.finished_ms, c.replica, c.tokens_reasoning, \
+     c.tokens_cached_in, c.tokens_cache_write";
 
 /// The columns [`Store::fold_samples`] reads, over `samples s` joined by [`SAMPLE_JOINS`].
 pub(crate) fn sample_columns() -> String {
     format!(
         "s.task_id, s.sample_index, s.status, s.turns_done, s.error_class, s.error_message,
          t.turn_index, t.status, t.error_class, t.error_message, t.text, t.cached, t.cache_key,
-         t.choice_index, {CALL_COLUMNS}"
+         t.choice_index, {CALL_COLUMNS}, t.thinking"
     )
 }
 
@@ -376,6 +383,7 @@ fn sample_row(r: &Row) -> DbResult<(SampleHead, Option<TurnRecord>)> {
         cache_key: hex::encode(r.get::<Vec<u8>>(12)?),
         choice_index: r.get(13)?,
         call: call_info(r, 14)?,
+        thinking: r.get(14 + CALL_COLUMN_COUNT)?,
     };
     Ok((head, Some(turn)))
 }
@@ -402,8 +410,16 @@ fn call_info(r: &Row, at: usize) -> DbResult<CallInfo> {
         started_ms: r.get(at + 17)?,
         finished_ms: r.get(at + 18)?,
         replica: r.get(at + 19)?,
+        tokens: crate::records::TokenDetail {
+            reasoning: opt_u64(r.get(at + 20)?),
+            cached_in: opt_u64(r.get(at + 21)?),
+            cache_write: opt_u64(r.get(at + 22)?),
+        },
     })
 }
+
+/// How many columns [`call_info`] reads.
+const CALL_COLUMN_COUNT: usize = 23;
 
 /// `SELECT key, count(*) ... GROUP BY key` into a map; a NULL key counts under "unknown".
 fn count_by(db: &mut dyn Db, sql: &str, run_id: &str) -> DbResult<BTreeMap<String, u64>> {

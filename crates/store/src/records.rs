@@ -66,9 +66,27 @@ pub struct CallRecord<'a> {
     pub raw: Option<&'a str>,
     pub tokens_in: Option<u64>,
     pub tokens_out: Option<u64>,
+    /// Of `tokens_out`, the reasoning; of `tokens_in`, those read from and written to a prompt cache.
+    pub tokens: TokenDetail,
     pub latency_ms: Option<u64>,
     pub started_ms: i64,
     pub finished_ms: i64,
+}
+
+/// What a call's tokens held besides the answer and the prompt: reasoning (part of the output) and a prompt
+/// cache's reads and writes (part of the input). `None` where the API reported nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TokenDetail {
+    pub reasoning: Option<u64>,
+    pub cached_in: Option<u64>,
+    pub cache_write: Option<u64>,
+}
+
+impl TokenDetail {
+    /// Nothing reported.
+    pub fn is_empty(&self) -> bool {
+        *self == TokenDetail::default()
+    }
 }
 
 /// What one sample got from a call. A call made with `n = 5` has five choices, sample indices 0..5.
@@ -79,6 +97,8 @@ pub struct ChoiceRecord<'a> {
     pub choice_index: u32,
     /// The extracted answer; required when neither the call nor the choice failed.
     pub text: Option<&'a str>,
+    /// A reasoning model's thinking before the answer, kept apart from it.
+    pub thinking: Option<&'a str>,
     /// A failure of this choice only (for example one choice stopped by a content filter). When the call
     /// failed, every choice fails with the call's error unless it names its own.
     pub error: Option<ErrorInfo<'a>>,
@@ -95,6 +115,8 @@ pub struct CachedResponse {
     /// The run whose call produced the answer.
     pub origin_run_id: String,
     pub text: String,
+    /// The thinking stored with the answer, which a cache hit keeps too.
+    pub thinking: Option<String>,
     pub tokens_in: Option<u64>,
     pub tokens_out: Option<u64>,
     pub latency_ms: Option<u64>,
@@ -149,6 +171,7 @@ struct TurnWrite<'a> {
     choice_index: u32,
     error: Option<ErrorInfo<'a>>,
     text: Option<&'a str>,
+    thinking: Option<&'a str>,
     cached: bool,
     final_turn: bool,
 }
@@ -262,6 +285,7 @@ impl Store {
                         choice_index: choice.choice_index,
                         error: choice.error.or(call.error),
                         text: choice.text,
+                        thinking: choice.thinking,
                         cached: false,
                         final_turn: choice.final_turn,
                     },
@@ -276,7 +300,8 @@ impl Store {
         let key = self.key_bytes(cache_key)?;
         self.read("look up the response cache", |db| {
             let Some(r) = db.query_opt(
-                "SELECT t.call_id, t.choice_index, t.text, c.run_id, c.tokens_in, c.tokens_out, c.latency_ms
+                "SELECT t.call_id, t.choice_index, t.text, c.run_id, c.tokens_in, c.tokens_out, c.latency_ms,
+                        t.thinking
                  FROM turns t JOIN calls c ON c.id = t.call_id
                  WHERE t.cache_key = ?1 AND t.status = 'ok'
                  ORDER BY t.call_id, t.id LIMIT 1",
@@ -294,6 +319,7 @@ impl Store {
                 tokens_in: opt_u64(r.get(4)?),
                 tokens_out: opt_u64(r.get(5)?),
                 latency_ms: opt_u64(r.get(6)?),
+                thinking: r.get(7)?,
             }))
         })
     }
@@ -342,6 +368,7 @@ impl Store {
                     choice_index: hit.choice_index,
                     error: None,
                     text: Some(&hit.text),
+                    thinking: hit.thinking.as_deref(),
                     cached: true,
                     final_turn,
                 },
@@ -542,8 +569,9 @@ fn insert_call(
         db,
         "INSERT INTO calls (run_id, task_id, turn_index, prompt_id, context_id, n_choices, status,
                             error_class, error_message, attempts, tokens_in, tokens_out, latency_ms,
-                            started_ms, finished_ms, raw, replica)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+                            started_ms, finished_ms, raw, replica, tokens_reasoning, tokens_cached_in,
+                            tokens_cache_write)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)
          RETURNING id",
         args![
             call.run_id,
@@ -567,6 +595,9 @@ fn insert_call(
             call.finished_ms,
             call.raw.map(crate::packed::pack),
             replica,
+            sql_u64(call.tokens.reasoning),
+            sql_u64(call.tokens.cached_in),
+            sql_u64(call.tokens.cache_write),
         ],
     )
 }
@@ -578,13 +609,14 @@ fn write_turn(db: &mut dyn Db, t: &TurnWrite<'_>) -> DbResult<()> {
     ensure_sample(db, t.run_id, t.task_id, t.sample_index)?;
     db.exec(
         "INSERT INTO turns (run_id, task_id, sample_index, turn_index, cache_key, call_id, choice_index,
-                            status, cached, recorded_ms, error_class, error_message, text)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                            status, cached, recorded_ms, error_class, error_message, text, thinking)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
          ON CONFLICT (run_id, task_id, sample_index, turn_index) DO UPDATE SET
              cache_key = excluded.cache_key, call_id = excluded.call_id,
              choice_index = excluded.choice_index, status = excluded.status, cached = excluded.cached,
              recorded_ms = excluded.recorded_ms, error_class = excluded.error_class,
-             error_message = excluded.error_message, text = excluded.text",
+             error_message = excluded.error_message, text = excluded.text,
+             thinking = excluded.thinking",
         args![
             t.run_id,
             t.task_id,
@@ -599,6 +631,7 @@ fn write_turn(db: &mut dyn Db, t: &TurnWrite<'_>) -> DbResult<()> {
             t.error.map(|e| e.class),
             t.error.map(|e| e.message),
             t.text,
+            t.thinking,
         ],
     )?;
     db.exec(

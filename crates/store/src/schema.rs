@@ -81,6 +81,12 @@ pub const MIGRATIONS: &[Migration] = &[
             "turns_text, a trigram index of the answers; indexes of score outcomes and cached turns",
         sql: V10,
     },
+    Migration {
+        version: 11,
+        description: "turns.thinking, a reasoning model's thinking apart from its answer; calls.tokens_reasoning, \
+                      tokens_cached_in, tokens_cache_write",
+        sql: V11,
+    },
 ];
 
 /// The newest schema version this build writes.
@@ -409,6 +415,16 @@ INSERT INTO turns_text (turns_text) VALUES ('rebuild');
 
 CREATE INDEX sample_scores_by_outcome ON sample_scores (run_id, config_hash, correct, task_id, sample_index);
 CREATE INDEX turns_cached ON turns (run_id) WHERE cached = 1;
+"#;
+
+/// A reasoning model's thinking, kept apart from the answer in `text` (which the search index covers: the
+/// thinking is not searched); what a call's output and input held of reasoning and of a prompt cache. Absent
+/// (NULL) for everything stored before, and for models that report none.
+const V11: &str = r#"
+ALTER TABLE turns ADD COLUMN thinking TEXT;
+ALTER TABLE calls ADD COLUMN tokens_reasoning INTEGER;
+ALTER TABLE calls ADD COLUMN tokens_cached_in INTEGER;
+ALTER TABLE calls ADD COLUMN tokens_cache_write INTEGER;
 "#;
 
 const V3: &str = r#"

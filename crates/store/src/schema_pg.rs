@@ -11,7 +11,7 @@ use crate::schema::{latest_version, APPLICATION_ID, MIGRATIONS};
 use crate::{Engine, Store, WriteError};
 
 /// PostgreSQL's DDL for each version of [`MIGRATIONS`], in the same order.
-const STEPS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
+const STEPS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11];
 
 const V1: &str = r#"
 CREATE TABLE nmb_store (application_id BIGINT NOT NULL);
@@ -251,6 +251,13 @@ ALTER TABLE sample_scores ADD COLUMN disease_group TEXT;
 const V10: &str = r#"
 CREATE INDEX sample_scores_by_outcome ON sample_scores (run_id, config_hash, correct, task_id, sample_index);
 CREATE INDEX turns_cached ON turns (run_id) WHERE cached = 1;
+"#;
+
+const V11: &str = r#"
+ALTER TABLE turns ADD COLUMN thinking TEXT;
+ALTER TABLE calls ADD COLUMN tokens_reasoning BIGINT;
+ALTER TABLE calls ADD COLUMN tokens_cached_in BIGINT;
+ALTER TABLE calls ADD COLUMN tokens_cache_write BIGINT;
 "#;
 
 /// Checks that the database is empty or an nmb store no newer than this build, then applies what is missing.

@@ -75,7 +75,8 @@ A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--
   spec = \"openai:gpt-4o\"
   name = \"GPT-4o\"
   price = [2.5, 10.0]             # $ per million input, output tokens
-  concurrency = 8                 # also temperature, top_p, max_tokens, seed
+  concurrency = 8                 # also temperature, top_p, max_tokens, seed,
+                                  # reasoning_effort = \"high\", reasoning_model = true
 
   [[suites]]                      # repeat per suite; paths are relative to the run file
   spec = \"vqa-rad:data/testset.json\"
@@ -157,6 +158,11 @@ pub struct ModelEntry {
     pub top_p: Option<f64>,
     pub max_tokens: Option<u32>,
     pub seed: Option<u64>,
+    /// As `--reasoning-effort`: `none`, `minimal`, `low`, `medium` or `high`.
+    pub reasoning_effort: Option<nmb_plan::ReasoningEffort>,
+    /// As `--reasoning-model`.
+    #[serde(default)]
+    pub reasoning_model: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -556,6 +562,8 @@ impl Study {
         p.top_p = model.top_p.unwrap_or(p.top_p);
         p.max_tokens = model.max_tokens.unwrap_or(p.max_tokens);
         p.seed = model.seed;
+        p.reasoning_effort = model.reasoning_effort;
+        c.reasoning_model = model.reasoning_model;
         c.template = template.map(|t| TemplateChoice::parse(&t.to_string_lossy()));
         c
     }
@@ -642,5 +650,26 @@ bertscore = false
         let none = "[study]\nname = \"x\"\n";
         let e = parse(Path::new("s.toml"), none).unwrap_err().to_string();
         assert!(e.contains("[[models]]"), "{e}");
+        let effort = GOOD.replace("price = [1.0, 2.0]", "reasoning_effort = \"max\"");
+        let e = parse(Path::new("s.toml"), &effort).unwrap_err().to_string();
+        assert!(e.contains("line 8") && e.contains("`high`"), "{e}");
+    }
+
+    #[test]
+    fn a_model_takes_a_reasoning_effort_and_the_reasoning_model_switch() {
+        let text = GOOD.replace(
+            "price = [1.0, 2.0]",
+            "reasoning_effort = \"high\"\nreasoning_model = true",
+        );
+        let s = parse(Path::new("/studies/s.toml"), &text).unwrap();
+        let cells = s.cells();
+        let (a, b) = (&cells[0].config, &cells[1].config);
+        assert_eq!(
+            a.params.reasoning_effort,
+            Some(nmb_plan::ReasoningEffort::High)
+        );
+        assert!(a.reasoning_model);
+        assert_eq!(b.params.reasoning_effort, None, "only the model that asks");
+        assert!(!b.reasoning_model);
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use nmb_plan::{GenParams, InputMode};
+use nmb_plan::{GenParams, InputMode, ReasoningEffort};
 use nmb_requests::ModelSpec;
 use nmb_run::{Claiming, EvalConfig, Invocation, Limits, Resume, RunOutcome, TemplateChoice};
 use nmb_stats::BootstrapConfig;
@@ -165,6 +165,13 @@ pub struct EvalArgs {
     /// Most tokens per answer
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_tokens: u32,
+    /// Ask as OpenAI's reasoning models require: max_completion_tokens, no temperature (unless 1), no top_p
+    /// [default: for o-series and GPT-5 on OpenAI's API; elsewhere after the server's first refusal]
+    #[arg(long)]
+    reasoning_model: bool,
+    /// A reasoning model's effort: none, minimal, low, medium, high (OpenAI reasoning_effort, Gemini thinkingConfig)
+    #[arg(long, value_name = "LEVEL", value_parser = |s: &str| s.parse::<ReasoningEffort>())]
+    reasoning_effort: Option<ReasoningEffort>,
     /// Sampling seed where the backend takes one (OpenAI, Gemini, local); sample i of a task gets SEED + i
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
@@ -239,12 +246,14 @@ impl EvalArgs {
         config.inputs = self.inputs;
         config.samples = self.samples;
         config.no_n = self.no_n;
+        config.reasoning_model = self.reasoning_model;
         config.limit = self.limit;
         config.params = GenParams {
             temperature: self.temperature,
             top_p: self.top_p,
             max_tokens: self.max_tokens,
             seed: self.seed,
+            reasoning_effort: self.reasoning_effort,
         };
         config.template = self
             .template
@@ -323,8 +332,11 @@ pub fn run(args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     if args.dry_run {
         return dry_run(&config, args.json);
     }
-    run_one(&config, &args.invocation(at), &args.output()?, at)?;
-    Ok(ExitCode::SUCCESS)
+    let done = run_one(&config, &args.invocation(at), &args.output()?, at)?;
+    Ok(match done.outcome.all_errored() {
+        true => ExitCode::FAILURE,
+        false => ExitCode::SUCCESS,
+    })
 }
 
 /// One evaluation carried to its end (`nmb_study::job`), its summary printed as `out` says.

@@ -106,6 +106,9 @@ pub struct ScoringArgs {
     /// Skip the judges' error taxonomy of wrong answers
     #[arg(long)]
     pub no_taxonomy: bool,
+    /// Show judges a reasoning model's thinking before each answer (rubric, taxonomy) [default: answers only]
+    #[arg(long)]
+    pub judge_sees_thinking: bool,
     /// Human error-taxonomy labels (CSV: task_id, sample_index, category[, justification, annotator,
     /// run_id]); they take precedence over judges
     #[arg(long, value_name = "FILE.csv")]
@@ -211,6 +214,7 @@ impl ScoringArgs {
             bootstrap,
             suite: SuiteOverride::default(),
             paper: self.paper()?,
+            judge_sees_thinking: self.judge_sees_thinking,
         })
     }
 

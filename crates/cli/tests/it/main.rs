@@ -6,6 +6,7 @@ mod bertscore_cli;
 mod common;
 mod eval_cli;
 mod eval_faults;
+mod eval_reasoning;
 mod eval_scores;
 mod eval_wire;
 mod hostile;

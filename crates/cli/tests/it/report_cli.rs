@@ -50,6 +50,7 @@ fn store_with_run(dir: &Path) -> String {
     store.put_prompt("p1", &body.to_string(), &[image]).unwrap();
     let call = |error, text| {
         let rec = CallRecord {
+            tokens: Default::default(),
             run_id: &run.run_id,
             task_id: "case_1/dx",
             turn_index: 0,
@@ -71,6 +72,7 @@ fn store_with_run(dir: &Path) -> String {
     };
     let (ok, text) = call(None, Some("Multiple sclerosis <b>bold</b>"));
     let choice = ChoiceRecord {
+        thinking: None,
         sample_index: 0,
         choice_index: 0,
         text,
@@ -84,6 +86,7 @@ fn store_with_run(dir: &Path) -> String {
     };
     let (bad, _) = call(Some(err), None);
     let choice = ChoiceRecord {
+        thinking: None,
         sample_index: 1,
         choice_index: 0,
         text: None,

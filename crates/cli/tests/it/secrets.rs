@@ -27,8 +27,8 @@ fn echoing_server() -> nmb_fake_server::FakeServer {
             if let (Some(auth), true) = (&req.auth, echo_ok) {
                 return Reply::Texts(vec![
                     format!(
-                        "The most likely diagnosis is stroke. (Your key was {}.)",
-                        auth.value
+                        "<think>Thinking with {}.</think>The most likely diagnosis is stroke. (Your key was {}.)",
+                        auth.value, auth.value
                     );
                     req.samples() as usize
                 ]);
@@ -186,6 +186,16 @@ fn keys_appear_nowhere() {
         answers_redacted(nmb_store::RunKind::Judge),
         "a judge run's echoed answer"
     );
+    // ... and the thinking kept apart from those answers.
+    let thinking_redacted = all_runs.iter().any(|r| {
+        store.run_samples(&r.run_id).unwrap().iter().any(|s| {
+            let thought = |t: &nmb_store::TurnRecord| t.thinking.clone().unwrap_or_default();
+            s.turns
+                .iter()
+                .any(|t| thought(t).contains("Thinking with Bearer [REDACTED]"))
+        })
+    });
+    assert!(thinking_redacted, "an echoed key in the thinking");
     drop(store);
 
     let mut files = Vec::new();
@@ -247,6 +257,7 @@ fn reports_cut_keys_out_of_an_older_store() {
     .enumerate()
     {
         let record = CallRecord {
+            tokens: Default::default(),
             run_id: &run.run_id,
             task_id: "case_1/dx",
             turn_index: 0,
@@ -265,6 +276,7 @@ fn reports_cut_keys_out_of_an_older_store() {
             finished_ms: 4,
         };
         let choice = ChoiceRecord {
+            thinking: None,
             sample_index: i as u32,
             choice_index: 0,
             text: error.is_none().then_some(answer.as_str()),

@@ -134,10 +134,18 @@ fn images_sent_to_a_text_only_server_are_unsupported_input_and_not_retried() {
         "--limit",
         "2",
     ];
-    let run = json_of(&nmb(
+    let out = nmb(
         dir.path(),
         &[&args[..], &["--no-score", "--json", "-q"]].concat(),
-    ));
+    );
+    // Every sample errored: nmb eval says so and exits 1, with the class's hint.
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let run: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    assert_eq!(run["all_errored"], true);
+    assert!(
+        run["error"].as_str().unwrap().contains("--inputs text"),
+        "{run}"
+    );
     assert_eq!(run["summary"]["samples_errored"], 2, "{run}");
     assert_eq!(run["summary"]["errors_by_class"]["unsupported_input"], 2);
     assert_eq!(server.request_count(), 2, "no retries");

@@ -96,6 +96,7 @@ pub(super) fn parse_anthropic(body: &[u8], hash_images: bool) -> Result<Parsed, 
         json: forced.is_some(),
         json_schema: forced.as_ref().map(|(_, schema)| schema.clone()),
         forced_tool: forced.map(|(name, _)| name),
+        reasoning: None,
         ..ReceivedParams::default()
     };
     Ok((r.model.to_string(), messages, params))

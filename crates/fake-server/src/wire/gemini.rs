@@ -62,6 +62,8 @@ struct GmConfig {
     response_json_schema: Option<serde_json::Value>,
     #[serde(alias = "response_schema")]
     response_schema: Option<serde_json::Value>,
+    #[serde(alias = "thinking_config")]
+    thinking_config: Option<serde_json::Value>,
 }
 
 pub(super) fn parse_gemini(
@@ -103,6 +105,7 @@ pub(super) fn parse_gemini(
             json: g.response_mime_type.as_deref() == Some("application/json"),
             json_schema: g.response_json_schema.or(g.response_schema),
             forced_tool: None,
+            reasoning: g.thinking_config,
         },
     };
     Ok((messages, params))

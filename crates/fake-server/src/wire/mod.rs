@@ -3,6 +3,7 @@
 mod anthropic;
 mod gemini;
 mod openai;
+mod refusals;
 mod responses;
 
 use std::sync::Arc;
@@ -15,6 +16,8 @@ use sha2::{Digest, Sha256};
 use anthropic::parse_anthropic;
 use gemini::parse_gemini;
 use openai::parse_openai;
+pub use refusals::is_reasoning_model;
+pub(crate) use refusals::refusal;
 pub(crate) use responses::{error, fault_response, success, Response};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -113,6 +116,9 @@ pub struct ReceivedParams {
     /// The tool a request forced (Anthropic `tool_choice: {type: tool, name}`): the answer comes back as that
     /// tool's input.
     pub forced_tool: Option<String>,
+    /// How hard a reasoning model was asked to think, as sent: OpenAI's `reasoning_effort` (a string) or
+    /// Gemini's `thinkingConfig` (an object).
+    pub reasoning: Option<serde_json::Value>,
 }
 
 /// An authentication header as it arrived. Kept out of logs; tests read it to check the key's route.

@@ -24,6 +24,7 @@ struct OaRequest<'a> {
     seed: Option<u64>,
     n: Option<u64>,
     response_format: Option<serde_json::Value>,
+    reasoning_effort: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -96,6 +97,7 @@ pub(super) fn parse_openai(body: &[u8], hash_images: bool) -> Result<Parsed, Str
         json: r.response_format.is_some(),
         json_schema,
         forced_tool: None,
+        reasoning: r.reasoning_effort,
     };
     Ok((r.model.to_string(), messages, params))
 }

@@ -41,6 +41,7 @@ fn request(text: &str, with_image: bool) -> ChatRequest {
             top_p: 1.0,
             max_tokens: 12,
             seed: Some(1),
+            reasoning_effort: None,
         },
     )
 }

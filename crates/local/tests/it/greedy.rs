@@ -113,6 +113,7 @@ fn greedy() -> GenParams {
         top_p: 1.0,
         max_tokens: MAX_TOKENS,
         seed: Some(1),
+        reasoning_effort: None,
     }
 }
 

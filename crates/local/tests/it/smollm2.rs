@@ -28,6 +28,7 @@ fn params(temperature: f64, seed: u64, max_tokens: u32) -> GenParams {
         top_p: 0.95,
         max_tokens,
         seed: Some(seed),
+        reasoning_effort: None,
     }
 }
 

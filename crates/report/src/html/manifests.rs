@@ -44,6 +44,15 @@ fn recorded_rows(m: &nmb_store::Manifest) -> Vec<(&'static str, String)> {
             .map(|i| serde_json::Value::Object(i.clone()).to_string()),
     );
     push("one request per sample", m.n_unsupported.clone());
+    push(
+        "parameters adjusted",
+        m.params_adjusted.as_ref().map(|a| {
+            a.iter()
+                .map(|(what, why)| format!("{what} ({why})"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        }),
+    );
     push("scored run (judge run)", m.judged_run().map(str::to_string));
     rows
 }

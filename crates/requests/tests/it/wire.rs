@@ -98,7 +98,7 @@ async fn openai_json_schema_and_max_completion_tokens() {
         key: None,
         openai: nmb_requests::OpenAiOptions {
             max_tokens_field: nmb_requests::MaxTokensField::MaxCompletionTokens,
-            supports_n: true,
+            ..Default::default()
         },
         ..Default::default()
     };

@@ -12,12 +12,23 @@ use crate::results::{DimensionScore, JuryAgreement, RubricResult};
 use crate::rubric::{Grade, Rubric};
 use crate::ScoreError;
 
-/// The answers of every turn of a sample, for judges.
-pub(super) fn turn_answers(record: &SampleRecord) -> Vec<String> {
+/// The answers of every turn of a sample, for judges: the answer alone, or with `thinking` the model's thinking
+/// before it, marked as such.
+pub(super) fn turn_answers(record: &SampleRecord, thinking: bool) -> Vec<String> {
     record
         .turns
         .iter()
-        .map(|t| t.text.clone().unwrap_or_default())
+        .map(|t| {
+            let split = nmb_chat::split_thinking(t.text.as_deref().unwrap_or_default());
+            let thought = t.thinking.as_deref().or(split.thinking);
+            match thought.filter(|_| thinking) {
+                Some(th) => format!(
+                    "[the model's thinking before its answer]\n{th}\n[its answer]\n{}",
+                    split.answer
+                ),
+                None => split.answer.to_string(),
+            }
+        })
         .collect()
 }
 
@@ -30,6 +41,7 @@ pub(super) async fn grade_rubric(
     rubric: &Rubric,
     work: &mut [Work<'_>],
     failed: &mut [u64],
+    thinking: bool,
 ) -> Result<RubricRows, ScoreError> {
     let targets: Vec<usize> = work
         .iter()
@@ -41,7 +53,7 @@ pub(super) async fn grade_rubric(
         .iter()
         .map(|&i| {
             let w = &work[i];
-            let answers = turn_answers(w.record);
+            let answers = turn_answers(w.record, thinking);
             prompts::rubric(
                 rubric,
                 &Context {

@@ -66,6 +66,8 @@ pub struct ScoreOptions {
     pub price: Option<crate::cost::Price>,
     /// Also read NeuroVLM-Bench answers the paper's way ([`crate::structured::paper`]).
     pub paper: Option<crate::structured::paper::PaperOptions>,
+    /// Judges see the thinking before each answer (rubric grading, error taxonomy); off: the answers alone.
+    pub judge_sees_thinking: bool,
 }
 
 impl Default for ScoreOptions {
@@ -86,6 +88,7 @@ impl Default for ScoreOptions {
             bootstrap: BootstrapConfig::default(),
             price: None,
             paper: None,
+            judge_sees_thinking: false,
         }
     }
 }
@@ -169,7 +172,15 @@ pub async fn score_loaded(
     }
     let rubric = match (&panel, &opts.rubric) {
         (Some(p), Some(r)) => {
-            let rows = grade_rubric(p, &jury, r, &mut work, &mut failed).await?;
+            let rows = grade_rubric(
+                p,
+                &jury,
+                r,
+                &mut work,
+                &mut failed,
+                opts.judge_sees_thinking,
+            )
+            .await?;
             if specs.len() > 1 {
                 agreement.extend(rubric_agreement(r, &specs, &rows, &opts.bootstrap));
             }
@@ -200,6 +211,7 @@ pub async fn score_loaded(
         human.as_ref(),
         &mut work,
         &mut failed,
+        opts.judge_sees_thinking,
     )
     .await?;
     if specs.len() > 1 && judged_taxonomy {
@@ -327,7 +339,7 @@ fn structured_items<'a>(
                 sample_index: r.sample_index,
                 case_id: case.id.as_str(),
                 reference,
-                text: r.final_text.as_deref()?,
+                text: nmb_chat::split_thinking(r.final_text.as_deref()?).answer,
                 usage: crate::structured::Usage::of(case.id.as_str(), r),
             })
         })

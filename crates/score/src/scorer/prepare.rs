@@ -71,7 +71,9 @@ pub(super) fn prepare<'a>(
         }
         nmb_store::SampleStatus::Ok => {}
     }
-    let text = record.final_text.clone().unwrap_or_default();
+    // An answer stored with its thinking in front (by an nmb that kept it there) is scored without it.
+    let stored = record.final_text.as_deref().unwrap_or_default();
+    let text = nmb_chat::split_thinking(stored).answer.to_string();
     score.facts = AnswerFacts::of(&text);
     if task.family.is_breadth() {
         match breadth::score_answer(task, &text) {

@@ -57,6 +57,7 @@ pub(super) fn scoring_config(
         suite_hash_scored,
         price: opts.price,
         paper: opts.paper,
+        judge_sees_thinking: opts.judge_sees_thinking,
     };
     config.config_hash = config_hash(&config);
     Ok(config)
@@ -88,6 +89,10 @@ fn config_hash(c: &ScoringConfig) -> String {
     // Likewise the paper's reading, which adds numbers to the report.
     if let Some(paper) = &c.paper {
         identity["paper"] = json!(paper);
+    }
+    // And what judges were shown besides the answers.
+    if c.judge_sees_thinking {
+        identity["judge_sees_thinking"] = json!(true);
     }
     hex::encode(Sha256::digest(canonical_json(&identity).as_bytes()))
 }

@@ -17,6 +17,7 @@ pub(super) async fn classify_errors(
     human: Option<&HumanLabels>,
     work: &mut [Work<'_>],
     failed: &mut [u64],
+    thinking: bool,
 ) -> Result<Vec<Vec<Option<f64>>>, ScoreError> {
     let wrong: Vec<usize> = work
         .iter()
@@ -32,7 +33,7 @@ pub(super) async fn classify_errors(
             .iter()
             .map(|&i| {
                 let w = &work[i];
-                let answers = turn_answers(w.record);
+                let answers = turn_answers(w.record, thinking);
                 prompts::taxonomy(
                     &Context {
                         case: w.case,

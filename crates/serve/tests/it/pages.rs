@@ -166,8 +166,16 @@ pub(crate) fn fixture() -> Fixture {
     fill(dir, store)
 }
 
+/// The thinking `case-05/dx` sample 0 stored before its answer, with a payload of its own.
+pub(crate) const XSS_THINKING: &str = "Weighing <script>alert(5)</script> glioma first";
+
 fn record(store: &Store, run_id: &str, t: &str, prompt: &str, sample: u32, text: Option<&str>) {
+    let thinks = (t, sample) == ("case-05/dx", 0);
     let call = CallRecord {
+        tokens: nmb_store::TokenDetail {
+            reasoning: thinks.then_some(321),
+            ..Default::default()
+        },
         run_id,
         task_id: t,
         turn_index: 0,
@@ -189,6 +197,7 @@ fn record(store: &Store, run_id: &str, t: &str, prompt: &str, sample: u32, text:
         finished_ms: 1_042,
     };
     let choice = ChoiceRecord {
+        thinking: thinks.then_some(XSS_THINKING),
         sample_index: sample,
         choice_index: 0,
         text,
@@ -577,6 +586,19 @@ async fn a_sample_page_shows_turns_prompt_image_and_score_escaped() {
     for field in ["openai:test-model", ">120<", ">9<", ">42<"] {
         assert!(html.contains(field), "{field} on the page");
     }
+    // The thinking, collapsed and escaped, apart from the answer.
+    assert!(
+        html.contains("<details class=\"thinking\"><summary>thinking (4 words, 321 reasoning tokens)</summary>"),
+        "{html}"
+    );
+    assert!(!html.contains("<script>alert(5)"));
+    assert!(html.contains("Weighing &lt;script&gt;alert(5)&lt;/script&gt; glioma first"));
+    let plain = format!("{base}/runs/{}/samples/1?task=case-05%2Fdx", f.run_id);
+    let (_, _, html) = get(&plain).await;
+    assert!(
+        !html.contains("class=\"thinking\""),
+        "no thinking, no block"
+    );
 
     let errored = format!("{base}/runs/{}/samples/1?task=case-03/dx", f.run_id);
     let (status, _, html) = get(&errored).await;

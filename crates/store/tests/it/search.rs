@@ -229,6 +229,8 @@ fn migrating_to_v10_indexes_the_answers_already_stored() {
         conn.execute_batch(
             "DROP TRIGGER turns_text_insert; DROP TRIGGER turns_text_delete; DROP TRIGGER turns_text_update;
              DROP TABLE turns_text; DROP INDEX sample_scores_by_outcome; DROP INDEX turns_cached;
+             ALTER TABLE turns DROP COLUMN thinking; ALTER TABLE calls DROP COLUMN tokens_reasoning;
+             ALTER TABLE calls DROP COLUMN tokens_cached_in; ALTER TABLE calls DROP COLUMN tokens_cache_write;
              DELETE FROM migrations WHERE version >= 10;
              PRAGMA user_version = 9;",
         )
@@ -296,6 +298,7 @@ fn every_way_of_searching_finds_what_reading_every_answer_finds() {
             let texts: Vec<String> = (0..10).map(|s| format!("Meningioma {t} {s}")).collect();
             let choices: Vec<_> = (0..10u32)
                 .map(|s| nmb_store::ChoiceRecord {
+                    thinking: None,
                     sample_index: s,
                     choice_index: s,
                     text: Some(texts[s as usize].as_str()),

@@ -54,6 +54,7 @@ pub fn params() -> GenParams {
         top_p: 0.9,
         max_tokens: 321,
         seed: Some(42),
+        reasoning_effort: None,
     }
 }
 

@@ -185,6 +185,7 @@ pub(super) fn record(
 ) {
     let prompt_hash = sha(prompt.as_bytes());
     let call = CallRecord {
+        tokens: Default::default(),
         run_id,
         task_id,
         turn_index: turn,
@@ -203,6 +204,7 @@ pub(super) fn record(
         finished_ms: 1_042,
     };
     let choice = ChoiceRecord {
+        thinking: None,
         sample_index: 0,
         choice_index: 0,
         text: Some(text),

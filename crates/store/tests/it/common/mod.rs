@@ -96,6 +96,7 @@ pub fn put_image_prompt(store: &Store, task: &str, images: &[Vec<u8>]) -> String
 
 pub fn call<'a>(run_id: &'a str, task: &'a str, turn: u32, prompt_hash: &'a str) -> CallRecord<'a> {
     CallRecord {
+        tokens: Default::default(),
         run_id,
         task_id: task,
         turn_index: turn,
@@ -119,6 +120,7 @@ pub fn call<'a>(run_id: &'a str, task: &'a str, turn: u32, prompt_hash: &'a str)
 
 pub fn ok_choice(sample_index: u32, text: &str, final_turn: bool) -> ChoiceRecord<'_> {
     ChoiceRecord {
+        thinking: None,
         sample_index,
         choice_index: 0,
         text: Some(text),
@@ -129,6 +131,7 @@ pub fn ok_choice(sample_index: u32, text: &str, final_turn: bool) -> ChoiceRecor
 
 pub fn failed_choice(sample_index: u32) -> ChoiceRecord<'static> {
     ChoiceRecord {
+        thinking: None,
         sample_index,
         choice_index: 0,
         text: None,
