@@ -89,15 +89,19 @@ fn the_sample_suite_runs_against_a_real_llama_cpp_server() {
         }
     }
 
-    // Images to this text-only server: unsupported_input, not retried.
-    let image_run = json_of(&nmb(
+    // Images to this text-only server: unsupported_input, not retried; every sample errored, so exit 1.
+    let out = nmb(
         dir.path(),
         &[
             &base[..],
             &["--inputs", "full", "--samples", "1", "--limit", "1"],
         ]
         .concat(),
-    ));
+    );
+    assert_eq!(out.status.code(), Some(1), "every sample errored");
+    let image_run: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(image_run["all_errored"], true, "{image_run}");
     assert_eq!(
         image_run["summary"]["errors_by_class"]["unsupported_input"], 1,
         "{image_run}"
