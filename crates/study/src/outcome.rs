@@ -112,11 +112,6 @@ pub fn report(
     cells: &[Cell],
     runs: &[(&Cell, String)],
 ) -> Result<PathBuf, OutcomeError> {
-    let mut data = Vec::new();
-    for (_, id) in runs {
-        let scores = nmb_report::stored_scores(store, id)?;
-        data.push(nmb_report::load_run(store, id, scores)?);
-    }
     let mut opts = ReportOptions::new(study.report_dir());
     opts.prices = prices(cells);
     opts.leaderboard = study.file.study.leaderboard;
@@ -128,9 +123,25 @@ pub fn report(
         // The study's answer names the HTML page, so it is always written.
         opts.formats.insert(nmb_report::Format::Html);
     }
+    let ids: Vec<&str> = runs.iter().map(|(_, id)| id.as_str()).collect();
+    write_runs(store, &ids, &opts)
+}
+
+/// Writes one report over the stored runs `run_ids` (each with its stored scores) as `opts` says; returns the
+/// HTML page's path.
+pub(crate) fn write_runs(
+    store: &Store,
+    run_ids: &[&str],
+    opts: &ReportOptions,
+) -> Result<PathBuf, OutcomeError> {
+    let mut data = Vec::new();
+    for id in run_ids {
+        let scores = nmb_report::stored_scores(store, id)?;
+        data.push(nmb_report::load_run(store, id, scores)?);
+    }
     let written =
-        nmb_report::write_report(&data, &opts).map_err(|source| OutcomeError::WriteReport {
-            dir: study.report_dir(),
+        nmb_report::write_report(&data, opts).map_err(|source| OutcomeError::WriteReport {
+            dir: opts.out_dir.clone(),
             source: Box::new(source),
         })?;
     written.html.ok_or(OutcomeError::NoHtml)

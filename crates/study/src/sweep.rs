@@ -61,16 +61,5 @@ pub fn variants(source: &Path) -> Result<Vec<Variant>, SweepError> {
 
 /// One report over the runs `run_ids` (scored runs with their stored scores) in `dir`; returns the HTML page.
 pub fn report(store: &Store, run_ids: &[&str], dir: &Path) -> Result<PathBuf, OutcomeError> {
-    let mut data = Vec::new();
-    for id in run_ids {
-        let scores = nmb_report::stored_scores(store, id)?;
-        data.push(nmb_report::load_run(store, id, scores)?);
-    }
-    let written = nmb_report::write_report(&data, &nmb_report::ReportOptions::new(dir)).map_err(
-        |source| OutcomeError::WriteReport {
-            dir: dir.to_path_buf(),
-            source: Box::new(source),
-        },
-    )?;
-    written.html.ok_or(OutcomeError::NoHtml)
+    crate::outcome::write_runs(store, run_ids, &nmb_report::ReportOptions::new(dir))
 }

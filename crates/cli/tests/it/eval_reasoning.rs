@@ -106,14 +106,7 @@ fn a_run_whose_every_sample_errored_exits_non_zero() {
     let dir = tempfile::tempdir().unwrap();
     let runs = dir.path().join("runs");
     let body = r#"{"error":{"message":"Unsupported parameter: 'logprobs' is not supported with this model.","type":"invalid_request_error","param":"logprobs","code":"unsupported_parameter"}}"#;
-    let server = server(Config {
-        responder: Arc::new(move |_| Reply::Raw {
-            status: 400,
-            headers: Vec::new(),
-            body: body.to_string(),
-        }),
-        ..Config::default()
-    });
+    let server = always(400, body.to_string());
     let model = format!("openai:gpt-4o@{}/v1", server.url());
     let run = |json: bool| {
         let mut c = nmb_command(&runs);
@@ -239,14 +232,7 @@ fn a_draft_in_the_thinking_is_never_scored_as_the_answer() {
         "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30}
     })
     .to_string();
-    let server = server(Config {
-        responder: Arc::new(move |_| Reply::Raw {
-            status: 200,
-            headers: Vec::new(),
-            body: body.clone(),
-        }),
-        ..Config::default()
-    });
+    let server = always(200, body);
     let model = format!("openai:thinker@{}/v1", server.url());
     let out = nmb_command(&runs)
         .args([
@@ -372,14 +358,7 @@ fn geminis_thoughts_are_counted_as_output_tokens() {
         "usageMetadata": {"promptTokenCount": 900, "candidatesTokenCount": 40, "thoughtsTokenCount": 600}
     })
     .to_string();
-    let server = server(Config {
-        responder: Arc::new(move |_| Reply::Raw {
-            status: 200,
-            headers: Vec::new(),
-            body: body.clone(),
-        }),
-        ..Config::default()
-    });
+    let server = always(200, body);
     let model = format!("gemini:gemini-2.5-flash@{}", server.url());
     let v = json_of(
         &nmb_command(&runs)
@@ -410,4 +389,16 @@ fn geminis_thoughts_are_counted_as_output_tokens() {
         .unwrap();
     let thought = samples[0].turns[0].thinking.as_deref();
     assert_eq!(thought, Some("Weighing demyelination against glioma."));
+}
+
+/// A loopback server that answers every request with `status` and `body`, as written.
+fn always(status: u16, body: String) -> nmb_fake_server::FakeServer {
+    server(Config {
+        responder: Arc::new(move |_| Reply::Raw {
+            status,
+            headers: Vec::new(),
+            body: body.clone(),
+        }),
+        ..Config::default()
+    })
 }

@@ -29,19 +29,6 @@ fn stored_turns(store: &nmb_store::Store, run_id: &str) -> HashSet<(String, u32)
         .collect()
 }
 
-/// The server's request count once it has stopped changing for 200 ms.
-fn settled_request_count(server: &nmb_fake_server::FakeServer) -> usize {
-    let mut last = server.request_count();
-    loop {
-        std::thread::sleep(Duration::from_millis(200));
-        let now = server.request_count();
-        if now == last {
-            return now as usize;
-        }
-        last = now;
-    }
-}
-
 fn kill_and_resume(wire: Wire) {
     let dir = tempfile::tempdir().expect("temp dir");
     let server = server(Config {
@@ -83,7 +70,7 @@ fn kill_and_resume(wire: Wire) {
     child.wait().expect("reaped");
     // A request the dead process had already written may still be in the server's socket buffer; count it as
     // sent before the kill (it was in flight), not as one the resumed run asked again.
-    let seen_before_kill = settled_request_count(&server);
+    let seen_before_kill = settled_request_count(&server) as usize;
 
     let db = store(dir.path());
     let runs = db.list_runs().expect("runs");

@@ -64,34 +64,6 @@ fn stored(runs: &Path) -> HashSet<Key> {
         .collect()
 }
 
-/// xorshift64*: the kill points come from [`SEED`], so a failure can be replayed.
-fn draws(mut x: u64, n: usize, below: u64) -> Vec<u64> {
-    let mut out: Vec<u64> = (0..n)
-        .map(|_| {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            1 + x.wrapping_mul(0x2545_f491_4f6c_dd1d) % below
-        })
-        .collect();
-    out.sort_unstable();
-    out
-}
-
-/// The server's request count once it has stopped changing for 200 ms (a request the dead process wrote may
-/// still be in the socket).
-fn settled(server: &FakeServer) -> u64 {
-    let mut last = server.request_count();
-    loop {
-        std::thread::sleep(Duration::from_millis(200));
-        let now = server.request_count();
-        if now == last {
-            return now;
-        }
-        last = now;
-    }
-}
-
 /// `nmb score RUN --json` with the run id blanked, for comparing two runs' scores.
 fn scores(runs: &Path) -> String {
     let run_id = store(runs).list_runs().unwrap()[0].run_id.clone();
@@ -120,7 +92,7 @@ fn twenty_kills_lose_nothing_and_score_as_one_run() {
 
     let dir = tempfile::tempdir().unwrap();
     let args = args(&model_spec(Wire::OpenAi, &server));
-    let points: Vec<u64> = (draws(SEED, KILLS, total - 10).into_iter())
+    let points: Vec<u64> = (kill_points(SEED, KILLS, total - 10).into_iter())
         .map(|p| total + p)
         .collect();
     let mut bounds = Vec::new();
@@ -141,7 +113,7 @@ fn twenty_kills_lose_nothing_and_score_as_one_run() {
         }
         let _ = child.kill(); // SIGKILL; it may have finished already
         child.wait().unwrap();
-        let seen = settled(&server);
+        let seen = settled_request_count(&server);
         bounds.push((seen, stored(dir.path())));
     }
     let out = nmb_command(dir.path()).args(&args).output().unwrap();
@@ -268,7 +240,7 @@ fn a_judge_killed_twenty_times_scores_as_once() {
     let total = judges.request_count();
     judges.clear_requests();
 
-    let points: Vec<u64> = (draws(SEED ^ 1, KILLS, total - 5).into_iter())
+    let points: Vec<u64> = (kill_points(SEED ^ 1, KILLS, total - 5).into_iter())
         .map(|p| total + p)
         .collect();
     for &point in &points {
@@ -288,7 +260,7 @@ fn a_judge_killed_twenty_times_scores_as_once() {
         }
         let _ = child.kill();
         child.wait().unwrap();
-        settled(&judges);
+        settled_request_count(&judges);
     }
     let got = judged(killed.path());
     let asked = judges.request_count() - total;

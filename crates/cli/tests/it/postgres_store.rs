@@ -265,29 +265,43 @@ fn three_workers_one_killed_finish_the_run_with_the_scores_of_one_process() {
         assert!(used.contains(&c.call_id), "an answer no sample kept: {c:?}");
     }
 
-    let sqlite_dir = tempfile::tempdir().unwrap();
-    let mut alone = eval_args(&model);
-    alone.retain(|a| a != "--limit" && a != "6");
-    let on_sqlite = json_of(&nmb(sqlite_dir.path(), &as_strs(&alone)));
-    let mut a = json_of(&on_pg(
-        dir.path(),
-        &url,
-        &strings(&["score", &run_id, "--json"]),
-    ));
-    let sqlite_id = on_sqlite["run_id"].as_str().unwrap();
-    let mut b = json_of(&nmb(sqlite_dir.path(), &["score", sqlite_id, "--json"]));
-    normalise(&mut a);
-    normalise(&mut b);
+    let (a, b) = scores_beside_one_sqlite_process(dir.path(), &url, &run_id, &model, &[]);
     assert_eq!(a, b);
 }
 
 /// `nmb eval --plan-only` of the whole sample suite (2 samples a task) on PostgreSQL, with `extra`; its JSON.
 fn plan_whole_suite(dir: &std::path::Path, url: &str, model: &str, extra: &[&str]) -> Value {
-    let mut plan = eval_args(model);
-    plan.retain(|a| a != "--limit" && a != "6");
+    let mut plan = whole_suite_args(model, extra);
     plan.push("--plan-only".into());
-    plan.extend(extra.iter().map(|a| a.to_string()));
     json_of(&on_pg(dir, url, &plan))
+}
+
+/// `nmb eval` of the whole sample suite (2 samples a task), with `extra`.
+fn whole_suite_args(model: &str, extra: &[&str]) -> Vec<String> {
+    let mut args = eval_args(model);
+    args.retain(|a| a != "--limit" && a != "6");
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+/// The scores of run `run_id` on PostgreSQL and of the same evaluation (`extra` its flags) run by one process
+/// on SQLite, each with run ids and clock times taken out.
+fn scores_beside_one_sqlite_process(
+    dir: &std::path::Path,
+    url: &str,
+    run_id: &str,
+    model: &str,
+    extra: &[&str],
+) -> (Value, Value) {
+    let sqlite_dir = tempfile::tempdir().unwrap();
+    let alone = whole_suite_args(model, extra);
+    let on_sqlite = json_of(&nmb(sqlite_dir.path(), &as_strs(&alone)));
+    let mut a = json_of(&on_pg(dir, url, &strings(&["score", run_id, "--json"])));
+    let sqlite_id = on_sqlite["run_id"].as_str().unwrap();
+    let mut b = json_of(&nmb(sqlite_dir.path(), &["score", sqlite_id, "--json"]));
+    normalise(&mut a);
+    normalise(&mut b);
+    (a, b)
 }
 
 /// A quiet `nmb worker --run RUN_ID` on PostgreSQL with `args`, its stdout discarded.
@@ -515,17 +529,7 @@ fn one_worker_of_three_killed_twenty_times_loses_nothing() {
         spawn_worker(dir.path(), &url, &run_id, &args, log.into())
     };
     let survivors = [worker("w1.log"), worker("w2.log")];
-    // Kill points: xorshift64* from a fixed seed, so a failure can be replayed.
-    let mut x: u64 = 0x6b69_6c6c_2d70_6731;
-    let mut points: Vec<u64> = (0..20)
-        .map(|_| {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            1 + x.wrapping_mul(0x2545_f491_4f6c_dd1d) % 50
-        })
-        .collect();
-    points.sort_unstable();
+    let points = kill_points(0x6b69_6c6c_2d70_6731, 20, 50);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     for (k, point) in points.iter().enumerate() {
         let mut doomed = worker(&format!("w0-{k}.log"));
@@ -561,20 +565,7 @@ fn one_worker_of_three_killed_twenty_times_loses_nothing() {
     );
     eprintln!("20 kills at requests {points:?}: {sent} requests, {calls} stored calls");
 
-    let sqlite_dir = tempfile::tempdir().unwrap();
-    let mut alone = eval_args(&model);
-    alone.retain(|a| a != "--limit" && a != "6");
-    alone.push("--no-n".into());
-    let on_sqlite = json_of(&nmb(sqlite_dir.path(), &as_strs(&alone)));
-    let mut a = json_of(&on_pg(
-        dir.path(),
-        &url,
-        &strings(&["score", &run_id, "--json"]),
-    ));
-    let sqlite_id = on_sqlite["run_id"].as_str().unwrap();
-    let mut b = json_of(&nmb(sqlite_dir.path(), &["score", sqlite_id, "--json"]));
-    normalise(&mut a);
-    normalise(&mut b);
+    let (a, b) = scores_beside_one_sqlite_process(dir.path(), &url, &run_id, &model, &["--no-n"]);
     assert!(
         a == b,
         "the scores differ from those of one process on SQLite"

@@ -113,3 +113,31 @@ pub fn native_suite(dir: &Path, tasks: &[TestTask<'_>]) -> PathBuf {
     std::fs::write(root.join("cases.jsonl"), lines.join("\n") + "\n").expect("cases.jsonl");
     root
 }
+
+/// The server's request count once it has stopped changing for 200 ms: after a SIGKILL, a request the dead
+/// process had already written may still be in the server's socket buffer.
+pub fn settled_request_count(server: &FakeServer) -> u64 {
+    let mut last = server.request_count();
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let now = server.request_count();
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// `n` kill points in 1..=`below`, sorted, drawn by xorshift64* from `seed`, so a failure can be replayed.
+pub fn kill_points(mut seed: u64, n: usize, below: u64) -> Vec<u64> {
+    let mut out: Vec<u64> = (0..n)
+        .map(|_| {
+            seed ^= seed >> 12;
+            seed ^= seed << 25;
+            seed ^= seed >> 27;
+            1 + seed.wrapping_mul(0x2545_f491_4f6c_dd1d) % below
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
