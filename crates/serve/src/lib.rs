@@ -92,6 +92,9 @@ pub struct ServeOptions {
     /// Names besides the bound address and `localhost` that requests may give as `Host` (a reverse proxy's, the
     /// machine's); any other name is refused ([`Hosts`]).
     pub allowed_hosts: Vec<String>,
+    /// A TLS proxy is in front: cookies are marked `Secure`, and the token's is `__Host-nmb_token`, which a
+    /// browser binds to the one origin (no other port or subdomain can set or read it).
+    pub behind_tls: bool,
 }
 
 impl Default for ServeOptions {
@@ -101,6 +104,7 @@ impl Default for ServeOptions {
             port: DEFAULT_PORT,
             token: None,
             allowed_hosts: Vec::new(),
+            behind_tls: false,
         }
     }
 }
@@ -193,14 +197,24 @@ pub async fn bind(options: &ServeOptions) -> Result<Bound, ServeError> {
     let gate = Gate {
         token: options.token.as_deref().map(|t| Arc::from(t.trim())),
         hosts: Some(Arc::new(Hosts::new(addr.ip(), &options.allowed_hosts))),
-        // Cookies are shared by every port of a host: each server's has its own name.
-        cookie: Arc::from(format!("nmb_token_{}", addr.port())),
+        cookie: Arc::from(token_cookie(addr.port(), options.behind_tls)),
+        secure: options.behind_tls,
     };
     Ok(Bound {
         listener,
         addr,
         gate,
     })
+}
+
+/// The token cookie's name. Plain-HTTP cookies are shared by every port of a host, so each server's is named
+/// by its port; behind TLS the `__Host-` prefix binds it to the origin instead.
+fn token_cookie(port: u16, behind_tls: bool) -> String {
+    if behind_tls {
+        "__Host-nmb_token".to_string()
+    } else {
+        format!("nmb_token_{port}")
+    }
 }
 
 /// Binds, prints `nmb serve: http://HOST:PORT/` on stdout (flushed), and answers requests until the process
@@ -230,14 +244,26 @@ struct Gate {
     /// `None` for a router driven in-process, with no socket (tests).
     hosts: Option<Arc<Hosts>>,
     cookie: Arc<str>,
+    /// Cookies are marked `Secure` (a TLS proxy is in front).
+    secure: bool,
 }
 
 impl Gate {
+    /// What every cookie this server sets ends with.
+    fn secure_attribute(&self) -> &'static str {
+        if self.secure {
+            "; Secure"
+        } else {
+            ""
+        }
+    }
+
     fn open(token: Option<String>) -> Gate {
         Gate {
             token: token.map(Arc::from),
             hosts: None,
             cookie: Arc::from("nmb_token"),
+            secure: false,
         }
     }
 }
@@ -284,7 +310,11 @@ async fn guard(State(app): State<App>, request: Request, next: Next) -> Response
             Access::Granted => next.run(request).await,
             Access::SetCookie => {
                 let mut r = Redirect::to("/").into_response();
-                let cookie = format!("{}={token}; Path=/; HttpOnly; SameSite=Strict", gate.cookie);
+                let cookie = format!(
+                    "{}={token}; Path=/; HttpOnly; SameSite=Strict{}",
+                    gate.cookie,
+                    gate.secure_attribute()
+                );
                 if let Ok(v) = HeaderValue::from_str(&cookie) {
                     r.headers_mut().insert(header::SET_COOKIE, v);
                 }

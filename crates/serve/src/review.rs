@@ -33,8 +33,10 @@ use crate::App;
 pub const CSP: &str = "default-src 'none'; img-src 'self'; style-src 'self'; script-src 'self'; \
                        connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-/// The reviewer's cookie (its path is the set's, so each set has its own).
+/// The reviewer's cookie (its path is the set's, so each set has its own). Behind TLS it is
+/// [`SECURE_COOKIE`]: `__Secure-` rather than `__Host-`, which would demand `Path=/`.
 const COOKIE: &str = "nmb_review";
+const SECURE_COOKIE: &str = "__Secure-nmb_review";
 /// How long the cookie lasts; the store decides on every request whether it still counts.
 const COOKIE_MAX_AGE_S: u32 = 30 * 24 * 3600;
 /// Grade posts only. A comment of `nmb_review::COMMENT_LIMIT` characters of 4-byte UTF-8 is 48 KiB
@@ -189,7 +191,11 @@ fn authenticate(store: &Store, set_id: &str, headers: &HeaderMap) -> Result<Revi
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
-        .filter_map(|c| c.trim().strip_prefix(COOKIE)?.strip_prefix('='))
+        .filter_map(|c| {
+            let c = c.trim();
+            let c = c.strip_prefix("__Secure-").unwrap_or(c);
+            c.strip_prefix(COOKIE)?.strip_prefix('=')
+        })
         .take(4);
     for value in cookies {
         if let Some(r) = by_token(store, set_id, &url_decode(value))? {
@@ -219,10 +225,11 @@ async fn enter(
 ) -> Response {
     let token = field(&query, "token").map(str::to_string);
     let here = uri.path().to_string();
+    let secure = app.gate.secure;
     blocking(&app, false, move |store| match token {
         Some(token) => {
             let r = by_token(store, &set_id, &token)?.ok_or(Refused::NoReviewer)?;
-            Ok(with_cookie(Redirect::to(&here).into_response(), &r))
+            Ok(with_cookie(Redirect::to(&here).into_response(), &r, secure))
         }
         None => {
             let r = authenticate(store, &set_id, &headers)?;
@@ -232,9 +239,15 @@ async fn enter(
     .await
 }
 
-fn with_cookie(mut response: Response, r: &Reviewer) -> Response {
+/// Sets the reviewer's cookie; `secure` (behind TLS) names it [`SECURE_COOKIE`] and marks it `Secure`.
+fn with_cookie(mut response: Response, r: &Reviewer, secure: bool) -> Response {
+    let (name, attribute) = if secure {
+        (SECURE_COOKIE, "; Secure")
+    } else {
+        (COOKIE, "")
+    };
     let cookie = format!(
-        "{COOKIE}={}; Path={}; Max-Age={COOKIE_MAX_AGE_S}; HttpOnly; SameSite=Strict",
+        "{name}={}; Path={}; Max-Age={COOKIE_MAX_AGE_S}; HttpOnly; SameSite=Strict{attribute}",
         url_encode(&r.token),
         set_path(&r.set.set_id)
     );

@@ -65,6 +65,10 @@ pub struct AnswerArgs {
     /// name but the bound address and localhost is refused otherwise (DNS rebinding)
     #[arg(long = "allowed-host", value_name = "NAME")]
     allowed_hosts: Vec<String>,
+    /// A TLS proxy is in front (give its name with --allowed-host): cookies are marked Secure, the token's
+    /// named __Host-nmb_token
+    #[arg(long)]
+    behind_tls: bool,
     /// Do not score the run when it is built
     #[arg(long)]
     no_score: bool,
@@ -100,6 +104,7 @@ pub fn run(args: AnswerArgs, at: &StoreAt) -> Result<ExitCode> {
         port: args.port,
         token: nmb_serve::token_from(args.token_file.as_deref())?,
         allowed_hosts: args.allowed_hosts.clone(),
+        behind_tls: args.behind_tls,
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {

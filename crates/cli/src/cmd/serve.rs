@@ -37,6 +37,10 @@ pub struct ServeArgs {
     /// name but the bound address and localhost is refused otherwise (DNS rebinding)
     #[arg(long = "allowed-host", value_name = "NAME")]
     allowed_hosts: Vec<String>,
+    /// A TLS proxy is in front (give its name with --allowed-host): cookies are marked Secure, the token's
+    /// named __Host-nmb_token
+    #[arg(long)]
+    behind_tls: bool,
 }
 
 pub fn run(args: ServeArgs, at: &StoreAt) -> Result<ExitCode> {
@@ -47,6 +51,7 @@ pub fn run(args: ServeArgs, at: &StoreAt) -> Result<ExitCode> {
         port: args.port,
         token,
         allowed_hosts: args.allowed_hosts,
+        behind_tls: args.behind_tls,
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(nmb_serve::serve(store, options))?;

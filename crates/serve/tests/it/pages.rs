@@ -711,6 +711,50 @@ async fn a_token_guards_every_request() {
     assert_eq!(another_servers.status().as_u16(), 401);
 }
 
+/// Behind a TLS proxy the token's cookie is `__Host-nmb_token`, `Secure`, `Path=/`, no `Domain`: a browser
+/// then keeps it to the one origin, whatever else runs on the host's other ports.
+#[tokio::test]
+async fn behind_tls_the_cookie_is_bound_to_the_origin() {
+    let f = fixture();
+    let bound = nmb_serve::bind(&ServeOptions {
+        port: 0,
+        token: Some("s3cret-token".into()),
+        behind_tls: true,
+        ..ServeOptions::default()
+    })
+    .await
+    .unwrap();
+    let base = bound.url().trim_end_matches('/').to_string();
+    tokio::spawn(bound.run(f.store.clone()));
+    let visit = client()
+        .get(format!("{base}/?token=s3cret-token"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(visit.status().as_u16(), 303);
+    let cookie = visit.headers()["set-cookie"].to_str().unwrap().to_string();
+    let attributes: Vec<&str> = cookie.split("; ").collect();
+    assert_eq!(attributes[0], "__Host-nmb_token=s3cret-token", "{cookie}");
+    for wanted in ["Path=/", "Secure", "HttpOnly", "SameSite=Strict"] {
+        assert!(attributes.contains(&wanted), "{wanted} in {cookie}");
+    }
+    assert!(!cookie.contains("Domain"), "{cookie}");
+    let page = client()
+        .get(format!("{base}/runs/{}", f.run_id))
+        .header("cookie", "__Host-nmb_token=s3cret-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    let port_named = client()
+        .get(format!("{base}/runs/{}", f.run_id))
+        .header("cookie", "nmb_token_1=s3cret-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(port_named.status().as_u16(), 401);
+}
+
 /// A page on another site that rebinds its name to 127.0.0.1 gets nothing: its name is the request's `Host`,
 /// and the server answers only to its own address, `localhost` and the names it was given.
 #[tokio::test]
@@ -811,6 +855,7 @@ async fn beyond_loopback_it_needs_a_token() {
         port: 0,
         token: None,
         allowed_hosts: Vec::new(),
+        behind_tls: false,
     };
     let err = nmb_serve::bind(&options).await.err().expect("refused");
     assert!(matches!(err, ServeError::NoToken { .. }), "{err}");

@@ -668,3 +668,34 @@ async fn the_review_pages_work_on_postgres_too() {
     let page = b.get("/items/1").await.body;
     assert!(page.contains("value=\"correct\" checked"));
 }
+
+/// Behind a TLS proxy the reviewer's cookie is `__Secure-nmb_review`, marked `Secure` and still scoped to the
+/// set's path (which the `__Host-` prefix would forbid), and it opens the set as the plain one does.
+#[tokio::test]
+async fn behind_tls_the_reviewers_cookie_is_secure() {
+    let f = review_fixture();
+    let bound = nmb_serve::bind(&nmb_serve::ServeOptions {
+        port: 0,
+        behind_tls: true,
+        ..nmb_serve::ServeOptions::default()
+    })
+    .await
+    .unwrap();
+    let base = bound.url().trim_end_matches('/').to_string();
+    tokio::spawn(bound.run(f.store.clone()));
+    let ann = &f.tokens["ann"];
+    let r = Browser::new(&base, &f.set_id)
+        .get(&format!("?token={ann}"))
+        .await;
+    let cookie = r.headers["set-cookie"].to_str().unwrap();
+    let attributes: Vec<&str> = cookie.split("; ").collect();
+    assert_eq!(attributes[0], format!("__Secure-nmb_review={ann}"));
+    let path = format!("Path=/review/{}", f.set_id);
+    for wanted in ["Secure", "HttpOnly", "SameSite=Strict", path.as_str()] {
+        assert!(attributes.contains(&wanted), "{wanted} in {cookie}");
+    }
+    let b = Browser::enter(&base, &f.set_id, ann).await;
+    let r = b.get("").await;
+    assert_eq!(r.status, 303);
+    assert_eq!(r.location(), format!("/review/{}/items/1", f.set_id));
+}
