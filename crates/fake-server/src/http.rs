@@ -117,6 +117,7 @@ async fn handle(req: Request, state: &State) -> Action {
         };
     let _answering = crate::Answering::enter(state);
     let (received, reply) = state.decide(received);
+    let _open = crate::Open::enter(state, received.seq);
     if !state.config.latency.is_zero() {
         tokio::time::sleep(state.config.latency).await;
     }

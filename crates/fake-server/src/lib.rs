@@ -14,7 +14,7 @@ mod http;
 pub mod support;
 pub mod wire;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::net::SocketAddr;
@@ -150,6 +150,8 @@ pub(crate) struct State {
     /// Well-formed requests being answered right now, and the most there ever were at once.
     in_flight: AtomicU64,
     peak_in_flight: AtomicU64,
+    /// The numbers of the requests being answered right now (their reply not yet handed to the socket).
+    open: Mutex<BTreeSet<u64>>,
     queue: Mutex<VecDeque<Option<Fault>>>,
     marker_seen: Mutex<HashMap<(String, String), u64>>,
     log: Option<Mutex<BufWriter<File>>>,
@@ -173,6 +175,22 @@ impl<'a> Answering<'a> {
 impl Drop for Answering<'_> {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Keeps a numbered request in [`State::open`] while it lives.
+pub(crate) struct Open<'a>(&'a State, u64);
+
+impl<'a> Open<'a> {
+    pub(crate) fn enter(state: &'a State, seq: u64) -> Self {
+        lock(&state.open).insert(seq);
+        Open(state, seq)
+    }
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.open).remove(&self.1);
     }
 }
 
@@ -328,6 +346,13 @@ impl FakeServer {
         self.state.peak_in_flight.load(Ordering::SeqCst)
     }
 
+    /// The numbers ([`ReceivedRequest::seq`]) of the requests being answered at this moment: received, their
+    /// reply not yet written. Taken just after a client is killed, these are the requests it had in flight
+    /// whose answers it can never have stored.
+    pub fn open_requests(&self) -> Vec<u64> {
+        lock(&self.state.open).iter().copied().collect()
+    }
+
     /// Requests the server could not parse or route (a client bug, answered with 400/404).
     pub fn bad_requests(&self) -> u64 {
         self.state.bad.load(Ordering::SeqCst)
@@ -375,6 +400,7 @@ fn prepare(config: Config) -> Result<(tokio::net::TcpListener, Arc<State>), Serv
         bad: AtomicU64::new(0),
         in_flight: AtomicU64::new(0),
         peak_in_flight: AtomicU64::new(0),
+        open: Mutex::new(BTreeSet::new()),
         queue: Mutex::default(),
         marker_seen: Mutex::default(),
         log,

@@ -1,8 +1,8 @@
 //! The twenty-point kill test: one `nmb eval` of about 250 requests against a loopback server that fails every
 //! ninth request with a 500, SIGKILLed at 20 moments drawn from a fixed seed and resumed after each. No answer is
 //! lost, a request is asked again only when its answer was not stored at a kill (in flight then: never more of
-//! them than the concurrency) or when the server failed it, and the scores equal an uninterrupted run's, byte
-//! for byte. The same for `nmb score` with a judge killed at 20 moments of its calls.
+//! them than the concurrency, and every request the server reports it was still answering among them) or when
+//! the server failed it, and the scores equal an uninterrupted run's, byte for byte. The same for `nmb score` with a judge killed at 20 moments of its calls.
 
 use crate::common;
 
@@ -113,8 +113,10 @@ fn twenty_kills_lose_nothing_and_score_as_one_run() {
         }
         let _ = child.kill(); // SIGKILL; it may have finished already
         child.wait().unwrap();
+        // What the server was still answering when the client died: never stored, whatever else is.
+        let open = server.open_requests();
         let seen = settled_request_count(&server);
-        bounds.push((seen, stored(dir.path())));
+        bounds.push((seen, stored(dir.path()), open));
     }
     let out = nmb_command(dir.path()).args(&args).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -130,9 +132,12 @@ fn twenty_kills_lose_nothing_and_score_as_one_run() {
         })
         .collect();
     // Requests in flight at each kill: sent by the process killed there, their answer not stored.
+    // The server's own account of each kill (requests it was still answering) must be among them: a request
+    // the server had not answered cannot have been stored.
     let mut in_flight: HashSet<u64> = HashSet::new();
+    let mut server_open = 0;
     let mut from = total;
-    for (k, (seen, kept)) in bounds.iter().enumerate() {
+    for (k, (seen, kept, answering)) in bounds.iter().enumerate() {
         let open: Vec<u64> = (from..*seen)
             .filter(|s| (s + 1) % FAULT_EVERY != 0)
             .filter(|s| by_seq.get(s).is_some_and(|key| !kept.contains(key)))
@@ -142,6 +147,17 @@ fn twenty_kills_lose_nothing_and_score_as_one_run() {
             "kill {k}: {} requests unanswered in the store, more than the {CONCURRENCY} in flight: {open:?}",
             open.len()
         );
+        let answering: Vec<u64> = (answering.iter().copied())
+            .filter(|s| (s + 1) % FAULT_EVERY != 0)
+            .collect();
+        for seq in &answering {
+            assert!(
+                open.contains(seq),
+                "kill {k}: the server was answering request {seq} at the kill, yet its answer is stored \
+                 or it was not this process's ({from}..{seen})"
+            );
+        }
+        server_open += answering.len();
         in_flight.extend(open);
         from = *seen;
     }
@@ -175,7 +191,7 @@ fn twenty_kills_lose_nothing_and_score_as_one_run() {
     drop(store);
     eprintln!(
         "seed {SEED:#x}: {KILLS} kills at requests {:?}; {} requests against {total} uninterrupted, \
-         {} in flight at a kill",
+         {} in flight at a kill ({server_open} of them still being answered by the server)",
         points.iter().map(|p| p - total).collect::<Vec<_>>(),
         requests.len(),
         in_flight.len()
