@@ -225,3 +225,25 @@ fn errors_are_counted_by_kind_with_crlf_line_numbers_and_an_unfound_image_hides_
     assert!(err.contains("1 × class: not a class"), "{err}");
     assert!(err.contains("migraine"), "the class error is shown: {err}");
 }
+
+#[test]
+fn an_image_symlinked_out_of_the_images_root_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("dataset");
+    write(&data, "stroke/CT/1.png", png(8, 8, 1));
+    let outside = write(dir.path(), "private/secret.png", png(8, 8, 2));
+    std::os::unix::fs::symlink(&outside, data.join("stroke/CT/2.png")).unwrap();
+    let csv = authors_file(&[
+        "stroke,stroke/CT/1.png,stroke,Ischemic,ischemic,CT,,axial",
+        "stroke,stroke/CT/2.png,stroke,Ischemic,ischemic,CT,,axial",
+    ]);
+    let path = write(dir.path(), "subsets/subset_1.csv", csv.into_bytes());
+    let loaded = load_under(&path, &[], Some(&data)).unwrap();
+    assert_eq!(loaded.suite.cases.len(), 1, "{:?}", loaded.problems);
+    let all: Vec<String> = loaded.problems.iter().map(|p| p.to_string()).collect();
+    assert!(
+        all.iter()
+            .any(|m| m.contains("stroke/CT/2.png") && m.contains("through a symlink")),
+        "{all:?}"
+    );
+}
