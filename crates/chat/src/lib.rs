@@ -119,6 +119,10 @@ pub struct GenParams {
     /// recorded before it existed read and hash the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<ReasoningEffort>,
+    /// Tokens a model may think before answering (`--thinking-budget`: Anthropic's extended thinking
+    /// `budget_tokens`, Gemini's `thinkingBudget`); absent unless asked, as for `reasoning_effort`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
 }
 
 impl Default for GenParams {
@@ -129,6 +133,7 @@ impl Default for GenParams {
             max_tokens: 1024,
             seed: None,
             reasoning_effort: None,
+            thinking_budget: None,
         }
     }
 }

@@ -72,6 +72,7 @@ fn main() {
         max_tokens: max_tokens as u32,
         seed: Some(0),
         reasoning_effort: None,
+        thinking_budget: None,
     };
     let sampled = GenParams {
         temperature: 0.7,

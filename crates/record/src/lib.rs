@@ -52,6 +52,8 @@ pub struct CallSpec<'a> {
     pub template_hash: &'a str,
     /// This turn is the task's last: an answer completes the sample.
     pub final_turn: bool,
+    /// What each earlier answer of the conversation sends back ([`ChatRequest::replay`]).
+    pub replay: &'a [Option<serde_json::Value>],
 }
 
 /// What came of a recorded call.
@@ -63,6 +65,8 @@ pub struct CallResult {
     pub usage: Option<Usage>,
     /// The call's failure, when it failed as a whole.
     pub error: Option<CallError>,
+    /// What each answered sample's answer sends back in a later turn, in the order of `samples`.
+    pub replays: Vec<Option<serde_json::Value>>,
 }
 
 /// Records the calls of one run (a model run or a judge run) to one model.
@@ -155,6 +159,7 @@ impl Recorder {
             params: spec.params.clone(),
             n: spec.samples.len() as u32,
             output: spec.output.clone(),
+            replay: spec.replay.to_vec(),
         };
         let started_ms = now_ms();
         let outcome = self.scheduler.run(&self.lane, &request).await;
@@ -173,11 +178,29 @@ impl Recorder {
                 .collect(),
         };
         self.record(&spec, &outcome, &samples, started_ms, finished_ms)?;
+        let replays = match &outcome.result {
+            Ok(c) => (c.choices.iter().take(samples.len()))
+                .map(|choice| choice.replay.clone())
+                .collect(),
+            Err(_) => Vec::new(),
+        };
         Ok(CallResult {
             samples,
             usage: outcome.result.as_ref().ok().map(|c| c.usage),
             error: outcome.result.err(),
+            replays,
         })
+    }
+
+    /// What a stored answer sends back in a later turn, read again from its call's raw response.
+    pub fn replay_of(&self, hit: &CachedResponse) -> Result<Option<serde_json::Value>, StoreError> {
+        let Some(raw) = self.store.raw_response(hit.call_id)? else {
+            return Ok(None);
+        };
+        Ok(self
+            .lane
+            .backend()
+            .replay_of(&raw, hit.choice_index as usize))
     }
 
     fn record(

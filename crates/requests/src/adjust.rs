@@ -22,13 +22,17 @@ pub enum Adjustment {
     NoTemperature,
     /// No `top_p` is sent.
     NoTopP,
+    /// A schema's answer tool is offered with `tool_choice: auto` rather than forced (Anthropic's extended
+    /// thinking refuses forced tool use).
+    ToolChoiceAuto,
 }
 
 impl Adjustment {
-    pub const ALL: [Adjustment; 3] = [
+    pub const ALL: [Adjustment; 4] = [
         Adjustment::MaxCompletionTokens,
         Adjustment::NoTemperature,
         Adjustment::NoTopP,
+        Adjustment::ToolChoiceAuto,
     ];
 
     /// The name manifests record (`max_completion_tokens`, `no_temperature`, `no_top_p`).
@@ -37,6 +41,7 @@ impl Adjustment {
             Adjustment::MaxCompletionTokens => "max_completion_tokens",
             Adjustment::NoTemperature => "no_temperature",
             Adjustment::NoTopP => "no_top_p",
+            Adjustment::ToolChoiceAuto => "tool_choice_auto",
         }
     }
 

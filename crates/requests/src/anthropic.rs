@@ -3,9 +3,12 @@
 
 use std::sync::Arc;
 
-use nmb_chat::{OutputFormat, Part};
+use std::collections::BTreeMap;
+
+use nmb_chat::{GenParams, OutputFormat, Part};
 use serde::{Deserialize, Serialize};
 
+use crate::adjust::{Adjustment, Adjustments};
 use crate::backend::{ChatRequest, Choice, Usage};
 use crate::error::CallError;
 use crate::http::{parse_json, system_texts, turns, Answer, KeyHeader, Wire};
@@ -32,7 +35,47 @@ impl Default for AnthropicOptions {
 pub struct AnthropicWire {
     pub model: String,
     pub options: AnthropicOptions,
+    /// What extended thinking made the requests leave out, for the run manifest.
+    adjusted: Arc<Adjustments>,
 }
+
+impl AnthropicWire {
+    pub fn new(model: String, options: AnthropicOptions) -> Self {
+        AnthropicWire {
+            model,
+            options,
+            adjusted: Arc::default(),
+        }
+    }
+
+    /// Notes what a request with extended thinking leaves out, each with the documented rule.
+    fn note_thinking(&self, p: &GenParams, schema: bool) {
+        if p.temperature != 1.0 {
+            self.adjusted
+                .add(Adjustment::NoTemperature, THINKING_TEMPERATURE);
+        }
+        if self.options.send_top_p && p.top_p < MIN_THINKING_TOP_P {
+            self.adjusted.add(Adjustment::NoTopP, THINKING_TOP_P);
+        }
+        if schema {
+            self.adjusted
+                .add(Adjustment::ToolChoiceAuto, THINKING_TOOL_CHOICE);
+        }
+    }
+}
+
+// Anthropic's rules for extended thinking ("Building with extended thinking"): budget_tokens "must be set to a
+// value less than max_tokens", at least 1,024; "Thinking isn't compatible with temperature or top_k modifications
+// as well as forced tool use"; "you can set top_p to values between 1 and 0.95"; "Tool use with thinking only
+// supports tool_choice: {"type": "auto"} (the default) or tool_choice: {"type": "none"}".
+const MIN_THINKING_BUDGET: u32 = 1024;
+const MIN_THINKING_TOP_P: f64 = 0.95;
+const THINKING_TEMPERATURE: &str =
+    "extended thinking is not compatible with temperature modifications (Anthropic's documentation)";
+const THINKING_TOP_P: &str =
+    "with extended thinking top_p may only be set between 0.95 and 1 (Anthropic's documentation)";
+const THINKING_TOOL_CHOICE: &str = "extended thinking is not compatible with forced tool use: the answer \
+     tool is offered with tool_choice auto, and an answer in text is read as text (Anthropic's documentation)";
 
 impl Wire for AnthropicWire {
     const KEY_HEADER: KeyHeader = KeyHeader::Named("x-api-key");
@@ -46,8 +89,18 @@ impl Wire for AnthropicWire {
     }
     fn body<'a>(&'a self, req: &'a ChatRequest, images: &Base64Cache) -> Body<'a> {
         let system = system_texts(&req.messages);
+        let mut replays = req.replay.iter();
         let messages = turns(&req.messages, "assistant", |p| block(p, images))
-            .map(|(role, content)| WireMessage { role, content })
+            .map(|(role, content)| {
+                // An earlier answer's thinking goes back before it, unchanged.
+                let back = (role == "assistant")
+                    .then(|| replays.next())
+                    .flatten()
+                    .cloned()
+                    .flatten();
+                let content = replayed(back.as_ref()).into_iter().chain(content).collect();
+                WireMessage { role, content }
+            })
             .collect();
         let p = &req.params;
         // Anthropic has no JSON mode; a forced tool call is its constrained output.
@@ -55,13 +108,23 @@ impl Wire for AnthropicWire {
             OutputFormat::Json { schema: Some(s) } => Some(s),
             _ => None,
         };
+        let thinking = p.thinking_budget;
+        if thinking.is_some() {
+            self.note_thinking(p, schema.is_some());
+        }
+        let tool_choice = match thinking {
+            Some(_) => serde_json::json!({"type": "auto"}),
+            None => serde_json::json!({"type": "tool", "name": ANSWER_TOOL}),
+        };
         Body {
             model: &self.model,
             max_tokens: p.max_tokens,
             system: (!system.is_empty()).then(|| system.join("\n\n")),
             messages,
-            temperature: p.temperature,
-            top_p: self.options.send_top_p.then_some(p.top_p),
+            temperature: (thinking.is_none() || p.temperature == 1.0).then_some(p.temperature),
+            top_p: (self.options.send_top_p
+                && (thinking.is_none() || p.top_p >= MIN_THINKING_TOP_P))
+                .then_some(p.top_p),
             tools: schema.map(|input_schema| {
                 [Tool {
                     name: ANSWER_TOOL,
@@ -69,7 +132,11 @@ impl Wire for AnthropicWire {
                     input_schema,
                 }]
             }),
-            tool_choice: schema.map(|_| serde_json::json!({"type": "tool", "name": ANSWER_TOOL})),
+            tool_choice: schema.map(|_| tool_choice),
+            thinking: thinking.map(|budget_tokens| Thinking {
+                kind: "enabled",
+                budget_tokens,
+            }),
         }
     }
     fn parse(&self, raw: &str) -> Result<Answer, CallError> {
@@ -94,6 +161,7 @@ impl Wire for AnthropicWire {
         };
         let refused = stop == "refusal";
         let thinking = thinking_text(&content);
+        let replay = thinking.is_some().then(|| thinking_blocks(raw)).flatten();
         let text = answer_text(content);
         if text.is_none() && !refused {
             let what = format!("Anthropic response has no text content (stop_reason {stop:?})");
@@ -101,6 +169,7 @@ impl Wire for AnthropicWire {
         }
         let choice = Choice {
             thinking,
+            replay,
             ..Choice::new(text.unwrap_or_default(), stop, refused)
         };
         Ok(Answer {
@@ -115,6 +184,53 @@ impl Wire for AnthropicWire {
     fn constrained_output(&self) -> Option<&'static str> {
         Some("forced tool call")
     }
+    fn thinking_budget(&self, p: &GenParams) -> Result<&'static str, String> {
+        let Some(budget) = p.thinking_budget else {
+            return Ok("thinking (extended thinking)");
+        };
+        if budget < MIN_THINKING_BUDGET {
+            return Err(format!(
+                "a thinking budget of {budget} tokens is below Anthropic's minimum of {MIN_THINKING_BUDGET}"
+            ));
+        }
+        if budget >= p.max_tokens {
+            return Err(format!(
+                "the thinking budget ({budget}) must be less than --max-tokens ({}), which counts the \
+                 thinking too (Anthropic's rule)",
+                p.max_tokens
+            ));
+        }
+        Ok("thinking (extended thinking)")
+    }
+    fn adjustments(&self) -> BTreeMap<Adjustment, String> {
+        self.adjusted.all()
+    }
+    fn adopt(&self, a: Adjustment, why: &str) {
+        self.adjusted.add(a, why);
+    }
+}
+
+/// The thinking and redacted-thinking blocks of a response, verbatim, as a later turn must send them back.
+fn thinking_blocks(raw: &str) -> Option<serde_json::Value> {
+    #[derive(Deserialize)]
+    struct Content {
+        content: Vec<serde_json::Value>,
+    }
+    let blocks: Vec<serde_json::Value> = serde_json::from_str::<Content>(raw)
+        .ok()?
+        .content
+        .into_iter()
+        .filter(|b| b["type"] == "thinking" || b["type"] == "redacted_thinking")
+        .collect();
+    (!blocks.is_empty()).then_some(serde_json::Value::Array(blocks))
+}
+
+/// The blocks an earlier answer sends back ([`thinking_blocks`]).
+fn replayed(back: Option<&serde_json::Value>) -> Vec<Block<'static>> {
+    let Some(serde_json::Value::Array(blocks)) = back else {
+        return Vec::new();
+    };
+    blocks.iter().cloned().map(Block::Verbatim).collect()
 }
 
 /// The text of the answer's blocks, a forced tool call's arguments standing as JSON text (`None`: no block
@@ -166,7 +282,8 @@ pub struct Body<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     system: Option<String>,
     messages: Vec<WireMessage<'a>>,
-    temperature: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     top_p: Option<f64>,
     /// Constrained output: one tool whose input schema is the answer's schema, and a `tool_choice` forcing it.
@@ -174,6 +291,16 @@ pub struct Body<'a> {
     tools: Option<[Tool<'a>; 1]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<serde_json::Value>,
+    /// Extended thinking (`--thinking-budget`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Thinking>,
+}
+
+#[derive(Serialize)]
+struct Thinking {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    budget_tokens: u32,
 }
 
 #[derive(Serialize)]
@@ -195,8 +322,15 @@ struct WireMessage<'a> {
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Block<'a> {
-    Text { text: &'a str },
-    Image { source: Source<'a> },
+    Text {
+        text: &'a str,
+    },
+    Image {
+        source: Source<'a>,
+    },
+    /// A block the API gave, sent back as it came (a thinking block with its signature).
+    #[serde(untagged)]
+    Verbatim(serde_json::Value),
 }
 
 #[derive(Serialize)]

@@ -22,6 +22,10 @@ pub struct ChatRequest {
     /// Samples wanted from this one call. Only send `n > 1` to a backend whose `supports_n()` is true.
     pub n: u32,
     pub output: OutputFormat,
+    /// What the provider wants back with each earlier answer of the conversation, in the order of the
+    /// assistant messages ([`Choice::replay`]): Anthropic's thinking blocks, which must return unchanged with
+    /// their signatures. Not part of the conversation nmb hashes; empty for a first turn.
+    pub replay: Vec<Option<serde_json::Value>>,
 }
 
 impl ChatRequest {
@@ -31,9 +35,15 @@ impl ChatRequest {
             params,
             n: 1,
             output: OutputFormat::Text,
+            replay: Vec::new(),
         }
     }
 }
+
+/// Why a backend takes no `--thinking-budget`.
+pub const NO_THINKING_BUDGET: &str =
+    "its API takes no thinking budget (Anthropic's extended thinking and Gemini's thinkingBudget do); \
+     use --reasoning-effort where the API takes one";
 
 /// One sampled answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,6 +60,10 @@ pub struct Choice {
     /// `<think>...</think>` block taken out of the text ([`Choice::split_thinking`]). Never parsed as the answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking: Option<String>,
+    /// What must go back with this answer when a later turn of the conversation is asked
+    /// ([`ChatRequest::replay`]): Anthropic's thinking and redacted-thinking blocks, verbatim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<serde_json::Value>,
 }
 
 impl Choice {
@@ -60,6 +74,7 @@ impl Choice {
             finish_reason,
             refused,
             thinking: None,
+            replay: None,
         }
     }
 
@@ -165,6 +180,18 @@ pub trait Backend: Send + Sync {
     /// How this backend sends a reasoning effort (`GenParams::reasoning_effort`); `None` when it cannot.
     fn reasoning_parameters(&self) -> Option<&'static str> {
         None
+    }
+    /// What choice `choice` of a stored raw response must send back in a later turn ([`Choice::replay`]), so
+    /// that a resumed conversation sends what an uninterrupted one does. `None` for most backends.
+    fn replay_of(&self, raw: &str, choice: usize) -> Option<serde_json::Value> {
+        let _ = (raw, choice);
+        None
+    }
+    /// How this backend sends a thinking budget (`GenParams::thinking_budget`) with these parameters, or why
+    /// it cannot, checked before anything is sent.
+    fn thinking_budget(&self, params: &GenParams) -> Result<&'static str, String> {
+        let _ = params;
+        Err(NO_THINKING_BUDGET.into())
     }
     /// How this backend's requests differ from their parameters because the model refuses them, each with why
     /// (the server's words, or the model's family), for the run manifest. Empty for most backends.

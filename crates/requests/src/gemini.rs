@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use nmb_chat::{OutputFormat, Part, ReasoningEffort};
+use nmb_chat::{GenParams, OutputFormat, Part, ReasoningEffort};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{ChatRequest, Choice, Usage};
@@ -59,10 +59,15 @@ impl Wire for GeminiWire {
                 seed: p.seed,
                 response_mime_type: mime,
                 response_json_schema: schema,
-                thinking_config: match p.reasoning_effort {
-                    Some(e) => Some(thinking_config(&self.model, e)),
+                thinking_config: match (p.thinking_budget, p.reasoning_effort) {
+                    (Some(budget), _) => Some(ThinkingConfig {
+                        include_thoughts: budget > 0,
+                        thinking_level: None,
+                        thinking_budget: Some(budget),
+                    }),
+                    (None, Some(e)) => Some(thinking_config(&self.model, e)),
                     // A thinking model returns its thought summaries only when asked.
-                    None => thinks(&self.model).then_some(ThinkingConfig {
+                    (None, None) => thinks(&self.model).then_some(ThinkingConfig {
                         include_thoughts: true,
                         thinking_level: None,
                         thinking_budget: None,
@@ -113,6 +118,18 @@ impl Wire for GeminiWire {
     }
     fn reasoning_parameters(&self) -> Option<&'static str> {
         Some("generationConfig.thinkingConfig (thinkingLevel from Gemini 3, thinkingBudget before)")
+    }
+    fn thinking_budget(&self, p: &GenParams) -> Result<&'static str, String> {
+        // The API refuses thinkingBudget and thinkingLevel together, and a model's budget range is its own
+        // (checked by the server): nmb sends one of them.
+        if p.thinking_budget.is_some() && p.reasoning_effort.is_some() {
+            return Err(
+                "give --thinking-budget or --reasoning-effort, not both: Gemini takes one \
+                        thinkingConfig"
+                    .into(),
+            );
+        }
+        Ok("generationConfig.thinkingConfig.thinkingBudget")
     }
 }
 

@@ -88,6 +88,13 @@ pub trait Wire: Send + Sync + 'static {
         None
     }
 
+    /// How the API takes a thinking budget with these parameters, or why it cannot (see
+    /// [`crate::Backend::thinking_budget`]).
+    fn thinking_budget(&self, params: &nmb_chat::GenParams) -> Result<&'static str, String> {
+        let _ = params;
+        Err(crate::backend::NO_THINKING_BUDGET.into())
+    }
+
     /// After the server refused `err`'s request: whether requests are now built without what it refused
     /// (see [`crate::adjust`]), so that the same call is worth sending again. Default: nothing can be left out.
     fn adjust(&self, err: &CallError) -> bool {
@@ -249,6 +256,13 @@ impl<W: Wire> Backend for HttpBackend<W> {
     }
     fn reasoning_parameters(&self) -> Option<&'static str> {
         self.wire.reasoning_parameters()
+    }
+    fn thinking_budget(&self, params: &nmb_chat::GenParams) -> Result<&'static str, String> {
+        self.wire.thinking_budget(params)
+    }
+    fn replay_of(&self, raw: &str, choice: usize) -> Option<serde_json::Value> {
+        let answer = self.wire.parse(raw).ok()?;
+        answer.choices.into_iter().nth(choice)?.replay
     }
     fn adjustments(&self) -> BTreeMap<Adjustment, String> {
         self.wire.adjustments()

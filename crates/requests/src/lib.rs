@@ -112,7 +112,7 @@ pub fn connect(
         }
         BackendKind::Anthropic => {
             let options = options.anthropic.clone();
-            http(spec, key, transport, AnthropicWire { model, options })
+            http(spec, key, transport, AnthropicWire::new(model, options))
         }
         BackendKind::Gemini => http(spec, key, transport, GeminiWire { model }),
         BackendKind::Local | BackendKind::Human => return Err(not_http(spec)),

@@ -56,7 +56,12 @@ impl OpenAiWire {
     pub fn new(model: String, options: OpenAiOptions) -> Self {
         let adjusted = Arc::new(Adjustments::default());
         if let Some(why) = &options.reasoning {
-            for a in Adjustment::ALL {
+            let refused = [
+                Adjustment::MaxCompletionTokens,
+                Adjustment::NoTemperature,
+                Adjustment::NoTopP,
+            ];
+            for a in refused {
                 adjusted.add(a, why.clone());
             }
         }

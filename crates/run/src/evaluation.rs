@@ -36,6 +36,12 @@ pub enum EvalError {
         spec: String,
         effort: nmb_plan::ReasoningEffort,
     },
+    #[error("{spec} cannot take --thinking-budget {budget}: {why}")]
+    ThinkingBudget {
+        spec: String,
+        budget: u32,
+        why: String,
+    },
 }
 
 impl From<nmb_plan::PlanError> for EvalError {
@@ -69,6 +75,12 @@ pub async fn evaluate(
         if model.backend.reasoning_parameters().is_none() {
             let spec = config.model.to_string();
             return Err(EvalError::NoReasoningEffort { spec, effort });
+        }
+    }
+    if let Some(budget) = config.params.thinking_budget {
+        if let Err(why) = model.backend.thinking_budget(&config.params) {
+            let spec = config.model.to_string();
+            return Err(EvalError::ThinkingBudget { spec, budget, why });
         }
     }
     let images_dropped = !model.backend.supports_images() && config.inputs.includes_images();

@@ -40,8 +40,8 @@ async fn single_turn(
         }
     }
     if missing.len() > 1 && ctx.samples.native_n() {
-        let Some(result) = call(ctx, planned, 0, &prompt, &missing, params_json, true).await?
-        else {
+        let first = Turn::first(&prompt);
+        let Some(result) = call(ctx, planned, first, &missing, params_json).await? else {
             return Ok(());
         };
         let rejected = result.error.as_ref().is_some_and(nmb_requests::rejects_n);
@@ -53,15 +53,8 @@ async fn single_turn(
         }
     }
     let singles = missing.iter().map(|i| {
-        call(
-            ctx,
-            planned,
-            0,
-            &prompt,
-            std::slice::from_ref(i),
-            params_json,
-            true,
-        )
+        let first = Turn::first(&prompt);
+        call(ctx, planned, first, std::slice::from_ref(i), params_json)
     });
     for r in join_all(singles).await {
         r?;
@@ -77,31 +70,61 @@ async fn multi_turn(
 ) -> Result<(), RunError> {
     let turns = planned.turn_count();
     let mut answers: Vec<String> = Vec::with_capacity(turns);
-    for turn in 0..turns {
-        let prompt = prepare(ctx, planned, turn, &answers)?;
-        let final_turn = turn + 1 == turns;
+    // What each answer sends back with it in later turns (a provider's signed thinking), whether it came
+    // from this call or, after a resume, from the store.
+    let mut replay: Vec<Option<serde_json::Value>> = Vec::with_capacity(turns);
+    for index in 0..turns {
+        let prompt = prepare(ctx, planned, index, &answers)?;
+        let final_turn = index + 1 == turns;
         if let Some(hit) = ctx.recorder.lookup(params_json, &prompt, sample)? {
-            record_hit(ctx, planned, sample, turn, &hit, final_turn)?;
+            record_hit(ctx, planned, sample, index, &hit, final_turn)?;
+            if !final_turn {
+                replay.push(ctx.recorder.replay_of(&hit)?);
+            }
             answers.push(hit.text);
             continue;
         }
-        let result = call(
-            ctx,
-            planned,
-            turn,
-            &prompt,
-            &[sample],
-            params_json,
+        let turn = Turn {
+            index,
+            prompt: &prompt,
+            replay: &replay,
             final_turn,
-        )
-        .await?;
-        match result.and_then(|r| r.samples.into_iter().next()) {
-            Some((_, Ok(text))) => answers.push(text),
-            // Errored, or the request budget ran out: the sample stops here and stays resumable.
+        };
+        let Some(mut result) = call(ctx, planned, turn, &[sample], params_json).await? else {
+            return Ok(());
+        };
+        match result.samples.pop() {
+            Some((_, Ok(text))) => {
+                answers.push(text);
+                replay.push(result.replays.pop().flatten());
+            }
+            // Errored: the sample stops here and stays resumable.
             _ => return Ok(()),
         }
     }
     Ok(())
+}
+
+/// One turn of a task, as a call asks it.
+#[derive(Clone, Copy)]
+struct Turn<'a> {
+    index: usize,
+    prompt: &'a Prompt,
+    /// What the earlier answers send back ([`nmb_record::CallSpec::replay`]).
+    replay: &'a [Option<serde_json::Value>],
+    final_turn: bool,
+}
+
+impl<'a> Turn<'a> {
+    /// The first and only turn of a single-turn task.
+    fn first(prompt: &'a Prompt) -> Self {
+        Turn {
+            index: 0,
+            prompt,
+            replay: &[],
+            final_turn: true,
+        }
+    }
 }
 
 /// Renders turn `turn` for one sample and makes sure the prompt (and its images) are stored.
@@ -137,11 +160,9 @@ fn record_hit(
 async fn call(
     ctx: &Ctx,
     planned: &PlannedTask,
-    turn: usize,
-    prompt: &Prompt,
+    turn: Turn<'_>,
     samples: &[u32],
     params_json: &str,
-    final_turn: bool,
 ) -> Result<Option<CallResult>, RunError> {
     if !ctx.progress.take_request(ctx.settings.max_requests) {
         return Ok(None);
@@ -153,21 +174,22 @@ async fn call(
     }
     let spec = CallSpec {
         task_id: &planned.task_id,
-        turn: turn as u32,
-        prompt,
+        turn: turn.index as u32,
+        prompt: turn.prompt,
         samples,
         params: &params,
         output: &planned.output,
         params_json,
         template_id: &planned.template_id,
         template_hash: &planned.template_hash,
-        final_turn,
+        final_turn: turn.final_turn,
+        replay: turn.replay,
     };
     let result = ctx.recorder.call(spec).await?;
     ctx.samples.note_adjustments()?;
     // A rejected `n` is asked again one sample at a time: its samples are not errored yet.
     let retried = result.error.as_ref().is_some_and(nmb_requests::rejects_n) && samples.len() > 1;
-    count(ctx, &result, final_turn, retried);
+    count(ctx, &result, turn.final_turn, retried);
     Ok(Some(result))
 }
 

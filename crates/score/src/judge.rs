@@ -69,6 +69,7 @@ pub fn default_judge_params() -> GenParams {
         max_tokens: 1024,
         seed: Some(0),
         reasoning_effort: None,
+        thinking_budget: None,
     }
 }
 
@@ -312,6 +313,7 @@ impl Panel {
             template_id: q.template_id,
             template_hash: &q.template_hash,
             final_turn: true,
+            replay: &[],
         };
         let result = recorder.call(spec).await?;
         self.sent.fetch_add(1, Ordering::Relaxed);

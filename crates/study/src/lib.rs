@@ -76,7 +76,8 @@ A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--
   name = \"GPT-4o\"
   price = [2.5, 10.0]             # $ per million input, output tokens
   concurrency = 8                 # also temperature, top_p, max_tokens, seed,
-                                  # reasoning_effort = \"high\", reasoning_model = true
+                                  # reasoning_effort = \"high\", reasoning_model = true,
+                                  # thinking_budget = 4096
 
   [[suites]]                      # repeat per suite; paths are relative to the run file
   spec = \"vqa-rad:data/testset.json\"
@@ -160,6 +161,8 @@ pub struct ModelEntry {
     pub seed: Option<u64>,
     /// As `--reasoning-effort`: `none`, `minimal`, `low`, `medium` or `high`.
     pub reasoning_effort: Option<nmb_plan::ReasoningEffort>,
+    /// As `--thinking-budget`.
+    pub thinking_budget: Option<u32>,
     /// As `--reasoning-model`.
     #[serde(default)]
     pub reasoning_model: bool,
@@ -563,6 +566,7 @@ impl Study {
         p.max_tokens = model.max_tokens.unwrap_or(p.max_tokens);
         p.seed = model.seed;
         p.reasoning_effort = model.reasoning_effort;
+        p.thinking_budget = model.thinking_budget;
         c.reasoning_model = model.reasoning_model;
         c.template = template.map(|t| TemplateChoice::parse(&t.to_string_lossy()));
         c

@@ -172,6 +172,11 @@ pub struct EvalArgs {
     /// A reasoning model's effort: none, minimal, low, medium, high (OpenAI reasoning_effort, Gemini thinkingConfig)
     #[arg(long, value_name = "LEVEL", value_parser = |s: &str| s.parse::<ReasoningEffort>())]
     reasoning_effort: Option<ReasoningEffort>,
+    /// Tokens the model may think before answering: Anthropic's extended thinking (budget_tokens: at least
+    /// 1024 and below --max-tokens, which counts the thinking; temperature and a top_p under 0.95 are then not
+    /// sent), Gemini's thinkingBudget
+    #[arg(long, value_name = "N")]
+    thinking_budget: Option<u32>,
     /// Sampling seed where the backend takes one (OpenAI, Gemini, local); sample i of a task gets SEED + i
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
@@ -254,6 +259,7 @@ impl EvalArgs {
             max_tokens: self.max_tokens,
             seed: self.seed,
             reasoning_effort: self.reasoning_effort,
+            thinking_budget: self.thinking_budget,
         };
         config.template = self
             .template

@@ -8,6 +8,7 @@ mod eval_cli;
 mod eval_faults;
 mod eval_reasoning;
 mod eval_scores;
+mod eval_thinking;
 mod eval_wire;
 mod hostile;
 mod human;

@@ -106,6 +106,7 @@ pub(super) fn parse_gemini(
             json_schema: g.response_json_schema.or(g.response_schema),
             forced_tool: None,
             reasoning: g.thinking_config,
+            ..ReceivedParams::default()
         },
     };
     Ok((messages, params))

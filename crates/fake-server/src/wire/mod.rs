@@ -119,6 +119,11 @@ pub struct ReceivedParams {
     /// How hard a reasoning model was asked to think, as sent: OpenAI's `reasoning_effort` (a string) or
     /// Gemini's `thinkingConfig` (an object).
     pub reasoning: Option<serde_json::Value>,
+    /// Anthropic extended thinking's `budget_tokens` (`thinking: {type: enabled, budget_tokens}`).
+    pub thinking_budget: Option<u64>,
+    /// Thinking blocks that came back in assistant turns, each with the signature this server gave it
+    /// (a wrong one is refused).
+    pub thinking_blocks_back: u32,
 }
 
 /// An authentication header as it arrived. Kept out of logs; tests read it to check the key's route.

@@ -98,6 +98,7 @@ pub(super) fn parse_openai(body: &[u8], hash_images: bool) -> Result<Parsed, Str
         json_schema,
         forced_tool: None,
         reasoning: r.reasoning_effort,
+        ..ReceivedParams::default()
     };
     Ok((r.model.to_string(), messages, params))
 }

@@ -53,6 +53,27 @@ fn anthropic_block(req: &ReceivedRequest, text: String) -> serde_json::Value {
     }
 }
 
+/// With extended thinking enabled, the thinking block that comes before the answer, signed so that the
+/// server can tell it unchanged when a later turn sends it back.
+fn anthropic_thinking(req: &ReceivedRequest) -> Option<serde_json::Value> {
+    req.params.thinking_budget?;
+    let asked = req
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == "user")
+        .and_then(|m| {
+            m.parts.iter().find_map(|p| match p {
+                ReceivedPart::Text { text } => Some(text.chars().take(60).collect::<String>()),
+                _ => None,
+            })
+        })
+        .unwrap_or_default();
+    let thinking = format!("Thinking about request {}: {asked}", req.seq);
+    let signature = super::anthropic::thinking_signature(&thinking);
+    Some(json!({"type": "thinking", "thinking": thinking, "signature": signature}))
+}
+
 /// A successful answer with one choice per text.
 pub(crate) fn success(req: &ReceivedRequest, texts: &[String]) -> Response {
     let (input, output) = usage(req, texts);
@@ -69,16 +90,25 @@ pub(crate) fn success(req: &ReceivedRequest, texts: &[String]) -> Response {
             })).collect::<Vec<_>>(),
             "usage": {"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output},
         }),
-        Wire::Anthropic => json!({
-            "id": format!("msg_fake_{}", req.seq),
-            "type": "message",
-            "role": "assistant",
-            "model": req.model,
-            "content": [anthropic_block(req, texts.first().cloned().unwrap_or_default())],
-            "stop_reason": if req.params.forced_tool.is_some() { "tool_use" } else { "end_turn" },
-            "stop_sequence": null,
-            "usage": {"input_tokens": input, "output_tokens": output},
-        }),
+        Wire::Anthropic => {
+            let thinking = anthropic_thinking(req);
+            let thought = thinking
+                .as_ref()
+                .map_or(0, |t| t.to_string().len() as u64 / 4);
+            let block = anthropic_block(req, texts.first().cloned().unwrap_or_default());
+            let content: Vec<serde_json::Value> = thinking.into_iter().chain([block]).collect();
+            json!({
+                "id": format!("msg_fake_{}", req.seq),
+                "type": "message",
+                "role": "assistant",
+                "model": req.model,
+                "content": content,
+                "stop_reason": if req.params.forced_tool.is_some() { "tool_use" } else { "end_turn" },
+                "stop_sequence": null,
+                // Thinking is billed as output.
+                "usage": {"input_tokens": input, "output_tokens": output + thought},
+            })
+        }
         Wire::Gemini => json!({
             "candidates": texts.iter().enumerate().map(|(i, t)| json!({
                 "content": {"parts": [{"text": t}], "role": "model"},

@@ -42,6 +42,7 @@ fn request(text: &str, with_image: bool) -> ChatRequest {
             max_tokens: 12,
             seed: Some(1),
             reasoning_effort: None,
+            thinking_budget: None,
         },
     )
 }

@@ -114,6 +114,7 @@ fn greedy() -> GenParams {
         max_tokens: MAX_TOKENS,
         seed: Some(1),
         reasoning_effort: None,
+        thinking_budget: None,
     }
 }
 

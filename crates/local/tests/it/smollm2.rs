@@ -29,6 +29,7 @@ fn params(temperature: f64, seed: u64, max_tokens: u32) -> GenParams {
         max_tokens,
         seed: Some(seed),
         reasoning_effort: None,
+        thinking_budget: None,
     }
 }
 

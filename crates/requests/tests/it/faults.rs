@@ -43,6 +43,7 @@ fn simple_request() -> ChatRequest {
         params: params(),
         n: 1,
         output: OutputFormat::Text,
+        replay: Vec::new(),
     }
 }
 

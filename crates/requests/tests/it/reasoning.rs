@@ -13,6 +13,7 @@ fn ask() -> ChatRequest {
         params: params(),
         n: 1,
         output: OutputFormat::Text,
+        replay: Vec::new(),
     }
 }
 
@@ -59,7 +60,11 @@ async fn a_refused_parameter_is_left_out_and_the_call_sent_again() {
     let adjusted = b.adjustments();
     assert_eq!(
         adjusted.keys().copied().collect::<Vec<_>>(),
-        Adjustment::ALL
+        [
+            Adjustment::MaxCompletionTokens,
+            Adjustment::NoTemperature,
+            Adjustment::NoTopP
+        ]
     );
     assert!(
         adjusted[&Adjustment::MaxCompletionTokens].contains("Use 'max_completion_tokens' instead"),

@@ -24,6 +24,7 @@ fn request() -> ChatRequest {
         params: params(),
         n: 1,
         output: OutputFormat::Text,
+        replay: Vec::new(),
     }
 }
 

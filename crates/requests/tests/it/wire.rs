@@ -19,6 +19,7 @@ fn request(n: u32, output: OutputFormat) -> (ChatRequest, [String; 2]) {
         params: params(),
         n,
         output,
+        replay: Vec::new(),
     };
     (req, hashes)
 }

@@ -55,6 +55,7 @@ pub fn params() -> GenParams {
         max_tokens: 321,
         seed: Some(42),
         reasoning_effort: None,
+        thinking_budget: None,
     }
 }
 
