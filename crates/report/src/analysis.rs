@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::input::RunData;
 
-pub use nmb_score::cost::{Price, Prices};
+pub use nmb_score::cost::{CostSplit, Price, Prices, Tokens};
 
 /// The price `prices` gives `run`'s model.
 pub fn price_for(prices: &Prices, run: &RunData) -> Option<Price> {
@@ -25,9 +25,17 @@ pub struct CostEstimate {
     pub run_id: String,
     pub tokens_in: u64,
     pub tokens_out: u64,
+    /// Every count the APIs reported, reasoning and cache included.
+    pub tokens: Tokens,
     pub price: Option<Price>,
     /// `None` without a price for the model.
     pub dollars: Option<f64>,
+    /// Where the dollars went (input, cached input, cache writes, output, reasoning).
+    pub split: Option<CostSplit>,
+    /// Correct answers in the run's score report, and the dollars per correct answer (`None` without a price,
+    /// a score report or any correct answer).
+    pub correct: Option<u64>,
+    pub per_correct: Option<f64>,
 }
 
 /// One model on the two axes.
@@ -95,15 +103,29 @@ pub fn build(runs: &[RunData], prices: &Prices, cfg: &BootstrapConfig) -> Analys
 
 fn cost(run: &RunData, prices: &Prices) -> CostEstimate {
     let price = price_for(prices, run);
-    let (tin, tout) = (run.summary.tokens_in, run.summary.tokens_out);
+    let s = &run.summary;
+    let tokens = Tokens {
+        input: s.tokens_in,
+        output: s.tokens_out,
+        reasoning: s.tokens_reasoning,
+        cached_in: s.tokens_cached_in,
+        cache_write: s.tokens_cache_write,
+    };
+    let split = price.map(|p| p.split(&tokens));
+    let dollars = split.map(|c| c.total);
+    let correct = run.scores.as_ref().map(|r| r.overall.correct as u64);
     CostEstimate {
         run_id: run.info.run_id.clone(),
-        tokens_in: tin,
-        tokens_out: tout,
+        tokens_in: s.tokens_in,
+        tokens_out: s.tokens_out,
+        tokens,
         price,
-        dollars: price.map(|p| {
-            (tin as f64 * p.input_per_mtok + tout as f64 * p.output_per_mtok) / 1_000_000.0
-        }),
+        dollars,
+        split,
+        correct,
+        per_correct: dollars
+            .zip(correct.filter(|c| *c > 0))
+            .map(|(d, c)| d / c as f64),
     }
 }
 

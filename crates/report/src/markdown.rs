@@ -25,6 +25,7 @@ pub fn render(runs: &[RunData], analysis: &Analysis) -> String {
         let _ = writeln!(m, "> {}\n", cell(n));
     }
     headline(&mut m, runs, analysis);
+    cost(&mut m, runs, analysis);
     levels(&mut m, runs);
     breadth(&mut m, runs);
     revision(&mut m, runs);
@@ -41,6 +42,12 @@ fn headline(m: &mut String, runs: &[RunData], analysis: &Analysis) {
     section(m, "## Headline", &summary::headline(runs, analysis));
     if let Some(t) = summary::errors_by_class(runs) {
         section(m, "### Errored samples by class", &t);
+    }
+}
+
+fn cost(m: &mut String, runs: &[RunData], analysis: &Analysis) {
+    if let Some(t) = summary::cost(runs, analysis) {
+        section(m, "## Cost", &t);
     }
 }
 

@@ -164,6 +164,9 @@ mod tests {
             call_errors_by_class: [("timeout".to_string(), 1)].into(),
             tokens_in: 10,
             tokens_out: 20,
+            tokens_reasoning: 0,
+            tokens_cached_in: 0,
+            tokens_cache_write: 0,
             latency_ms: LatencyStats::default(),
         };
         let info = RunInfo {

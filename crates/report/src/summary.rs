@@ -145,6 +145,75 @@ pub fn headline(runs: &[RunData], analysis: &Analysis) -> Table {
     t
 }
 
+/// Where each priced run's dollars went, and what one correct answer cost; `None` when no run has a price.
+pub fn cost(runs: &[RunData], analysis: &Analysis) -> Option<Table> {
+    if analysis.costs.iter().all(|c| c.split.is_none()) {
+        return None;
+    }
+    let mut t = Table::new(
+        "Dollars from the tokens the APIs reported, at the given prices (cached input and cache writes at the \
+         input rate where no rate of their own was given; reasoning at the output rate)",
+        &[
+            ("model", false),
+            ("tokens in (cached / written)", true),
+            ("tokens out (reasoning)", true),
+            ("input", true),
+            ("cached input", true),
+            ("cache writes", true),
+            ("output", true),
+            ("reasoning", true),
+            ("total", true),
+            ("correct answers", true),
+            ("per correct answer", true),
+        ],
+    );
+    t.class = Some("cost".into());
+    let dollars = |d: f64| Cell::new(format!("${d:.4}"));
+    for (r, c) in runs.iter().zip(&analysis.costs) {
+        let k = &c.tokens;
+        let mut row = vec![
+            Cell::new(r.name()),
+            Cell::new(format!("{} ({} / {})", k.input, k.cached_in, k.cache_write)),
+            Cell::new(format!("{} ({})", k.output, k.reasoning)),
+        ];
+        match &c.split {
+            Some(s) => row.extend(
+                [
+                    s.input,
+                    s.cached_input,
+                    s.cache_write,
+                    s.output,
+                    s.reasoning,
+                    s.total,
+                ]
+                .map(dollars),
+            ),
+            None => row.extend([(); 6].map(|()| Cell::muted("no price"))),
+        }
+        row.push(c.correct.map_or_else(|| Cell::muted("not scored"), count));
+        row.push(c.per_correct.map_or_else(|| Cell::muted("–"), dollars));
+        t.push(row);
+    }
+    Some(t)
+}
+
+/// Each priced run with an accuracy and answers: its dollars per 100 answered samples against its accuracy.
+pub fn accuracy_against_cost(runs: &[RunData], analysis: &Analysis) -> Vec<crate::svg::CostPoint> {
+    runs.iter()
+        .zip(&analysis.costs)
+        .filter_map(|(r, c)| {
+            let accuracy = r.scores.as_ref()?.overall.accuracy.as_ref()?;
+            let answered = r.summary.samples_ok;
+            let dollars = c.dollars.filter(|_| answered > 0)? * 100.0 / answered as f64;
+            Some(crate::svg::CostPoint {
+                label: r.name(),
+                dollars,
+                accuracy: crate::svg::Value::from_estimate(accuracy),
+            })
+        })
+        .collect()
+}
+
 /// The accuracy, with the clinician-corrected rate as its note when a review measured the scoring's decisions.
 fn accuracy(r: &RunData, e: Option<&Estimate>) -> Cell {
     let cell = percent(e);

@@ -538,6 +538,120 @@ pub fn scatter(
     out
 }
 
+/// One run on the accuracy-against-cost chart.
+pub struct CostPoint {
+    pub label: String,
+    /// Dollars per 100 answered samples.
+    pub dollars: f64,
+    pub accuracy: Value,
+}
+
+/// Accuracy (0–100%, with CI whiskers) against dollars (from 0 to a round number past the dearest run), a
+/// label per point.
+pub fn cost_scatter(title: &str, description: &str, points: &[CostPoint]) -> String {
+    let mut out = String::new();
+    let (left, top, width, height) = (64.0, 40.0, 420.0, 300.0);
+    open(&mut out, W, top + height + 60.0, title, description);
+    let most = points.iter().map(|p| p.dollars).fold(0.0, f64::max);
+    let max = round_up(most);
+    let x = |v: f64| left + width * (v / max).clamp(0.0, 1.0);
+    let y = |v: f64| top + height * (1.0 - v.clamp(0.0, 1.0));
+    for i in 0..=5 {
+        let f = f64::from(i) / 5.0;
+        line(
+            &mut out,
+            x(f * max),
+            top,
+            x(f * max),
+            top + height,
+            "#eee",
+            1.0,
+        );
+        line(&mut out, left, y(f), left + width, y(f), "#eee", 1.0);
+        let dollars = format!("${}", trim_zeros(f * max));
+        text(
+            &mut out,
+            x(f * max),
+            top + height + 16.0,
+            "middle",
+            "",
+            &dollars,
+        );
+        text(
+            &mut out,
+            left - 6.0,
+            y(f) + 4.0,
+            "end",
+            "",
+            &format!("{:.0}%", f * 100.0),
+        );
+    }
+    let _ = write!(
+        out,
+        "<rect x=\"{left}\" y=\"{top}\" width=\"{width}\" height=\"{height}\" fill=\"none\" stroke=\"#333\"/>"
+    );
+    let label = "dollars per 100 answered samples";
+    text(
+        &mut out,
+        left + width / 2.0,
+        top + height + 36.0,
+        "middle",
+        "font-weight=\"bold\"",
+        label,
+    );
+    let _ = write!(
+        out,
+        "<text x=\"16\" y=\"{0:.1}\" text-anchor=\"middle\" font-weight=\"bold\" transform=\"rotate(-90 16 {0:.1})\">accuracy</text>",
+        top + height / 2.0
+    );
+    for (i, p) in points.iter().enumerate() {
+        let c = colour(i);
+        let (px, py) = (x(p.dollars), y(p.accuracy.value));
+        whisker_v(&mut out, px, &p.accuracy, &y);
+        let what = format!(
+            "{}: ${:.4} per 100, accuracy {}",
+            p.label,
+            p.dollars,
+            describe(&p.accuracy)
+        );
+        let _ = write!(
+            out,
+            "<circle class=\"point\" cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"6\" fill=\"{c}\" stroke=\"#fff\"><title>{}</title></circle>",
+            escape(&what)
+        );
+        let style = format!("fill=\"{c}\" font-size=\"11\"");
+        text(
+            &mut out,
+            px + 9.0,
+            py - 8.0,
+            "start",
+            &style,
+            &truncate(&p.label, 24),
+        );
+    }
+    out.push_str("</svg>");
+    out
+}
+
+/// The smallest of 1, 2 or 5 times a power of ten at or above `v` (1 for nothing to show).
+fn round_up(v: f64) -> f64 {
+    if !(v.is_finite() && v > 0.0) {
+        return 1.0;
+    }
+    let power = 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * power)
+        .find(|t| *t >= v)
+        .unwrap_or(10.0 * power)
+}
+
+/// A tick's dollars without trailing zeros (0.25, 2, 0.0004).
+fn trim_zeros(v: f64) -> String {
+    let s = format!("{v:.6}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 /// `base` mixed with white: `share` 0 is white, 1 is `base`.
 fn shade(base: (u8, u8, u8), share: f64) -> String {
     let s = share.clamp(0.0, 1.0);

@@ -5,17 +5,76 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Dollars per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// Dollars per million tokens. Input read from the provider's cache and input written to it have rates of
+/// their own where given (absent: the input rate); reasoning tokens are output.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Price {
     pub input_per_mtok: f64,
     pub output_per_mtok: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_per_mtok: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_per_mtok: Option<f64>,
+}
+
+/// Where a run's dollars went: every token counted once, under the rate it is billed at.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct CostSplit {
+    /// Input neither read from nor written to the cache.
+    pub input: f64,
+    pub cached_input: f64,
+    pub cache_write: f64,
+    /// Output apart from the reasoning.
+    pub output: f64,
+    pub reasoning: f64,
+    pub total: f64,
+}
+
+/// A run's token counts as the APIs reported them: `cached_in` and `cache_write` are part of `input`,
+/// `reasoning` part of `output`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+    pub reasoning: u64,
+    pub cached_in: u64,
+    pub cache_write: u64,
 }
 
 impl Price {
     /// Dollars for these tokens.
     pub fn dollars(&self, tokens_in: f64, tokens_out: f64) -> f64 {
         (tokens_in * self.input_per_mtok + tokens_out * self.output_per_mtok) / 1_000_000.0
+    }
+
+    /// The dollars of `t`, split by what they paid for.
+    pub fn split(&self, t: &Tokens) -> CostSplit {
+        let per = |n: u64, rate: f64| n as f64 * rate / 1_000_000.0;
+        let cached = t.cached_in.min(t.input);
+        let write = t.cache_write.min(t.input - cached);
+        let reasoning = t.reasoning.min(t.output);
+        let split = CostSplit {
+            input: per(t.input - cached - write, self.input_per_mtok),
+            cached_input: per(
+                cached,
+                self.cached_input_per_mtok.unwrap_or(self.input_per_mtok),
+            ),
+            cache_write: per(
+                write,
+                self.cache_write_per_mtok.unwrap_or(self.input_per_mtok),
+            ),
+            output: per(t.output - reasoning, self.output_per_mtok),
+            reasoning: per(reasoning, self.output_per_mtok),
+            total: 0.0,
+        };
+        CostSplit {
+            total: split.input
+                + split.cached_input
+                + split.cache_write
+                + split.output
+                + split.reasoning,
+            ..split
+        }
     }
 }
 
@@ -25,14 +84,24 @@ impl Price {
 pub struct Prices(pub BTreeMap<String, Price>);
 
 impl Prices {
-    /// Parses `MODEL=IN,OUT` (dollars per million input and output tokens).
+    /// Parses `MODEL=IN,OUT[,CACHED[,WRITE]]` (dollars per million input and output tokens, and optionally
+    /// per million input tokens read from the provider's cache and written to it).
     pub fn add_spec(&mut self, spec: &str) -> Result<(), String> {
         let (model, prices) = spec.rsplit_once('=').ok_or_else(|| {
-            format!("price {spec:?}: expected MODEL=IN,OUT (dollars per million tokens)")
+            format!("price {spec:?}: expected MODEL=IN,OUT[,CACHED[,WRITE]] (dollars per million tokens)")
         })?;
-        let (input, output) = prices.split_once(',').ok_or_else(|| {
-            format!("price {spec:?}: expected IN,OUT after '=', e.g. gpt-4o=2.5,10")
-        })?;
+        let rates: Vec<&str> = prices.split(',').collect();
+        let [input, output, rest @ ..] = rates.as_slice() else {
+            return Err(format!(
+                "price {spec:?}: expected IN,OUT after '=', e.g. gpt-4o=2.5,10"
+            ));
+        };
+        if rest.len() > 2 {
+            return Err(format!(
+                "price {spec:?}: at most four rates (IN,OUT,CACHED,WRITE), got {}",
+                rates.len()
+            ));
+        }
         let number = |s: &str, what: &str| {
             s.trim()
                 .parse::<f64>()
@@ -45,6 +114,11 @@ impl Prices {
         let price = Price {
             input_per_mtok: number(input, "input")?,
             output_per_mtok: number(output, "output")?,
+            cached_input_per_mtok: rest
+                .first()
+                .map(|r| number(r, "cached input"))
+                .transpose()?,
+            cache_write_per_mtok: rest.get(1).map(|r| number(r, "cache write")).transpose()?,
         };
         if model.trim().is_empty() {
             return Err(format!(
@@ -100,5 +174,36 @@ mod tests {
         assert!(Prices::from_specs(&["gpt=1"]).is_err());
         assert!(Prices::from_specs(&["=1,2"]).is_err());
         assert!(Prices::from_specs(&["m=-1,2"]).is_err());
+        assert!(Prices::from_specs(&["m=1,2,3,4,5"]).is_err());
+    }
+
+    #[test]
+    fn a_split_counts_every_token_once_at_its_rate() {
+        let p = Prices::from_specs(&["m=3,15,0.3,3.75"]).unwrap();
+        let price = p.for_model("m").unwrap();
+        let t = Tokens {
+            input: 1_000_000,
+            output: 400_000,
+            reasoning: 300_000,
+            cached_in: 600_000,
+            cache_write: 100_000,
+        };
+        let s = price.split(&t);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert!(close(s.input, 0.3 * 3.0), "{s:?}");
+        assert!(close(s.cached_input, 0.6 * 0.3), "{s:?}");
+        assert!(close(s.cache_write, 0.1 * 3.75), "{s:?}");
+        assert!(close(s.output, 0.1 * 15.0), "{s:?}");
+        assert!(close(s.reasoning, 0.3 * 15.0), "{s:?}");
+        assert!(close(
+            s.total,
+            s.input + s.cached_input + s.cache_write + s.output + s.reasoning
+        ));
+        // Without cache rates the cached tokens cost what input costs: the total is the plain price.
+        let plain = Prices::from_specs(&["m=3,15"])
+            .unwrap()
+            .for_model("m")
+            .unwrap();
+        assert!(close(plain.split(&t).total, plain.dollars(1e6, 4e5)));
     }
 }

@@ -36,6 +36,11 @@ pub struct RunSummary {
     /// Usage of the calls this run made (cache hits spend nothing and add nothing).
     pub tokens_in: u64,
     pub tokens_out: u64,
+    /// Of `tokens_out`, the reasoning tokens the APIs reported; of `tokens_in`, those read from the provider's
+    /// cache and those written to it (zero where no call reported them).
+    pub tokens_reasoning: u64,
+    pub tokens_cached_in: u64,
+    pub tokens_cache_write: u64,
     /// Latency of this run's successful calls.
     pub latency_ms: LatencyStats,
 }
@@ -186,12 +191,19 @@ impl Store {
                     .query_opt(
                         "SELECT count(*), CAST(coalesce(sum(attempts), 0) AS BIGINT),
                                 CAST(coalesce(sum(tokens_in), 0) AS BIGINT),
-                                CAST(coalesce(sum(tokens_out), 0) AS BIGINT)
+                                CAST(coalesce(sum(tokens_out), 0) AS BIGINT),
+                                CAST(coalesce(sum(tokens_reasoning), 0) AS BIGINT),
+                                CAST(coalesce(sum(tokens_cached_in), 0) AS BIGINT),
+                                CAST(coalesce(sum(tokens_cache_write), 0) AS BIGINT)
                          FROM calls WHERE run_id = ?1",
                         args![run_id],
                     )?
-                    .map(|r| -> DbResult<[i64; 4]> {
-                        Ok([r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?])
+                    .map(|r| -> DbResult<[i64; 7]> {
+                        let mut t = [0; 7];
+                        for (i, v) in t.iter_mut().enumerate() {
+                            *v = r.get(i)?;
+                        }
+                        Ok(t)
                     })
                     .transpose()?
                     .unwrap_or_default();
@@ -225,6 +237,9 @@ impl Store {
             call_errors_by_class: call_errors,
             tokens_in: nonneg(totals[2]),
             tokens_out: nonneg(totals[3]),
+            tokens_reasoning: nonneg(totals[4]),
+            tokens_cached_in: nonneg(totals[5]),
+            tokens_cache_write: nonneg(totals[6]),
             latency_ms: LatencyStats::from_values(latencies.into_iter().map(nonneg).collect()),
             created_at: format_utc_ms(run.created_ms),
             updated_at: format_utc_ms(run.updated_ms),

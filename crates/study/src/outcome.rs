@@ -96,6 +96,7 @@ pub fn prices(cells: &[Cell]) -> Prices {
             let price = nmb_report::Price {
                 input_per_mtok: input,
                 output_per_mtok: output,
+                ..Default::default()
             };
             p.0.insert(c.config.model.identity().to_string(), price);
         }

@@ -107,6 +107,7 @@ pub fn scoring_config(study: &Study, cells: &[Cell]) -> Result<ScoringConfig, Ru
             let price = nmb_score::cost::Price {
                 input_per_mtok: input,
                 output_per_mtok: output,
+                ..Default::default()
             };
             config.prices.0.insert(c.model.clone(), price);
         }

@@ -52,8 +52,9 @@ pub struct ReportArgs {
     /// model and version kept (implies --leaderboard)
     #[arg(long, value_name = "FILE")]
     leaderboard_merge: Option<PathBuf>,
-    /// Price of a model: MODEL=IN,OUT in dollars per million input and output tokens (MODEL may be * for all)
-    #[arg(long = "price", value_name = "MODEL=IN,OUT")]
+    /// Price of a model: MODEL=IN,OUT in dollars per million input and output tokens (MODEL may be * for all),
+    /// then optionally the rates of cached input and cache writes
+    #[arg(long = "price", value_name = "MODEL=IN,OUT[,CACHED[,WRITE]]")]
     prices: Vec<String>,
     /// A score report JSON file (from `nmb score RUN --json`) to use instead of the stored one; repeatable
     #[arg(long = "scores", value_name = "FILE")]

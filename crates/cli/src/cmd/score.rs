@@ -137,7 +137,7 @@ pub struct ScoringArgs {
     pub judge_concurrency: usize,
     /// Price of a model, MODEL=IN,OUT in dollars per million input and output tokens (MODEL may be * for all),
     /// for the cost per 1,000 images of structured answers; repeatable
-    #[arg(long = "price", value_name = "MODEL=IN,OUT")]
+    #[arg(long = "price", value_name = "MODEL=IN,OUT[,CACHED[,WRITE]]")]
     pub prices: Vec<String>,
     /// How NeuroVLM-Bench answers are read: `neurovlm-paper` adds the numbers of the authors' evaluator
     /// beside nmb's own (docs/neurovlm-paper.md lists where the two differ)

@@ -4,10 +4,8 @@
 
 use crate::common;
 
-use std::sync::Arc;
-
 use common::*;
-use nmb_fake_server::{Config, ReceivedRequest, Reply};
+use nmb_fake_server::{Config, ReceivedRequest};
 
 /// Whether a request is one OpenAI's reasoning models take.
 fn as_reasoning_models_take(r: &ReceivedRequest) -> bool {
@@ -389,16 +387,4 @@ fn geminis_thoughts_are_counted_as_output_tokens() {
         .unwrap();
     let thought = samples[0].turns[0].thinking.as_deref();
     assert_eq!(thought, Some("Weighing demyelination against glioma."));
-}
-
-/// A loopback server that answers every request with `status` and `body`, as written.
-fn always(status: u16, body: String) -> nmb_fake_server::FakeServer {
-    server(Config {
-        responder: Arc::new(move |_| Reply::Raw {
-            status,
-            headers: Vec::new(),
-            body: body.clone(),
-        }),
-        ..Config::default()
-    })
 }

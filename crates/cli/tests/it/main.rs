@@ -22,6 +22,7 @@ mod postgres_store;
 mod pubmedqa;
 mod replicas;
 mod report_cli;
+mod report_cost;
 mod review_browser;
 mod review_cli;
 mod review_done;

@@ -67,6 +67,7 @@ pub fn render(runs: &[RunData], analysis: &Analysis, opts: &ReportOptions) -> St
     head(&mut h, runs);
     notes(&mut h, runs, analysis);
     headline(&mut h, runs, analysis);
+    summary::cost(&mut h, runs, analysis);
     level_family(&mut h, runs);
     breadth_tables(&mut h, runs);
     revision(&mut h, runs);

@@ -13,6 +13,24 @@ pub(super) fn headline(h: &mut String, runs: &[RunData], analysis: &Analysis) {
     }
 }
 
+/// The cost split and, with two or more priced and scored runs, accuracy against cost.
+pub(super) fn cost(h: &mut String, runs: &[RunData], analysis: &Analysis) {
+    let Some(t) = summary::cost(runs, analysis) else {
+        return;
+    };
+    h.push_str("<h2 id=\"cost\">Cost</h2>");
+    h.push_str(&t.html());
+    let points = summary::accuracy_against_cost(runs, analysis);
+    if points.len() >= 2 {
+        h.push_str(&crate::svg::cost_scatter(
+            "Accuracy against cost",
+            "Each point is a run: its dollars per 100 answered samples (x) against its accuracy (y), with the \
+             accuracy's 95% CI.",
+            &points,
+        ));
+    }
+}
+
 pub(super) fn level_family(h: &mut String, runs: &[RunData]) {
     let t = summary::level_family(&ScoredRun::of(runs), false);
     // Breadth and structured runs have tables of their own; an empty header table would only puzzle.

@@ -659,6 +659,7 @@ mod tests {
         let price = Price {
             input_per_mtok: 2.0,
             output_per_mtok: 10.0,
+            ..Default::default()
         };
         let (r, verdicts) = structured_report(&items, Some(price), &cfg)
             .unwrap()

@@ -250,6 +250,7 @@ fn price(fixture: &Value) -> Price {
     Price {
         input_per_mtok: fixture["price"]["input_per_mtok"].as_f64().unwrap(),
         output_per_mtok: fixture["price"]["output_per_mtok"].as_f64().unwrap(),
+        ..Price::default()
     }
 }
 

@@ -59,6 +59,18 @@ pub fn server(config: Config) -> FakeServer {
     FakeServer::start_in_background(config, 2).expect("fake server starts")
 }
 
+/// A loopback server that answers every request with `status` and `body`, as written.
+pub fn always(status: u16, body: String) -> FakeServer {
+    server(Config {
+        responder: std::sync::Arc::new(move |_| nmb_fake_server::Reply::Raw {
+            status,
+            headers: Vec::new(),
+            body: body.clone(),
+        }),
+        ..Config::default()
+    })
+}
+
 /// `BACKEND:test-model@URL` for a wire of `server`.
 pub fn model_spec(wire: Wire, server: &FakeServer) -> String {
     match wire {
