@@ -125,6 +125,7 @@ impl Running {
             max_requests,
             plan_only: false,
             claiming: self.claiming.clone(),
+            replay: None,
         }
     }
 
