@@ -355,6 +355,18 @@ fn a_runner_file_imports_as_one_run_per_model_without_asking() {
         run_ids.push(run_id);
     }
 
+    // `nmb runs show` says so too, for Gemini's run with its one error line.
+    let shown = text(&nmb(&runs, &["runs", "show", &run_ids[1]]).stdout);
+    let errors = lines_of(GEMINI)
+        .iter()
+        .filter(|(_, p)| matches!(p.output, Output::Error(_)))
+        .count();
+    let replayed = format!(
+        "none sent: {} lines of the imported file replayed ({errors} recorded as errors",
+        ROWS.len()
+    );
+    assert!(shown.contains(&replayed), "{shown}");
+
     // Imported runs compare and report like any run.
     let compared = json_of(&nmb(
         &runs,
