@@ -391,6 +391,24 @@ fn a_runner_file_imports_as_one_run_per_model_without_asking() {
     let html = std::fs::read_to_string(report.join("report.html")).unwrap();
     assert!(html.contains(GPT) && html.contains(GEMINI));
 
+    // The viewer shows them: Gemini's error line as an errored sample, under the prompt file as sent.
+    let (error_row, error) = lines_of(GEMINI)
+        .iter()
+        .find_map(|(_, p)| match p.output {
+            Output::Error(e) => Some((p.row.unwrap(), e)),
+            _ => None,
+        })
+        .unwrap();
+    let (server, url) = crate::serve_browser::start_server(&runs);
+    let page = http_get(&format!(
+        "{url}runs/{}/samples/0?task=row{}%2Fneurovlm",
+        run_ids[1],
+        error_row + 2
+    ));
+    drop(server);
+    assert!(page.contains("errored") && page.contains(error), "{page}");
+    assert!(page.contains("You are a neuroradiologist."), "{page}");
+
     // Importing again leaves both runs as they are: the same runs, not one call more.
     let calls_before: usize = run_ids
         .iter()
