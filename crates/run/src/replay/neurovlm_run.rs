@@ -10,6 +10,7 @@
 //! `image_path`. The file is checked whole: any line that is not JSON or lacks a field is a problem named with
 //! `FILE:LINE` and the field, and then nothing is imported.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
@@ -290,7 +291,7 @@ fn identity(lines: &[&Line], parameters: &Map<String, Value>) -> Map<String, Val
 /// One line checked: `FILE:LINE: FIELD: what is wrong` when it is not.
 fn line(file: &str, number: usize, raw: &str) -> Result<Line, String> {
     let at = |field: &str, what: String| format!("{file}:{number}: {field}: {what}");
-    let value: Value = serde_json::from_str(raw).map_err(|e| {
+    let value: Value = serde_json::from_str(&python_json(raw)).map_err(|e| {
         format!(
             "{file}:{number}: not JSON ({e}); expected one object per line as run_async.py writes"
         )
@@ -374,6 +375,36 @@ fn line(file: &str, number: usize, raw: &str) -> Result<Line, String> {
         parameters,
         raw: raw_body.to_string(),
     })
+}
+
+/// The line with Python's non-finite numbers (`NaN`, `Infinity`, `-Infinity`, which `json.dumps` writes for a
+/// model's NaN and which are not JSON) as strings of the same text, so the line reads and the answer keeps what
+/// the model wrote; text inside strings is left as it is.
+fn python_json(raw: &str) -> Cow<'_, str> {
+    const TOKENS: [&str; 3] = ["-Infinity", "Infinity", "NaN"];
+    if !TOKENS.iter().any(|t| raw.contains(t)) {
+        return Cow::Borrowed(raw);
+    }
+    let mut out = String::with_capacity(raw.len() + 8);
+    let (mut in_string, mut escaped) = (false, false);
+    let mut rest = raw;
+    while let Some(c) = rest.chars().next() {
+        let token = TOKENS.iter().find(|t| rest.starts_with(**t));
+        match (in_string, token) {
+            (false, Some(t)) => {
+                out.push_str(&format!("\"{t}\""));
+                rest = &rest[t.len()..];
+                continue;
+            }
+            (true, _) if escaped => escaped = false,
+            (true, _) if c == '\\' => escaped = true,
+            (_, _) if c == '"' => in_string = !in_string,
+            _ => {}
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    Cow::Owned(out)
 }
 
 /// The answer as nmb stores it: the model's own text where the runner could not parse it (it keeps that in
@@ -497,6 +528,17 @@ mod tests {
         assert_eq!(answer_text(&failed), "I think it is a tumour.");
         let parsed = json!({"diagnosis_name": "tumor", "error": null});
         assert_eq!(answer_text(&parsed), parsed.to_string());
+    }
+
+    #[test]
+    fn pythons_non_finite_numbers_read_as_strings_outside_strings_only() {
+        let raw = r#"{"a": NaN, "b": [-Infinity, Infinity], "c": "NaN \" Infinity", "d": 1}"#;
+        let v: Value = serde_json::from_str(&python_json(raw)).unwrap();
+        assert_eq!(
+            v,
+            json!({"a": "NaN", "b": ["-Infinity", "Infinity"], "c": "NaN \" Infinity", "d": 1})
+        );
+        assert!(matches!(python_json(r#"{"a": 1}"#), Cow::Borrowed(_)));
     }
 
     #[test]
