@@ -391,6 +391,29 @@ fn a_runner_file_imports_as_one_run_per_model_without_asking() {
     let html = std::fs::read_to_string(report.join("report.html")).unwrap();
     assert!(html.contains(GPT) && html.contains(GEMINI));
 
+    // The reference's JSON-valid rate, on request: every answer valid, over the answered and the error lines.
+    let bug = ["--protocol", "neurovlm-paper", "--paper-json-validity-bug"];
+    let scored = json_of(&nmb(
+        &runs,
+        &[
+            &["score", &run_ids[1], "--no-bertscore", "--json"][..],
+            &bug[..],
+        ]
+        .concat(),
+    ));
+    let errors = lines_of(GEMINI)
+        .iter()
+        .filter(|(_, p)| matches!(p.output, Output::Error(_)))
+        .count();
+    let answered = lines_of(GEMINI).len() - errors;
+    let valid = scored["structured"]["paper"]["json_valid_pct"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (valid - 100.0 * answered as f64 / (answered + errors) as f64).abs() < 1e-9,
+        "{valid}"
+    );
+
     // The viewer shows them: Gemini's error line as an errored sample, under the prompt file as sent.
     let (error_row, error) = lines_of(GEMINI)
         .iter()
