@@ -497,6 +497,9 @@ fn a_bad_line_is_named_with_its_field_and_nothing_is_imported() {
     let mut other_run = good[4].clone();
     other_run["processing"]["parameters"]["temperature"] = json!(1);
     lines[4] = other_run.to_string();
+    // GPT's answer to the first image again: two answers to one case.
+    lines.push(good[0].to_string());
+    let twice = lines.len();
     std::fs::write(root.join("bad.jsonl"), lines.join("\n") + "\n").unwrap();
 
     let runs = tmp.path().join("runs");
@@ -514,6 +517,8 @@ fn a_bad_line_is_named_with_its_field_and_nothing_is_imported() {
             "line {n}: {what}\n{stderr}"
         );
     }
+    let answered_twice = format!("bad.jsonl:{twice}: input.image_path: {GPT} answered");
+    assert!(stderr.contains(&answered_twice), "{stderr}");
     assert!(stderr.contains("nothing was imported"), "{stderr}");
     assert!(store(&runs).list_runs().unwrap().is_empty());
 }

@@ -158,7 +158,7 @@ fn model_run(
         }
     };
     let all: Vec<&Line> = paths.values().flatten().collect();
-    let parameters = parameters(file, model, &all, out)?;
+    let parameters = parameters(file, model, &all, out);
     let identity = identity(&all, &parameters);
     let mut answers = Vec::new();
     let (mut answered, mut errored, mut superseded) = (0, 0, Vec::new());
@@ -224,33 +224,30 @@ fn answer(task: &str, l: Line) -> ReplayAnswer {
 }
 
 /// The one parameter set the model's answered lines record (its error lines' when none answered). The runner
-/// writes its default `PARAMETERS` on error lines whatever it ran with, so those do not count against it.
-fn parameters(
-    file: &str,
-    model: &str,
-    lines: &[&Line],
-    out: &mut RunFile,
-) -> Option<Map<String, Value>> {
+/// writes its default `PARAMETERS` on error lines whatever it ran with, so those do not count against it. The
+/// first answered line that records another set is a problem (one, not one per line of a second experiment).
+fn parameters(file: &str, model: &str, lines: &[&Line], out: &mut RunFile) -> Map<String, Value> {
     let mut ordered = lines.to_vec();
     ordered.sort_by_key(|l| (l.outcome.is_err(), l.number));
-    let first = ordered.first()?;
+    let Some(first) = ordered.first() else {
+        return Map::new();
+    };
     let found = first.parameters.clone().unwrap_or_default();
-    let answered = ordered.iter().filter(|l| l.outcome.is_ok());
-    for l in answered {
-        let these = l.parameters.clone().unwrap_or_default();
-        if these != found {
-            out.problems.push(format!(
-                "{file}:{}: processing.parameters: {} differ from line {}'s {} for {model}; expected one experiment \
-                 per model in a file (import each experiment's file on its own)",
-                l.number,
-                Value::Object(these),
-                first.number,
-                Value::Object(found.clone())
-            ));
-            return None;
-        }
+    let other = ordered
+        .iter()
+        .filter(|l| l.outcome.is_ok())
+        .find(|l| l.parameters.clone().unwrap_or_default() != found);
+    if let Some(l) = other {
+        out.problems.push(format!(
+            "{file}:{}: processing.parameters: {} differ from line {}'s {} for {model}; expected one experiment \
+             per model in a file (import each experiment's file on its own)",
+            l.number,
+            Value::Object(l.parameters.clone().unwrap_or_default()),
+            first.number,
+            Value::Object(found.clone())
+        ));
     }
-    Some(found)
+    found
 }
 
 /// `base` with the parameters the runner recorded.
