@@ -24,15 +24,19 @@ pub enum BackendKind {
     Local,
     /// A clinician's answers, stored in the run store (`nmb import`, `nmb review answer`): a human baseline.
     Human,
+    /// Answers another program already got from a model, read from its output file by `nmb import` (e.g. the
+    /// JSONL of NeuroVLM-Bench's `run_async.py`): the model is never asked again.
+    Imported,
 }
 
 impl BackendKind {
-    pub const ALL: [BackendKind; 5] = [
+    pub const ALL: [BackendKind; 6] = [
         BackendKind::OpenAi,
         BackendKind::Anthropic,
         BackendKind::Gemini,
         BackendKind::Local,
         BackendKind::Human,
+        BackendKind::Imported,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -42,16 +46,17 @@ impl BackendKind {
             BackendKind::Gemini => "gemini",
             BackendKind::Local => "local",
             BackendKind::Human => "human",
+            BackendKind::Imported => "imported",
         }
     }
 
-    /// The environment variable the API key is read from (`None` for `local` and `human`).
+    /// The environment variable the API key is read from (`None` for `local`, `human` and `imported`).
     pub fn key_env(self) -> Option<&'static str> {
         match self {
             BackendKind::OpenAi => Some("OPENAI_API_KEY"),
             BackendKind::Anthropic => Some("ANTHROPIC_API_KEY"),
             BackendKind::Gemini => Some("GEMINI_API_KEY"),
-            BackendKind::Local | BackendKind::Human => None,
+            BackendKind::Local | BackendKind::Human | BackendKind::Imported => None,
         }
     }
 
@@ -61,7 +66,7 @@ impl BackendKind {
             BackendKind::OpenAi => Some("https://api.openai.com/v1"),
             BackendKind::Anthropic => Some("https://api.anthropic.com"),
             BackendKind::Gemini => Some("https://generativelanguage.googleapis.com"),
-            BackendKind::Local | BackendKind::Human => None,
+            BackendKind::Local | BackendKind::Human | BackendKind::Imported => None,
         }
     }
 }
@@ -98,7 +103,7 @@ pub enum SpecError {
         "model spec {spec:?} has no backend: expected BACKEND:MODEL[@BASE_URL], e.g. openai:gpt-4o"
     )]
     MissingBackend { spec: String },
-    #[error("model spec {spec:?}: unknown backend {backend:?}; expected one of openai, anthropic, gemini, local, human")]
+    #[error("model spec {spec:?}: unknown backend {backend:?}; expected one of openai, anthropic, gemini, local, human, imported")]
     UnknownBackend { spec: String, backend: String },
     #[error("model spec {spec:?} has an empty model name after {backend:?}:")]
     EmptyModel { spec: String, backend: String },
@@ -114,6 +119,8 @@ pub enum SpecError {
     LocalWithUrl { spec: String },
     #[error("model spec {spec:?}: a human's answers come from the run store (human:NAME) and take no base URL")]
     HumanWithUrl { spec: String },
+    #[error("model spec {spec:?}: an imported model's answers come from the run store (imported:MODEL) and take no base URL")]
+    ImportedWithUrl { spec: String },
     #[error("model spec {spec:?}: the name {name:?} may hold only ASCII letters, digits, '.', '_' and '-' (e.g. human:dr.lee)")]
     BadHumanName { spec: String, name: String },
 }
@@ -150,6 +157,9 @@ impl ModelSpec {
             }
             Some(_) if kind == BackendKind::Human => {
                 return Err(SpecError::HumanWithUrl { spec: spec.into() })
+            }
+            Some(_) if kind == BackendKind::Imported => {
+                return Err(SpecError::ImportedWithUrl { spec: spec.into() })
             }
             Some(list) => check_urls(spec, list)?,
         };
@@ -408,6 +418,23 @@ mod tests {
         let l = ModelSpec::parse("local:/m/SmolLM2.Q4_1.gguf").unwrap();
         assert_eq!(l.backend, BackendKind::Local);
         assert_eq!(l.model, "/m/SmolLM2.Q4_1.gguf");
+    }
+
+    #[test]
+    fn an_imported_model_keeps_its_name_and_takes_no_key_or_url() {
+        // OpenRouter names, a colon included, are kept as the runner wrote them.
+        for name in ["openai/gpt-4o", "bedrock/us.amazon.nova-pro-v1:0"] {
+            let s = ModelSpec::parse(&format!("imported:{name}")).unwrap();
+            assert_eq!(s.backend, BackendKind::Imported);
+            assert_eq!(s.model, name);
+            assert_eq!(s.to_string(), format!("imported:{name}"));
+            assert_eq!(s.effective_base_url(), None);
+        }
+        assert_eq!(BackendKind::Imported.key_env(), None);
+        assert!(matches!(
+            ModelSpec::parse("imported:openai/gpt-4o@http://127.0.0.1:1").unwrap_err(),
+            SpecError::ImportedWithUrl { .. }
+        ));
     }
 
     #[test]

@@ -32,6 +32,7 @@ Examples:
   nmb review create RUN_ID --reviewers lee,park --overlap 0.2
   nmb agreement --review rv-1a2b3c4d5e6f
   nmb import answers.jsonl --suite sample --as human:lee
+  nmb import run.jsonl --format neurovlm-run --suite neurovlm:image_mapping.csv --images-root DATASET
   nmb bertscore --model-dir DIR --layer 6 --cands answers.txt --refs references.txt --json
   nmb report RUN_ID [RUN_ID...] --out nmb-report --format html,md,csv,json
 
@@ -120,7 +121,8 @@ enum Command {
     Serve(cmd::serve::ServeArgs),
     #[command(subcommand, after_help = cmd::review::EXAMPLES)]
     Review(cmd::review::ReviewCommand),
-    /// Record a clinician's answers (JSONL) to a suite as the run of human:NAME, a human baseline
+    /// Record a clinician's answers (JSONL) to a suite as the run of human:NAME, a human baseline, or the runs
+    /// NeuroVLM-Bench's runner made (--format neurovlm-run) as runs of imported:MODEL
     #[command(after_help = cmd::import::EXAMPLES)]
     Import(cmd::import::ImportArgs),
 }

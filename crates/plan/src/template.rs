@@ -176,11 +176,22 @@ impl Template {
     /// Id and version come from a header comment `{# nmb-template: id=my-dx version=2 #}` where the file has
     /// one; otherwise the id is `file:<file stem>` and the version `user`. Either way the hash is computed from
     /// the file's text exactly as for built-in templates.
+    ///
+    /// A file with no `{% block %}` is a plain prompt (e.g. NeuroVLM-Bench's `prompts/neurorad_prompt*.txt`):
+    /// its text, trimmed, is the system message word for word (kept from minijinja), and the user message holds
+    /// the images alone, as the authors' runner sends them.
     pub fn from_file(path: &Path) -> Result<Template, PlanError> {
-        let source = std::fs::read_to_string(path).map_err(|source| PlanError::TemplateRead {
+        let text = std::fs::read_to_string(path).map_err(|source| PlanError::TemplateRead {
             path: path.to_path_buf(),
             source,
         })?;
+        let source = match has_blocks(&text) {
+            true => text,
+            false => plain_prompt(&text).map_err(|message| PlanError::Template {
+                template: path.display().to_string(),
+                message,
+            })?,
+        };
         let (id, version) = match parse_header(&source) {
             Some((id, version)) => (id, version),
             None => {
@@ -215,6 +226,24 @@ impl Template {
     pub fn hash(&self) -> &str {
         &self.hash
     }
+}
+
+/// Whether a template source defines a block (`{% block` or `{%- block`).
+fn has_blocks(source: &str) -> bool {
+    source.contains("{% block") || source.contains("{%- block")
+}
+
+/// The template of a plain prompt: the text, trimmed, as the system message, kept from minijinja (a prompt's
+/// JSON example may hold `{{`), and the images alone as the user message.
+fn plain_prompt(text: &str) -> Result<String, String> {
+    if text.contains("{% endraw") || text.contains("{%- endraw") {
+        return Err("a plain prompt (no {% block %}) cannot hold {% endraw %}".into());
+    }
+    Ok(format!(
+        "{{% block system %}}{{% raw %}}{}{{% endraw %}}{{% endblock %}}\n\
+         {{% block user %}}{{% for img in images %}}{{{{ image(img.index) }}}}\n{{% endfor %}}{{% endblock %}}\n",
+        text.trim()
+    ))
 }
 
 /// Reads `id=... version=...` from the first `nmb-template:` header line. Both keys are needed.

@@ -237,6 +237,8 @@ pub fn vendor(spec: &str) -> String {
             BackendKind::Gemini => "Google",
             BackendKind::Local => "local",
             BackendKind::Human => "human",
+            // The runner's OpenRouter names are OWNER/NAME: the owner is the vendor.
+            BackendKind::Imported => return imported_vendor(&s.model),
         }
         .into();
     }
@@ -405,6 +407,13 @@ pub fn read_data_js(path: &Path) -> Result<Value, MergeError> {
     Ok(value)
 }
 
+/// An imported model's vendor: the owner of an `OWNER/NAME` id, else `imported`.
+fn imported_vendor(model: &str) -> String {
+    model
+        .split_once('/')
+        .map_or_else(|| "imported".into(), |(owner, _)| owner.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -416,6 +425,8 @@ mod tests {
         assert_eq!(vendor("gemini:gemini-2.5-pro"), "Google");
         assert_eq!(vendor("local:/m/SmolLM2.gguf"), "local");
         assert_eq!(vendor("human:dr.lee"), "human");
+        assert_eq!(vendor("imported:openai/gpt-4o"), "openai");
+        assert_eq!(vendor("imported:mymodel"), "imported");
         assert_eq!(
             vendor("openai:Qwen/Qwen2-VL-7B-Instruct@http://gpu1:8000/v1"),
             "Qwen"

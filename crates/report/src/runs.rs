@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use nmb_store::{RunInfo, RunSummary};
+use nmb_store::{Manifest, RunInfo, RunSummary};
 use serde_json::{json, Value};
 
 /// The summary fields at the top level, with the manifest next to them.
@@ -61,6 +61,21 @@ pub fn list_text(rows: &[(RunSummary, RunInfo)]) -> String {
     out
 }
 
+/// The requests line of `nmb runs show`; an imported run (`imported:MODEL`) sent none: its calls are the lines of
+/// the file it was imported from, replayed.
+fn requests(s: &RunSummary, m: &Manifest, errors: &str) -> String {
+    if m.model.starts_with("imported:") {
+        return format!(
+            "none sent: {} lines of the imported file replayed ({} recorded as errors: {errors})",
+            s.calls, s.calls_errored
+        );
+    }
+    format!(
+        "{} sent ({} calls, {} errored: {errors}), {} answers from the store",
+        s.requests_sent, s.calls, s.calls_errored, s.cache_hits
+    )
+}
+
 /// The text of `nmb runs show`: one aligned `name value` line each for the run's status, manifest (model, suite,
 /// inputs, parameters, templates, dropped inputs, nmb version), sample counts, errors by class, requests, tokens
 /// and latency.
@@ -105,14 +120,7 @@ pub fn show_text(s: &RunSummary, info: &RunInfo) -> String {
         ("errors", classes(&s.errors_by_class)),
         (
             "requests",
-            format!(
-                "{} sent ({} calls, {} errored: {}), {} answers from the store",
-                s.requests_sent,
-                s.calls,
-                s.calls_errored,
-                classes(&s.call_errors_by_class),
-                s.cache_hits
-            ),
+            requests(s, m, &classes(&s.call_errors_by_class)),
         ),
         (
             "tokens",

@@ -78,6 +78,8 @@ pub enum ConnectError {
     LocalBackend { spec: String },
     #[error("{spec}: a human's answers come from the run store (nmb-run's human backend), not over HTTP")]
     HumanBackend { spec: String },
+    #[error("{spec}: an imported model's answers were read from another program's output (nmb import); it is never asked")]
+    ImportedBackend { spec: String },
 }
 
 /// Builds the HTTP backend for `spec`, reading its key from the environment (or `options.key`).
@@ -115,7 +117,9 @@ pub fn connect(
             http(spec, key, transport, AnthropicWire::new(model, options))
         }
         BackendKind::Gemini => http(spec, key, transport, GeminiWire { model }),
-        BackendKind::Local | BackendKind::Human => return Err(not_http(spec)),
+        BackendKind::Local | BackendKind::Human | BackendKind::Imported => {
+            return Err(not_http(spec))
+        }
     })
 }
 
@@ -133,6 +137,7 @@ fn not_http(spec: &ModelSpec) -> ConnectError {
     let spec_text = spec.to_string();
     match spec.backend {
         BackendKind::Human => ConnectError::HumanBackend { spec: spec_text },
+        BackendKind::Imported => ConnectError::ImportedBackend { spec: spec_text },
         _ => ConnectError::LocalBackend { spec: spec_text },
     }
 }

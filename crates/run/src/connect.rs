@@ -52,6 +52,8 @@ pub enum ConnectError {
     },
     #[error(transparent)]
     Human(Box<crate::human::HumanError>),
+    #[error(transparent)]
+    Replay(#[from] crate::replay::ReplayError),
     #[error("connecting stopped unexpectedly: {0}")]
     Stopped(String),
 }
@@ -77,6 +79,10 @@ pub fn connect_model(
         // Its answers need the store and the suite: see `crate::connect_human`.
         let spec = spec.to_string();
         return Err(crate::human::HumanError::NeedsStore { spec }.into());
+    }
+    if spec.backend == BackendKind::Imported {
+        let spec = spec.to_string();
+        return Err(crate::replay::ReplayError::NoAnswers { spec }.into());
     }
     let transport = match &options.transport {
         Some(t) => t.clone(),

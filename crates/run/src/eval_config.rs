@@ -115,6 +115,9 @@ pub struct Invocation {
     pub plan_only: bool,
     /// Share the run with other processes, claiming samples under a lease.
     pub claiming: Option<Claiming>,
+    /// The answers of an imported model (`imported:MODEL`), read from another program's output by `nmb import`;
+    /// the only way such a model answers (see [`crate::replay`]).
+    pub replay: Option<Arc<crate::Replay>>,
 }
 
 #[derive(Debug, thiserror::Error)]

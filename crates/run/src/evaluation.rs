@@ -10,8 +10,8 @@ use serde::Serialize;
 
 use crate::eval_config::{ConfigError, EvalConfig, Invocation};
 use crate::{
-    connect_human, connect_model, evaluate_loaded, ConnectError, ConnectOptions, ConnectedModel,
-    EvalSettings, Progress, RunError, RunOutcome,
+    connect_human, connect_model, connect_replay, evaluate_loaded, ConnectError, ConnectOptions,
+    ConnectedModel, EvalSettings, Progress, RunError, RunOutcome,
 };
 
 /// Why an evaluation could not be run.
@@ -70,7 +70,7 @@ pub async fn evaluate(
 ) -> Result<Evaluated, EvalError> {
     let plan = config.plan_options()?;
     let suite = config.suite.load_checked(config.text_only())?.suite;
-    let model = connect(config, &store, &suite, &plan).await?;
+    let model = connect(config, invocation, &store, &suite, &plan).await?;
     if let Some(effort) = config.params.reasoning_effort {
         if model.backend.reasoning_parameters().is_none() {
             let spec = config.model.to_string();
@@ -101,9 +101,11 @@ pub async fn evaluate(
     })
 }
 
-/// A human's answers need the store and the suite as planned; any other model only its spec.
+/// A human's answers need the store and the suite as planned, an imported model's the answers the invocation
+/// brought too; any other model only its spec.
 async fn connect(
     config: &EvalConfig,
+    invocation: &Invocation,
     store: &Arc<Store>,
     suite: &Suite,
     plan: &PlanOptions,
@@ -115,6 +117,11 @@ async fn connect(
     };
     if spec.backend == BackendKind::Human {
         return connect_human(spec, store.clone(), suite, plan).map_err(|e| failed(e.into()));
+    }
+    if spec.backend == BackendKind::Imported {
+        let replay = invocation.replay.as_deref();
+        return connect_replay(spec, replay, store.clone(), suite, plan)
+            .map_err(|e| failed(e.into()));
     }
     let owned = spec.clone();
     let mut options = ConnectOptions::default();

@@ -14,7 +14,9 @@
 //! It also turns a model name into a backend ([`connect_model`]: API models through `nmb-requests`, `local:`
 //! models through `nmb-local`), for evaluations and for anything else that asks models (judges), and builds the
 //! backend of a human baseline, `human:NAME`, from a person's answers in the store ([`connect_human`], [`human`]),
-//! checks a file of such answers before storing them, and gives the answer pages each task's opening turn.
+//! checks a file of such answers before storing them, and gives the answer pages each task's opening turn. The
+//! backend of an imported run, `imported:MODEL`, answers with what another program already got from the model
+//! ([`replay`]), so `nmb import` builds its runs through the same loop without asking anything.
 //!
 //! A model served by several replicas (`openai:m@http://a/v1,http://b/v1`) is one model: its manifest,
 //! configuration hash, cache keys and call records name it by its first base URL alone
@@ -33,6 +35,7 @@ mod fleet;
 pub mod human;
 mod progress;
 mod renders;
+pub mod replay;
 mod sampling;
 pub mod summary;
 mod task;
@@ -56,6 +59,7 @@ pub use fleet::StoreFleet;
 pub use human::{connect_human, HumanBackend, HumanError};
 pub use nmb_record::{CallResult, CallSpec, Prompt, Recorder};
 pub use progress::{Progress, ProgressSnapshot};
+pub use replay::{connect_replay, Replay, ReplayAnswer, ReplayBackend, ReplayError};
 pub use sampling::FORCED as NO_N;
 pub use work::{runs_with_work, WorkError};
 

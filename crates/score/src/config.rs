@@ -240,6 +240,10 @@ fn check_judge(spec: &ModelSpec) -> Result<(), ScoreError> {
         Ok(_) if spec.backend == BackendKind::Human => {
             "a human's answers come from the run store; a judge must be a model".to_string()
         }
+        Ok(_) if spec.backend == BackendKind::Imported => {
+            "an imported model's answers were read from a file; a judge must be a model it can ask"
+                .to_string()
+        }
         Ok(_) => return Ok(()),
     };
     Err(ScoreError::BadJudge { spec: text, reason })

@@ -1,5 +1,6 @@
 //! Running evaluations to their end: one ([`job`]), a study's matrix of them ([`run_cells`]), a prompt sweep
-//! ([`sweep`]) and a person's answers ([`HumanRun`]). The CLI only parses, follows ([`job::Watch`]) and prints.
+//! ([`sweep`]), a person's answers ([`HumanRun`]) and a model's answers imported from another program's output
+//! ([`ImportedRun`]). The CLI only parses, follows ([`job::Watch`]) and prints.
 //!
 //! [`job::run`] carries one [`EvalConfig`] through asking ([`nmb_run::evaluate`]), scoring
 //! ([`nmb_score::score_suite`], judges connected by [`job::connect_judge`]) and its report. Every way of running
@@ -49,6 +50,7 @@ use toml::Spanned;
 
 mod budget;
 mod human;
+mod imported;
 pub mod job;
 mod outcome;
 mod running;
@@ -56,6 +58,7 @@ pub mod sweep;
 
 pub use budget::{check_cap, dollars, spent, Budget, BudgetError, CellEstimate, Totals};
 pub use human::{HumanRun, HumanRunError};
+pub use imported::{Imported, ImportedRun, ImportedRunError};
 pub use outcome::{prices, record, report, OutcomeError, Stopped};
 pub use running::{dry_run_text, run_cells, scoring_config, Ran, RunCellsError, Running};
 

@@ -126,6 +126,7 @@ impl Running {
             max_requests,
             plan_only: false,
             claiming: self.claiming.clone(),
+            replay: None,
         }
     }
 

@@ -291,6 +291,7 @@ impl EvalArgs {
             max_requests: self.max_requests,
             plan_only: self.plan_only,
             claiming: claiming_on(at),
+            replay: None,
         }
     }
 
@@ -399,6 +400,19 @@ fn dry_run(config: &EvalConfig, as_json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The scores as `nmb eval --json` prints them in its one object.
+pub(super) fn scores_json(r: &nmb_score::results::ScoreReport) -> serde_json::Value {
+    json!({
+        "config_hash": r.config.config_hash,
+        "overall": r.overall,
+        "by_level_family": r.by_level_family,
+        "structured": r.structured,
+        "label_set": r.label_set,
+        "revision": r.revision,
+        "notes": r.notes,
+    })
+}
+
 /// Prints the end-of-run summary, with the scores when the run was scored.
 fn report(
     out: &Output,
@@ -406,18 +420,7 @@ fn report(
     scores: Option<&nmb_score::results::ScoreReport>,
 ) -> Result<()> {
     if out.json {
-        let scores = scores.map(|r| {
-            json!({
-                "config_hash": r.config.config_hash,
-                "overall": r.overall,
-                "by_level_family": r.by_level_family,
-                "structured": r.structured,
-                "label_set": r.label_set,
-                "revision": r.revision,
-                "notes": r.notes,
-            })
-        });
-        println!("{}", done.json(scores));
+        println!("{}", done.json(scores.map(scores_json)));
         return Ok(());
     }
     for warning in done.warnings() {

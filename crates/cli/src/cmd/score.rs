@@ -143,8 +143,8 @@ pub struct ScoringArgs {
     /// beside nmb's own (docs/neurovlm-paper.md lists where the two differ)
     #[arg(long, value_enum, default_value = "nmb")]
     pub protocol: ProtocolArg,
-    /// With --protocol neurovlm-paper, report the reference's JSON-valid rate, which is 100% whatever the
-    /// answers (a bug of the reference, reproduced only on request)
+    /// With --protocol neurovlm-paper, report the reference's JSON-valid rate: every answer, whatever it is, over
+    /// the answers and errored samples (a bug of the reference, reproduced only on request)
     #[arg(long)]
     pub paper_json_validity_bug: bool,
 }

@@ -17,6 +17,7 @@ mod kill_twenty;
 mod leaderboard_site;
 mod llama_cpp_server;
 mod local_model;
+mod neurovlm_import;
 mod old_store;
 mod postgres_store;
 mod pubmedqa;

@@ -458,20 +458,3 @@ fn bad_review_requests_say_what_is_wrong() {
         text(&out.stderr)
     );
 }
-
-/// The body of a plain HTTP/1.1 GET on loopback.
-fn http_get(url: &str) -> String {
-    use std::io::{Read, Write};
-    let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest.split_once('/').unwrap();
-    let mut stream = std::net::TcpStream::connect(host).unwrap();
-    write!(
-        stream,
-        "GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-    response
-}

@@ -322,6 +322,42 @@ fn user_template_file_is_used_and_hashed() {
 }
 
 #[test]
+fn a_plain_prompt_file_is_the_system_message_word_for_word() {
+    // As NeuroVLM-Bench's prompts/*.txt: no blocks, a JSON example with braces that look like minijinja.
+    let dir = tempfile::tempdir().unwrap();
+    let prompt =
+        "You read brain images.\nAnswer as {{\"diagnosis_name\": \"...\"}} {% if %} {# x #}.";
+    let path = dir.path().join("neurorad_prompt.txt");
+    std::fs::write(&path, format!("\n{prompt}\n\n")).unwrap();
+    let template = Template::from_file(&path).unwrap();
+    assert_eq!(template.id(), "file:neurorad_prompt");
+    let options = PlanOptions {
+        template: Some(template.clone()),
+        ..PlanOptions::default()
+    };
+    let images = vec![inline_image("a.png", 10), inline_image("b.png", 20)];
+    let t = only(
+        &suite(vec![case(
+            "c",
+            images,
+            vec![task("c/nv", Family::Structured, "Read this.")],
+        )]),
+        &options,
+    );
+    assert_eq!(text_of(t.system.as_ref().unwrap()), prompt);
+    // The user message is the images alone: no question, no instruction.
+    let user = &t.turns[0].user;
+    assert_eq!(user.image_count(), 2);
+    assert_eq!(text_of(user), "");
+    // Another prompt is another template.
+    std::fs::write(&path, "Another prompt.").unwrap();
+    assert_ne!(Template::from_file(&path).unwrap().hash(), template.hash());
+    std::fs::write(&path, "x {% endraw %} y").unwrap();
+    let e = Template::from_file(&path).unwrap_err().to_string();
+    assert!(e.contains("endraw"), "{e}");
+}
+
+#[test]
 fn bad_user_templates_fail_with_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let syntax = dir.path().join("broken.jinja");

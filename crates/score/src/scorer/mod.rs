@@ -287,9 +287,10 @@ pub async fn score_loaded(
     if let Some((mut structured, verdicts)) =
         crate::structured::structured_report(&items, opts.price, &opts.bootstrap)?
     {
+        let errored = errored_structured(&records, &index);
         structured.paper = opts
             .paper
-            .and_then(|o| paper_reading(&items, opts.price, o));
+            .and_then(|o| paper_reading(&items, errored, opts.price, o));
         let mut by_sample: HashMap<(&str, u32), _> = items
             .iter()
             .map(|i| (i.task_id, i.sample_index))
@@ -306,6 +307,7 @@ pub async fn score_loaded(
 /// The paper's reading of the same answers ([`crate::structured::paper`]).
 fn paper_reading(
     items: &[crate::structured::StructuredItem<'_>],
+    errored: usize,
     price: Option<crate::cost::Price>,
     options: crate::structured::paper::PaperOptions,
 ) -> Option<crate::structured::paper::PaperReport> {
@@ -317,7 +319,21 @@ fn paper_reading(
             usage: i.usage,
         })
         .collect();
-    crate::structured::paper::paper_report(&items, price, options)
+    crate::structured::paper::paper_report(&items, errored, price, options)
+}
+
+/// Errored samples of structured tasks with a reference: the error lines the paper's JSON-valid rate counts.
+fn errored_structured(records: &[SampleRecord], index: &HashMap<&str, (&Case, &Task)>) -> usize {
+    let structured = |r: &&SampleRecord| {
+        index.get(r.task_id.as_str()).is_some_and(|(_, t)| {
+            t.family == nmb_suite::Family::Structured && t.reference.is_some()
+        })
+    };
+    records
+        .iter()
+        .filter(|r| r.status == nmb_store::SampleStatus::Errored)
+        .filter(structured)
+        .count()
 }
 
 /// The answered samples of `structured` tasks, with their case, reference, latency and tokens.

@@ -87,7 +87,7 @@ fn report(set: &Value, price: Price, options: PaperOptions) -> PaperReport {
             },
         })
         .collect();
-    paper_report(&items, Some(price), options).unwrap()
+    paper_report(&items, 0, Some(price), options).unwrap()
 }
 
 /// Compares numbers, lists and nulls (the reference's NaN); records the largest difference.

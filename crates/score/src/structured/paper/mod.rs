@@ -13,7 +13,8 @@
 //! - counts a missing or unreadable confidence as 0, clips 85 to 1, and bins ECE right-closed, (a, b];
 //! - reports no intervals: the reference's bootstrap is unseeded, so its intervals cannot be reproduced.
 //!
-//! The reference's JSON-valid rate is 100% whatever the answers (it re-serialises an already parsed object);
+//! The reference's JSON-valid rate is 100% whatever the answers (it re-serialises an already parsed object), less
+//! only its error lines, which it counts in the total;
 //! this reading reports the share of answers whose object parsed, unless [`PaperOptions::json_validity_bug`]
 //! asks for the reference's number.
 
@@ -46,8 +47,8 @@ pub const PAPER_FIELDS: [&str; 5] = [
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PaperOptions {
-    /// Report the reference's JSON-valid rate, which is 100% whatever the answers (a bug in the reference,
-    /// reproduced only when asked for).
+    /// Report the reference's JSON-valid rate, which is 100% of the answers whatever they are, over the answers
+    /// and the errored samples (a bug in the reference, reproduced only when asked for).
     pub json_validity_bug: bool,
 }
 
@@ -84,7 +85,8 @@ pub struct PaperField {
 pub struct PaperReport {
     pub answers: usize,
     pub options: PaperOptions,
-    /// Answers whose JSON object parsed, in percent (or the reference's 100 with `json_validity_bug`).
+    /// Answers whose JSON object parsed, in percent (or with `json_validity_bug` the reference's: every answer,
+    /// in percent of the answers and errored samples).
     pub json_valid_pct: f64,
     /// Per field, answers whose normalised value equals the normalised truth, in percent of all answers (an
     /// unlabelled truth and an abstaining answer count as equal, as in the reference).
@@ -163,9 +165,11 @@ impl Column {
     }
 }
 
-/// The paper reading of `items`, or `None` without items.
+/// The paper reading of `items`, or `None` without items. `errored` counts the samples of the same run that
+/// errored (the runner's error lines), which only the reference's JSON-valid rate counts.
 pub fn paper_report(
     items: &[PaperItem<'_>],
+    errored: usize,
     price: Option<Price>,
     options: PaperOptions,
 ) -> Option<PaperReport> {
@@ -191,8 +195,9 @@ pub fn paper_report(
     Some(PaperReport {
         answers: items.len(),
         options,
+        // The reference counts every answered line valid, over every line, its error lines included.
         json_valid_pct: if options.json_validity_bug {
-            100.0
+            100.0 * items.len() as f64 / (items.len() + errored) as f64
         } else {
             pct(reads.iter().filter(|r| r.object.is_some()).count())
         },
