@@ -341,7 +341,7 @@ impl Validation {
     }
 
     /// The validation as one JSON object {suite, ok, errors, warnings, cases, empty_cases, tasks, images,
-    /// problems}; `spec` is the suite as it was named.
+    /// by_kind, problems}; `spec` is the suite as it was named.
     pub fn json(&self, spec: &str) -> serde_json::Value {
         let errors = self.errors();
         serde_json::json!({
@@ -353,8 +353,22 @@ impl Validation {
             "empty_cases": self.empty_cases,
             "tasks": self.tasks,
             "images": self.images,
+            "by_kind": crate::group_problems(&self.problems, 0)
+                .into_iter()
+                .map(|g| serde_json::json!({"kind": g.group, "count": g.count}))
+                .collect::<Vec<_>>(),
             "problems": self.problems,
         })
+    }
+
+    /// The problems counted by kind ([`crate::group_problems`]), one line each (`29504 × file_path: image not
+    /// found`), so that the count of a rare kind is not lost in a long list of a common one. Empty without
+    /// problems.
+    pub fn by_kind(&self) -> Vec<String> {
+        crate::group_problems(&self.problems, 0)
+            .into_iter()
+            .map(|g| format!("{} × {}", g.count, g.group))
+            .collect()
     }
 
     /// The one-line summary printed after the problems (no newline); `spec` is the suite as it was named.

@@ -172,6 +172,9 @@ fn validate(args: ValidateArgs) -> Result<ExitCode> {
             println!("{problem}");
         }
         println!("{}", checked.summary(&source.suite));
+        for kind in checked.by_kind() {
+            println!("  {kind}");
+        }
     }
     Ok(if checked.errors() == 0 {
         ExitCode::SUCCESS

@@ -134,6 +134,24 @@ fn validate_reports_errors_with_exit_1_and_json() {
         fields.contains(&"images[0]") && fields.contains(&"questions"),
         "{report}"
     );
+    let kinds: Vec<u64> = (report["by_kind"].as_array().unwrap().iter())
+        .map(|k| k["count"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        kinds.iter().sum::<u64>(),
+        2,
+        "every problem counted by kind: {report}"
+    );
+    let out = nmb(&["suite", "validate", path.to_str().unwrap()]);
+    let text = stdout(&out);
+    let summary = text.lines().position(|l| l.contains("2 error(s)")).unwrap();
+    let kind_lines: Vec<&str> = text.lines().skip(summary + 1).collect();
+    assert_eq!(
+        kind_lines.len(),
+        kinds.len(),
+        "one line per kind after the summary: {text}"
+    );
+    assert!(kind_lines.iter().all(|l| l.contains(" × ")), "{text}");
 }
 
 /// A site file whose second image is a PNG signature and IHDR chunk and nothing else (it passed as "0 error(s)"
