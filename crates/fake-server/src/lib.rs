@@ -154,6 +154,8 @@ pub(crate) struct State {
     open: Mutex<BTreeSet<u64>>,
     queue: Mutex<VecDeque<Option<Fault>>>,
     marker_seen: Mutex<HashMap<(String, String), u64>>,
+    /// Prompt-cache prefixes written so far (Anthropic's prompt cache; they never expire here).
+    cached_prefixes: Mutex<std::collections::HashSet<String>>,
     log: Option<Mutex<BufWriter<File>>>,
 }
 
@@ -203,6 +205,7 @@ impl State {
     /// responder) and records it.
     fn decide(&self, mut req: ReceivedRequest) -> (ReceivedRequest, Reply) {
         req.seq = self.count.fetch_add(1, Ordering::SeqCst);
+        self.prompt_cache(&mut req.params);
         let fault = self
             .queued_fault()
             .or_else(|| self.marker_fault(&req))
@@ -222,6 +225,23 @@ impl State {
             lock(&self.requests).push(req.clone());
         }
         (req, reply)
+    }
+
+    /// Anthropic's prompt cache as documented: a marked prefix of at least 1,024 tokens (the minimum of most
+    /// Claude models; below it "nothing is cached") is written on first sight and read after.
+    fn prompt_cache(&self, params: &mut ReceivedParams) {
+        const MIN_TOKENS: u64 = 1024;
+        let Some((hash, tokens)) = &params.cache_prefix else {
+            return;
+        };
+        if *tokens < MIN_TOKENS {
+            return;
+        }
+        if lock(&self.cached_prefixes).insert(hash.clone()) {
+            params.cache_write = *tokens;
+        } else {
+            params.cache_read = *tokens;
+        }
     }
 
     fn queued_fault(&self) -> Option<Fault> {
@@ -403,6 +423,7 @@ fn prepare(config: Config) -> Result<(tokio::net::TcpListener, Arc<State>), Serv
         open: Mutex::new(BTreeSet::new()),
         queue: Mutex::default(),
         marker_seen: Mutex::default(),
+        cached_prefixes: Mutex::default(),
         log,
     });
     Ok((listener, state))

@@ -19,6 +19,8 @@ pub struct AnthropicOptions {
     pub version: String,
     /// Newer Claude models reject requests that set both `temperature` and `top_p`; turn this off for them.
     pub send_top_p: bool,
+    /// Mark the system prompt and the case (the first user message) for Anthropic's prompt cache.
+    pub prompt_cache: bool,
 }
 
 impl Default for AnthropicOptions {
@@ -26,9 +28,22 @@ impl Default for AnthropicOptions {
         AnthropicOptions {
             version: "2023-06-01".into(),
             send_top_p: true,
+            prompt_cache: true,
         }
     }
 }
+
+/// A prompt-cache breakpoint: "everything up to and including" the marked block is cached, in the order tools,
+/// system, messages, and a later request with the same prefix reads it at a tenth of the input rate (a write
+/// costs 1.25 times it); at most four breakpoints; below a model's minimum (1,024 tokens for most Claude models)
+/// nothing is cached and nothing fails (Anthropic's "Prompt caching" documentation).
+#[derive(Serialize, Clone, Copy)]
+struct Ephemeral {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+const EPHEMERAL: Ephemeral = Ephemeral { kind: "ephemeral" };
 
 /// The Anthropic Messages wire format, for one model.
 #[derive(Debug, Clone)]
@@ -90,18 +105,22 @@ impl Wire for AnthropicWire {
     fn body<'a>(&'a self, req: &'a ChatRequest, images: &Base64Cache) -> Body<'a> {
         let system = system_texts(&req.messages);
         let mut replays = req.replay.iter();
-        let messages = turns(&req.messages, "assistant", |p| block(p, images))
-            .map(|(role, content)| {
-                // An earlier answer's thinking goes back before it, unchanged.
-                let back = (role == "assistant")
-                    .then(|| replays.next())
-                    .flatten()
-                    .cloned()
-                    .flatten();
-                let content = replayed(back.as_ref()).into_iter().chain(content).collect();
-                WireMessage { role, content }
-            })
-            .collect();
+        let mut messages: Vec<WireMessage> =
+            turns(&req.messages, "assistant", |p| block(p, images))
+                .map(|(role, content)| {
+                    // An earlier answer's thinking goes back before it, unchanged.
+                    let back = (role == "assistant")
+                        .then(|| replays.next())
+                        .flatten()
+                        .cloned()
+                        .flatten();
+                    let content = replayed(back.as_ref()).into_iter().chain(content).collect();
+                    WireMessage { role, content }
+                })
+                .collect();
+        if self.options.prompt_cache {
+            cache_marks(&mut messages);
+        }
         let p = &req.params;
         // Anthropic has no JSON mode; a forced tool call is its constrained output.
         let schema = match &req.output {
@@ -119,7 +138,8 @@ impl Wire for AnthropicWire {
         Body {
             model: &self.model,
             max_tokens: p.max_tokens,
-            system: (!system.is_empty()).then(|| system.join("\n\n")),
+            system: (!system.is_empty())
+                .then(|| System::new(system.join("\n\n"), self.options.prompt_cache)),
             messages,
             temperature: (thinking.is_none() || p.temperature == 1.0).then_some(p.temperature),
             top_p: (self.options.send_top_p
@@ -263,13 +283,17 @@ fn thinking_text(content: &[ContentBlock]) -> Option<String> {
 
 fn block<'a>(part: &'a Part, images: &Base64Cache) -> Block<'a> {
     match part {
-        Part::Text(text) => Block::Text { text },
+        Part::Text(text) => Block::Text {
+            text,
+            cache_control: None,
+        },
         Part::Image(img) => Block::Image {
             source: Source {
                 kind: "base64",
                 media_type: &img.mime,
                 data: images.encode(img),
             },
+            cache_control: None,
         },
     }
 }
@@ -280,7 +304,7 @@ pub struct Body<'a> {
     model: &'a str,
     max_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<String>,
+    system: Option<System>,
     messages: Vec<WireMessage<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
@@ -294,6 +318,48 @@ pub struct Body<'a> {
     /// Extended thinking (`--thinking-budget`).
     #[serde(skip_serializing_if = "Option::is_none")]
     thinking: Option<Thinking>,
+}
+
+/// The system prompt: plain text, or one text block marked for the prompt cache.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum System {
+    Text(String),
+    Cached([CachedText; 1]),
+}
+
+#[derive(Serialize)]
+struct CachedText {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: String,
+    cache_control: Ephemeral,
+}
+
+impl System {
+    fn new(text: String, cached: bool) -> System {
+        if !cached {
+            return System::Text(text);
+        }
+        System::Cached([CachedText {
+            kind: "text",
+            text,
+            cache_control: EPHEMERAL,
+        }])
+    }
+}
+
+/// Marks the end of the first user message, which holds the case (its history, notes and images), so that a
+/// task's other samples and the later turns of a consult read system prompt and case from the cache. The system
+/// prompt carries the other mark ([`System::new`]).
+fn cache_marks(messages: &mut [WireMessage<'_>]) {
+    let first = messages.iter_mut().find(|m| m.role == "user");
+    match first.and_then(|m| m.content.last_mut()) {
+        Some(Block::Text { cache_control, .. } | Block::Image { cache_control, .. }) => {
+            *cache_control = Some(EPHEMERAL);
+        }
+        Some(Block::Verbatim(_)) | None => {}
+    }
 }
 
 #[derive(Serialize)]
@@ -324,9 +390,13 @@ struct WireMessage<'a> {
 enum Block<'a> {
     Text {
         text: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Ephemeral>,
     },
     Image {
         source: Source<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Ephemeral>,
     },
     /// A block the API gave, sent back as it came (a thinking block with its signature).
     #[serde(untagged)]

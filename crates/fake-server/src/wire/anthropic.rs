@@ -36,6 +36,42 @@ struct AnRequest<'a> {
     thinking: Option<serde_json::Value>,
 }
 
+/// The prefix up to the last block marked `cache_control`, in the cache's order (tools, system, messages): its
+/// SHA-256 and its tokens as [`super::responses`] estimates them (4 characters a token, 85 an image). `None`
+/// without a mark.
+fn cache_prefix(body: &[u8]) -> Option<(String, u64)> {
+    use sha2::Digest;
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let system = match &v["system"] {
+        serde_json::Value::Array(blocks) => blocks.clone(),
+        serde_json::Value::String(t) => vec![serde_json::json!({"type": "text", "text": t})],
+        _ => Vec::new(),
+    };
+    let message_blocks = v["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|m| match &m["content"] {
+            serde_json::Value::Array(blocks) => blocks.clone(),
+            other => vec![serde_json::json!({"type": "text", "text": other})],
+        });
+    let blocks: Vec<serde_json::Value> = system.into_iter().chain(message_blocks).collect();
+    let end = blocks
+        .iter()
+        .rposition(|b| b.get("cache_control").is_some())?;
+    let mut hash = sha2::Sha256::new();
+    hash.update(v["tools"].to_string().as_bytes());
+    let mut chars = 0;
+    for b in &blocks[..=end] {
+        hash.update(b.to_string().as_bytes());
+        chars += match b["type"].as_str() {
+            Some("image") => 340,
+            _ => b["text"].as_str().map_or(0, str::len),
+        };
+    }
+    Some((hex::encode(hash.finalize()), (chars / 4) as u64))
+}
+
 #[derive(Deserialize)]
 struct AnMessage<'a> {
     #[serde(borrow)]
@@ -117,6 +153,7 @@ pub(super) fn parse_anthropic(body: &[u8], hash_images: bool) -> Result<Parsed, 
         reasoning: None,
         thinking_budget,
         thinking_blocks_back,
+        cache_prefix: cache_prefix(body),
         ..ReceivedParams::default()
     };
     Ok((r.model.to_string(), messages, params))

@@ -124,6 +124,12 @@ pub struct ReceivedParams {
     /// Thinking blocks that came back in assistant turns, each with the signature this server gave it
     /// (a wrong one is refused).
     pub thinking_blocks_back: u32,
+    /// Anthropic's prompt cache: the SHA-256 and estimated tokens of the prefix up to the request's last
+    /// `cache_control` mark, and what the server's cache made of it: the tokens read from it (a prefix seen
+    /// before) or written to it (the first time).
+    pub cache_prefix: Option<(String, u64)>,
+    pub cache_read: u64,
+    pub cache_write: u64,
 }
 
 /// An authentication header as it arrived. Kept out of logs; tests read it to check the key's route.

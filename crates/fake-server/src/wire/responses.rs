@@ -105,8 +105,13 @@ pub(crate) fn success(req: &ReceivedRequest, texts: &[String]) -> Response {
                 "content": content,
                 "stop_reason": if req.params.forced_tool.is_some() { "tool_use" } else { "end_turn" },
                 "stop_sequence": null,
-                // Thinking is billed as output.
-                "usage": {"input_tokens": input, "output_tokens": output + thought},
+                // Thinking is billed as output; `input_tokens` leaves out what the cache read or wrote.
+                "usage": {
+                    "input_tokens": input.saturating_sub(req.params.cache_read + req.params.cache_write),
+                    "cache_read_input_tokens": req.params.cache_read,
+                    "cache_creation_input_tokens": req.params.cache_write,
+                    "output_tokens": output + thought,
+                },
             })
         }
         Wire::Gemini => json!({
