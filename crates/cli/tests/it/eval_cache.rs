@@ -10,9 +10,6 @@ use nmb_fake_server::{Config, Wire};
 
 /// A one-case native suite whose notes make the case long enough to be cached (about 1,500 tokens).
 fn long_case_suite(dir: &std::path::Path) -> std::path::PathBuf {
-    let root = dir.join("suite");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(root.join("suite.toml"), "id = \"long\"\nversion = \"1\"\n").unwrap();
     let notes =
         "Progressive gait disturbance with urinary urgency and slowed thinking over two years. "
             .repeat(70);
@@ -23,8 +20,7 @@ fn long_case_suite(dir: &std::path::Path) -> std::path::PathBuf {
         "tasks": [{"id": "dx", "family": "differential", "question": "What is the most likely diagnosis?",
                    "reference": {"diagnosis": "Normal pressure hydrocephalus"}}],
     });
-    std::fs::write(root.join("cases.jsonl"), format!("{case}\n")).unwrap();
-    root
+    one_case_suite(dir, "long", "", &case)
 }
 
 #[test]

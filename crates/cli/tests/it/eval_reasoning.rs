@@ -197,13 +197,6 @@ fn a_reasoning_effort_is_sent_recorded_and_hashed_only_when_asked() {
 
 /// A one-task native suite whose differential's reference is multiple sclerosis.
 fn ms_suite(dir: &std::path::Path) -> std::path::PathBuf {
-    let root = dir.join("suite");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(
-        root.join("suite.toml"),
-        "id = \"thinking\"\nversion = \"1\"\n[defaults]\nlevel = \"direct\"\n",
-    )
-    .unwrap();
     let case = serde_json::json!({
         "case_id": "case1",
         "ehr": {"Age": 31, "Sex": "female"},
@@ -211,8 +204,7 @@ fn ms_suite(dir: &std::path::Path) -> std::path::PathBuf {
         "tasks": [{"id": "dx", "family": "differential", "question": "What is the most likely diagnosis?",
                    "reference": {"diagnosis": "Multiple sclerosis"}}],
     });
-    std::fs::write(root.join("cases.jsonl"), format!("{case}\n")).unwrap();
-    root
+    one_case_suite(dir, "thinking", "[defaults]\nlevel = \"direct\"\n", &case)
 }
 
 #[test]

@@ -11,13 +11,6 @@ use nmb_fake_server::{Config, Wire};
 
 /// A one-case native suite with a three-turn consult.
 fn consult_suite(dir: &std::path::Path) -> std::path::PathBuf {
-    let root = dir.join("suite");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(
-        root.join("suite.toml"),
-        "id = \"consult\"\nversion = \"1\"\n",
-    )
-    .unwrap();
     let case = serde_json::json!({
         "case_id": "case1",
         "ehr": {"Age": 31, "Sex": "female"},
@@ -28,8 +21,7 @@ fn consult_suite(dir: &std::path::Path) -> std::path::PathBuf {
                              {"text": "Oligoclonal bands are present.", "question": "Your final answer?"}],
                    "reference": {"diagnosis": "Multiple sclerosis"}}],
     });
-    std::fs::write(root.join("cases.jsonl"), format!("{case}\n")).unwrap();
-    root
+    one_case_suite(dir, "consult", "", &case)
 }
 
 fn eval_args(suite: &str, model: &str, extra: &[&str]) -> Vec<String> {

@@ -71,6 +71,17 @@ pub fn always(status: u16, body: String) -> FakeServer {
     })
 }
 
+/// A native suite of one case in `dir/suite`: `suite.toml` with id `id` (and `toml_extra` after it), the case
+/// as the one line of `cases.jsonl`. Returns the suite's directory.
+pub fn one_case_suite(dir: &Path, id: &str, toml_extra: &str, case: &Value) -> PathBuf {
+    let root = dir.join("suite");
+    std::fs::create_dir_all(&root).unwrap();
+    let toml = format!("id = \"{id}\"\nversion = \"1\"\n{toml_extra}");
+    std::fs::write(root.join("suite.toml"), toml).unwrap();
+    std::fs::write(root.join("cases.jsonl"), format!("{case}\n")).unwrap();
+    root
+}
+
 /// `BACKEND:test-model@URL` for a wire of `server`.
 pub fn model_spec(wire: Wire, server: &FakeServer) -> String {
     match wire {
