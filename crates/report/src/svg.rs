@@ -420,6 +420,55 @@ fn nice_range(lo: f64, hi: f64) -> (f64, f64) {
     (lo.max(-1.0), hi.min(1.0).max(lo + 0.02))
 }
 
+/// Where a plot's axes sit on the canvas.
+struct Area {
+    left: f64,
+    top: f64,
+    width: f64,
+    height: f64,
+}
+
+/// A plot's grid and ticks at fifths of each axis (y in percent, x as `x_tick` writes the fraction of its
+/// span), its frame and both axis labels.
+fn frame(out: &mut String, a: &Area, x_tick: &dyn Fn(f64) -> String, x_label: &str, y_label: &str) {
+    let (left, top, bottom) = (a.left, a.top, a.top + a.height);
+    for i in 0..=5 {
+        let f = f64::from(i) / 5.0;
+        let (x, y) = (left + a.width * f, top + a.height * (1.0 - f));
+        line(out, x, top, x, bottom, "#eee", 1.0);
+        line(out, left, y, left + a.width, y, "#eee", 1.0);
+        text(out, x, bottom + 16.0, "middle", "", &x_tick(f));
+        text(
+            out,
+            left - 6.0,
+            y + 4.0,
+            "end",
+            "",
+            &format!("{:.0}%", f * 100.0),
+        );
+    }
+    let _ = write!(
+        out,
+        "<rect x=\"{left}\" y=\"{top}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>",
+        a.width, a.height
+    );
+    let bold = "font-weight=\"bold\"";
+    text(
+        out,
+        left + a.width / 2.0,
+        bottom + 36.0,
+        "middle",
+        bold,
+        x_label,
+    );
+    let _ = write!(
+        out,
+        "<text x=\"16\" y=\"{0:.1}\" text-anchor=\"middle\" font-weight=\"bold\" transform=\"rotate(-90 16 {0:.1})\">{1}</text>",
+        top + a.height / 2.0,
+        escape(y_label)
+    );
+}
+
 /// One point of the two-axis scatter.
 pub struct Point {
     pub label: String,
@@ -442,47 +491,15 @@ pub fn scatter(
     open(&mut out, W, height, title, description);
     let x = |v: f64| left + size * v.clamp(0.0, 1.0);
     let y = |v: f64| top + size * (1.0 - v.clamp(0.0, 1.0));
-    for i in 0..=5 {
-        let v = f64::from(i) / 5.0;
-        line(&mut out, x(v), top, x(v), top + size, "#eee", 1.0);
-        line(&mut out, left, y(v), left + size, y(v), "#eee", 1.0);
-        text(
-            &mut out,
-            x(v),
-            top + size + 16.0,
-            "middle",
-            "",
-            &format!("{:.0}%", v * 100.0),
-        );
-        text(
-            &mut out,
-            left - 6.0,
-            y(v) + 4.0,
-            "end",
-            "",
-            &format!("{:.0}%", v * 100.0),
-        );
-    }
-    let _ = write!(
-        out,
-        "<rect x=\"{left}\" y=\"{top}\" width=\"{size}\" height=\"{size}\" fill=\"none\" stroke=\"#333\"/>"
-    );
+    let area = Area {
+        left,
+        top,
+        width: size,
+        height: size,
+    };
+    let percent = |f: f64| format!("{:.0}%", f * 100.0);
+    frame(&mut out, &area, &percent, x_label, y_label);
     line(&mut out, x(0.0), y(0.0), x(1.0), y(1.0), "#bbb", 1.0);
-    text(
-        &mut out,
-        left + size / 2.0,
-        top + size + 36.0,
-        "middle",
-        "font-weight=\"bold\"",
-        x_label,
-    );
-    let _ = write!(
-        out,
-        "<text x=\"16\" y=\"{:.1}\" text-anchor=\"middle\" font-weight=\"bold\" transform=\"rotate(-90 16 {:.1})\">{}</text>",
-        top + size / 2.0,
-        top + size / 2.0,
-        escape(y_label)
-    );
     for (i, p) in points.iter().enumerate() {
         let c = colour(i);
         let (px, py) = (x(p.x.value), y(p.y.value));
@@ -556,54 +573,15 @@ pub fn cost_scatter(title: &str, description: &str, points: &[CostPoint]) -> Str
     let max = round_up(most);
     let x = |v: f64| left + width * (v / max).clamp(0.0, 1.0);
     let y = |v: f64| top + height * (1.0 - v.clamp(0.0, 1.0));
-    for i in 0..=5 {
-        let f = f64::from(i) / 5.0;
-        line(
-            &mut out,
-            x(f * max),
-            top,
-            x(f * max),
-            top + height,
-            "#eee",
-            1.0,
-        );
-        line(&mut out, left, y(f), left + width, y(f), "#eee", 1.0);
-        let dollars = format!("${}", trim_zeros(f * max));
-        text(
-            &mut out,
-            x(f * max),
-            top + height + 16.0,
-            "middle",
-            "",
-            &dollars,
-        );
-        text(
-            &mut out,
-            left - 6.0,
-            y(f) + 4.0,
-            "end",
-            "",
-            &format!("{:.0}%", f * 100.0),
-        );
-    }
-    let _ = write!(
-        out,
-        "<rect x=\"{left}\" y=\"{top}\" width=\"{width}\" height=\"{height}\" fill=\"none\" stroke=\"#333\"/>"
-    );
-    let label = "dollars per 100 answered samples";
-    text(
-        &mut out,
-        left + width / 2.0,
-        top + height + 36.0,
-        "middle",
-        "font-weight=\"bold\"",
-        label,
-    );
-    let _ = write!(
-        out,
-        "<text x=\"16\" y=\"{0:.1}\" text-anchor=\"middle\" font-weight=\"bold\" transform=\"rotate(-90 16 {0:.1})\">accuracy</text>",
-        top + height / 2.0
-    );
+    let area = Area {
+        left,
+        top,
+        width,
+        height,
+    };
+    let dollars = |f: f64| format!("${}", trim_zeros(f * max));
+    let x_label = "dollars per 100 answered samples";
+    frame(&mut out, &area, &dollars, x_label, "accuracy");
     for (i, p) in points.iter().enumerate() {
         let c = colour(i);
         let (px, py) = (x(p.dollars), y(p.accuracy.value));

@@ -112,9 +112,8 @@ impl Wire for AnthropicWire {
                     let back = (role == "assistant")
                         .then(|| replays.next())
                         .flatten()
-                        .cloned()
-                        .flatten();
-                    let content = replayed(back.as_ref()).into_iter().chain(content).collect();
+                        .and_then(Option::as_ref);
+                    let content = replayed(back).into_iter().chain(content).collect();
                     WireMessage { role, content }
                 })
                 .collect();
@@ -246,11 +245,11 @@ fn thinking_blocks(raw: &str) -> Option<serde_json::Value> {
 }
 
 /// The blocks an earlier answer sends back ([`thinking_blocks`]).
-fn replayed(back: Option<&serde_json::Value>) -> Vec<Block<'static>> {
+fn replayed(back: Option<&serde_json::Value>) -> Vec<Block<'_>> {
     let Some(serde_json::Value::Array(blocks)) = back else {
         return Vec::new();
     };
-    blocks.iter().cloned().map(Block::Verbatim).collect()
+    blocks.iter().map(Block::Verbatim).collect()
 }
 
 /// The text of the answer's blocks, a forced tool call's arguments standing as JSON text (`None`: no block
@@ -400,7 +399,7 @@ enum Block<'a> {
     },
     /// A block the API gave, sent back as it came (a thinking block with its signature).
     #[serde(untagged)]
-    Verbatim(serde_json::Value),
+    Verbatim(&'a serde_json::Value),
 }
 
 #[derive(Serialize)]

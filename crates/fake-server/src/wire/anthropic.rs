@@ -39,37 +39,59 @@ struct AnRequest<'a> {
 /// The prefix up to the last block marked `cache_control`, in the cache's order (tools, system, messages): its
 /// SHA-256 and its tokens as [`super::responses`] estimates them (4 characters a token, 85 an image). `None`
 /// without a mark.
-fn cache_prefix(body: &[u8]) -> Option<(String, u64)> {
+fn cache_prefix(r: &AnRequest<'_>) -> Option<(String, u64)> {
     use sha2::Digest;
-    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let system = match &v["system"] {
-        serde_json::Value::Array(blocks) => blocks.clone(),
-        serde_json::Value::String(t) => vec![serde_json::json!({"type": "text", "text": t})],
-        _ => Vec::new(),
-    };
-    let message_blocks = v["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|m| match &m["content"] {
-            serde_json::Value::Array(blocks) => blocks.clone(),
-            other => vec![serde_json::json!({"type": "text", "text": other})],
-        });
-    let blocks: Vec<serde_json::Value> = system.into_iter().chain(message_blocks).collect();
-    let end = blocks
-        .iter()
-        .rposition(|b| b.get("cache_control").is_some())?;
+    let blocks: Vec<Block<'_, '_>> = (r.system.iter())
+        .chain(r.messages.iter().map(|m| &m.content))
+        .flat_map(|c| match c {
+            AnContent::Text(t) => vec![Block::Text(t)],
+            AnContent::Blocks(b) => b.iter().map(Block::Block).collect(),
+        })
+        .collect();
+    let end = blocks.iter().rposition(|b| b.marked())?;
     let mut hash = sha2::Sha256::new();
-    hash.update(v["tools"].to_string().as_bytes());
+    hash.update(
+        serde_json::to_string(&r.tools)
+            .unwrap_or_default()
+            .as_bytes(),
+    );
     let mut chars = 0;
     for b in &blocks[..=end] {
-        hash.update(b.to_string().as_bytes());
-        chars += match b["type"].as_str() {
-            Some("image") => 340,
-            _ => b["text"].as_str().map_or(0, str::len),
-        };
+        let (kind, text, image) = b.parts();
+        for part in [kind, text, image] {
+            hash.update(part.as_bytes());
+            hash.update([0]);
+        }
+        chars += if kind == "image" { 340 } else { text.len() };
     }
     Some((hex::encode(hash.finalize()), (chars / 4) as u64))
+}
+
+/// A content block as the prompt cache sees it: a string content is one text block.
+enum Block<'r, 'a> {
+    Text(&'r Cow<'a, str>),
+    Block(&'r AnBlock<'a>),
+}
+
+impl Block<'_, '_> {
+    fn marked(&self) -> bool {
+        matches!(self, Block::Block(b) if b.cache_control.is_some())
+    }
+
+    /// Its type, its text and its image data (empty where it has none).
+    fn parts(&self) -> (&str, &str, &str) {
+        match self {
+            Block::Text(t) => ("text", t, ""),
+            Block::Block(b) => (
+                &b.kind,
+                b.text.as_deref().unwrap_or(""),
+                b.source
+                    .as_ref()
+                    .and_then(|s| s.data.as_deref())
+                    .unwrap_or(""),
+            ),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -101,6 +123,7 @@ struct AnBlock<'a> {
     signature: Option<Cow<'a, str>>,
     #[serde(borrow)]
     data: Option<Cow<'a, str>>,
+    cache_control: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -153,7 +176,7 @@ pub(super) fn parse_anthropic(body: &[u8], hash_images: bool) -> Result<Parsed, 
         reasoning: None,
         thinking_budget,
         thinking_blocks_back,
-        cache_prefix: cache_prefix(body),
+        cache_prefix: cache_prefix(&r),
         ..ReceivedParams::default()
     };
     Ok((r.model.to_string(), messages, params))
