@@ -22,18 +22,9 @@ fn a_reasoning_model_behind_a_custom_url_finishes_with_no_errors() {
     let server = server(Config::default());
     let model = format!("openai:o3@{}/v1", server.url());
     let args = |extra: &[&str]| {
-        let mut a = vec![
-            "eval",
-            "--suite",
-            "sample",
-            "--model",
-            &model,
-            "--samples",
-            "1",
-        ];
-        a.extend_from_slice(&["--no-score", "--json", "-q"]);
-        a.extend_from_slice(extra);
-        a.into_iter().map(String::from).collect::<Vec<_>>()
+        let mut a = eval_args("sample", &model, &["--no-score", "--json", "-q"]);
+        a.extend(extra.iter().map(|e| e.to_string()));
+        a
     };
     // A first invocation stops after two calls: enough to meet every refusal.
     let part = json_of(
@@ -108,16 +99,7 @@ fn a_run_whose_every_sample_errored_exits_non_zero() {
     let model = format!("openai:gpt-4o@{}/v1", server.url());
     let run = |json: bool| {
         let mut c = nmb_command(&runs);
-        c.args([
-            "eval",
-            "--suite",
-            "sample",
-            "--model",
-            &model,
-            "--samples",
-            "1",
-            "-q",
-        ]);
+        c.args(eval_args("sample", &model, &["-q"]));
         if json {
             c.arg("--json");
         }
@@ -147,16 +129,11 @@ fn a_reasoning_effort_is_sent_recorded_and_hashed_only_when_asked() {
     let server = server(Config::default());
     let eval = |model: &str, extra: &[&str]| {
         let mut c = nmb_command(&runs);
-        c.args([
-            "eval",
-            "--suite",
+        c.args(eval_args(
             "sample",
-            "--model",
             model,
-            "--samples",
-            "1",
-        ])
-        .args(["--limit", "2", "--no-score", "--json", "-q"])
+            &["--limit", "2", "--no-score", "--json", "-q"],
+        ))
         .args(extra);
         c.output().unwrap()
     };
@@ -224,15 +201,13 @@ fn a_draft_in_the_thinking_is_never_scored_as_the_answer() {
     .to_string();
     let server = always(200, body);
     let model = format!("openai:thinker@{}/v1", server.url());
+    let suite = suite.to_str().unwrap();
     let out = nmb_command(&runs)
-        .args([
-            "eval",
-            "--suite",
-            suite.to_str().unwrap(),
-            "--model",
+        .args(eval_args(
+            suite,
             &model,
-        ])
-        .args(["--samples", "1", "--no-bertscore", "--json", "-q"])
+            &["--no-bertscore", "--json", "-q"],
+        ))
         .output()
         .unwrap();
     let v = json_of(&out);
@@ -258,21 +233,11 @@ fn a_draft_in_the_thinking_is_never_scored_as_the_answer() {
     );
     let again = json_of(
         &nmb_command(&runs)
-            .args([
-                "eval",
-                "--suite",
-                suite.to_str().unwrap(),
-                "--model",
+            .args(eval_args(
+                suite,
                 &model,
-            ])
-            .args([
-                "--samples",
-                "1",
-                "--no-bertscore",
-                "--fresh",
-                "--json",
-                "-q",
-            ])
+                &["--no-bertscore", "--fresh", "--json", "-q"],
+            ))
             .output()
             .unwrap(),
     );
@@ -352,14 +317,11 @@ fn geminis_thoughts_are_counted_as_output_tokens() {
     let model = format!("gemini:gemini-2.5-flash@{}", server.url());
     let v = json_of(
         &nmb_command(&runs)
-            .args([
-                "eval",
-                "--suite",
+            .args(eval_args(
                 suite.to_str().unwrap(),
-                "--model",
                 &model,
-            ])
-            .args(["--samples", "1", "--no-bertscore", "--json", "-q"])
+                &["--no-bertscore", "--json", "-q"],
+            ))
             .output()
             .unwrap(),
     );

@@ -24,21 +24,11 @@ fn consult_suite(dir: &std::path::Path) -> std::path::PathBuf {
     one_case_suite(dir, "consult", "", &case)
 }
 
-fn eval_args(suite: &str, model: &str, extra: &[&str]) -> Vec<String> {
-    let mut args = vec![
-        "eval",
-        "--suite",
-        suite,
-        "--model",
-        model,
-        "--samples",
-        "1",
-        "--no-score",
-        "--json",
-        "-q",
-    ];
-    args.extend_from_slice(extra);
-    args.into_iter().map(String::from).collect()
+/// An unscored evaluation printing its JSON, then `extra`.
+fn quiet_eval(suite: &str, model: &str, extra: &[&str]) -> Vec<String> {
+    let mut args = eval_args(suite, model, &["--no-score", "--json", "-q"]);
+    args.extend(extra.iter().map(|e| e.to_string()));
+    args
 }
 
 #[test]
@@ -55,7 +45,7 @@ fn extended_thinking_goes_back_signed_turn_by_turn_and_after_a_resume() {
     first.extend(["--max-requests", "1"]);
     let part = json_of(
         &nmb_command(&runs)
-            .args(eval_args(&suite, &model, &first))
+            .args(quiet_eval(&suite, &model, &first))
             .output()
             .unwrap(),
     );
@@ -63,7 +53,7 @@ fn extended_thinking_goes_back_signed_turn_by_turn_and_after_a_resume() {
     assert_eq!(server.requests().len(), 1);
     let whole = json_of(
         &nmb_command(&runs)
-            .args(eval_args(&suite, &model, &thinking))
+            .args(quiet_eval(&suite, &model, &thinking))
             .output()
             .unwrap(),
     );
@@ -129,7 +119,7 @@ fn a_budget_the_api_would_refuse_is_refused_before_anything_is_sent() {
         ),
     ] {
         let out = nmb_command(&runs)
-            .args(eval_args("sample", model, &extra))
+            .args(quiet_eval("sample", model, &extra))
             .output()
             .unwrap();
         assert!(!out.status.success(), "{extra:?}");

@@ -227,17 +227,8 @@ fn three_workers_one_killed_finish_the_run_with_the_scores_of_one_process() {
     }
     doomed.kill().expect("SIGKILL a worker");
     doomed.wait().unwrap();
-    for mut w in survivors {
-        let status = w.wait().unwrap();
-        assert!(status.success(), "a worker failed: {}", log_of(dir.path()));
-    }
 
-    let show = json_of(&on_pg(
-        dir.path(),
-        &url,
-        &strings(&["runs", "show", &run_id, "--json"]),
-    ));
-    assert_eq!(show["status"], "finished", "{show}");
+    let show = finished_after(survivors, dir.path(), &url, &run_id);
     assert_eq!(
         (
             show["samples_ok"].as_u64(),
@@ -319,6 +310,27 @@ fn spawn_worker(
         .stderr(stderr)
         .spawn()
         .expect("start a worker")
+}
+
+/// Waits for the surviving workers, each of which must succeed, and returns `nmb runs show RUN --json` for a run
+/// that must have finished.
+fn finished_after(
+    survivors: impl IntoIterator<Item = Child>,
+    dir: &std::path::Path,
+    url: &str,
+    run_id: &str,
+) -> Value {
+    for mut w in survivors {
+        let status = w.wait().unwrap();
+        assert!(status.success(), "a worker failed: {}", log_of(dir));
+    }
+    let show = json_of(&on_pg(
+        dir,
+        url,
+        &strings(&["runs", "show", run_id, "--json"]),
+    ));
+    assert_eq!(show["status"], "finished", "{show}");
+    show
 }
 
 fn log_of(dir: &std::path::Path) -> String {
@@ -547,16 +559,7 @@ fn one_worker_of_three_killed_twenty_times_loses_nothing() {
         doomed.kill().expect("SIGKILL");
         doomed.wait().unwrap();
     }
-    for mut w in survivors {
-        let status = w.wait().unwrap();
-        assert!(status.success(), "a worker failed: {}", log_of(dir.path()));
-    }
-    let show = json_of(&on_pg(
-        dir.path(),
-        &url,
-        &strings(&["runs", "show", &run_id, "--json"]),
-    ));
-    assert_eq!(show["status"], "finished", "{show}");
+    let show = finished_after(survivors, dir.path(), &url, &run_id);
     assert_eq!(show["samples_ok"].as_u64(), Some(50), "{show}");
     let (calls, sent) = (show["calls"].as_u64().unwrap(), server.request_count());
     assert!(

@@ -35,20 +35,11 @@ fn the_cost_is_split_by_what_it_paid_for_and_set_against_accuracy() {
     let mut ids = Vec::new();
     for model in ["alpha", "beta"] {
         let spec = format!("openai:{model}@{}/v1", server.url());
-        let args = [
-            "eval",
-            "--suite",
+        let args = eval_args(
             "sample",
-            "--model",
             &spec,
-            "--samples",
-            "1",
-            "--limit",
-            "6",
-            "--no-bertscore",
-            "--json",
-            "-q",
-        ];
+            &["--limit", "6", "--no-bertscore", "--json", "-q"],
+        );
         let out = json_of(&nmb_command(&runs).args(args).output().unwrap());
         ids.push(out["run_id"].as_str().unwrap().to_string());
     }

@@ -71,6 +71,12 @@ pub fn always(status: u16, body: String) -> FakeServer {
     })
 }
 
+/// `nmb eval --suite SUITE --model MODEL --samples 1` and then `extra`, as arguments.
+pub fn eval_args(suite: &str, model: &str, extra: &[&str]) -> Vec<String> {
+    let head = ["eval", "--suite", suite, "--model", model, "--samples", "1"];
+    head.iter().chain(extra).map(|a| a.to_string()).collect()
+}
+
 /// A native suite of one case in `dir/suite`: `suite.toml` with id `id` (and `toml_extra` after it), the case
 /// as the one line of `cases.jsonl`. Returns the suite's directory.
 pub fn one_case_suite(dir: &Path, id: &str, toml_extra: &str, case: &Value) -> PathBuf {
