@@ -39,10 +39,11 @@ pub(crate) async fn accept_loop(listener: TcpListener, state: Arc<State>) {
     }
 }
 
-struct Request {
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+pub(crate) struct Request {
+    pub(crate) method: String,
+    pub(crate) path: String,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: Vec<u8>,
     close: bool,
 }
 
@@ -99,7 +100,13 @@ fn plain(status: u16, msg: &str) -> Response {
 }
 
 async fn handle(req: Request, state: &State) -> Action {
-    let Some((wire, path_model)) = Wire::route(&req.path) else {
+    if let Some(response) = crate::batch::route(&req, state) {
+        return Action::Respond(response);
+    }
+    let route = Some(&req)
+        .filter(|r| r.method == "POST")
+        .and_then(|r| Wire::route(&r.path));
+    let Some((wire, path_model)) = route else {
         state.count_bad();
         return Action::Respond(plain(404, &format!("no such endpoint {:?}", req.path)));
     };
@@ -152,7 +159,7 @@ async fn handle(req: Request, state: &State) -> Action {
 /// Reads one request (head and Content-Length or chunked body) from `stream`, keeping any extra bytes in `buf`
 /// for the next request on the connection.
 async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> ReadOutcome {
-    let (head_len, path, headers) = loop {
+    let (head_len, method, path, headers) = loop {
         match parse_head(buf) {
             Ok(Some(h)) => break h,
             Ok(None) if buf.len() > MAX_HEAD => {
@@ -192,6 +199,7 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> ReadOutcome 
         }
     };
     ReadOutcome::Request(Request {
+        method,
         path,
         headers,
         body,
@@ -199,19 +207,20 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> ReadOutcome 
     })
 }
 
-type ParsedHead = (usize, String, Vec<(String, String)>);
+type ParsedHead = (usize, String, String, Vec<(String, String)>);
 
 fn parse_head(buf: &[u8]) -> Result<Option<ParsedHead>, String> {
     let mut slots = [httparse::EMPTY_HEADER; 64];
     let mut req = httparse::Request::new(&mut slots);
     match req.parse(buf) {
         Ok(httparse::Status::Complete(n)) => {
-            if req.method != Some("POST") {
+            let method = req.method.unwrap_or("");
+            if method != "POST" && method != "GET" {
                 return Err(format!(
-                    "method {:?} not supported; expected POST",
-                    req.method
+                    "method {method:?} not supported; expected POST or GET"
                 ));
             }
+            let method = method.to_string();
             let path = req.path.unwrap_or("/").to_string();
             let headers = req
                 .headers
@@ -223,7 +232,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<ParsedHead>, String> {
                     )
                 })
                 .collect();
-            Ok(Some((n, path, headers)))
+            Ok(Some((n, method, path, headers)))
         }
         Ok(httparse::Status::Partial) => Ok(None),
         Err(e) => Err(format!("bad HTTP request head: {e}")),

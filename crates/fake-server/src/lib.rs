@@ -5,10 +5,12 @@
 //! records every request for assertions (and optionally as JSON lines), answers with real response JSON
 //! (usage fields included), refuses what OpenAI's reasoning models refuse ([`is_reasoning_model`]: `max_tokens`,
 //! a temperature other than 1, `top_p`) as OpenAI does, and injects faults on demand: scripted per request, by
-//! `FAULT:<spec>` markers in prompts, or every N-th request. It is test support: it does not implement any model, and nmb's own code never
+//! `FAULT:<spec>` markers in prompts, or every N-th request; and it runs the three providers' batch APIs over
+//! the same handling ([`batch`]). It is test support: it does not implement any model, and nmb's own code never
 //! depends on it outside tests and benches. [`support`] holds what those tests and benches share besides the
 //! server: noise PNGs and process measurements (CPU time, peak memory).
 
+pub mod batch;
 pub mod fault;
 mod http;
 pub mod support;
@@ -63,6 +65,8 @@ pub struct Config {
     /// Fault for every `n`-th request (1-based: requests n, 2n, ...).
     pub fault_every: Option<(u64, Fault)>,
     pub responder: Responder,
+    /// How the batch APIs behave.
+    pub batch: batch::BatchConfig,
 }
 
 impl Default for Config {
@@ -76,6 +80,7 @@ impl Default for Config {
             log_path: None,
             fault_every: None,
             responder: Arc::new(default_reply),
+            batch: batch::BatchConfig::default(),
         }
     }
 }
@@ -156,10 +161,11 @@ pub(crate) struct State {
     marker_seen: Mutex<HashMap<(String, String), u64>>,
     /// Prompt-cache prefixes written so far (Anthropic's prompt cache; they never expire here).
     cached_prefixes: Mutex<std::collections::HashSet<String>>,
+    batches: Mutex<batch::Batches>,
     log: Option<Mutex<BufWriter<File>>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -203,7 +209,7 @@ impl State {
 
     /// Numbers the request, picks its reply (queued fault, then prompt marker, then every-N fault, then the
     /// responder) and records it.
-    fn decide(&self, mut req: ReceivedRequest) -> (ReceivedRequest, Reply) {
+    pub(crate) fn decide(&self, mut req: ReceivedRequest) -> (ReceivedRequest, Reply) {
         req.seq = self.count.fetch_add(1, Ordering::SeqCst);
         self.prompt_cache(&mut req.params);
         let fault = self
@@ -383,6 +389,16 @@ impl FakeServer {
         lock(&self.state.requests).clone()
     }
 
+    /// How many times each custom id was submitted in a batch, across every batch API.
+    pub fn batch_submissions(&self) -> HashMap<String, u32> {
+        lock(&self.state.batches).submissions()
+    }
+
+    /// Batches created so far.
+    pub fn batches_created(&self) -> usize {
+        lock(&self.state.batches).created()
+    }
+
     pub fn clear_requests(&self) {
         lock(&self.state.requests).clear();
     }
@@ -424,6 +440,7 @@ fn prepare(config: Config) -> Result<(tokio::net::TcpListener, Arc<State>), Serv
         queue: Mutex::default(),
         marker_seen: Mutex::default(),
         cached_prefixes: Mutex::default(),
+        batches: Mutex::default(),
         log,
     });
     Ok((listener, state))

@@ -156,3 +156,26 @@ pub fn spawn_child_server(server_args: &[&str]) -> std::io::Result<(Child, u16)>
         .ok_or_else(|| std::io::Error::other(format!("unexpected server output {line:?}")))?;
     Ok((child, port))
 }
+
+/// `ms` since the Unix epoch as RFC 3339 in UTC with microseconds, as Anthropic writes times.
+pub fn rfc3339(ms: i64) -> String {
+    let days = ms.div_euclid(86_400_000);
+    let rest = ms.rem_euclid(86_400_000);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (h, min, s, milli) = (
+        rest / 3_600_000,
+        rest / 60_000 % 60,
+        rest / 1000 % 60,
+        rest % 1000,
+    );
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{milli:03}000Z")
+}

@@ -262,6 +262,7 @@ fn completion(model: &LocalModel, cs: Vec<LocalCompletion>, latency: Duration) -
             ..Usage::default()
         },
         latency,
+        batch: None,
     }
 }
 

@@ -7,9 +7,14 @@
 //! (scoring's judges, `nmb-score`) records its calls the same way without depending on the loop or on the
 //! backends it can connect (`nmb-local`).
 //!
-//! It owns [`Recorder`] and what one call is made of ([`Prompt`], [`CallSpec`], [`CallResult`]). It does not
+//! It owns [`Recorder`], what one call is made of ([`Prompt`], [`CallSpec`], [`CallResult`]), and [`Batcher`],
+//! the backend that sends calls through a provider's batch API and records each batch before submitting it. It does not
 //! decide which samples need a call or how a run is resumed (`nmb-run`), speak any wire format, schedule or
 //! retry (`nmb-requests`), or lay out rows on disk (`nmb-store`).
+
+mod batch;
+
+pub use batch::{BatchOptions, Batcher, NoBatchApi};
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -267,6 +272,7 @@ impl Recorder {
             latency_ms: Some(outcome.response_latency().as_millis() as u64),
             started_ms,
             finished_ms,
+            batch_id: completion.and_then(|c| c.batch.as_deref()),
         };
         let replica = outcome.replica.as_deref().map(|r| self.secrets.redact(r));
         self.store

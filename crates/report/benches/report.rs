@@ -169,6 +169,7 @@ fn build_store(dir: &std::path::Path, suite: &Suite) -> (Store, String) {
             latency_ms: Some(800 + i as u64),
             started_ms: 0,
             finished_ms: 800,
+            batch_id: None,
         };
         let choices: Vec<ChoiceRecord> = texts
             .iter()

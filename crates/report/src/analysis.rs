@@ -111,7 +111,15 @@ fn cost(run: &RunData, prices: &Prices) -> CostEstimate {
         cached_in: s.tokens_cached_in,
         cache_write: s.tokens_cache_write,
     };
-    let split = price.map(|p| p.split(&tokens));
+    let b = &s.batch;
+    let batched = Tokens {
+        input: b.tokens_in,
+        output: b.tokens_out,
+        reasoning: b.tokens_reasoning,
+        cached_in: b.tokens_cached_in,
+        cache_write: b.tokens_cache_write,
+    };
+    let split = price.map(|p| p.split_batched(&tokens, &batched));
     let dollars = split.map(|c| c.total);
     let correct = run.scores.as_ref().map(|r| r.overall.correct as u64);
     CostEstimate {

@@ -175,6 +175,7 @@ mod tests {
             tokens_reasoning: 0,
             tokens_cached_in: 0,
             tokens_cache_write: 0,
+            batch: Default::default(),
             latency_ms: LatencyStats::default(),
         };
         let info = RunInfo {

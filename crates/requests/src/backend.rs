@@ -140,6 +140,8 @@ pub struct Completion {
     pub usage: Usage,
     /// Time from sending the request to the last byte of the response.
     pub latency: Duration,
+    /// The provider batch that answered it (nmb's id of the batch); `None` for a call sent on its own.
+    pub batch: Option<String>,
 }
 
 impl Completion {
@@ -206,6 +208,15 @@ pub trait Backend: Send + Sync {
     /// that generates one answer at a time says 1, so the scheduler never queues calls inside it where they
     /// would wait out their timeout.
     fn max_in_flight(&self) -> Option<usize> {
+        None
+    }
+    /// The provider's batch API, where it has one.
+    fn batch(&self) -> Option<&dyn crate::batch::BatchApi> {
+        None
+    }
+    /// How long one attempt may take, where this backend's own answers take longer than the scheduler's
+    /// per-attempt timeout allows (a batch is answered within a day).
+    fn attempt_timeout(&self) -> Option<Duration> {
         None
     }
     fn complete<'a>(&'a self, req: &'a ChatRequest)
@@ -275,5 +286,6 @@ pub(crate) fn finish(
         raw,
         usage,
         latency,
+        batch: None,
     })
 }

@@ -112,10 +112,8 @@ pub trait Wire: Send + Sync + 'static {
         let _ = (a, why);
     }
 
-    /// The URL of the API's batch interface for a base URL (`None`: unsupported, calls go one at a time; no
-    /// wire batches yet).
-    fn batch_endpoint(&self, base: &str) -> Option<String> {
-        let _ = base;
+    /// The provider's batch API, if it has one (`None`: calls go one at a time).
+    fn batch_protocol(&self) -> Option<crate::batch::BatchProtocol> {
         None
     }
 }
@@ -129,7 +127,7 @@ pub struct Answer {
 }
 
 /// `base` with `path` appended to its path: a base URL may carry a query (`?api-version=...`), which stays last.
-fn endpoint(base: &str, path: &str) -> String {
+pub(crate) fn endpoint(base: &str, path: &str) -> String {
     match base.split_once('?') {
         Some((before, query)) => format!("{}{path}?{query}", before.trim_end_matches('/')),
         None => format!("{base}{path}"),
@@ -138,16 +136,16 @@ fn endpoint(base: &str, path: &str) -> String {
 
 /// A model behind an HTTP API spoken in wire format `W`.
 pub struct HttpBackend<W: Wire> {
-    spec: ModelSpec,
+    pub(crate) spec: ModelSpec,
     /// The endpoint URL of each replica.
     urls: Vec<String>,
     /// Each replica's name as calls record it: its base URL without credentials or query string.
     replicas: Vec<String>,
-    key: Option<ApiKey>,
+    pub(crate) key: Option<ApiKey>,
     /// Credentials written into the base URLs (sent, never shown): an HTTP client's error quotes the whole URL.
-    url_secrets: Vec<String>,
-    transport: Transport,
-    wire: W,
+    pub(crate) url_secrets: Vec<String>,
+    pub(crate) transport: Transport,
+    pub(crate) wire: W,
 }
 
 impl<W: Wire> HttpBackend<W> {
@@ -215,26 +213,48 @@ impl<W: Wire> HttpBackend<W> {
             CallError::new(ErrorClass::Other, format!("cannot encode request: {e}"))
         })?;
         let url = self.urls.get(replica).or_else(|| self.urls.first());
-        let mut http = self
+        let http = self
             .transport
             .client
             .post(url.map_or("", String::as_str))
             .header("content-type", "application/json");
+        Ok(self.authorised(http.body(body)))
+    }
+
+    /// `http` with the wire's headers and the API key.
+    pub(crate) fn authorised(&self, mut http: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         for (name, value) in self.wire.headers() {
             http = http.header(name, value);
         }
-        http = http.body(body);
-        Ok(match (&self.key, W::KEY_HEADER) {
+        match (&self.key, W::KEY_HEADER) {
             (None, _) => http,
             (Some(k), KeyHeader::Bearer) => http.bearer_auth(k.expose()),
             (Some(k), KeyHeader::Named(name)) => http.header(name, k.expose()),
-        })
+        }
     }
 
     /// Parses a 2xx body into a completion.
     fn read(&self, reply: HttpReply) -> Result<Completion, CallError> {
         let answer = self.wire.parse(&reply.body)?;
         finish(answer.choices, reply.body, answer.usage, reply.latency)
+    }
+
+    /// What the key and the URLs' credentials must never show up in.
+    pub(crate) fn redact_all(
+        &self,
+        mut result: Result<Completion, CallError>,
+    ) -> Result<Completion, CallError> {
+        let secrets = self
+            .key
+            .iter()
+            .map(ApiKey::expose)
+            .chain(self.url_secrets.iter().map(String::as_str));
+        for s in secrets {
+            result = result
+                .map(|c| c.redacted(Some(s)))
+                .map_err(|e| e.redacted(Some(s)));
+        }
+        result
     }
 }
 
@@ -271,6 +291,11 @@ impl<W: Wire> Backend for HttpBackend<W> {
         for (a, why) in recorded {
             self.wire.adopt(*a, why);
         }
+    }
+    fn batch(&self) -> Option<&dyn crate::batch::BatchApi> {
+        self.wire
+            .batch_protocol()
+            .map(|_| self as &dyn crate::batch::BatchApi)
     }
     fn complete<'a>(
         &'a self,

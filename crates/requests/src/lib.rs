@@ -20,6 +20,7 @@
 pub mod adjust;
 pub mod anthropic;
 pub mod backend;
+pub mod batch;
 pub mod error;
 pub mod gemini;
 pub mod http;
@@ -36,6 +37,7 @@ use std::sync::Arc;
 pub use adjust::{is_openai_reasoning_model, refused_parameter, Adjustment};
 pub use anthropic::{AnthropicOptions, AnthropicWire};
 pub use backend::{check_n, Backend, BoxFuture, ChatRequest, Choice, Completion, Usage};
+pub use batch::{BatchApi, BatchItem, BatchLimits, BatchProtocol, Polled};
 pub use error::{rejects_n, CallError, ErrorClass};
 pub use gemini::GeminiWire;
 pub use http::{Answer, HttpBackend, KeyHeader, Wire};

@@ -556,7 +556,10 @@ impl Scheduler {
         };
         let _in_flight = InFlight::enter(&self.counters);
         self.counters.attempts.fetch_add(1, Ordering::Relaxed);
-        let timeout = self.config.timeout;
+        let timeout = lane
+            .backend
+            .attempt_timeout()
+            .unwrap_or(self.config.timeout);
         let call = lane.backend.complete_on(replica, req);
         let result = match tokio::time::timeout(timeout, call).await {
             Ok(r) => r,

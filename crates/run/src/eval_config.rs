@@ -76,13 +76,42 @@ pub struct Limits {
     pub timeout_secs: f64,
     /// Retries of a failed request.
     pub max_retries: u32,
+    /// Send through the provider's batch API: calls wait for their batch (up to a day) and cost its price.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub batch: bool,
+    /// Seconds between polls of a submitted batch [default: 30].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_poll_secs: Option<f64>,
 }
 
+/// Calls a batching evaluation keeps waiting at once: what goes into one round of batches.
+pub const BATCH_IN_FLIGHT: u32 = 4096;
+
 impl Limits {
+    /// Calls in flight at once: `concurrency`, or with `batch` as many as a round of batches holds (a call
+    /// waiting for its batch puts no load on a server).
+    pub fn in_flight(&self) -> u32 {
+        if self.batch {
+            self.concurrency.max(BATCH_IN_FLIGHT)
+        } else {
+            self.concurrency
+        }
+    }
+
+    /// How the batcher gathers and polls.
+    pub fn batch_options(&self) -> nmb_record::BatchOptions {
+        let mut options = nmb_record::BatchOptions::default();
+        if let Some(secs) = self.batch_poll_secs.filter(|s| s.is_finite() && *s > 0.0) {
+            options.poll = Duration::from_secs_f64(secs);
+            options.gather = options.gather.min(options.poll);
+        }
+        options
+    }
+
     /// The scheduler's limits.
     pub fn scheduler_config(&self) -> SchedulerConfig {
         SchedulerConfig {
-            global_limit: self.concurrency as usize,
+            global_limit: self.in_flight() as usize,
             timeout: Duration::from_secs_f64(self.timeout_secs),
             retry: RetryPolicy {
                 max_retries: self.max_retries,
@@ -100,6 +129,8 @@ impl Default for Limits {
             fleet_limit: None,
             timeout_secs: 300.0,
             max_retries: 6,
+            batch: false,
+            batch_poll_secs: None,
         }
     }
 }
@@ -214,7 +245,7 @@ impl EvalConfig {
             Some(c) => scheduler.with_fleet(Arc::new(StoreFleet::new(
                 store.clone(),
                 c.worker_id.clone(),
-                self.limits.fleet_limit.unwrap_or(self.limits.concurrency),
+                self.limits.fleet_limit.unwrap_or(self.limits.in_flight()),
                 Duration::from_secs_f64(self.limits.timeout_secs) + Duration::from_secs(10),
             ))),
             None => scheduler,

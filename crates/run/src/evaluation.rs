@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use nmb_plan::{Plan, PlanOptions, PlanSummary, PlannedTask};
+use nmb_record::Batcher;
 use nmb_requests::{BackendKind, Scheduler};
 use nmb_store::Store;
 use nmb_suite::{Family, Level, Suite};
@@ -36,6 +37,8 @@ pub enum EvalError {
         spec: String,
         effort: nmb_plan::ReasoningEffort,
     },
+    #[error(transparent)]
+    Batch(nmb_record::NoBatchApi),
     #[error("{spec} cannot take --thinking-budget {budget}: {why}")]
     ThinkingBudget {
         spec: String,
@@ -70,6 +73,14 @@ pub async fn evaluate(
 ) -> Result<Evaluated, EvalError> {
     let plan = config.plan_options()?;
     let suite = config.suite.load_checked(config.text_only())?.suite;
+    let http = matches!(
+        config.model.backend,
+        BackendKind::OpenAi | BackendKind::Anthropic | BackendKind::Gemini
+    );
+    if config.limits.batch && !http {
+        let spec = config.model.to_string();
+        return Err(EvalError::Batch(nmb_record::NoBatchApi { spec }));
+    }
     let model = connect(config, invocation, &store, &suite, &plan).await?;
     if let Some(effort) = config.params.reasoning_effort {
         if model.backend.reasoning_parameters().is_none() {
@@ -85,11 +96,19 @@ pub async fn evaluate(
     }
     let images_dropped = !model.backend.supports_images() && config.inputs.includes_images();
     let settings = settings(config, invocation, plan, &model);
+    let backend = if config.limits.batch {
+        let identity = settings.model.as_str().to_string();
+        let options = config.limits.batch_options();
+        let batcher = Batcher::new(model.backend, store.clone(), identity, options);
+        Arc::new(batcher.map_err(EvalError::Batch)?)
+    } else {
+        model.backend
+    };
     let outcome = evaluate_loaded(
         &suite,
         store,
         scheduler.clone(),
-        model.backend,
+        backend,
         settings,
         progress,
     )
@@ -144,8 +163,8 @@ fn settings(
     let mut settings = EvalSettings::new(model.spec.identity());
     settings.params = config.params.clone();
     settings.plan = plan;
-    settings.concurrency = config.limits.concurrency as usize;
-    settings.per_backend = config.limits.concurrency as usize;
+    settings.concurrency = config.limits.in_flight() as usize;
+    settings.per_backend = config.limits.in_flight() as usize;
     settings.max_requests = invocation.max_requests;
     settings.resume = invocation.resume.clone();
     settings.model_identity = model.identity.clone();

@@ -193,6 +193,7 @@ fn completion(spec: &ModelSpec, answer: &HumanAnswer) -> Completion {
         raw: raw.to_string(),
         usage: Usage::default(),
         latency: Duration::ZERO,
+        batch: None,
     }
 }
 

@@ -159,6 +159,7 @@ fn completion(answer: &ReplayAnswer) -> Result<Completion, CallError> {
             raw: answer.raw.clone(),
             usage: answer.usage,
             latency: answer.latency,
+            batch: None,
         }),
         Err(error) => Err(CallError::new(
             ErrorClass::Other,

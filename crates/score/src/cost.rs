@@ -17,6 +17,10 @@ pub struct Price {
     pub cache_write_per_mtok: Option<f64>,
 }
 
+/// The share of the listed rates a call answered through a batch API pays: OpenAI ("50% lower costs"),
+/// Anthropic ("50% of standard API prices") and Gemini ("50% of the standard cost") all bill batches at half.
+pub const BATCH_RATE: f64 = 0.5;
+
 /// Where a run's dollars went: every token counted once, under the rate it is billed at.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct CostSplit {
@@ -45,6 +49,22 @@ impl Price {
     /// Dollars for these tokens.
     pub fn dollars(&self, tokens_in: f64, tokens_out: f64) -> f64 {
         (tokens_in * self.input_per_mtok + tokens_out * self.output_per_mtok) / 1_000_000.0
+    }
+
+    /// The dollars of `all`, of which `batched` were sent through a provider's batch API and are billed at
+    /// [`BATCH_RATE`] of the listed rates.
+    pub fn split_batched(&self, all: &Tokens, batched: &Tokens) -> CostSplit {
+        let full = self.split(all);
+        let saved = self.split(batched);
+        let off = 1.0 - BATCH_RATE;
+        CostSplit {
+            input: full.input - off * saved.input,
+            cached_input: full.cached_input - off * saved.cached_input,
+            cache_write: full.cache_write - off * saved.cache_write,
+            output: full.output - off * saved.output,
+            reasoning: full.reasoning - off * saved.reasoning,
+            total: full.total - off * saved.total,
+        }
     }
 
     /// The dollars of `t`, split by what they paid for.
@@ -175,6 +195,37 @@ mod tests {
         assert!(Prices::from_specs(&["=1,2"]).is_err());
         assert!(Prices::from_specs(&["m=-1,2"]).is_err());
         assert!(Prices::from_specs(&["m=1,2,3,4,5"]).is_err());
+    }
+
+    #[test]
+    fn batched_tokens_cost_half() {
+        let price = Prices::from_specs(&["m=3,15,0.3,3.75"])
+            .unwrap()
+            .for_model("m")
+            .unwrap();
+        let all = Tokens {
+            input: 1_000_000,
+            output: 400_000,
+            reasoning: 100_000,
+            cached_in: 200_000,
+            cache_write: 0,
+        };
+        let half = Tokens {
+            input: 500_000,
+            output: 200_000,
+            reasoning: 50_000,
+            cached_in: 100_000,
+            cache_write: 0,
+        };
+        let s = price.split_batched(&all, &half);
+        assert!(
+            (s.total - 0.75 * price.split(&all).total).abs() < 1e-12,
+            "{s:?}"
+        );
+        assert_eq!(
+            price.split_batched(&all, &Tokens::default()),
+            price.split(&all)
+        );
     }
 
     #[test]

@@ -178,6 +178,7 @@ fn second_run(store: &Store, manifest: &nmb_store::Manifest, prompt: &str) {
         latency_ms: Some(900),
         started_ms: 1_000,
         finished_ms: 2_000,
+        batch_id: None,
     };
     store
         .record_call(&call, &choices)
@@ -281,6 +282,7 @@ fn build(dir: &Path) -> Synthetic {
             latency_ms: Some(800 + (i as u64 * 37) % 4_000),
             started_ms: 1_000,
             finished_ms: 2_000,
+            batch_id: None,
         };
         store.record_call(&call, &choices).expect("record call");
         for s in 0..SAMPLES {

@@ -120,6 +120,7 @@ fn run_workload(dir: &std::path::Path, samples: u32, per_task: u32) -> serde_jso
             latency_ms: Some(3),
             started_ms: 1_700_000_000_000 + i as i64,
             finished_ms: 1_700_000_000_003 + i as i64,
+            batch_id: None,
         };
         let choice = ChoiceRecord {
             thinking: None,

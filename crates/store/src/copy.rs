@@ -108,6 +108,7 @@ const CALL_COLUMNS: &[&str] = &[
     "tokens_reasoning",
     "tokens_cached_in",
     "tokens_cache_write",
+    "batch_id",
 ];
 const TURN_COLUMNS: &[&str] = &[
     "run_id",

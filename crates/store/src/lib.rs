@@ -5,7 +5,8 @@
 //! their manifests, images (once per content hash, across all runs), rendered prompts (once per prompt hash),
 //! every API call with its raw body, usage, error class and the replica (server) that answered it, each sample's
 //! answer per turn, the response cache, run summaries, score reports, and clinician review sets with their
-//! append-only grades and the human answers baseline runs are built from. Every write that records a response is its own
+//! append-only grades, the human answers baseline runs are built from, and the provider batches calls were sent in
+//! ([`BatchRecord`]). Every write that records a response is its own
 //! committed transaction, so killing the process loses nothing that was committed. The SQLite file is in WAL
 //! mode with `synchronous = NORMAL` (a power cut may lose the last few commits).
 //!
@@ -18,6 +19,7 @@
 //! [`Store`] is `Send + Sync`; it keeps one connection behind a mutex, and every call is short, so async code may
 //! call it directly.
 
+mod batches;
 mod copy;
 mod db;
 mod error;
@@ -47,6 +49,7 @@ use db::pg::PgStore;
 use db::sqlite::SqliteDb;
 use db::{Db, DbError};
 
+pub use batches::{BatchRecord, BatchState};
 pub use copy::CopyStats;
 pub use error::{Result, StoreError};
 pub use keys::{cache_key, canonical_json, canonical_json_str, format_utc_ms, now_ms};
@@ -54,7 +57,9 @@ pub use manifest::{
     default_display_name, InputMode, Manifest, Recorded, RunKind, SuiteSource, TemplateRef,
 };
 pub use pages::{CaseLookup, CasePage, SampleFilter, SamplePage, ScoreOutcome, TEXT_COUNT_CAP};
-pub use query::{CallInfo, LatencyStats, RunSummary, SampleRecord, StoredImage, TurnRecord};
+pub use query::{
+    BatchUsage, CallInfo, LatencyStats, RunSummary, SampleRecord, StoredImage, TurnRecord,
+};
 pub use records::{
     CachedResponse, CallRecord, ChoiceRecord, ErrorInfo, ImageInput, SampleState, SampleStatus,
     TokenDetail, KNOWN_ERROR_CLASSES,

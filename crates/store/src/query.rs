@@ -41,8 +41,22 @@ pub struct RunSummary {
     pub tokens_reasoning: u64,
     pub tokens_cached_in: u64,
     pub tokens_cache_write: u64,
+    /// Of the above, what calls answered through a provider batch used (billed at the batch discount).
+    pub batch: BatchUsage,
     /// Latency of this run's successful calls.
     pub latency_ms: LatencyStats,
+}
+
+/// The calls a run had answered through provider batches, and their tokens counted as [`RunSummary`] counts
+/// them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct BatchUsage {
+    pub calls: u64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub tokens_reasoning: u64,
+    pub tokens_cached_in: u64,
+    pub tokens_cache_write: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -168,7 +182,7 @@ impl Store {
     /// Counts, usage and latency for one run.
     pub fn summary(&self, run_id: &str) -> Result<RunSummary> {
         let run = self.run(run_id)?;
-        let (samples, sample_errors, call_errors, totals, cache_hits, latencies) =
+        let (samples, sample_errors, call_errors, totals, batched, cache_hits, latencies) =
             self.read("summarise a run", |db| {
                 let samples = count_by(
                     db,
@@ -187,26 +201,8 @@ impl Store {
                      GROUP BY error_class",
                     run_id,
                 )?;
-                let t = db
-                    .query_opt(
-                        "SELECT count(*), CAST(coalesce(sum(attempts), 0) AS BIGINT),
-                                CAST(coalesce(sum(tokens_in), 0) AS BIGINT),
-                                CAST(coalesce(sum(tokens_out), 0) AS BIGINT),
-                                CAST(coalesce(sum(tokens_reasoning), 0) AS BIGINT),
-                                CAST(coalesce(sum(tokens_cached_in), 0) AS BIGINT),
-                                CAST(coalesce(sum(tokens_cache_write), 0) AS BIGINT)
-                         FROM calls WHERE run_id = ?1",
-                        args![run_id],
-                    )?
-                    .map(|r| -> DbResult<[i64; 7]> {
-                        let mut t = [0; 7];
-                        for (i, v) in t.iter_mut().enumerate() {
-                            *v = r.get(i)?;
-                        }
-                        Ok(t)
-                    })
-                    .transpose()?
-                    .unwrap_or_default();
+                let t = call_totals(db, run_id, "")?;
+                let batched = call_totals(db, run_id, "AND batch_id IS NOT NULL")?;
                 let hits: i64 = scalar(
                     db,
                     "SELECT count(*) FROM turns WHERE run_id = ?1 AND cached = 1",
@@ -221,7 +217,7 @@ impl Store {
                     .iter()
                     .map(|r| r.get::<i64>(0))
                     .collect::<DbResult<Vec<_>>>()?;
-                Ok((samples, errors, call_errors, t, hits, lat))
+                Ok((samples, errors, call_errors, t, batched, hits, lat))
             })?;
         let get = |m: &BTreeMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0);
         Ok(RunSummary {
@@ -240,6 +236,14 @@ impl Store {
             tokens_reasoning: nonneg(totals[4]),
             tokens_cached_in: nonneg(totals[5]),
             tokens_cache_write: nonneg(totals[6]),
+            batch: BatchUsage {
+                calls: nonneg(batched[0]),
+                tokens_in: nonneg(batched[2]),
+                tokens_out: nonneg(batched[3]),
+                tokens_reasoning: nonneg(batched[4]),
+                tokens_cached_in: nonneg(batched[5]),
+                tokens_cache_write: nonneg(batched[6]),
+            },
             latency_ms: LatencyStats::from_values(latencies.into_iter().map(nonneg).collect()),
             created_at: format_utc_ms(run.created_ms),
             updated_at: format_utc_ms(run.updated_ms),
@@ -450,4 +454,27 @@ fn count_by(db: &mut dyn Db, sql: &str, run_id: &str) -> DbResult<BTreeMap<Strin
 
 pub(crate) fn nonneg(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
+}
+
+/// Calls, attempts and token sums of a run's calls (`filter`: more conditions on `calls`).
+fn call_totals(db: &mut dyn Db, run_id: &str, filter: &str) -> DbResult<[i64; 7]> {
+    let row = db.query_opt(
+        &format!(
+            "SELECT count(*), CAST(coalesce(sum(attempts), 0) AS BIGINT),
+                    CAST(coalesce(sum(tokens_in), 0) AS BIGINT),
+                    CAST(coalesce(sum(tokens_out), 0) AS BIGINT),
+                    CAST(coalesce(sum(tokens_reasoning), 0) AS BIGINT),
+                    CAST(coalesce(sum(tokens_cached_in), 0) AS BIGINT),
+                    CAST(coalesce(sum(tokens_cache_write), 0) AS BIGINT)
+             FROM calls WHERE run_id = ?1 {filter}"
+        ),
+        args![run_id],
+    )?;
+    let mut t = [0; 7];
+    if let Some(r) = row {
+        for (i, v) in t.iter_mut().enumerate() {
+            *v = r.get(i)?;
+        }
+    }
+    Ok(t)
 }

@@ -71,6 +71,8 @@ pub struct CallRecord<'a> {
     pub latency_ms: Option<u64>,
     pub started_ms: i64,
     pub finished_ms: i64,
+    /// The batch ([`crate::BatchRecord`]) the call was answered in; `None` for a call sent on its own.
+    pub batch_id: Option<&'a str>,
 }
 
 /// What a call's tokens held besides the answer and the prompt: reasoning (part of the output) and a prompt
@@ -570,8 +572,9 @@ fn insert_call(
         "INSERT INTO calls (run_id, task_id, turn_index, prompt_id, context_id, n_choices, status,
                             error_class, error_message, attempts, tokens_in, tokens_out, latency_ms,
                             started_ms, finished_ms, raw, replica, tokens_reasoning, tokens_cached_in,
-                            tokens_cache_write)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)
+                            tokens_cache_write, batch_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20,
+                 ?21)
          RETURNING id",
         args![
             call.run_id,
@@ -598,6 +601,7 @@ fn insert_call(
             sql_u64(call.tokens.reasoning),
             sql_u64(call.tokens.cached_in),
             sql_u64(call.tokens.cache_write),
+            call.batch_id,
         ],
     )
 }

@@ -87,6 +87,12 @@ pub const MIGRATIONS: &[Migration] = &[
                       tokens_cached_in, tokens_cache_write",
         sql: V11,
     },
+    Migration {
+        version: 12,
+        description: "batches and batch_items, provider batch submissions recorded before they are sent; \
+                      calls.batch_id",
+        sql: V12,
+    },
 ];
 
 /// The newest schema version this build writes.
@@ -425,6 +431,29 @@ ALTER TABLE turns ADD COLUMN thinking TEXT;
 ALTER TABLE calls ADD COLUMN tokens_reasoning INTEGER;
 ALTER TABLE calls ADD COLUMN tokens_cached_in INTEGER;
 ALTER TABLE calls ADD COLUMN tokens_cache_write INTEGER;
+"#;
+
+/// A provider batch is recorded with every request's custom id before it is submitted, so that a killed process
+/// resumes polling it instead of submitting again; a call answered through one names it.
+const V12: &str = r#"
+CREATE TABLE batches (
+    batch_id    TEXT PRIMARY KEY,
+    model       TEXT NOT NULL,
+    provider    TEXT NOT NULL,
+    provider_id TEXT,
+    state       TEXT NOT NULL,
+    requests    INTEGER NOT NULL,
+    created_ms  INTEGER NOT NULL,
+    updated_ms  INTEGER NOT NULL
+);
+CREATE TABLE batch_items (
+    batch_id  TEXT NOT NULL REFERENCES batches (batch_id),
+    custom_id TEXT NOT NULL,
+    position  INTEGER NOT NULL,
+    PRIMARY KEY (batch_id, custom_id)
+);
+CREATE INDEX batch_items_by_custom_id ON batch_items (custom_id);
+ALTER TABLE calls ADD COLUMN batch_id TEXT;
 "#;
 
 const V3: &str = r#"

@@ -11,7 +11,7 @@ use crate::schema::{latest_version, APPLICATION_ID, MIGRATIONS};
 use crate::{Engine, Store, WriteError};
 
 /// PostgreSQL's DDL for each version of [`MIGRATIONS`], in the same order.
-const STEPS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11];
+const STEPS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12];
 
 const V1: &str = r#"
 CREATE TABLE nmb_store (application_id BIGINT NOT NULL);
@@ -258,6 +258,27 @@ ALTER TABLE turns ADD COLUMN thinking TEXT;
 ALTER TABLE calls ADD COLUMN tokens_reasoning BIGINT;
 ALTER TABLE calls ADD COLUMN tokens_cached_in BIGINT;
 ALTER TABLE calls ADD COLUMN tokens_cache_write BIGINT;
+"#;
+
+const V12: &str = r#"
+CREATE TABLE batches (
+    batch_id    TEXT PRIMARY KEY,
+    model       TEXT NOT NULL,
+    provider    TEXT NOT NULL,
+    provider_id TEXT,
+    state       TEXT NOT NULL,
+    requests    BIGINT NOT NULL,
+    created_ms  BIGINT NOT NULL,
+    updated_ms  BIGINT NOT NULL
+);
+CREATE TABLE batch_items (
+    batch_id  TEXT NOT NULL REFERENCES batches (batch_id),
+    custom_id TEXT NOT NULL,
+    position  BIGINT NOT NULL,
+    PRIMARY KEY (batch_id, custom_id)
+);
+CREATE INDEX batch_items_by_custom_id ON batch_items (custom_id);
+ALTER TABLE calls ADD COLUMN batch_id TEXT;
 "#;
 
 /// Checks that the database is empty or an nmb store no newer than this build, then applies what is missing.

@@ -80,7 +80,7 @@ A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--
   price = [2.5, 10.0]             # $ per million input, output tokens
   concurrency = 8                 # also temperature, top_p, max_tokens, seed,
                                   # reasoning_effort = \"high\", reasoning_model = true,
-                                  # thinking_budget = 4096
+                                  # thinking_budget = 4096, batch = true
 
   [[suites]]                      # repeat per suite; paths are relative to the run file
   spec = \"vqa-rad:data/testset.json\"
@@ -169,6 +169,9 @@ pub struct ModelEntry {
     /// As `--reasoning-model`.
     #[serde(default)]
     pub reasoning_model: bool,
+    /// As `--batch`: through the provider's batch API.
+    #[serde(default)]
+    pub batch: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -571,6 +574,7 @@ impl Study {
         p.reasoning_effort = model.reasoning_effort;
         p.thinking_budget = model.thinking_budget;
         c.reasoning_model = model.reasoning_model;
+        c.limits.batch = model.batch;
         c.template = template.map(|t| TemplateChoice::parse(&t.to_string_lossy()));
         c
     }

@@ -197,6 +197,14 @@ pub struct EvalArgs {
     /// Retries of a failed request (rate limit, server error, network, timeout, malformed response)
     #[arg(long, value_name = "N", default_value_t = 6)]
     max_retries: u32,
+    /// Send through the provider's batch API (OpenAI Batch, Anthropic Message Batches, Gemini batch mode):
+    /// half the price, answered within 24 hours. Batches are recorded before they are submitted, so a stopped
+    /// run resumes polling them and never submits a request twice
+    #[arg(long)]
+    pub batch: bool,
+    /// With --batch: seconds between polls of a submitted batch
+    #[arg(long, value_name = "SECS", default_value_t = 30.0, requires = "batch")]
+    pub batch_poll: f64,
     /// Print one JSON object at the end (the run summary) instead of text
     #[arg(long)]
     pub json: bool,
@@ -276,6 +284,8 @@ impl EvalArgs {
             fleet_limit: self.fleet_limit,
             timeout_secs: self.timeout,
             max_retries: self.max_retries,
+            batch: self.batch,
+            batch_poll_secs: self.batch.then_some(self.batch_poll),
         }
     }
 

@@ -67,6 +67,7 @@ fn store_with_run(dir: &Path) -> String {
             latency_ms: Some(40),
             started_ms: 0,
             finished_ms: 40,
+            batch_id: None,
         };
         (rec, text)
     };

@@ -274,6 +274,7 @@ fn reports_cut_keys_out_of_an_older_store() {
             latency_ms: Some(4),
             started_ms: 0,
             finished_ms: 4,
+            batch_id: None,
         };
         let choice = ChoiceRecord {
             thinking: None,

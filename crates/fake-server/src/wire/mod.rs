@@ -169,6 +169,9 @@ pub struct ReceivedRequest {
     /// `nmb_chat::messages_hash` of the conversation as received.
     pub conversation_sha256: String,
     pub body_bytes: usize,
+    /// The custom id it had in a batch; `None` for a request sent alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<String>,
 }
 
 impl ReceivedRequest {
@@ -267,6 +270,7 @@ pub(crate) fn parse_request(
         auth,
         auth_sha256,
         body_bytes: body.len(),
+        batch: None,
     })
 }
 

@@ -195,6 +195,7 @@ fn record(store: &Store, run_id: &str, t: &str, prompt: &str, sample: u32, text:
         latency_ms: Some(42),
         started_ms: 1_000,
         finished_ms: 1_042,
+        batch_id: None,
     };
     let choice = ChoiceRecord {
         thinking: thinks.then_some(XSS_THINKING),

@@ -96,6 +96,7 @@ fn a_store_from_schema_v4_migrates_and_keeps_its_calls() {
              ALTER TABLE sample_scores DROP COLUMN disease_group;
              DROP TRIGGER turns_text_insert; DROP TRIGGER turns_text_delete; DROP TRIGGER turns_text_update;
              DROP TABLE turns_text; DROP INDEX sample_scores_by_outcome; DROP INDEX turns_cached;
+             DROP TABLE batch_items; DROP TABLE batches; ALTER TABLE calls DROP COLUMN batch_id;
              ALTER TABLE turns DROP COLUMN thinking; ALTER TABLE calls DROP COLUMN tokens_reasoning;
              ALTER TABLE calls DROP COLUMN tokens_cached_in; ALTER TABLE calls DROP COLUMN tokens_cache_write;
              DELETE FROM migrations WHERE version >= 5;

@@ -202,6 +202,7 @@ pub(super) fn record(
         latency_ms: Some(42),
         started_ms: 1_000,
         finished_ms: 1_042,
+        batch_id: None,
     };
     let choice = ChoiceRecord {
         thinking: None,

@@ -115,6 +115,7 @@ pub fn call<'a>(run_id: &'a str, task: &'a str, turn: u32, prompt_hash: &'a str)
         latency_ms: Some(42),
         started_ms: 1_000,
         finished_ms: 1_042,
+        batch_id: None,
     }
 }
 

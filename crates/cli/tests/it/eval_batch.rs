@@ -1,0 +1,243 @@
+//! `nmb eval --batch` against the loopback server's batch APIs (OpenAI's Batch API, Anthropic's Message Batches,
+//! Gemini's batch mode): every request goes through a batch, consults one batch round per turn, and the answers
+//! and scores are those of the same run sent call by call. A run killed while polling resumes its batches and
+//! submits nothing twice; what an expired batch left unanswered is sent again.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+use nmb_fake_server::batch::BatchConfig;
+use nmb_fake_server::{Config, FakeServer, Wire};
+use serde_json::Value;
+
+const WIRES: [Wire; 3] = [Wire::OpenAi, Wire::Anthropic, Wire::Gemini];
+
+fn batch_server(polls: u32, expire_after: Option<usize>) -> FakeServer {
+    server(Config {
+        batch: BatchConfig {
+            polls,
+            expire_after,
+        },
+        ..Config::default()
+    })
+}
+
+fn eval(runs: &std::path::Path, model: &str, extra: &[&str]) -> Value {
+    let out = nmb_command(runs).args(args(model, extra)).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    json_of(&out)
+}
+
+/// `nmb eval` of the sample suite with two samples per task, then `extra`.
+fn args(model: &str, extra: &[&str]) -> Vec<String> {
+    let head = [
+        "eval",
+        "--suite",
+        "sample",
+        "--model",
+        model,
+        "--samples",
+        "2",
+        "--json",
+        "-q",
+    ];
+    head.iter().chain(extra).map(|a| a.to_string()).collect()
+}
+
+/// Every answer of a run: (task, sample, turn) -> text.
+fn answers(runs: &std::path::Path, run_id: &str) -> BTreeMap<(String, u32, u32), String> {
+    let mut out = BTreeMap::new();
+    for s in store(runs).run_samples(run_id).unwrap() {
+        for t in &s.turns {
+            let text = t.text.clone().unwrap_or_default();
+            out.insert((s.task_id.clone(), s.sample_index, t.turn_index), text);
+        }
+    }
+    out
+}
+
+/// The run sent call by call, on a store of its own.
+fn unbatched(model: &str) -> (Value, BTreeMap<(String, u32, u32), String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = eval(dir.path(), model, &[]);
+    let run_id = out["run_id"].as_str().unwrap().to_string();
+    (out.clone(), answers(dir.path(), &run_id))
+}
+
+/// The two runs' scores, equal in every figure. Their configuration hashes differ: a score report's hash covers
+/// the run's manifest, which records that the run was sent in batches.
+fn same_scores(batched: &Value, plain: &Value) {
+    let without_hash = |v: &Value| {
+        let mut v = v["scores"].clone();
+        v.as_object_mut().expect("scores").remove("config_hash");
+        v
+    };
+    let (a, b) = (&without_hash(batched), &without_hash(plain));
+    assert!(!a["overall"].is_null(), "{batched}");
+    if a != b {
+        let dump = |v: &Value, name: &str| {
+            let path = std::env::temp_dir().join(name);
+            std::fs::write(&path, serde_json::to_string_pretty(v).unwrap()).unwrap();
+            path
+        };
+        let (pa, pb) = (
+            dump(a, "nmb-batched-scores.json"),
+            dump(b, "nmb-plain-scores.json"),
+        );
+        panic!("the scores differ: diff {} {}", pa.display(), pb.display());
+    }
+}
+
+#[test]
+fn a_batch_run_answers_and_scores_as_the_same_run_sent_call_by_call() {
+    for wire in WIRES {
+        let server = batch_server(2, None);
+        let model = model_spec(wire, &server);
+        let dir = tempfile::tempdir().unwrap();
+        let out = eval(dir.path(), &model, &["--batch", "--batch-poll", "0.05"]);
+        assert_eq!(out["summary"]["samples_errored"], 0, "{wire:?}: {out}");
+        let asked = server.requests();
+        assert!(!asked.is_empty());
+        assert!(
+            asked.iter().all(|r| r.batch.is_some()),
+            "{wire:?}: every request went through a batch"
+        );
+        let submissions = server.batch_submissions();
+        assert!(
+            submissions.values().all(|n| *n == 1),
+            "{wire:?}: {submissions:?}"
+        );
+        // The sample suite's consults need one round per turn.
+        assert!(server.batches_created() > 1, "{wire:?}");
+
+        let run_id = out["run_id"].as_str().unwrap();
+        let summary = store(dir.path()).summary(run_id).unwrap();
+        assert_eq!(summary.batch.calls, summary.calls, "{wire:?}");
+        assert!(summary.batch.tokens_in > 0);
+        let batches = store(dir.path()).batches().unwrap();
+        assert!(
+            batches
+                .iter()
+                .all(|b| b.state == nmb_store::BatchState::Ended),
+            "{batches:?}"
+        );
+
+        let (plain, plain_answers) = unbatched(&model);
+        assert_eq!(answers(dir.path(), run_id), plain_answers, "{wire:?}");
+        same_scores(&out, &plain);
+        let cost = report_cost(dir.path(), run_id);
+        let tokens = |k: &str| cost["tokens"][k].as_f64().unwrap();
+        let listed = (tokens("input") * 2.0 + tokens("output") * 10.0) / 1e6;
+        let dollars = cost["dollars"].as_f64().unwrap();
+        assert!(
+            (dollars - listed / 2.0).abs() < 1e-12,
+            "{wire:?}: batches cost half: {cost}"
+        );
+    }
+}
+
+/// The report's cost of a run at $2 and $10 per million input and output tokens.
+fn report_cost(runs: &std::path::Path, run_id: &str) -> Value {
+    let report = runs.join("report");
+    let out = nmb_command(runs)
+        .args([
+            "report", run_id, "--format", "json", "--price", "*=2,10", "--out",
+        ])
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("report.json")).unwrap())
+            .unwrap();
+    json["runs"][0]["cost"].clone()
+}
+
+#[test]
+fn a_batch_run_killed_while_polling_resumes_without_submitting_again() {
+    let server = batch_server(40, None);
+    let model = model_spec(Wire::OpenAi, &server);
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = nmb_command(dir.path())
+        .args(args(&model, &["--batch", "--batch-poll", "0.05"]))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while server.batches_created() == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no batch was submitted"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = server.batch_submissions();
+    let stored = store(dir.path()).batches().unwrap();
+    assert!(
+        stored
+            .iter()
+            .any(|b| b.state == nmb_store::BatchState::Submitted),
+        "killed while polling: {stored:?}"
+    );
+
+    let out = eval(dir.path(), &model, &["--batch", "--batch-poll", "0.05"]);
+    assert_eq!(out["summary"]["samples_errored"], 0, "{out}");
+    assert_eq!(out["summary"]["samples_pending"], 0, "{out}");
+    let after = server.batch_submissions();
+    assert!(
+        after.values().all(|n| *n == 1),
+        "submitted twice: {after:?}"
+    );
+    assert!(before.keys().all(|k| after.contains_key(k)));
+
+    let run_id = out["run_id"].as_str().unwrap();
+    let (plain, plain_answers) = unbatched(&model);
+    assert_eq!(answers(dir.path(), run_id), plain_answers);
+    same_scores(&out, &plain);
+}
+
+#[test]
+fn what_an_expired_batch_left_unanswered_is_sent_again() {
+    for wire in [Wire::OpenAi, Wire::Anthropic] {
+        let server = batch_server(1, Some(1));
+        let model = model_spec(wire, &server);
+        let dir = tempfile::tempdir().unwrap();
+        let out = eval(
+            dir.path(),
+            &model,
+            &["--batch", "--batch-poll", "0.05", "--limit", "3"],
+        );
+        assert_eq!(out["summary"]["samples_errored"], 0, "{wire:?}: {out}");
+        assert_eq!(out["summary"]["samples_pending"], 0, "{wire:?}: {out}");
+        let submissions = server.batch_submissions();
+        assert!(
+            submissions.values().any(|n| *n > 1),
+            "{wire:?}: {submissions:?}"
+        );
+        let run_id = out["run_id"].as_str().unwrap();
+        let (_, plain_answers) = unbatched(&model);
+        let limited: BTreeMap<_, _> = answers(dir.path(), run_id);
+        assert!(
+            limited.iter().all(|(k, v)| plain_answers.get(k) == Some(v)),
+            "{wire:?}"
+        );
+    }
+}
+
+#[test]
+fn a_model_without_a_batch_api_is_refused_before_anything_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = eval_args("sample", "local:/nowhere/model.gguf", &["--batch"]);
+    let out = nmb_command(dir.path()).args(&args).output().unwrap();
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("has no batch API"), "{err}");
+}

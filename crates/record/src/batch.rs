@@ -1,0 +1,459 @@
+//! Sending a model's calls through its provider's batch API ([`Batcher`]), so that they cost half and the
+//! answers land as ordinary recorded calls.
+//!
+//! A [`Batcher`] is a [`Backend`] around an HTTP backend. Calls that arrive within a short window go together:
+//! each request gets a custom id from its content, and the batch is written to the store with every custom id
+//! before it is submitted. A request whose custom id a stored batch already holds is never submitted again: a
+//! submitted batch is polled, an ended one read again, and one that was being submitted when its process
+//! stopped is looked for at the provider. What a batch leaves unanswered (expired, cancelled) goes into a new
+//! batch. Each caller gets its answer back as if its call had been sent alone, with the batch named.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nmb_requests::{
+    Backend, BatchApi, BatchItem, BoxFuture, CallError, ChatRequest, Completion, ErrorClass,
+    ModelSpec, Polled,
+};
+use nmb_store::{format_utc_ms, now_ms, BatchRecord, BatchState, Store};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tokio::sync::oneshot;
+
+/// How long a batcher gathers and how often it polls.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchOptions {
+    /// Calls arriving with less than this between them go into one batch.
+    pub gather: Duration,
+    /// How often a submitted batch is asked where it stands.
+    pub poll: Duration,
+}
+
+impl Default for BatchOptions {
+    fn default() -> Self {
+        BatchOptions {
+            gather: Duration::from_secs(1),
+            poll: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Polls that may fail in a row (network, server errors) before a batch's callers are given the error.
+const POLL_FAILURES: u32 = 10;
+
+/// Why a model cannot be batched.
+#[derive(Debug, thiserror::Error)]
+#[error("{spec} has no batch API; --batch works with openai:, anthropic: and gemini: models")]
+pub struct NoBatchApi {
+    pub spec: String,
+}
+
+/// A backend that sends through its inner backend's batch API.
+pub struct Batcher {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    inner: Arc<dyn Backend>,
+    store: Arc<Store>,
+    /// The model's identity: what custom ids and batch records are keyed by.
+    model: String,
+    options: BatchOptions,
+    queue: Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<Waiting>,
+    gathering: bool,
+}
+
+/// A call waiting for its batch.
+struct Waiting {
+    custom_id: String,
+    entry: Value,
+    /// Submit it in a new batch without looking for one that holds it (what an ended batch left unanswered).
+    fresh: bool,
+    reply: oneshot::Sender<Result<Completion, CallError>>,
+}
+
+/// The calls of one batch, by custom id: the entry and everyone waiting for its answer.
+type Group = BTreeMap<String, (Value, Vec<oneshot::Sender<Result<Completion, CallError>>>)>;
+
+impl Batcher {
+    /// Batches `inner`'s calls, recording batches in `store` under `model` (the model's identity).
+    pub fn new(
+        inner: Arc<dyn Backend>,
+        store: Arc<Store>,
+        model: impl Into<String>,
+        options: BatchOptions,
+    ) -> Result<Batcher, NoBatchApi> {
+        if inner.batch().is_none() {
+            return Err(NoBatchApi {
+                spec: inner.spec().to_string(),
+            });
+        }
+        let shared = Shared {
+            inner,
+            store,
+            model: model.into(),
+            options,
+            queue: Mutex::default(),
+        };
+        Ok(Batcher {
+            shared: Arc::new(shared),
+        })
+    }
+
+    async fn call(&self, req: &ChatRequest) -> Result<Completion, CallError> {
+        let api = self.shared.api();
+        let body = api.body(req)?;
+        let custom_id = custom_id(&self.shared.model, &body);
+        let entry = api.entry(&custom_id, body);
+        let (reply, answer) = oneshot::channel();
+        self.shared.enqueue(Waiting {
+            custom_id,
+            entry,
+            fresh: false,
+            reply,
+        });
+        answer
+            .await
+            .map_err(|_| CallError::new(ErrorClass::Other, "the batch this call was in stopped"))?
+    }
+}
+
+/// A request's custom id: the model and the body it sends, hashed, in the characters every provider accepts.
+fn custom_id(model: &str, body: &Value) -> String {
+    let mut h = Sha256::new();
+    h.update(model.as_bytes());
+    h.update(b"\n");
+    h.update(body.to_string().as_bytes());
+    format!("nmb-{}", &hex::encode(h.finalize())[..32])
+}
+
+impl Shared {
+    fn api(&self) -> &dyn BatchApi {
+        self.inner
+            .batch()
+            .expect("checked when the batcher was built")
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn enqueue(self: &Arc<Self>, waiting: Waiting) {
+        let mut q = self.lock();
+        q.waiting.push(waiting);
+        if !q.gathering {
+            q.gathering = true;
+            tokio::spawn(gather(self.clone()));
+        }
+    }
+}
+
+/// Waits until calls stop arriving (or a batch is full), then hands them to [`dispatch`]; stops when none wait.
+async fn gather(shared: Arc<Shared>) {
+    let max = shared.api().protocol().limits().max_requests;
+    let mut seen = shared.lock().waiting.len();
+    loop {
+        tokio::time::sleep(shared.options.gather).await;
+        let taken = {
+            let mut q = shared.lock();
+            let now = q.waiting.len();
+            if now == 0 {
+                q.gathering = false;
+                return;
+            }
+            if now != seen && now < max {
+                seen = now;
+                continue;
+            }
+            seen = 0;
+            std::mem::take(&mut q.waiting)
+        };
+        tokio::spawn(dispatch(shared.clone(), taken));
+    }
+}
+
+/// Sends each call to the batch that holds it, or into new batches.
+async fn dispatch(shared: Arc<Shared>, calls: Vec<Waiting>) {
+    let mut fresh = Group::new();
+    let mut held: BTreeMap<String, (BatchRecord, Group)> = BTreeMap::new();
+    for w in calls {
+        let found = if w.fresh {
+            Ok(None)
+        } else {
+            shared.store.batch_of_item(&shared.model, &w.custom_id)
+        };
+        let group = match found {
+            Ok(Some(record)) => {
+                let id = record.batch_id.clone();
+                &mut held.entry(id).or_insert_with(|| (record, Group::new())).1
+            }
+            Ok(None) => &mut fresh,
+            Err(e) => {
+                let _ = w.reply.send(Err(store_error(&e)));
+                continue;
+            }
+        };
+        let slot = group
+            .entry(w.custom_id)
+            .or_insert_with(|| (w.entry, Vec::new()));
+        slot.1.push(w.reply);
+    }
+    for (_, (record, group)) in held {
+        tokio::spawn(follow(shared.clone(), record, group));
+    }
+    for chunk in chunks(&shared, fresh) {
+        tokio::spawn(submit(shared.clone(), chunk));
+    }
+}
+
+/// Splits calls into batches within the provider's limits.
+fn chunks(shared: &Shared, group: Group) -> Vec<Group> {
+    let limits = shared.api().protocol().limits();
+    let mut out = Vec::new();
+    let mut current = Group::new();
+    let mut bytes = 0;
+    for (id, slot) in group {
+        let size = slot.0.to_string().len() + 1;
+        if !current.is_empty()
+            && (current.len() >= limits.max_requests || bytes + size > limits.max_bytes)
+        {
+            out.push(std::mem::take(&mut current));
+            bytes = 0;
+        }
+        bytes += size;
+        current.insert(id, slot);
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// Records a new batch with its custom ids, then submits it and follows it to its end.
+async fn submit(shared: Arc<Shared>, group: Group) {
+    let ids: Vec<String> = group.keys().cloned().collect();
+    let batch_id = batch_id(&ids);
+    let protocol = shared.api().protocol();
+    if let Err(e) = shared
+        .store
+        .create_batch(&batch_id, &shared.model, protocol.as_str(), &ids)
+    {
+        fail(group, &store_error(&e));
+        return;
+    }
+    let entries: Vec<Value> = group.values().map(|(entry, _)| entry.clone()).collect();
+    match shared.api().submit(&batch_id, &entries).await {
+        Ok(provider_id) => {
+            if let Err(e) = shared.store.batch_submitted(&batch_id, &provider_id) {
+                fail(group, &store_error(&e));
+                return;
+            }
+            let record = BatchRecord {
+                batch_id,
+                model: shared.model.clone(),
+                provider: protocol.as_str().to_string(),
+                provider_id: Some(provider_id),
+                state: BatchState::Submitted,
+                requests: ids.len() as u64,
+                created_ms: now_ms(),
+            };
+            poll(shared, record, ids, group).await;
+        }
+        Err(e) => {
+            // A submission that may have reached the provider stays preparing: the next attempt asks the
+            // provider for it rather than submitting it twice.
+            if !matches!(e.class, ErrorClass::Timeout | ErrorClass::Network) {
+                let _ = shared
+                    .store
+                    .set_batch_state(&batch_id, BatchState::Abandoned);
+            }
+            fail(group, &e);
+        }
+    }
+}
+
+/// nmb's id for a new batch: unique to its requests and the moment.
+fn batch_id(ids: &[String]) -> String {
+    let mut h = Sha256::new();
+    h.update(now_ms().to_le_bytes());
+    for id in ids {
+        h.update(id.as_bytes());
+    }
+    format!("nmb-batch-{}", &hex::encode(h.finalize())[..20])
+}
+
+/// Follows a batch found in the store: asks the provider for one that was being submitted, then polls.
+async fn follow(shared: Arc<Shared>, mut record: BatchRecord, group: Group) {
+    if record.state == BatchState::Preparing {
+        let since = format_utc_ms(record.created_ms - 60_000);
+        let api = shared.api();
+        match api.find(&record.batch_id, &since, record.requests).await {
+            Ok(Some(provider_id)) => {
+                let _ = shared.store.batch_submitted(&record.batch_id, &provider_id);
+                record.provider_id = Some(provider_id);
+            }
+            Ok(None) => {
+                let _ = shared
+                    .store
+                    .set_batch_state(&record.batch_id, BatchState::Abandoned);
+                resend(&shared, group);
+                return;
+            }
+            Err(e) => {
+                fail(group, &e);
+                return;
+            }
+        }
+    }
+    let ids = match shared.store.batch_items(&record.batch_id) {
+        Ok(ids) => ids,
+        Err(e) => {
+            fail(group, &store_error(&e));
+            return;
+        }
+    };
+    poll(shared, record, ids, group).await;
+}
+
+/// Polls a submitted batch until it ends, then answers its callers and sends what it left unanswered again.
+async fn poll(shared: Arc<Shared>, record: BatchRecord, ids: Vec<String>, mut group: Group) {
+    let provider_id = record.provider_id.clone().unwrap_or_default();
+    let ended_before = record.state == BatchState::Ended;
+    let mut failures = 0;
+    loop {
+        match shared.api().poll(&provider_id, &ids).await {
+            Ok(Polled::Running) => {}
+            Ok(Polled::Ended(items)) => {
+                let _ = shared
+                    .store
+                    .set_batch_state(&record.batch_id, BatchState::Ended);
+                answer(&record, items, &mut group, ended_before);
+                resend(&shared, group);
+                return;
+            }
+            Ok(Polled::Failed(e)) => {
+                let _ = shared
+                    .store
+                    .set_batch_state(&record.batch_id, BatchState::Abandoned);
+                fail(group, &e);
+                return;
+            }
+            Err(e)
+                if nmb_requests::scheduler::RETRYABLE.contains(&e.class)
+                    && failures < POLL_FAILURES =>
+            {
+                failures += 1;
+                tracing::warn!(batch = %record.batch_id, error = %e.message, "polling the batch failed; trying again");
+            }
+            Err(e) => {
+                fail(group, &e);
+                return;
+            }
+        }
+        tokio::time::sleep(shared.options.poll).await;
+    }
+}
+
+/// Gives each caller its answer, named with the batch and timed from its submission. An error read again from
+/// a batch that had ended before is not given back: the call goes into a new batch, as a failed call is sent
+/// again.
+fn answer(record: &BatchRecord, items: Vec<BatchItem>, group: &mut Group, ended_before: bool) {
+    let waited = Duration::from_millis(u64::try_from(now_ms() - record.created_ms).unwrap_or(0));
+    for item in items {
+        if ended_before && item.result.is_err() {
+            continue;
+        }
+        let Some((_, replies)) = group.remove(&item.custom_id) else {
+            continue;
+        };
+        let result = item.result.map(|mut c| {
+            c.batch = Some(record.batch_id.clone());
+            c.latency = waited;
+            c
+        });
+        for reply in replies {
+            let _ = reply.send(result.clone());
+        }
+    }
+}
+
+/// Puts calls back in the queue for a new batch.
+fn resend(shared: &Arc<Shared>, group: Group) {
+    for (custom_id, (entry, replies)) in group {
+        for reply in replies {
+            shared.enqueue(Waiting {
+                custom_id: custom_id.clone(),
+                entry: entry.clone(),
+                fresh: true,
+                reply,
+            });
+        }
+    }
+}
+
+fn fail(group: Group, e: &CallError) {
+    for (_, (_, replies)) in group {
+        for reply in replies {
+            let _ = reply.send(Err(e.clone()));
+        }
+    }
+}
+
+fn store_error(e: &nmb_store::StoreError) -> CallError {
+    CallError::new(ErrorClass::Other, format!("cannot record the batch: {e}"))
+}
+
+impl Backend for Batcher {
+    fn spec(&self) -> &ModelSpec {
+        self.shared.inner.spec()
+    }
+    fn supports_n(&self) -> bool {
+        self.shared.inner.supports_n()
+    }
+    fn supports_images(&self) -> bool {
+        self.shared.inner.supports_images()
+    }
+    fn max_image_side(&self) -> Option<u32> {
+        self.shared.inner.max_image_side()
+    }
+    fn constrained_output(&self) -> Option<&'static str> {
+        self.shared.inner.constrained_output()
+    }
+    fn reasoning_parameters(&self) -> Option<&'static str> {
+        self.shared.inner.reasoning_parameters()
+    }
+    fn replay_of(&self, raw: &str, choice: usize) -> Option<Value> {
+        self.shared.inner.replay_of(raw, choice)
+    }
+    fn thinking_budget(&self, params: &nmb_chat::GenParams) -> Result<&'static str, String> {
+        self.shared.inner.thinking_budget(params)
+    }
+    fn adjustments(&self) -> BTreeMap<nmb_requests::Adjustment, String> {
+        self.shared.inner.adjustments()
+    }
+    fn adopt_adjustments(&self, recorded: &BTreeMap<nmb_requests::Adjustment, String>) {
+        self.shared.inner.adopt_adjustments(recorded)
+    }
+    fn batch(&self) -> Option<&dyn BatchApi> {
+        self.shared.inner.batch()
+    }
+    /// A batch is answered within a day (every provider's completion window is 24 hours).
+    fn attempt_timeout(&self) -> Option<Duration> {
+        Some(Duration::from_secs(25 * 3600))
+    }
+    fn complete<'a>(
+        &'a self,
+        req: &'a ChatRequest,
+    ) -> BoxFuture<'a, Result<Completion, CallError>> {
+        Box::pin(self.call(req))
+    }
+    fn replicas(&self) -> &[String] {
+        self.shared.inner.replicas()
+    }
+}

@@ -1,0 +1,108 @@
+//! Anthropic's Message Batches (<https://docs.anthropic.com/en/api/creating-message-batches>): `POST
+//! /v1/messages/batches` with `{"requests": [{"custom_id", "params"}]}`, where `params` is a Messages request;
+//! poll `GET /v1/messages/batches/{id}` until `processing_status` is `ended`; then read the JSONL at
+//! `results_url`, one `{"custom_id", "result": {"type": "succeeded" | "errored" | "canceled" | "expired"}}` per
+//! request. A batch keeps no metadata, so a batch submitted by a stopped process is found by its creation time
+//! and request count.
+
+use serde_json::{json, Value};
+
+use super::{field, jsonl, text_field, Line, Progress};
+use crate::error::CallError;
+use crate::http::{HttpBackend, Wire};
+
+const PATH: &str = "/v1/messages/batches";
+
+pub(super) fn entry(custom_id: &str, body: Value) -> Value {
+    json!({"custom_id": custom_id, "params": body})
+}
+
+pub(super) async fn submit<W: Wire>(
+    b: &HttpBackend<W>,
+    entries: &[Value],
+) -> Result<String, CallError> {
+    let batch = b
+        .post_json(&b.batch_url(PATH), &json!({"requests": entries}))
+        .await?;
+    text_field(&batch, "/id")
+}
+
+pub(super) async fn find<W: Wire>(
+    b: &HttpBackend<W>,
+    since: &str,
+    requests: u64,
+) -> Result<Option<String>, CallError> {
+    let list = b
+        .get_json(&b.batch_url(&format!("{PATH}?limit=100")))
+        .await?;
+    let data = field(&list, "/data")?
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let total = |d: &Value| -> u64 {
+        let counts = d.get("request_counts").and_then(Value::as_object);
+        counts.map_or(0, |c| c.values().filter_map(Value::as_u64).sum())
+    };
+    // RFC 3339 times in UTC compare as text.
+    let matching: Vec<&Value> = data
+        .iter()
+        .filter(|d| {
+            d.get("created_at")
+                .and_then(Value::as_str)
+                .is_some_and(|c| c >= since)
+        })
+        .filter(|d| total(d) == requests)
+        .collect();
+    Ok(match matching.as_slice() {
+        [one] => one.get("id").and_then(Value::as_str).map(str::to_string),
+        _ => None,
+    })
+}
+
+pub(super) async fn poll<W: Wire>(b: &HttpBackend<W>, id: &str) -> Result<Progress, CallError> {
+    let batch = b.get_json(&b.batch_url(&format!("{PATH}/{id}"))).await?;
+    if text_field(&batch, "/processing_status")? != "ended" {
+        return Ok(Progress::Running);
+    }
+    let url = text_field(&batch, "/results_url")?;
+    let body = b.batch_send(b.transport.client.get(url)).await?;
+    let lines = jsonl(&body)?
+        .iter()
+        .map(|l| read_line(b, l))
+        .collect::<Result<_, _>>()?;
+    Ok(Progress::Ended(lines))
+}
+
+fn read_line<W: Wire>(b: &HttpBackend<W>, line: &Value) -> Result<Line, CallError> {
+    let custom_id = text_field(line, "/custom_id")?;
+    let result = field(line, "/result")?;
+    Ok(match result.get("type").and_then(Value::as_str) {
+        Some("succeeded") => Line::Answer(custom_id, Ok(field(result, "/message")?.to_string())),
+        Some("errored") => {
+            let error = result
+                .get("error")
+                .map_or_else(String::new, Value::to_string);
+            let kind = result
+                .pointer("/error/error/type")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            Line::Answer(custom_id, Err(b.line_error(status_of(kind), &error)))
+        }
+        _ => Line::Unanswered,
+    })
+}
+
+/// The HTTP status Anthropic documents for each error type (<https://docs.anthropic.com/en/api/errors>), so that
+/// a batch line's error is classed as the same error of a single call is.
+fn status_of(kind: &str) -> u16 {
+    match kind {
+        "invalid_request_error" => 400,
+        "authentication_error" => 401,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" => 429,
+        "overloaded_error" => 529,
+        _ => 500,
+    }
+}

@@ -1,0 +1,95 @@
+//! Gemini's batch mode (<https://ai.google.dev/gemini-api/docs/batch-mode>), with inlined requests: `POST
+//! /v1beta/models/{model}:batchGenerateContent` with `{"batch": {"displayName", "inputConfig": {"requests":
+//! {"requests": [{"request", "metadata": {"key"}}]}}}}` returns an operation named `batches/{id}`; poll `GET
+//! /v1beta/batches/{id}` until `metadata.state` is `BATCH_STATE_SUCCEEDED`, `_FAILED`, `_CANCELLED` or
+//! `_EXPIRED`. The inlined responses "will be in the same order as the input requests"; each holds a
+//! `response` or an `error` (a google.rpc.Status).
+
+use serde_json::{json, Value};
+
+use super::{field, text_field, Line, Progress};
+use crate::error::{CallError, ErrorClass};
+use crate::http::{HttpBackend, Wire};
+
+pub(super) fn entry(custom_id: &str, body: Value) -> Value {
+    json!({"request": body, "metadata": {"key": custom_id}})
+}
+
+pub(super) async fn submit<W: Wire>(
+    b: &HttpBackend<W>,
+    tag: &str,
+    entries: &[Value],
+) -> Result<String, CallError> {
+    let model = b.spec.model.trim_start_matches("models/");
+    let url = b.batch_url(&format!("/v1beta/models/{model}:batchGenerateContent"));
+    let body = json!({"batch": {
+        "displayName": tag,
+        "inputConfig": {"requests": {"requests": entries}},
+    }});
+    let operation = b.post_json(&url, &body).await?;
+    text_field(&operation, "/name")
+}
+
+pub(super) async fn find<W: Wire>(
+    b: &HttpBackend<W>,
+    tag: &str,
+) -> Result<Option<String>, CallError> {
+    let list = b
+        .get_json(&b.batch_url("/v1beta/batches?pageSize=100"))
+        .await?;
+    let operations = list
+        .get("operations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    Ok(operations
+        .iter()
+        .find(|o| o.pointer("/metadata/displayName").and_then(Value::as_str) == Some(tag))
+        .and_then(|o| o.get("name")?.as_str().map(str::to_string)))
+}
+
+pub(super) async fn poll<W: Wire>(
+    b: &HttpBackend<W>,
+    name: &str,
+    custom_ids: &[String],
+) -> Result<Progress, CallError> {
+    let operation = b.get_json(&b.batch_url(&format!("/v1beta/{name}"))).await?;
+    let state = text_field(&operation, "/metadata/state")?;
+    match state.as_str() {
+        "BATCH_STATE_SUCCEEDED" | "BATCH_STATE_CANCELLED" | "BATCH_STATE_EXPIRED" => {}
+        "BATCH_STATE_FAILED" => {
+            let why = operation
+                .get("error")
+                .map_or_else(String::new, Value::to_string);
+            return Ok(Progress::Failed(CallError::new(
+                ErrorClass::ClientError,
+                format!("Gemini refused batch {name}: {why}"),
+            )));
+        }
+        _ => return Ok(Progress::Running),
+    }
+    let responses = operation
+        .pointer("/response/inlinedResponses/inlinedResponses")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut lines = Vec::new();
+    for (i, r) in responses.iter().enumerate() {
+        let key = r.pointer("/metadata/key").and_then(Value::as_str);
+        let Some(custom_id) = key
+            .map(str::to_string)
+            .or_else(|| custom_ids.get(i).cloned())
+        else {
+            continue;
+        };
+        let line = if let Some(response) = r.get("response") {
+            Line::Answer(custom_id, Ok(response.to_string()))
+        } else {
+            let error = field(r, "/error")?;
+            let code = error.get("code").and_then(Value::as_u64).unwrap_or(500) as u16;
+            Line::Answer(custom_id, Err(b.line_error(code, &error.to_string())))
+        };
+        lines.push(line);
+    }
+    Ok(Progress::Ended(lines))
+}

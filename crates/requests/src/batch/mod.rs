@@ -1,0 +1,327 @@
+//! Provider batch APIs: many requests submitted as one job and answered within hours, at half the price of
+//! calls sent one at a time.
+//!
+//! This module speaks the three protocols: OpenAI's Batch API (a JSONL file uploaded to `/files`, a job on
+//! `/batches`, output and error files), Anthropic's Message Batches, and Gemini's batch mode with inlined
+//! requests. Each request of a batch is the body a single call would send, wrapped with its custom id; each
+//! answer is read by the same [`Wire::parse`] a single call's answer is. It does not decide which requests go
+//! together, record batches, or wait for them: `nmb-record`'s batcher does.
+
+mod anthropic;
+mod gemini;
+mod openai;
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::backend::{finish, BoxFuture, ChatRequest, Completion};
+use crate::error::{CallError, ErrorClass};
+use crate::http::{endpoint, HttpBackend, Wire};
+use crate::transport::send;
+
+/// Which provider's batch protocol a wire speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchProtocol {
+    OpenAi,
+    Anthropic,
+    Gemini,
+}
+
+impl BatchProtocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BatchProtocol::OpenAi => "openai",
+            BatchProtocol::Anthropic => "anthropic",
+            BatchProtocol::Gemini => "gemini",
+        }
+    }
+
+    /// The most requests and bytes one batch may hold, as each provider documents them: OpenAI 50,000
+    /// requests in a file of at most 200 MB; Anthropic 100,000 requests or 256 MB; Gemini's inlined requests
+    /// 20 MB in all.
+    pub fn limits(self) -> BatchLimits {
+        const MB: usize = 1 << 20;
+        match self {
+            BatchProtocol::OpenAi => BatchLimits {
+                max_requests: 50_000,
+                max_bytes: 200 * MB,
+            },
+            BatchProtocol::Anthropic => BatchLimits {
+                max_requests: 100_000,
+                max_bytes: 256 * MB,
+            },
+            BatchProtocol::Gemini => BatchLimits {
+                max_requests: 50_000,
+                max_bytes: 20 * MB,
+            },
+        }
+    }
+}
+
+/// How much one batch may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchLimits {
+    pub max_requests: usize,
+    /// Of the encoded requests, each counted as its JSON line plus a newline.
+    pub max_bytes: usize,
+}
+
+/// One request's outcome in an ended batch.
+#[derive(Debug)]
+pub struct BatchItem {
+    pub custom_id: String,
+    pub result: Result<Completion, CallError>,
+}
+
+/// Where a submitted batch stands.
+#[derive(Debug)]
+pub enum Polled {
+    /// Still being worked on.
+    Running,
+    /// Done (or expired, or cancelled): the outcome of every request that has one. A request left out (expired,
+    /// cancelled) has no answer and must be sent again.
+    Ended(Vec<BatchItem>),
+    /// The provider refused the batch as a whole (a file that failed validation): every request fails so.
+    Failed(CallError),
+}
+
+/// A provider's batch API for one model. Object safe, like [`crate::Backend`], which hands it out.
+pub trait BatchApi: Send + Sync {
+    fn protocol(&self) -> BatchProtocol;
+    /// The body a single call would send for `req`.
+    fn body(&self, req: &ChatRequest) -> Result<Value, CallError>;
+    /// A request's `body` as it goes into a batch, wrapped with its custom id.
+    fn entry(&self, custom_id: &str, body: Value) -> Value;
+    /// Submits `entries` as one batch, telling the provider `tag` where it keeps one; returns the provider's id.
+    fn submit<'a>(
+        &'a self,
+        tag: &'a str,
+        entries: &'a [Value],
+    ) -> BoxFuture<'a, Result<String, CallError>>;
+    /// The provider's id of a batch this process may have submitted before it was stopped: the one tagged
+    /// `tag` (OpenAI's metadata, Gemini's display name), or for Anthropic, which keeps no tag, the one batch of
+    /// `requests` requests created since `since` (RFC 3339, UTC). `None`: it never reached the provider.
+    fn find<'a>(
+        &'a self,
+        tag: &'a str,
+        since: &'a str,
+        requests: u64,
+    ) -> BoxFuture<'a, Result<Option<String>, CallError>>;
+    /// Where batch `id` stands; `custom_ids` are its requests in submission order (Gemini answers by position).
+    fn poll<'a>(
+        &'a self,
+        id: &'a str,
+        custom_ids: &'a [String],
+    ) -> BoxFuture<'a, Result<Polled, CallError>>;
+}
+
+/// A batch line's answer before it is parsed: its custom id and the response body, or why it has none.
+pub(crate) enum Line {
+    Answer(String, Result<String, CallError>),
+    /// Expired or cancelled before it was answered.
+    Unanswered,
+}
+
+impl<W: Wire> HttpBackend<W> {
+    fn protocol(&self) -> BatchProtocol {
+        self.wire.batch_protocol().unwrap_or(BatchProtocol::OpenAi)
+    }
+
+    /// The URL of `path` on the first replica (a batch lives on one server).
+    pub(crate) fn batch_url(&self, path: &str) -> String {
+        let bases = self.spec.effective_base_urls();
+        endpoint(bases.first().copied().unwrap_or(""), path)
+    }
+
+    /// Sends a batch API request with the key and returns its 2xx body; errors are classified and redacted.
+    pub(crate) async fn batch_send(
+        &self,
+        http: reqwest::RequestBuilder,
+    ) -> Result<String, CallError> {
+        let secret = self.key.as_ref().map(|k| k.expose());
+        let classify = |status: u16, body: &str| self.wire.classify(status, body);
+        let reply = send(self.authorised(http), secret, classify).await;
+        let reply = reply.map_err(|e| {
+            let mut e = e;
+            for s in &self.url_secrets {
+                e = e.redacted(Some(s));
+            }
+            e
+        })?;
+        Ok(reply.body)
+    }
+
+    pub(crate) async fn get_json(&self, url: &str) -> Result<Value, CallError> {
+        let body = self.batch_send(self.transport.client.get(url)).await?;
+        json(&body)
+    }
+
+    pub(crate) async fn post_json(&self, url: &str, body: &Value) -> Result<Value, CallError> {
+        let http = self
+            .transport
+            .client
+            .post(url)
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        json(&self.batch_send(http).await?)
+    }
+
+    /// The body a single call would send, as JSON.
+    pub(crate) fn body_json(&self, req: &ChatRequest) -> Result<Value, CallError> {
+        crate::backend::check_n(self, req)?;
+        serde_json::to_value(self.wire.body(req, &self.transport.images))
+            .map_err(|e| CallError::new(ErrorClass::Other, format!("cannot encode request: {e}")))
+    }
+
+    /// A response body of a batch line read as a single call's answer would be.
+    fn answer(&self, raw: String) -> Result<Completion, CallError> {
+        let parsed = self
+            .wire
+            .parse(&raw)
+            .and_then(|a| finish(a.choices, raw, a.usage, Duration::ZERO));
+        self.redact_all(parsed)
+    }
+
+    /// The class of a failed line, from the status its provider gives it (or an equivalent) and its body.
+    pub(crate) fn line_error(&self, status: u16, body: &str) -> CallError {
+        let class = self.wire.classify(status, body);
+        self.redact_all(Err(CallError::new(
+            class,
+            format!("batch request failed (status {status}): {body}"),
+        )))
+        .err()
+        .unwrap_or_else(|| CallError::new(class, "batch request failed"))
+    }
+
+    fn items(&self, lines: Vec<Line>) -> Vec<BatchItem> {
+        lines
+            .into_iter()
+            .filter_map(|l| match l {
+                Line::Answer(custom_id, raw) => Some(BatchItem {
+                    custom_id,
+                    result: raw.and_then(|r| self.answer(r)),
+                }),
+                Line::Unanswered => None,
+            })
+            .collect()
+    }
+}
+
+impl<W: Wire> BatchApi for HttpBackend<W> {
+    fn protocol(&self) -> BatchProtocol {
+        HttpBackend::protocol(self)
+    }
+
+    fn body(&self, req: &ChatRequest) -> Result<Value, CallError> {
+        self.body_json(req)
+    }
+
+    fn entry(&self, custom_id: &str, body: Value) -> Value {
+        match self.protocol() {
+            BatchProtocol::OpenAi => openai::entry(custom_id, body),
+            BatchProtocol::Anthropic => anthropic::entry(custom_id, body),
+            BatchProtocol::Gemini => gemini::entry(custom_id, body),
+        }
+    }
+
+    fn submit<'a>(
+        &'a self,
+        tag: &'a str,
+        entries: &'a [Value],
+    ) -> BoxFuture<'a, Result<String, CallError>> {
+        Box::pin(async move {
+            match self.protocol() {
+                BatchProtocol::OpenAi => openai::submit(self, tag, entries).await,
+                BatchProtocol::Anthropic => anthropic::submit(self, entries).await,
+                BatchProtocol::Gemini => gemini::submit(self, tag, entries).await,
+            }
+        })
+    }
+
+    fn find<'a>(
+        &'a self,
+        tag: &'a str,
+        since: &'a str,
+        requests: u64,
+    ) -> BoxFuture<'a, Result<Option<String>, CallError>> {
+        Box::pin(async move {
+            match self.protocol() {
+                BatchProtocol::OpenAi => openai::find(self, tag).await,
+                BatchProtocol::Anthropic => anthropic::find(self, since, requests).await,
+                BatchProtocol::Gemini => gemini::find(self, tag).await,
+            }
+        })
+    }
+
+    fn poll<'a>(
+        &'a self,
+        id: &'a str,
+        custom_ids: &'a [String],
+    ) -> BoxFuture<'a, Result<Polled, CallError>> {
+        Box::pin(async move {
+            let state = match self.protocol() {
+                BatchProtocol::OpenAi => openai::poll(self, id).await?,
+                BatchProtocol::Anthropic => anthropic::poll(self, id).await?,
+                BatchProtocol::Gemini => gemini::poll(self, id, custom_ids).await?,
+            };
+            Ok(match state {
+                Progress::Running => Polled::Running,
+                Progress::Failed(e) => {
+                    Polled::Failed(self.redact_all(Err(e)).err().unwrap_or_else(|| {
+                        CallError::new(ErrorClass::ClientError, "the batch failed")
+                    }))
+                }
+                Progress::Ended(lines) => Polled::Ended(self.items(lines)),
+            })
+        })
+    }
+}
+
+/// [`Polled`] before the answers are parsed.
+pub(crate) enum Progress {
+    Running,
+    Ended(Vec<Line>),
+    Failed(CallError),
+}
+
+pub(crate) fn json(body: &str) -> Result<Value, CallError> {
+    serde_json::from_str(body).map_err(|e| {
+        CallError::new(
+            ErrorClass::MalformedResponse,
+            format!("batch API answered something that is not JSON: {e}"),
+        )
+        .with_raw(body.to_string())
+    })
+}
+
+/// A field the protocol requires, or the malformed-response error naming it.
+pub(crate) fn field<'a>(v: &'a Value, pointer: &str) -> Result<&'a Value, CallError> {
+    v.pointer(pointer).filter(|f| !f.is_null()).ok_or_else(|| {
+        CallError::new(
+            ErrorClass::MalformedResponse,
+            format!("batch API answer has no {pointer}"),
+        )
+        .with_raw(v.to_string())
+    })
+}
+
+pub(crate) fn text_field(v: &Value, pointer: &str) -> Result<String, CallError> {
+    field(v, pointer)?
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| {
+            CallError::new(
+                ErrorClass::MalformedResponse,
+                format!("batch API answer's {pointer} is not text"),
+            )
+        })
+}
+
+/// The JSON lines of a JSONL file; a line that is not JSON is a malformed answer.
+pub(crate) fn jsonl(body: &str) -> Result<Vec<Value>, CallError> {
+    body.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(json)
+        .collect()
+}

@@ -1,0 +1,131 @@
+//! OpenAI's Batch API (<https://platform.openai.com/docs/guides/batch>): "upload a `.jsonl` file with
+//! purpose `batch`", each line `{"custom_id", "method": "POST", "url": "/v1/chat/completions", "body"}`; create
+//! the batch with that `input_file_id`, `endpoint` and `completion_window: "24h"`; poll `GET /batches/{id}`
+//! until its status is `completed`, `expired`, `cancelled` or `failed`; then read `output_file_id` and
+//! `error_file_id`. "Requests that were not completed in time are written to the error file with code
+//! `batch_expired`."
+
+use serde_json::{json, Value};
+
+use super::{field, jsonl, text_field, Line, Progress};
+use crate::error::{CallError, ErrorClass};
+use crate::http::{HttpBackend, Wire};
+
+const ENDPOINT: &str = "/v1/chat/completions";
+
+pub(super) fn entry(custom_id: &str, body: Value) -> Value {
+    json!({"custom_id": custom_id, "method": "POST", "url": ENDPOINT, "body": body})
+}
+
+pub(super) async fn submit<W: Wire>(
+    b: &HttpBackend<W>,
+    tag: &str,
+    entries: &[Value],
+) -> Result<String, CallError> {
+    let mut file = String::new();
+    for e in entries {
+        file.push_str(&e.to_string());
+        file.push('\n');
+    }
+    let part = reqwest::multipart::Part::text(file)
+        .file_name(format!("{tag}.jsonl"))
+        .mime_str("application/jsonl")
+        .map_err(|e| {
+            CallError::new(
+                ErrorClass::Other,
+                format!("cannot build the batch file: {e}"),
+            )
+        })?;
+    let form = reqwest::multipart::Form::new()
+        .text("purpose", "batch")
+        .part("file", part);
+    let upload = b
+        .transport
+        .client
+        .post(b.batch_url("/files"))
+        .multipart(form);
+    let uploaded = super::json(&b.batch_send(upload).await?)?;
+    let file_id = text_field(&uploaded, "/id")?;
+    let create = json!({
+        "input_file_id": file_id,
+        "endpoint": ENDPOINT,
+        "completion_window": "24h",
+        "metadata": {"nmb_batch": tag},
+    });
+    let batch = b.post_json(&b.batch_url("/batches"), &create).await?;
+    text_field(&batch, "/id")
+}
+
+pub(super) async fn find<W: Wire>(
+    b: &HttpBackend<W>,
+    tag: &str,
+) -> Result<Option<String>, CallError> {
+    let list = b.get_json(&b.batch_url("/batches?limit=100")).await?;
+    let data = field(&list, "/data")?
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    Ok(data
+        .iter()
+        .find(|d| d.pointer("/metadata/nmb_batch").and_then(Value::as_str) == Some(tag))
+        .and_then(|d| d.get("id")?.as_str().map(str::to_string)))
+}
+
+pub(super) async fn poll<W: Wire>(b: &HttpBackend<W>, id: &str) -> Result<Progress, CallError> {
+    let batch = b.get_json(&b.batch_url(&format!("/batches/{id}"))).await?;
+    let status = text_field(&batch, "/status")?;
+    match status.as_str() {
+        "completed" | "expired" | "cancelled" => {}
+        "failed" => {
+            let why = batch
+                .get("errors")
+                .map_or_else(String::new, Value::to_string);
+            return Ok(Progress::Failed(CallError::new(
+                ErrorClass::ClientError,
+                format!("OpenAI refused batch {id}: {why}"),
+            )));
+        }
+        _ => return Ok(Progress::Running),
+    }
+    let mut lines = Vec::new();
+    for file in ["/output_file_id", "/error_file_id"] {
+        let Some(file_id) = batch.pointer(file).and_then(Value::as_str) else {
+            continue;
+        };
+        let url = b.batch_url(&format!("/files/{file_id}/content"));
+        let body = b.batch_send(b.transport.client.get(url)).await?;
+        for line in jsonl(&body)? {
+            lines.push(read_line(b, &line)?);
+        }
+    }
+    Ok(Progress::Ended(lines))
+}
+
+fn read_line<W: Wire>(b: &HttpBackend<W>, line: &Value) -> Result<Line, CallError> {
+    let custom_id = text_field(line, "/custom_id")?;
+    if let Some(response) = line.get("response").filter(|r| !r.is_null()) {
+        let status = response
+            .get("status_code")
+            .and_then(Value::as_u64)
+            .unwrap_or(0) as u16;
+        let body = response
+            .get("body")
+            .map_or_else(String::new, Value::to_string);
+        let result = if (200..300).contains(&status) {
+            Ok(body)
+        } else {
+            Err(b.line_error(status, &body))
+        };
+        return Ok(Line::Answer(custom_id, result));
+    }
+    let code = line
+        .pointer("/error/code")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if matches!(code, "batch_expired" | "batch_cancelled") {
+        return Ok(Line::Unanswered);
+    }
+    let error = line.get("error").map_or_else(String::new, Value::to_string);
+    let e = CallError::new(ErrorClass::Other, format!("batch request failed: {error}"));
+    Ok(Line::Answer(custom_id, Err(e)))
+}
