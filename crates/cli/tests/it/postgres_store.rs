@@ -574,3 +574,60 @@ fn one_worker_of_three_killed_twenty_times_loses_nothing() {
         "the scores differ from those of one process on SQLite"
     );
 }
+
+/// A batched run planned on PostgreSQL and worked on by two workers, one SIGKILLed once its first batch is
+/// submitted: the survivor claims the dead worker's samples when their lease runs out, finds their requests in
+/// the dead worker's stored batches and polls those, so no request is submitted twice; the run finishes with the
+/// scores of the same batched evaluation in one process on SQLite.
+#[test]
+fn workers_share_a_batched_run_and_submit_nothing_twice() {
+    let Some(pg) = cluster() else { return };
+    let url = pg.fresh_database();
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(Config {
+        batch: nmb_fake_server::batch::BatchConfig {
+            polls: 20,
+            expire_after: None,
+        },
+        ..Config::default()
+    });
+    let model = model_spec(Wire::OpenAi, &server);
+    let batched = ["--batch", "--batch-poll", "0.05"];
+    let planned = plan_whole_suite(dir.path(), &url, &model, &batched);
+    let run_id = planned["run_id"].as_str().unwrap().to_string();
+    let worker = |name: &str| {
+        let log = std::fs::File::create(dir.path().join(name)).unwrap();
+        spawn_worker(
+            dir.path(),
+            &url,
+            &run_id,
+            &["--lease-secs", "3"],
+            log.into(),
+        )
+    };
+    let mut doomed = worker("w0.log");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.batches_created() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no batch was submitted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let survivor = worker("w1.log");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    doomed.kill().expect("SIGKILL a worker");
+    doomed.wait().unwrap();
+
+    let show = finished_after([survivor], dir.path(), &url, &run_id);
+    assert_eq!(show["samples_pending"].as_u64(), Some(0), "{show}");
+    let submissions = server.batch_submissions();
+    assert!(
+        submissions.values().all(|n| *n == 1),
+        "submitted twice: {submissions:?}"
+    );
+    assert!(server.requests().iter().all(|r| r.batch.is_some()));
+
+    let (a, b) = scores_beside_one_sqlite_process(dir.path(), &url, &run_id, &model, &batched);
+    assert_eq!(a, b);
+}
