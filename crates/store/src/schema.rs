@@ -87,6 +87,11 @@ pub const MIGRATIONS: &[Migration] = &[
                       tokens_cached_in, tokens_cache_write",
         sql: V11,
     },
+    Migration {
+        version: 12,
+        description: "review_sets.show_thinking: whether a set's reviewers see each answer's thinking",
+        sql: V12,
+    },
 ];
 
 /// The newest schema version this build writes.
@@ -425,6 +430,11 @@ ALTER TABLE turns ADD COLUMN thinking TEXT;
 ALTER TABLE calls ADD COLUMN tokens_reasoning INTEGER;
 ALTER TABLE calls ADD COLUMN tokens_cached_in INTEGER;
 ALTER TABLE calls ADD COLUMN tokens_cache_write INTEGER;
+"#;
+
+/// Sets made before it showed no thinking (reviewer pages had none), so 0 keeps them as they were.
+const V12: &str = r#"
+ALTER TABLE review_sets ADD COLUMN show_thinking INTEGER NOT NULL DEFAULT 0;
 "#;
 
 const V3: &str = r#"

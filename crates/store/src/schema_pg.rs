@@ -11,7 +11,7 @@ use crate::schema::{latest_version, APPLICATION_ID, MIGRATIONS};
 use crate::{Engine, Store, WriteError};
 
 /// PostgreSQL's DDL for each version of [`MIGRATIONS`], in the same order.
-const STEPS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11];
+const STEPS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12];
 
 const V1: &str = r#"
 CREATE TABLE nmb_store (application_id BIGINT NOT NULL);
@@ -258,6 +258,10 @@ ALTER TABLE turns ADD COLUMN thinking TEXT;
 ALTER TABLE calls ADD COLUMN tokens_reasoning BIGINT;
 ALTER TABLE calls ADD COLUMN tokens_cached_in BIGINT;
 ALTER TABLE calls ADD COLUMN tokens_cache_write BIGINT;
+"#;
+
+const V12: &str = r#"
+ALTER TABLE review_sets ADD COLUMN show_thinking BIGINT NOT NULL DEFAULT 0;
 "#;
 
 /// Checks that the database is empty or an nmb store no newer than this build, then applies what is missing.
