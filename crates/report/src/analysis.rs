@@ -104,13 +104,7 @@ pub fn build(runs: &[RunData], prices: &Prices, cfg: &BootstrapConfig) -> Analys
 fn cost(run: &RunData, prices: &Prices) -> CostEstimate {
     let price = price_for(prices, run);
     let s = &run.summary;
-    let tokens = Tokens {
-        input: s.tokens_in,
-        output: s.tokens_out,
-        reasoning: s.tokens_reasoning,
-        cached_in: s.tokens_cached_in,
-        cache_write: s.tokens_cache_write,
-    };
+    let tokens = Tokens::from(s);
     let b = &s.batch;
     let batched = Tokens {
         input: b.tokens_in,

@@ -8,7 +8,8 @@ use nmb_store::{NewReviewSet, NewReviewer, Store};
 use serde_json::{json, Value};
 
 use crate::{
-    assign, candidates, hash_token, load_rubric, new_set_id, new_token, AssignOptions, ReviewError,
+    assign, candidates, hash_token, load_rubric, new_set_id, new_token, thinking_line,
+    AssignOptions, ReviewError,
 };
 
 /// What a new review set is made of.
@@ -17,6 +18,9 @@ pub struct NewSet {
     pub assign: AssignOptions,
     /// The rubric file [default: the bundled neurology rubric].
     pub rubric: Option<PathBuf>,
+    /// Reviewers see each answer's thinking. Off by default: the blind review grades the answer, and a model's
+    /// thinking can sway a grade either way.
+    pub show_thinking: bool,
 }
 
 /// A review set just stored, with each reviewer's token (shown only now).
@@ -30,6 +34,7 @@ pub struct CreatedSet {
     pub shared: usize,
     /// Each reviewer, the number of their items and their token.
     pub invites: Vec<(String, usize, String)>,
+    pub show_thinking: bool,
 }
 
 /// Draws, shares out and stores a review set.
@@ -54,6 +59,7 @@ pub fn create_set(store: &Store, new: NewSet) -> Result<CreatedSet, ReviewError>
         runs: new.runs.clone(),
         items: assignment.items.clone(),
         reviewers,
+        show_thinking: new.show_thinking,
     })?;
     let invites = (assignment.reviewers.into_iter().zip(tokens))
         .map(|((name, items), token)| (name, items.len(), token))
@@ -66,6 +72,7 @@ pub fn create_set(store: &Store, new: NewSet) -> Result<CreatedSet, ReviewError>
         items: assignment.items.len(),
         shared: assignment.items.iter().filter(|i| i.shared).count(),
         invites,
+        show_thinking: new.show_thinking,
     })
 }
 
@@ -93,6 +100,7 @@ impl CreatedSet {
             "runs": self.runs,
             "seed": self.seed,
             "rubric": {"id": r.id, "version": r.version, "sha256": r.hash},
+            "show_thinking": self.show_thinking,
             "reviewers": people,
         })
     }
@@ -109,6 +117,7 @@ impl CreatedSet {
             r.version,
             &r.hash[..12.min(r.hash.len())]
         );
+        out += &format!("{}\n", thinking_line(self.show_thinking));
         out += "each URL is shown only now; send each reviewer their own:\n";
         for (name, items, token) in &self.invites {
             out += &format!("  {name:<16} {items:>4} items  {}\n", self.url(base, token));

@@ -31,7 +31,7 @@ pub use inputs::{candidates, load_rubric};
 pub use ratings::{
     item_key, review_ratings, ReviewRatings, GRADER, VERDICT_DIMENSION, VERDICT_PASS,
 };
-pub use status::{status_json, status_text};
+pub use status::{status_json, status_text, thinking_line};
 pub use token::{hash_token, new_set_id, new_token};
 
 #[derive(Debug, thiserror::Error)]

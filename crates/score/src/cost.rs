@@ -1,4 +1,5 @@
-//! What answers cost: dollar prices per million tokens, as `--price MODEL=IN,OUT` gives them, and which price a
+//! What answers cost: dollar prices per million tokens, as `--price MODEL=IN,OUT[,CACHED[,WRITE]]` and a run
+//! file's `price = [in, out, cached, write]` give them ([`Price::from_rates`] for both), and which price a
 //! model's spec takes.
 
 use std::collections::BTreeMap;
@@ -45,7 +46,51 @@ pub struct Tokens {
     pub cache_write: u64,
 }
 
+impl From<&nmb_store::RunSummary> for Tokens {
+    /// The counts a run's calls reported, summed.
+    fn from(s: &nmb_store::RunSummary) -> Tokens {
+        Tokens {
+            input: s.tokens_in,
+            output: s.tokens_out,
+            reasoning: s.tokens_reasoning,
+            cached_in: s.tokens_cached_in,
+            cache_write: s.tokens_cache_write,
+        }
+    }
+}
+
 impl Price {
+    /// A price from its rates in the order `--price` and a run file's `price` give them: input and output, then
+    /// optionally cached input and cache writes, each a number of dollars per million tokens >= 0.
+    pub fn from_rates(rates: &[f64]) -> Result<Price, String> {
+        let [input, output, rest @ ..] = rates else {
+            return Err(format!(
+                "expected at least the input and output rates, got {} rate(s)",
+                rates.len()
+            ));
+        };
+        if rest.len() > 2 {
+            return Err(format!(
+                "at most four rates (input, output, cached input, cache write), got {}",
+                rates.len()
+            ));
+        }
+        let names = ["input", "output", "cached input", "cache write"];
+        if let Some((v, what)) = rates
+            .iter()
+            .zip(names)
+            .find(|(v, _)| !(v.is_finite() && **v >= 0.0))
+        {
+            return Err(format!("the {what} rate {v} is not a non-negative number"));
+        }
+        Ok(Price {
+            input_per_mtok: *input,
+            output_per_mtok: *output,
+            cached_input_per_mtok: rest.first().copied(),
+            cache_write_per_mtok: rest.get(1).copied(),
+        })
+    }
+
     /// Dollars for these tokens.
     pub fn dollars(&self, tokens_in: f64, tokens_out: f64) -> f64 {
         (tokens_in * self.input_per_mtok + tokens_out * self.output_per_mtok) / 1_000_000.0
@@ -110,36 +155,21 @@ impl Prices {
         let (model, prices) = spec.rsplit_once('=').ok_or_else(|| {
             format!("price {spec:?}: expected MODEL=IN,OUT[,CACHED[,WRITE]] (dollars per million tokens)")
         })?;
-        let rates: Vec<&str> = prices.split(',').collect();
-        let [input, output, rest @ ..] = rates.as_slice() else {
+        let pieces: Vec<&str> = prices.split(',').collect();
+        if pieces.len() < 2 {
             return Err(format!(
                 "price {spec:?}: expected IN,OUT after '=', e.g. gpt-4o=2.5,10"
             ));
-        };
-        if rest.len() > 2 {
-            return Err(format!(
-                "price {spec:?}: at most four rates (IN,OUT,CACHED,WRITE), got {}",
-                rates.len()
-            ));
         }
-        let number = |s: &str, what: &str| {
-            s.trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|v| v.is_finite() && *v >= 0.0)
-                .ok_or_else(|| {
-                    format!("price {spec:?}: {what} price {s:?} is not a non-negative number")
-                })
-        };
-        let price = Price {
-            input_per_mtok: number(input, "input")?,
-            output_per_mtok: number(output, "output")?,
-            cached_input_per_mtok: rest
-                .first()
-                .map(|r| number(r, "cached input"))
-                .transpose()?,
-            cache_write_per_mtok: rest.get(1).map(|r| number(r, "cache write")).transpose()?,
-        };
+        let rates = pieces
+            .iter()
+            .map(|s| {
+                s.trim()
+                    .parse::<f64>()
+                    .map_err(|_| format!("price {spec:?}: {s:?} is not a number"))
+            })
+            .collect::<Result<Vec<f64>, String>>()?;
+        let price = Price::from_rates(&rates).map_err(|e| format!("price {spec:?}: {e}"))?;
         if model.trim().is_empty() {
             return Err(format!(
                 "price {spec:?}: the model before '=' is empty (use * for every model)"
@@ -195,6 +225,34 @@ mod tests {
         assert!(Prices::from_specs(&["=1,2"]).is_err());
         assert!(Prices::from_specs(&["m=-1,2"]).is_err());
         assert!(Prices::from_specs(&["m=1,2,3,4,5"]).is_err());
+        assert!(Prices::from_specs(&["m=1,2,x"]).is_err());
+        assert!(Prices::from_specs(&["m=1,2,inf"]).is_err());
+    }
+
+    #[test]
+    fn rates_give_a_price_in_the_order_written() {
+        let p = Price::from_rates(&[3.0, 15.0, 0.3, 3.75]).unwrap();
+        assert_eq!(p.cached_input_per_mtok, Some(0.3));
+        assert_eq!(p.cache_write_per_mtok, Some(3.75));
+        let p = Price::from_rates(&[3.0, 15.0, 0.3]).unwrap();
+        assert_eq!(p.cached_input_per_mtok, Some(0.3));
+        assert_eq!(p.cache_write_per_mtok, None);
+        assert_eq!(
+            Price::from_rates(&[3.0, 15.0])
+                .unwrap()
+                .cached_input_per_mtok,
+            None
+        );
+        for (bad, why) in [
+            (vec![3.0], "at least the input and output"),
+            (vec![1.0, 2.0, 3.0, 4.0, 5.0], "at most four"),
+            (vec![1.0, 2.0, -0.5], "the cached input rate -0.5"),
+            (vec![1.0, 2.0, 3.0, f64::NAN], "the cache write rate NaN"),
+            (vec![f64::INFINITY, 2.0], "the input rate inf"),
+        ] {
+            let e = Price::from_rates(&bad).unwrap_err();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
     }
 
     #[test]

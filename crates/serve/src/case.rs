@@ -136,8 +136,8 @@ pub(crate) fn references_note(refs: &References) -> Option<String> {
     }
 }
 
-/// `/runs/{id}/cases/{case}`: the case's images at full size, EHR fields and notes, references, samples, and
-/// each task's prompt as sent.
+/// `/runs/{id}/cases/{case}`: the case's images at full size, EHR fields and notes, references, samples (each
+/// answer's thinking collapsed above it), and each task's prompt as sent.
 pub(crate) fn case(
     store: &Store,
     run_id: &str,
@@ -176,7 +176,7 @@ pub(crate) fn case(
         "<h2>Samples</h2><p class=\"muted\" id=\"count\">{} samples</p>",
         found.page.total
     );
-    sample_table(&mut body, run_id, &found.page, false);
+    sample_table(&mut body, run_id, &found.page, false, true);
     pager(&mut body, run_id, case_id, page_no, found.page.total);
 
     body.push_str("<h2>Prompts as sent</h2><p class=\"muted\">Each task's first turn; later turns are on the sample pages.</p>");

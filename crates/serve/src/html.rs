@@ -1,5 +1,7 @@
 //! The page frame, the stylesheet and the small text helpers every page uses.
 
+use std::fmt::Write as _;
+
 use axum::response::Html;
 
 pub(crate) use nmb_table::escape;
@@ -44,6 +46,8 @@ a.sample-link.ok, a.sample-link.wrong, a.sample-link.muted { font-weight: 600; m
 .answer-card { border: 1px solid #e3e6eb; border-radius: 4px; padding: 6px 10px; margin: 8px 0; }
 .answer-card p { margin: 0 0 4px; }
 section.compare-task { border-top: 1px solid #d8dce3; margin-top: 18px; }
+details.thinking > summary { cursor: pointer; color: #4b5565; font-size: 12px; }
+pre.thinking { max-height: 420px; overflow: auto; color: #374151; }
 "#;
 
 /// A whole page: `title` is plain text, `body` is HTML already escaped.
@@ -111,6 +115,19 @@ pub(crate) fn url_decode(text: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A model's thinking before its answer, collapsed: it is never parsed or scored, and often longer than the
+/// answer. `reasoning` is what the API counted of it, where it did.
+pub(crate) fn thinking_block(body: &mut String, thinking: &str, reasoning: Option<u64>) {
+    let words = thinking.split_whitespace().count();
+    let tokens = reasoning.map_or_else(String::new, |n| format!(", {n} reasoning tokens"));
+    let _ = write!(
+        body,
+        "<details class=\"thinking\"><summary>thinking ({words} words{tokens})</summary>\
+         <pre class=\"thinking\">{}</pre></details>",
+        escape(thinking)
+    );
 }
 
 /// A number with the given decimals, or an em dash.

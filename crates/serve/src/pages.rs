@@ -16,7 +16,7 @@ use nmb_store::{
 use nmb_table::{Cell, Table};
 use serde::Deserialize;
 
-use crate::html::{escape, num, opt, page, url_encode};
+use crate::html::{escape, num, opt, page, thinking_block, url_encode};
 
 /// Samples per page of a run's table.
 pub const PAGE_SIZE: u64 = 50;
@@ -338,7 +338,8 @@ pub(crate) fn run(
         if shown == 0 { 0 } else { first + 1 },
         first.saturating_add(shown)
     );
-    sample_table(&mut body, run_id, &samples, true);
+    // The run page lists up to a page of samples: their thinking is left to the case and sample pages.
+    sample_table(&mut body, run_id, &samples, true, false);
     let pages = samples.total.div_ceil(PAGE_SIZE).max(1);
     body.push_str("<nav class=\"pager\">");
     if page_no > 1 {
@@ -624,11 +625,14 @@ pub(crate) fn verdict(r: &SampleScoreRow) -> (&'static str, String) {
 
 /// A table of samples with links to each sample (and, when `with_case`, to its case), their status, score and
 /// the start of their answer.
+/// The samples of a page, one row each: `with_case` adds a column linking each to its case, `with_thinking`
+/// the thinking behind each answer, collapsed, above its excerpt.
 pub(crate) fn sample_table(
     body: &mut String,
     run_id: &str,
     page: &nmb_store::SamplePage,
     with_case: bool,
+    with_thinking: bool,
 ) {
     let _ = write!(
         body,
@@ -639,7 +643,7 @@ pub(crate) fn sample_table(
     let mut scores = page.scores.iter().peekable();
     for s in &page.samples {
         let score = scores.next_if(|r| r.task_id == s.task_id && r.sample_index == s.sample_index);
-        sample_row(body, run_id, s, score, with_case);
+        sample_row(body, run_id, s, score, with_case, with_thinking);
     }
     body.push_str("</table>");
 }
@@ -666,13 +670,21 @@ fn sample_row(
     s: &SampleRecord,
     score: Option<&SampleScoreRow>,
     with_case: bool,
+    with_thinking: bool,
 ) {
-    let answer = s
-        .turns
-        .last()
-        .and_then(|t| t.text.as_deref())
-        .map(excerpt)
-        .unwrap_or_default();
+    let last = s.turns.last();
+    let mut answer = String::new();
+    if let Some(t) = last.filter(|_| with_thinking) {
+        if let Some(thinking) = &t.thinking {
+            thinking_block(&mut answer, thinking, t.call.tokens.reasoning);
+        }
+    }
+    answer.push_str(&escape(
+        &last
+            .and_then(|t| t.text.as_deref())
+            .map(excerpt)
+            .unwrap_or_default(),
+    ));
     let case = if with_case {
         match case_of(&s.task_id, score) {
             Some(c) => format!(
@@ -703,7 +715,7 @@ fn sample_row(
         escape(&word),
         escape(s.error_class.as_deref().unwrap_or("")),
         s.turns.len(),
-        escape(&answer),
+        answer,
     );
 }
 
@@ -809,18 +821,7 @@ pub(crate) fn sample(
             );
         }
         if let Some(thinking) = &t.thinking {
-            // Collapsed: the model's thinking before its answer, never parsed or scored.
-            let words = thinking.split_whitespace().count();
-            let tokens = c
-                .tokens
-                .reasoning
-                .map_or_else(String::new, |n| format!(", {n} reasoning tokens"));
-            let _ = write!(
-                body,
-                "<details class=\"thinking\"><summary>thinking ({words} words{tokens})</summary>\
-                 <pre class=\"thinking\">{}</pre></details>",
-                escape(thinking)
-            );
+            thinking_block(&mut body, thinking, c.tokens.reasoning);
         }
         if let Some(text) = &t.text {
             let _ = write!(body, "<pre class=\"answer\">{}</pre>", escape(text));

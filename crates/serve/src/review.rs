@@ -4,7 +4,8 @@
 //! the store (only its SHA-256 is kept there), set as a cookie scoped to the set's path, and dropped from the
 //! address. Every later request is checked against the store again, so a revoked token is refused at once. The
 //! viewer's own token plays no part here, and a reviewer's token opens no viewer page: the review pages never
-//! show a run id, a model, a judge's verdict, a score or another reviewer's grade.
+//! show a run id, a model, a judge's verdict, a score or another reviewer's grade, and show a model's thinking
+//! only when the review set says so (`nmb review create --show-thinking`).
 //!
 //! Writes are guarded against cross-site requests by a hidden field derived from the reviewer's token
 //! (HMAC-SHA256 of the set id) and by refusing a foreign `Origin`. Grades are appended, never overwritten.
@@ -324,7 +325,7 @@ fn item_response(
     status: StatusCode,
 ) -> Result<Response, Refused> {
     let rubric = rubric(&r.set)?;
-    let turns = turns(store, it)?;
+    let turns = turns(store, it, r.set.show_thinking)?;
     let csrf = csrf_key(&r.token, &r.set.set_id);
     let page = view::item_page(&ItemView {
         set_path: &set_path(&r.set.set_id),
@@ -339,8 +340,9 @@ fn item_response(
     Ok((status, page).into_response())
 }
 
-/// Each turn of the item's sample: what the model was newly shown, and what it answered.
-fn turns(store: &Store, it: &AssignedItem) -> Result<Vec<TurnView>, Refused> {
+/// Each turn of the item's sample: what the model was newly shown, and what it answered, with the thinking
+/// before the answer only where `show_thinking` (the set's choice): a hidden thinking is never read into a page.
+fn turns(store: &Store, it: &AssignedItem, show_thinking: bool) -> Result<Vec<TurnView>, Refused> {
     let i = &it.item;
     let Some(sample) = store.sample_record(&i.run_id, &i.task_id, i.sample_index)? else {
         return Err(Refused::NotFound);
@@ -358,6 +360,7 @@ fn turns(store: &Store, it: &AssignedItem) -> Result<Vec<TurnView>, Refused> {
             messages,
             raw_prompt: raw,
             answer: t.text.clone(),
+            thinking: t.thinking.clone().filter(|_| show_thinking),
         });
     }
     Ok(out)
@@ -508,7 +511,7 @@ async fn image(
     blocking(&app, false, move |store| {
         let r = authenticate(store, &set_id, &headers)?;
         let it = assigned(store, &r, position(&pos)?)?;
-        let shown = turns(store, &it)?.iter().any(|t| {
+        let shown = turns(store, &it, false)?.iter().any(|t| {
             t.messages
                 .iter()
                 .flat_map(|m| &m.parts)

@@ -8,7 +8,7 @@ use nmb_chat::{Role, StoredMessage, StoredPart};
 use nmb_review::{GradeForm, COMMENT_LIMIT, TAXONOMY, VERDICTS};
 use nmb_score::Rubric;
 
-use crate::html::{escape, url_encode};
+use crate::html::{escape, thinking_block, url_encode};
 
 /// Served after the viewer's stylesheet from `/review.css`.
 pub(crate) const STYLE: &str = r#"
@@ -104,6 +104,8 @@ pub(crate) struct TurnView {
     /// The stored prompt, when it is not a conversation nmb can read.
     pub raw_prompt: Option<String>,
     pub answer: Option<String>,
+    /// The model's thinking before the answer; `None` unless the set shows it.
+    pub thinking: Option<String>,
 }
 
 /// What the grading page shows.
@@ -173,6 +175,10 @@ fn case(body: &mut String, v: &ItemView<'_>) {
             ""
         };
         let _ = write!(body, "<h2{id}>The answer</h2>");
+        if let Some(thinking) = &t.thinking {
+            // Words only: a token count is the API's, and the page names nothing of the model.
+            thinking_block(body, thinking, None);
+        }
         match &t.answer {
             Some(text) => {
                 let _ = write!(body, "<pre class=\"answer\">{}</pre>", escape(text));

@@ -47,6 +47,8 @@ pub struct NewReviewSet {
     pub runs: Vec<String>,
     pub items: Vec<ReviewItem>,
     pub reviewers: Vec<NewReviewer>,
+    /// Reviewers see each answer's thinking (collapsed) beside the answer.
+    pub show_thinking: bool,
 }
 
 /// A stored review set.
@@ -59,6 +61,8 @@ pub struct ReviewSet {
     pub seed: u64,
     pub overlap: f64,
     pub runs: Vec<String>,
+    /// Reviewers see each answer's thinking; `false` for sets stored before schema v13.
+    pub show_thinking: bool,
 }
 
 /// A reviewer's progress, for `nmb review status`.
@@ -123,8 +127,9 @@ impl Store {
         let now = now_ms();
         self.write("create a review set", |db| {
             db.exec(
-                "INSERT INTO review_sets (set_id, created_ms, rubric_hash, rubric, seed, overlap, runs)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO review_sets (set_id, created_ms, rubric_hash, rubric, seed, overlap, runs,
+                                          show_thinking)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 args![
                     set.set_id.as_str(),
                     now,
@@ -132,7 +137,8 @@ impl Store {
                     set.rubric.as_str(),
                     set.seed as i64,
                     set.overlap,
-                    runs
+                    runs,
+                    set.show_thinking
                 ],
             )?;
             for item in &set.items {
@@ -160,7 +166,7 @@ impl Store {
     pub fn review_set(&self, set_id: &str) -> Result<Option<ReviewSet>> {
         self.read("read a review set", |db| {
             let row = db.query_opt(
-                "SELECT set_id, created_ms, rubric_hash, rubric, seed, overlap, runs FROM review_sets
+                "SELECT set_id, created_ms, rubric_hash, rubric, seed, overlap, runs, show_thinking FROM review_sets
                  WHERE set_id = ?1",
                 args![set_id],
             )?;
@@ -172,7 +178,7 @@ impl Store {
     pub fn list_review_sets(&self) -> Result<Vec<ReviewSet>> {
         self.read("list review sets", |db| {
             let rows = db.query(
-                "SELECT set_id, created_ms, rubric_hash, rubric, seed, overlap, runs FROM review_sets
+                "SELECT set_id, created_ms, rubric_hash, rubric, seed, overlap, runs, show_thinking FROM review_sets
                  ORDER BY created_ms DESC, set_id",
                 args![],
             )?;
@@ -457,6 +463,7 @@ fn review_set_of(r: &Row) -> DbResult<ReviewSet> {
             expected: "a JSON list of run ids",
             found: "other JSON",
         })?,
+        show_thinking: r.get(7)?,
     })
 }
 

@@ -93,6 +93,11 @@ pub const MIGRATIONS: &[Migration] = &[
                       calls.batch_id",
         sql: V12,
     },
+    Migration {
+        version: 13,
+        description: "review_sets.show_thinking: whether a set's reviewers see each answer's thinking",
+        sql: V13,
+    },
 ];
 
 /// The newest schema version this build writes.
@@ -454,6 +459,11 @@ CREATE TABLE batch_items (
 );
 CREATE INDEX batch_items_by_custom_id ON batch_items (custom_id);
 ALTER TABLE calls ADD COLUMN batch_id TEXT;
+"#;
+
+/// Sets made before it showed no thinking (reviewer pages had none), so 0 keeps them as they were.
+const V13: &str = r#"
+ALTER TABLE review_sets ADD COLUMN show_thinking INTEGER NOT NULL DEFAULT 0;
 "#;
 
 const V3: &str = r#"

@@ -1,10 +1,11 @@
 //! What a study may spend: the cap's preconditions ([`check_cap`]), the dollars its runs have spent ([`spent`]),
 //! what one cell may still send ([`Budget`]) and what each cell would send at most ([`CellEstimate`], the dry
 //! run's rows). Dollars come from token counts and the run file's prices (dollars per million input and output
-//! tokens); nothing here sends a request.
+//! tokens, and cached input and cache writes where given); nothing here sends a request.
 
 use std::path::PathBuf;
 
+use nmb_score::cost::{Price, Tokens};
 use nmb_store::{Store, StoreError};
 
 use crate::{Cell, Study};
@@ -33,10 +34,15 @@ pub enum BudgetError {
     Store(#[from] StoreError),
 }
 
-/// Dollars for `tokens_in` input and `tokens_out` output tokens at `price` (dollars per million input and
-/// output tokens).
-pub fn dollars(tokens_in: f64, tokens_out: f64, price: [f64; 2]) -> f64 {
-    (tokens_in * price[0] + tokens_out * price[1]) / 1_000_000.0
+/// The most `tokens_in` input and `tokens_out` output tokens can cost at `price`: every input token at the
+/// dearest of the input rates, because what the provider's cache will read or write is not known beforehand, and
+/// a cache write can cost more than plain input (Anthropic's: 1.25 times).
+pub fn most_dollars(tokens_in: f64, tokens_out: f64, price: &Price) -> f64 {
+    let input = [price.cached_input_per_mtok, price.cache_write_per_mtok]
+        .into_iter()
+        .flatten()
+        .fold(price.input_per_mtok, f64::max);
+    (tokens_in * input + tokens_out * price.output_per_mtok) / 1_000_000.0
 }
 
 /// A cap can be kept only where every call has a price: every model priced, and no judges (the run file gives
@@ -57,7 +63,8 @@ pub fn check_cap(study: &Study, cells: &[Cell]) -> Result<(), BudgetError> {
 }
 
 /// Dollars spent by every run of the study in `store` (every invocation), from the tokens its calls used at its
-/// cells' prices. Answers taken from the store cost nothing; runs of unpriced models count nothing.
+/// cells' prices, cached input and cache writes at their own rates where given (as the report's cost split
+/// counts them). Answers taken from the store cost nothing; runs of unpriced models count nothing.
 pub fn spent(store: &Store, study: &Study, cells: &[Cell]) -> Result<f64, BudgetError> {
     let mut total = 0.0;
     for run in store.list_runs()? {
@@ -70,7 +77,7 @@ pub fn spent(store: &Store, study: &Study, cells: &[Cell]) -> Result<f64, Budget
             .and_then(|c| c.price);
         if let Some(price) = price {
             let s = store.summary(&run.run_id)?;
-            total += dollars(s.tokens_in as f64, s.tokens_out as f64, price);
+            total += price.split(&Tokens::from(&s)).total;
         }
     }
     Ok(total)
@@ -104,11 +111,9 @@ impl Budget {
             .iter()
             .map(|t| t.largest_prompt(max_tokens))
             .fold(0.0, f64::max);
-        let per_request = dollars(
-            input,
-            f64::from(max_tokens),
-            cell.price.unwrap_or([0.0, 0.0]),
-        );
+        let per_request = cell
+            .price
+            .map_or(0.0, |p| most_dollars(input, f64::from(max_tokens), &p));
         Ok(Budget::new(cap, spent, per_request))
     }
 
@@ -170,13 +175,14 @@ impl CellEstimate {
         requests: u64,
         est_input_tokens: u64,
         max_output: u64,
-        price: Option<[f64; 2]>,
+        price: Option<Price>,
     ) -> CellEstimate {
         CellEstimate {
             requests,
             est_input_tokens,
             max_output,
-            max_dollars: price.map(|p| dollars(est_input_tokens as f64, max_output as f64, p)),
+            max_dollars: price
+                .map(|p| most_dollars(est_input_tokens as f64, max_output as f64, &p)),
         }
     }
 }
@@ -211,14 +217,28 @@ impl Totals {
 mod tests {
     use super::*;
 
+    fn price(rates: &[f64]) -> Price {
+        Price::from_rates(rates).unwrap()
+    }
+
     #[test]
-    fn dollars_are_per_million_tokens() {
-        let (tin, tout, price) = (1_500.0, 300.0, [2.5, 10.0]);
+    fn the_most_is_every_input_token_at_the_dearest_input_rate() {
+        let (tin, tout) = (1_500.0, 300.0);
+        let plain = price(&[2.5, 10.0]);
         assert_eq!(
-            dollars(tin, tout, price),
-            (tin * price[0] + tout * price[1]) / 1e6
+            most_dollars(tin, tout, &plain),
+            (tin * 2.5 + tout * 10.0) / 1e6
         );
-        assert_eq!(dollars(0.0, 0.0, price), 0.0);
+        assert_eq!(most_dollars(0.0, 0.0, &plain), 0.0);
+        // Cheaper cached input does not lower the most; a dearer cache write raises it.
+        assert_eq!(
+            most_dollars(tin, tout, &price(&[2.5, 10.0, 0.25])),
+            most_dollars(tin, tout, &plain)
+        );
+        assert_eq!(
+            most_dollars(tin, tout, &price(&[3.0, 15.0, 0.3, 3.75])),
+            (tin * 3.75 + tout * 15.0) / 1e6
+        );
     }
 
     #[test]
@@ -246,13 +266,9 @@ mod tests {
 
     #[test]
     fn rows_and_totals_add_up() {
-        let price = [1.0, 2.0];
-        let a = CellEstimate::from_counts(10, 4_000, 2_560, Some(price));
+        let a = CellEstimate::from_counts(10, 4_000, 2_560, Some(price(&[1.0, 2.0])));
         let b = CellEstimate::from_counts(3, 900, 768, None);
-        assert_eq!(
-            a.max_dollars,
-            Some((4_000.0 * price[0] + 2_560.0 * price[1]) / 1e6)
-        );
+        assert_eq!(a.max_dollars, Some((4_000.0 * 1.0 + 2_560.0 * 2.0) / 1e6));
         assert_eq!(b.max_dollars, None);
         let t = Totals::of(&[a, b]);
         assert_eq!(t.requests, 13);

@@ -25,7 +25,8 @@
 //! [[models]]
 //! spec = "openai:gpt-4o"
 //! name = "GPT-4o"
-//! price = [2.5, 10.0]           # dollars per million input and output tokens
+//! price = [2.5, 10.0]           # dollars per million input and output tokens; then optionally cached input
+//!                               # and cache writes: price = [3.0, 15.0, 0.3, 3.75]
 //! concurrency = 8
 //! temperature = 0.7
 //!
@@ -45,6 +46,7 @@ use std::path::{Path, PathBuf};
 use nmb_plan::InputMode;
 use nmb_requests::ModelSpec;
 use nmb_run::{EvalConfig, TemplateChoice};
+use nmb_score::cost::Price;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -56,7 +58,7 @@ mod outcome;
 mod running;
 pub mod sweep;
 
-pub use budget::{check_cap, dollars, spent, Budget, BudgetError, CellEstimate, Totals};
+pub use budget::{check_cap, most_dollars, spent, Budget, BudgetError, CellEstimate, Totals};
 pub use human::{HumanRun, HumanRunError};
 pub use imported::{Imported, ImportedRun, ImportedRunError};
 pub use outcome::{prices, record, report, OutcomeError, Stopped};
@@ -77,7 +79,8 @@ A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--
   [[models]]                      # repeat per model
   spec = \"openai:gpt-4o\"
   name = \"GPT-4o\"
-  price = [2.5, 10.0]             # $ per million input, output tokens
+  price = [2.5, 10.0]             # $ per million input, output tokens; optionally then
+                                  # cached input, cache writes: [3.0, 15.0, 0.3, 3.75]
   concurrency = 8                 # also temperature, top_p, max_tokens, seed,
                                   # reasoning_effort = \"high\", reasoning_model = true,
                                   # thinking_budget = 4096, batch = true
@@ -155,8 +158,9 @@ pub struct ModelEntry {
     /// `BACKEND:MODEL[@BASE_URL]`.
     pub spec: String,
     pub name: Option<String>,
-    /// Dollars per million input and output tokens.
-    pub price: Option<[f64; 2]>,
+    /// Dollars per million input and output tokens, then optionally cached input and cache writes (as
+    /// `--price MODEL=IN,OUT[,CACHED[,WRITE]]`).
+    pub price: Option<Vec<f64>>,
     pub concurrency: Option<u32>,
     pub temperature: Option<f64>,
     pub top_p: Option<f64>,
@@ -172,6 +176,13 @@ pub struct ModelEntry {
     /// As `--batch`: through the provider's batch API.
     #[serde(default)]
     pub batch: bool,
+}
+
+impl ModelEntry {
+    /// The price the run file gives, checked as `--price` checks one; `None` without `price`.
+    pub fn price(&self) -> Option<Result<Price, String>> {
+        self.price.as_deref().map(Price::from_rates)
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -220,8 +231,8 @@ pub struct Cell {
     pub name: String,
     pub suite: String,
     pub template: Option<PathBuf>,
-    /// Dollars per million input and output tokens, when the model has a price.
-    pub price: Option<[f64; 2]>,
+    /// The model's price, when it has one.
+    pub price: Option<Price>,
     /// The evaluation this cell runs.
     pub config: EvalConfig,
 }
@@ -361,13 +372,13 @@ impl Study {
         for (i, m) in f.models.iter().enumerate() {
             let key = |k: &str| format!("models[{i}].{k}");
             let model = m.get_ref();
-            if let Some(p) = model.price {
-                if p.iter().any(|v| !v.is_finite() || *v < 0.0) {
-                    let msg = format!(
-                        "{p:?}: expected [input, output] dollars per million tokens, each >= 0"
-                    );
-                    return Err(invalid(m.span(), key("price"), msg));
-                }
+            if let Some(Err(e)) = model.price() {
+                let msg = format!(
+                    "{:?}: {e}; expected [input, output, cached, write] dollars per million tokens, the last \
+                     two optional",
+                    model.price.as_deref().unwrap_or_default()
+                );
+                return Err(invalid(m.span(), key("price"), msg));
             }
             if let Err(e) = ModelSpec::parse(&model.spec) {
                 return Err(invalid(m.span(), key("spec"), e.to_string()));
@@ -514,7 +525,7 @@ impl Study {
                         name,
                         suite: suite_spec,
                         template: template.clone(),
-                        price: model.price,
+                        price: model.price().and_then(Result::ok),
                     });
                 }
             }
@@ -628,7 +639,7 @@ bertscore = false
         assert_eq!(c.limit, Some(5));
         assert_eq!(c.model.to_string(), "openai:a@http://127.0.0.1:1/v1");
         assert_eq!(c.study.as_deref(), Some("two-axis"));
-        assert_eq!(cells[2].price, Some([1.0, 2.0]));
+        assert_eq!(cells[2].price, Price::from_rates(&[1.0, 2.0]).ok());
         assert_eq!(s.report_dir(), PathBuf::from("nmb-report/two-axis"));
     }
 
@@ -664,6 +675,50 @@ bertscore = false
         let effort = GOOD.replace("price = [1.0, 2.0]", "reasoning_effort = \"max\"");
         let e = parse(Path::new("s.toml"), &effort).unwrap_err().to_string();
         assert!(e.contains("line 8") && e.contains("`high`"), "{e}");
+    }
+
+    #[test]
+    fn a_price_takes_cached_and_cache_write_rates_as_price_does() {
+        let text = GOOD
+            .replace("[1.0, 2.0]", "[3.0, 15.0, 0.3, 3.75]")
+            .replace(
+                "spec = \"openai:b@http://127.0.0.1:1/v1\"",
+                "spec = \"openai:b@http://127.0.0.1:1/v1\"\nprice = [1, 4, 0.1]",
+            );
+        let s = parse(Path::new("/studies/s.toml"), &text).unwrap();
+        let cells = s.cells();
+        let flag = nmb_score::cost::Prices::from_specs(&["a=3,15,0.3,3.75", "b=1,4,0.1"]).unwrap();
+        assert_eq!(cells[0].price, flag.for_model("a"), "as --price makes it");
+        assert_eq!(cells[1].price, flag.for_model("b"));
+        assert_eq!(cells[1].price.unwrap().cache_write_per_mtok, None);
+        let prices = prices(&cells);
+        assert_eq!(prices.for_model(&cells[0].model), flag.for_model("a"));
+        let scoring = scoring_config(&s, &cells).unwrap();
+        assert_eq!(
+            scoring.prices.for_model(&cells[1].model),
+            flag.for_model("b")
+        );
+    }
+
+    #[test]
+    fn a_bad_price_is_refused_with_its_key_and_line() {
+        for (price, why) in [
+            ("[1.0]", "at least the input and output rates"),
+            ("[1.0, 2.0, 0.5, 2.5, 9.0]", "at most four rates"),
+            ("[1.0, 2.0, -0.5]", "the cached input rate -0.5"),
+            ("[1.0, 2.0, 0.5, inf]", "the cache write rate inf"),
+            ("[nan, 2.0]", "the input rate NaN"),
+        ] {
+            let text = GOOD.replace("[1.0, 2.0]", price);
+            let e = parse(Path::new("s.toml"), &text).unwrap_err().to_string();
+            assert!(
+                e.contains("s.toml:8: models[0].price") && e.contains(why),
+                "{price}: {e}"
+            );
+        }
+        let text = GOOD.replace("[1.0, 2.0]", "\"cheap\"");
+        let e = parse(Path::new("s.toml"), &text).unwrap_err().to_string();
+        assert!(e.contains("line 8") && e.contains("price"), "{e}");
     }
 
     #[test]

@@ -92,12 +92,7 @@ pub fn record(
 pub fn prices(cells: &[Cell]) -> Prices {
     let mut p = Prices::default();
     for c in cells {
-        if let Some([input, output]) = c.price {
-            let price = nmb_report::Price {
-                input_per_mtok: input,
-                output_per_mtok: output,
-                ..Default::default()
-            };
+        if let Some(price) = c.price {
             p.0.insert(c.config.model.identity().to_string(), price);
         }
     }

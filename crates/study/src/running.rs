@@ -101,14 +101,8 @@ pub fn scoring_config(study: &Study, cells: &[Cell]) -> Result<ScoringConfig, Ru
     if s.rubric == Some(false) {
         config.rubric = nmb_score::RubricChoice::Off;
     }
-    // The run file's prices were checked when it was read (finite, >= 0).
     for c in cells {
-        if let Some([input, output]) = c.price {
-            let price = nmb_score::cost::Price {
-                input_per_mtok: input,
-                output_per_mtok: output,
-                ..Default::default()
-            };
+        if let Some(price) = c.price {
             config.prices.0.insert(c.model.clone(), price);
         }
     }

@@ -23,7 +23,8 @@ Examples:
 share of their items in common (for inter-rater agreement) and the rest to one reviewer each, and prints one
 URL per reviewer carrying a secret token (only its SHA-256 is stored: the URL is printed once). Reviewers open
 it on a running `nmb serve` (pass its address with --url) and see the case, the question and the answer, never
-the model, the run, judge scores or other reviewers' grades. Every grade is appended with the reviewer, time,
+the model, the run, judge scores or other reviewers' grades; the model's thinking before its answer only when the
+set is made with --show-thinking (the blind review grades the answer, so by default it is hidden). Every grade is appended with the reviewer, time,
 set and rubric hash; a change adds a row, so the history is an audit trail.";
 
 #[derive(Subcommand)]
@@ -61,6 +62,9 @@ pub struct CreateArgs {
     /// Rubric file (default: the bundled neurology rubric)
     #[arg(long, value_name = "FILE")]
     rubric: Option<PathBuf>,
+    /// Show reviewers each answer's thinking, collapsed above it (default: hidden, the answer is graded alone)
+    #[arg(long)]
+    show_thinking: bool,
     /// Address of the `nmb serve` reviewers will use
     #[arg(long, default_value = "http://127.0.0.1:8686/")]
     url: String,
@@ -119,6 +123,7 @@ fn create(args: CreateArgs, at: &StoreAt) -> Result<ExitCode> {
             seed: args.seed,
         },
         rubric: args.rubric,
+        show_thinking: args.show_thinking,
     };
     let created = nmb_review::create_set(&store, new)
         .with_context(|| format!("cannot create a review set in {at}"))?;
@@ -155,6 +160,9 @@ fn export(args: ExportArgs, at: &StoreAt) -> Result<ExitCode> {
     let store = at.open_for_reading()?;
     let set = open_set(&store, &args.set)?;
     let ratings = nmb_review::review_ratings(&store, &set.set_id, None)?;
+    if set.show_thinking {
+        eprintln!("note: {}", nmb_review::thinking_line(true));
+    }
     for note in &ratings.notes {
         eprintln!("note: {note}");
     }

@@ -10,11 +10,11 @@ use common::*;
 use nmb_test_support::browser;
 
 const PROMPT: u64 = 1000;
-const CACHED: u64 = 600;
+pub(crate) const CACHED: u64 = 600;
 const COMPLETION: u64 = 400;
 const REASONING: u64 = 300;
 
-fn server_reporting_cache_and_reasoning() -> nmb_fake_server::FakeServer {
+pub(crate) fn server_reporting_cache_and_reasoning() -> nmb_fake_server::FakeServer {
     let body = serde_json::json!({
         "id": "c", "object": "chat.completion", "model": "m",
         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant",

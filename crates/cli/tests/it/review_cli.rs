@@ -458,3 +458,60 @@ fn bad_review_requests_say_what_is_wrong() {
         text(&out.stderr)
     );
 }
+
+/// `nmb review create --show-thinking`: the set keeps whether its reviewers see each answer's thinking and says
+/// so when it is made, in `status` (text and JSON) and when it is exported; without the flag it is hidden.
+#[test]
+fn a_review_set_says_whether_its_reviewers_see_the_thinking() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path();
+    let model = server(Config {
+        responder: Arc::new(|req| match nmb_fake_server::default_reply(req) {
+            Reply::Texts(texts) => Reply::Texts(
+                texts
+                    .into_iter()
+                    .map(|t| format!("<think>Weighing it up.</think>{t}"))
+                    .collect(),
+            ),
+            other => other,
+        }),
+        ..Config::default()
+    });
+    let spec = format!("openai:model-a@{}/v1", model.url());
+    let args = eval_args("sample", &spec, &["--limit", "2", "--no-score", "--json"]);
+    let run = json_of(&nmb_command(runs).args(args).output().unwrap());
+    let run_id = run["run_id"].as_str().unwrap();
+    let samples = store(runs).run_samples(run_id).unwrap();
+    assert_eq!(
+        samples[0].turns[0].thinking.as_deref(),
+        Some("Weighing it up.")
+    );
+    for (flag, shown) in [(None, false), (Some("--show-thinking"), true)] {
+        let mut args = vec!["review", "create", run_id, "--reviewers", "lee"];
+        args.extend(flag);
+        let text_out = text(&nmb(runs, &args).stdout);
+        let said = if shown {
+            "reviewers see each answer's thinking"
+        } else {
+            "hidden from reviewers"
+        };
+        assert!(text_out.contains(said), "{text_out}");
+        args.push("--json");
+        let created = json_of(&nmb(runs, &args));
+        assert_eq!(created["show_thinking"], shown, "{created}");
+        let set = created["set_id"].as_str().unwrap();
+        let status = json_of(&nmb(runs, &["review", "status", set, "--json"]));
+        assert_eq!(status["show_thinking"], shown, "{status}");
+        let status_text = text(&nmb(runs, &["review", "status", set]).stdout);
+        assert!(status_text.contains(said), "{status_text}");
+        let export = nmb(runs, &["review", "export", set, "--csv"]);
+        assert!(export.status.success(), "{}", text(&export.stderr));
+        assert_eq!(
+            text(&export.stderr).contains("reviewers see each answer's thinking"),
+            shown,
+            "{}",
+            text(&export.stderr)
+        );
+        assert!(text(&export.stdout).starts_with("annotator,item,dimension,score\n"));
+    }
+}

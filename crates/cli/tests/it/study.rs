@@ -230,3 +230,65 @@ fn a_budget_cap_stops_the_study_before_it_is_passed() {
     assert_eq!(srv.request_count(), asked);
     assert_eq!(nothing["cells"].as_array().unwrap().len(), 4);
 }
+
+/// A model's `price` with cached-input and cache-write rates prices the study the way `--price
+/// MODEL=IN,OUT,CACHED,WRITE` prices a report: the study report's cost split takes the cached input at its own
+/// rate, and what a capped study says it spent is that split's total.
+#[test]
+fn a_run_files_cache_rates_price_the_study_report_and_its_spending() {
+    use crate::report_cost::{server_reporting_cache_and_reasoning, CACHED};
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let srv = server_reporting_cache_and_reasoning();
+    let file = tmp.path().join("study.toml");
+    let text = format!(
+        r#"[study]
+name = "cached"
+report = "out"
+formats = ["json"]
+
+[[models]]
+spec = "openai:m@{}/v1"
+price = [2.0, 10.0, 0.5, 2.5]
+
+[[suites]]
+spec = "sample"
+samples = 1
+limit = 2
+
+[scoring]
+bertscore = false
+"#,
+        srv.url()
+    );
+    std::fs::write(&file, text).unwrap();
+    let result = json_of(
+        &nmb_command(&runs)
+            .env("OPENAI_API_KEY", "k")
+            .args(["eval", "--config"])
+            .arg(&file)
+            .args(["--json", "-q", "--max-cost", "100"])
+            .output()
+            .unwrap(),
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("out/report.json")).unwrap())
+            .unwrap();
+    let cost = &report["runs"][0]["cost"];
+    assert_eq!(cost["price"]["cached_input_per_mtok"], 0.5, "{cost}");
+    assert_eq!(cost["price"]["cache_write_per_mtok"], 2.5, "{cost}");
+    let calls = srv.request_count();
+    assert!(calls > 0);
+    assert_eq!(cost["tokens"]["cached_in"].as_u64(), Some(calls * CACHED));
+    let cached = cost["split"]["cached_input"].as_f64().unwrap();
+    assert!(
+        (cached - (calls * CACHED) as f64 * 0.5 / 1e6).abs() < 1e-12,
+        "{cost}"
+    );
+    let spent = result["spent"].as_f64().unwrap();
+    let total = cost["split"]["total"].as_f64().unwrap();
+    assert!(
+        (spent - total).abs() < 1e-12,
+        "spent {spent}, split {total}"
+    );
+}

@@ -59,6 +59,12 @@ async fn a_case_page_shows_images_ehr_notes_references_and_samples_escaped() {
     }
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt; and &lt;img src=x"));
     assert!(html.contains(">correct<") && html.contains("perceptual_failure"));
+    // Each answer's thinking, collapsed above it and escaped: sample 0 has one, sample 1 none.
+    let thinking = "<details class=\"thinking\"><summary>thinking (4 words, 321 reasoning tokens)</summary>\
+                    <pre class=\"thinking\">Weighing &lt;script&gt;alert(5)&lt;/script&gt; glioma first</pre>\
+                    </details>&lt;script&gt;alert(1)";
+    assert_eq!(html.matches(thinking).count(), 1, "{html}");
+    assert_eq!(html.matches("class=\"thinking\"><summary>").count(), 1);
     // The prompt as sent, and the form to compare with the other run of this suite (not the other suite's).
     assert!(html.contains("prompt as sent"));
     assert!(html.contains("id=\"compare-form\""));

@@ -405,7 +405,7 @@ async fn a_reviewer_reaches_only_their_own_items_and_never_anothers_grade() {
 async fn other_sets_revoked_and_missing_tokens_are_refused() {
     let f = review_fixture();
     // A second set on the same run, with its own reviewer.
-    let y = review_set(&f.store, &f.run_id, &["cy"], 0.0);
+    let y = review_set(&f.store, &f.run_id, &["cy"], 0.0, false);
     let base = start(f.store.clone(), None).await;
     let ann = &f.tokens["ann"];
 
@@ -596,6 +596,70 @@ async fn review_pages_never_name_the_run_or_model_and_escape_what_models_wrote()
         .unwrap()
         .starts_with("text/javascript"));
     assert!(js.body.contains("keydown") && js.body.contains("fetch("));
+}
+
+/// Every answer of the fixture has a thinking. A set made without `--show-thinking` never puts it on a page;
+/// a set made with it shows each step's thinking collapsed above its answer, escaped.
+#[tokio::test]
+async fn the_thinking_reaches_reviewers_only_when_their_set_shows_it() {
+    let f = review_fixture();
+    let shown = review_set(&f.store, &f.run_id, &["cy"], 0.0, true);
+    let base = start(f.store.clone(), None).await;
+    for reviewer in ["ann", "bob"] {
+        let b = Browser::enter(&base, &f.set_id, &f.tokens[reviewer]).await;
+        for p in 1..=f.lists[reviewer].len() as u32 {
+            let page = b.get(&format!("/items/{p}")).await;
+            assert_eq!(page.status, 200);
+            assert!(
+                !page.body.contains("Pondering") && !page.body.contains("class=\"thinking\""),
+                "{reviewer}'s item {p} shows the thinking"
+            );
+        }
+    }
+    let b = Browser::enter(&base, &shown.set_id, &shown.tokens["cy"]).await;
+    for p in 1..=TASKS as u32 {
+        let page = b.get(&format!("/items/{p}")).await;
+        assert_eq!(page.status, 200);
+        let i = shown.task_at("cy", p);
+        let block = |answer: &str| {
+            let thought = thinking(answer);
+            format!(
+                "<h2 id=\"answer\">The answer</h2><details class=\"thinking\"><summary>thinking ({} words)\
+                 </summary><pre class=\"thinking\">{}</pre></details><pre class=\"answer\">",
+                thought.split_whitespace().count(),
+                escaped(&thought)
+            )
+        };
+        assert_eq!(
+            page.body.matches(&block(&answer(i))).count(),
+            1,
+            "item {p}: {}",
+            page.body
+        );
+        let steps = if i == 4 { 2 } else { 1 };
+        assert_eq!(
+            page.body.matches("<details class=\"thinking\">").count(),
+            steps
+        );
+        assert_eq!(
+            page.body.matches("<script").count(),
+            1,
+            "only the page's own script"
+        );
+        if i == 4 {
+            let first = escaped(&thinking("first-step answer: a venous infarct"));
+            assert!(page.body.contains(&first), "the first step's thinking");
+        }
+    }
+}
+
+/// `text` as the pages escape it.
+fn escaped(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
 }
 
 #[tokio::test]

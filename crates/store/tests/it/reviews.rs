@@ -40,6 +40,7 @@ fn new_set(run: &str) -> NewReviewSet {
                 items: vec![1, 3],
             },
         ],
+        show_thinking: false,
     }
 }
 
@@ -147,6 +148,58 @@ fn grades_are_appended_and_the_newest_counts() {
             .revoked_ms
             .is_some());
     });
+}
+
+#[test]
+fn whether_reviewers_see_the_thinking_is_kept_with_the_set() {
+    on_each_engine(|| {
+        let (_dir, store) = temp_store();
+        let run = store.create_run("cfg", &manifest()).unwrap();
+        let hidden = new_set(&run.run_id);
+        let shown = NewReviewSet {
+            set_id: "rv-shown".into(),
+            show_thinking: true,
+            reviewers: Vec::new(),
+            ..hidden.clone()
+        };
+        store.create_review_set(&hidden).unwrap();
+        store.create_review_set(&shown).unwrap();
+        assert!(!store.review_set("rv-test").unwrap().unwrap().show_thinking);
+        assert!(store.review_set("rv-shown").unwrap().unwrap().show_thinking);
+        let listed: Vec<(String, bool)> = (store.list_review_sets().unwrap().into_iter())
+            .map(|s| (s.set_id, s.show_thinking))
+            .collect();
+        assert!(listed.contains(&("rv-shown".into(), true)), "{listed:?}");
+        assert!(listed.contains(&("rv-test".into(), false)), "{listed:?}");
+    });
+}
+
+/// Sets stored before schema v13 were made when reviewer pages showed no thinking: they keep showing none.
+#[test]
+fn a_set_stored_before_v13_hides_the_thinking() {
+    let (dir, store) = temp_store();
+    let run = store.create_run("cfg", &manifest()).unwrap();
+    let set = NewReviewSet {
+        show_thinking: true,
+        ..new_set(&run.run_id)
+    };
+    store.create_review_set(&set).unwrap();
+    drop(store);
+    let path = dir.path().join("runs").join(nmb_store::DB_FILE_NAME);
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "ALTER TABLE review_sets DROP COLUMN show_thinking;
+             DROP TABLE batch_items; DROP TABLE batches; ALTER TABLE calls DROP COLUMN batch_id;
+             DELETE FROM migrations WHERE version >= 12;
+             PRAGMA user_version = 11;",
+        )
+        .unwrap();
+    let store = nmb_store::Store::open(&path).unwrap();
+    assert_eq!(store.schema_version().unwrap(), nmb_store::latest_version());
+    let set = store.review_set("rv-test").unwrap().unwrap();
+    assert!(!set.show_thinking);
+    assert_eq!(store.review_items("rv-test").unwrap().len(), 3);
 }
 
 #[test]

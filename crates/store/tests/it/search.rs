@@ -232,6 +232,7 @@ fn migrating_to_v10_indexes_the_answers_already_stored() {
              DROP TABLE batch_items; DROP TABLE batches; ALTER TABLE calls DROP COLUMN batch_id;
              ALTER TABLE turns DROP COLUMN thinking; ALTER TABLE calls DROP COLUMN tokens_reasoning;
              ALTER TABLE calls DROP COLUMN tokens_cached_in; ALTER TABLE calls DROP COLUMN tokens_cache_write;
+             ALTER TABLE review_sets DROP COLUMN show_thinking;
              DELETE FROM migrations WHERE version >= 10;
              PRAGMA user_version = 9;",
         )

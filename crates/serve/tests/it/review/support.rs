@@ -37,6 +37,12 @@ pub(super) fn task(i: usize) -> String {
     }
 }
 
+/// The thinking stored before an answer: it carries the answer, so the XSS answer's thinking carries the
+/// payload too.
+pub(super) fn thinking(answer: &str) -> String {
+    format!("Pondering before answering: {answer}")
+}
+
 /// The answer stored for a task (the consult's last step).
 pub(super) fn answer(i: usize) -> String {
     match i {
@@ -92,8 +98,9 @@ pub(super) fn review_fixture() -> Fixture {
     fill(dir, store)
 }
 
-/// 12 tasks, one answered sample each: `case-03/dx` answers with a script, `case-04/consult` has two turns;
-/// scored with a judge's numbers. Then a review set of all 12 for `ann` and `bob`, a quarter shared.
+/// 12 tasks, one answered sample each, every answer after its [`thinking`]: `case-03/dx` answers with a
+/// script, `case-04/consult` has two turns; scored with a judge's numbers. Then a review set of all 12 for `ann`
+/// and `bob`, a quarter shared, that hides the thinking.
 pub(super) fn fill(dir: tempfile::TempDir, store: Store) -> Fixture {
     let manifest: nmb_store::Manifest = serde_json::from_value(serde_json::json!({
         "nmb_version": "0.1.0", "suite_id": "sample", "suite_hash": "abc",
@@ -165,7 +172,7 @@ pub(super) fn fill(dir: tempfile::TempDir, store: Store) -> Fixture {
             samples: &rows,
         })
         .unwrap();
-    let set = review_set(&store, &run_id, &["ann", "bob"], 0.25);
+    let set = review_set(&store, &run_id, &["ann", "bob"], 0.25, false);
     Fixture {
         _dir: dir,
         store: Arc::new(store),
@@ -204,8 +211,9 @@ pub(super) fn record(
         finished_ms: 1_042,
         batch_id: None,
     };
+    let thought = thinking(text);
     let choice = ChoiceRecord {
-        thinking: None,
+        thinking: Some(&thought),
         sample_index: 0,
         choice_index: 0,
         text: Some(text),
@@ -215,8 +223,15 @@ pub(super) fn record(
     store.record_call(&call, &[choice]).unwrap();
 }
 
-/// A review set over every sample of the run, through `nmb_review::assign`, with the built-in rubric.
-pub(super) fn review_set(store: &Store, run_id: &str, reviewers: &[&str], overlap: f64) -> SetInfo {
+/// A review set over every sample of the run, through `nmb_review::assign`, with the built-in rubric; its
+/// reviewers see the thinking where `show_thinking`.
+pub(super) fn review_set(
+    store: &Store,
+    run_id: &str,
+    reviewers: &[&str],
+    overlap: f64,
+    show_thinking: bool,
+) -> SetInfo {
     let candidates = (0..TASKS)
         .map(|i| Candidate {
             run_id: run_id.to_string(),
@@ -255,6 +270,7 @@ pub(super) fn review_set(store: &Store, run_id: &str, reviewers: &[&str], overla
                     items: items.clone(),
                 })
                 .collect(),
+            show_thinking,
         })
         .unwrap();
     let index_of = |t: &str| (0..TASKS).find(|i| task(*i) == t).unwrap();
