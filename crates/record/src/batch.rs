@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nmb_requests::{
-    Backend, BatchApi, BatchItem, BoxFuture, CallError, ChatRequest, Completion, ErrorClass,
-    ModelSpec, Polled,
+    Adjustment, Backend, BatchApi, BatchItem, BoxFuture, CallError, ChatRequest, Completion,
+    ErrorClass, ModelSpec, Polled,
 };
 use nmb_store::{format_utc_ms, now_ms, BatchRecord, BatchState, Store};
 use serde_json::Value;
@@ -106,7 +106,24 @@ impl Batcher {
         })
     }
 
+    /// Asks `req` in a batch; a parameter the server refused is left out and the call asked again in a later
+    /// batch, as a single call would be sent again.
     async fn call(&self, req: &ChatRequest) -> Result<Completion, CallError> {
+        let mut adjusted = 0;
+        loop {
+            match self.ask(req).await {
+                Err(e)
+                    if adjusted < Adjustment::ALL.len() && self.shared.inner.adjust_after(&e) =>
+                {
+                    tracing::warn!("{}: {}; asking again without it", self.spec(), e.message);
+                    adjusted += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn ask(&self, req: &ChatRequest) -> Result<Completion, CallError> {
         let api = self.shared.api();
         let body = api.body(req)?;
         let custom_id = custom_id(&self.shared.model, &body);
@@ -434,11 +451,14 @@ impl Backend for Batcher {
     fn thinking_budget(&self, params: &nmb_chat::GenParams) -> Result<&'static str, String> {
         self.shared.inner.thinking_budget(params)
     }
-    fn adjustments(&self) -> BTreeMap<nmb_requests::Adjustment, String> {
+    fn adjustments(&self) -> BTreeMap<Adjustment, String> {
         self.shared.inner.adjustments()
     }
-    fn adopt_adjustments(&self, recorded: &BTreeMap<nmb_requests::Adjustment, String>) {
+    fn adopt_adjustments(&self, recorded: &BTreeMap<Adjustment, String>) {
         self.shared.inner.adopt_adjustments(recorded)
+    }
+    fn adjust_after(&self, err: &CallError) -> bool {
+        self.shared.inner.adjust_after(err)
     }
     fn batch(&self) -> Option<&dyn BatchApi> {
         self.shared.inner.batch()

@@ -210,6 +210,13 @@ pub trait Backend: Send + Sync {
     fn max_in_flight(&self) -> Option<usize> {
         None
     }
+    /// After a call failed with `err`: whether this backend now builds its requests without the parameter the
+    /// server refused ([`crate::adjust`]), so that the call is worth sending again. The HTTP backend does so for
+    /// its own calls; whoever sends its requests another way (a batch) asks here.
+    fn adjust_after(&self, err: &CallError) -> bool {
+        let _ = err;
+        false
+    }
     /// The provider's batch API, where it has one.
     fn batch(&self) -> Option<&dyn crate::batch::BatchApi> {
         None

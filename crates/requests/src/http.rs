@@ -292,6 +292,9 @@ impl<W: Wire> Backend for HttpBackend<W> {
             self.wire.adopt(*a, why);
         }
     }
+    fn adjust_after(&self, err: &CallError) -> bool {
+        self.wire.adjust(err)
+    }
     fn batch(&self) -> Option<&dyn crate::batch::BatchApi> {
         self.wire
             .batch_protocol()

@@ -241,3 +241,133 @@ fn a_model_without_a_batch_api_is_refused_before_anything_is_sent() {
     let err = text(&out.stderr);
     assert!(err.contains("has no batch API"), "{err}");
 }
+
+/// An OpenAI reasoning model behind a custom URL refuses `max_tokens`, a temperature and `top_p` inside the
+/// batch as it does alone: each refusal leaves the parameter out of the next batch, the run ends with no errored
+/// sample, and the manifest records what was sent.
+#[test]
+fn a_parameter_refused_inside_a_batch_is_left_out_of_the_next_one() {
+    let server = batch_server(0, None);
+    let model = format!("openai:o3@{}/v1", server.url());
+    let dir = tempfile::tempdir().unwrap();
+    let out = eval(
+        dir.path(),
+        &model,
+        &["--batch", "--batch-poll", "0.05", "--limit", "2"],
+    );
+    assert_eq!(out["summary"]["samples_errored"], 0, "{out}");
+    let run_id = out["run_id"].as_str().unwrap();
+    let manifest = store(dir.path()).run(run_id).unwrap().manifest;
+    let adjusted = manifest.params_adjusted.expect("recorded");
+    let names: Vec<&str> = adjusted.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        ["max_completion_tokens", "no_temperature", "no_top_p"]
+    );
+    assert!(server.requests().iter().all(|r| r.batch.is_some()));
+}
+
+/// A batch in which some requests fail: those samples are errored with the class a single call's failure gets,
+/// the others answered; a Gemini batch that expires is sent again.
+#[test]
+fn failed_requests_in_a_batch_keep_their_class_and_an_expired_gemini_batch_is_sent_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = native_suite(
+        dir.path(),
+        &[
+            TestTask {
+                id: "t_ok",
+                question: "What is the most likely diagnosis?",
+            },
+            TestTask {
+                id: "t_refused",
+                question: "What is the most likely diagnosis? FAULT:400",
+            },
+            TestTask {
+                id: "t_context",
+                question: "What is the most likely diagnosis? FAULT:context",
+            },
+        ],
+    );
+    let suite = format!("native:{}", suite.display());
+    for wire in WIRES {
+        let server = batch_server(1, None);
+        let model = model_spec(wire, &server);
+        let runs = dir.path().join(format!("runs-{wire:?}"));
+        let args = eval_args(
+            &suite,
+            &model,
+            &[
+                "--batch",
+                "--batch-poll",
+                "0.05",
+                "--no-score",
+                "--json",
+                "-q",
+            ],
+        );
+        let out = json_of(&nmb_command(&runs).args(&args).output().unwrap());
+        let run_id = out["run_id"].as_str().unwrap();
+        let got: BTreeMap<String, String> = store(&runs)
+            .run_samples(run_id)
+            .unwrap()
+            .into_iter()
+            .map(|s| {
+                let class = s.error_class.clone().unwrap_or_else(|| "ok".into());
+                let task = s
+                    .task_id
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or(&s.task_id)
+                    .to_string();
+                (task, class)
+            })
+            .collect();
+        let want: BTreeMap<String, String> = [
+            ("t_context", "context_length"),
+            ("t_ok", "ok"),
+            ("t_refused", "client_error"),
+        ]
+        .iter()
+        .map(|(t, c)| (t.to_string(), c.to_string()))
+        .collect();
+        assert_eq!(got, want, "{wire:?}");
+    }
+
+    let server = batch_server(1, Some(0));
+    let model = model_spec(Wire::Gemini, &server);
+    let runs = dir.path().join("runs-expiring");
+    let args = eval_args(
+        &suite,
+        &model,
+        &[
+            "--batch",
+            "--batch-poll",
+            "0.05",
+            "--no-score",
+            "--json",
+            "-q",
+            "--max-retries",
+            "0",
+        ],
+    );
+    let child = nmb_command(&runs)
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Every Gemini batch expires unanswered here: the requests keep going into new batches until stopped.
+    let started = Instant::now();
+    while server.batches_created() < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the expired batch was not sent again"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut child = child;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(server.batch_submissions().values().all(|n| *n >= 2));
+}

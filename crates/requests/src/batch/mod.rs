@@ -186,10 +186,11 @@ impl<W: Wire> HttpBackend<W> {
     /// The class of a failed line, from the status its provider gives it (or an equivalent) and its body.
     pub(crate) fn line_error(&self, status: u16, body: &str) -> CallError {
         let class = self.wire.classify(status, body);
-        self.redact_all(Err(CallError::new(
-            class,
-            format!("batch request failed (status {status}): {body}"),
-        )))
+        let message = format!("batch request failed (status {status}): {body}");
+        // The body goes with it, as with a single call's error, so that a refused parameter is recognised.
+        self.redact_all(Err(
+            CallError::new(class, message).with_raw(body.to_string())
+        ))
         .err()
         .unwrap_or_else(|| CallError::new(class, "batch request failed"))
     }
