@@ -62,6 +62,10 @@ pub struct ScoringConfig {
     /// reasoned; off by default, when they see the answers alone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub judge_sees_thinking: bool,
+    /// Judges send through their providers' batch APIs (`--judge-batch`), polled every this many seconds; `None`:
+    /// call by call. How judges are asked, not what: it does not enter the scores' hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_batch_poll_secs: Option<f64>,
 }
 
 impl Default for ScoringConfig {
@@ -83,6 +87,7 @@ impl Default for ScoringConfig {
             suite: SuiteOverride::default(),
             paper: None,
             judge_sees_thinking: false,
+            judge_batch_poll_secs: None,
         }
     }
 }
@@ -198,6 +203,7 @@ impl ScoringConfig {
             price: self.prices.for_model(model),
             paper: self.paper,
             judge_sees_thinking: self.judge_sees_thinking,
+            judge_batch: self.judge_batch_poll_secs.map(batch_options),
             ..ScoreOptions::default()
         })
     }
@@ -280,6 +286,16 @@ fn filters_from_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Filte
         .collect()
 }
 
+/// How batching judges gather and poll, polling every `secs` seconds.
+fn batch_options(secs: f64) -> nmb_record::BatchOptions {
+    let mut options = nmb_record::BatchOptions::default();
+    if secs.is_finite() && secs > 0.0 {
+        options.poll = std::time::Duration::from_secs_f64(secs);
+        options.gather = options.gather.min(options.poll);
+    }
+    options
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,6 +342,7 @@ mod tests {
                 seed: 7,
             },
             judge_sees_thinking: true,
+            judge_batch_poll_secs: Some(0.5),
             suite: SuiteOverride {
                 spec: Some("sample".into()),
                 answers: Some(PathBuf::from("a.jsonl")),

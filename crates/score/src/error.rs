@@ -7,6 +7,8 @@ use std::path::PathBuf;
 pub enum ScoreError {
     #[error(transparent)]
     Store(#[from] nmb_store::StoreError),
+    #[error("a judge cannot batch: {0}")]
+    JudgeBatch(String),
     #[error("run {run_id} has answers for task {task_id}, which suite {suite_id} does not contain; score it against the suite (and answer key, filters) it was run on")]
     UnknownTask {
         run_id: String,

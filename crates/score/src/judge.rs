@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use futures::stream::{self, StreamExt};
 use nmb_chat::{GenParams, Message, OutputFormat, Role};
-use nmb_record::{CallSpec, Recorder};
+use nmb_record::{BatchOptions, Batcher, CallSpec, Recorder};
 use nmb_requests::{Backend, BackendKind, ModelIdentity, ModelSpec, Scheduler};
 use nmb_store::{canonical_json, Manifest, RunInfo, RunKind, Store};
 use serde_json::{json, Value};
@@ -110,6 +110,18 @@ struct Slot {
     provider: String,
 }
 
+/// How a panel asks its judges.
+#[derive(Debug, Clone)]
+pub struct Asking {
+    pub params: GenParams,
+    /// Re-asks after an invalid answer.
+    pub max_reasks: u32,
+    /// Calls in flight per judge.
+    pub concurrency: usize,
+    /// Through the judges' batch APIs.
+    pub batch: Option<BatchOptions>,
+}
+
 /// The judges of one scoring, with their judge runs.
 pub struct Panel {
     store: Arc<Store>,
@@ -128,16 +140,30 @@ impl Panel {
         scheduler: Scheduler,
         judges: &[JudgeModel],
         scored: &RunInfo,
-        params: GenParams,
-        max_reasks: u32,
-        concurrency: usize,
+        asking: Asking,
     ) -> Result<Panel, ScoreError> {
+        let Asking {
+            params,
+            max_reasks,
+            concurrency,
+            batch,
+        } = asking;
+        // A call waiting for its batch puts no load on a server: as many wait as a round of batches holds.
+        let concurrency = if batch.is_some() {
+            concurrency.max(BATCH_IN_FLIGHT)
+        } else {
+            concurrency
+        };
         let graded = scored.manifest.model.clone();
         let mut slots = Vec::new();
         for j in judges {
             let identity = Value::Object(j.identity.clone());
             let run_id = judge_run(&store, scored, j.spec.as_str(), &identity, &params)?;
-            let lane = scheduler.lane(j.backend.clone(), concurrency.max(1));
+            let backend = match batch {
+                Some(options) => batched(j, &store, options)?,
+                None => j.backend.clone(),
+            };
+            let lane = scheduler.lane(backend, concurrency.max(1));
             let recorder = Recorder::new(
                 store.clone(),
                 scheduler.clone(),
@@ -468,6 +494,20 @@ pub fn self_grading(judge: &str, graded: &str) -> Option<String> {
         ));
     }
     None
+}
+
+/// Calls a batching judge keeps waiting at once.
+pub const BATCH_IN_FLIGHT: usize = 4096;
+
+/// A judge's backend sending through its provider's batch API.
+fn batched(
+    j: &JudgeModel,
+    store: &Arc<Store>,
+    options: BatchOptions,
+) -> Result<Arc<dyn Backend>, ScoreError> {
+    let batcher = Batcher::new(j.backend.clone(), store.clone(), j.spec.as_str(), options);
+    let batcher = batcher.map_err(|e| ScoreError::JudgeBatch(e.to_string()))?;
+    Ok(Arc::new(batcher))
 }
 
 #[cfg(test)]

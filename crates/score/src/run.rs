@@ -48,7 +48,11 @@ pub async fn score_suite(
 ) -> Result<ScoreReport, ScoreError> {
     let model = store.run(run_id)?.manifest.model;
     let opts = config.options(config.connect_judges(judges)?, &model)?;
-    let scheduler = Scheduler::new(SchedulerConfig::default());
+    let mut limits = SchedulerConfig::default();
+    if opts.judge_batch.is_some() {
+        limits.global_limit = limits.global_limit.max(crate::judge::BATCH_IN_FLIGHT);
+    }
+    let scheduler = Scheduler::new(limits);
     let report = score_loaded(store, &scheduler, run_id, suite, &opts).await?;
     stored::save(store, &report)?;
     Ok(report)

@@ -135,6 +135,18 @@ pub struct ScoringArgs {
     /// Judge calls in flight per judge
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub judge_concurrency: usize,
+    /// Judges send through their providers' batch APIs (half the price, answered within 24 hours), recorded
+    /// before submission as `--batch` does for models
+    #[arg(long)]
+    pub judge_batch: bool,
+    /// With --judge-batch: seconds between polls of a submitted batch
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 30.0,
+        requires = "judge_batch"
+    )]
+    pub judge_batch_poll: f64,
     /// Price of a model, MODEL=IN,OUT in dollars per million input and output tokens (MODEL may be * for all),
     /// for the cost per 1,000 images of structured answers; repeatable
     #[arg(long = "price", value_name = "MODEL=IN,OUT[,CACHED[,WRITE]]")]
@@ -215,6 +227,7 @@ impl ScoringArgs {
             suite: SuiteOverride::default(),
             paper: self.paper()?,
             judge_sees_thinking: self.judge_sees_thinking,
+            judge_batch_poll_secs: self.judge_batch.then_some(self.judge_batch_poll),
         })
     }
 

@@ -371,3 +371,62 @@ fn failed_requests_in_a_batch_keep_their_class_and_an_expired_gemini_batch_is_se
     child.wait().unwrap();
     assert!(server.batch_submissions().values().all(|n| *n >= 2));
 }
+
+/// A judge that answers every question validly: never equivalent, rubric 3 everywhere, knowledge gap.
+fn judge(req: &nmb_fake_server::ReceivedRequest) -> nmb_fake_server::Reply {
+    let text = req.all_text();
+    let answer = if text.contains("Candidate") && text.contains("\"equivalent\"") {
+        r#"{"equivalent": false, "rationale": "different"}"#
+    } else if text.contains("Grade the MODEL ANSWER") {
+        r#"{"scores": {"diagnostic_correctness": 3, "multimodal_integration": 3, "differential_reasoning": 3, "lesion_localisation": 3, "clinical_safety": 3}, "overall": 3, "rationale": "ok"}"#
+    } else {
+        r#"{"category": "knowledge_gap", "justification": "scripted"}"#
+    };
+    nmb_fake_server::Reply::Texts(vec![answer.to_string()])
+}
+
+/// `nmb score --judge-batch`: every judge question goes through the judge's batch API, and the scores equal
+/// those of the same judge asked call by call.
+#[test]
+fn judges_can_batch_too() {
+    let model_server = server(Config::default());
+    let model = model_spec(Wire::OpenAi, &model_server);
+    let judged = |batch: bool| {
+        let judge_server = server(Config {
+            responder: std::sync::Arc::new(judge),
+            batch: BatchConfig {
+                polls: 1,
+                expire_after: None,
+            },
+            ..Config::default()
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let out = eval(dir.path(), &model, &["--no-score", "--limit", "6"]);
+        let run_id = out["run_id"].as_str().unwrap();
+        let judge_spec = format!("anthropic:judge@{}", judge_server.url());
+        let mut args = vec![
+            "score",
+            run_id,
+            "--judge",
+            &judge_spec,
+            "--no-bertscore",
+            "--json",
+        ];
+        if batch {
+            args.extend(["--judge-batch", "--judge-batch-poll", "0.05"]);
+        }
+        let scored = nmb_command(dir.path()).args(&args).output().unwrap();
+        assert!(scored.status.success(), "{}", text(&scored.stderr));
+        let asked = judge_server.requests();
+        assert!(!asked.is_empty());
+        assert!(
+            asked.iter().all(|r| r.batch.is_some() == batch),
+            "batch {batch}"
+        );
+        let report = json_of(&scored);
+        (report["overall"].clone(), report["by_level_family"].clone())
+    };
+    let batched = judged(true);
+    assert!(batched.0["rubric"].is_object(), "{}", batched.0);
+    assert_eq!(batched, judged(false));
+}

@@ -68,6 +68,8 @@ pub struct ScoreOptions {
     pub paper: Option<crate::structured::paper::PaperOptions>,
     /// Judges see the thinking before each answer (rubric grading, error taxonomy); off: the answers alone.
     pub judge_sees_thinking: bool,
+    /// Judges send through their providers' batch APIs.
+    pub judge_batch: Option<nmb_record::BatchOptions>,
 }
 
 impl Default for ScoreOptions {
@@ -89,6 +91,7 @@ impl Default for ScoreOptions {
             price: None,
             paper: None,
             judge_sees_thinking: false,
+            judge_batch: None,
         }
     }
 }
@@ -141,9 +144,12 @@ pub async fn score_loaded(
             scheduler.clone(),
             &opts.judges,
             &run,
-            opts.judge_params.clone(),
-            opts.max_reasks,
-            opts.judge_concurrency,
+            crate::judge::Asking {
+                params: opts.judge_params.clone(),
+                max_reasks: opts.max_reasks,
+                concurrency: opts.judge_concurrency,
+                batch: opts.judge_batch,
+            },
         )?)
     };
     let specs: Vec<String> = panel.as_ref().map(|p| p.specs()).unwrap_or_default();
