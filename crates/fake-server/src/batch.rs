@@ -31,6 +31,9 @@ pub struct BatchConfig {
     pub polls: u32,
     /// A batch ends expired after answering only its first N requests (the rest come back expired).
     pub expire_after: Option<usize>,
+    /// How long the answer to a batch's creation takes, after the batch is made (a client stopped meanwhile
+    /// never learns its id).
+    pub create_delay: std::time::Duration,
 }
 
 /// Every file and batch this server was given.
@@ -76,8 +79,22 @@ impl Batches {
     }
 }
 
-/// Answers a batch API request; `None` for any other request.
-pub(crate) fn route(req: &Request, state: &State) -> Option<Response> {
+/// Answers a batch API request, with how long to wait before answering; `None` for any other request.
+pub(crate) fn route(req: &Request, state: &State) -> Option<(Response, std::time::Duration)> {
+    let path = req.path.split('?').next().unwrap_or("");
+    let creates = req.method == "POST"
+        && (path.ends_with("/v1/batches")
+            || path.ends_with("/v1/messages/batches")
+            || path.ends_with(":batchGenerateContent"));
+    let delay = if creates {
+        state.config.batch.create_delay
+    } else {
+        std::time::Duration::ZERO
+    };
+    answer_request(req, state).map(|r| (r, delay))
+}
+
+fn answer_request(req: &Request, state: &State) -> Option<Response> {
     let path = req.path.split('?').next().unwrap_or("");
     let get = req.method == "GET";
     let post = req.method == "POST";

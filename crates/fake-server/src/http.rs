@@ -100,7 +100,8 @@ fn plain(status: u16, msg: &str) -> Response {
 }
 
 async fn handle(req: Request, state: &State) -> Action {
-    if let Some(response) = crate::batch::route(&req, state) {
+    if let Some((response, delay)) = crate::batch::route(&req, state) {
+        tokio::time::sleep(delay).await;
         return Action::Respond(response);
     }
     let route = Some(&req)

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nmb_requests::{
-    Adjustment, Backend, BatchApi, BatchItem, BoxFuture, CallError, ChatRequest, Completion,
-    ErrorClass, ModelSpec, Polled,
+    Adjustment, Backend, BatchApi, BatchItem, BatchLimits, BoxFuture, CallError, ChatRequest,
+    Completion, ErrorClass, ModelSpec, Polled,
 };
 use nmb_store::{format_utc_ms, now_ms, BatchRecord, BatchState, Store};
 use serde_json::Value;
@@ -224,14 +224,14 @@ async fn dispatch(shared: Arc<Shared>, calls: Vec<Waiting>) {
     for (_, (record, group)) in held {
         tokio::spawn(follow(shared.clone(), record, group));
     }
-    for chunk in chunks(&shared, fresh) {
+    for chunk in chunks(fresh, shared.api().protocol().limits()) {
         tokio::spawn(submit(shared.clone(), chunk));
     }
 }
 
-/// Splits calls into batches within the provider's limits.
-fn chunks(shared: &Shared, group: Group) -> Vec<Group> {
-    let limits = shared.api().protocol().limits();
+/// Splits calls into batches within the provider's limits (a request larger than the byte limit alone goes in a
+/// batch of its own, which the provider then refuses with its own words).
+fn chunks(group: Group, limits: BatchLimits) -> Vec<Group> {
     let mut out = Vec::new();
     let mut current = Group::new();
     let mut bytes = 0;
@@ -475,5 +475,64 @@ impl Backend for Batcher {
     }
     fn replicas(&self) -> &[String] {
         self.shared.inner.replicas()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(sizes: &[usize]) -> Group {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                (
+                    format!("id{i:02}"),
+                    (Value::String("x".repeat(*n)), Vec::new()),
+                )
+            })
+            .collect()
+    }
+
+    fn sizes(chunks: &[Group]) -> Vec<usize> {
+        chunks.iter().map(BTreeMap::len).collect()
+    }
+
+    #[test]
+    fn batches_keep_to_the_request_and_byte_limits() {
+        let by_count = BatchLimits {
+            max_requests: 3,
+            max_bytes: usize::MAX,
+        };
+        assert_eq!(sizes(&chunks(group(&[1; 7]), by_count)), [3, 3, 1]);
+        // Each entry is its JSON (the string and two quotes) plus a newline: 10 + 3 bytes.
+        let by_bytes = BatchLimits {
+            max_requests: 100,
+            max_bytes: 30,
+        };
+        assert_eq!(sizes(&chunks(group(&[10; 5]), by_bytes)), [2, 2, 1]);
+        let oversized = chunks(group(&[40, 1]), by_bytes);
+        assert_eq!(sizes(&oversized), [1, 1]);
+        assert!(chunks(Group::new(), by_count).is_empty());
+    }
+
+    #[test]
+    fn a_custom_id_is_the_same_for_the_same_request_and_fits_every_provider() {
+        let body = serde_json::json!({"model": "m", "messages": []});
+        let id = custom_id("openai:m", &body);
+        assert_eq!(id, custom_id("openai:m", &body));
+        assert_ne!(id, custom_id("openai:other", &body));
+        assert_ne!(
+            id,
+            custom_id("openai:m", &serde_json::json!({"model": "m"}))
+        );
+        // Anthropic: ^[a-zA-Z0-9_-]{1,64}$.
+        assert!(
+            id.len() <= 64
+                && id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        );
     }
 }

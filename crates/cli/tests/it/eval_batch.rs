@@ -21,6 +21,7 @@ fn batch_server(polls: u32, expire_after: Option<usize>) -> FakeServer {
         batch: BatchConfig {
             polls,
             expire_after,
+            ..BatchConfig::default()
         },
         ..Config::default()
     })
@@ -396,7 +397,7 @@ fn judges_can_batch_too() {
             responder: std::sync::Arc::new(judge),
             batch: BatchConfig {
                 polls: 1,
-                expire_after: None,
+                ..BatchConfig::default()
             },
             ..Config::default()
         });
@@ -429,4 +430,55 @@ fn judges_can_batch_too() {
     let batched = judged(true);
     assert!(batched.0["rubric"].is_object(), "{}", batched.0);
     assert_eq!(batched, judged(false));
+}
+
+/// Killed after the provider made a batch but before its answer arrived: the store holds the batch as preparing,
+/// without the provider's id. The resumed run finds it at the provider (OpenAI by metadata, Gemini by display
+/// name, Anthropic by creation time and request count) and polls it: nothing is submitted twice.
+#[test]
+fn a_run_killed_while_submitting_finds_its_batch_at_the_provider() {
+    for wire in WIRES {
+        let server = server(Config {
+            batch: BatchConfig {
+                polls: 1,
+                create_delay: Duration::from_secs(3),
+                ..BatchConfig::default()
+            },
+            ..Config::default()
+        });
+        let model = model_spec(wire, &server);
+        let dir = tempfile::tempdir().unwrap();
+        let batched = ["--batch", "--batch-poll", "0.05", "--limit", "3"];
+        let mut child = nmb_command(dir.path())
+            .args(args(&model, &batched))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while server.batches_created() == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{wire:?}: no batch was made"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let stored = store(dir.path()).batches().unwrap();
+        assert!(
+            matches!(stored.as_slice(), [b] if b.state == nmb_store::BatchState::Preparing),
+            "{wire:?}: {stored:?}"
+        );
+
+        let out = eval(dir.path(), &model, &batched);
+        assert_eq!(out["summary"]["samples_errored"], 0, "{wire:?}: {out}");
+        assert_eq!(out["summary"]["samples_pending"], 0, "{wire:?}: {out}");
+        let submissions = server.batch_submissions();
+        assert!(
+            submissions.values().all(|n| *n == 1),
+            "{wire:?}: submitted twice: {submissions:?}"
+        );
+        assert_eq!(server.batches_created(), 1, "{wire:?}");
+    }
 }

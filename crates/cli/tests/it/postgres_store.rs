@@ -587,7 +587,7 @@ fn workers_share_a_batched_run_and_submit_nothing_twice() {
     let server = server(Config {
         batch: nmb_fake_server::batch::BatchConfig {
             polls: 20,
-            expire_after: None,
+            ..Default::default()
         },
         ..Config::default()
     });
