@@ -361,6 +361,15 @@ async fn poll(shared: Arc<Shared>, record: BatchRecord, ids: Vec<String>, mut gr
                 fail(group, &e);
                 return;
             }
+            // The provider no longer has the batch (or its results): what it held goes into a new one.
+            Err(e) if e.status == Some(404) => {
+                tracing::warn!(batch = %record.batch_id, error = %e.message, "the provider no longer has the batch; sending its requests again");
+                let _ = shared
+                    .store
+                    .set_batch_state(&record.batch_id, BatchState::Abandoned);
+                resend(&shared, group);
+                return;
+            }
             Err(e)
                 if nmb_requests::scheduler::RETRYABLE.contains(&e.class)
                     && failures < POLL_FAILURES =>

@@ -482,3 +482,62 @@ fn a_run_killed_while_submitting_finds_its_batch_at_the_provider() {
         assert_eq!(server.batches_created(), 1, "{wire:?}");
     }
 }
+
+/// A stored batch the provider no longer has (404 on its poll) is given up, and its requests go into a new
+/// batch: the run still finishes.
+#[test]
+fn a_batch_the_provider_lost_is_sent_again() {
+    let first = batch_server(1_000_000, None);
+    let port = first.port();
+    let model = model_spec(Wire::OpenAi, &first);
+    let dir = tempfile::tempdir().unwrap();
+    let batched = ["--batch", "--batch-poll", "0.05", "--limit", "3"];
+    let mut child = nmb_command(dir.path())
+        .args(args(&model, &batched))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while first.batches_created() == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no batch was made"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(first);
+    // The same address, a server that never saw the batch.
+    let second = (0..50)
+        .find_map(|_| {
+            let s = nmb_fake_server::FakeServer::start_in_background(
+                Config {
+                    port,
+                    ..Config::default()
+                },
+                2,
+            );
+            s.ok().or_else(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                None
+            })
+        })
+        .expect("the port is free again");
+    let out = eval(dir.path(), &model, &batched);
+    assert_eq!(out["summary"]["samples_errored"], 0, "{out}");
+    assert_eq!(out["summary"]["samples_pending"], 0, "{out}");
+    assert_eq!(second.batches_created(), 1);
+    let states: Vec<_> = store(dir.path())
+        .batches()
+        .unwrap()
+        .iter()
+        .map(|b| b.state)
+        .collect();
+    assert!(
+        states.contains(&nmb_store::BatchState::Abandoned),
+        "{states:?}"
+    );
+}
