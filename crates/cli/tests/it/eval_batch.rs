@@ -513,7 +513,7 @@ fn a_batch_the_provider_lost_is_sent_again() {
     // The same address, a server that never saw the batch.
     let second = (0..50)
         .find_map(|_| {
-            let s = nmb_fake_server::FakeServer::start_in_background(
+            let s = FakeServer::start_in_background(
                 Config {
                     port,
                     ..Config::default()
