@@ -1,6 +1,6 @@
 //! Numbers a report derives across runs: cost, the breadth-versus-depth view, paired comparisons between
-//! models evaluated on the same items, and prompt sensitivity ([`crate::sweep`]). Per-run numbers come from the
-//! score report as they are.
+//! models evaluated on the same items, prompt sensitivity ([`crate::sweep`]) and thinking
+//! ([`crate::thinking`]). Per-run numbers come from the score report as they are.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -77,6 +77,9 @@ pub struct Analysis {
     /// Prompt sweeps: per suite and score, models under several template variants (empty without a sweep).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sweep: Vec<crate::sweep::SweepGroup>,
+    /// The runs whose answers thought: how much, and accuracy by how much (empty without thinking).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub thinking: Vec<crate::thinking::RunThinking>,
     pub bootstrap: BootstrapConfig,
     pub notes: Vec<String>,
 }
@@ -96,6 +99,7 @@ pub fn build(runs: &[RunData], prices: &Prices, cfg: &BootstrapConfig) -> Analys
         two_axis: two_axis(runs, cfg),
         paired: paired(runs, &swept, cfg, &mut notes),
         sweep,
+        thinking: crate::thinking::build(runs, cfg),
         bootstrap: *cfg,
         notes,
     }

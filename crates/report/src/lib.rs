@@ -6,6 +6,8 @@
 //!   per-case section with thumbnails and every sampled answer, and the run manifests;
 //! - for prompt sweeps (a model on a suite under several templates), a prompt-sensitivity section: scores per
 //!   variant, their spread with CIs, rank flips and Kendall's W ([`sweep`], also in `sweep.csv`);
+//! - for runs whose answers have a reasoning model's thinking, a thinking section: reasoning tokens (or, where
+//!   the API counted none, thinking words) per level and family, and accuracy by thinking length ([`thinking`]);
 //! - for runs with multi-turn consults, a revision table (first- and last-turn accuracy, changed top diagnosis,
 //!   wrong → right and right → wrong);
 //! - for runs with NeuroVLM-Bench (`structured`) scores, a section with per-field metrics, the diagnosis_name
@@ -40,6 +42,7 @@ mod svg;
 pub mod sweep;
 mod table;
 pub mod terminal;
+pub mod thinking;
 mod thumbs;
 
 use std::collections::BTreeSet;

@@ -26,6 +26,7 @@ pub fn render(runs: &[RunData], analysis: &Analysis) -> String {
     }
     headline(&mut m, runs, analysis);
     cost(&mut m, runs, analysis);
+    thinking(&mut m, analysis);
     levels(&mut m, runs);
     breadth(&mut m, runs);
     revision(&mut m, runs);
@@ -48,6 +49,16 @@ fn headline(m: &mut String, runs: &[RunData], analysis: &Analysis) {
 fn cost(m: &mut String, runs: &[RunData], analysis: &Analysis) {
     if let Some(t) = summary::cost(runs, analysis) {
         section(m, "## Cost", &t);
+    }
+}
+
+/// The thinking tables, as in the HTML report (which adds the chart).
+fn thinking(m: &mut String, analysis: &Analysis) {
+    if let Some(t) = crate::thinking::table(&analysis.thinking) {
+        section(m, "## Thinking", &t);
+    }
+    if let Some(t) = crate::thinking::bins_table(&analysis.thinking) {
+        section(m, "### Accuracy by thinking length", &t);
     }
 }
 

@@ -5,6 +5,8 @@ use std::fmt::Write;
 
 use crate::html::escape;
 
+pub mod thinking;
+
 /// Okabe–Ito colours: distinguishable with the common colour-vision deficiencies.
 pub const PALETTE: [&str; 8] = [
     "#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#8C6D1F", "#000000",

@@ -26,6 +26,7 @@ mod pubmedqa;
 mod replicas;
 mod report_cli;
 mod report_cost;
+mod report_thinking;
 mod review_browser;
 mod review_cli;
 mod review_done;

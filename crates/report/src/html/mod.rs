@@ -13,6 +13,7 @@ mod paired;
 mod revision;
 mod summary;
 mod sweep;
+mod thinking;
 
 use std::fmt::Write;
 
@@ -31,6 +32,7 @@ use summary::breadth_tables;
 use summary::headline;
 use summary::level_family;
 use sweep::sweep;
+use thinking::thinking;
 
 /// No scripts, nothing fetched; images only from `data:`; inline styles allowed.
 pub const CSP: &str =
@@ -68,6 +70,7 @@ pub fn render(runs: &[RunData], analysis: &Analysis, opts: &ReportOptions) -> St
     notes(&mut h, runs, analysis);
     headline(&mut h, runs, analysis);
     summary::cost(&mut h, runs, analysis);
+    thinking(&mut h, analysis);
     level_family(&mut h, runs);
     breadth_tables(&mut h, runs);
     revision(&mut h, runs);
