@@ -109,15 +109,7 @@ fn cost(run: &RunData, prices: &Prices) -> CostEstimate {
     let price = price_for(prices, run);
     let s = &run.summary;
     let tokens = Tokens::from(s);
-    let b = &s.batch;
-    let batched = Tokens {
-        input: b.tokens_in,
-        output: b.tokens_out,
-        reasoning: b.tokens_reasoning,
-        cached_in: b.tokens_cached_in,
-        cache_write: b.tokens_cache_write,
-    };
-    let split = price.map(|p| p.split_batched(&tokens, &batched));
+    let split = price.map(|p| p.run_cost(s));
     let dollars = split.map(|c| c.total);
     let correct = run.scores.as_ref().map(|r| r.overall.correct as u64);
     CostEstimate {

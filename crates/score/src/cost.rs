@@ -46,6 +46,19 @@ pub struct Tokens {
     pub cache_write: u64,
 }
 
+impl From<&nmb_store::BatchUsage> for Tokens {
+    /// The counts of a run's calls answered in batches.
+    fn from(b: &nmb_store::BatchUsage) -> Tokens {
+        Tokens {
+            input: b.tokens_in,
+            output: b.tokens_out,
+            reasoning: b.tokens_reasoning,
+            cached_in: b.tokens_cached_in,
+            cache_write: b.tokens_cache_write,
+        }
+    }
+}
+
 impl From<&nmb_store::RunSummary> for Tokens {
     /// The counts a run's calls reported, summed.
     fn from(s: &nmb_store::RunSummary) -> Tokens {
@@ -94,6 +107,11 @@ impl Price {
     /// Dollars for these tokens.
     pub fn dollars(&self, tokens_in: f64, tokens_out: f64) -> f64 {
         (tokens_in * self.input_per_mtok + tokens_out * self.output_per_mtok) / 1_000_000.0
+    }
+
+    /// The dollars a run's calls cost, those answered in batches at the batch rate.
+    pub fn run_cost(&self, s: &nmb_store::RunSummary) -> CostSplit {
+        self.split_batched(&Tokens::from(s), &Tokens::from(&s.batch))
     }
 
     /// The dollars of `all`, of which `batched` were sent through a provider's batch API and are billed at

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use nmb_score::cost::{Price, Tokens};
+use nmb_score::cost::Price;
 use nmb_store::{Store, StoreError};
 
 use crate::{Cell, Study};
@@ -63,8 +63,8 @@ pub fn check_cap(study: &Study, cells: &[Cell]) -> Result<(), BudgetError> {
 }
 
 /// Dollars spent by every run of the study in `store` (every invocation), from the tokens its calls used at its
-/// cells' prices, cached input and cache writes at their own rates where given (as the report's cost split
-/// counts them). Answers taken from the store cost nothing; runs of unpriced models count nothing.
+/// cells' prices, cached input and cache writes at their own rates where given and batched calls at the batch
+/// rate (as the report's cost split counts them). Answers taken from the store cost nothing; runs of unpriced models count nothing.
 pub fn spent(store: &Store, study: &Study, cells: &[Cell]) -> Result<f64, BudgetError> {
     let mut total = 0.0;
     for run in store.list_runs()? {
@@ -77,7 +77,7 @@ pub fn spent(store: &Store, study: &Study, cells: &[Cell]) -> Result<f64, Budget
             .and_then(|c| c.price);
         if let Some(price) = price {
             let s = store.summary(&run.run_id)?;
-            total += price.split(&Tokens::from(&s)).total;
+            total += price.run_cost(&s).total;
         }
     }
     Ok(total)
