@@ -32,6 +32,7 @@ pub use spec::{replica_name, BackendKind, ModelIdentity, ModelSpec, SpecError};
 pub use stored::{StoredConversation, StoredMessage, StoredPart};
 pub use thinking::{split_thinking, Thought};
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -123,6 +124,34 @@ pub struct GenParams {
     /// `budget_tokens`, Gemini's `thinkingBudget`); absent unless asked, as for `reasoning_effort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_budget: Option<u32>,
+    /// Sampling parameters left out of every request (`--temperature none`, `--top-p none`), so that the
+    /// server's own defaults apply; absent unless some are, as for `reasoning_effort`.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub unsent: BTreeSet<SamplingParam>,
+    /// Fields added to the top level of every request body (`--extra-body`: vLLM's `chat_template_kwargs`,
+    /// `top_k`, `min_p`), replacing a field of the same name; absent unless given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_body: Option<BTreeMap<String, serde_json::Value>>,
+}
+
+/// A sampling parameter a request can go without.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SamplingParam {
+    Temperature,
+    TopP,
+}
+
+impl GenParams {
+    /// Whether requests carry a temperature.
+    pub fn sends_temperature(&self) -> bool {
+        !self.unsent.contains(&SamplingParam::Temperature)
+    }
+
+    /// Whether requests carry a `top_p`.
+    pub fn sends_top_p(&self) -> bool {
+        !self.unsent.contains(&SamplingParam::TopP)
+    }
 }
 
 impl Default for GenParams {
@@ -134,6 +163,8 @@ impl Default for GenParams {
             seed: None,
             reasoning_effort: None,
             thinking_budget: None,
+            unsent: BTreeSet::new(),
+            extra_body: None,
         }
     }
 }

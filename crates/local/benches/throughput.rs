@@ -73,6 +73,8 @@ fn main() {
         seed: Some(0),
         reasoning_effort: None,
         thinking_budget: None,
+        unsent: Default::default(),
+        extra_body: None,
     };
     let sampled = GenParams {
         temperature: 0.7,

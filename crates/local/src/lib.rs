@@ -594,10 +594,30 @@ fn model_id(
     Ok(format!("{}@{}", gguf::file_label(path), &hash[..16]))
 }
 
+/// llama.cpp server's sampling defaults (`common_params_sampling`: temp 0.80, top_p 0.95).
+const LLAMA_CPP_TEMPERATURE: f64 = 0.8;
+const LLAMA_CPP_TOP_P: f64 = 0.95;
+
 /// Maps the request parameters to a sampling rule, rejecting values that have no meaning.
 fn sampling(params: &GenParams) -> Result<Sampling, LocalError> {
     let bad = |field, message: String| Err(LocalError::InvalidParams { field, message });
-    let (t, p) = (params.temperature, params.top_p);
+    // A parameter left unsent takes llama.cpp server's default, as it would there.
+    let t = if params.sends_temperature() {
+        params.temperature
+    } else {
+        LLAMA_CPP_TEMPERATURE
+    };
+    let p = if params.sends_top_p() {
+        params.top_p
+    } else {
+        LLAMA_CPP_TOP_P
+    };
+    if params.extra_body.is_some() {
+        return bad(
+            "extra_body",
+            "the in-process engine has no request body; --extra-body is for servers".into(),
+        );
+    }
     if !t.is_finite() || t < 0.0 {
         return bad(
             "temperature",

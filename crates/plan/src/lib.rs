@@ -98,6 +98,7 @@ pub mod volumes;
 
 pub use chat::{
     messages_hash, GenParams, ImagePart, Message, OutputFormat, Part, ReasoningEffort, Role,
+    SamplingParam,
 };
 pub use error::PlanError;
 pub use images::{ImageCache, LoadedImage, DEFAULT_CACHE_BYTES};

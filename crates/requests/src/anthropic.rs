@@ -143,8 +143,10 @@ impl Wire for AnthropicWire {
             system: (!system.is_empty())
                 .then(|| System::new(system.join("\n\n"), self.options.prompt_cache)),
             messages,
-            temperature: (thinking.is_none() || p.temperature == 1.0).then_some(p.temperature),
-            top_p: (self.options.send_top_p
+            temperature: (p.sends_temperature() && (thinking.is_none() || p.temperature == 1.0))
+                .then_some(p.temperature),
+            top_p: (p.sends_top_p()
+                && self.options.send_top_p
                 && (thinking.is_none() || p.top_p >= MIN_THINKING_TOP_P))
                 .then_some(p.top_p),
             tools: schema.map(|input_schema| {

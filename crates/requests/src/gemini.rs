@@ -55,8 +55,8 @@ impl Wire for GeminiWire {
             contents,
             system_instruction: (!system.is_empty()).then_some(SystemInstruction { parts: system }),
             generation_config: GenerationConfig {
-                temperature: p.temperature,
-                top_p: p.top_p,
+                temperature: p.sends_temperature().then_some(p.temperature),
+                top_p: p.sends_top_p().then_some(p.top_p),
                 max_output_tokens: p.max_tokens,
                 candidate_count: (req.n > 1).then_some(req.n),
                 seed: p.seed,
@@ -253,8 +253,10 @@ struct InlineData<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct GenerationConfig<'a> {
-    temperature: f64,
-    top_p: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
     max_output_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     candidate_count: Option<u32>,

@@ -208,8 +208,7 @@ impl<W: Wire> HttpBackend<W> {
         replica: usize,
         req: &ChatRequest,
     ) -> Result<reqwest::RequestBuilder, CallError> {
-        let body = self.wire.body(req, &self.transport.images);
-        let body = serde_json::to_vec(&body).map_err(|e| {
+        let body = serde_json::to_vec(&self.body_value(req)?).map_err(|e| {
             CallError::new(ErrorClass::Other, format!("cannot encode request: {e}"))
         })?;
         let url = self.urls.get(replica).or_else(|| self.urls.first());
@@ -219,6 +218,21 @@ impl<W: Wire> HttpBackend<W> {
             .post(url.map_or("", String::as_str))
             .header("content-type", "application/json");
         Ok(self.authorised(http.body(body)))
+    }
+
+    /// The request body for `req` as JSON, with `--extra-body`'s fields added at its top level (each replacing
+    /// a field of the same name).
+    pub(crate) fn body_value(&self, req: &ChatRequest) -> Result<serde_json::Value, CallError> {
+        let body = self.wire.body(req, &self.transport.images);
+        let mut value = serde_json::to_value(&body).map_err(|e| {
+            CallError::new(ErrorClass::Other, format!("cannot encode request: {e}"))
+        })?;
+        if let (Some(extra), Some(fields)) = (&req.params.extra_body, value.as_object_mut()) {
+            for (k, v) in extra {
+                fields.insert(k.clone(), v.clone());
+            }
+        }
+        Ok(value)
     }
 
     /// `http` with the wire's headers and the API key.

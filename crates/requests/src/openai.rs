@@ -93,8 +93,9 @@ impl Wire for OpenAiWire {
             true => (None, Some(p.max_tokens)),
         };
         // Reasoning models take the default temperature (1) and no other.
-        let temperature =
-            (!adjusted(Adjustment::NoTemperature) || p.temperature == 1.0).then_some(p.temperature);
+        let temperature = (p.sends_temperature()
+            && (!adjusted(Adjustment::NoTemperature) || p.temperature == 1.0))
+            .then_some(p.temperature);
         Body {
             model: &self.model,
             messages: req
@@ -103,7 +104,7 @@ impl Wire for OpenAiWire {
                 .map(|m| wire_message(m, images))
                 .collect(),
             temperature,
-            top_p: (!adjusted(Adjustment::NoTopP)).then_some(p.top_p),
+            top_p: (p.sends_top_p() && !adjusted(Adjustment::NoTopP)).then_some(p.top_p),
             max_tokens,
             max_completion_tokens,
             seed: p.seed,

@@ -70,6 +70,8 @@ pub fn default_judge_params() -> GenParams {
         seed: Some(0),
         reasoning_effort: None,
         thinking_budget: None,
+        unsent: Default::default(),
+        extra_body: None,
     }
 }
 

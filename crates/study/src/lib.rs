@@ -83,7 +83,8 @@ A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--
                                   # cached input, cache writes: [3.0, 15.0, 0.3, 3.75]
   concurrency = 8                 # also temperature, top_p, max_tokens, seed,
                                   # reasoning_effort = \"high\", reasoning_model = true,
-                                  # thinking_budget = 4096, batch = true
+                                  # thinking_budget = 4096, batch = true,
+                                  # extra_body = { top_k = 20 }, temperature = \"none\"
 
   [[suites]]                      # repeat per suite; paths are relative to the run file
   spec = \"vqa-rad:data/testset.json\"
@@ -162,8 +163,10 @@ pub struct ModelEntry {
     /// `--price MODEL=IN,OUT[,CACHED[,WRITE]]`).
     pub price: Option<Vec<f64>>,
     pub concurrency: Option<u32>,
-    pub temperature: Option<f64>,
-    pub top_p: Option<f64>,
+    /// A number, or `"none"` to send none (as `--temperature none`).
+    pub temperature: Option<Sampled>,
+    /// A number, or `"none"` (as `--top-p none`).
+    pub top_p: Option<Sampled>,
     pub max_tokens: Option<u32>,
     pub seed: Option<u64>,
     /// As `--reasoning-effort`: `none`, `minimal`, `low`, `medium` or `high`.
@@ -176,6 +179,33 @@ pub struct ModelEntry {
     /// As `--batch`: through the provider's batch API.
     #[serde(default)]
     pub batch: bool,
+    /// As `--extra-body`: fields added to the top level of every request body (a table).
+    pub extra_body: Option<BTreeMap<String, serde_json::Value>>,
+}
+
+/// A sampling parameter in a run file: a number, or `"none"` to send none.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Sampled {
+    Value(f64),
+    Unsent(NoneWord),
+}
+
+/// The word `none`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NoneWord {
+    None,
+}
+
+impl Sampled {
+    /// The number, when one was given.
+    pub fn value(self) -> Option<f64> {
+        match self {
+            Sampled::Value(v) => Some(v),
+            Sampled::Unsent(_) => None,
+        }
+    }
 }
 
 impl ModelEntry {
@@ -383,12 +413,17 @@ impl Study {
             if let Err(e) = ModelSpec::parse(&model.spec) {
                 return Err(invalid(m.span(), key("spec"), e.to_string()));
             }
-            if let Some(t) = model.temperature.filter(|t| !(t.is_finite() && *t >= 0.0)) {
+            if let Some(t) = model
+                .temperature
+                .and_then(Sampled::value)
+                .filter(|t| !(t.is_finite() && *t >= 0.0))
+            {
                 let msg = format!("{t}: expected a number >= 0");
                 return Err(invalid(m.span(), key("temperature"), msg));
             }
             if let Some(p) = model
                 .top_p
+                .and_then(Sampled::value)
                 .filter(|p| !(p.is_finite() && *p > 0.0 && *p <= 1.0))
             {
                 let msg = format!("{p}: expected a number in (0, 1]");
@@ -578,8 +613,23 @@ impl Study {
             c.limits.concurrency = n;
         }
         let p = &mut c.params;
-        p.temperature = model.temperature.unwrap_or(p.temperature);
-        p.top_p = model.top_p.unwrap_or(p.top_p);
+        for (given, value, param) in [
+            (
+                model.temperature,
+                &mut p.temperature,
+                nmb_plan::SamplingParam::Temperature,
+            ),
+            (model.top_p, &mut p.top_p, nmb_plan::SamplingParam::TopP),
+        ] {
+            match given {
+                Some(Sampled::Value(v)) => *value = v,
+                Some(Sampled::Unsent(_)) => {
+                    p.unsent.insert(param);
+                }
+                None => {}
+            }
+        }
+        p.extra_body = model.extra_body.clone();
         p.max_tokens = model.max_tokens.unwrap_or(p.max_tokens);
         p.seed = model.seed;
         p.reasoning_effort = model.reasoning_effort;
@@ -698,6 +748,31 @@ bertscore = false
             scoring.prices.for_model(&cells[1].model),
             flag.for_model("b")
         );
+    }
+
+    #[test]
+    fn a_model_can_leave_sampling_parameters_unsent_and_add_body_fields() {
+        let text = GOOD.replace(
+            "spec = \"openai:b@http://127.0.0.1:1/v1\"",
+            "spec = \"openai:b@http://127.0.0.1:1/v1\"\ntemperature = \"none\"\ntop_p = 0.5\nextra_body = { top_k = 20, chat_template_kwargs = { enable_thinking = false } }",
+        );
+        let s = parse(Path::new("/studies/s.toml"), &text).unwrap();
+        let cells = s.cells();
+        let p = &cells[1].config.params;
+        assert!(!p.sends_temperature() && p.sends_top_p());
+        assert_eq!(p.top_p, 0.5);
+        let extra = p.extra_body.as_ref().expect("extra body");
+        assert_eq!(extra["top_k"], 20);
+        assert_eq!(extra["chat_template_kwargs"]["enable_thinking"], false);
+        assert!(
+            cells[0].config.params.sends_temperature()
+                && cells[0].config.params.extra_body.is_none()
+        );
+        let bad = GOOD.replace(
+            "spec = \"openai:b@http://127.0.0.1:1/v1\"",
+            "spec = \"openai:b@http://127.0.0.1:1/v1\"\ntemperature = \"off\"",
+        );
+        assert!(parse(Path::new("s.toml"), &bad).is_err());
     }
 
     #[test]

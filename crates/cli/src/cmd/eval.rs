@@ -1,13 +1,14 @@
 //! `nmb eval`: ask a model about every task of a suite and store each answer as it arrives.
 
 use crate::store_at::StoreAt;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use nmb_plan::{GenParams, InputMode, ReasoningEffort};
+use nmb_plan::{GenParams, InputMode, ReasoningEffort, SamplingParam};
 use nmb_requests::ModelSpec;
 use nmb_run::{Claiming, EvalConfig, Invocation, Limits, Resume, RunOutcome, TemplateChoice};
 use nmb_stats::BootstrapConfig;
@@ -156,12 +157,18 @@ pub struct EvalArgs {
     /// Start a new run even if an unfinished one has the same configuration (stored answers are still reused)
     #[arg(long)]
     pub fresh: bool,
-    /// Sampling temperature, >= 0
-    #[arg(long, value_name = "T", default_value_t = 0.7, value_parser = non_negative, allow_negative_numbers = true)]
-    temperature: f64,
-    /// Nucleus sampling: keep the smallest set of tokens whose probability reaches P, 0 < P <= 1
-    #[arg(long, value_name = "P", default_value_t = 0.95, value_parser = probability, allow_negative_numbers = true)]
-    top_p: f64,
+    /// Sampling temperature, >= 0, or `none` to send none (the server's default applies)
+    #[arg(long, value_name = "T|none", default_value = "0.7", value_parser = temperature_arg, allow_negative_numbers = true)]
+    temperature: Sampled,
+    /// Nucleus sampling: keep the smallest set of tokens whose probability reaches P, 0 < P <= 1, or `none` to
+    /// send none
+    #[arg(long, value_name = "P|none", default_value = "0.95", value_parser = top_p_arg, allow_negative_numbers = true)]
+    top_p: Sampled,
+    /// A JSON object whose fields are added to the top level of every request body, replacing any of the same
+    /// name (vLLM's `{"chat_template_kwargs": {"enable_thinking": false}, "top_k": 20, "min_p": 0}`); recorded
+    /// with the parameters and hashed
+    #[arg(long, value_name = "JSON", value_parser = json_object)]
+    extra_body: Option<BTreeMap<String, serde_json::Value>>,
     /// Most tokens per answer
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_tokens: u32,
@@ -228,6 +235,29 @@ fn non_negative(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A sampling parameter's value, or `None` for `none`: not sent at all.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sampled(Option<f64>);
+
+fn temperature_arg(s: &str) -> Result<Sampled, String> {
+    if s == "none" {
+        return Ok(Sampled(None));
+    }
+    non_negative(s).map(|v| Sampled(Some(v)))
+}
+
+fn top_p_arg(s: &str) -> Result<Sampled, String> {
+    if s == "none" {
+        return Ok(Sampled(None));
+    }
+    probability(s).map(|v| Sampled(Some(v)))
+}
+
+fn json_object(s: &str) -> Result<BTreeMap<String, serde_json::Value>, String> {
+    serde_json::from_str(s)
+        .map_err(|e| format!("expected a JSON object, e.g. '{{\"top_k\": 20}}': {e}"))
+}
+
 fn probability(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 && v <= 1.0 => Ok(v),
@@ -261,13 +291,23 @@ impl EvalArgs {
         config.no_n = self.no_n;
         config.reasoning_model = self.reasoning_model;
         config.limit = self.limit;
+        let defaults = GenParams::default();
+        let mut unsent = BTreeSet::new();
+        if self.temperature.0.is_none() {
+            unsent.insert(SamplingParam::Temperature);
+        }
+        if self.top_p.0.is_none() {
+            unsent.insert(SamplingParam::TopP);
+        }
         config.params = GenParams {
-            temperature: self.temperature,
-            top_p: self.top_p,
+            temperature: self.temperature.0.unwrap_or(defaults.temperature),
+            top_p: self.top_p.0.unwrap_or(defaults.top_p),
             max_tokens: self.max_tokens,
             seed: self.seed,
             reasoning_effort: self.reasoning_effort,
             thinking_budget: self.thinking_budget,
+            unsent,
+            extra_body: self.extra_body.clone(),
         };
         config.template = self
             .template

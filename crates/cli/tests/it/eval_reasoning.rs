@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::*;
-use nmb_fake_server::{Config, ReceivedRequest};
+use nmb_fake_server::{Config, ReceivedRequest, Wire};
 
 /// Whether a request is one OpenAI's reasoning models take.
 fn as_reasoning_models_take(r: &ReceivedRequest) -> bool {
@@ -137,7 +137,7 @@ fn a_reasoning_effort_is_sent_recorded_and_hashed_only_when_asked() {
         .args(extra);
         c.output().unwrap()
     };
-    let openai = model_spec(nmb_fake_server::Wire::OpenAi, &server);
+    let openai = model_spec(Wire::OpenAi, &server);
     let plain = json_of(&eval(&openai, &[]));
     assert!(server
         .requests()
@@ -159,7 +159,7 @@ fn a_reasoning_effort_is_sent_recorded_and_hashed_only_when_asked() {
 
     // A backend that takes no effort refuses it before anything is sent.
     let before = server.requests().len();
-    let anthropic = model_spec(nmb_fake_server::Wire::Anthropic, &server);
+    let anthropic = model_spec(Wire::Anthropic, &server);
     let out = eval(&anthropic, &["--reasoning-effort", "low"]);
     assert!(!out.status.success());
     assert!(
@@ -341,4 +341,89 @@ fn geminis_thoughts_are_counted_as_output_tokens() {
         .unwrap();
     let thought = samples[0].turns[0].thinking.as_deref();
     assert_eq!(thought, Some("Weighing demyelination against glioma."));
+}
+
+/// `--temperature none --top-p none` sends neither, on every wire; `--extra-body` adds its fields to the OpenAI
+/// body as written. Both are recorded with the parameters and hashed: the same command without them is another
+/// run.
+#[test]
+fn parameters_can_be_left_unsent_and_extra_fields_passed_through() {
+    let extra = r#"{"top_k": 20, "min_p": 0, "chat_template_kwargs": {"enable_thinking": false}}"#;
+    for wire in [Wire::OpenAi, Wire::Anthropic, Wire::Gemini] {
+        let server = server(Config::default());
+        let model = model_spec(wire, &server);
+        let dir = tempfile::tempdir().unwrap();
+        let runs = dir.path().join("runs");
+        let mut flags = vec!["--temperature", "none", "--top-p", "none", "--limit", "2"];
+        if wire == Wire::OpenAi {
+            flags.extend(["--extra-body", extra]);
+        }
+        flags.extend(["--no-score", "--json", "-q"]);
+        let out = json_of(
+            &nmb_command(&runs)
+                .args(eval_args("sample", &model, &flags))
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(out["summary"]["samples_errored"], 0, "{wire:?}: {out}");
+        let asked = server.requests();
+        assert!(!asked.is_empty());
+        for r in &asked {
+            assert_eq!(
+                (r.params.temperature, r.params.top_p),
+                (None, None),
+                "{wire:?}"
+            );
+            if wire == Wire::OpenAi {
+                assert_eq!(r.params.other["top_k"], 20);
+                assert_eq!(
+                    r.params.other["chat_template_kwargs"]["enable_thinking"],
+                    false
+                );
+            }
+        }
+        let run_id = out["run_id"].as_str().unwrap();
+        let manifest = store(&runs).run(run_id).unwrap().manifest;
+        assert_eq!(
+            manifest.params["unsent"],
+            serde_json::json!(["temperature", "top_p"]),
+            "{wire:?}"
+        );
+        if wire == Wire::OpenAi {
+            assert_eq!(manifest.params["extra_body"]["top_k"], 20);
+        }
+
+        let plain = eval_args(
+            "sample",
+            &model,
+            &["--limit", "2", "--no-score", "--json", "-q"],
+        );
+        let again = json_of(&nmb_command(&runs).args(plain).output().unwrap());
+        assert_ne!(
+            again["run_id"], out["run_id"],
+            "{wire:?}: sending them is another configuration"
+        );
+        let sent = &server.requests()[asked.len()..];
+        assert!(
+            sent.iter().all(|r| r.params.temperature == Some(0.7)),
+            "{wire:?}"
+        );
+    }
+}
+
+#[test]
+fn extra_body_must_be_a_json_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = eval_args(
+        "sample",
+        "openai:m@http://127.0.0.1:9/v1",
+        &["--extra-body", "[1, 2]"],
+    );
+    let out = nmb_command(dir.path()).args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("expected a JSON object"),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -130,6 +130,9 @@ pub struct ReceivedParams {
     pub cache_prefix: Option<(String, u64)>,
     pub cache_read: u64,
     pub cache_write: u64,
+    /// The body's other top-level fields, as sent (OpenAI wire only).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub other: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// An authentication header as it arrived. Kept out of logs; tests read it to check the key's route.

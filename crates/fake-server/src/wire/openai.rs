@@ -25,6 +25,9 @@ struct OaRequest<'a> {
     n: Option<u64>,
     response_format: Option<serde_json::Value>,
     reasoning_effort: Option<serde_json::Value>,
+    /// Everything else the body carried (vLLM's `chat_template_kwargs`, `top_k`, `min_p`, ...).
+    #[serde(flatten)]
+    rest: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -98,6 +101,7 @@ pub(super) fn parse_openai(body: &[u8], hash_images: bool) -> Result<Parsed, Str
         json_schema,
         forced_tool: None,
         reasoning: r.reasoning_effort,
+        other: r.rest,
         ..ReceivedParams::default()
     };
     Ok((r.model.to_string(), messages, params))

@@ -43,6 +43,8 @@ fn request(text: &str, with_image: bool) -> ChatRequest {
             seed: Some(1),
             reasoning_effort: None,
             thinking_budget: None,
+            unsent: Default::default(),
+            extra_body: None,
         },
     )
 }

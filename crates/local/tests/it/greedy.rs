@@ -115,6 +115,8 @@ fn greedy() -> GenParams {
         seed: Some(1),
         reasoning_effort: None,
         thinking_budget: None,
+        unsent: Default::default(),
+        extra_body: None,
     }
 }
 

@@ -30,6 +30,8 @@ fn params(temperature: f64, seed: u64, max_tokens: u32) -> GenParams {
         seed: Some(seed),
         reasoning_effort: None,
         thinking_budget: None,
+        unsent: Default::default(),
+        extra_body: None,
     }
 }
 

@@ -170,8 +170,7 @@ impl<W: Wire> HttpBackend<W> {
     /// The body a single call would send, as JSON.
     pub(crate) fn body_json(&self, req: &ChatRequest) -> Result<Value, CallError> {
         crate::backend::check_n(self, req)?;
-        serde_json::to_value(self.wire.body(req, &self.transport.images))
-            .map_err(|e| CallError::new(ErrorClass::Other, format!("cannot encode request: {e}")))
+        self.body_value(req)
     }
 
     /// A response body of a batch line read as a single call's answer would be.

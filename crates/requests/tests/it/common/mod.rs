@@ -56,6 +56,8 @@ pub fn params() -> GenParams {
         seed: Some(42),
         reasoning_effort: None,
         thinking_budget: None,
+        unsent: Default::default(),
+        extra_body: None,
     }
 }
 
