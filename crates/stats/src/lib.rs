@@ -29,6 +29,7 @@
 
 mod agreement;
 mod bootstrap;
+mod calibrated;
 mod classify;
 mod concordance;
 mod confidence;
@@ -47,6 +48,10 @@ pub use agreement::{
 pub use bootstrap::{
     bootstrap, bootstrap_many, bootstrap_mean, paired_bootstrap, BootstrapConfig, Design,
     PairedComparison, DEFAULT_RESAMPLES, DEFAULT_SEED,
+};
+pub use calibrated::{
+    calibrated_rate, learning_curve, logistic, reviews_for_width, CalibratedRate, CurvePoint,
+    Logistic,
 };
 pub use classify::{
     classification, classification_estimates, ClassEstimates, ClassMetrics, Classification,

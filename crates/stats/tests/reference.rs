@@ -665,3 +665,51 @@ fn bradley_terry_matches_the_reference() {
         );
     }
 }
+
+/// The logistic fit and the corrected rates through the isotonic and logistic maps against scikit-learn
+/// (`fixtures/make_calibrated.py`).
+#[test]
+fn calibrated_rates_match_scikit_learn() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/calibrated.json");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    let r: Value = serde_json::from_str(&text).unwrap();
+    let list = cases(&r, "calibrated");
+    assert!(list.len() >= 8);
+    for c in list {
+        let name = c["name"].as_str().unwrap();
+        let reviewed: Vec<(f64, bool)> = c["reviewed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (f(&p[0]), p[1].as_bool().unwrap()))
+            .collect();
+        let unreviewed = floats(&c["unreviewed"]);
+        let x: Vec<f64> = reviewed.iter().map(|p| p.0).collect();
+        let y: Vec<bool> = reviewed.iter().map(|p| p.1).collect();
+        let fit = logistic(&x, &y).unwrap_or_else(|| panic!("{name}: no logistic fit"));
+        close(
+            fit.intercept,
+            f(&c["intercept"]),
+            1e-9,
+            &format!("{name}: intercept"),
+        );
+        close(fit.slope, f(&c["slope"]), 1e-9, &format!("{name}: slope"));
+        let cfg = BootstrapConfig {
+            resamples: 10,
+            ..Default::default()
+        };
+        let rate = calibrated_rate(&unreviewed, &reviewed, &cfg).unwrap();
+        close(
+            rate.corrected.value,
+            f(&c["isotonic_rate"]),
+            1e-9,
+            &format!("{name}: isotonic rate"),
+        );
+        close(
+            rate.logistic.unwrap(),
+            f(&c["logistic_rate"]),
+            1e-9,
+            &format!("{name}: logistic rate"),
+        );
+    }
+}
