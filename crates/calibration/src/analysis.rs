@@ -3,7 +3,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use nmb_stats::{
-    agreement, corrected_pass_rate, BootstrapConfig, CorrectedRate, Estimate, Measure,
+    agreement, calibrated_rate, corrected_pass_rate, learning_curve, BootstrapConfig,
+    CalibratedRate, CorrectedRate, CurvePoint, Estimate, Measure,
 };
 use serde::Serialize;
 
@@ -84,6 +85,10 @@ pub struct DimensionReport {
     pub judge_vs_clinicians: Vec<JudgeAgreement>,
     /// Each judge's pass rate corrected for its sensitivity and specificity against the clinicians.
     pub corrected_pass_rates: Vec<CorrectedPassRate>,
+    /// Each judge's scores mapped to the clinicians' verdicts on the reviewed items, and the pass rate that map
+    /// gives the run (with a pass threshold).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub calibrated_rates: Vec<CalibratedPassRate>,
     /// Where each judge stands among the clinicians (with two clinicians or more).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub standings: Vec<Standing>,
@@ -145,6 +150,28 @@ pub struct CorrectedPassRate {
     pub result: Option<CorrectedRate>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub undefined: Option<String>,
+}
+
+/// The run's pass rate from one judge's scores calibrated to the clinicians' verdicts on the reviewed items
+/// ([`nmb_stats::calibrated_rate`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct CalibratedPassRate {
+    pub judge: String,
+    /// A clinicians' consensus at or above it passes.
+    pub threshold: f64,
+    /// Items the clinicians reviewed and the judge scored.
+    pub reviewed: usize,
+    /// Items only the judge scored.
+    pub unreviewed: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<CalibratedRate>,
+    /// The interval with a quarter, half, three quarters and all of the reviews (in item order).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub curve: Vec<CurvePoint>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undefined: Option<String>,
+    /// What this says, in one sentence a clinician can read.
+    pub sentence: String,
 }
 
 /// One statistic: an estimate with its interval, or why it is undefined here.
@@ -273,6 +300,13 @@ fn dimension_report(dimension: &str, t: &Table, options: &AgreementOptions) -> D
                 .collect(),
             _ => Vec::new(),
         },
+        calibrated_rates: match options.threshold_for(dimension) {
+            Some(th) if !clinicians.is_empty() => judges
+                .iter()
+                .map(|j| calibrated(j, &t[*j], &consensus, th, cfg))
+                .collect(),
+            _ => Vec::new(),
+        },
         standings,
         standings_undefined,
     }
@@ -391,4 +425,68 @@ fn corrected(
         result,
         undefined,
     }
+}
+/// The run's pass rate through `judge`'s scores mapped to the clinicians' consensus verdicts.
+fn calibrated(
+    judge: &str,
+    scores: &BTreeMap<String, f64>,
+    consensus: &BTreeMap<String, f64>,
+    threshold: f64,
+    cfg: &BootstrapConfig,
+) -> CalibratedPassRate {
+    let mut reviewed = Vec::new();
+    let mut unreviewed = Vec::new();
+    for (item, s) in scores {
+        match consensus.get(item) {
+            Some(c) => reviewed.push((*s, *c >= threshold)),
+            None => unreviewed.push(*s),
+        }
+    }
+    let quarter = |q: usize| (reviewed.len() * q).div_ceil(4);
+    let steps = [quarter(1), quarter(2), quarter(3), reviewed.len()];
+    let outcome = calibrated_rate(&unreviewed, &reviewed, cfg)
+        .and_then(|r| Ok((learning_curve(&unreviewed, &reviewed, &steps, cfg)?, r)));
+    let (result, curve, undefined) = match outcome {
+        Ok((curve, r)) => (Some(r), curve, None),
+        Err(e) => (None, Vec::new(), Some(e.to_string())),
+    };
+    let sentence =
+        calibrated_sentence(judge, reviewed.len(), result.as_ref(), undefined.as_deref());
+    CalibratedPassRate {
+        judge: judge.to_string(),
+        threshold,
+        reviewed: reviewed.len(),
+        unreviewed: unreviewed.len(),
+        result,
+        curve,
+        undefined,
+        sentence,
+    }
+}
+
+fn calibrated_sentence(
+    judge: &str,
+    reviewed: usize,
+    result: Option<&CalibratedRate>,
+    undefined: Option<&str>,
+) -> String {
+    let Some(r) = result else {
+        return format!(
+            "{judge}'s scores could not be calibrated to the clinicians: {}",
+            undefined.unwrap_or("undefined")
+        );
+    };
+    let e = &r.corrected;
+    let check = r.logistic.map_or_else(
+        || " (a logistic map does not fit these scores)".to_string(),
+        |l| format!(" (a logistic map gives {:.1}%)", l * 100.0),
+    );
+    format!(
+        "Mapping {judge}'s scores to the clinicians' verdicts on {reviewed} reviewed items, clinicians would pass \
+         {:.1}% [{:.1}, {:.1}] of all {} items{check}.",
+        e.value * 100.0,
+        e.ci_low * 100.0,
+        e.ci_high * 100.0,
+        r.reviewed + r.unreviewed,
+    )
 }

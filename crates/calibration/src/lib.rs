@@ -19,8 +19,9 @@ mod text;
 use std::path::PathBuf;
 
 pub use analysis::{
-    analyse, AgreementOptions, AgreementReport, AnnotatorSummary, CorrectedPassRate,
-    DimensionReport, GroupAgreement, JudgeAgreement, MeasureResult, PairAgreement, Role,
+    analyse, AgreementOptions, AgreementReport, AnnotatorSummary, CalibratedPassRate,
+    CorrectedPassRate, DimensionReport, GroupAgreement, JudgeAgreement, MeasureResult,
+    PairAgreement, Role,
 };
 pub use ratings::{Rating, Ratings, REQUIRED_COLUMNS};
 pub use standing::{standing, Standing};

@@ -58,6 +58,9 @@ fn dimension(out: &mut String, d: &DimensionReport) {
     for why in &d.standings_undefined {
         let _ = writeln!(out, "  standing undefined: {why}");
     }
+    for c in &d.calibrated_rates {
+        let _ = writeln!(out, "  calibrated: {}", c.sentence);
+    }
     for c in &d.corrected_pass_rates {
         match (&c.result, &c.undefined) {
             (Some(r), _) => {

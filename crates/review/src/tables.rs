@@ -68,6 +68,8 @@ pub fn tables(run_name: &str, c: &RunCalibration) -> CalibrationTables {
     for d in &report.dimensions {
         let standing = d.standings.iter().map(|s| &s.sentence);
         notes.extend(standing.map(|s| format!("On {}: {s}", d.dimension)));
+        let calibrated = d.calibrated_rates.iter().filter(|c| c.result.is_some());
+        notes.extend(calibrated.map(|c| format!("On {}: {}", d.dimension, c.sentence)));
     }
     CalibrationTables {
         title,

@@ -288,6 +288,50 @@ fn a_review_set_is_graded_measured_and_reported() {
             "undefined although Se {se} Sp {sp}: {grader}"
         ),
     }
+    // The grader's verdicts mapped to the clinicians' on the reviewed items: with two scores the isotonic map
+    // is the clinicians' pass share at each (pooled where the lower score would pass more often).
+    let calibrated = verdict["calibrated_rates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["judge"] == "judge:grader")
+        .expect("the grader's calibrated rate");
+    let share = |grader: bool| {
+        let v: Vec<bool> = pairs
+            .iter()
+            .filter(|p| p.0 == grader)
+            .map(|p| p.1)
+            .collect();
+        (v.iter().filter(|x| **x).count() as f64, v.len() as f64)
+    };
+    let ((pass_yes, pass_n), (fail_yes, fail_n)) = (share(true), share(false));
+    let pooled = (pass_yes + fail_yes) / (pass_n + fail_n);
+    let (map_pass, map_fail) = match (pass_n > 0.0, fail_n > 0.0) {
+        (true, true) if fail_yes / fail_n <= pass_yes / pass_n => {
+            (pass_yes / pass_n, fail_yes / fail_n)
+        }
+        // One score alone, or the lower one passing more often: one value for both.
+        _ => (pooled, pooled),
+    };
+    let reviewed_pass = pairs.iter().filter(|p| p.1).count() as f64;
+    let unreviewed: f64 = truth
+        .iter()
+        .filter(|(k, _)| !consensus.contains_key(k.as_str()))
+        .map(|(_, (c, _))| if *c { map_pass } else { map_fail })
+        .sum();
+    let want = (reviewed_pass + unreviewed) / truth.len() as f64;
+    let got = calibrated["result"]["corrected"]["value"].as_f64().unwrap();
+    assert!(
+        (got - want).abs() < 1e-12,
+        "calibrated {got} against {want}: {calibrated}"
+    );
+    assert!(
+        calibrated["sentence"]
+            .as_str()
+            .unwrap()
+            .contains("clinicians would pass"),
+        "{calibrated}"
+    );
     let overall = dim("overall");
     let judge_row = overall["judge_vs_clinicians"]
         .as_array()
