@@ -480,18 +480,23 @@ mod tests {
         assert_eq!(reusable(&p[..200], &q, ctx, none), 150);
     }
 
-    /// With K-quant weights reuse also stops where llama.cpp would multiply a position with another kernel.
+    /// With K-quant or 16-bit float weights reuse also stops where llama.cpp would multiply a position with
+    /// another kernel.
     #[test]
-    fn reuse_stops_where_a_k_quant_kernel_would_change() {
+    fn reuse_stops_where_a_matrix_kernel_would_change() {
         let ctx = usize::MAX;
         let p: Vec<u32> = (0..700).collect();
         let tiled = KPaths {
             tiled: true,
-            repacked_q4_k: false,
+            ..KPaths::default()
         };
         let repacked = KPaths {
-            tiled: false,
             repacked_q4_k: true,
+            ..KPaths::default()
+        };
+        let sgemm = KPaths {
+            sgemm: true,
+            ..KPaths::default()
         };
         // A 5-token prompt is multiplied column by column, a 40-token one with the tiled kernel.
         assert_eq!(reusable(&p[..5], &p[..40], ctx, KPaths::default()), 5);
@@ -502,6 +507,9 @@ mod tests {
         assert_eq!(reusable(&p[..66], &p[..100], ctx, KPaths::default()), 66);
         assert_eq!(reusable(&p[..66], &p[..100], ctx, repacked), 64);
         assert_eq!(reusable(&p[..530], &p[..700], ctx, repacked), 512);
+        // A one-token prompt is multiplied alone, a longer one by tinyBLAS.
+        assert_eq!(reusable(&p[..1], &p[..5], ctx, KPaths::default()), 1);
+        assert_eq!(reusable(&p[..1], &p[..5], ctx, sgemm), 0);
     }
 
     /// Reads `prompt` into `seq` from position `done` as the batch does; the logits after its last token.

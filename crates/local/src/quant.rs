@@ -2,18 +2,19 @@
 //! matrix products between them.
 //!
 //! - **Weights.** Q4_1 (20-byte blocks: f16 scale `d`, f16 minimum `m`, 32 four-bit values), Q8_0 (34-byte
-//!   blocks: f16 scale, 32 signed bytes) and the K-quants Q4_K, Q5_K and Q6_K (super-blocks of 256, see
-//!   [`kquant`]), read straight from the file's bytes; F32 for the norms.
-//! - **Activations.** Each weight format multiplies with the format llama.cpp pairs it with: Q8_1 for Q4_1
-//!   (scale and `d * Σq` per block), Q8_0 for Q8_0, Q8_K for the K-quants (an f32 scale and sums by sixteen per
-//!   256 values). Q8_0 and Q8_1 scales are rounded to f16 as llama.cpp stores them, and values round half to
-//!   even (its SIMD quantiser), so the integer sums are the ones llama.cpp computes; only the order of the f32
-//!   additions differs.
-//! - **Kernels.** AVX2 with FMA and F16C (its integer sums with AVX-512 VNNI where the CPU has it), chosen at
-//!   run time, and a scalar fallback with the same arithmetic. The K-quants have one portable kernel that
-//!   follows llama.cpp's order of f32 operations exactly, compiled once more with AVX2 and FMA for speed, so
-//!   they equal llama.cpp on every CPU. A product takes up to eight activation columns
-//!   per pass over a weight row, so a batch of sequences (or a prompt) reads each weight once per eight columns;
+//!   blocks: f16 scale, 32 signed bytes), the K-quants Q4_K, Q5_K and Q6_K (super-blocks of 256, see
+//!   [`kquant`]), F16 and BF16 (see [`float`]) and Q5_0 and Q5_1 (see [`legacy`]), read straight from the file's
+//!   bytes; F32 for the norms.
+//! - **Activations.** Each weight format multiplies with the format llama.cpp pairs it with: Q8_1 for Q4_1 and
+//!   Q5_1 (scale and `d * Σq` per block), Q8_0 for Q8_0 and Q5_0, Q8_K for the K-quants (an f32 scale and sums
+//!   by sixteen per 256 values); F16 and BF16 weights take activations rounded to their type. Q8_0 and Q8_1
+//!   scales are rounded to f16 as llama.cpp stores them, and values round half to even (its SIMD quantiser), so
+//!   the integer sums are the ones llama.cpp computes.
+//! - **Kernels.** Q4_1 and Q8_0: AVX2 with FMA and F16C (its integer sums with AVX-512 VNNI where the CPU has
+//!   it), chosen at run time, and a scalar fallback with the same integer sums. The other formats: one
+//!   portable kernel that follows llama.cpp's order of f32 operations exactly (so they equal llama.cpp on every
+//!   CPU), compiled once more with AVX2 and FMA for speed. A product takes up to eight activation columns per
+//!   pass over a weight row, so a batch of sequences (or a prompt) reads each weight once per eight columns;
 //!   rows are spread over the rayon pool the caller installs.
 
 use half::f16;
@@ -24,7 +25,9 @@ pub(crate) const BLOCK: usize = 32;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod float;
 mod kquant;
+mod legacy;
 
 /// A weight format this engine multiplies with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +37,10 @@ pub(crate) enum Format {
     Q4K,
     Q5K,
     Q6K,
+    F16,
+    BF16,
+    Q5_0,
+    Q5_1,
 }
 
 impl Format {
@@ -44,6 +51,10 @@ impl Format {
             Format::Q4K => kquant::Q4_K_BYTES,
             Format::Q5K => kquant::Q5_K_BYTES,
             Format::Q6K => kquant::Q6_K_BYTES,
+            // Thirty-two 2-byte values, taken as a block so rows divide as the other formats' do.
+            Format::F16 | Format::BF16 => 2 * BLOCK,
+            Format::Q5_0 => legacy::Q5_0_BYTES,
+            Format::Q5_1 => legacy::Q5_1_BYTES,
         }
     }
 
@@ -61,6 +72,21 @@ impl Format {
         matches!(self, Format::Q4K | Format::Q5K | Format::Q6K)
     }
 
+    /// Whether the weights are 16-bit floats, multiplied with activations rounded to the same type.
+    fn is_float(self) -> bool {
+        matches!(self, Format::F16 | Format::BF16)
+    }
+
+    /// Whether the products take the portable kernels ([`exact_dot_rows`]) on every CPU.
+    fn is_portable(self) -> bool {
+        self.is_k() || self.is_float() || matches!(self, Format::Q5_0 | Format::Q5_1)
+    }
+
+    /// Whether the activations carry Q8_1's `d · Σq` per block (for the weights' minimums).
+    fn has_min(self) -> bool {
+        matches!(self, Format::Q4_1 | Format::Q5_1)
+    }
+
     pub(crate) fn name(self) -> &'static str {
         match self {
             Format::Q4_1 => "Q4_1",
@@ -68,6 +94,10 @@ impl Format {
             Format::Q4K => "Q4_K",
             Format::Q5K => "Q5_K",
             Format::Q6K => "Q6_K",
+            Format::F16 => "F16",
+            Format::BF16 => "BF16",
+            Format::Q5_0 => "Q5_0",
+            Format::Q5_1 => "Q5_1",
         }
     }
 }
@@ -119,6 +149,8 @@ impl QMatrix {
                 Format::Q4K => kquant::dequantize_q4_k(block, dst),
                 Format::Q5K => kquant::dequantize_q5_k(block, dst),
                 Format::Q6K => kquant::dequantize_q6_k(block, dst),
+                Format::F16 | Format::BF16 => float::dequantize(self.format, block, dst),
+                Format::Q5_0 | Format::Q5_1 => legacy::dequantize(self.format, block, dst),
                 Format::Q4_1 => {
                     let m = half(block, 2);
                     for j in 0..16 {
@@ -209,6 +241,8 @@ pub(crate) struct Acts {
     d: Vec<f32>,
     s: Vec<f32>,
     bsums: Vec<i16>,
+    /// For F16 and BF16 weights: the columns one after another, rounded to that type.
+    f: Vec<f32>,
     /// Per column, the product llama.cpp would compute it in (see [`Batch`]).
     batch: Vec<Batch>,
 }
@@ -227,13 +261,15 @@ impl Batch {
     pub(crate) const ALONE: Batch = Batch { size: 1, index: 0 };
 }
 
-/// Which of llama.cpp's batch-dependent K-quant kernels a model's layers use: the tiled one (for eight columns
-/// or more; Q5_K, Q6_K and Q4_K not repacked) and the repacked Q4_K ones. Whether a position computes the
-/// same in two prompts depends on them (the prompt cache asks).
+/// Which of llama.cpp's kernels that depend on the column count a model's layers use: the K-quants' tiled one
+/// (for eight columns or more; Q5_K, Q6_K and Q4_K not repacked), the repacked Q4_K ones, and llamafile's
+/// `tinyBLAS` (two columns or more; F16 and BF16). Whether a position computes the same in two prompts depends
+/// on them (the prompt cache asks).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct KPaths {
     pub tiled: bool,
     pub repacked_q4_k: bool,
+    pub sgemm: bool,
 }
 
 impl KPaths {
@@ -244,17 +280,19 @@ impl KPaths {
             match w.format {
                 Format::Q4K if w.rows.is_multiple_of(8) => paths.repacked_q4_k = true,
                 Format::Q4K | Format::Q5K | Format::Q6K => paths.tiled = true,
-                Format::Q4_1 | Format::Q8_0 => {}
+                Format::F16 | Format::BF16 if w.rows.is_multiple_of(4) => paths.sgemm = true,
+                _ => {}
             }
         }
         paths
     }
 
     /// What decides a column's products in `batch`: equal keys, equal results.
-    pub(crate) fn key(self, batch: Batch) -> (bool, bool) {
+    pub(crate) fn key(self, batch: Batch) -> (bool, bool, bool) {
         (
             self.tiled && batch.size >= kquant::TILED_FROM,
             self.repacked_q4_k && kquant::four_at_a_time(batch),
+            self.sgemm && batch.size >= 2,
         )
     }
 }
@@ -277,10 +315,15 @@ impl Acts {
         let mut acts = Acts {
             n,
             cols,
-            qs: vec![0; x.len()],
+            qs: vec![0; if format.is_float() { 0 } else { x.len() }],
             d: vec![0.0; slots],
-            s: vec![0.0; if format == Format::Q4_1 { slots } else { 0 }],
+            s: vec![0.0; if format.has_min() { slots } else { 0 }],
             bsums: vec![0; if format.is_k() { slots * 16 } else { 0 }],
+            f: if format.is_float() {
+                x.iter().map(|&v| float::round_to(format, v)).collect()
+            } else {
+                Vec::new()
+            },
             batch: if batch.is_empty() {
                 vec![Batch::ALONE; n]
             } else {
@@ -288,6 +331,9 @@ impl Acts {
             },
         };
         assert_eq!(acts.batch.len(), n, "one batch per column");
+        if format.is_float() {
+            return acts;
+        }
         let kernel = Kernel::detect();
         for (i, src) in x.chunks_exact(block).enumerate() {
             let (c, b) = (i / nb, i % nb);
@@ -305,7 +351,7 @@ impl Acts {
             }
             let (d, sum) = kernel.quantize_block(src, &mut acts.qs[at..at + BLOCK]);
             acts.d[slot] = round_f16(d);
-            if format == Format::Q4_1 {
+            if format.has_min() {
                 acts.s[slot] = round_f16(d * sum as f32);
             }
         }
@@ -320,7 +366,11 @@ impl Acts {
         let slots = t * nb * TILE..(t + 1) * nb * TILE;
         Tile {
             n,
-            q: &self.qs[q0..q0 + n * self.cols],
+            q: if self.qs.is_empty() {
+                &[]
+            } else {
+                &self.qs[q0..q0 + n * self.cols]
+            },
             d: &self.d[slots.clone()],
             s: if self.s.is_empty() {
                 &[]
@@ -331,6 +381,11 @@ impl Acts {
                 &[]
             } else {
                 &self.bsums[slots.start * 16..slots.end * 16]
+            },
+            f: if self.f.is_empty() {
+                &[]
+            } else {
+                &self.f[q0..q0 + n * self.cols]
             },
             batch: &self.batch[t * TILE..t * TILE + n],
         }
@@ -425,21 +480,24 @@ impl Kernel {
         out: &mut impl FnMut(usize, usize, f32),
     ) {
         assert!(
-            x.q.len() == x.n * w.cols
-                && x.d.len() == w.cols / w.format.block_values() * TILE
-                && (w.format != Format::Q4_1 || x.s.len() == x.d.len())
+            (if w.format.is_float() {
+                x.f.len() == x.n * w.cols
+            } else {
+                x.q.len() == x.n * w.cols
+            }) && x.d.len() == w.cols / w.format.block_values() * TILE
+                && (!w.format.has_min() || x.s.len() == x.d.len())
                 && (!w.format.is_k() || x.bsums.len() == x.d.len() * 16)
                 && rows.end <= w.rows,
             "the tile must match the weights"
         );
-        if w.format.is_k() {
+        if w.format.is_portable() {
             #[cfg(target_arch = "x86_64")]
             if self == Kernel::Avx2 {
                 // SAFETY: `Kernel::Avx2` is only chosen after `avx2::available()` confirmed AVX2, FMA and F16C.
-                unsafe { avx2::k_dot_rows(w, rows, x, out) };
+                unsafe { avx2::portable_dot_rows(w, rows, x, out) };
                 return;
             }
-            k_dot_rows(w, rows, x, out);
+            portable_dot_rows(w, rows, x, out);
             return;
         }
         match self {
@@ -475,13 +533,15 @@ pub(crate) struct Tile<'a> {
     pub d: &'a [f32],
     pub s: &'a [f32],
     pub bsums: &'a [i16],
+    pub f: &'a [f32],
     pub batch: &'a [Batch],
 }
 
-/// Products with K-quant weights, one row and column at a time in the order of llama.cpp's AVX2 code (see
-/// [`kquant`]); inlined into [`avx2::k_dot_rows`] so that the same code runs with vector instructions there.
+/// Products with K-quant and 16-bit float weights, one row and column at a time in the order of llama.cpp's
+/// AVX2 code (see [`kquant`] and [`float`]); inlined into [`avx2::portable_dot_rows`] so that the same code
+/// runs with vector instructions there.
 #[inline(always)]
-fn k_dot_rows(
+fn portable_dot_rows(
     w: &QMatrix,
     rows: std::ops::Range<usize>,
     x: &Tile<'_>,
@@ -490,10 +550,19 @@ fn k_dot_rows(
     // llama.cpp repacks Q4_K matrices whose row count is a multiple of eight (on CPUs with AVX2, where the
     // results are compared) and multiplies them with kernels of their own.
     let repacked = w.format == Format::Q4K && w.rows.is_multiple_of(8);
+    // tinyBLAS takes only row counts that are a multiple of four.
+    let sgemm_rows = w.rows.is_multiple_of(4);
     for r in rows {
         let row = w.row(r);
         for k in 0..x.n {
-            out(r, k, kquant::dot(w.format, row, x, k, repacked));
+            let v = if w.format.is_float() {
+                float::dot(w.format, row, x, k, sgemm_rows && x.batch[k].size >= 2)
+            } else if w.format.is_k() {
+                kquant::dot(w.format, row, x, k, repacked)
+            } else {
+                legacy::dot(w.format, row, x, k)
+            };
+            out(r, k, v);
         }
     }
 }
@@ -527,7 +596,7 @@ fn scalar_dot(format: Format, row: &[u8], x: &Tile<'_>, sums: &mut [f32; TILE]) 
                         .sum();
                     acc += d * xd * sumi as f32;
                 }
-                Format::Q4K | Format::Q5K | Format::Q6K => unreachable!("see `k_dot_rows`"),
+                _ => unreachable!("see `portable_dot_rows`"),
             }
         }
         *sum = acc;
@@ -742,7 +811,7 @@ mod tests {
         }
     }
 
-    /// A K-quant matrix of random bytes, its f16 scales set so that the weights stay near ±1.
+    /// A matrix of random blocks, their f16 scales set so that the weights stay near ±1.
     fn random_k(format: Format, rows: usize, cols: usize, seed: u64) -> QMatrix {
         let mut s = seed;
         let blocks = rows * cols / format.block_values();
@@ -777,12 +846,18 @@ mod tests {
     }
 
     /// Every path llama.cpp takes for the K-quants (Q4_K repacked or not, one column or a prompt's in fours,
-    /// `vec_dot` or tiled) lands near the f32 product, and the portable kernel and its AVX2 build agree to the
-    /// bit.
+    /// `vec_dot` or tiled) and for Q5_0 and Q5_1 lands near the f32 product, and the portable kernel and its
+    /// AVX2 build agree to the bit.
     #[test]
-    fn k_quants_agree_with_f32_on_every_path_and_with_their_avx2_build() {
+    fn block_formats_agree_with_f32_on_every_path_and_with_their_avx2_build() {
         let cols = 512;
-        for format in [Format::Q4K, Format::Q5K, Format::Q6K] {
+        for format in [
+            Format::Q4K,
+            Format::Q5K,
+            Format::Q6K,
+            Format::Q5_0,
+            Format::Q5_1,
+        ] {
             for rows in [16, 7] {
                 let w = random_k(format, rows, cols, rows as u64);
                 for n in [1, 3, 4, 5, 9] {
@@ -814,6 +889,47 @@ mod tests {
                                 "{format:?} {rows} rows, {n} columns, cell {i}: f32 {e} vs quantised {q}"
                             );
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    /// F16 and BF16 weights, one column at a time and in a prompt (tinyBLAS), near the f32 product and the same
+    /// from the portable kernel and its AVX2 build.
+    #[test]
+    fn float_weights_agree_with_f32_on_both_paths_and_with_their_avx2_build() {
+        let (rows, cols) = (12, 96);
+        for format in [Format::F16, Format::BF16] {
+            let bytes: Vec<u8> = values(5, rows * cols, 2.0)
+                .into_iter()
+                .flat_map(|v| match format {
+                    Format::F16 => f16::from_f32(v).to_bits().to_le_bytes(),
+                    _ => half::bf16::from_f32(v).to_bits().to_le_bytes(),
+                })
+                .collect();
+            let w = QMatrix::new(format, rows, cols, bytes);
+            for n in [1, 2, 9] {
+                let x = values(6, n * cols, 4.0);
+                let exact = reference(&w, &x);
+                let prompt: Vec<Batch> = (0..n).map(|index| Batch { size: n, index }).collect();
+                for batch in [&[][..], &prompt] {
+                    let acts = Acts::quantize_in(&x, cols, format, batch);
+                    let portable = k_products(&w, &acts, Kernel::Scalar);
+                    #[cfg(target_arch = "x86_64")]
+                    if avx2::available() {
+                        assert_eq!(
+                            bits(&portable),
+                            bits(&k_products(&w, &acts, Kernel::Avx2)),
+                            "{format:?}, {n} columns: portable vs avx2"
+                        );
+                    }
+                    for (e, p) in exact.iter().zip(&portable) {
+                        // Rounding the activations to BF16 keeps 8 bits of each.
+                        assert!(
+                            (e - p).abs() <= 0.02 * (1.0 + e.abs()),
+                            "{format:?}: f32 {e} vs {p}"
+                        );
                     }
                 }
             }

@@ -191,7 +191,7 @@ pub(crate) fn dot(format: Format, row: &[u8], x: &Tile<'_>, k: usize, repacked: 
         (Format::Q5K, false) => dot_q5_k(row, x, k),
         (Format::Q6K, false) => dot_q6_k(row, x, k),
         (Format::Q4K | Format::Q5K | Format::Q6K, true) => tiled(format, row, x, k),
-        (Format::Q4_1 | Format::Q8_0, _) => unreachable!("not a K-quant"),
+        _ => unreachable!("not a K-quant"),
     }
 }
 

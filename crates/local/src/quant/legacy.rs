@@ -1,0 +1,68 @@
+//! Q5_0 and Q5_1 weights (blocks of 32: an f16 scale, for Q5_1 an f16 minimum, 32 bits of fifth bits, 16
+//! bytes of low nibbles), multiplied with Q8_0 and Q8_1 activations as llama.cpp's AVX2 `vec_dot` does: eight
+//! lanes, each the integer sum of four byte products, scaled into its own f32 accumulator block by block and
+//! summed across lanes at the end; Q5_1's `m · s` terms go into one scalar sum of fused multiply-adds.
+//! llamafile's `tinyBLAS`, which llama.cpp takes for Q5_0 products of several columns, does the same
+//! arithmetic, so one kernel serves every column count.
+
+use super::{half, Format, Tile, BLOCK, TILE};
+
+pub(crate) const Q5_0_BYTES: usize = 22;
+pub(crate) const Q5_1_BYTES: usize = 24;
+
+/// The 32 five-bit values of a block, without the offset: low nibbles first, then high nibbles, each with its
+/// bit from `qh` as bit 4.
+#[inline(always)]
+fn values(qh: &[u8], qs: &[u8]) -> [u8; 32] {
+    let bits = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
+    std::array::from_fn(|j| {
+        let nibble = if j < 16 {
+            qs[j] & 0x0F
+        } else {
+            qs[j - 16] >> 4
+        };
+        nibble | ((((bits >> j) & 1) as u8) << 4)
+    })
+}
+
+pub(crate) fn dequantize(format: Format, block: &[u8], out: &mut [f32]) {
+    let d = half(block, 0);
+    match format {
+        Format::Q5_0 => {
+            for (o, v) in out.iter_mut().zip(values(&block[2..6], &block[6..22])) {
+                *o = (i32::from(v) - 16) as f32 * d;
+            }
+        }
+        _ => {
+            let m = half(block, 2);
+            for (o, v) in out.iter_mut().zip(values(&block[4..8], &block[8..24])) {
+                *o = f32::from(v) * d + m;
+            }
+        }
+    }
+}
+
+/// Row `row` · column `k` of `x`.
+#[inline(always)]
+pub(crate) fn dot(format: Format, row: &[u8], x: &Tile<'_>, k: usize) -> f32 {
+    let mut acc = [0f32; 8];
+    let mut summs = 0f32;
+    for (b, block) in row.chunks_exact(format.block_bytes()).enumerate() {
+        let at = (b * x.n + k) * BLOCK;
+        let q = &x.q[at..at + BLOCK];
+        let slot = b * TILE + k;
+        let d = half(block, 0) * x.d[slot];
+        let w: [i32; 32] = if format == Format::Q5_0 {
+            values(&block[2..6], &block[6..22]).map(|v| i32::from(v) - 16)
+        } else {
+            summs = half(block, 2).mul_add(x.s[slot], summs);
+            values(&block[4..8], &block[8..24]).map(i32::from)
+        };
+        for (u, a) in acc.iter_mut().enumerate() {
+            let sum: i32 = (4 * u..4 * u + 4).map(|i| w[i] * i32::from(q[i])).sum();
+            *a = d.mul_add(sum as f32, *a);
+        }
+    }
+    let r: [f32; 4] = std::array::from_fn(|i| acc[i] + acc[i + 4]);
+    (r[0] + r[2]) + (r[1] + r[3]) + summs
+}
