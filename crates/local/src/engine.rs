@@ -1,8 +1,8 @@
 //! The Llama forward pass over quantised weights: loading the tensors from a GGUF, and one step that runs any
 //! number of token columns from any number of sequences through the model together.
 //!
-//! - **Weights** stay in the file's Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F16 or BF16 blocks. A tensor in
-//!   another format (Q4_0, ...) is dequantised with candle and requantised to Q8_0 at load, which is close to exact;
+//! - **Weights** stay in the file's Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F16 or BF16 blocks. A
+//!   tensor in another format (Q2_K, Q3_K) is dequantised with candle and requantised to Q8_0 at load, which is close to exact;
 //!   the norms are f32.
 //! - **A step** takes columns `(sequence, token)`. Every matrix product runs once for all columns (a prompt's
 //!   tokens, or the next token of each sequence in a batch), so weights are read once per step rather than once
@@ -118,7 +118,7 @@ pub(crate) struct Engine {
     pool: rayon::ThreadPool,
     /// The context window, which decides (as llama.cpp's cache size does) how attention is split.
     pub context: usize,
-    /// Formats as stored in the file, for the record (`Q4_1`, `Q4_K`, ..., or `Q8_0 (from Q4_0)`).
+    /// Formats as stored in the file, for the record (`Q4_1`, `Q4_K`, ..., or `Q8_0 (from Q3K)`).
     pub formats: Vec<String>,
     /// Which batch-dependent K-quant kernels the layers' products take.
     pub kpaths: KPaths,
@@ -712,6 +712,7 @@ impl Loader<'_> {
             GgmlDType::BF16 => Some(Format::BF16),
             GgmlDType::Q5_0 => Some(Format::Q5_0),
             GgmlDType::Q5_1 => Some(Format::Q5_1),
+            GgmlDType::Q4_0 => Some(Format::Q4_0),
             _ => None,
         };
         if let Some(format) = format {

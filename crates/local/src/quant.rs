@@ -3,10 +3,10 @@
 //!
 //! - **Weights.** Q4_1 (20-byte blocks: f16 scale `d`, f16 minimum `m`, 32 four-bit values), Q8_0 (34-byte
 //!   blocks: f16 scale, 32 signed bytes), the K-quants Q4_K, Q5_K and Q6_K (super-blocks of 256, see
-//!   [`kquant`]), F16 and BF16 (see [`float`]) and Q5_0 and Q5_1 (see [`legacy`]), read straight from the file's
-//!   bytes; F32 for the norms.
+//!   [`kquant`]), F16 and BF16 (see [`float`]) and Q4_0, Q5_0 and Q5_1 (see [`legacy`]), read straight from
+//!   the file's bytes; F32 for the norms.
 //! - **Activations.** Each weight format multiplies with the format llama.cpp pairs it with: Q8_1 for Q4_1 and
-//!   Q5_1 (scale and `d * Σq` per block), Q8_0 for Q8_0 and Q5_0, Q8_K for the K-quants (an f32 scale and sums
+//!   Q5_1 (scale and `d * Σq` per block), Q8_0 for Q8_0, Q4_0 and Q5_0, Q8_K for the K-quants (an f32 scale and sums
 //!   by sixteen per 256 values); F16 and BF16 weights take activations rounded to their type. Q8_0 and Q8_1
 //!   scales are rounded to f16 as llama.cpp stores them, and values round half to even (its SIMD quantiser), so
 //!   the integer sums are the ones llama.cpp computes.
@@ -41,6 +41,7 @@ pub(crate) enum Format {
     BF16,
     Q5_0,
     Q5_1,
+    Q4_0,
 }
 
 impl Format {
@@ -55,6 +56,7 @@ impl Format {
             Format::F16 | Format::BF16 => 2 * BLOCK,
             Format::Q5_0 => legacy::Q5_0_BYTES,
             Format::Q5_1 => legacy::Q5_1_BYTES,
+            Format::Q4_0 => legacy::Q4_0_BYTES,
         }
     }
 
@@ -79,7 +81,7 @@ impl Format {
 
     /// Whether the products take the portable kernels ([`exact_dot_rows`]) on every CPU.
     fn is_portable(self) -> bool {
-        self.is_k() || self.is_float() || matches!(self, Format::Q5_0 | Format::Q5_1)
+        self.is_k() || self.is_float() || matches!(self, Format::Q4_0 | Format::Q5_0 | Format::Q5_1)
     }
 
     /// Whether the activations carry Q8_1's `d · Σq` per block (for the weights' minimums).
@@ -98,6 +100,7 @@ impl Format {
             Format::BF16 => "BF16",
             Format::Q5_0 => "Q5_0",
             Format::Q5_1 => "Q5_1",
+            Format::Q4_0 => "Q4_0",
         }
     }
 }
@@ -150,7 +153,9 @@ impl QMatrix {
                 Format::Q5K => kquant::dequantize_q5_k(block, dst),
                 Format::Q6K => kquant::dequantize_q6_k(block, dst),
                 Format::F16 | Format::BF16 => float::dequantize(self.format, block, dst),
-                Format::Q5_0 | Format::Q5_1 => legacy::dequantize(self.format, block, dst),
+                Format::Q4_0 | Format::Q5_0 | Format::Q5_1 => {
+                    legacy::dequantize(self.format, block, dst)
+                }
                 Format::Q4_1 => {
                     let m = half(block, 2);
                     for j in 0..16 {
@@ -547,9 +552,9 @@ fn portable_dot_rows(
     x: &Tile<'_>,
     out: &mut impl FnMut(usize, usize, f32),
 ) {
-    // llama.cpp repacks Q4_K matrices whose row count is a multiple of eight (on CPUs with AVX2, where the
-    // results are compared) and multiplies them with kernels of their own.
-    let repacked = w.format == Format::Q4K && w.rows.is_multiple_of(8);
+    // llama.cpp repacks Q4_K and Q4_0 matrices whose row count is a multiple of eight (on CPUs with AVX2,
+    // where the results are compared) and multiplies them with kernels of their own.
+    let repacked = matches!(w.format, Format::Q4K | Format::Q4_0) && w.rows.is_multiple_of(8);
     // tinyBLAS takes only row counts that are a multiple of four.
     let sgemm_rows = w.rows.is_multiple_of(4);
     for r in rows {
@@ -560,7 +565,7 @@ fn portable_dot_rows(
             } else if w.format.is_k() {
                 kquant::dot(w.format, row, x, k, repacked)
             } else {
-                legacy::dot(w.format, row, x, k)
+                legacy::dot(w.format, row, x, k, repacked)
             };
             out(r, k, v);
         }
@@ -823,10 +828,10 @@ mod tests {
                 (s >> 33) as u8
             })
             .collect();
-        let scales: &[usize] = if format == Format::Q6K {
-            &[208]
-        } else {
-            &[0, 2]
+        let scales: &[usize] = match format {
+            Format::Q6K => &[208],
+            Format::Q4_0 | Format::Q5_0 => &[0],
+            _ => &[0, 2],
         };
         for block in bytes.chunks_exact_mut(format.block_bytes()) {
             for &at in scales {
@@ -857,6 +862,7 @@ mod tests {
             Format::Q6K,
             Format::Q5_0,
             Format::Q5_1,
+            Format::Q4_0,
         ] {
             for rows in [16, 7] {
                 let w = random_k(format, rows, cols, rows as u64);

@@ -1,12 +1,16 @@
-//! Q5_0 and Q5_1 weights (blocks of 32: an f16 scale, for Q5_1 an f16 minimum, 32 bits of fifth bits, 16
-//! bytes of low nibbles), multiplied with Q8_0 and Q8_1 activations as llama.cpp's AVX2 `vec_dot` does: eight
-//! lanes, each the integer sum of four byte products, scaled into its own f32 accumulator block by block and
-//! summed across lanes at the end; Q5_1's `m · s` terms go into one scalar sum of fused multiply-adds.
-//! llamafile's `tinyBLAS`, which llama.cpp takes for Q5_0 products of several columns, does the same
-//! arithmetic, so one kernel serves every column count.
+//! Q4_0, Q5_0 and Q5_1 weights (blocks of 32: an f16 scale, for Q5_1 an f16 minimum, for the Q5 types 32 fifth
+//! bits, then 16 bytes of low nibbles), multiplied with Q8_0 (Q8_1 for Q5_1) activations as llama.cpp's AVX2
+//! code does:
+//! - `vec_dot`: eight lanes, each the integer sum of four byte products, scaled into its own f32 accumulator
+//!   block by block and summed across lanes at the end; Q5_1's `m · s` terms go into one scalar sum of fused
+//!   multiply-adds. llamafile's `tinyBLAS`, which llama.cpp takes for Q4_0 and Q5_0 products of several
+//!   columns, does the same arithmetic, so one kernel serves every column count.
+//! - Q4_0 matrices with a multiple of eight rows are repacked by llama.cpp, and its kernels for them (one
+//!   column or four) scale each block's whole integer sum into one f32 accumulator.
 
 use super::{half, Format, Tile, BLOCK, TILE};
 
+pub(crate) const Q4_0_BYTES: usize = 18;
 pub(crate) const Q5_0_BYTES: usize = 22;
 pub(crate) const Q5_1_BYTES: usize = 24;
 
@@ -25,9 +29,27 @@ fn values(qh: &[u8], qs: &[u8]) -> [u8; 32] {
     })
 }
 
+/// A Q4_0 block's 32 four-bit values less their offset of 8: low nibbles first, then high nibbles.
+#[inline(always)]
+fn values_q4_0(qs: &[u8]) -> [i32; 32] {
+    std::array::from_fn(|j| {
+        let nibble = if j < 16 {
+            qs[j] & 0x0F
+        } else {
+            qs[j - 16] >> 4
+        };
+        i32::from(nibble) - 8
+    })
+}
+
 pub(crate) fn dequantize(format: Format, block: &[u8], out: &mut [f32]) {
     let d = half(block, 0);
     match format {
+        Format::Q4_0 => {
+            for (o, v) in out.iter_mut().zip(values_q4_0(&block[2..18])) {
+                *o = v as f32 * d;
+            }
+        }
         Format::Q5_0 => {
             for (o, v) in out.iter_mut().zip(values(&block[2..6], &block[6..22])) {
                 *o = (i32::from(v) - 16) as f32 * d;
@@ -42,9 +64,24 @@ pub(crate) fn dequantize(format: Format, block: &[u8], out: &mut [f32]) {
     }
 }
 
-/// Row `row` · column `k` of `x`.
+/// Row `row` · column `k` of `x`. `repacked`: the matrix is Q4_0 with a multiple of eight rows, which
+/// llama.cpp repacks and multiplies with kernels of its own.
 #[inline(always)]
-pub(crate) fn dot(format: Format, row: &[u8], x: &Tile<'_>, k: usize) -> f32 {
+pub(crate) fn dot(format: Format, row: &[u8], x: &Tile<'_>, k: usize, repacked: bool) -> f32 {
+    if repacked {
+        let mut acc = 0f32;
+        for (b, block) in row.chunks_exact(Q4_0_BYTES).enumerate() {
+            let at = (b * x.n + k) * BLOCK;
+            let q = &x.q[at..at + BLOCK];
+            let sum: i32 = values_q4_0(&block[2..18])
+                .iter()
+                .zip(q)
+                .map(|(&w, &a)| w * i32::from(a))
+                .sum();
+            acc = (sum as f32).mul_add(half(block, 0) * x.d[b * TILE + k], acc);
+        }
+        return acc;
+    }
     let mut acc = [0f32; 8];
     let mut summs = 0f32;
     for (b, block) in row.chunks_exact(format.block_bytes()).enumerate() {
@@ -52,7 +89,9 @@ pub(crate) fn dot(format: Format, row: &[u8], x: &Tile<'_>, k: usize) -> f32 {
         let q = &x.q[at..at + BLOCK];
         let slot = b * TILE + k;
         let d = half(block, 0) * x.d[slot];
-        let w: [i32; 32] = if format == Format::Q5_0 {
+        let w: [i32; 32] = if format == Format::Q4_0 {
+            values_q4_0(&block[2..18])
+        } else if format == Format::Q5_0 {
             values(&block[2..6], &block[6..22]).map(|v| i32::from(v) - 16)
         } else {
             summs = half(block, 2).mul_add(x.s[slot], summs);

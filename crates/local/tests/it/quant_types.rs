@@ -22,8 +22,8 @@ use serde_json::json;
 use crate::common;
 
 /// The types `local:` multiplies with as they are stored.
-const TYPES: [&str; 9] = [
-    "Q4_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "F16", "BF16", "Q5_0", "Q5_1",
+const TYPES: [&str; 10] = [
+    "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "F16", "BF16",
 ];
 
 const PROMPT_LENGTHS: [usize; 8] = [1, 2, 4, 7, 13, 64, 101, 530];
