@@ -45,6 +45,20 @@ pub(crate) enum Format {
 }
 
 impl Format {
+    /// Every format the kernels take as stored, in the order messages list them.
+    pub(crate) const ALL: [Format; 10] = [
+        Format::Q4_0,
+        Format::Q4_1,
+        Format::Q5_0,
+        Format::Q5_1,
+        Format::Q8_0,
+        Format::Q4K,
+        Format::Q5K,
+        Format::Q6K,
+        Format::F16,
+        Format::BF16,
+    ];
+
     pub(crate) fn block_bytes(self) -> usize {
         match self {
             Format::Q4_1 => 20,
@@ -103,6 +117,15 @@ impl Format {
             Format::Q4_0 => "Q4_0",
         }
     }
+}
+
+/// What the local engine reads, for messages: the formats its kernels take, and those it requantises.
+pub(crate) fn supported_types() -> String {
+    let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+    format!(
+        "{} as stored, and Q2_K, Q3_K and F32 matrices requantised to Q8_0",
+        names.join(", ")
+    )
 }
 
 /// A `rows × cols` weight matrix in a block format, row-major, bytes exactly as stored in the GGUF.
