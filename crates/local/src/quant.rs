@@ -580,16 +580,21 @@ fn portable_dot_rows(
     let repacked = matches!(w.format, Format::Q4K | Format::Q4_0) && w.rows.is_multiple_of(8);
     // tinyBLAS takes only row counts that are a multiple of four.
     let sgemm_rows = w.rows.is_multiple_of(4);
+    let sgemm: Vec<bool> = x.batch.iter().map(|b| sgemm_rows && b.size >= 2).collect();
+    let mut sums = [0f32; TILE];
     for r in rows {
         let row = w.row(r);
-        for k in 0..x.n {
-            let v = if w.format.is_float() {
-                float::dot(w.format, row, x, k, sgemm_rows && x.batch[k].size >= 2)
-            } else if w.format.is_k() {
-                kquant::dot(w.format, row, x, k, repacked)
-            } else {
-                legacy::dot(w.format, row, x, k, repacked)
-            };
+        let sums = &mut sums[..x.n];
+        if w.format.is_float() {
+            float::dot_row(w.format, row, x, &sgemm, sums);
+        } else if w.format.is_k() {
+            for (k, s) in sums.iter_mut().enumerate() {
+                *s = kquant::dot(w.format, row, x, k, repacked);
+            }
+        } else {
+            legacy::dot_row(w.format, row, x, repacked, sums);
+        }
+        for (k, &v) in sums.iter().enumerate() {
             out(r, k, v);
         }
     }

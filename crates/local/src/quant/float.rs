@@ -7,6 +7,7 @@
 //!
 //! The multiply-adds are fused in all of them (GCC contracts the BF16 kernel's multiply and add).
 
+use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
 use super::{Format, Tile};
@@ -36,41 +37,57 @@ pub(crate) fn dequantize(format: Format, block: &[u8], out: &mut [f32]) {
     }
 }
 
-/// Row `row` · column `k` of `x` (already rounded to the weights' type). `sgemm`: llama.cpp multiplies this
-/// column with its tiled kernel.
+/// Row `row` · every column of `x` (already rounded to the weights' type) into `out`. `sgemm[k]`: llama.cpp
+/// multiplies column `k` with tinyBLAS. The row is converted to f32 once for all columns.
 #[inline(always)]
-pub(crate) fn dot(format: Format, row: &[u8], x: &Tile<'_>, k: usize, sgemm: bool) -> f32 {
+pub(crate) fn dot_row(format: Format, row: &[u8], x: &Tile<'_>, sgemm: &[bool], out: &mut [f32]) {
     let cols = row.len() / 2;
-    let y = &x.f[k * cols..(k + 1) * cols];
+    let w: Vec<f32> = if format == Format::F16 {
+        // The slice conversion uses F16C where the CPU has it; one value at a time does not.
+        let bits: Vec<f16> = row
+            .chunks_exact(2)
+            .map(|b| f16::from_bits(u16::from_le_bytes([b[0], b[1]])))
+            .collect();
+        let mut w = vec![0f32; cols];
+        bits.convert_to_f32_slice(&mut w);
+        w
+    } else {
+        (0..cols).map(|i| value(format, row, i)).collect()
+    };
+    for (k, o) in out.iter_mut().enumerate() {
+        *o = dot(format, &w, &x.f[k * cols..(k + 1) * cols], sgemm[k]);
+    }
+}
+
+#[inline(always)]
+fn dot(format: Format, w: &[f32], y: &[f32], sgemm: bool) -> f32 {
     if sgemm {
         // tinyBLAS: one accumulator per lane, then `hsum`: halves added, then lanes 0+2 and 1+3, then those.
         let mut acc = [0f32; 8];
-        for (l, ys) in y.chunks_exact(8).enumerate() {
+        for (ws, ys) in w.chunks_exact(8).zip(y.chunks_exact(8)) {
             for (lane, a) in acc.iter_mut().enumerate() {
-                *a = value(format, row, 8 * l + lane).mul_add(ys[lane], *a);
+                *a = ws[lane].mul_add(ys[lane], *a);
             }
         }
         let r: [f32; 4] = std::array::from_fn(|i| acc[i + 4] + acc[i]);
         return (r[0] + r[2]) + (r[1] + r[3]);
     }
     let mut acc = [[0f32; 8]; 4];
-    for (l, ys) in y.chunks_exact(32).enumerate() {
+    for (ws, ys) in w.chunks_exact(32).zip(y.chunks_exact(32)) {
         for (j, a) in acc.iter_mut().enumerate() {
             for (lane, s) in a.iter_mut().enumerate() {
-                let at = 32 * l + 8 * j + lane;
-                *s = value(format, row, at).mul_add(ys[8 * j + lane], *s);
+                *s = ws[8 * j + lane].mul_add(ys[8 * j + lane], *s);
             }
         }
     }
     let lanes = |a: [f32; 8], b: [f32; 8]| -> [f32; 8] { std::array::from_fn(|i| a[i] + b[i]) };
+    let s = lanes(lanes(acc[0], acc[2]), lanes(acc[1], acc[3]));
     if format == Format::F16 {
         // GGML_F16_VEC_REDUCE: 0+2 and 1+3, then those; halves added; then two horizontal adds.
-        let s = lanes(lanes(acc[0], acc[2]), lanes(acc[1], acc[3]));
         let t: [f32; 4] = std::array::from_fn(|i| s[i] + s[i + 4]);
         (t[0] + t[1]) + (t[2] + t[3])
     } else {
         // `ggml_vec_dot_bf16`: (0+2) + (1+3); halves added; then lanes 0+2 and 1+3, then those.
-        let s = lanes(lanes(acc[0], acc[2]), lanes(acc[1], acc[3]));
         let g: [f32; 4] = std::array::from_fn(|i| s[i + 4] + s[i]);
         (g[0] + g[2]) + (g[1] + g[3])
     }

@@ -64,44 +64,48 @@ pub(crate) fn dequantize(format: Format, block: &[u8], out: &mut [f32]) {
     }
 }
 
-/// Row `row` · column `k` of `x`. `repacked`: the matrix is Q4_0 with a multiple of eight rows, which
-/// llama.cpp repacks and multiplies with kernels of its own.
+/// Row `row` · every column of `x` into `out`. `repacked`: the matrix is Q4_0 with a multiple of eight rows,
+/// which llama.cpp repacks and multiplies with kernels of their own. Each block is unpacked once for all
+/// columns; each column's sums run block by block as llama.cpp's do.
 #[inline(always)]
-pub(crate) fn dot(format: Format, row: &[u8], x: &Tile<'_>, k: usize, repacked: bool) -> f32 {
-    if repacked {
-        let mut acc = 0f32;
-        for (b, block) in row.chunks_exact(Q4_0_BYTES).enumerate() {
+pub(crate) fn dot_row(format: Format, row: &[u8], x: &Tile<'_>, repacked: bool, out: &mut [f32]) {
+    let mut acc = [[0f32; 8]; TILE];
+    let mut summs = [0f32; TILE];
+    let mut whole = [0f32; TILE];
+    for (b, block) in row.chunks_exact(format.block_bytes()).enumerate() {
+        let dw = half(block, 0);
+        let w: [i32; 32] = match format {
+            Format::Q4_0 => values_q4_0(&block[2..18]),
+            Format::Q5_0 => values(&block[2..6], &block[6..22]).map(|v| i32::from(v) - 16),
+            _ => values(&block[4..8], &block[8..24]).map(i32::from),
+        };
+        for k in 0..out.len() {
             let at = (b * x.n + k) * BLOCK;
             let q = &x.q[at..at + BLOCK];
-            let sum: i32 = values_q4_0(&block[2..18])
-                .iter()
-                .zip(q)
-                .map(|(&w, &a)| w * i32::from(a))
-                .sum();
-            acc = (sum as f32).mul_add(half(block, 0) * x.d[b * TILE + k], acc);
+            let slot = b * TILE + k;
+            let d = dw * x.d[slot];
+            let lane =
+                |u: usize| -> i32 { (4 * u..4 * u + 4).map(|i| w[i] * i32::from(q[i])).sum() };
+            if repacked {
+                let sum: i32 = (0..8).map(lane).sum();
+                whole[k] = (sum as f32).mul_add(d, whole[k]);
+                continue;
+            }
+            if format == Format::Q5_1 {
+                summs[k] = half(block, 2).mul_add(x.s[slot], summs[k]);
+            }
+            for (u, a) in acc[k].iter_mut().enumerate() {
+                *a = d.mul_add(lane(u) as f32, *a);
+            }
         }
-        return acc;
     }
-    let mut acc = [0f32; 8];
-    let mut summs = 0f32;
-    for (b, block) in row.chunks_exact(format.block_bytes()).enumerate() {
-        let at = (b * x.n + k) * BLOCK;
-        let q = &x.q[at..at + BLOCK];
-        let slot = b * TILE + k;
-        let d = half(block, 0) * x.d[slot];
-        let w: [i32; 32] = if format == Format::Q4_0 {
-            values_q4_0(&block[2..18])
-        } else if format == Format::Q5_0 {
-            values(&block[2..6], &block[6..22]).map(|v| i32::from(v) - 16)
+    for (k, o) in out.iter_mut().enumerate() {
+        *o = if repacked {
+            whole[k]
         } else {
-            summs = half(block, 2).mul_add(x.s[slot], summs);
-            values(&block[4..8], &block[8..24]).map(i32::from)
+            let a = acc[k];
+            let r: [f32; 4] = std::array::from_fn(|i| a[i] + a[i + 4]);
+            (r[0] + r[2]) + (r[1] + r[3]) + summs[k]
         };
-        for (u, a) in acc.iter_mut().enumerate() {
-            let sum: i32 = (4 * u..4 * u + 4).map(|i| w[i] * i32::from(q[i])).sum();
-            *a = d.mul_add(sum as f32, *a);
-        }
     }
-    let r: [f32; 4] = std::array::from_fn(|i| acc[i] + acc[i + 4]);
-    (r[0] + r[2]) + (r[1] + r[3]) + summs
 }
