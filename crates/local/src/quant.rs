@@ -588,9 +588,7 @@ fn portable_dot_rows(
         if w.format.is_float() {
             float::dot_row(w.format, row, x, &sgemm, sums);
         } else if w.format.is_k() {
-            for (k, s) in sums.iter_mut().enumerate() {
-                *s = kquant::dot(w.format, row, x, k, repacked);
-            }
+            kquant::dot_row(w.format, row, x, repacked, sums);
         } else {
             legacy::dot_row(w.format, row, x, repacked, sums);
         }
@@ -964,6 +962,41 @@ mod tests {
                             (e - p).abs() <= 0.02 * (1.0 + e.abs()),
                             "{format:?}: f32 {e} vs {p}"
                         );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The K-quant kernel that unpacks each super-block once for a whole tile equals, bit for bit, the plain
+    /// one-column statement of each of llama.cpp's kernels, on every path.
+    #[test]
+    fn k_quant_tiles_equal_their_one_column_statement() {
+        let cols = 512;
+        for format in [Format::Q4K, Format::Q5K, Format::Q6K] {
+            for rows in [16, 7] {
+                let w = random_k(format, rows, cols, 11);
+                let repacked = format == Format::Q4K && rows % 8 == 0;
+                for n in [1, 5, 8, 11] {
+                    let x = values(3, n * cols, 4.0);
+                    let prompt: Vec<Batch> = (0..n).map(|index| Batch { size: n, index }).collect();
+                    for batch in [&[][..], &prompt] {
+                        let acts = Acts::quantize_in(&x, cols, format, batch);
+                        for t in 0..n.div_ceil(TILE) {
+                            let tile = acts.tile(t);
+                            for r in 0..rows {
+                                let mut got = vec![0f32; tile.n];
+                                kquant::dot_row(format, w.row(r), &tile, repacked, &mut got);
+                                for (k, g) in got.iter().enumerate() {
+                                    let want = kquant::dot(format, w.row(r), &tile, k, repacked);
+                                    assert_eq!(
+                                        g.to_bits(),
+                                        want.to_bits(),
+                                        "{format:?} {rows} rows, {n} columns, row {r} column {k}"
+                                    );
+                                }
+                            }
+                        }
                     }
                 }
             }

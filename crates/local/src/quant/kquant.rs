@@ -178,9 +178,211 @@ pub(crate) fn four_at_a_time(batch: Batch) -> bool {
     batch.index < batch.size - batch.size % 4
 }
 
-/// Row `row` of a K-quant matrix · column `k` of `x`. `repacked`: the matrix is Q4_K with a multiple of eight
-/// rows, which llama.cpp repacks and multiplies with kernels of their own.
+/// Which of llama.cpp's kernels computes a column's product with a K-quant matrix.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// Repacked Q4_K; `true`: its four-column `gemm`.
+    Repacked(bool),
+    VecDot,
+    Tiled,
+}
+
+/// One column's running sums, whichever [`Path`] it takes.
+#[derive(Clone, Copy, Default)]
+struct Sums {
+    lanes: [f32; 8],
+    mins: [f32; 4],
+    scalar: f32,
+    scalar_min: f32,
+}
+
+/// Row `row` of a K-quant matrix · every column of `x` into `out`, each in the order of the llama.cpp kernel
+/// that computes it (see the module notes). `repacked`: the matrix is Q4_K with a multiple of eight rows. Each
+/// super-block is unpacked once for all columns.
 #[inline(always)]
+pub(crate) fn dot_row(format: Format, row: &[u8], x: &Tile<'_>, repacked: bool, out: &mut [f32]) {
+    let paths: [Path; super::TILE] = std::array::from_fn(|k| match x.batch.get(k) {
+        Some(&batch) if format == Format::Q4K && repacked => Path::Repacked(four_at_a_time(batch)),
+        Some(batch) if batch.size >= TILED_FROM => Path::Tiled,
+        _ => Path::VecDot,
+    });
+    let mut sums = [Sums::default(); super::TILE];
+    let mut w = [0u8; QK_K];
+    for (b, block) in row.chunks_exact(format.block_bytes()).enumerate() {
+        // Unsigned weights in value order; Q4_K/Q5_K 6-bit scales and minimums per 32, Q6_K 8-bit scales per 16.
+        let (mut sc, mut m) = ([0i32; 16], [0i32; 8]);
+        let (d, dmin) = match format {
+            Format::Q6K => {
+                for half_block in 0..2 {
+                    let ql = &block[half_block * 64..half_block * 64 + 64];
+                    let qh = &block[128 + half_block * 32..128 + half_block * 32 + 32];
+                    for l in 0..32 {
+                        for (g, v) in q6(ql, qh, l).into_iter().enumerate() {
+                            w[half_block * 128 + g * 32 + l] = v;
+                        }
+                    }
+                }
+                for (s, &byte) in sc.iter_mut().zip(&block[192..208]) {
+                    *s = i32::from(byte as i8);
+                }
+                (half(block, 208), 0.0)
+            }
+            _ => {
+                let (scales, qh, qs) = if format == Format::Q4K {
+                    (&block[4..16], None, &block[16..144])
+                } else {
+                    (&block[4..16], Some(&block[16..48]), &block[48..176])
+                };
+                for pair in 0..4 {
+                    for l in 0..32 {
+                        let (mut lo, mut hi) = (qs[pair * 32 + l] & 0x0F, qs[pair * 32 + l] >> 4);
+                        if let Some(qh) = qh {
+                            lo |= ((qh[l] >> (2 * pair)) & 1) << 4;
+                            hi |= ((qh[l] >> (2 * pair + 1)) & 1) << 4;
+                        }
+                        w[pair * 64 + l] = lo;
+                        w[pair * 64 + 32 + l] = hi;
+                    }
+                }
+                for j in 0..8 {
+                    (sc[j], m[j]) = scale_min(j, scales);
+                }
+                (half(block, 0), half(block, 2))
+            }
+        };
+        for (k, (s, &path)) in sums.iter_mut().zip(&paths).enumerate().take(out.len()) {
+            let (q, yd, bsums) = column(x, k, b);
+            // Sums of four byte products, the unit of every kernel's integer lanes.
+            let l4: [i32; 64] =
+                std::array::from_fn(|t| dot4(&w[4 * t..4 * t + 4], &q[4 * t..4 * t + 4]));
+            if format == Format::Q6K {
+                q6_k_block(s, path, &l4, &sc, bsums, d, yd);
+            } else {
+                q45_k_block(format, s, path, &l4, (&sc, &m), bsums, (d, dmin, yd));
+            }
+        }
+    }
+    for ((o, s), &path) in out.iter_mut().zip(&sums).zip(&paths) {
+        *o = match (path, format) {
+            (Path::Repacked(_), _) => s.scalar - s.scalar_min,
+            (Path::Tiled, _) => s.scalar,
+            (Path::VecDot, Format::Q4K) => {
+                hsum8(s.lanes) + ((s.mins[0] + s.mins[2]) + (s.mins[1] + s.mins[3]))
+            }
+            (Path::VecDot, Format::Q5K) => hsum8(s.lanes) + s.scalar,
+            (Path::VecDot, _) => hsum8(s.lanes),
+        };
+    }
+}
+
+/// One Q4_K or Q5_K super-block into a column's sums. `l4[t]`: weights `4t..4t + 4` times the column's.
+/// `(sc, m)`: the sub-blocks' scales and minimums; `(d, dmin, yd)`: the block's scale and minimum scale, and
+/// the column's scale.
+#[inline(always)]
+fn q45_k_block(
+    format: Format,
+    s: &mut Sums,
+    path: Path,
+    l4: &[i32; 64],
+    (sc, m): (&[i32; 16], &[i32; 8]),
+    bsums: &[i16],
+    (d, dmin, yd): (f32, f32, f32),
+) {
+    let s32 = sums32(bsums);
+    let sub = |j: usize| -> i32 { l4[8 * j..8 * j + 8].iter().sum() };
+    match path {
+        Path::Repacked(grouped) => {
+            let (scale, min_scale) = (d * yd, dmin * yd);
+            let (mut sum, mut min) = (0i32, 0i32);
+            for pair in 0..4 {
+                let ps = sc[2 * pair] * sub(2 * pair) + sc[2 * pair + 1] * sub(2 * pair + 1);
+                let pm = m[2 * pair] * s32[2 * pair] + m[2 * pair + 1] * s32[2 * pair + 1];
+                if grouped {
+                    s.scalar = (ps as f32).mul_add(scale, s.scalar);
+                    s.scalar_min = (pm as f32).mul_add(min_scale, s.scalar_min);
+                } else {
+                    sum += ps;
+                    min += pm;
+                }
+            }
+            if !grouped {
+                s.scalar = (sum as f32).mul_add(scale, s.scalar);
+                s.scalar_min = (min as f32).mul_add(min_scale, s.scalar_min);
+            }
+        }
+        Path::Tiled => {
+            let sum: i32 = (0..8).map(|j| sc[j] * sub(j)).sum();
+            let min: i32 = (0..8).map(|j| m[j] * s32[j]).sum();
+            let v = (-dmin).mul_add(min as f32, d * sum as f32);
+            s.scalar = v.mul_add(yd, s.scalar);
+        }
+        Path::VecDot => {
+            let (dd, dm) = (yd * d, -yd * dmin);
+            if format == Format::Q4K {
+                // Q4_K keeps four lanes of minimums, Q5_K one scalar sum.
+                for (l, a) in s.mins.iter_mut().enumerate() {
+                    let prod = m[2 * l] * s32[2 * l] + m[2 * l + 1] * s32[2 * l + 1];
+                    *a = dm.mul_add(prod as f32, *a);
+                }
+            } else {
+                let all: i32 = (0..8).map(|j| m[j] * s32[j]).sum();
+                s.scalar = dm.mul_add(all as f32, s.scalar);
+            }
+            for (u, a) in s.lanes.iter_mut().enumerate() {
+                let lane: i32 = (0..4)
+                    .map(|p| sc[2 * p] * l4[16 * p + u] + sc[2 * p + 1] * l4[16 * p + 8 + u])
+                    .sum();
+                *a = dd.mul_add(lane as f32, *a);
+            }
+        }
+    }
+}
+
+/// One Q6_K super-block into a column's sums (weights unsigned, their offset of 32 taken out through the
+/// activation sums as each kernel does).
+#[inline(always)]
+fn q6_k_block(
+    s: &mut Sums,
+    path: Path,
+    l4: &[i32; 64],
+    sc: &[i32; 16],
+    bsums: &[i16],
+    d: f32,
+    yd: f32,
+) {
+    match path {
+        Path::Tiled => {
+            let sum: i32 = (0..16)
+                .map(|j| {
+                    let raw: i32 = l4[4 * j..4 * j + 4].iter().sum();
+                    sc[j] * (raw - 32 * i32::from(bsums[j]))
+                })
+                .sum();
+            s.scalar = (d * sum as f32).mul_add(yd, s.scalar);
+        }
+        _ => {
+            let dd = yd * d;
+            for (u, a) in s.lanes.iter_mut().enumerate() {
+                let mut lane = 0i32;
+                for half_block in 0..2 {
+                    for g in 0..4 {
+                        lane +=
+                            sc[half_block * 8 + 2 * g + u / 4] * l4[32 * half_block + 8 * g + u];
+                    }
+                }
+                lane -= 32
+                    * (i32::from(bsums[2 * u]) * sc[2 * u]
+                        + i32::from(bsums[2 * u + 1]) * sc[2 * u + 1]);
+                *a = dd.mul_add(lane as f32, *a);
+            }
+        }
+    }
+}
+
+/// Row `row` of a K-quant matrix · column `k` of `x`, one column at a time: the plain statement of what
+/// [`dot_row`] computes for all of a tile's columns at once, kept as its test. `repacked`: the matrix is Q4_K with a multiple of eight
+/// rows, which llama.cpp repacks and multiplies with kernels of their own.
+#[cfg(test)]
 pub(crate) fn dot(format: Format, row: &[u8], x: &Tile<'_>, k: usize, repacked: bool) -> f32 {
     let batch = x.batch[k];
     if format == Format::Q4K && repacked {
@@ -198,7 +400,7 @@ pub(crate) fn dot(format: Format, row: &[u8], x: &Tile<'_>, k: usize, repacked: 
 /// llama.cpp's tiled kernel: per super-block an exact integer sum (and one of minimums times activation
 /// sums), `d · Σ` with the minimums taken off in one fused step, then a fused multiply-add by the
 /// activations' scale into the running sum.
-#[inline(always)]
+#[cfg(test)]
 fn tiled(format: Format, row: &[u8], x: &Tile<'_>, k: usize) -> f32 {
     let mut acc = 0f32;
     for (b, block) in row.chunks_exact(format.block_bytes()).enumerate() {
@@ -257,7 +459,7 @@ fn tiled(format: Format, row: &[u8], x: &Tile<'_>, k: usize) -> f32 {
 }
 
 /// Row `row` (Q4_K, repacked) · column `k`: `grouped` picks llama.cpp's four-column `gemm` over its `gemv`.
-#[inline(always)]
+#[cfg(test)]
 fn repacked_q4_k(row: &[u8], x: &Tile<'_>, k: usize, grouped: bool) -> f32 {
     let (mut acc, mut acc_min) = (0f32, 0f32);
     for (b, block) in row.chunks_exact(Q4_K_BYTES).enumerate() {
@@ -303,7 +505,7 @@ fn repacked_q4_k(row: &[u8], x: &Tile<'_>, k: usize, grouped: bool) -> f32 {
 
 /// llama.cpp's AVX2 `ggml_vec_dot_q4_K_q8_K`: eight lanes of integer sums per super-block, each scaled into
 /// its own f32 accumulator; the minimums in four more.
-#[inline(always)]
+#[cfg(test)]
 fn vec_dot_q4_k(row: &[u8], x: &Tile<'_>, k: usize) -> f32 {
     let mut acc = [0f32; 8];
     let mut acc_m = [0f32; 4];
@@ -340,7 +542,7 @@ fn vec_dot_q4_k(row: &[u8], x: &Tile<'_>, k: usize) -> f32 {
 
 /// llama.cpp's AVX2 `ggml_vec_dot_q5_K_q8_K`: as Q4_K's, but the minimums go into one scalar sum, one fused
 /// multiply-add per super-block.
-#[inline(always)]
+#[cfg(test)]
 fn dot_q5_k(row: &[u8], x: &Tile<'_>, k: usize) -> f32 {
     let mut acc = [0f32; 8];
     let mut summs = 0f32;
@@ -377,7 +579,7 @@ fn dot_q5_k(row: &[u8], x: &Tile<'_>, k: usize) -> f32 {
 /// llama.cpp's AVX2 `ggml_vec_dot_q6_K_q8_K`: the unsigned 6-bit values times the activations, with the
 /// `-32` offset taken out of each lane afterwards through the sums by sixteen (lane `u` takes sub-blocks
 /// `2u` and `2u + 1`'s share).
-#[inline(always)]
+#[cfg(test)]
 fn dot_q6_k(row: &[u8], x: &Tile<'_>, k: usize) -> f32 {
     let mut acc = [0f32; 8];
     for (b, block) in row.chunks_exact(Q6_K_BYTES).enumerate() {
