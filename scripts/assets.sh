@@ -17,6 +17,10 @@ need=()
 [ -f "$dest/nibabel/tests/data/anatomical.nii" ] || need+=(nibabel==5.4.2)
 # nibabel imports `packaging`; only the imaging benchmark's Python side imports nibabel.
 [ -f "$dest/packaging/version.py" ] || need+=(packaging==25.0)
+# llama.cpp's own GGUF writer and numpy, for scripts/tiny-gguf.py: the tiny random-weight models on which the
+# local engine's quantisation types are checked against llama.cpp.
+[ -f "$dest/gguf/gguf_writer.py" ] || need+=(gguf==0.19.0)
+[ -f "$dest/numpy/__init__.py" ] || need+=(numpy==2.4.6)
 if [ ${#need[@]} -gt 0 ]; then
   echo "assets: installing ${need[*]} into $dest" >&2
   python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$dest" --upgrade "${need[@]}"

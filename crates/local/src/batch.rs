@@ -22,6 +22,7 @@ use rayon::prelude::*;
 
 use crate::attention::{self, PROMPT_CHUNK};
 use crate::engine::{Cache, Column, Engine, Sequence};
+use crate::quant::KPaths;
 use crate::sample::{Sampler, Sampling};
 use crate::FinishReason;
 
@@ -127,19 +128,19 @@ impl PromptCache {
     }
 
     /// The entry `prompt` can take the most positions from, and how many.
-    fn best(&self, prompt: &[u32], context: usize) -> Option<(&Cached, usize)> {
+    fn best(&self, prompt: &[u32], context: usize, kernels: KPaths) -> Option<(&Cached, usize)> {
         self.entries
             .iter()
-            .map(|e| (e, reusable(&e.tokens, prompt, context)))
+            .map(|e| (e, reusable(&e.tokens, prompt, context, kernels)))
             .filter(|(_, n)| *n > 0)
             .max_by_key(|(_, n)| *n)
     }
 
     /// Keeps `entry`, dropping the entries it makes redundant (prompts it extends) and then the oldest until
     /// the cache fits its limit.
-    fn insert(&mut self, entry: Cached, context: usize) {
+    fn insert(&mut self, entry: Cached, context: usize, kernels: KPaths) {
         self.entries
-            .retain(|e| reusable(&e.tokens, &entry.tokens, context) < e.tokens.len());
+            .retain(|e| reusable(&e.tokens, &entry.tokens, context, kernels) < e.tokens.len());
         self.entries.push_back(entry);
         while self.bytes() > self.limit && !self.entries.is_empty() {
             self.entries.pop_front();
@@ -148,15 +149,22 @@ impl PromptCache {
 }
 
 /// How many leading positions of `cached` (a read prompt) prompt `next` can take as they are: the tokens they
-/// share, up to the first position whose attention path differs between the two prompts (it would round
-/// differently), and never `next`'s last position unless the prompts are equal (its logits are needed).
-pub(crate) fn reusable(cached: &[u32], next: &[u32], context: usize) -> usize {
+/// share, up to the first position whose attention path or (with K-quant weights, see [`KPaths`]) matrix
+/// product kernel differs between the two prompts (it would round differently), and never `next`'s last
+/// position unless the prompts are equal (its logits are needed).
+pub(crate) fn reusable(cached: &[u32], next: &[u32], context: usize, kernels: KPaths) -> usize {
     let common = cached.iter().zip(next).take_while(|(a, b)| a == b).count();
     if common == cached.len() && common == next.len() {
         return common;
     }
     let limit = common.min(next.len().saturating_sub(1));
-    let path = |len: usize, p: usize| attention::path(attention::prompt_chunk(len, p), p, context);
+    let path = |len: usize, p: usize| {
+        let chunk = attention::prompt_chunk(len, p);
+        (
+            attention::path(chunk, p, context),
+            kernels.key(crate::engine::batch(chunk, p)),
+        )
+    };
     (0..limit)
         .find(|&p| path(cached.len(), p) != path(next.len(), p))
         .unwrap_or(limit)
@@ -246,7 +254,10 @@ impl<'e, T> Batch<'e, T> {
                 break;
             }
             p.looked_up = true;
-            let Some((entry, n)) = self.prompts.best(&p.job.prompt, context) else {
+            let Some((entry, n)) = self
+                .prompts
+                .best(&p.job.prompt, context, self.engine.kpaths)
+            else {
                 break;
             };
             let (cache, logits) = (entry.cache.clone(), entry.logits.clone());
@@ -354,7 +365,8 @@ impl<'e, T> Batch<'e, T> {
                 cache: cache.clone(),
                 logits: logits.clone(),
             };
-            self.prompts.insert(entry, self.engine.context);
+            self.prompts
+                .insert(entry, self.engine.context, self.engine.kpaths);
         }
         self.start(p, cache, &logits)
     }
@@ -448,24 +460,56 @@ mod tests {
 
     #[test]
     fn reuse_stops_where_the_attention_path_would_change() {
-        let ctx = usize::MAX;
+        let (ctx, none) = (usize::MAX, KPaths::default());
         let p: Vec<u32> = (0..700).collect();
         // The same prompt: all of it (its logits are cached too).
-        assert_eq!(reusable(&p[..100], &p[..100], ctx), 100);
+        assert_eq!(reusable(&p[..100], &p[..100], ctx, none), 100);
         // A prompt that extends a cached one within its first chunk: every cached position (tiled either way).
-        assert_eq!(reusable(&p[..200], &p[..500], ctx), 200);
+        assert_eq!(reusable(&p[..200], &p[..500], ctx, none), 200);
         // Across the chunk boundary: the cached prompt's second chunk (88 tokens) is tiled, as in the longer one.
-        assert_eq!(reusable(&p[..600], &p[..700], ctx), 600);
+        assert_eq!(reusable(&p[..600], &p[..700], ctx, none), 600);
         // A cached second chunk of 18 tokens took the one-pass path; the longer prompt tiles those positions.
-        assert_eq!(reusable(&p[..530], &p[..700], ctx), 512);
+        assert_eq!(reusable(&p[..530], &p[..700], ctx, none), 512);
         // A short prompt (one pass) and a long one (tiled) share nothing computed alike.
-        assert_eq!(reusable(&p[..30], &p[..100], ctx), 0);
+        assert_eq!(reusable(&p[..30], &p[..100], ctx, none), 0);
         // A prompt that is a start of the cached one: all but its last position, whose logits are needed.
-        assert_eq!(reusable(&p[..500], &p[..300], ctx), 299);
+        assert_eq!(reusable(&p[..500], &p[..300], ctx, none), 299);
         // Different tokens part them.
         let mut q = p[..300].to_vec();
         q[150] = 9999;
-        assert_eq!(reusable(&p[..200], &q, ctx), 150);
+        assert_eq!(reusable(&p[..200], &q, ctx, none), 150);
+    }
+
+    /// With K-quant or 16-bit float weights reuse also stops where llama.cpp would multiply a position with
+    /// another kernel.
+    #[test]
+    fn reuse_stops_where_a_matrix_kernel_would_change() {
+        let ctx = usize::MAX;
+        let p: Vec<u32> = (0..700).collect();
+        let tiled = KPaths {
+            tiled: true,
+            ..KPaths::default()
+        };
+        let repacked = KPaths {
+            repacked_q4_k: true,
+            ..KPaths::default()
+        };
+        let sgemm = KPaths {
+            sgemm: true,
+            ..KPaths::default()
+        };
+        // A 5-token prompt is multiplied column by column, a 40-token one with the tiled kernel.
+        assert_eq!(reusable(&p[..5], &p[..40], ctx, KPaths::default()), 5);
+        assert_eq!(reusable(&p[..5], &p[..40], ctx, tiled), 0);
+        // Both at least eight tokens long: the tiled kernel either way.
+        assert_eq!(reusable(&p[..20], &p[..40], ctx, tiled), 20);
+        // Q4_K's repacked kernels take 66 tokens as sixteen fours and two singles, 100 tokens all in fours.
+        assert_eq!(reusable(&p[..66], &p[..100], ctx, KPaths::default()), 66);
+        assert_eq!(reusable(&p[..66], &p[..100], ctx, repacked), 64);
+        assert_eq!(reusable(&p[..530], &p[..700], ctx, repacked), 512);
+        // A one-token prompt is multiplied alone, a longer one by tinyBLAS.
+        assert_eq!(reusable(&p[..1], &p[..5], ctx, KPaths::default()), 1);
+        assert_eq!(reusable(&p[..1], &p[..5], ctx, sgemm), 0);
     }
 
     /// Reads `prompt` into `seq` from position `done` as the batch does; the logits after its last token.
@@ -506,7 +550,7 @@ mod tests {
         for (cached, next) in pairs {
             let mut seq = Sequence::new(engine.cfg.layers);
             read(engine, &mut seq, &cached, 0);
-            let n = reusable(&cached, &next, engine.context);
+            let n = reusable(&cached, &next, engine.context, engine.kpaths);
             assert!(
                 n > 0,
                 "{} then {} tokens reuse nothing",

@@ -1,8 +1,9 @@
 //! The Llama forward pass over quantised weights: loading the tensors from a GGUF, and one step that runs any
 //! number of token columns from any number of sequences through the model together.
 //!
-//! - **Weights** stay in the file's Q4_1 or Q8_0 blocks. A tensor in another format (F16, Q4_0, the K-quants)
-//!   is dequantised with candle and requantised to Q8_0 at load, which is close to exact; the norms are f32.
+//! - **Weights** stay in the file's Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F16 or BF16 blocks. A
+//!   tensor in another format (Q2_K, Q3_K) is dequantised with candle and requantised to Q8_0 at load, which is close to exact;
+//!   the norms are f32.
 //! - **A step** takes columns `(sequence, token)`. Every matrix product runs once for all columns (a prompt's
 //!   tokens, or the next token of each sequence in a batch), so weights are read once per step rather than once
 //!   per sequence. Attention runs per column and head over that column's own sequence.
@@ -29,7 +30,7 @@ use rayon::prelude::*;
 use crate::activation;
 use crate::attention::{self, Keys};
 use crate::gguf::Meta;
-use crate::quant::{round_f16, Acts, Format, Kernel, QMatrix, BLOCK};
+use crate::quant::{round_f16, Acts, Batch, Format, KPaths, Kernel, QMatrix, BLOCK};
 use crate::LocalError;
 
 /// The shape of a Llama-family model, from the GGUF's `llama.*` metadata.
@@ -69,14 +70,15 @@ impl Linear {
         Linear { parts, rows }
     }
 
-    /// `x` is `n` columns of the input width; returns `n` columns of `self.rows`.
-    fn forward(&self, x: &[f32], cols: usize) -> Vec<f32> {
+    /// `x` is `n` columns of the input width; returns `n` columns of `self.rows`. `batch`: per column, the
+    /// product llama.cpp computes it in (see [`batches`]; empty: each alone).
+    fn forward(&self, x: &[f32], cols: usize, batch: &[Batch]) -> Vec<f32> {
         let n = x.len() / cols;
         let mut out = vec![0f32; n * self.rows];
         let mut quantized: Vec<(Format, Acts)> = Vec::new();
         for p in &self.parts {
             if !quantized.iter().any(|(f, _)| *f == p.format) {
-                quantized.push((p.format, Acts::quantize(x, cols, p.format)));
+                quantized.push((p.format, Acts::quantize_in(x, cols, p.format, batch)));
             }
         }
         let mut offset = 0;
@@ -116,8 +118,10 @@ pub(crate) struct Engine {
     pool: rayon::ThreadPool,
     /// The context window, which decides (as llama.cpp's cache size does) how attention is split.
     pub context: usize,
-    /// Formats as stored in the file, for the record (`Q4_1`, `Q8_0`, or `Q8_0 (from F16)`).
+    /// Formats as stored in the file, for the record (`Q4_1`, `Q4_K`, ..., or `Q8_0 (from Q3K)`).
     pub formats: Vec<String>,
+    /// Which batch-dependent K-quant kernels the layers' products take.
+    pub kpaths: KPaths,
 }
 
 /// One layer's keys and values for a run of positions: `len` rows of `kv_dim` values each.
@@ -283,6 +287,12 @@ impl Engine {
         let mut formats = loader.formats;
         formats.sort();
         formats.dedup();
+        // The output product always has its columns one by one (llama.cpp keeps only the wanted rows first).
+        let kpaths = KPaths::of(layers.iter().flat_map(|l| {
+            [&l.qkv, &l.out, &l.gate_up, &l.down]
+                .into_iter()
+                .flat_map(|linear| &linear.parts)
+        }));
         Ok(Engine {
             cfg,
             embed,
@@ -293,6 +303,7 @@ impl Engine {
             pool: thread_pool(path)?,
             context: usize::MAX,
             formats,
+            kpaths,
         })
     }
 
@@ -342,17 +353,28 @@ impl Engine {
                 .dequantize_row(col.token as usize, &mut x[c * cfg.dim..(c + 1) * cfg.dim]);
         }
         let rope = Rope::new(cfg, &positions);
+        let batch = batches(cols, &positions);
         for (l, layer) in self.layers.iter().enumerate() {
             let h = rms_norm(&x, &layer.attn_norm, cfg.eps);
-            let mut qkv = layer.qkv.forward(&h, cfg.dim);
+            let mut qkv = layer.qkv.forward(&h, cfg.dim, &batch);
             rope.apply(&mut qkv, cfg);
             append_kv(seqs, cols, &qkv, l, cfg);
             let attn = attention(seqs, cols, &positions, &qkv, l, cfg, self.context);
-            add(&mut x, &layer.out.forward(&attn, cfg.heads * cfg.head_dim));
+            add(
+                &mut x,
+                &layer.out.forward(&attn, cfg.heads * cfg.head_dim, &batch),
+            );
+            // llama.cpp keeps only the columns whose logits are wanted before the last layer's MLP, so each
+            // of those is multiplied there on its own; the other columns' results are never used.
+            let ffn_batch: &[Batch] = if l + 1 == self.layers.len() {
+                &[]
+            } else {
+                &batch
+            };
             let h = rms_norm(&x, &layer.ffn_norm, cfg.eps);
-            let gu = layer.gate_up.forward(&h, cfg.dim);
+            let gu = layer.gate_up.forward(&h, cfg.dim, ffn_batch);
             let act = activation::swiglu(&gu, cfg.ffn);
-            add(&mut x, &layer.down.forward(&act, cfg.ffn));
+            add(&mut x, &layer.down.forward(&act, cfg.ffn, ffn_batch));
         }
         self.logits(&x, cols)
     }
@@ -369,10 +391,31 @@ impl Engine {
             return Vec::new();
         }
         let h = rms_norm(&wanted, &self.norm, self.cfg.eps);
-        let out = self.output.forward(&h, dim);
+        let out = self.output.forward(&h, dim, &[]);
         out.chunks_exact(self.output.rows)
             .map(<[f32]>::to_vec)
             .collect()
+    }
+}
+
+/// Per column, the product llama.cpp computes it in when it runs this column's sequence alone (see [`batch`]).
+fn batches(cols: &[Column], positions: &[usize]) -> Vec<Batch> {
+    cols.iter()
+        .zip(positions)
+        .map(|(c, &p)| batch(c.chunk, p))
+        .collect()
+}
+
+/// The product llama.cpp computes position `p` in, for a column of `chunk` tokens ([`Column::chunk`]): its
+/// prompt chunk, this position at its place in it, or for a decoded token one column. Where a prefill resumes
+/// mid-chunk the chunk still decides, so a column computes the same whatever shares its step.
+pub(crate) fn batch(chunk: usize, p: usize) -> Batch {
+    match chunk {
+        1 => Batch::ALONE,
+        size => Batch {
+            size,
+            index: p % attention::PROMPT_CHUNK,
+        },
     }
 }
 
@@ -662,13 +705,31 @@ impl Loader<'_> {
         let format = match info.ggml_dtype {
             GgmlDType::Q4_1 => Some(Format::Q4_1),
             GgmlDType::Q8_0 => Some(Format::Q8_0),
+            GgmlDType::Q4K => Some(Format::Q4K),
+            GgmlDType::Q5K => Some(Format::Q5K),
+            GgmlDType::Q6K => Some(Format::Q6K),
+            GgmlDType::F16 => Some(Format::F16),
+            GgmlDType::BF16 => Some(Format::BF16),
+            GgmlDType::Q5_0 => Some(Format::Q5_0),
+            GgmlDType::Q5_1 => Some(Format::Q5_1),
+            GgmlDType::Q4_0 => Some(Format::Q4_0),
             _ => None,
         };
         if let Some(format) = format {
+            let block = format.block_values();
+            if !cols.is_multiple_of(block) {
+                return Err(self.err(
+                    name,
+                    format!(
+                        "shape {dims:?} in {}; expected a width that is a multiple of its {block}-value blocks",
+                        format.name()
+                    ),
+                ));
+            }
             let bytes = self.raw(
                 name,
                 info.offset,
-                rows * cols / BLOCK * format.block_bytes(),
+                rows * cols / block * format.block_bytes(),
             )?;
             self.formats.push(format.name().to_string());
             return Ok(QMatrix::new(format, rows, cols, bytes));

@@ -25,6 +25,15 @@ pub enum LocalError {
         "{path}: architecture `{arch}` is not supported; expected a Llama-family GGUF (`llama`)"
     )]
     UnsupportedArchitecture { path: PathBuf, arch: String },
+    #[error(
+        "{path}: tensor type {type_name} (GGML type {id}) is not supported; the local engine reads {supported}"
+    )]
+    UnsupportedType {
+        path: PathBuf,
+        type_name: String,
+        id: u32,
+        supported: String,
+    },
     #[error("{path}: {message}; put a `tokenizer.json` for this model next to the GGUF to use it instead")]
     UnsupportedTokenizer { path: PathBuf, message: String },
     #[error("tokenizer for {path}: {message}")]

@@ -140,11 +140,57 @@ fn as_uint(v: &Value) -> Option<u64> {
 /// Opens a GGUF file and parses its header (metadata and tensor table; no tensor data).
 pub(crate) fn read_content(path: &Path) -> Result<(File, Content), LocalError> {
     let mut file = File::open(path).map_err(|source| io_err(path, source))?;
-    let content = Content::read(&mut file).map_err(|e| LocalError::Gguf {
-        path: path.to_path_buf(),
-        message: e.to_string(),
+    let content = Content::read(&mut file).map_err(|e| {
+        let message = e.to_string();
+        match unknown_type(&message) {
+            Some(id) => LocalError::UnsupportedType {
+                path: path.to_path_buf(),
+                type_name: ggml_type_name(id).to_string(),
+                id,
+                supported: crate::quant::supported_types(),
+            },
+            None => LocalError::Gguf {
+                path: path.to_path_buf(),
+                message,
+            },
+        }
     })?;
     Ok((file, content))
+}
+
+/// The GGML type id in candle's refusal of a tensor type it cannot read (the IQ types, MXFP4, ...), which is
+/// the only way it reports one.
+fn unknown_type(message: &str) -> Option<u32> {
+    let at = message.find("unknown dtype for tensor ")?;
+    message[at + "unknown dtype for tensor ".len()..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// GGML's name for a tensor type that candle cannot read.
+fn ggml_type_name(id: u32) -> &'static str {
+    match id {
+        16 => "IQ2_XXS",
+        17 => "IQ2_XS",
+        18 => "IQ3_XXS",
+        19 => "IQ1_S",
+        20 => "IQ4_NL",
+        21 => "IQ3_S",
+        22 => "IQ2_S",
+        23 => "IQ4_XS",
+        24 => "I8",
+        25 => "I16",
+        26 => "I32",
+        27 => "I64",
+        28 => "F64",
+        29 => "IQ1_M",
+        34 => "TQ1_0",
+        35 => "TQ2_0",
+        39 => "MXFP4",
+        _ => "unknown",
+    }
 }
 
 pub(crate) fn io_err(path: &Path, source: std::io::Error) -> LocalError {

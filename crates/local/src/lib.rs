@@ -27,14 +27,16 @@
 //!   [`LocalError::ContextTooLong`] (the `context_length` error class); an answer that reaches the end of the
 //!   window finishes with `length`.
 //! - **Weights and speed.** The engine is this crate's own (modules `engine`, `quant`, `attention`, `activation`): weights
-//!   stay in the file's Q4_1/Q8_0 blocks (other formats are requantised to Q8_0 at load), activations are
+//!   stay in the file's Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F16 or BF16 blocks (Q2_K and Q3_K are
+//!   requantised to Q8_0 at load), activations are
 //!   quantised as llama.cpp quantises them, the dot products use AVX2 when the CPU has it (with AVX-512 VNNI's
 //!   byte dot product where it has that too, unless `NMB_LOCAL_AVX2=1`; chosen at run time;
 //!   `NMB_LOCAL_SCALAR=1` forces the scalar fallback), and matrix products are spread over a rayon pool of
 //!   `NMB_THREADS` threads (default: every core). On AVX2 CPUs every tensor is llama.cpp's AVX2 build's to the
 //!   bit (attention follows its CPU flash attention step for step), so the logits after a prompt and the
 //!   greedy answers equal llama.cpp's on the same GGUF (tested against its library and its server). The scalar
-//!   fallback follows ggml's generic code and may round differently.
+//!   fallback follows ggml's generic code and may round differently, except for the formats other than Q4_1 and
+//!   Q8_0, whose one kernel gives llama.cpp's AVX2 results on every CPU.
 //! - **n samples and batching.** [`LocalModel::generate_n`] prefills a prompt once and decodes its n samples
 //!   together, each with its own seeded stream (sample `i` uses seed + `i`). [`LocalBackend`] keeps one batch for
 //!   all requests: a request that arrives while others decode joins at the next step, up to a KV-cache memory
@@ -144,7 +146,8 @@ pub struct ModelInfo {
     /// True when the chat template came from the GGUF, false when ChatML was used instead.
     pub chat_template_from_gguf: bool,
     pub chat_template_sha256: String,
-    /// The weight formats as held in memory (`Q4_1`, `Q8_0`, or `Q8_0 (from F16)` for a requantised tensor).
+    /// The weight formats as held in memory (`Q4_1`, `Q8_0`, `Q5_0`, `Q4_K`, ..., or `Q8_0 (from Q3K)` for a
+    /// requantised tensor).
     pub weights: String,
     /// The dot-product code this CPU runs: `avx512vnni`, `avx2` or `scalar`.
     pub kernel: String,

@@ -1,15 +1,20 @@
 //! Quantised weights kept as the GGUF stores them, activations quantised the way llama.cpp does it, and the
 //! matrix products between them.
 //!
-//! - **Weights.** Q4_1 (20-byte blocks: f16 scale `d`, f16 minimum `m`, 32 four-bit values) and Q8_0 (34-byte
-//!   blocks: f16 scale, 32 signed bytes), read straight from the file's bytes; F32 for the norms.
-//! - **Activations.** Each weight format multiplies with the format llama.cpp pairs it with: Q8_1 for Q4_1
-//!   (scale and `d * Σq` per block), Q8_0 for Q8_0. Scales are rounded to f16 as llama.cpp stores them, and
-//!   values round half to even (its SIMD quantiser), so the integer sums are the ones llama.cpp computes; only the
-//!   order of the f32 additions differs.
-//! - **Kernels.** AVX2 with FMA and F16C (its integer sums with AVX-512 VNNI where the CPU has it), chosen at
-//!   run time, and a scalar fallback with the same arithmetic. A product takes up to eight activation columns
-//!   per pass over a weight row, so a batch of sequences (or a prompt) reads each weight once per eight columns;
+//! - **Weights.** Q4_1 (20-byte blocks: f16 scale `d`, f16 minimum `m`, 32 four-bit values), Q8_0 (34-byte
+//!   blocks: f16 scale, 32 signed bytes), the K-quants Q4_K, Q5_K and Q6_K (super-blocks of 256, see
+//!   [`kquant`]), F16 and BF16 (see [`float`]) and Q4_0, Q5_0 and Q5_1 (see [`legacy`]), read straight from
+//!   the file's bytes; F32 for the norms.
+//! - **Activations.** Each weight format multiplies with the format llama.cpp pairs it with: Q8_1 for Q4_1 and
+//!   Q5_1 (scale and `d * Σq` per block), Q8_0 for Q8_0, Q4_0 and Q5_0, Q8_K for the K-quants (an f32 scale and sums
+//!   by sixteen per 256 values); F16 and BF16 weights take activations rounded to their type. Q8_0 and Q8_1
+//!   scales are rounded to f16 as llama.cpp stores them, and values round half to even (its SIMD quantiser), so
+//!   the integer sums are the ones llama.cpp computes.
+//! - **Kernels.** Q4_1 and Q8_0: AVX2 with FMA and F16C (its integer sums with AVX-512 VNNI where the CPU has
+//!   it), chosen at run time, and a scalar fallback with the same integer sums. The other formats: one
+//!   portable kernel that follows llama.cpp's order of f32 operations exactly (so they equal llama.cpp on every
+//!   CPU), compiled once more with AVX2 and FMA for speed. A product takes up to eight activation columns per
+//!   pass over a weight row, so a batch of sequences (or a prompt) reads each weight once per eight columns;
 //!   rows are spread over the rayon pool the caller installs.
 
 use half::f16;
@@ -20,28 +25,107 @@ pub(crate) const BLOCK: usize = 32;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod float;
+mod kquant;
+mod legacy;
 
 /// A weight format this engine multiplies with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Format {
     Q4_1,
     Q8_0,
+    Q4K,
+    Q5K,
+    Q6K,
+    F16,
+    BF16,
+    Q5_0,
+    Q5_1,
+    Q4_0,
 }
 
 impl Format {
+    /// Every format the kernels take as stored, in the order messages list them.
+    pub(crate) const ALL: [Format; 10] = [
+        Format::Q4_0,
+        Format::Q4_1,
+        Format::Q5_0,
+        Format::Q5_1,
+        Format::Q8_0,
+        Format::Q4K,
+        Format::Q5K,
+        Format::Q6K,
+        Format::F16,
+        Format::BF16,
+    ];
+
     pub(crate) fn block_bytes(self) -> usize {
         match self {
             Format::Q4_1 => 20,
             Format::Q8_0 => 34,
+            Format::Q4K => kquant::Q4_K_BYTES,
+            Format::Q5K => kquant::Q5_K_BYTES,
+            Format::Q6K => kquant::Q6_K_BYTES,
+            // Thirty-two 2-byte values, taken as a block so rows divide as the other formats' do.
+            Format::F16 | Format::BF16 => 2 * BLOCK,
+            Format::Q5_0 => legacy::Q5_0_BYTES,
+            Format::Q5_1 => legacy::Q5_1_BYTES,
+            Format::Q4_0 => legacy::Q4_0_BYTES,
         }
+    }
+
+    /// Weights per block: 32, or 256 for the K-quants' super-blocks.
+    pub(crate) fn block_values(self) -> usize {
+        if self.is_k() {
+            kquant::QK_K
+        } else {
+            BLOCK
+        }
+    }
+
+    /// Whether the weights multiply with Q8_K activations (blocks of 256 with sums by sixteen).
+    fn is_k(self) -> bool {
+        matches!(self, Format::Q4K | Format::Q5K | Format::Q6K)
+    }
+
+    /// Whether the weights are 16-bit floats, multiplied with activations rounded to the same type.
+    fn is_float(self) -> bool {
+        matches!(self, Format::F16 | Format::BF16)
+    }
+
+    /// Whether the products take the portable kernels ([`exact_dot_rows`]) on every CPU.
+    fn is_portable(self) -> bool {
+        self.is_k() || self.is_float() || matches!(self, Format::Q4_0 | Format::Q5_0 | Format::Q5_1)
+    }
+
+    /// Whether the activations carry Q8_1's `d · Σq` per block (for the weights' minimums).
+    fn has_min(self) -> bool {
+        matches!(self, Format::Q4_1 | Format::Q5_1)
     }
 
     pub(crate) fn name(self) -> &'static str {
         match self {
             Format::Q4_1 => "Q4_1",
             Format::Q8_0 => "Q8_0",
+            Format::Q4K => "Q4_K",
+            Format::Q5K => "Q5_K",
+            Format::Q6K => "Q6_K",
+            Format::F16 => "F16",
+            Format::BF16 => "BF16",
+            Format::Q5_0 => "Q5_0",
+            Format::Q5_1 => "Q5_1",
+            Format::Q4_0 => "Q4_0",
         }
     }
+}
+
+/// What the local engine reads, for messages: the formats its kernels take, and those it requantises.
+pub(crate) fn supported_types() -> String {
+    let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+    format!(
+        "{} as stored, and Q2_K, Q3_K and F32 matrices requantised to Q8_0",
+        names.join(", ")
+    )
 }
 
 /// A `rows × cols` weight matrix in a block format, row-major, bytes exactly as stored in the GGUF.
@@ -53,10 +137,14 @@ pub(crate) struct QMatrix {
 }
 
 impl QMatrix {
-    /// `bytes` must hold `rows * cols / 32` blocks; `cols` must be a multiple of 32 (the loader checks both).
+    /// `bytes` must hold `rows * cols / format.block_values()` blocks; `cols` must be a multiple of the block
+    /// (the loader checks both).
     pub(crate) fn new(format: Format, rows: usize, cols: usize, bytes: Vec<u8>) -> QMatrix {
-        debug_assert_eq!(cols % BLOCK, 0);
-        debug_assert_eq!(bytes.len(), rows * cols / BLOCK * format.block_bytes());
+        debug_assert_eq!(cols % format.block_values(), 0);
+        debug_assert_eq!(
+            bytes.len(),
+            rows * cols / format.block_values() * format.block_bytes()
+        );
         QMatrix {
             format,
             rows,
@@ -66,7 +154,7 @@ impl QMatrix {
     }
 
     fn row_bytes(&self) -> usize {
-        self.cols / BLOCK * self.format.block_bytes()
+        self.cols / self.format.block_values() * self.format.block_bytes()
     }
 
     fn row(&self, r: usize) -> &[u8] {
@@ -74,16 +162,23 @@ impl QMatrix {
         &self.bytes[r * n..(r + 1) * n]
     }
 
-    /// Row `r` as f32 (an embedding lookup): exact, `d * q + m` or `d * q`.
+    /// Row `r` as f32 (an embedding lookup), computed as llama.cpp's `dequantize_row_*` computes it.
     pub(crate) fn dequantize_row(&self, r: usize, out: &mut [f32]) {
         let bb = self.format.block_bytes();
         for (block, dst) in self
             .row(r)
             .chunks_exact(bb)
-            .zip(out.chunks_exact_mut(BLOCK))
+            .zip(out.chunks_exact_mut(self.format.block_values()))
         {
             let d = half(block, 0);
             match self.format {
+                Format::Q4K => kquant::dequantize_q4_k(block, dst),
+                Format::Q5K => kquant::dequantize_q5_k(block, dst),
+                Format::Q6K => kquant::dequantize_q6_k(block, dst),
+                Format::F16 | Format::BF16 => float::dequantize(self.format, block, dst),
+                Format::Q4_0 | Format::Q5_0 | Format::Q5_1 => {
+                    legacy::dequantize(self.format, block, dst)
+                }
                 Format::Q4_1 => {
                     let m = half(block, 2);
                     for j in 0..16 {
@@ -164,37 +259,127 @@ unsafe impl Sync for SharedOut {}
 /// Laid out for the kernels, in tiles of [`TILE`] columns (the last may be narrower): within a tile, block by
 /// block, its columns' 32 values side by side, so one pointer walks every column of a tile; and [`TILE`]
 /// scales (and sums) per block, one per column (zero past the last), so one load brings a block's for all.
+///
+/// For the K-quants the blocks are Q8_K's: 256 values, an f32 scale (not rounded) and sixteen sums of sixteen
+/// values each (`bsums`, sixteen per slot).
 pub(crate) struct Acts {
     pub n: usize,
     pub cols: usize,
     qs: Vec<i8>,
     d: Vec<f32>,
     s: Vec<f32>,
+    bsums: Vec<i16>,
+    /// For F16 and BF16 weights: the columns one after another, rounded to that type.
+    f: Vec<f32>,
+    /// Per column, the product llama.cpp would compute it in (see [`Batch`]).
+    batch: Vec<Batch>,
+}
+
+/// Where llama.cpp, running one sequence alone, multiplies an activation column: as column `index` of a
+/// product of `size` columns (a prompt's chunk; 1 for a decoded token). Q8_0 and Q4_1 products are the same
+/// whatever it is; the K-quants' are not, as llama.cpp picks its kernel by the column count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Batch {
+    pub size: usize,
+    pub index: usize,
+}
+
+impl Batch {
+    /// A column multiplied on its own.
+    pub(crate) const ALONE: Batch = Batch { size: 1, index: 0 };
+}
+
+/// Which of llama.cpp's kernels that depend on the column count a model's layers use: the K-quants' tiled one
+/// (for eight columns or more; Q5_K, Q6_K and Q4_K not repacked), the repacked Q4_K ones, and llamafile's
+/// `tinyBLAS` (two columns or more; F16 and BF16). Whether a position computes the same in two prompts depends
+/// on them (the prompt cache asks).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct KPaths {
+    pub tiled: bool,
+    pub repacked_q4_k: bool,
+    pub sgemm: bool,
+}
+
+impl KPaths {
+    /// The paths of `weights`.
+    pub(crate) fn of<'a>(weights: impl IntoIterator<Item = &'a QMatrix>) -> KPaths {
+        let mut paths = KPaths::default();
+        for w in weights {
+            match w.format {
+                Format::Q4K if w.rows.is_multiple_of(8) => paths.repacked_q4_k = true,
+                Format::Q4K | Format::Q5K | Format::Q6K => paths.tiled = true,
+                Format::F16 | Format::BF16 if w.rows.is_multiple_of(4) => paths.sgemm = true,
+                _ => {}
+            }
+        }
+        paths
+    }
+
+    /// What decides a column's products in `batch`: equal keys, equal results.
+    pub(crate) fn key(self, batch: Batch) -> (bool, bool, bool) {
+        (
+            self.tiled && batch.size >= kquant::TILED_FROM,
+            self.repacked_q4_k && kquant::four_at_a_time(batch),
+            self.sgemm && batch.size >= 2,
+        )
+    }
 }
 
 impl Acts {
-    /// Quantises `x` (`n` rows of `cols` values) for multiplying with weights of `format`.
+    /// Quantises `x` (`n` rows of `cols` values) for multiplying with weights of `format`, every column as
+    /// llama.cpp multiplies a column on its own.
+    #[cfg(test)]
     pub(crate) fn quantize(x: &[f32], cols: usize, format: Format) -> Acts {
+        Acts::quantize_in(x, cols, format, &[])
+    }
+
+    /// As [`Acts::quantize`], with `batch[c]` the product llama.cpp would compute column `c` in (empty: each
+    /// column alone).
+    pub(crate) fn quantize_in(x: &[f32], cols: usize, format: Format, batch: &[Batch]) -> Acts {
         let n = x.len() / cols;
-        let nb = cols / BLOCK;
+        let block = format.block_values();
+        let nb = cols / block;
         let slots = n.div_ceil(TILE) * nb * TILE;
         let mut acts = Acts {
             n,
             cols,
-            qs: vec![0; x.len()],
+            qs: vec![0; if format.is_float() { 0 } else { x.len() }],
             d: vec![0.0; slots],
-            s: vec![0.0; if format == Format::Q4_1 { slots } else { 0 }],
+            s: vec![0.0; if format.has_min() { slots } else { 0 }],
+            bsums: vec![0; if format.is_k() { slots * 16 } else { 0 }],
+            f: if format.is_float() {
+                x.iter().map(|&v| float::round_to(format, v)).collect()
+            } else {
+                Vec::new()
+            },
+            batch: if batch.is_empty() {
+                vec![Batch::ALONE; n]
+            } else {
+                batch.to_vec()
+            },
         };
+        assert_eq!(acts.batch.len(), n, "one batch per column");
+        if format.is_float() {
+            return acts;
+        }
         let kernel = Kernel::detect();
-        for (i, src) in x.chunks_exact(BLOCK).enumerate() {
+        for (i, src) in x.chunks_exact(block).enumerate() {
             let (c, b) = (i / nb, i % nb);
             let (t, k) = (c / TILE, c % TILE);
             let width = TILE.min(n - t * TILE);
-            let at = t * TILE * cols + (b * width + k) * BLOCK;
-            let (d, sum) = kernel.quantize_block(src, &mut acts.qs[at..at + BLOCK]);
+            let at = t * TILE * cols + (b * width + k) * block;
             let slot = (t * nb + b) * TILE + k;
+            if format.is_k() {
+                acts.d[slot] = kquant::quantize_q8_k(
+                    src,
+                    &mut acts.qs[at..at + block],
+                    &mut acts.bsums[slot * 16..slot * 16 + 16],
+                );
+                continue;
+            }
+            let (d, sum) = kernel.quantize_block(src, &mut acts.qs[at..at + BLOCK]);
             acts.d[slot] = round_f16(d);
-            if format == Format::Q4_1 {
+            if format.has_min() {
                 acts.s[slot] = round_f16(d * sum as f32);
             }
         }
@@ -203,19 +388,34 @@ impl Acts {
 
     /// Tile `t`: columns `t * TILE..` up to `TILE` of them.
     fn tile(&self, t: usize) -> Tile<'_> {
-        let nb = self.cols / BLOCK;
+        let nb = self.d.len() / self.n.div_ceil(TILE) / TILE;
         let n = TILE.min(self.n - t * TILE);
         let q0 = t * TILE * self.cols;
         let slots = t * nb * TILE..(t + 1) * nb * TILE;
         Tile {
             n,
-            q: &self.qs[q0..q0 + n * self.cols],
+            q: if self.qs.is_empty() {
+                &[]
+            } else {
+                &self.qs[q0..q0 + n * self.cols]
+            },
             d: &self.d[slots.clone()],
             s: if self.s.is_empty() {
                 &[]
             } else {
-                &self.s[slots]
+                &self.s[slots.clone()]
             },
+            bsums: if self.bsums.is_empty() {
+                &[]
+            } else {
+                &self.bsums[slots.start * 16..slots.end * 16]
+            },
+            f: if self.f.is_empty() {
+                &[]
+            } else {
+                &self.f[q0..q0 + n * self.cols]
+            },
+            batch: &self.batch[t * TILE..t * TILE + n],
         }
     }
 }
@@ -308,12 +508,26 @@ impl Kernel {
         out: &mut impl FnMut(usize, usize, f32),
     ) {
         assert!(
-            x.q.len() == x.n * w.cols
-                && x.d.len() == w.cols / BLOCK * TILE
-                && (w.format == Format::Q8_0 || x.s.len() == x.d.len())
+            (if w.format.is_float() {
+                x.f.len() == x.n * w.cols
+            } else {
+                x.q.len() == x.n * w.cols
+            }) && x.d.len() == w.cols / w.format.block_values() * TILE
+                && (!w.format.has_min() || x.s.len() == x.d.len())
+                && (!w.format.is_k() || x.bsums.len() == x.d.len() * 16)
                 && rows.end <= w.rows,
             "the tile must match the weights"
         );
+        if w.format.is_portable() {
+            #[cfg(target_arch = "x86_64")]
+            if self == Kernel::Avx2 {
+                // SAFETY: `Kernel::Avx2` is only chosen after `avx2::available()` confirmed AVX2, FMA and F16C.
+                unsafe { avx2::portable_dot_rows(w, rows, x, out) };
+                return;
+            }
+            portable_dot_rows(w, rows, x, out);
+            return;
+        }
         match self {
             Kernel::Scalar => {
                 for r in rows {
@@ -339,12 +553,49 @@ impl Kernel {
 pub(crate) const TILE: usize = 8;
 
 /// One tile of [`Acts`]: `n` (at most [`TILE`]) columns' values block by block (column `k`'s block `b` at
-/// `(b * n + k) * 32`), and `TILE` scales and (Q8_1) sums per block (column `k`'s block `b` at `b * TILE + k`).
+/// `(b * n + k) * block`), and `TILE` scales and (Q8_1) sums per block (column `k`'s block `b` at
+/// `b * TILE + k`), or for Q8_K sixteen sums by sixteen per slot.
 pub(crate) struct Tile<'a> {
     pub n: usize,
     pub q: &'a [i8],
     pub d: &'a [f32],
     pub s: &'a [f32],
+    pub bsums: &'a [i16],
+    pub f: &'a [f32],
+    pub batch: &'a [Batch],
+}
+
+/// Products with K-quant and 16-bit float weights, one row and column at a time in the order of llama.cpp's
+/// AVX2 code (see [`kquant`] and [`float`]); inlined into [`avx2::portable_dot_rows`] so that the same code
+/// runs with vector instructions there.
+#[inline(always)]
+fn portable_dot_rows(
+    w: &QMatrix,
+    rows: std::ops::Range<usize>,
+    x: &Tile<'_>,
+    out: &mut impl FnMut(usize, usize, f32),
+) {
+    // llama.cpp repacks Q4_K and Q4_0 matrices whose row count is a multiple of eight (on CPUs with AVX2,
+    // where the results are compared) and multiplies them with kernels of their own.
+    let repacked = matches!(w.format, Format::Q4K | Format::Q4_0) && w.rows.is_multiple_of(8);
+    // tinyBLAS takes only row counts that are a multiple of four.
+    let sgemm_rows = w.rows.is_multiple_of(4);
+    let sgemm: Vec<bool> = x.batch.iter().map(|b| sgemm_rows && b.size >= 2).collect();
+    let mut sums = [0f32; TILE];
+    for r in rows {
+        let row = w.row(r);
+        let sums = &mut sums[..x.n];
+        if w.format.is_float() {
+            float::dot_row(w.format, row, x, &sgemm, sums);
+        } else if w.format.is_k() {
+            kquant::dot_row(w.format, row, x, repacked, sums);
+        } else {
+            legacy::dot_row(w.format, row, x, repacked, sums);
+        }
+        for (k, &v) in sums.iter().enumerate() {
+            out(r, k, v);
+        }
+    }
 }
 
 fn scalar_dot(format: Format, row: &[u8], x: &Tile<'_>, sums: &mut [f32; TILE]) {
@@ -376,6 +627,7 @@ fn scalar_dot(format: Format, row: &[u8], x: &Tile<'_>, sums: &mut [f32; TILE]) 
                         .sum();
                     acc += d * xd * sumi as f32;
                 }
+                _ => unreachable!("see `portable_dot_rows`"),
             }
         }
         *sum = acc;
@@ -424,6 +676,7 @@ mod tests {
                     bytes.extend(f16::from_f32(d).to_bits().to_le_bytes());
                     bytes.extend(block.iter().map(|v| (v * id).round() as i8 as u8));
                 }
+                _ => unreachable!("the K-quants have tests of their own"),
             }
         }
         QMatrix::new(format, rows, cols, bytes)
@@ -555,6 +808,7 @@ mod tests {
                         (Format::Q4_1, _) => 0x00,
                         (Format::Q8_0, 0) => 0x80,
                         (Format::Q8_0, _) => 0x7F,
+                        _ => unreachable!(),
                     };
                     let from = if format == Format::Q4_1 { 4 } else { 2 };
                     block[from..].fill(fill);
@@ -586,6 +840,178 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A matrix of random blocks, their f16 scales set so that the weights stay near ±1.
+    fn random_k(format: Format, rows: usize, cols: usize, seed: u64) -> QMatrix {
+        let mut s = seed;
+        let blocks = rows * cols / format.block_values();
+        let mut bytes: Vec<u8> = (0..blocks * format.block_bytes())
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (s >> 33) as u8
+            })
+            .collect();
+        let scales: &[usize] = match format {
+            Format::Q6K => &[208],
+            Format::Q4_0 | Format::Q5_0 => &[0],
+            _ => &[0, 2],
+        };
+        for block in bytes.chunks_exact_mut(format.block_bytes()) {
+            for &at in scales {
+                block[at..at + 2].copy_from_slice(&f16::from_f32(1e-3).to_bits().to_le_bytes());
+            }
+        }
+        QMatrix::new(format, rows, cols, bytes)
+    }
+
+    fn k_products(w: &QMatrix, x: &Acts, kernel: Kernel) -> Vec<f32> {
+        let mut out = vec![0f32; x.n * w.rows];
+        for t in 0..x.n.div_ceil(TILE) {
+            let mut write = |r: usize, k: usize, v: f32| out[(t * TILE + k) * w.rows + r] = v;
+            kernel.dot_rows(w, 0..w.rows, &x.tile(t), &mut write);
+        }
+        out
+    }
+
+    /// Every path llama.cpp takes for the K-quants (Q4_K repacked or not, one column or a prompt's in fours,
+    /// `vec_dot` or tiled) and for Q5_0 and Q5_1 lands near the f32 product, and the portable kernel and its
+    /// AVX2 build agree to the bit.
+    #[test]
+    fn block_formats_agree_with_f32_on_every_path_and_with_their_avx2_build() {
+        let cols = 512;
+        for format in [
+            Format::Q4K,
+            Format::Q5K,
+            Format::Q6K,
+            Format::Q5_0,
+            Format::Q5_1,
+            Format::Q4_0,
+        ] {
+            for rows in [16, 7] {
+                let w = random_k(format, rows, cols, rows as u64);
+                for n in [1, 3, 4, 5, 9] {
+                    let x = values(2, n * cols, 4.0);
+                    let exact = reference(&w, &x);
+                    let prompt: Vec<Batch> = (0..n).map(|index| Batch { size: n, index }).collect();
+                    for batch in [&[][..], &prompt] {
+                        let acts = Acts::quantize_in(&x, cols, format, batch);
+                        let scalar = k_products(&w, &acts, Kernel::Scalar);
+                        #[cfg(target_arch = "x86_64")]
+                        if avx2::available() {
+                            assert_eq!(
+                                bits(&scalar),
+                                bits(&k_products(&w, &acts, Kernel::Avx2)),
+                                "{format:?} {rows}x{cols}, {n} columns: portable vs avx2"
+                            );
+                        }
+                        let mut row = vec![0f32; cols];
+                        for (i, (&e, &q)) in exact.iter().zip(&scalar).enumerate() {
+                            let (c, r) = (i / rows, i % rows);
+                            w.dequantize_row(r, &mut row);
+                            let scale: f32 = row
+                                .iter()
+                                .zip(&x[c * cols..(c + 1) * cols])
+                                .map(|(a, b)| (a * b).abs())
+                                .sum();
+                            assert!(
+                                (e - q).abs() <= 0.01 * scale,
+                                "{format:?} {rows} rows, {n} columns, cell {i}: f32 {e} vs quantised {q}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// F16 and BF16 weights, one column at a time and in a prompt (tinyBLAS), near the f32 product and the same
+    /// from the portable kernel and its AVX2 build.
+    #[test]
+    fn float_weights_agree_with_f32_on_both_paths_and_with_their_avx2_build() {
+        let (rows, cols) = (12, 96);
+        for format in [Format::F16, Format::BF16] {
+            let bytes: Vec<u8> = values(5, rows * cols, 2.0)
+                .into_iter()
+                .flat_map(|v| match format {
+                    Format::F16 => f16::from_f32(v).to_bits().to_le_bytes(),
+                    _ => half::bf16::from_f32(v).to_bits().to_le_bytes(),
+                })
+                .collect();
+            let w = QMatrix::new(format, rows, cols, bytes);
+            for n in [1, 2, 9] {
+                let x = values(6, n * cols, 4.0);
+                let exact = reference(&w, &x);
+                let prompt: Vec<Batch> = (0..n).map(|index| Batch { size: n, index }).collect();
+                for batch in [&[][..], &prompt] {
+                    let acts = Acts::quantize_in(&x, cols, format, batch);
+                    let portable = k_products(&w, &acts, Kernel::Scalar);
+                    #[cfg(target_arch = "x86_64")]
+                    if avx2::available() {
+                        assert_eq!(
+                            bits(&portable),
+                            bits(&k_products(&w, &acts, Kernel::Avx2)),
+                            "{format:?}, {n} columns: portable vs avx2"
+                        );
+                    }
+                    for (e, p) in exact.iter().zip(&portable) {
+                        // Rounding the activations to BF16 keeps 8 bits of each.
+                        assert!(
+                            (e - p).abs() <= 0.02 * (1.0 + e.abs()),
+                            "{format:?}: f32 {e} vs {p}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The K-quant kernel that unpacks each super-block once for a whole tile equals, bit for bit, the plain
+    /// one-column statement of each of llama.cpp's kernels, on every path.
+    #[test]
+    fn k_quant_tiles_equal_their_one_column_statement() {
+        let cols = 512;
+        for format in [Format::Q4K, Format::Q5K, Format::Q6K] {
+            for rows in [16, 7] {
+                let w = random_k(format, rows, cols, 11);
+                let repacked = format == Format::Q4K && rows % 8 == 0;
+                for n in [1, 5, 8, 11] {
+                    let x = values(3, n * cols, 4.0);
+                    let prompt: Vec<Batch> = (0..n).map(|index| Batch { size: n, index }).collect();
+                    for batch in [&[][..], &prompt] {
+                        let acts = Acts::quantize_in(&x, cols, format, batch);
+                        for t in 0..n.div_ceil(TILE) {
+                            let tile = acts.tile(t);
+                            for r in 0..rows {
+                                let mut got = vec![0f32; tile.n];
+                                kquant::dot_row(format, w.row(r), &tile, repacked, &mut got);
+                                for (k, g) in got.iter().enumerate() {
+                                    let want = kquant::dot(format, w.row(r), &tile, k, repacked);
+                                    assert_eq!(
+                                        g.to_bits(),
+                                        want.to_bits(),
+                                        "{format:?} {rows} rows, {n} columns, row {r} column {k}"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn q8_k_activations_follow_llama_cpp_rules() {
+        // The value of largest magnitude (154.5, positive) maps to -127: the scale keeps its sign.
+        let x: Vec<f32> = (0..256).map(|i| i as f32 - 100.5).collect();
+        let a = Acts::quantize(&x, 256, Format::Q6K);
+        assert_eq!(a.d[0], 1.0 / (-127.0 / 154.5));
+        assert_eq!(a.qs[255], -127);
+        let sum: i16 = a.qs[240..].iter().map(|&q| i16::from(q)).sum();
+        assert_eq!(a.bsums[15], sum);
     }
 
     #[test]

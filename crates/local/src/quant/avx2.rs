@@ -147,6 +147,7 @@ unsafe fn by_width<D: Dot, F: FnMut(usize, usize, f32)>(
             (Format::Q8_0, 6) => q8_0::<D, 6, F>(weights, row_bytes, rows, x, out),
             (Format::Q8_0, 7) => q8_0::<D, 7, F>(weights, row_bytes, rows, x, out),
             (Format::Q8_0, _) => q8_0::<D, 8, F>(weights, row_bytes, rows, x, out),
+            _ => unreachable!("the other formats take `portable_dot_rows`"),
         }
     }
 }
@@ -412,6 +413,22 @@ fn hsum(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+}
+
+/// The portable products ([`super::portable_dot_rows`]: Q5_0, Q5_1, the K-quants, F16 and BF16), compiled with
+/// AVX2 and FMA: the same arithmetic, with vector instructions for the integer sums and one instruction for each
+/// fused multiply-add.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C ([`available`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn portable_dot_rows<F: FnMut(usize, usize, f32)>(
+    w: &super::QMatrix,
+    rows: std::ops::Range<usize>,
+    x: &Tile<'_>,
+    out: &mut F,
+) {
+    super::portable_dot_rows(w, rows, x, out)
 }
 
 /// The portable quantiser, compiled with AVX2 so its rounding and loops use vector instructions.

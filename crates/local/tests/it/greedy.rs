@@ -122,7 +122,7 @@ fn greedy() -> GenParams {
 
 /// `POST path` with a JSON body to `base` (`http://HOST:PORT`); the JSON answer. A plain HTTP/1.1 exchange on a
 /// `TcpStream`: one request per connection.
-fn post_json(base: &str, path: &str, body: &Value) -> Value {
+pub(crate) fn post_json(base: &str, path: &str, body: &Value) -> Value {
     let addr = base
         .strip_prefix("http://")
         .unwrap_or_else(|| panic!("not an http:// URL: {base}"));

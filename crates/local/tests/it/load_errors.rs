@@ -42,3 +42,47 @@ fn truncated_gguf_is_refused() {
 fn empty_spec_is_refused() {
     assert!(matches!(LocalModel::open(""), Err(LocalError::Spec { .. })));
 }
+
+/// A GGUF v3 file for the `llama` architecture holding one 32-value tensor of GGML type `type_id`.
+fn gguf_with_tensor_type(type_id: u32, block_bytes: usize) -> Vec<u8> {
+    let string = |s: &str| {
+        let mut b = (s.len() as u64).to_le_bytes().to_vec();
+        b.extend(s.as_bytes());
+        b
+    };
+    let mut bytes = b"GGUF".to_vec();
+    bytes.extend(3u32.to_le_bytes());
+    bytes.extend(1u64.to_le_bytes()); // tensors
+    bytes.extend(1u64.to_le_bytes()); // metadata entries
+    bytes.extend(string("general.architecture"));
+    bytes.extend(8u32.to_le_bytes()); // a string
+    bytes.extend(string("llama"));
+    bytes.extend(string("token_embd.weight"));
+    bytes.extend(1u32.to_le_bytes()); // dimensions
+    bytes.extend(32u64.to_le_bytes());
+    bytes.extend(type_id.to_le_bytes());
+    bytes.extend(0u64.to_le_bytes()); // offset
+    bytes.resize(bytes.len().next_multiple_of(32), 0);
+    bytes.resize(bytes.len() + block_bytes, 0);
+    bytes
+}
+
+#[test]
+fn an_unsupported_tensor_type_is_refused_with_what_is_supported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("iq4.gguf");
+    // IQ4_NL (GGML type 20): 18-byte blocks of 32.
+    std::fs::write(&path, gguf_with_tensor_type(20, 18)).expect("write");
+    let err = LocalModel::load(&path).expect_err("IQ4_NL is not read");
+    assert!(
+        matches!(&err, LocalError::UnsupportedType { type_name, id: 20, .. } if type_name == "IQ4_NL"),
+        "{err:?}"
+    );
+    let message = err.to_string();
+    for name in [
+        "iq4.gguf", "IQ4_NL", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K",
+        "F16", "BF16",
+    ] {
+        assert!(message.contains(name), "{name} missing from: {message}");
+    }
+}

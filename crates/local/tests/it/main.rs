@@ -5,4 +5,5 @@ mod common;
 mod greedy;
 mod load_errors;
 mod logits;
+mod quant_types;
 mod smollm2;

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Writes a tiny random-weight Llama GGUF in one quantisation type, for the local engine's bit-for-bit tests.
+
+Usage: tiny-gguf.py SMOLLM2.gguf TYPE OUT.gguf [--seed N]
+TYPE is a GGML type name (Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, F16, BF16). Every matrix
+(token_embd, output and each layer's attention and MLP weights) is stored in TYPE; the norms are F32.
+
+The tokenizer (vocabulary, merges, special tokens, chat template) is copied from SmolLM2's GGUF, so both
+engines tokenise as they do for SmolLM2 and the vocabulary is real; the model itself is small (2 layers,
+width 256, 4 heads of 64 with 2 key/value heads, MLP 512), so each file is a few MB.
+
+Quantised blocks are written byte by byte rather than quantised from floats: PyPI's `gguf` quantises only some
+types (none of the K-quants), and random quantised blocks are as good a test as quantised random floats. The
+values are random; only each block's f16 scale fields are set so that the weights have a standard deviation
+near 0.05 (the `gguf` package dequantises a sample to measure it), which keeps activations in a realistic
+range. The same seed gives the same bytes.
+
+Needs PyPI's `gguf` and `numpy` (scripts/assets.sh installs both into .nmb-assets/py).
+"""
+import argparse
+import sys
+
+import numpy as np
+import gguf
+from gguf import GGMLQuantizationType as T
+
+DIM, FFN, HEADS, KV_HEADS, LAYERS = 256, 512, 4, 2, 2
+TARGET_STD = 0.05
+
+# Byte offsets of each block's f16 scale fields (d, and dmin or m where the type has one), and the block size.
+SCALE_FIELDS = {
+    T.Q4_0: (18, [0]),
+    T.Q4_1: (20, [0, 2]),
+    T.Q5_0: (22, [0]),
+    T.Q5_1: (24, [0, 2]),
+    T.Q8_0: (34, [0]),
+    T.Q4_K: (144, [0, 2]),
+    T.Q5_K: (176, [0, 2]),
+    T.Q6_K: (210, [208]),
+}
+VALUES_PER_BLOCK = {
+    T.Q4_0: 32, T.Q4_1: 32, T.Q5_0: 32, T.Q5_1: 32, T.Q8_0: 32, T.Q4_K: 256, T.Q5_K: 256, T.Q6_K: 256,
+}
+
+
+def random_blocks(rng, qtype, rows, cols):
+    """`rows` rows of `cols` values in `qtype`, as raw bytes shaped (rows, bytes per row)."""
+    size, fields = SCALE_FIELDS[qtype]
+    per_row = cols // VALUES_PER_BLOCK[qtype]
+    blocks = rng.integers(0, 256, size=(rows * per_row, size), dtype=np.uint8)
+
+    def set_scales(factor):
+        for at in fields:
+            scale = (rng.uniform(0.5, 1.5, size=rows * per_row) * factor).astype(np.float16)
+            blocks[:, at:at + 2] = scale.view(np.uint8).reshape(-1, 2)
+
+    # Measure the spread at scale 1 on a sample, then set the scales for the target spread.
+    state = rng.bit_generator.state
+    set_scales(1.0)
+    sample = gguf.quants.dequantize(blocks[: min(len(blocks), 64)].reshape(-1), qtype)
+    std = float(np.std(sample)) or 1.0
+    rng.bit_generator.state = state
+    set_scales(TARGET_STD / std)
+    return blocks.reshape(rows, per_row * size)
+
+
+def matrix(rng, qtype, rows, cols):
+    if qtype == T.F32:
+        return rng.normal(0, TARGET_STD, size=(rows, cols)).astype(np.float32), None
+    if qtype == T.F16:
+        return rng.normal(0, TARGET_STD, size=(rows, cols)).astype(np.float16), None
+    if qtype == T.BF16:
+        bits = rng.normal(0, TARGET_STD, size=(rows, cols)).astype(np.float32).view(np.uint32)
+        # Round to nearest even on the upper 16 bits, as a BF16 conversion does.
+        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+        return rounded.view(np.uint8).reshape(rows, cols * 2), T.BF16
+    return random_blocks(rng, qtype, rows, cols), qtype
+
+
+def copy_tokenizer(reader, writer):
+    for name, field in reader.fields.items():
+        if not name.startswith("tokenizer."):
+            continue
+        vtype = field.types[0]
+        if vtype == gguf.GGUFValueType.ARRAY:
+            sub = field.types[1]
+            if sub == gguf.GGUFValueType.STRING:
+                value = [bytes(field.parts[i]).decode("utf-8", "surrogateescape") for i in field.data]
+            else:
+                value = [field.parts[i][0].item() for i in field.data]
+            writer.add_array(name, value)
+        elif vtype == gguf.GGUFValueType.STRING:
+            writer.add_string(name, bytes(field.parts[field.data[0]]).decode("utf-8"))
+        else:
+            writer.add_key_value(name, field.parts[field.data[0]][0].item(), vtype)
+    vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    return vocab
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("smollm2")
+    ap.add_argument("type")
+    ap.add_argument("out")
+    ap.add_argument("--seed", type=int, default=30)
+    args = ap.parse_args()
+    try:
+        qtype = T[args.type.upper()]
+    except KeyError:
+        sys.exit(f"tiny-gguf.py: unknown type {args.type!r}")
+    if qtype not in SCALE_FIELDS and qtype not in (T.F16, T.BF16, T.F32):
+        sys.exit(f"tiny-gguf.py: type {args.type} is not one this script writes")
+    rng = np.random.default_rng(args.seed)
+    reader = gguf.GGUFReader(args.smollm2)
+    writer = gguf.GGUFWriter(args.out, "llama")
+    writer.add_name(f"tiny-llama-{qtype.name}")
+    vocab = copy_tokenizer(reader, writer)
+    writer.add_block_count(LAYERS)
+    writer.add_context_length(2048)
+    writer.add_embedding_length(DIM)
+    writer.add_feed_forward_length(FFN)
+    writer.add_head_count(HEADS)
+    writer.add_head_count_kv(KV_HEADS)
+    writer.add_rope_freq_base(100000.0)
+    writer.add_rope_dimension_count(DIM // HEADS)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_vocab_size(vocab)
+
+    def add(name, rows, cols):
+        data, raw = matrix(rng, qtype, rows, cols)
+        writer.add_tensor(name, data, raw_dtype=raw)
+
+    def norm(name):
+        writer.add_tensor(name, (1.0 + rng.normal(0, 0.1, size=DIM)).astype(np.float32))
+
+    kv = DIM // HEADS * KV_HEADS
+    add("token_embd.weight", vocab, DIM)
+    for i in range(LAYERS):
+        norm(f"blk.{i}.attn_norm.weight")
+        add(f"blk.{i}.attn_q.weight", DIM, DIM)
+        add(f"blk.{i}.attn_k.weight", kv, DIM)
+        add(f"blk.{i}.attn_v.weight", kv, DIM)
+        add(f"blk.{i}.attn_output.weight", DIM, DIM)
+        norm(f"blk.{i}.ffn_norm.weight")
+        add(f"blk.{i}.ffn_gate.weight", FFN, DIM)
+        add(f"blk.{i}.ffn_up.weight", FFN, DIM)
+        add(f"blk.{i}.ffn_down.weight", DIM, FFN)
+    norm("output_norm.weight")
+    add("output.weight", vocab, DIM)
+
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+if __name__ == "__main__":
+    main()
