@@ -135,6 +135,8 @@ fn greedy_tokens_equal_llama_cpp_in_every_type() {
         seed: Some(1),
         reasoning_effort: None,
         thinking_budget: None,
+        unsent: Default::default(),
+        extra_body: None,
     };
     let mut failures = Vec::new();
     for ty in TYPES {
