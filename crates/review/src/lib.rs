@@ -18,6 +18,7 @@ mod calibration;
 mod create;
 mod grade;
 mod inputs;
+mod plan;
 mod ratings;
 mod status;
 pub mod tables;
@@ -28,6 +29,7 @@ pub use calibration::{review_options, run_calibrations, RunCalibration, DEFAULT_
 pub use create::{create_set, CreatedSet, NewSet};
 pub use grade::{check_grade, GradeForm, COMMENT_LIMIT, TAXONOMY, VERDICTS};
 pub use inputs::{candidates, load_rubric};
+pub use plan::{review_plan, JudgePlan, ReviewPlan};
 pub use ratings::{
     item_key, review_ratings, ReviewRatings, GRADER, VERDICT_DIMENSION, VERDICT_PASS,
 };

@@ -37,6 +37,10 @@ pub enum ReviewCommand {
     Export(ExportArgs),
     /// Revoke a reviewer's token at once
     Revoke(RevokeArgs),
+    /// How many more reviews a run needs for its calibrated pass rates to reach a target interval width, and
+    /// which unreviewed items to review first (where the judges disagree, then where the calibrated chance of
+    /// passing is nearest one half)
+    Plan(PlanArgs),
     /// Serve pages where a clinician answers a suite's cases; their answers become the run of human:NAME
     #[command(after_help = super::answer::EXAMPLES)]
     Answer(super::answer::AnswerArgs),
@@ -83,6 +87,24 @@ pub struct SetArgs {
 }
 
 #[derive(Args)]
+pub struct PlanArgs {
+    #[arg(value_name = "RUN")]
+    run: String,
+    /// The interval width to reach, end to end (0.05: five percentage points)
+    #[arg(long, value_name = "WIDTH", default_value_t = 0.05)]
+    target_ci: f64,
+    /// How many items to list to review first
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    first: usize,
+    /// Bootstrap resamples of each interval
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    resamples: usize,
+    /// Print one JSON object
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
 pub struct ExportArgs {
     #[arg(value_name = "SET")]
     set: String,
@@ -108,6 +130,7 @@ pub fn run(command: ReviewCommand, at: &StoreAt) -> Result<ExitCode> {
         ReviewCommand::Status(a) => status(a, at),
         ReviewCommand::Export(a) => export(a, at),
         ReviewCommand::Revoke(a) => revoke(a, at),
+        ReviewCommand::Plan(a) => plan(a, at),
         ReviewCommand::Answer(a) => super::answer::run(a, at),
     }
 }
@@ -152,6 +175,32 @@ fn status(args: SetArgs, at: &StoreAt) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print!("{}", nmb_review::status_text(&set, &rows));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn plan(args: PlanArgs, at: &StoreAt) -> Result<ExitCode> {
+    let store = at.open_for_reading()?;
+    let options = nmb_calibration::AgreementOptions {
+        bootstrap: nmb_stats::BootstrapConfig {
+            resamples: args.resamples.max(1),
+            ..nmb_stats::BootstrapConfig::default()
+        },
+        ..nmb_calibration::AgreementOptions::default()
+    };
+    let plan = nmb_review::review_plan(&store, &args.run, args.target_ci, args.first, &options)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&plan)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for j in &plan.judges {
+        println!("{} (review {})", j.sentence, j.set_id);
+    }
+    if !plan.review_first.is_empty() {
+        println!("review first:");
+        for item in &plan.review_first {
+            println!("  {item}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

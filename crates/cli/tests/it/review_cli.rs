@@ -332,6 +332,77 @@ fn a_review_set_is_graded_measured_and_reported() {
             .contains("clinicians would pass"),
         "{calibrated}"
     );
+    // How many reviews the target width needs, from the run's own calibrated rates, and which items first: a
+    // second, smaller set leaves most answers unreviewed.
+    let small = json_of(&nmb(
+        runs,
+        &[
+            "review",
+            "create",
+            &run_id,
+            "--reviewers",
+            "kim",
+            "--per-reviewer",
+            "10",
+            "--overlap",
+            "0",
+            "--json",
+        ],
+    ));
+    let small = small["set_id"].as_str().unwrap().to_string();
+    assert_eq!(grade_all(&store, &small, "kim", &truth), 10);
+    let in_small: std::collections::BTreeSet<String> = store
+        .review_items(&small)
+        .unwrap()
+        .into_iter()
+        .map(|i| format!("{}/{}#{}", i.run_id, i.task_id, i.sample_index))
+        .collect();
+    let plan = json_of(&nmb(
+        runs,
+        &[
+            "review",
+            "plan",
+            &run_id,
+            "--target-ci",
+            "0.05",
+            "--first",
+            "5",
+            "--resamples",
+            "200",
+            "--json",
+        ],
+    ));
+    let judges = plan["judges"].as_array().unwrap();
+    let grader_plan = judges
+        .iter()
+        .find(|j| j["judge"] == "judge:grader" && j["dimension"] == "verdict")
+        .expect("the grader's plan");
+    let reviewed = grader_plan["reviewed"].as_f64().unwrap();
+    let width = grader_plan["width"].as_f64().unwrap();
+    let needed = grader_plan["needed"].as_f64().unwrap();
+    assert_eq!(
+        needed,
+        (reviewed * (width / 0.05).powi(2)).ceil().max(reviewed),
+        "{grader_plan}"
+    );
+    assert!(
+        grader_plan["sentence"].as_str().unwrap().contains("in all"),
+        "{grader_plan}"
+    );
+    let small_plan = judges
+        .iter()
+        .find(|j| j["set_id"] == small.as_str() && j["judge"] == "judge:grader")
+        .expect("the small set's plan");
+    assert_eq!(small_plan["reviewed"], 10, "{small_plan}");
+    let first = plan["review_first"].as_array().unwrap();
+    assert_eq!(first.len(), 5, "{plan}");
+    for item in first {
+        let item = item.as_str().unwrap();
+        assert!(
+            truth.contains_key(item) && !in_small.contains(item),
+            "{item} is not an unreviewed item"
+        );
+    }
     let overall = dim("overall");
     let judge_row = overall["judge_vs_clinicians"]
         .as_array()
