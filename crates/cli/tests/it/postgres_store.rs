@@ -202,7 +202,9 @@ fn three_workers_one_killed_finish_the_run_with_the_scores_of_one_process() {
         ..Config::default()
     });
     let model = model_spec(Wire::OpenAi, &server);
-    let planned = plan_whole_suite(dir.path(), &url, &model, &[]);
+    // A killed worker's fleet slots are held for the recorded timeout + 10 s: 30 s here, not the default 310.
+    let limits = ["--timeout", "20"];
+    let planned = plan_whole_suite(dir.path(), &url, &model, &limits);
     let run_id = planned["run_id"].as_str().unwrap().to_string();
     assert_eq!(planned["summary"]["samples_pending"], 50);
     assert_eq!(server.request_count(), 0, "planning asks nothing");
@@ -256,7 +258,7 @@ fn three_workers_one_killed_finish_the_run_with_the_scores_of_one_process() {
         assert!(used.contains(&c.call_id), "an answer no sample kept: {c:?}");
     }
 
-    let (a, b) = scores_beside_one_sqlite_process(dir.path(), &url, &run_id, &model, &[]);
+    let (a, b) = scores_beside_one_sqlite_process(dir.path(), &url, &run_id, &model, &limits);
     assert_eq!(a, b);
 }
 

@@ -65,12 +65,27 @@ pub(super) async fn poll<W: Wire>(b: &HttpBackend<W>, id: &str) -> Result<Progre
         return Ok(Progress::Running);
     }
     let url = text_field(&batch, "/results_url")?;
+    if !same_origin(&url, &b.batch_url(PATH)) {
+        // The key goes with the request: only to the server the batch was submitted to.
+        return Err(CallError::new(
+            crate::error::ErrorClass::MalformedResponse,
+            "the batch's results_url is not on the server it was submitted to; not sending the API key there",
+        ));
+    }
     let body = b.batch_send(b.transport.client.get(url)).await?;
     let lines = jsonl(&body)?
         .iter()
         .map(|l| read_line(b, l))
         .collect::<Result<_, _>>()?;
     Ok(Progress::Ended(lines))
+}
+
+/// Whether two URLs share scheme, host and port.
+fn same_origin(a: &str, b: &str) -> bool {
+    match (reqwest::Url::parse(a), reqwest::Url::parse(b)) {
+        (Ok(a), Ok(b)) => a.origin() == b.origin(),
+        _ => false,
+    }
 }
 
 fn read_line<W: Wire>(b: &HttpBackend<W>, line: &Value) -> Result<Line, CallError> {
@@ -104,5 +119,26 @@ fn status_of(kind: &str) -> u16 {
         "rate_limit_error" => 429,
         "overloaded_error" => 529,
         _ => 500,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_origin;
+
+    #[test]
+    fn results_are_fetched_only_from_the_batch_server() {
+        let base = "https://api.anthropic.com/v1/messages/batches";
+        assert!(same_origin(
+            "https://api.anthropic.com/v1/messages/batches/msgbatch_1/results",
+            base
+        ));
+        assert!(!same_origin(
+            "https://evil.example/v1/messages/batches/msgbatch_1/results",
+            base
+        ));
+        assert!(!same_origin("http://api.anthropic.com/results", base));
+        assert!(!same_origin("https://api.anthropic.com:8443/results", base));
+        assert!(!same_origin("not a url", base));
     }
 }
