@@ -49,6 +49,35 @@ fn args(model: &str, extra: &[&str]) -> Vec<String> {
     head.iter().chain(extra).map(|a| a.to_string()).collect()
 }
 
+/// Runs `nmb` with `args` in `runs`, waits until `server` has made `batches` batches (60 s at most), waits
+/// `linger` more, and SIGKILLs it.
+fn kill_after_batches(
+    runs: &std::path::Path,
+    args: &[String],
+    server: &FakeServer,
+    batches: usize,
+    linger: Duration,
+) {
+    let mut child = nmb_command(runs)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while server.batches_created() < batches {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{} of {batches} batches made",
+            server.batches_created()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(linger);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 /// Every answer of a run: (task, sample, turn) -> text.
 fn answers(runs: &std::path::Path, run_id: &str) -> BTreeMap<(String, u32, u32), String> {
     let mut out = BTreeMap::new();
@@ -163,23 +192,8 @@ fn a_batch_run_killed_while_polling_resumes_without_submitting_again() {
     let server = batch_server(40, None);
     let model = model_spec(Wire::OpenAi, &server);
     let dir = tempfile::tempdir().unwrap();
-    let mut child = nmb_command(dir.path())
-        .args(args(&model, &["--batch", "--batch-poll", "0.05"]))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while server.batches_created() == 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "no batch was submitted"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let batched = args(&model, &["--batch", "--batch-poll", "0.05"]);
+    kill_after_batches(dir.path(), &batched, &server, 1, Duration::from_millis(300));
     let before = server.batch_submissions();
     let stored = store(dir.path()).batches().unwrap();
     assert!(
@@ -352,24 +366,8 @@ fn failed_requests_in_a_batch_keep_their_class_and_an_expired_gemini_batch_is_se
             "0",
         ],
     );
-    let child = nmb_command(&runs)
-        .args(&args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
     // Every Gemini batch expires unanswered here: the requests keep going into new batches until stopped.
-    let started = Instant::now();
-    while server.batches_created() < 3 {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the expired batch was not sent again"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut child = child;
-    child.kill().unwrap();
-    child.wait().unwrap();
+    kill_after_batches(&runs, &args, &server, 3, Duration::ZERO);
     assert!(server.batch_submissions().values().all(|n| *n >= 2));
 }
 
@@ -449,22 +447,13 @@ fn a_run_killed_while_submitting_finds_its_batch_at_the_provider() {
         let model = model_spec(wire, &server);
         let dir = tempfile::tempdir().unwrap();
         let batched = ["--batch", "--batch-poll", "0.05", "--limit", "3"];
-        let mut child = nmb_command(dir.path())
-            .args(args(&model, &batched))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let started = Instant::now();
-        while server.batches_created() == 0 {
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "{wire:?}: no batch was made"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
+        kill_after_batches(
+            dir.path(),
+            &args(&model, &batched),
+            &server,
+            1,
+            Duration::ZERO,
+        );
         let stored = store(dir.path()).batches().unwrap();
         assert!(
             matches!(stored.as_slice(), [b] if b.state == nmb_store::BatchState::Preparing),
@@ -492,23 +481,13 @@ fn a_batch_the_provider_lost_is_sent_again() {
     let model = model_spec(Wire::OpenAi, &first);
     let dir = tempfile::tempdir().unwrap();
     let batched = ["--batch", "--batch-poll", "0.05", "--limit", "3"];
-    let mut child = nmb_command(dir.path())
-        .args(args(&model, &batched))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while first.batches_created() == 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "no batch was made"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    kill_after_batches(
+        dir.path(),
+        &args(&model, &batched),
+        &first,
+        1,
+        Duration::from_millis(200),
+    );
     drop(first);
     // The same address, a server that never saw the batch.
     let second = (0..50)
