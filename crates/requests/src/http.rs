@@ -208,7 +208,13 @@ impl<W: Wire> HttpBackend<W> {
         replica: usize,
         req: &ChatRequest,
     ) -> Result<reqwest::RequestBuilder, CallError> {
-        let body = serde_json::to_vec(&self.body_value(req)?).map_err(|e| {
+        let encoded = if req.params.extra_body.is_none() {
+            // Straight to bytes: a JSON value in between would copy every image's base64 once more.
+            serde_json::to_vec(&self.wire.body(req, &self.transport.images))
+        } else {
+            serde_json::to_vec(&self.body_value(req)?)
+        };
+        let body = encoded.map_err(|e| {
             CallError::new(ErrorClass::Other, format!("cannot encode request: {e}"))
         })?;
         let url = self.urls.get(replica).or_else(|| self.urls.first());
