@@ -39,6 +39,23 @@ impl Default for BatchOptions {
     }
 }
 
+impl BatchOptions {
+    /// Polling every `secs` seconds (the default where `secs` is not a positive number), and gathering no
+    /// longer than one poll.
+    pub fn polling_every(secs: f64) -> BatchOptions {
+        let mut options = BatchOptions::default();
+        if secs.is_finite() && secs > 0.0 {
+            options.poll = Duration::from_secs_f64(secs);
+            options.gather = options.gather.min(options.poll);
+        }
+        options
+    }
+}
+
+/// Calls a batching model or judge keeps waiting at once: what one round of batches holds. A call waiting for
+/// its batch puts no load on a server.
+pub const BATCH_IN_FLIGHT: usize = 4096;
+
 /// Polls that may fail in a row (network, server errors) before a batch's callers are given the error.
 const POLL_FAILURES: u32 = 10;
 

@@ -14,7 +14,7 @@
 
 mod batch;
 
-pub use batch::{BatchOptions, Batcher, NoBatchApi};
+pub use batch::{BatchOptions, Batcher, NoBatchApi, BATCH_IN_FLIGHT};
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

@@ -84,15 +84,13 @@ pub struct Limits {
     pub batch_poll_secs: Option<f64>,
 }
 
-/// Calls a batching evaluation keeps waiting at once: what goes into one round of batches.
-pub const BATCH_IN_FLIGHT: u32 = 4096;
-
 impl Limits {
     /// Calls in flight at once: `concurrency`, or with `batch` as many as a round of batches holds (a call
     /// waiting for its batch puts no load on a server).
     pub fn in_flight(&self) -> u32 {
         if self.batch {
-            self.concurrency.max(BATCH_IN_FLIGHT)
+            let round = u32::try_from(nmb_record::BATCH_IN_FLIGHT).unwrap_or(u32::MAX);
+            self.concurrency.max(round)
         } else {
             self.concurrency
         }
@@ -100,12 +98,8 @@ impl Limits {
 
     /// How the batcher gathers and polls.
     pub fn batch_options(&self) -> nmb_record::BatchOptions {
-        let mut options = nmb_record::BatchOptions::default();
-        if let Some(secs) = self.batch_poll_secs.filter(|s| s.is_finite() && *s > 0.0) {
-            options.poll = Duration::from_secs_f64(secs);
-            options.gather = options.gather.min(options.poll);
-        }
-        options
+        let secs = self.batch_poll_secs.unwrap_or(f64::NAN);
+        nmb_record::BatchOptions::polling_every(secs)
     }
 
     /// The scheduler's limits.

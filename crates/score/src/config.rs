@@ -203,7 +203,9 @@ impl ScoringConfig {
             price: self.prices.for_model(model),
             paper: self.paper,
             judge_sees_thinking: self.judge_sees_thinking,
-            judge_batch: self.judge_batch_poll_secs.map(batch_options),
+            judge_batch: self
+                .judge_batch_poll_secs
+                .map(nmb_record::BatchOptions::polling_every),
             ..ScoreOptions::default()
         })
     }
@@ -284,16 +286,6 @@ fn filters_from_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Filte
         .iter()
         .map(|f| f.parse().map_err(serde::de::Error::custom))
         .collect()
-}
-
-/// How batching judges gather and poll, polling every `secs` seconds.
-fn batch_options(secs: f64) -> nmb_record::BatchOptions {
-    let mut options = nmb_record::BatchOptions::default();
-    if secs.is_finite() && secs > 0.0 {
-        options.poll = std::time::Duration::from_secs_f64(secs);
-        options.gather = options.gather.min(options.poll);
-    }
-    options
 }
 
 #[cfg(test)]

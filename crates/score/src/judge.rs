@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use futures::stream::{self, StreamExt};
 use nmb_chat::{GenParams, Message, OutputFormat, Role};
-use nmb_record::{BatchOptions, Batcher, CallSpec, Recorder};
+use nmb_record::{BatchOptions, Batcher, CallSpec, Recorder, BATCH_IN_FLIGHT};
 use nmb_requests::{Backend, BackendKind, ModelIdentity, ModelSpec, Scheduler};
 use nmb_store::{canonical_json, Manifest, RunInfo, RunKind, Store};
 use serde_json::{json, Value};
@@ -497,9 +497,6 @@ pub fn self_grading(judge: &str, graded: &str) -> Option<String> {
     }
     None
 }
-
-/// Calls a batching judge keeps waiting at once.
-pub const BATCH_IN_FLIGHT: usize = 4096;
 
 /// A judge's backend sending through its provider's batch API.
 fn batched(

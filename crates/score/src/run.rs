@@ -50,7 +50,7 @@ pub async fn score_suite(
     let opts = config.options(config.connect_judges(judges)?, &model)?;
     let mut limits = SchedulerConfig::default();
     if opts.judge_batch.is_some() {
-        limits.global_limit = limits.global_limit.max(crate::judge::BATCH_IN_FLIGHT);
+        limits.global_limit = limits.global_limit.max(nmb_record::BATCH_IN_FLIGHT);
     }
     let scheduler = Scheduler::new(limits);
     let report = score_loaded(store, &scheduler, run_id, suite, &opts).await?;
