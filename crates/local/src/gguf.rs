@@ -117,6 +117,30 @@ impl<'a> Meta<'a> {
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
     }
+
+    /// An optional array of numbers (token scores), read as f32 as llama.cpp reads them.
+    pub fn opt_f32s(&self, key: &str) -> Result<Option<Vec<f32>>, LocalError> {
+        let items = match self.map.get(key) {
+            Some(Value::Array(items)) => items,
+            Some(_) => return Err(self.err(key, "an array of numbers")),
+            None => return Ok(None),
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Value::F32(x) => Ok(*x),
+                Value::F64(x) => Ok(*x as f32),
+                other => as_int(other).map(|x| x as f32).ok_or_else(|| {
+                    self.err(
+                        key,
+                        &format!("an array of numbers (item {i} is not a number)"),
+                    )
+                }),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
 }
 
 fn as_int(v: &Value) -> Option<i64> {

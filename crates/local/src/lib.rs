@@ -8,10 +8,14 @@
 //!
 //! Behaviour the rest of nmb relies on:
 //! - **Tokenizer.** A `tokenizer.json` next to the GGUF wins. Otherwise the GGUF's `tokenizer.ggml.*` metadata
-//!   (model `gpt2`: tokens, merges, token types, bos/eos ids) is turned into a byte-level BPE
-//!   `tokenizers::Tokenizer` whose pre-tokenizer follows `tokenizer.ggml.pre` (`gpt2`, `smollm` and its llama.cpp
-//!   group, `llama3`/`llama-bpe`). SentencePiece GGUFs (`llama` model) and other pre-tokenizers are refused with a
-//!   typed error that says to add a `tokenizer.json`.
+//!   builds it: model `llama` is llama.cpp's SentencePiece tokenizer (module `spm`: best-scoring pair merged
+//!   first over the GGUF's scores, byte-fallback `<0xXX>` tokens, the optional space prefix; Gemma, Llama 2);
+//!   model `gpt2` is a byte-level BPE `tokenizers::Tokenizer` whose pre-tokenizer follows `tokenizer.ggml.pre`
+//!   (`gpt2`, `smollm` and its llama.cpp group, `llama3`/`llama-bpe`, `qwen2`). Control and user-defined token
+//!   strings in text become their tokens. BOS goes in front of a prompt as llama.cpp decides
+//!   (`tokenizer.ggml.add_bos_token`, by default on for SentencePiece and Llama 3), unless the template wrote it.
+//!   Other models and pre-tokenizers are refused with a typed error that says to add a `tokenizer.json`.
+//!   [`Tokenizer::open`] builds the tokenizer of a GGUF without its weights.
 //! - **Chat template.** `tokenizer.chat_template` rendered with minijinja under Hugging Face's settings
 //!   (`trim_blocks`, `lstrip_blocks`, `raise_exception`, Python string methods), with `messages`,
 //!   `add_generation_prompt = true`, `bos_token` and `eos_token`; ChatML when the GGUF has none.
@@ -57,6 +61,7 @@ mod gguf;
 mod quant;
 mod sample;
 mod spec;
+mod spm;
 mod template;
 mod tokenizer;
 
@@ -67,14 +72,13 @@ use std::time::{Duration, Instant};
 use nmb_chat::{GenParams, Message, OutputFormat};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use tokenizers::Tokenizer;
 
 pub use backend::{BatchStats, LocalBackend};
 pub use batch::TokenRun;
 pub use error::LocalError;
 pub use spec::resolve_model_path;
 pub use template::{RenderedPrompt, CHATML_TEMPLATE, IMAGE_OMITTED_MARKER};
-pub use tokenizer::TokenizerSource;
+pub use tokenizer::{Tokenizer, TokenizerSource};
 
 use batch::{Batch, Done, Job};
 use engine::Engine;
@@ -159,11 +163,8 @@ pub struct LocalModel {
     model_id: String,
     engine: Engine,
     tokenizer: Tokenizer,
-    tokenizer_source: TokenizerSource,
     template: ChatTemplate,
     stop_ids: Vec<u32>,
-    bos_id: Option<u32>,
-    add_bos: bool,
     context_length: usize,
     architecture: String,
     load_time: Duration,
@@ -201,7 +202,7 @@ impl LocalModel {
             });
         }
         let override_file = gguf::sibling_tokenizer(path);
-        let (tokenizer, tokenizer_source) = tokenizer::load(&meta, override_file.as_deref())?;
+        let tokenizer = tokenizer::load(&meta, override_file.as_deref())?;
         let tokens = SpecialTokens::read(&meta, &tokenizer)?;
         let template = ChatTemplate::new(
             path,
@@ -223,11 +224,8 @@ impl LocalModel {
             model_id,
             engine,
             tokenizer,
-            tokenizer_source,
             template,
             stop_ids: tokens.stop_ids,
-            bos_id: tokens.bos_id,
-            add_bos: tokens.add_bos,
             context_length,
             architecture,
             load_time: started.elapsed(),
@@ -262,17 +260,13 @@ impl LocalModel {
     }
 
     pub fn info(&self) -> ModelInfo {
-        let tokenizer = match &self.tokenizer_source {
-            TokenizerSource::Gguf { pre } => format!("gguf:{pre}"),
-            TokenizerSource::File(p) => format!("file:{}", p.display()),
-        };
         ModelInfo {
             model_id: self.model_id.clone(),
             path: self.path.clone(),
             architecture: self.architecture.clone(),
             context_length: self.context_length,
-            vocab_size: self.tokenizer.get_vocab_size(true),
-            tokenizer,
+            vocab_size: self.tokenizer.vocab_size(),
+            tokenizer: self.tokenizer.source().label(),
             chat_template_from_gguf: self.template.from_gguf,
             chat_template_sha256: hex::encode(Sha256::digest(self.template.source.as_bytes())),
             weights: self.engine.formats.join(","),
@@ -281,22 +275,21 @@ impl LocalModel {
     }
 
     pub fn tokenizer_source(&self) -> &TokenizerSource {
-        &self.tokenizer_source
+        self.tokenizer.source()
+    }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
     }
 
     /// Tokenizes text as it would appear inside a prompt (special-token strings become their tokens; no BOS).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, LocalError> {
-        self.tokenizer
-            .encode(text, false)
-            .map(|e| e.get_ids().to_vec())
-            .map_err(|e| self.tokenizer_error(format!("cannot encode text: {e}")))
+        self.tokenizer.encode(text)
     }
 
     /// Turns token ids back into text; `skip_special` drops control tokens such as `<|im_end|>`.
     pub fn decode(&self, ids: &[u32], skip_special: bool) -> Result<String, LocalError> {
-        self.tokenizer
-            .decode(ids, skip_special)
-            .map_err(|e| self.tokenizer_error(format!("cannot decode tokens: {e}")))
+        self.tokenizer.decode(ids, skip_special)
     }
 
     /// The conversation as the model will see it: chat template applied, images replaced by the marker.
@@ -306,13 +299,7 @@ impl LocalModel {
 
     /// The prompt's token ids, with BOS prepended when the GGUF asks for it and the template did not add it.
     pub fn prompt_tokens(&self, prompt: &str) -> Result<Vec<u32>, LocalError> {
-        let mut ids = self.encode(prompt)?;
-        if let (true, Some(bos)) = (self.add_bos, self.bos_id) {
-            if ids.first() != Some(&bos) {
-                ids.insert(0, bos);
-            }
-        }
-        Ok(ids)
+        self.tokenizer.encode_prompt(prompt)
     }
 
     /// Generates one answer. `output` is accepted for the backend interface but adds nothing: there is no
@@ -499,13 +486,6 @@ impl LocalModel {
             message,
         }
     }
-
-    fn tokenizer_error(&self, message: String) -> LocalError {
-        LocalError::Tokenizer {
-            path: self.path.clone(),
-            message,
-        }
-    }
 }
 
 /// How long a generation took.
@@ -530,12 +510,10 @@ pub(crate) struct PromptShape {
     images_dropped: usize,
 }
 
-/// BOS/EOS ids and texts, whether to add BOS, and every token id that ends a turn.
+/// BOS/EOS texts and every token id that ends a turn.
 struct SpecialTokens {
-    bos_id: Option<u32>,
     bos_text: String,
     eos_text: String,
-    add_bos: bool,
     stop_ids: Vec<u32>,
 }
 
@@ -557,19 +535,13 @@ impl SpecialTokens {
         let eos_id = id("tokenizer.ggml.eos_token_id")?;
         let eot_id = id("tokenizer.ggml.eot_token_id")?;
         let text = |id: Option<u32>| id.and_then(|i| tok.id_to_token(i)).unwrap_or_default();
-        // llama.cpp adds BOS by default for SentencePiece vocabularies, not for byte-level BPE ones.
-        let spm = meta.opt_string("tokenizer.ggml.model")? == Some("llama");
         let mut stop_ids: Vec<u32> = [eos_id, eot_id].into_iter().flatten().collect();
         stop_ids.extend(END_OF_TURN_TOKENS.iter().filter_map(|t| tok.token_to_id(t)));
         stop_ids.sort_unstable();
         stop_ids.dedup();
         Ok(SpecialTokens {
-            bos_id,
             bos_text: text(bos_id),
             eos_text: text(eos_id),
-            add_bos: meta
-                .opt_bool("tokenizer.ggml.add_bos_token")?
-                .unwrap_or(spm),
             stop_ids,
         })
     }

@@ -2,6 +2,7 @@
 
 mod backend;
 mod common;
+mod gemma3_tokenizer;
 mod greedy;
 mod load_errors;
 mod logits;

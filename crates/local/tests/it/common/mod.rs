@@ -8,7 +8,6 @@ pub fn smollm2() -> Option<PathBuf> {
 }
 
 /// The Gemma 3 270M Q4_K_M GGUF: `None` after a message locally, a failure under CI.
-#[allow(dead_code)]
 pub fn gemma3() -> Option<PathBuf> {
     nmb_test_support::assets::gemma3_gguf()
 }
