@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Writes a tiny random-weight Llama GGUF in one quantisation type, for the local engine's bit-for-bit tests.
 
-Usage: tiny-gguf.py SMOLLM2.gguf TYPE OUT.gguf [--seed N]
+Usage: tiny-gguf.py SMOLLM2.gguf TYPE OUT.gguf [--seed N] [--pre NAME] [--chat-template FILE]
 TYPE is a GGML type name (Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, F16, BF16). Every matrix
 (token_embd, output and each layer's attention and MLP weights) is stored in TYPE; the norms are F32.
 
 The tokenizer (vocabulary, merges, special tokens, chat template) is copied from SmolLM2's GGUF, so both
-engines tokenise as they do for SmolLM2 and the vocabulary is real; the model itself is small (2 layers,
+engines tokenise as they do for SmolLM2 and the vocabulary is real (`--pre` replaces its pre-tokenizer name,
+`tokenizer.ggml.pre`, and `--chat-template` its template with a file's text, for tokenizer and template tests); the model itself is small (2 layers,
 width 256, 4 heads of 64 with 2 key/value heads, MLP 512), so each file is a few MB.
 
 Quantised blocks are written byte by byte rather than quantised from floats: PyPI's `gguf` quantises only some
@@ -77,9 +78,11 @@ def matrix(rng, qtype, rows, cols):
     return random_blocks(rng, qtype, rows, cols), qtype
 
 
-def copy_tokenizer(reader, writer):
+def copy_tokenizer(reader, writer, replace):
+    for name, value in replace.items():
+        writer.add_string(name, value)
     for name, field in reader.fields.items():
-        if not name.startswith("tokenizer."):
+        if not name.startswith("tokenizer.") or name in replace:
             continue
         vtype = field.types[0]
         if vtype == gguf.GGUFValueType.ARRAY:
@@ -103,7 +106,15 @@ def main():
     ap.add_argument("type")
     ap.add_argument("out")
     ap.add_argument("--seed", type=int, default=30)
+    ap.add_argument("--pre", help="tokenizer.ggml.pre to write instead of SmolLM2's")
+    ap.add_argument("--chat-template", help="a file whose text becomes tokenizer.chat_template")
     args = ap.parse_args()
+    replace = {}
+    if args.pre:
+        replace["tokenizer.ggml.pre"] = args.pre
+    if args.chat_template:
+        with open(args.chat_template, encoding="utf-8") as f:
+            replace["tokenizer.chat_template"] = f.read()
     try:
         qtype = T[args.type.upper()]
     except KeyError:
@@ -114,7 +125,7 @@ def main():
     reader = gguf.GGUFReader(args.smollm2)
     writer = gguf.GGUFWriter(args.out, "llama")
     writer.add_name(f"tiny-llama-{qtype.name}")
-    vocab = copy_tokenizer(reader, writer)
+    vocab = copy_tokenizer(reader, writer, replace)
     writer.add_block_count(LAYERS)
     writer.add_context_length(2048)
     writer.add_embedding_length(DIM)

@@ -249,12 +249,7 @@ fn completion(model: &LocalModel, cs: Vec<LocalCompletion>, latency: Duration) -
     })
     .to_string();
     Completion {
-        choices: cs
-            .into_iter()
-            .map(|c| {
-                Choice::new(c.text, c.finish_reason.as_str().to_string(), false).split_thinking()
-            })
-            .collect(),
+        choices: cs.into_iter().map(choice).collect(),
         raw,
         usage: Usage {
             input_tokens: tokens_in as u64,
@@ -266,6 +261,12 @@ fn completion(model: &LocalModel, cs: Vec<LocalCompletion>, latency: Duration) -
     }
 }
 
+/// One answer as a choice, a `<think>...</think>` block at its start (or a lone `</think>` where the template
+/// opened the block) kept apart as its thinking.
+fn choice(c: LocalCompletion) -> Choice {
+    Choice::new(c.text, c.finish_reason.as_str().to_string(), false).split_thinking()
+}
+
 /// The error class of a local failure: a prompt that does not fit is `context_length`, a parameter the model
 /// cannot use is `client_error`, anything else `other` (none of them is worth a retry).
 fn call_error(e: &LocalError) -> CallError {
@@ -275,4 +276,50 @@ fn call_error(e: &LocalError) -> CallError {
         _ => ErrorClass::Other,
     };
     CallError::new(class, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::FinishReason;
+
+    fn answer(text: &str) -> Choice {
+        choice(LocalCompletion {
+            text: text.into(),
+            finish_reason: FinishReason::Stop,
+            tokens_in: 1,
+            tokens_out: 1,
+            images_dropped: 0,
+            seed: 0,
+            latency: Duration::ZERO,
+            prefill: Duration::ZERO,
+            tokens_in_reused: 0,
+        })
+    }
+
+    /// What Qwen3 writes with thinking on, with an empty think block, and with the block closed by the template
+    /// (`enable_thinking = false`, so the answer has none).
+    #[test]
+    fn qwen3_thinking_is_kept_apart_from_the_answer() {
+        let on = answer("<think>\nThe lesion is periventricular.\n</think>\n\nMultiple sclerosis.");
+        assert_eq!(on.text, "Multiple sclerosis.");
+        assert_eq!(
+            on.thinking.as_deref(),
+            Some("The lesion is periventricular.")
+        );
+        let empty = answer("<think>\n\n</think>\n\nMultiple sclerosis.");
+        assert_eq!(empty.text, "Multiple sclerosis.");
+        assert_eq!(empty.thinking.as_deref().unwrap_or_default(), "");
+        let off = answer("Multiple sclerosis.");
+        assert_eq!(
+            (off.text.as_str(), off.thinking),
+            ("Multiple sclerosis.", None)
+        );
+        let opened_by_template = answer("Periventricular.\n</think>\n\nMultiple sclerosis.");
+        assert_eq!(opened_by_template.text, "Multiple sclerosis.");
+        assert_eq!(
+            opened_by_template.thinking.as_deref(),
+            Some("Periventricular.")
+        );
+    }
 }

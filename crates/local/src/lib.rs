@@ -18,7 +18,12 @@
 //!   [`Tokenizer::open`] builds the tokenizer of a GGUF without its weights.
 //! - **Chat template.** `tokenizer.chat_template` rendered with minijinja under Hugging Face's settings
 //!   (`trim_blocks`, `lstrip_blocks`, `raise_exception`, Python string methods), with `messages`,
-//!   `add_generation_prompt = true`, `bos_token` and `eos_token`; ChatML when the GGUF has none.
+//!   `add_generation_prompt = true`, `bos_token`, `eos_token` and a request's `chat_template_kwargs` (from
+//!   `GenParams::extra_body`, e.g. Qwen3's `enable_thinking`; any other extra-body field is refused). A GGUF without
+//!   one gets a built-in template by architecture ([`TemplateSource`]): Gemma's turns for the Gemma family
+//!   ([`GEMMA_TEMPLATE`], llama.cpp's `gemma` template: the system prompt goes into the first user turn), ChatML
+//!   otherwise. llama.cpp's server uses ChatML for every model without a template, Gemma included; nmb does not,
+//!   since a Gemma model never saw ChatML.
 //! - **Images.** Models here are text-only. Each image part is replaced by [`IMAGE_OMITTED_MARKER`] where it
 //!   stood, and [`LocalCompletion::images_dropped`] counts them so the run manifest can record it.
 //! - **JSON output.** [`OutputFormat::Json`] changes nothing: there is no grammar-constrained decoding, so the
@@ -77,7 +82,10 @@ pub use backend::{BatchStats, LocalBackend};
 pub use batch::TokenRun;
 pub use error::LocalError;
 pub use spec::resolve_model_path;
-pub use template::{RenderedPrompt, CHATML_TEMPLATE, IMAGE_OMITTED_MARKER};
+pub use template::{
+    RenderedPrompt, TemplateKwargs, TemplateSource, CHATML_TEMPLATE, GEMMA_TEMPLATE,
+    IMAGE_OMITTED_MARKER,
+};
 pub use tokenizer::{Tokenizer, TokenizerSource};
 
 use batch::{Batch, Done, Job};
@@ -147,8 +155,10 @@ pub struct ModelInfo {
     pub context_length: usize,
     pub vocab_size: usize,
     pub tokenizer: String,
-    /// True when the chat template came from the GGUF, false when ChatML was used instead.
+    /// True when the chat template came from the GGUF, false when a built-in one was used instead.
     pub chat_template_from_gguf: bool,
+    /// Which template: `gguf`, `builtin:gemma` or `builtin:chatml` ([`TemplateSource::label`]).
+    pub chat_template: String,
     pub chat_template_sha256: String,
     /// The weight formats as held in memory (`Q4_1`, `Q8_0`, `Q5_0`, `Q4_K`, ..., or `Q8_0 (from Q3K)` for a
     /// requantised tensor).
@@ -207,6 +217,7 @@ impl LocalModel {
         let template = ChatTemplate::new(
             path,
             meta.opt_string("tokenizer.chat_template")?,
+            &architecture,
             tokens.bos_text.clone(),
             tokens.eos_text.clone(),
         )?;
@@ -267,7 +278,8 @@ impl LocalModel {
             context_length: self.context_length,
             vocab_size: self.tokenizer.vocab_size(),
             tokenizer: self.tokenizer.source().label(),
-            chat_template_from_gguf: self.template.from_gguf,
+            chat_template_from_gguf: self.template.kind == TemplateSource::Gguf,
+            chat_template: self.template.kind.label().to_string(),
             chat_template_sha256: hex::encode(Sha256::digest(self.template.source.as_bytes())),
             weights: self.engine.formats.join(","),
             kernel: self.engine.kernel.name().to_string(),
@@ -294,7 +306,21 @@ impl LocalModel {
 
     /// The conversation as the model will see it: chat template applied, images replaced by the marker.
     pub fn render_prompt(&self, messages: &[Message]) -> Result<RenderedPrompt, LocalError> {
-        self.template.render(messages)
+        self.template.render(messages, &TemplateKwargs::new())
+    }
+
+    /// [`LocalModel::render_prompt`] with further template variables (`chat_template_kwargs`).
+    pub fn render_prompt_with(
+        &self,
+        messages: &[Message],
+        kwargs: &TemplateKwargs,
+    ) -> Result<RenderedPrompt, LocalError> {
+        self.template.render(messages, kwargs)
+    }
+
+    /// Which chat template the model renders with.
+    pub fn template_source(&self) -> TemplateSource {
+        self.template.kind
     }
 
     /// The prompt's token ids, with BOS prepended when the GGUF asks for it and the template did not add it.
@@ -365,7 +391,7 @@ impl LocalModel {
         n: usize,
     ) -> Result<Request, LocalError> {
         let _ = output;
-        let rendered = self.render_prompt(messages)?;
+        let rendered = self.render_prompt_with(messages, &template_kwargs(params)?)?;
         let prompt = self.prompt_tokens(&rendered.text)?;
         Ok(Request {
             shape: PromptShape {
@@ -587,12 +613,7 @@ fn sampling(params: &GenParams) -> Result<Sampling, LocalError> {
     } else {
         LLAMA_CPP_TOP_P
     };
-    if params.extra_body.is_some() {
-        return bad(
-            "extra_body",
-            "the in-process engine has no request body; --extra-body is for servers".into(),
-        );
-    }
+    template_kwargs(params)?;
     if !t.is_finite() || t < 0.0 {
         return bad(
             "temperature",
@@ -613,6 +634,40 @@ fn sampling(params: &GenParams) -> Result<Sampling, LocalError> {
             top_p: p as f32,
         }
     })
+}
+
+/// The template variables a request sends the way vLLM, SGLang and llama.cpp's server take them:
+/// `--extra-body '{"chat_template_kwargs": {...}}'`. Any other extra-body field is refused, since there is no
+/// request body to put it in.
+fn template_kwargs(params: &GenParams) -> Result<TemplateKwargs, LocalError> {
+    let Some(extra) = &params.extra_body else {
+        return Ok(TemplateKwargs::new());
+    };
+    let mut kwargs = TemplateKwargs::new();
+    for (key, value) in extra {
+        match (key.as_str(), value) {
+            ("chat_template_kwargs", serde_json::Value::Object(vars)) => kwargs = vars.clone(),
+            ("chat_template_kwargs", other) => {
+                return Err(LocalError::InvalidParams {
+                    field: "extra_body",
+                    message: format!(
+                        "`chat_template_kwargs` must be an object of template variables, e.g. \
+                         {{\"enable_thinking\": false}}; got {other}"
+                    ),
+                })
+            }
+            (other, _) => {
+                return Err(LocalError::InvalidParams {
+                    field: "extra_body",
+                    message: format!(
+                        "the in-process engine has no request body, so of --extra-body it reads only \
+                         `chat_template_kwargs` (variables for the chat template); `{other}` is for servers"
+                    ),
+                })
+            }
+        }
+    }
+    Ok(kwargs)
 }
 
 fn random_seed() -> u64 {

@@ -1,4 +1,5 @@
-//! The chat template: the GGUF's `tokenizer.chat_template` (Jinja) rendered with minijinja, or ChatML.
+//! The chat template: the GGUF's `tokenizer.chat_template` (Jinja) rendered with minijinja, or, when the GGUF has
+//! none, a built-in one picked by architecture (Gemma's turns for the Gemma family, ChatML otherwise).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,21 +13,74 @@ use crate::LocalError;
 /// Replaces each image part for a text-only model, so the model knows an image was there and is not shown.
 pub const IMAGE_OMITTED_MARKER: &str = "[image omitted: text-only model]";
 
-/// ChatML, used when the GGUF has no `tokenizer.chat_template`.
+/// ChatML, used when the GGUF has no `tokenizer.chat_template` and its architecture has no built-in of its own.
 pub const CHATML_TEMPLATE: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + \
     message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
 
+/// Gemma's turns, for a Gemma-family GGUF without a template: llama.cpp's `LLM_CHAT_TEMPLATE_GEMMA` written in
+/// Jinja. Gemma has no system role, so system messages are trimmed, joined and put at the start of the first user
+/// turn; `assistant` is `model`; every message is trimmed of ASCII whitespace (C's `isspace`, hence the explicit
+/// characters: Jinja's bare `trim` would also strip Unicode spaces). No `bos_token`: the tokenizer adds BOS.
+pub const GEMMA_TEMPLATE: &str = "{%- set ws = ' \t\n\u{b}\u{c}\r' -%}\
+{%- set ns = namespace(system='') -%}\
+{%- for message in messages -%}\
+{%- if message['role'] == 'system' -%}\
+{%- set ns.system = ns.system + message['content'] | trim(ws) -%}\
+{%- else -%}\
+{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}\
+{{- '<start_of_turn>' + role + '\n' -}}\
+{%- if ns.system and role != 'model' -%}{{- ns.system + '\n\n' -}}{%- set ns.system = '' -%}{%- endif -%}\
+{{- message['content'] | trim(ws) + '<end_of_turn>\n' -}}\
+{%- endif -%}\
+{%- endfor -%}\
+{%- if add_generation_prompt -%}{{- '<start_of_turn>model\n' -}}{%- endif -%}";
+
 const NAME: &str = "chat_template";
+
+/// Which chat template a model renders with; recorded so a run can say which one it used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TemplateSource {
+    /// The GGUF's own `tokenizer.chat_template`.
+    Gguf,
+    /// [`GEMMA_TEMPLATE`], for a Gemma-family GGUF without one.
+    Gemma,
+    /// [`CHATML_TEMPLATE`], for any other GGUF without one.
+    ChatMl,
+}
+
+impl TemplateSource {
+    /// How a run records it: `gguf`, `builtin:gemma` or `builtin:chatml`.
+    pub fn label(self) -> &'static str {
+        match self {
+            TemplateSource::Gguf => "gguf",
+            TemplateSource::Gemma => "builtin:gemma",
+            TemplateSource::ChatMl => "builtin:chatml",
+        }
+    }
+
+    /// The built-in template for a GGUF of `architecture` that carries none. llama.cpp's server uses ChatML for
+    /// every such model; Gemma models never saw ChatML in training, so nmb uses their own turns instead.
+    fn builtin(architecture: &str) -> (TemplateSource, &'static str) {
+        if architecture.starts_with("gemma") {
+            (TemplateSource::Gemma, GEMMA_TEMPLATE)
+        } else {
+            (TemplateSource::ChatMl, CHATML_TEMPLATE)
+        }
+    }
+}
 
 /// A compiled chat template plus the special-token strings templates refer to.
 pub(crate) struct ChatTemplate {
     env: Environment<'static>,
     path: PathBuf,
     pub source: String,
-    pub from_gguf: bool,
+    pub kind: TemplateSource,
     bos_token: String,
     eos_token: String,
 }
+
+/// Variables a request adds to the template's context.
+pub type TemplateKwargs = serde_json::Map<String, serde_json::Value>;
 
 /// A rendered prompt and how many image parts it left out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,16 +90,21 @@ pub struct RenderedPrompt {
 }
 
 impl ChatTemplate {
-    /// Compiles `source` (the GGUF's template) or ChatML when it is `None`. Jinja settings follow Hugging Face's
-    /// `apply_chat_template`: `trim_blocks`, `lstrip_blocks`, loop controls, `raise_exception`, Python string methods.
+    /// Compiles `source` (the GGUF's template), or the built-in one for `architecture` when it is `None`. Jinja
+    /// settings follow Hugging Face's `apply_chat_template`: `trim_blocks`, `lstrip_blocks`, loop controls,
+    /// `raise_exception`, Python string methods.
     pub fn new(
         path: &Path,
         source: Option<&str>,
+        architecture: &str,
         bos_token: String,
         eos_token: String,
     ) -> Result<Self, LocalError> {
-        let from_gguf = source.is_some();
-        let source = source.unwrap_or(CHATML_TEMPLATE).to_string();
+        let (kind, source) = match source {
+            Some(s) => (TemplateSource::Gguf, s),
+            None => TemplateSource::builtin(architecture),
+        };
+        let source = source.to_string();
         let mut env = Environment::new();
         if let Ok(syntax) = SyntaxConfig::builder()
             .trim_blocks(true)
@@ -65,14 +124,20 @@ impl ChatTemplate {
             env,
             path: path.to_path_buf(),
             source,
-            from_gguf,
+            kind,
             bos_token,
             eos_token,
         })
     }
 
-    /// Renders a conversation, ending with the assistant's generation prompt.
-    pub fn render(&self, messages: &[Message]) -> Result<RenderedPrompt, LocalError> {
+    /// Renders a conversation, ending with the assistant's generation prompt. `kwargs` are further template
+    /// variables (a request's `chat_template_kwargs`, such as Qwen3's `enable_thinking`); they cannot replace
+    /// `messages`, `add_generation_prompt`, `bos_token` or `eos_token`.
+    pub fn render(
+        &self,
+        messages: &[Message],
+        kwargs: &TemplateKwargs,
+    ) -> Result<RenderedPrompt, LocalError> {
         let images_dropped = messages.iter().map(Message::image_count).sum();
         let msgs: Vec<Value> = messages.iter().map(message_value).collect();
         let ctx = minijinja::context! {
@@ -80,6 +145,7 @@ impl ChatTemplate {
             add_generation_prompt => true,
             bos_token => self.bos_token.as_str(),
             eos_token => self.eos_token.as_str(),
+            ..map_value(kwargs)
         };
         let text = self
             .env
@@ -120,6 +186,31 @@ fn message_value(m: &Message) -> Value {
     Value::from(map)
 }
 
+/// A JSON value as a template value (minijinja is built without serde here).
+fn json_value(v: &serde_json::Value) -> Value {
+    use serde_json::Value as J;
+    match v {
+        J::Null => Value::from(()),
+        J::Bool(b) => Value::from(*b),
+        J::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => Value::from(i),
+            (None, Some(u)) => Value::from(u),
+            _ => Value::from(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        J::String(s) => Value::from(s.as_str()),
+        J::Array(items) => Value::from(items.iter().map(json_value).collect::<Vec<_>>()),
+        J::Object(map) => map_value(map),
+    }
+}
+
+fn map_value(map: &TemplateKwargs) -> Value {
+    Value::from(
+        map.iter()
+            .map(|(k, v)| (k.clone(), json_value(v)))
+            .collect::<BTreeMap<_, _>>(),
+    )
+}
+
 fn raise_exception(message: String) -> Result<Value, Error> {
     Err(Error::new(ErrorKind::InvalidOperation, message))
 }
@@ -141,8 +232,34 @@ mod tests {
     use super::*;
 
     fn tpl(source: Option<&str>) -> ChatTemplate {
-        ChatTemplate::new(Path::new("t.gguf"), source, "<s>".into(), "</s>".into())
-            .expect("compiles")
+        built(source, "llama")
+    }
+
+    fn built(source: Option<&str>, architecture: &str) -> ChatTemplate {
+        ChatTemplate::new(
+            Path::new("t.gguf"),
+            source,
+            architecture,
+            "<bos>".into(),
+            "<eos>".into(),
+        )
+        .expect("compiles")
+    }
+
+    fn render(t: &ChatTemplate, messages: &[Message]) -> String {
+        t.render(messages, &TemplateKwargs::new())
+            .expect("renders")
+            .text
+    }
+
+    /// A consult with a system prompt, padded with whitespace that templates trim.
+    fn consult() -> Vec<Message> {
+        vec![
+            Message::text(Role::System, " You are a neurologist.\n"),
+            Message::text(Role::User, "  Headache?  "),
+            Message::text(Role::Assistant, "Migraine."),
+            Message::text(Role::User, "Why?\t"),
+        ]
     }
 
     fn conv() -> Vec<Message> {
@@ -156,12 +273,9 @@ mod tests {
     #[test]
     fn chatml_fallback_when_gguf_has_none() {
         let t = tpl(None);
-        assert!(!t.from_gguf);
-        let r = t
-            .render(&[Message::text(Role::User, "x")])
-            .expect("renders");
+        assert_eq!(t.kind, TemplateSource::ChatMl);
         assert_eq!(
-            r.text,
+            render(&t, &[Message::text(Role::User, "x")]),
             "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n"
         );
     }
@@ -170,27 +284,25 @@ mod tests {
     fn bos_eos_python_methods_and_block_trimming() {
         // A Llama-2-style template: bos/eos tokens, .strip(), loop.index0, and blocks on their own lines.
         let src = "{{ bos_token }}\n{% for m in messages %}\n    {% if m['role'] == 'user' %}\n[INST] {{ m['content'].strip() }} [/INST]\n    {% else %}\n{{ m['content'] }}{{ eos_token }}\n    {% endif %}\n{% endfor %}";
-        let r = tpl(Some(src)).render(&conv()).expect("renders");
         assert_eq!(
-            r.text,
-            "<s>\n[INST] Hi [/INST]\nHello</s>\n[INST] Bye [/INST]\n"
+            render(&tpl(Some(src)), &conv()),
+            "<bos>\n[INST] Hi [/INST]\nHello<eos>\n[INST] Bye [/INST]\n"
         );
     }
 
     #[test]
     fn raise_exception_becomes_a_template_error_with_its_message() {
         let src = "{% if messages[0]['role'] != 'system' %}{{ raise_exception('System message required') }}{% endif %}";
-        let err = tpl(Some(src)).render(&conv()).expect_err("raises");
+        let err = tpl(Some(src))
+            .render(&conv(), &TemplateKwargs::new())
+            .expect_err("raises");
         assert!(err.to_string().contains("System message required"), "{err}");
     }
 
     #[test]
     fn loop_controls_work() {
         let src = "{% for m in messages %}{% if loop.index > 1 %}{% break %}{% endif %}{{ m['content'] }}{% endfor %}";
-        assert_eq!(
-            tpl(Some(src)).render(&conv()).expect("renders").text,
-            "  Hi  "
-        );
+        assert_eq!(render(&tpl(Some(src)), &conv()), "  Hi  ");
     }
 
     #[test]
@@ -198,9 +310,82 @@ mod tests {
         let err = ChatTemplate::new(
             Path::new("t.gguf"),
             Some("{% for %}"),
+            "llama",
             String::new(),
             String::new(),
         );
         assert!(matches!(err, Err(LocalError::Template { .. })));
+    }
+
+    /// llama.cpp's `LLM_CHAT_TEMPLATE_GEMMA` (src/llama-chat.cpp) on this conversation: the system prompt trimmed
+    /// and put before the first user turn, every message trimmed, `assistant` as `model`.
+    #[test]
+    fn gemma_architectures_without_a_template_get_gemma_turns() {
+        for arch in ["gemma", "gemma2", "gemma3"] {
+            let t = built(None, arch);
+            assert_eq!(t.kind, TemplateSource::Gemma, "{arch}");
+            assert_eq!(
+                render(&t, &consult()),
+                "<start_of_turn>user\nYou are a neurologist.\n\nHeadache?<end_of_turn>\n\
+                 <start_of_turn>model\nMigraine.<end_of_turn>\n\
+                 <start_of_turn>user\nWhy?<end_of_turn>\n<start_of_turn>model\n"
+            );
+        }
+        assert_eq!(built(None, "qwen3").kind, TemplateSource::ChatMl);
+    }
+
+    /// Like llama.cpp, only ASCII whitespace is trimmed, and several system messages are joined.
+    #[test]
+    fn gemma_builtin_trims_like_c_and_joins_system_messages() {
+        let msgs = vec![
+            Message::text(Role::System, "A\u{b}"),
+            Message::text(Role::System, "\u{c}B"),
+            Message::text(Role::User, "\u{3000}x\r\n"),
+        ];
+        assert_eq!(
+            render(&built(None, "gemma3"), &msgs),
+            "<start_of_turn>user\nAB\n\n\u{3000}x<end_of_turn>\n<start_of_turn>model\n"
+        );
+    }
+
+    /// Gemma 3's own template (google/gemma-3-*-it) merges a system message into the first user turn rather than
+    /// raising, and writes BOS itself.
+    #[test]
+    fn gemma3_own_template_takes_a_system_message() {
+        let src = include_str!("../tests/fixtures/gemma3_chat_template.jinja");
+        let t = built(Some(src), "gemma3");
+        assert_eq!(t.kind, TemplateSource::Gguf);
+        assert_eq!(
+            render(&t, &consult()),
+            "<bos><start_of_turn>user\n You are a neurologist.\n\n\nHeadache?<end_of_turn>\n\
+             <start_of_turn>model\nMigraine.<end_of_turn>\n\
+             <start_of_turn>user\nWhy?<end_of_turn>\n<start_of_turn>model\n"
+        );
+    }
+
+    /// Qwen3's switch: `enable_thinking = false` closes an empty think block in the generation prompt; left out or
+    /// true, the model opens its own.
+    #[test]
+    fn chat_template_kwargs_reach_the_template() {
+        let t = tpl(Some(include_str!(
+            "../tests/fixtures/qwen3_chat_template.jinja"
+        )));
+        let msgs = [Message::text(Role::User, "Hi")];
+        let with = |v: serde_json::Value| {
+            let kwargs = v.as_object().cloned().expect("an object");
+            t.render(&msgs, &kwargs).expect("renders").text
+        };
+        let open = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+        assert_eq!(with(serde_json::json!({})), open);
+        assert_eq!(with(serde_json::json!({"enable_thinking": true})), open);
+        assert_eq!(
+            with(serde_json::json!({"enable_thinking": false})),
+            format!("{open}<think>\n\n</think>\n\n")
+        );
+        // The request's own variables stay the template's.
+        assert_eq!(
+            with(serde_json::json!({"add_generation_prompt": false, "messages": []})),
+            open
+        );
     }
 }

@@ -7,4 +7,5 @@ mod greedy;
 mod load_errors;
 mod logits;
 mod quant_types;
+mod qwen_style;
 mod smollm2;

@@ -10,13 +10,10 @@
 //! skip with a message locally and fail under `CI=true`.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use nmb_chat::GenParams;
 use nmb_local::{FinishReason, LocalModel};
-use nmb_test_support::assets::{py_dir, repo_root};
 use nmb_test_support::llama::LlamaServer;
-use nmb_test_support::need;
 use serde_json::json;
 
 use crate::common;
@@ -35,38 +32,7 @@ const VOCAB: u64 = 49152;
 
 /// The tiny GGUF of `ty`, written once per test binary into Cargo's scratch folder for tests.
 fn tiny(ty: &str) -> Option<PathBuf> {
-    let smollm2 = common::smollm2()?;
-    need(
-        "Python's gguf and numpy (scripts/tiny-gguf.py)",
-        "scripts/assets.sh installs them into .nmb-assets/py",
-        Command::new("python3")
-            .args(["-c", "import gguf, numpy"])
-            .env("PYTHONPATH", py_dir())
-            .output()
-            .ok()
-            .filter(|o| o.status.success()),
-    )?;
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("tiny-{ty}.gguf"));
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    if !out.exists() {
-        let partial = out.with_extension("partial");
-        let run = Command::new("python3")
-            .arg(repo_root().join("scripts/tiny-gguf.py"))
-            .arg(&smollm2)
-            .arg(ty)
-            .arg(&partial)
-            .env("PYTHONPATH", py_dir())
-            .output()
-            .expect("running python3 scripts/tiny-gguf.py");
-        assert!(
-            run.status.success(),
-            "tiny-gguf.py {ty} failed: {}",
-            String::from_utf8_lossy(&run.stderr)
-        );
-        std::fs::rename(&partial, &out).expect("moves the GGUF into place");
-    }
-    Some(out)
+    common::tiny_gguf(ty, &format!("tiny-{ty}"), &[])
 }
 
 /// Token ids spread over the vocabulary (deterministic), the first one SmolLM2's BOS.
