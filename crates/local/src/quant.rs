@@ -703,9 +703,7 @@ mod tests {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: the callers pass `Some` only where `avx2::available()` (and for `Some(true)`
                 // `avx2::vnni_available()`) holds; the tile has as many blocks as the weights' rows.
-                Some(vnni) => unsafe {
-                    avx2::dot_rows(vnni, w, 0..w.rows, &x.tile(t), &mut write)
-                },
+                Some(vnni) => unsafe { avx2::dot_rows(vnni, w, 0..w.rows, &x.tile(t), &mut write) },
                 #[cfg(not(target_arch = "x86_64"))]
                 Some(_) => unreachable!("no AVX2 kernel off x86_64"),
             }
