@@ -257,6 +257,8 @@ unsafe fn rows_of<S: Super, const N: usize, F: FnMut(usize, usize, f32)>(
     let repacked = S::FORMAT == Format::Q4K && w.rows.is_multiple_of(8);
     let path = paths(S::FORMAT, x, repacked);
     let per_tile = path[..N].iter().any(|&p| p != Path::VecDot);
+    // Only the four-column kernel needs each pair of sub-blocks' sum apart.
+    let grouped = path[..N].contains(&Path::Repacked(true));
     // SAFETY (all below): the caller's contract: every row holds whole super-blocks, and the tile as many per
     // column (`N` of them) with `TILE` scales and 16 · `TILE` sums by sixteen per super-block.
     unsafe {
@@ -274,7 +276,7 @@ unsafe fn rows_of<S: Super, const N: usize, F: FnMut(usize, usize, f32)>(
             };
             for (b, block) in w.row(r).chunks_exact(S::BYTES).enumerate() {
                 let u = S::unpack(block);
-                // Per column: four partial sums (repacked: one per pair of sub-blocks) and Q4_K/Q5_K's four
+                // Per column: four partial sums (`grouped`: one per pair of sub-blocks) and Q4_K/Q5_K's four
                 // minimum products, for the per-tile paths.
                 let mut part = [_mm_setzero_si128(); TILE];
                 let mut mins = [_mm_setzero_si128(); TILE];
@@ -307,7 +309,7 @@ unsafe fn rows_of<S: Super, const N: usize, F: FnMut(usize, usize, f32)>(
                         }
                     }
                     if per_tile {
-                        part[k] = if repacked {
+                        part[k] = if grouped {
                             reduce_pairs(pairs)
                         } else {
                             _mm_add_epi32(
@@ -321,7 +323,7 @@ unsafe fn rows_of<S: Super, const N: usize, F: FnMut(usize, usize, f32)>(
                     let yd = load_ps(x.d.as_ptr().add(b * TILE));
                     tile_block::<S, N>(
                         &mut s,
-                        repacked,
+                        (repacked, grouped),
                         &u,
                         yd,
                         transpose(&part),
@@ -353,12 +355,13 @@ unsafe fn rows_of<S: Super, const N: usize, F: FnMut(usize, usize, f32)>(
 }
 
 /// One super-block into the per-tile sums, every column at once: `part[p]` and `mins[p]` (lane `k`: column `k`)
-/// are the four partial integer sums and minimum products, `yd` the columns' scales. The f32 steps are those of
+/// are the four partial integer sums and minimum products, `yd` the columns' scales; `repacked`: the matrix is
+/// repacked Q4_K, `grouped`: some column takes its four-column kernel. The f32 steps are those of
 /// `kquant::q45_k_block` and `kquant::q6_k_block`, lane by lane.
 #[inline(always)]
 unsafe fn tile_block<S: Super, const N: usize>(
     s: &mut Sums<N>,
-    repacked: bool,
+    (repacked, grouped): (bool, bool),
     u: &Unpacked,
     yd: __m256,
     part: [__m256i; 4],
@@ -370,10 +373,13 @@ unsafe fn tile_block<S: Super, const N: usize>(
         let (d, dmin) = (_mm256_set1_ps(u.d), _mm256_set1_ps(u.dmin));
         if repacked {
             let (scale, min_scale) = (_mm256_mul_ps(d, yd), _mm256_mul_ps(dmin, yd));
-            for p in 0..4 {
-                s.grouped = _mm256_fmadd_ps(_mm256_cvtepi32_ps(part[p]), scale, s.grouped);
-                s.grouped_min =
-                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins[p]), min_scale, s.grouped_min);
+            // `part` holds each pair's sum only where some column is `grouped` (see `rows_of`).
+            if grouped {
+                for p in 0..4 {
+                    s.grouped = _mm256_fmadd_ps(_mm256_cvtepi32_ps(part[p]), scale, s.grouped);
+                    s.grouped_min =
+                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins[p]), min_scale, s.grouped_min);
+                }
             }
             s.whole = _mm256_fmadd_ps(sum, scale, s.whole);
             s.whole_min = _mm256_fmadd_ps(min, min_scale, s.whole_min);
