@@ -10,10 +10,12 @@
 //!   by sixteen per 256 values); F16 and BF16 weights take activations rounded to their type. Q8_0 and Q8_1
 //!   scales are rounded to f16 as llama.cpp stores them, and values round half to even (its SIMD quantiser), so
 //!   the integer sums are the ones llama.cpp computes.
-//! - **Kernels.** Q4_1 and Q8_0: AVX2 with FMA and F16C (its integer sums with AVX-512 VNNI where the CPU has
-//!   it), chosen at run time, and a scalar fallback with the same integer sums. The other formats: one
-//!   portable kernel that follows llama.cpp's order of f32 operations exactly (so they equal llama.cpp on every
-//!   CPU), compiled once more with AVX2 and FMA for speed. A product takes up to eight activation columns per
+//! - **Kernels.** Every block format has an AVX2 kernel with FMA and F16C ([`avx2`]), chosen at run time: the
+//!   legacy formats take their integer sums from AVX-512 VNNI where the CPU has it, the K-quants from `maddubs`
+//!   as llama.cpp's do. Q4_1 and Q8_0 fall back to a scalar kernel with the same integer sums; the other formats
+//!   to one portable kernel that follows llama.cpp's order of f32 operations exactly (so they equal llama.cpp on
+//!   every CPU), which their AVX2 kernels equal bit for bit (tested on random blocks). F16 and BF16 take the
+//!   portable kernel, compiled once more with AVX2 and FMA. A product takes up to eight activation columns per
 //!   pass over a weight row, so a batch of sequences (or a prompt) reads each weight once per eight columns;
 //!   rows are spread over the rayon pool the caller installs.
 
@@ -371,7 +373,7 @@ impl Acts {
             let at = t * TILE * cols + (b * width + k) * block;
             let slot = (t * nb + b) * TILE + k;
             if format.is_k() {
-                acts.d[slot] = kquant::quantize_q8_k(
+                acts.d[slot] = kernel.quantize_q8_k(
                     src,
                     &mut acts.qs[at..at + block],
                     &mut acts.bsums[slot * 16..slot * 16 + 16],
@@ -500,6 +502,15 @@ impl Kernel {
         }
     }
 
+    fn quantize_q8_k(self, src: &[f32], qs: &mut [i8], bsums: &mut [i16]) -> f32 {
+        match self {
+            Kernel::Scalar => kquant::quantize_q8_k(src, qs, bsums),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Kernel::Avx2` is only chosen after `avx2::available()` confirmed AVX2, FMA and F16C.
+            Kernel::Avx2 => unsafe { avx2::quantize_q8_k(src, qs, bsums) },
+        }
+    }
+
     /// `out(r, k)` = row `r` of `w` · column `k` of tile `x`, for each row in `rows`.
     fn dot_rows(
         self,
@@ -561,9 +572,10 @@ pub(crate) struct Tile<'a> {
     pub batch: &'a [Batch],
 }
 
-/// Products with K-quant and 16-bit float weights, one row and column at a time in the order of llama.cpp's
-/// AVX2 code (see [`kquant`] and [`float`]); inlined into [`avx2::portable_dot_rows`] so that the same code
-/// runs with vector instructions there.
+/// Products with K-quant, Q4_0, Q5_0, Q5_1 and 16-bit float weights, one row and column at a time in the order
+/// of llama.cpp's AVX2 code (see [`kquant`], [`legacy`] and [`float`]): the scalar fallback, the statement the
+/// AVX2 kernels of the block formats are tested against, and for F16 and BF16 inlined into
+/// [`avx2::portable_dot_rows`] so that the same code runs with vector instructions there.
 #[inline(always)]
 fn portable_dot_rows(
     w: &QMatrix,

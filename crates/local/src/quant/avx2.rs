@@ -617,3 +617,12 @@ pub(super) unsafe fn portable_dot_rows<F: FnMut(usize, usize, f32)>(
 pub(super) unsafe fn quantize_block(src: &[f32], qs: &mut [i8]) -> (f32, i32) {
     super::quantize_block(src, qs)
 }
+
+/// The portable Q8_K quantiser, compiled with AVX2 (the same arithmetic: its rounding is exact).
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C ([`available`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn quantize_q8_k(src: &[f32], qs: &mut [i8], bsums: &mut [i16]) -> f32 {
+    super::kquant::quantize_q8_k(src, qs, bsums)
+}

@@ -11,7 +11,8 @@
 //!   scaled and accumulated in f32 super-block by super-block).
 //!
 //! The integer parts are exact whatever the order; only where each f32 rounding happens matters, and that is
-//! what each function below mirrors.
+//! what each function below mirrors. This is the scalar fallback and the statement the AVX2 kernel
+//! (`avx2::kquant`) is tested against bit for bit.
 
 use super::{Batch, Format, Tile};
 
@@ -42,6 +43,7 @@ fn scale_min(j: usize, q: &[u8]) -> (i32, i32) {
 /// Quantises 256 values to Q8_K as llama.cpp's reference quantiser does (which its CPU backend uses for
 /// these types): the scale comes from the value of largest magnitude, keeping its sign; values round half to
 /// even. Returns the scale; fills the bytes and their sums by sixteen.
+#[inline(always)]
 pub(crate) fn quantize_q8_k(src: &[f32], qs: &mut [i8], bsums: &mut [i16]) -> f32 {
     let (mut max, mut amax) = (0f32, 0f32);
     for &v in src {

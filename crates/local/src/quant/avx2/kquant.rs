@@ -6,7 +6,9 @@
 //! weights with their scales as i16 lanes, and for each column the integer lanes come from llama.cpp's own
 //! AVX2 sequence (`maddubs`, then `madd` with the scales: lane `u` of a 32-weight vector holds weights
 //! `4u..4u + 4`); the lanes, summed per pair of sub-blocks or across the vector, then go through exactly the f32
-//! steps of the column's [`Path`]. llama.cpp's K-quant code has no VNNI flavour, and neither has this.
+//! steps of the column's [`Path`]: `vec_dot`'s in the column's own eight lanes, the others' (one sum per column)
+//! for all of a tile's columns in one vector, lane `k` for column `k`. llama.cpp's K-quant code has no VNNI
+//! flavour, and neither has this.
 
 use std::arch::x86_64::*;
 
