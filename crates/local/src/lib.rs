@@ -38,8 +38,9 @@
 //! - **Weights and speed.** The engine is this crate's own (modules `engine`, `quant`, `attention`, `activation`): weights
 //!   stay in the file's Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F16 or BF16 blocks (Q2_K and Q3_K are
 //!   requantised to Q8_0 at load), activations are
-//!   quantised as llama.cpp quantises them, the dot products use AVX2 when the CPU has it (with AVX-512 VNNI's
-//!   byte dot product where it has that too, unless `NMB_LOCAL_AVX2=1`; chosen at run time;
+//!   quantised as llama.cpp quantises them, the dot products use AVX2 when the CPU has it (the formats other
+//!   than the K-quants with AVX-512 VNNI's byte dot product where it has that too, unless `NMB_LOCAL_AVX2=1`;
+//!   chosen at run time;
 //!   `NMB_LOCAL_SCALAR=1` forces the scalar fallback), and matrix products are spread over a rayon pool of
 //!   `NMB_THREADS` threads (default: every core). On AVX2 CPUs every tensor is llama.cpp's AVX2 build's to the
 //!   bit (attention follows its CPU flash attention step for step), so the logits after a prompt and the

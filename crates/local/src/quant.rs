@@ -10,10 +10,12 @@
 //!   by sixteen per 256 values); F16 and BF16 weights take activations rounded to their type. Q8_0 and Q8_1
 //!   scales are rounded to f16 as llama.cpp stores them, and values round half to even (its SIMD quantiser), so
 //!   the integer sums are the ones llama.cpp computes.
-//! - **Kernels.** Q4_1 and Q8_0: AVX2 with FMA and F16C (its integer sums with AVX-512 VNNI where the CPU has
-//!   it), chosen at run time, and a scalar fallback with the same integer sums. The other formats: one
-//!   portable kernel that follows llama.cpp's order of f32 operations exactly (so they equal llama.cpp on every
-//!   CPU), compiled once more with AVX2 and FMA for speed. A product takes up to eight activation columns per
+//! - **Kernels.** Every block format has an AVX2 kernel with FMA and F16C ([`avx2`]), chosen at run time: the
+//!   legacy formats take their integer sums from AVX-512 VNNI where the CPU has it, the K-quants from `maddubs`
+//!   as llama.cpp's do. Q4_1 and Q8_0 fall back to a scalar kernel with the same integer sums; the other formats
+//!   to one portable kernel that follows llama.cpp's order of f32 operations exactly (so they equal llama.cpp on
+//!   every CPU), which their AVX2 kernels equal bit for bit (tested on random blocks). F16 and BF16 take the
+//!   portable kernel, compiled once more with AVX2 and FMA. A product takes up to eight activation columns per
 //!   pass over a weight row, so a batch of sequences (or a prompt) reads each weight once per eight columns;
 //!   rows are spread over the rayon pool the caller installs.
 
@@ -93,7 +95,8 @@ impl Format {
         matches!(self, Format::F16 | Format::BF16)
     }
 
-    /// Whether the products take the portable kernels ([`exact_dot_rows`]) on every CPU.
+    /// Whether the scalar fallback is the portable kernel ([`portable_dot_rows`]), which gives llama.cpp's AVX2
+    /// results on every CPU (all but Q4_1 and Q8_0, whose scalar kernel follows ggml's generic code).
     fn is_portable(self) -> bool {
         self.is_k() || self.is_float() || matches!(self, Format::Q4_0 | Format::Q5_0 | Format::Q5_1)
     }
@@ -370,7 +373,7 @@ impl Acts {
             let at = t * TILE * cols + (b * width + k) * block;
             let slot = (t * nb + b) * TILE + k;
             if format.is_k() {
-                acts.d[slot] = kquant::quantize_q8_k(
+                acts.d[slot] = kernel.quantize_q8_k(
                     src,
                     &mut acts.qs[at..at + block],
                     &mut acts.bsums[slot * 16..slot * 16 + 16],
@@ -499,6 +502,15 @@ impl Kernel {
         }
     }
 
+    fn quantize_q8_k(self, src: &[f32], qs: &mut [i8], bsums: &mut [i16]) -> f32 {
+        match self {
+            Kernel::Scalar => kquant::quantize_q8_k(src, qs, bsums),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Kernel::Avx2` is only chosen after `avx2::available()` confirmed AVX2, FMA and F16C.
+            Kernel::Avx2 => unsafe { avx2::quantize_q8_k(src, qs, bsums) },
+        }
+    }
+
     /// `out(r, k)` = row `r` of `w` · column `k` of tile `x`, for each row in `rows`.
     fn dot_rows(
         self,
@@ -518,17 +530,14 @@ impl Kernel {
                 && rows.end <= w.rows,
             "the tile must match the weights"
         );
-        if w.format.is_portable() {
-            #[cfg(target_arch = "x86_64")]
-            if self == Kernel::Avx2 {
-                // SAFETY: `Kernel::Avx2` is only chosen after `avx2::available()` confirmed AVX2, FMA and F16C.
-                unsafe { avx2::portable_dot_rows(w, rows, x, out) };
-                return;
-            }
-            portable_dot_rows(w, rows, x, out);
+        #[cfg(target_arch = "x86_64")]
+        if self == Kernel::Avx2 && w.format.is_float() {
+            // SAFETY: `Kernel::Avx2` is only chosen after `avx2::available()` confirmed AVX2, FMA and F16C.
+            unsafe { avx2::portable_dot_rows(w, rows, x, out) };
             return;
         }
         match self {
+            Kernel::Scalar if w.format.is_portable() => portable_dot_rows(w, rows, x, out),
             Kernel::Scalar => {
                 for r in rows {
                     let mut sums = [0f32; TILE];
@@ -542,9 +551,7 @@ impl Kernel {
             // SAFETY: `Kernel::Avx2` is only chosen after `avx2::available()` confirmed AVX2, FMA and F16C, and
             // `vnni()` only after `avx2::vnni_available()`; `rows` lie inside `w`, and the tile holds as many
             // blocks per column (checked above).
-            Kernel::Avx2 => unsafe {
-                avx2::dot_rows(self.vnni(), w.format, &w.bytes, w.row_bytes(), rows, x, out)
-            },
+            Kernel::Avx2 => unsafe { avx2::dot_rows(self.vnni(), w, rows, x, out) },
         }
     }
 }
@@ -565,9 +572,10 @@ pub(crate) struct Tile<'a> {
     pub batch: &'a [Batch],
 }
 
-/// Products with K-quant and 16-bit float weights, one row and column at a time in the order of llama.cpp's
-/// AVX2 code (see [`kquant`] and [`float`]); inlined into [`avx2::portable_dot_rows`] so that the same code
-/// runs with vector instructions there.
+/// Products with K-quant, Q4_0, Q5_0, Q5_1 and 16-bit float weights, one row and column at a time in the order
+/// of llama.cpp's AVX2 code (see [`kquant`], [`legacy`] and [`float`]): the scalar fallback, the statement the
+/// AVX2 kernels of the block formats are tested against, and for F16 and BF16 inlined into
+/// [`avx2::portable_dot_rows`] so that the same code runs with vector instructions there.
 #[inline(always)]
 fn portable_dot_rows(
     w: &QMatrix,
@@ -707,17 +715,7 @@ mod tests {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: the callers pass `Some` only where `avx2::available()` (and for `Some(true)`
                 // `avx2::vnni_available()`) holds; the tile has as many blocks as the weights' rows.
-                Some(vnni) => unsafe {
-                    avx2::dot_rows(
-                        vnni,
-                        w.format,
-                        &w.bytes,
-                        w.row_bytes(),
-                        0..w.rows,
-                        &x.tile(t),
-                        &mut write,
-                    )
-                },
+                Some(vnni) => unsafe { avx2::dot_rows(vnni, w, 0..w.rows, &x.tile(t), &mut write) },
                 #[cfg(not(target_arch = "x86_64"))]
                 Some(_) => unreachable!("no AVX2 kernel off x86_64"),
             }
@@ -919,6 +917,71 @@ mod tests {
                             assert!(
                                 (e - q).abs() <= 0.01 * scale,
                                 "{format:?} {rows} rows, {n} columns, cell {i}: f32 {e} vs quantised {q}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The AVX2 kernels of the block formats (with and without VNNI where the CPU has it) equal the portable
+    /// kernel bit for bit: random blocks (random sub-block scales and minimums, every third block's values all
+    /// ones at the top of their range), every tile width, and columns that each take their own path (alone, in a
+    /// prompt, Q4_K's fours and their remainder).
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn avx2_block_kernels_equal_the_portable_one() {
+        if !avx2::available() {
+            eprintln!("skipped: this CPU has no AVX2");
+            return;
+        }
+        let cols = 512;
+        for format in [
+            Format::Q4K,
+            Format::Q5K,
+            Format::Q6K,
+            Format::Q5_0,
+            Format::Q5_1,
+            Format::Q4_0,
+        ] {
+            for rows in [16, 7] {
+                let mut w = random_k(format, rows, cols, 5 + rows as u64);
+                // Where each block's values (and fifth or high bits) lie.
+                let (from, to) = match format {
+                    Format::Q4K | Format::Q5K => (16, format.block_bytes()),
+                    Format::Q6K => (0, 192),
+                    Format::Q5_1 => (4, format.block_bytes()),
+                    _ => (2, format.block_bytes()),
+                };
+                for block in w.bytes.chunks_exact_mut(format.block_bytes()).step_by(3) {
+                    block[from..to].fill(0xFF);
+                }
+                for n in (1..=17).chain([24]) {
+                    let x = values(7 + n as u64, n * cols, 4.0);
+                    let alone = vec![Batch::ALONE; n];
+                    let prompt: Vec<Batch> = (0..n).map(|index| Batch { size: n, index }).collect();
+                    let mixed: Vec<Batch> = (0..n)
+                        .map(|c| {
+                            let size = [1, 3, 8, 10, 13, 5][c % 6];
+                            Batch {
+                                size,
+                                index: (c * 7) % size,
+                            }
+                        })
+                        .collect();
+                    for batch in [&alone, &prompt, &mixed] {
+                        let acts = Acts::quantize_in(&x, cols, format, batch);
+                        let portable = bits(&k_products(&w, &acts, Kernel::Scalar));
+                        let mut variants = vec![false];
+                        if avx2::vnni_available() {
+                            variants.push(true);
+                        }
+                        for vnni in variants {
+                            assert_eq!(
+                                portable,
+                                bits(&products(&w, &acts, Some(vnni))),
+                                "{format:?} {rows}x{cols}, {n} columns {batch:?}: portable vs avx2 (vnni {vnni})"
                             );
                         }
                     }

@@ -1,13 +1,58 @@
 //! AVX2 kernels: dot products of a run of weight rows with up to eight activation columns (each weight block is
 //! unpacked once and multiplied with every column), and the activation quantiser compiled for AVX2. The integer
 //! part of each block's product is `maddubs` on unsigned × signed bytes, as llama.cpp's AVX2 kernels do, or on
-//! CPUs with AVX-512 VNNI one `vpdpbusd` (same 256-bit registers, same exact sums; there eight Q4_1 columns also
-//! take weight rows in pairs); the f32 arithmetic is the same in both, so they agree bit for bit. One generic body
-//! per format, inlined into one function per instruction set.
+//! CPUs with AVX-512 VNNI one `vpdpbusd` (same 256-bit registers, same exact sums; there eight Q4_1 or Q5_1
+//! columns also take weight rows in pairs); the f32 arithmetic is the same in both, so they agree bit for bit.
+//! One generic body per family of formats (signed weights: Q8_0, Q4_0, Q5_0; unsigned with a minimum: Q4_1,
+//! Q5_1), inlined into one function per instruction set. The K-quants' kernels are in [`kquant`]; each format
+//! other than Q4_1 and Q8_0 gives, to the bit, what its portable kernel gives.
 
 use std::arch::x86_64::*;
 
-use super::{Format, Tile, BLOCK, TILE};
+use super::{Format, QMatrix, Tile, BLOCK, TILE};
+
+/// `$body` with `$N` a constant equal to `$n` (1 to 8; more counts as 8): one monomorphised kernel per column
+/// count, so the loops over columns unroll and the accumulators stay in registers.
+macro_rules! per_width {
+    ($n:expr, $N:ident => $body:expr) => {
+        match $n {
+            1 => {
+                const $N: usize = 1;
+                $body
+            }
+            2 => {
+                const $N: usize = 2;
+                $body
+            }
+            3 => {
+                const $N: usize = 3;
+                $body
+            }
+            4 => {
+                const $N: usize = 4;
+                $body
+            }
+            5 => {
+                const $N: usize = 5;
+                $body
+            }
+            6 => {
+                const $N: usize = 6;
+                $body
+            }
+            7 => {
+                const $N: usize = 7;
+                $body
+            }
+            _ => {
+                const $N: usize = TILE;
+                $body
+            }
+        }
+    };
+}
+
+mod kquant;
 
 /// Whether this CPU has everything the kernels use.
 pub(super) fn available() -> bool {
@@ -24,56 +69,52 @@ pub(super) fn vnni_available() -> bool {
         && is_x86_feature_detected!("avx512vnni")
 }
 
-/// Writes `out(r, k)` = weight row `r` · column `k` of `x` for each row in `rows` (rows of `row_bytes` bytes
-/// from `weights`), with `vpdpbusd` if `vnni`, else `maddubs`.
+/// Writes `out(r, k)` = weight row `r` · column `k` of `x` for each row in `rows`, with `vpdpbusd` if `vnni`,
+/// else `maddubs` (the K-quants take `maddubs` either way, as llama.cpp's do).
 ///
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C ([`available`]), and if `vnni` AVX-512 VNNI ([`vnni_available`]).
-/// `weights` holds every row in `rows`, each of whole blocks of `format`; `x` holds as many blocks per column
-/// (and, for Q4_1, their sums).
+/// `w` is in a block format (not F16 or BF16); `rows` lie inside it; `x` holds as many blocks per column (and
+/// their scales, Q8_1 sums or Q8_K sums by sixteen).
 pub(super) unsafe fn dot_rows<F: FnMut(usize, usize, f32)>(
     vnni: bool,
-    format: Format,
-    weights: &[u8],
-    row_bytes: usize,
+    w: &QMatrix,
     rows: std::ops::Range<usize>,
     x: &Tile<'_>,
     out: &mut F,
 ) {
     // SAFETY: the caller's contract.
     unsafe {
-        if vnni {
-            dot_rows_vnni(format, weights, row_bytes, rows, x, out)
+        if w.format.is_k() {
+            kquant::dot_rows(w, rows, x, out)
+        } else if vnni {
+            dot_rows_vnni(w, rows, x, out)
         } else {
-            dot_rows_avx2(format, weights, row_bytes, rows, x, out)
+            dot_rows_avx2(w, rows, x, out)
         }
     }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_rows_avx2<F: FnMut(usize, usize, f32)>(
-    format: Format,
-    weights: &[u8],
-    row_bytes: usize,
+    w: &QMatrix,
     rows: std::ops::Range<usize>,
     x: &Tile<'_>,
     out: &mut F,
 ) {
     // SAFETY: the caller's contract; `Maddubs` needs only AVX2.
-    unsafe { by_width::<Maddubs, F>(format, weights, row_bytes, rows, x, out) }
+    unsafe { by_width::<Maddubs, F>(w, rows, x, out) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
 unsafe fn dot_rows_vnni<F: FnMut(usize, usize, f32)>(
-    format: Format,
-    weights: &[u8],
-    row_bytes: usize,
+    w: &QMatrix,
     rows: std::ops::Range<usize>,
     x: &Tile<'_>,
     out: &mut F,
 ) {
     // SAFETY: the caller's contract; this function enables what `Dpbusd` needs.
-    unsafe { by_width::<Dpbusd, F>(format, weights, row_bytes, rows, x, out) }
+    unsafe { by_width::<Dpbusd, F>(w, rows, x, out) }
 }
 
 /// The integer part of a block's product: for each group of four bytes, `Σ u[i] * s[i]` (u unsigned, s signed)
@@ -114,41 +155,145 @@ impl Dot for Dpbusd {
     }
 }
 
-/// One monomorphised kernel per column count, so the loops over columns unroll and the accumulators stay in
-/// registers.
+/// The kernel for `w`'s format and the tile's column count.
 #[inline(always)]
 unsafe fn by_width<D: Dot, F: FnMut(usize, usize, f32)>(
-    format: Format,
-    weights: &[u8],
-    row_bytes: usize,
+    w: &QMatrix,
     rows: std::ops::Range<usize>,
     x: &Tile<'_>,
     out: &mut F,
 ) {
+    let (weights, row_bytes) = (&w.bytes[..], w.row_bytes());
+    // llama.cpp repacks Q4_0 matrices whose row count is a multiple of eight (see `portable_dot_rows`).
+    let repacked = w.format == Format::Q4_0 && w.rows.is_multiple_of(8);
     // SAFETY: the caller's contract.
     unsafe {
-        match (format, x.n) {
-            (Format::Q4_1, 1) => q4_1::<D, 1, F>(weights, row_bytes, rows, x, out),
-            (Format::Q4_1, 2) => q4_1::<D, 2, F>(weights, row_bytes, rows, x, out),
-            (Format::Q4_1, 3) => q4_1::<D, 3, F>(weights, row_bytes, rows, x, out),
-            (Format::Q4_1, 4) => q4_1::<D, 4, F>(weights, row_bytes, rows, x, out),
-            (Format::Q4_1, 5) => q4_1::<D, 5, F>(weights, row_bytes, rows, x, out),
-            (Format::Q4_1, 6) => q4_1::<D, 6, F>(weights, row_bytes, rows, x, out),
-            (Format::Q4_1, 7) => q4_1::<D, 7, F>(weights, row_bytes, rows, x, out),
-            (Format::Q4_1, _) if D::ROW_PAIRS => {
-                q4_1_pairs::<D, F>(weights, row_bytes, rows, x, out)
+        per_width!(x.n, N => match w.format {
+            Format::Q4_1 if N == TILE && D::ROW_PAIRS => {
+                unsigned_pairs::<D, Q4_1, F>(weights, row_bytes, rows, x, out)
             }
-            (Format::Q4_1, _) => q4_1::<D, 8, F>(weights, row_bytes, rows, x, out),
-            (Format::Q8_0, 1) => q8_0::<D, 1, F>(weights, row_bytes, rows, x, out),
-            (Format::Q8_0, 2) => q8_0::<D, 2, F>(weights, row_bytes, rows, x, out),
-            (Format::Q8_0, 3) => q8_0::<D, 3, F>(weights, row_bytes, rows, x, out),
-            (Format::Q8_0, 4) => q8_0::<D, 4, F>(weights, row_bytes, rows, x, out),
-            (Format::Q8_0, 5) => q8_0::<D, 5, F>(weights, row_bytes, rows, x, out),
-            (Format::Q8_0, 6) => q8_0::<D, 6, F>(weights, row_bytes, rows, x, out),
-            (Format::Q8_0, 7) => q8_0::<D, 7, F>(weights, row_bytes, rows, x, out),
-            (Format::Q8_0, _) => q8_0::<D, 8, F>(weights, row_bytes, rows, x, out),
-            _ => unreachable!("the other formats take `portable_dot_rows`"),
+            Format::Q4_1 => unsigned::<D, Q4_1, N, F>(weights, row_bytes, rows, x, out),
+            Format::Q5_1 if N == TILE && D::ROW_PAIRS => {
+                unsigned_pairs::<D, Q5_1, F>(weights, row_bytes, rows, x, out)
+            }
+            Format::Q5_1 => unsigned::<D, Q5_1, N, F>(weights, row_bytes, rows, x, out),
+            Format::Q8_0 => signed::<D, Q8_0, N, F>(weights, row_bytes, rows, x, out),
+            Format::Q5_0 => signed::<D, Q5_0, N, F>(weights, row_bytes, rows, x, out),
+            Format::Q4_0 if repacked => q4_0_repacked::<D, N, F>(weights, row_bytes, rows, x, out),
+            Format::Q4_0 => signed::<D, Q4_0, N, F>(weights, row_bytes, rows, x, out),
+            _ => unreachable!("the K-quants take `kquant::dot_rows`, F16 and BF16 the portable kernel"),
+        })
+    }
+}
+
+/// A block format whose 32 values unpack to one vector of bytes, in value order.
+trait Unpack {
+    const BYTES: usize;
+
+    /// # Safety
+    /// `block` holds one block of the format; the CPU has AVX2.
+    unsafe fn unpack(block: *const u8) -> __m256i;
+}
+
+/// Unsigned values with an f16 minimum after the scale (Q8_1 columns).
+struct Q4_1;
+struct Q5_1;
+/// Signed values (Q8_0 columns).
+struct Q8_0;
+struct Q4_0;
+struct Q5_0;
+
+impl Unpack for Q4_1 {
+    const BYTES: usize = 20;
+
+    #[inline(always)]
+    unsafe fn unpack(block: *const u8) -> __m256i {
+        // SAFETY: the trait's contract.
+        unsafe { nibbles(block.add(4)) }
+    }
+}
+
+impl Unpack for Q5_1 {
+    const BYTES: usize = super::legacy::Q5_1_BYTES;
+
+    #[inline(always)]
+    unsafe fn unpack(block: *const u8) -> __m256i {
+        // SAFETY: the trait's contract: the fifth bits at 4..8, the nibbles at 8..24.
+        unsafe { _mm256_or_si256(nibbles(block.add(8)), fifth_bits(block.add(4))) }
+    }
+}
+
+impl Unpack for Q8_0 {
+    const BYTES: usize = 34;
+
+    #[inline(always)]
+    unsafe fn unpack(block: *const u8) -> __m256i {
+        // SAFETY: the trait's contract.
+        unsafe { load(block.add(2) as *const i8) }
+    }
+}
+
+impl Unpack for Q4_0 {
+    const BYTES: usize = super::legacy::Q4_0_BYTES;
+
+    #[inline(always)]
+    unsafe fn unpack(block: *const u8) -> __m256i {
+        // SAFETY: the trait's contract.
+        unsafe { _mm256_sub_epi8(nibbles(block.add(2)), _mm256_set1_epi8(8)) }
+    }
+}
+
+impl Unpack for Q5_0 {
+    const BYTES: usize = super::legacy::Q5_0_BYTES;
+
+    #[inline(always)]
+    unsafe fn unpack(block: *const u8) -> __m256i {
+        // SAFETY: the trait's contract: the fifth bits at 2..6, the nibbles at 6..22.
+        unsafe {
+            let v = _mm256_or_si256(nibbles(block.add(6)), fifth_bits(block.add(2)));
+            _mm256_sub_epi8(v, _mm256_set1_epi8(16))
         }
+    }
+}
+
+/// 16 bytes of nibbles at `p` as 32 bytes: the low nibbles are values 0..16, the high nibbles 16..32.
+///
+/// # Safety
+/// 16 readable bytes at `p`; the CPU has AVX2.
+#[inline(always)]
+unsafe fn nibbles(p: *const u8) -> __m256i {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let packed = _mm_lddqu_si128(p as *const __m128i);
+        _mm256_and_si256(
+            _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed),
+            _mm256_set1_epi8(0x0F),
+        )
+    }
+}
+
+/// The 32 bits at `p` (little-endian) as bytes, 0x10 where bit `j` is set: the Q5 types' fifth bits, by
+/// llama.cpp's `bytes_from_bits_32` (each byte gets its bit's byte of the word, then all its other bits set).
+///
+/// # Safety
+/// 4 readable bytes at `p`; the CPU has AVX2.
+#[inline(always)]
+unsafe fn fifth_bits(p: *const u8) -> __m256i {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let bits = i32::from_le_bytes(*(p as *const [u8; 4]));
+        let spread = _mm256_shuffle_epi8(
+            _mm256_set1_epi32(bits),
+            _mm256_set_epi64x(
+                0x0303_0303_0303_0303,
+                0x0202_0202_0202_0202,
+                0x0101_0101_0101_0101,
+                0,
+            ),
+        );
+        let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
+        let set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi8(-1));
+        _mm256_and_si256(set, _mm256_set1_epi8(0x10))
     }
 }
 
@@ -233,19 +378,20 @@ unsafe fn row_scales(
     }
 }
 
-/// Q4_1 weights × Q8_1 columns: `Σ_b d_w d_k Σ(w q) + m_w s_k`, the `m s` terms summed apart (fused multiply-adds,
-/// as llama.cpp's compiled kernel fuses them, all columns' in one vector) and added after the reduction.
+/// Q4_1 or Q5_1 weights × Q8_1 columns: `Σ_b d_w d_k Σ(w q) + m_w s_k`, the `m s` terms summed apart (fused
+/// multiply-adds, as llama.cpp's compiled kernel fuses them, all columns' in one vector) and added after the
+/// reduction.
 // `b` indexes the row's blocks, the tile's blocks and `pre` alike; an index reads plainest.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
-unsafe fn q4_1<D: Dot, const N: usize, F: FnMut(usize, usize, f32)>(
+unsafe fn unsigned<D: Dot, U: Unpack, const N: usize, F: FnMut(usize, usize, f32)>(
     weights: &[u8],
     row_bytes: usize,
     rows: std::ops::Range<usize>,
     x: &Tile<'_>,
     out: &mut F,
 ) {
-    let nb = row_bytes / 20;
+    let nb = row_bytes / U::BYTES;
     let (qs, ds, ss) = (x.q.as_ptr(), x.d.as_ptr(), x.s.as_ptr());
     let mut pre = vec![[0f32; TILE]; if N >= PRESCALE { nb } else { 0 }];
     // SAFETY (all below): the caller's contract: rows lie inside `weights`, and the tile holds `nb` blocks of
@@ -259,10 +405,10 @@ unsafe fn q4_1<D: Dot, const N: usize, F: FnMut(usize, usize, f32)>(
             let mut mins = z;
             let row = weights.as_ptr().add(r * row_bytes);
             if N >= PRESCALE {
-                row_scales(row, 20, ds, &mut pre);
+                row_scales(row, U::BYTES, ds, &mut pre);
             }
             for b in 0..nb {
-                let block = row.add(b * 20);
+                let block = row.add(b * U::BYTES);
                 let here = block_scales(block, ds.add(b * TILE));
                 let scales = if N >= PRESCALE {
                     pre[b].as_ptr()
@@ -271,7 +417,7 @@ unsafe fn q4_1<D: Dot, const N: usize, F: FnMut(usize, usize, f32)>(
                 };
                 let m = splat_f16(block.add(2));
                 mins = _mm256_fmadd_ps(m, load_ps(ss.add(b * TILE)), mins);
-                let w = nibbles(block);
+                let w = U::unpack(block);
                 let q = qs.add(b * N * BLOCK);
                 let sign: Option<__m256i> = None;
                 columns!(D, N, w, sign, q, scales, [0 a0, 1 a1, 2 a2, 3 a3, 4 a4, 5 a5, 6 a6, 7 a7]);
@@ -288,12 +434,12 @@ unsafe fn q4_1<D: Dot, const N: usize, F: FnMut(usize, usize, f32)>(
     }
 }
 
-/// Eight columns of Q4_1 as [`q4_1`], two weight rows per pass, so each column block loaded serves both (about a
-/// tenth faster on a prompt); an odd last row goes through [`q4_1`]. Same arithmetic per row and column.
+/// Eight columns as [`unsigned`], two weight rows per pass, so each column block loaded serves both (about a
+/// tenth faster on a prompt); an odd last row goes through [`unsigned`]. Same arithmetic per row and column.
 // `b` indexes the rows' blocks, the tile's blocks and the scale buffers alike; an index reads plainest.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
-unsafe fn q4_1_pairs<D: Dot, F: FnMut(usize, usize, f32)>(
+unsafe fn unsigned_pairs<D: Dot, U: Unpack, F: FnMut(usize, usize, f32)>(
     weights: &[u8],
     row_bytes: usize,
     rows: std::ops::Range<usize>,
@@ -301,11 +447,11 @@ unsafe fn q4_1_pairs<D: Dot, F: FnMut(usize, usize, f32)>(
     out: &mut F,
 ) {
     const N: usize = TILE;
-    let nb = row_bytes / 20;
+    let nb = row_bytes / U::BYTES;
     let (qs, ds, ss) = (x.q.as_ptr(), x.d.as_ptr(), x.s.as_ptr());
     let (mut pre0, mut pre1) = (vec![[0f32; TILE]; nb], vec![[0f32; TILE]; nb]);
     let pairs_end = rows.start + rows.len() / 2 * 2;
-    // SAFETY (all below): as in `q4_1`.
+    // SAFETY (all below): as in `unsigned`.
     unsafe {
         for r in (rows.start..pairs_end).step_by(2) {
             let z = _mm256_setzero_ps();
@@ -316,14 +462,14 @@ unsafe fn q4_1_pairs<D: Dot, F: FnMut(usize, usize, f32)>(
             let (mut mins0, mut mins1) = (z, z);
             let row0 = weights.as_ptr().add(r * row_bytes);
             let row1 = row0.add(row_bytes);
-            row_scales(row0, 20, ds, &mut pre0);
-            row_scales(row1, 20, ds, &mut pre1);
+            row_scales(row0, U::BYTES, ds, &mut pre0);
+            row_scales(row1, U::BYTES, ds, &mut pre1);
             for b in 0..nb {
-                let (block0, block1) = (row0.add(b * 20), row1.add(b * 20));
+                let (block0, block1) = (row0.add(b * U::BYTES), row1.add(b * U::BYTES));
                 let sums = load_ps(ss.add(b * TILE));
                 mins0 = _mm256_fmadd_ps(splat_f16(block0.add(2)), sums, mins0);
                 mins1 = _mm256_fmadd_ps(splat_f16(block1.add(2)), sums, mins1);
-                let (w0, w1) = (nibbles(block0), nibbles(block1));
+                let (w0, w1) = (U::unpack(block0), U::unpack(block1));
                 let q = qs.add(b * N * BLOCK);
                 let (sign, s0, s1): (Option<__m256i>, _, _) =
                     (None, pre0[b].as_ptr(), pre1[b].as_ptr());
@@ -339,42 +485,26 @@ unsafe fn q4_1_pairs<D: Dot, F: FnMut(usize, usize, f32)>(
                 out(r + 1, k, hsum(a) + m1[k]);
             }
         }
-        q4_1::<D, N, F>(weights, row_bytes, pairs_end..rows.end, x, out);
+        unsigned::<D, U, N, F>(weights, row_bytes, pairs_end..rows.end, x, out);
     }
 }
 
-/// A Q4_1 block's 32 four-bit values as bytes: the low nibbles are values 0..16, the high nibbles 16..32.
-///
-/// # Safety
-/// `block` holds a Q4_1 block (20 bytes); the CPU has AVX2.
-#[inline(always)]
-unsafe fn nibbles(block: *const u8) -> __m256i {
-    // SAFETY: the caller's contract.
-    unsafe {
-        let packed = _mm_lddqu_si128(block.add(4) as *const __m128i);
-        _mm256_and_si256(
-            _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed),
-            _mm256_set1_epi8(0x0F),
-        )
-    }
-}
-
-/// Q8_0 weights × Q8_0 columns: `Σ_b d_w d_k Σ(w q)`, with `|w|` times `q` carrying `w`'s sign (the unsigned
-/// operand must be the weights' magnitudes).
+/// Q8_0, Q4_0 or Q5_0 weights × Q8_0 columns: `Σ_b d_w d_k Σ(w q)`, with `|w|` times `q` carrying `w`'s sign
+/// (the unsigned operand must be the weights' magnitudes).
 // `b` indexes the row's blocks, the tile's blocks and `pre` alike; an index reads plainest.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
-unsafe fn q8_0<D: Dot, const N: usize, F: FnMut(usize, usize, f32)>(
+unsafe fn signed<D: Dot, S: Unpack, const N: usize, F: FnMut(usize, usize, f32)>(
     weights: &[u8],
     row_bytes: usize,
     rows: std::ops::Range<usize>,
     x: &Tile<'_>,
     out: &mut F,
 ) {
-    let nb = row_bytes / 34;
+    let nb = row_bytes / S::BYTES;
     let (qs, ds) = (x.q.as_ptr(), x.d.as_ptr());
     let mut pre = vec![[0f32; TILE]; if N >= PRESCALE { nb } else { 0 }];
-    // SAFETY (all below): as in `q4_1`.
+    // SAFETY (all below): as in `unsigned`.
     unsafe {
         for r in rows {
             let z = _mm256_setzero_ps();
@@ -382,17 +512,17 @@ unsafe fn q8_0<D: Dot, const N: usize, F: FnMut(usize, usize, f32)>(
                 (z, z, z, z, z, z, z, z);
             let row = weights.as_ptr().add(r * row_bytes);
             if N >= PRESCALE {
-                row_scales(row, 34, ds, &mut pre);
+                row_scales(row, S::BYTES, ds, &mut pre);
             }
             for b in 0..nb {
-                let block = row.add(b * 34);
+                let block = row.add(b * S::BYTES);
                 let here = block_scales(block, ds.add(b * TILE));
                 let scales = if N >= PRESCALE {
                     pre[b].as_ptr()
                 } else {
                     here.as_ptr()
                 };
-                let w = load(block.add(2) as *const i8);
+                let w = S::unpack(block);
                 let abs_w = _mm256_sign_epi8(w, w);
                 let q = qs.add(b * N * BLOCK);
                 columns!(D, N, abs_w, Some(w), q, scales, [0 a0, 1 a1, 2 a2, 3 a3, 4 a4, 5 a5, 6 a6, 7 a7]);
@@ -408,6 +538,55 @@ unsafe fn q8_0<D: Dot, const N: usize, F: FnMut(usize, usize, f32)>(
     }
 }
 
+/// Q4_0 weights that llama.cpp repacks (a multiple of eight rows) × Q8_0 columns: its kernels add each block's
+/// whole integer sum and scale it into one f32 accumulator per column, `acc = fma(Σ, d_w d_k, acc)`.
+// `b` indexes the row's blocks and the tile's blocks alike; an index reads plainest.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+unsafe fn q4_0_repacked<D: Dot, const N: usize, F: FnMut(usize, usize, f32)>(
+    weights: &[u8],
+    row_bytes: usize,
+    rows: std::ops::Range<usize>,
+    x: &Tile<'_>,
+    out: &mut F,
+) {
+    let nb = row_bytes / Q4_0::BYTES;
+    let (qs, ds) = (x.q.as_ptr(), x.d.as_ptr());
+    // SAFETY (all below): as in `unsigned`.
+    unsafe {
+        for r in rows {
+            let mut acc = [0f32; N];
+            let row = weights.as_ptr().add(r * row_bytes);
+            for b in 0..nb {
+                let block = row.add(b * Q4_0::BYTES);
+                let scales = block_scales(block, ds.add(b * TILE));
+                let w = Q4_0::unpack(block);
+                let abs_w = _mm256_sign_epi8(w, w);
+                let q = qs.add(b * N * BLOCK);
+                for (k, a) in acc.iter_mut().enumerate() {
+                    let column = _mm256_sign_epi8(load(q.add(k * BLOCK)), w);
+                    let sum = hsum_i32(D::dot(abs_w, column));
+                    *a = (sum as f32).mul_add(scales[k], *a);
+                }
+            }
+            for (k, &a) in acc.iter().enumerate() {
+                out(r, k, a);
+            }
+        }
+    }
+}
+
+/// The eight i32 lanes of `v` added (exact: the order does not matter).
+#[inline(always)]
+unsafe fn hsum_i32(v: __m256i) -> i32 {
+    // SAFETY: the caller's: a CPU with AVX2.
+    unsafe {
+        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+        _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 1)))
+    }
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
 fn hsum(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
@@ -415,15 +594,14 @@ fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
 }
 
-/// The portable products ([`super::portable_dot_rows`]: Q5_0, Q5_1, the K-quants, F16 and BF16), compiled with
-/// AVX2 and FMA: the same arithmetic, with vector instructions for the integer sums and one instruction for each
-/// fused multiply-add.
+/// The portable products of F16 and BF16 weights ([`super::portable_dot_rows`]), compiled with AVX2 and FMA: the
+/// same arithmetic, with vector instructions and one instruction for each fused multiply-add.
 ///
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C ([`available`]).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn portable_dot_rows<F: FnMut(usize, usize, f32)>(
-    w: &super::QMatrix,
+    w: &QMatrix,
     rows: std::ops::Range<usize>,
     x: &Tile<'_>,
     out: &mut F,
@@ -438,4 +616,13 @@ pub(super) unsafe fn portable_dot_rows<F: FnMut(usize, usize, f32)>(
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn quantize_block(src: &[f32], qs: &mut [i8]) -> (f32, i32) {
     super::quantize_block(src, qs)
+}
+
+/// The portable Q8_K quantiser, compiled with AVX2 (the same arithmetic: its rounding is exact).
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C ([`available`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn quantize_q8_k(src: &[f32], qs: &mut [i8], bsums: &mut [i16]) -> f32 {
+    super::kquant::quantize_q8_k(src, qs, bsums)
 }

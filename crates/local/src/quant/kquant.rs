@@ -11,7 +11,8 @@
 //!   scaled and accumulated in f32 super-block by super-block).
 //!
 //! The integer parts are exact whatever the order; only where each f32 rounding happens matters, and that is
-//! what each function below mirrors.
+//! what each function below mirrors. This is the scalar fallback and the statement the AVX2 kernel
+//! (`avx2::kquant`) is tested against bit for bit.
 
 use super::{Batch, Format, Tile};
 
@@ -42,6 +43,7 @@ fn scale_min(j: usize, q: &[u8]) -> (i32, i32) {
 /// Quantises 256 values to Q8_K as llama.cpp's reference quantiser does (which its CPU backend uses for
 /// these types): the scale comes from the value of largest magnitude, keeping its sign; values round half to
 /// even. Returns the scale; fills the bytes and their sums by sixteen.
+#[inline(always)]
 pub(crate) fn quantize_q8_k(src: &[f32], qs: &mut [i8], bsums: &mut [i16]) -> f32 {
     let (mut max, mut amax) = (0f32, 0f32);
     for &v in src {
@@ -136,7 +138,7 @@ fn q6(ql: &[u8], qh: &[u8], l: usize) -> [u8; 4] {
 
 /// AVX2's `hsum_float_8`: the halves added, then pairs, then the two sums.
 #[inline(always)]
-fn hsum8(a: [f32; 8]) -> f32 {
+pub(super) fn hsum8(a: [f32; 8]) -> f32 {
     let r = [a[0] + a[4], a[1] + a[5], a[2] + a[6], a[3] + a[7]];
     (r[0] + r[2]) + (r[1] + r[3])
 }
@@ -180,11 +182,21 @@ pub(crate) fn four_at_a_time(batch: Batch) -> bool {
 
 /// Which of llama.cpp's kernels computes a column's product with a K-quant matrix.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Path {
+pub(super) enum Path {
     /// Repacked Q4_K; `true`: its four-column `gemm`.
     Repacked(bool),
     VecDot,
     Tiled,
+}
+
+/// The path of each column of `x` (columns past the tile's last: [`Path::VecDot`]).
+#[inline(always)]
+pub(super) fn paths(format: Format, x: &Tile<'_>, repacked: bool) -> [Path; super::TILE] {
+    std::array::from_fn(|k| match x.batch.get(k) {
+        Some(&batch) if format == Format::Q4K && repacked => Path::Repacked(four_at_a_time(batch)),
+        Some(batch) if batch.size >= TILED_FROM => Path::Tiled,
+        _ => Path::VecDot,
+    })
 }
 
 /// One column's running sums, whichever [`Path`] it takes.
@@ -201,11 +213,7 @@ struct Sums {
 /// super-block is unpacked once for all columns.
 #[inline(always)]
 pub(crate) fn dot_row(format: Format, row: &[u8], x: &Tile<'_>, repacked: bool, out: &mut [f32]) {
-    let paths: [Path; super::TILE] = std::array::from_fn(|k| match x.batch.get(k) {
-        Some(&batch) if format == Format::Q4K && repacked => Path::Repacked(four_at_a_time(batch)),
-        Some(batch) if batch.size >= TILED_FROM => Path::Tiled,
-        _ => Path::VecDot,
-    });
+    let paths = paths(format, x, repacked);
     let mut sums = [Sums::default(); super::TILE];
     let mut w = [0u8; QK_K];
     for (b, block) in row.chunks_exact(format.block_bytes()).enumerate() {

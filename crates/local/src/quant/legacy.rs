@@ -7,6 +7,8 @@
 //!   columns, does the same arithmetic, so one kernel serves every column count.
 //! - Q4_0 matrices with a multiple of eight rows are repacked by llama.cpp, and its kernels for them (one
 //!   column or four) scale each block's whole integer sum into one f32 accumulator.
+//!
+//! This is the scalar fallback and the statement the AVX2 kernels (`avx2`) are tested against bit for bit.
 
 use super::{half, Format, Tile, BLOCK, TILE};
 
