@@ -192,11 +192,19 @@ impl Super for Q6K {
                     _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql2, 4), low), hi3);
             }
             let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(192) as *const __m128i));
-            // Vector `i` takes scale 2i on its first 16 bytes and 2i + 1 on the others.
+            // Vector `i` takes scale 2i on its first 16 bytes and 2i + 1 on the others: the i32 holding
+            // i16 lanes 2i and 2i + 1 of `sc16` everywhere, then its first i16 over the low half, its second
+            // over the high half.
+            let halves = _mm256_set_epi64x(
+                0x0302_0302_0302_0302,
+                0x0302_0302_0302_0302,
+                0x0100_0100_0100_0100,
+                0x0100_0100_0100_0100,
+            );
             let mut sc = [_mm256_setzero_si256(); 8];
             for (i, v) in sc.iter_mut().enumerate() {
-                let (lo, hi) = (block[192 + 2 * i] as i8, block[193 + 2 * i] as i8);
-                *v = _mm256_set_m128i(_mm_set1_epi16(hi.into()), _mm_set1_epi16(lo.into()));
+                let pair = _mm256_permutevar8x32_epi32(sc16, _mm256_set1_epi32(i as i32));
+                *v = _mm256_shuffle_epi8(pair, halves);
             }
             Unpacked {
                 w,
