@@ -48,6 +48,7 @@
 //!   [`LocalBackend`], which batches them.
 
 mod activation;
+mod arch;
 mod attention;
 mod backend;
 mod batch;
@@ -59,6 +60,7 @@ mod sample;
 mod spec;
 mod template;
 mod tokenizer;
+mod weights;
 
 use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
@@ -75,6 +77,7 @@ pub use error::LocalError;
 pub use spec::resolve_model_path;
 pub use template::{RenderedPrompt, CHATML_TEMPLATE, IMAGE_OMITTED_MARKER};
 pub use tokenizer::TokenizerSource;
+pub use weights::LocalWeights;
 
 use batch::{Batch, Done, Job};
 use engine::Engine;
@@ -193,13 +196,9 @@ impl LocalModel {
             path,
             map: &content.metadata,
         };
-        let architecture = meta.string("general.architecture")?.to_string();
-        if architecture != "llama" {
-            return Err(LocalError::UnsupportedArchitecture {
-                path: path.to_path_buf(),
-                arch: architecture,
-            });
-        }
+        // Checked before the tokenizer, so an unsupported file says so first.
+        let arch = arch::Arch::read(&meta)?;
+        let architecture = arch.name().to_string();
         let override_file = gguf::sibling_tokenizer(path);
         let (tokenizer, tokenizer_source) = tokenizer::load(&meta, override_file.as_deref())?;
         let tokens = SpecialTokens::read(&meta, &tokenizer)?;
@@ -209,7 +208,7 @@ impl LocalModel {
             tokens.bos_text.clone(),
             tokens.eos_text.clone(),
         )?;
-        let context_length = context_length(&meta)?;
+        let context_length = context_length(&meta, arch)?;
         let model_id = model_id(
             path,
             &mut file,
@@ -575,8 +574,8 @@ impl SpecialTokens {
     }
 }
 
-fn context_length(meta: &Meta<'_>) -> Result<usize, LocalError> {
-    let declared = meta.uint("llama.context_length")?;
+pub(crate) fn context_length(meta: &Meta<'_>, arch: arch::Arch) -> Result<usize, LocalError> {
+    let declared = meta.uint(&arch.key("context_length"))?;
     Ok(usize::try_from(declared).unwrap_or(usize::MAX))
 }
 
