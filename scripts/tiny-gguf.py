@@ -9,6 +9,8 @@ ARCH (default llama) picks the layout, with what each family adds as llama.cpp's
 - llama: Llama.
 - llama3: Llama with Llama 3.1's rope scaling, as its converter writes it: a `rope_freqs.weight` tensor of
   per-pair frequency factors (factor 8, low/high frequency factors 1 and 4, original context 8192).
+- mistral3: Llama's layout under `mistral3` with YaRN rope scaling (factor 4 over an original context of 128,
+  base 1000000) and Llama 4's attention temperature (scale 0.1, length 64, so prompts past 64 tokens grow).
 - qwen2: biases on Q, K and V, and linear rope scaling (`qwen2.rope.scaling.*`, factor 4).
 - qwen3: per-head Q and K RMS norms, and heads of 128 (`attention.key_length`), wider than width/heads.
 - gemma3: per-head Q and K norms, post-attention and post-MLP norms, heads of 128, one key/value head per two
@@ -36,7 +38,7 @@ from gguf import GGMLQuantizationType as T
 
 DIM, FFN, HEADS, KV_HEADS, LAYERS = 256, 512, 4, 2, 2
 TARGET_STD = 0.05
-ARCHS = ("llama", "llama3", "qwen2", "qwen3", "gemma3")
+ARCHS = ("llama", "llama3", "mistral3", "qwen2", "qwen3", "gemma3")
 
 # Byte offsets of each block's f16 scale fields (d, and dmin or m where the type has one), and the block size.
 SCALE_FIELDS = {
@@ -143,7 +145,7 @@ def main():
     gguf_arch = "llama" if arch == "llama3" else arch
     head_dim = 128 if arch in ("qwen3", "gemma3") else DIM // HEADS
     layers = 6 if arch == "gemma3" else LAYERS
-    rope_base = {"llama3": 500000.0, "gemma3": 1000000.0}.get(arch, 100000.0)
+    rope_base = {"llama3": 500000.0, "gemma3": 1000000.0, "mistral3": 1000000.0}.get(arch, 100000.0)
     rng = np.random.default_rng(args.seed)
     reader = gguf.GGUFReader(args.smollm2)
     writer = gguf.GGUFWriter(args.out, gguf_arch)
@@ -167,6 +169,14 @@ def main():
         writer.add_rope_scaling_factor(4.0)
     if arch == "gemma3":
         writer.add_sliding_window(32)
+    if arch == "mistral3":
+        writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        writer.add_rope_scaling_factor(4.0)
+        writer.add_rope_scaling_orig_ctx_len(128)
+        writer.add_rope_scaling_yarn_beta_fast(32.0)
+        writer.add_rope_scaling_yarn_beta_slow(1.0)
+        writer.add_attn_temperature_scale(0.1)
+        writer.add_attn_temperature_length(64)
 
     def add(name, rows, cols):
         data, raw = matrix(rng, qtype, rows, cols)

@@ -149,6 +149,45 @@ mod avx2 {
 mod tests {
     use super::*;
 
+    /// The GELU table equals the one llama.cpp's CPU build fills (`scripts/ggml-gelu-table.py`), every entry
+    /// (for a NaN input both are NaN; the payloads differ and nothing reads them).
+    #[test]
+    fn gelu_table_equals_ggml() {
+        let Some(theirs) = nmb_test_support::llama::ggml_gelu_table() else {
+            return;
+        };
+        let ours = gelu_table();
+        assert_eq!(theirs.len(), ours.len());
+        let nan = |bits: u16| f16::from_bits(bits).is_nan();
+        let differ: Vec<usize> = (0..ours.len())
+            .filter(|&i| match nan(i as u16) {
+                true => !(nan(ours[i]) && nan(theirs[i])),
+                false => ours[i] != theirs[i],
+            })
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "{} of 65536 entries differ, first at f16 {:#06x}: ours {:#06x}, ggml {:#06x}",
+            differ.len(),
+            differ[0],
+            ours[differ[0]],
+            theirs[differ[0]]
+        );
+    }
+
+    /// The table's ends: GELU leaves large inputs as they are and takes large negative ones to zero, and
+    /// geglu's cut-offs at ±10 multiply or zero without the table.
+    #[test]
+    fn geglu_follows_ggml_cut_offs() {
+        let gu = [-12.0, -1.0, 0.0, 3.0, 12.0, 2.0, 2.0, 2.0, 2.0, 0.5];
+        let out = geglu(&gu, 5);
+        assert_eq!(out[0], 0.0);
+        assert_eq!(out[2], 0.0);
+        assert_eq!(out[4], 12.0 * 0.5);
+        assert!((out[1] - -0.158_8 * 2.0).abs() < 1e-3, "{}", out[1]);
+        assert!((out[3] - 2.996 * 2.0).abs() < 1e-2, "{}", out[3]);
+    }
+
     /// The AVX2 lanes give the scalar function's bits, across the normal range, the far ends (where the exp
     /// leaves the normal exponents) and a tail past the last multiple of eight.
     #[test]

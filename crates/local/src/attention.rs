@@ -14,6 +14,11 @@
 //! - **Split**, for a single decoding token once llama.cpp's padded KV length (a multiple of 256, at least 256)
 //!   reaches 512: the one pass over each half of the padded range, as its two threads do, then merged.
 //!
+//! A sliding-window layer (Gemma 3) attends over the keys in its window only: llama.cpp masks the others, and
+//! each path skips masked keys as it does, so the arithmetic over the window is the same as over a whole
+//! sequence. Its KV cache is smaller (the window plus a prompt chunk, padded), which caps the padded length
+//! the split decision sees.
+//!
 //! The split follows llama.cpp running with two threads; with more, llama.cpp splits finer and rounds
 //! differently.
 
@@ -693,7 +698,8 @@ mod tests {
         }
     }
 
-    /// All three paths compute softmax attention; they differ only in rounding.
+    /// All three paths compute softmax attention, over a whole sequence or a window ending at its last key
+    /// (starting mid-tile, at a tile boundary, and past the split); they differ only in rounding.
     #[test]
     fn the_paths_agree_with_plain_softmax_attention() {
         let dim = 64;
@@ -712,31 +718,33 @@ mod tests {
         };
         let q: Vec<f32> = (0..dim).map(|i| val(i + 5) * 3.0).collect();
         let scale = 0.125;
-        let scores: Vec<f64> = (0..len)
-            .map(|p| {
-                let kr = &k[p * dim..(p + 1) * dim];
-                q.iter().zip(kr).map(|(a, b)| f64::from(a * b)).sum::<f64>() * 0.125
-            })
-            .collect();
-        let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        let w: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
-        let total: f64 = w.iter().sum();
-        let exact: Vec<f64> = (0..dim)
-            .map(|d| {
-                (0..len)
-                    .map(|p| w[p] * f64::from(v[p * dim + d]))
-                    .sum::<f64>()
-                    / total
-            })
-            .collect();
-        for path in [Path::Tiled, Path::OnePass, Path::Split { at: 256 }] {
-            let mut out = vec![0f32; dim];
-            attend(path, &q, &keys, None, 0..len, scale, &mut out);
-            for d in 0..dim {
-                assert!(
-                    (f64::from(out[d]) - exact[d]).abs() < 3e-3,
-                    "{path:?} dim {d}"
-                );
+        for first in [0, 70, 128, 260] {
+            let scores: Vec<f64> = (first..len)
+                .map(|p| {
+                    let kr = &k[p * dim..(p + 1) * dim];
+                    q.iter().zip(kr).map(|(a, b)| f64::from(a * b)).sum::<f64>() * 0.125
+                })
+                .collect();
+            let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let w: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+            let total: f64 = w.iter().sum();
+            let exact: Vec<f64> = (0..dim)
+                .map(|d| {
+                    (first..len)
+                        .map(|p| w[p - first] * f64::from(v[p * dim + d]))
+                        .sum::<f64>()
+                        / total
+                })
+                .collect();
+            for path in [Path::Tiled, Path::OnePass, Path::Split { at: 256 }] {
+                let mut out = vec![0f32; dim];
+                attend(path, &q, &keys, None, first..len, scale, &mut out);
+                for d in 0..dim {
+                    assert!(
+                        (f64::from(out[d]) - exact[d]).abs() < 3e-3,
+                        "{path:?} from {first}, dim {d}"
+                    );
+                }
             }
         }
     }

@@ -14,7 +14,7 @@
 //!   once and each keeps only its own continuation.
 //! - **Numerics** follow llama.cpp's CPU path bit for bit: activations quantised per weight format (see
 //!   [`crate::quant`]), RMS norm summed in f64, rotary angles built by repeated multiplication and the rotation
-//!   with the multiply-add GCC contracts it to, SiLU with ggml's vectorised exp, and attention as
+//!   with the multiply-add GCC contracts it to, SiLU with ggml's vectorised exp (GELU from its f16 table), and attention as
 //!   [`crate::attention`] describes. Checked by dumping every intermediate tensor of llama.cpp (its eval
 //!   callback, through the xllamacpp library) for a prompt and comparing them with this engine's: all equal,
 //!   logits included; the logits and greedy tests in `tests/it/greedy.rs` hold the result.
@@ -30,7 +30,7 @@ use candle_core::Device;
 use rayon::prelude::*;
 
 use crate::activation;
-use crate::arch::{Arch, Config};
+use crate::arch::{self, Arch, Config};
 use crate::attention::{self, Keys};
 use crate::gguf::Meta;
 use crate::quant::{round_f16, Acts, Batch, Format, KPaths, Kernel, QMatrix, BLOCK};
@@ -255,12 +255,13 @@ impl Engine {
             layers.push(loader.layer(&cfg, l)?);
         }
         let norm = loader.vector("output_norm.weight", cfg.dim)?;
-        // llama.cpp reads the factors for Llama only; other families' graphs pass none.
-        let rope_factors = if arch == Arch::Llama && loader.has("rope_freqs.weight") {
-            Some(loader.vector("rope_freqs.weight", cfg.rope.dims / 2)?)
-        } else {
-            None
-        };
+        // llama.cpp reads the factors for Llama and Mistral 3 only; other families' graphs pass none.
+        let rope_factors =
+            if matches!(arch, Arch::Llama | Arch::Mistral3) && loader.has("rope_freqs.weight") {
+                Some(loader.vector("rope_freqs.weight", cfg.rope.dims / 2)?)
+            } else {
+                None
+            };
         let mut formats = loader.formats;
         formats.sort();
         formats.dedup();
@@ -356,6 +357,12 @@ impl Engine {
             if let Some(s) = cfg.query_scale {
                 for col in qkv.chunks_exact_mut(cfg.q_dim() + 2 * cfg.kv_dim()) {
                     scale(&mut col[..cfg.q_dim()], s);
+                }
+            }
+            if let Some(t) = cfg.attn_temp {
+                let width = cfg.q_dim() + 2 * cfg.kv_dim();
+                for (col, &p) in qkv.chunks_exact_mut(width).zip(&positions) {
+                    scale(&mut col[..cfg.q_dim()], t.at(p));
                 }
             }
             append_kv(seqs, cols, &qkv, l, cfg);
@@ -466,8 +473,8 @@ impl Rope {
             let mut theta = p as f32;
             for i in 0..half {
                 let ff = factors.map_or(1.0, |f| f[i]);
-                let angle = cfg.rope.scale * (theta / ff);
-                table.push((angle.cos(), angle.sin()));
+                let (angle, mscale) = rope_yarn(&cfg.rope, theta / ff, i);
+                table.push((angle.cos() * mscale, angle.sin() * mscale));
                 theta *= theta_scale;
             }
         }
@@ -512,6 +519,21 @@ impl Rope {
             }
         }
     }
+}
+
+/// ggml's `rope_yarn` for pair `i`: the angle (scaled, or with YaRN mixed with the unscaled one) and what its
+/// cosine and sine are multiplied by. ggml-cpu is built with FMA, and GCC contracts the mix to one multiply-add
+/// (computed unfused, some angles part from llama.cpp's in the last bit).
+fn rope_yarn(rope: &arch::Rope, extrap: f32, i: usize) -> (f32, f32) {
+    let interp = rope.scale * extrap;
+    let Some(yarn) = rope.yarn else {
+        return (interp, 1.0);
+    };
+    let [low, high] = yarn.corr_dims;
+    let y = (i as f32 - low) / 0.001f32.max(high - low);
+    let mix = (1.0 - y.clamp(0.0, 1.0)) * yarn.ext_factor;
+    let angle = interp.mul_add(1.0 - mix, extrap * mix);
+    (angle, 0.1f32.mul_add((1.0 / rope.scale).ln(), 1.0))
 }
 
 /// Qwen 3's and Gemma 3's RMS norm over each query and key head, in place, before the rotation.
@@ -759,11 +781,12 @@ impl Loader<'_> {
 
     /// A 2-D weight of `cols` columns (its input width).
     fn matrix(&mut self, name: &str, cols: usize) -> Result<QMatrix, LocalError> {
-        let info = self
-            .content
-            .tensor_infos
-            .get(name)
-            .ok_or_else(|| self.err(name, "missing; expected it in this architecture's GGUF".into()))?;
+        let info = self.content.tensor_infos.get(name).ok_or_else(|| {
+            self.err(
+                name,
+                "missing; expected it in this architecture's GGUF".into(),
+            )
+        })?;
         let dims = info.shape.dims().to_vec();
         if dims.len() != 2 || dims[1] != cols || !cols.is_multiple_of(BLOCK) {
             return Err(self.err(

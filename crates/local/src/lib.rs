@@ -1,6 +1,7 @@
 //! The `local:` backend: a real language model running in-process on the CPU with this crate's own engine.
 //!
-//! This crate owns loading GGUF quantized Llama-family models from a file path or an `hf://OWNER/NAME/FILE.gguf`
+//! This crate owns loading GGUF quantized models (architectures `llama`, `mistral3`, `qwen2`, `qwen3` and `gemma3`; see
+//! `arch`) from a file path or an `hf://OWNER/NAME/FILE.gguf`
 //! spec (candle reads the GGUF header), building their tokenizer and chat template from the GGUF's own
 //! metadata, running the model on its quantised weights, generating n answers for a conversation, and
 //! [`LocalBackend`], which puts a loaded model behind `nmb_requests::Backend` with one batch for every request.
@@ -23,7 +24,7 @@
 //!   from a SplitMix64 stream seeded from [`GenParams::seed`], so a given seed gives the same text; with no seed
 //!   a random one is drawn and reported in [`LocalCompletion::seed`]. Generation stops at the end-of-turn
 //!   tokens (eos, `<|im_end|>` and the like) or after `max_tokens`.
-//! - **Context.** The window is the GGUF's `llama.context_length`. A prompt that does not fit is
+//! - **Context.** The window is the GGUF's `{arch}.context_length`. A prompt that does not fit is
 //!   [`LocalError::ContextTooLong`] (the `context_length` error class); an answer that reaches the end of the
 //!   window finishes with `length`.
 //! - **Weights and speed.** The engine is this crate's own (modules `engine`, `quant`, `attention`, `activation`): weights
@@ -43,6 +44,8 @@
 //!   limit ([`LocalBackend::with_kv_limit`]). Its prompt cache lets a request skip the start it shares with a
 //!   prompt read before (a consult's earlier turns), only where that computes exactly what reading it would
 //!   ([`LocalBackend::with_prompt_cache`]).
+//! - **Weights alone.** [`LocalWeights`] loads the weights without the tokenizer or chat template, for the
+//!   logits of token-id prompts (comparing with llama.cpp on a file whose tokenizer is not built here).
 //! - **Sharing.** [`LocalModel`] is `Send + Sync` and meant to sit in an `Arc`; every generation keeps its own
 //!   KV cache, so concurrent calls are safe, though on a CPU they only compete for cores: send them through
 //!   [`LocalBackend`], which batches them.

@@ -43,9 +43,7 @@ pub(super) fn config(meta: &Meta<'_>, mut cfg: Config) -> Result<Config, LocalEr
         Some(window) => {
             cfg.swa = Some(Swa {
                 window,
-                layers: (0..cfg.layers)
-                    .map(|l| l % PATTERN < PATTERN - 1)
-                    .collect(),
+                layers: (0..cfg.layers).map(|l| l % PATTERN < PATTERN - 1).collect(),
                 rope_base: SWA_ROPE_BASE,
             })
         }

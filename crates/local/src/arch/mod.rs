@@ -1,20 +1,23 @@
 //! The model architectures the engine runs, each read from its GGUF metadata into one [`Config`] that the
 //! shared forward pass in `engine` follows. One module per family says what its layers add to Llama's
-//! (`llama`, `qwen`, `gemma3`); llama.cpp's graph for each (`src/models/*.cpp`) is the reference.
+//! (`llama`, `mistral3`, `qwen`, `gemma3`); llama.cpp's graph for each (`src/models/*.cpp`) is the reference, and
+//! the bit-for-bit tests against xllamacpp's build of it (`tests/it/architectures.rs`) are the judge.
 
 mod gemma3;
 mod llama;
+mod mistral3;
 mod qwen;
 
 use crate::gguf::Meta;
 use crate::LocalError;
 
 /// The `general.architecture` values the engine runs, as llama.cpp names them.
-pub(crate) const SUPPORTED: [&str; 4] = ["llama", "qwen2", "qwen3", "gemma3"];
+pub(crate) const SUPPORTED: [&str; 5] = ["llama", "mistral3", "qwen2", "qwen3", "gemma3"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Arch {
     Llama,
+    Mistral3,
     Qwen2,
     Qwen3,
     Gemma3,
@@ -26,6 +29,7 @@ impl Arch {
         let name = meta.string("general.architecture")?;
         Ok(match name {
             "llama" => Arch::Llama,
+            "mistral3" => Arch::Mistral3,
             "qwen2" => Arch::Qwen2,
             "qwen3" => Arch::Qwen3,
             "gemma3" => Arch::Gemma3,
@@ -42,6 +46,7 @@ impl Arch {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Arch::Llama => "llama",
+            Arch::Mistral3 => "mistral3",
             Arch::Qwen2 => "qwen2",
             Arch::Qwen3 => "qwen3",
             Arch::Gemma3 => "gemma3",
@@ -65,6 +70,34 @@ pub(crate) struct Rope {
     pub base: f32,
     /// Linear scaling (`1 / rope.scaling.factor`), 1 when none.
     pub scale: f32,
+    /// YaRN's mix of scaled and unscaled angles, where the file asks for it.
+    pub yarn: Option<Yarn>,
+}
+
+/// YaRN rope scaling as ggml's `rope_yarn` computes it: per rotated pair, a ramp between the correction
+/// dimensions mixes the scaled angle with the unscaled one, and the cosines and sines are multiplied by
+/// `1 + 0.1 ln(1 / scale)` (llama.cpp's own attention factor being 1).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Yarn {
+    pub ext_factor: f32,
+    /// `ggml_rope_yarn_corr_dims`: the first and last pair index of the ramp.
+    pub corr_dims: [f32; 2],
+}
+
+/// Llama 4's attention temperature (Mistral 3): queries at position `p` are multiplied by
+/// `ln(floor((p + offset) / floor) + 1) * scale + 1`, computed in f64 as llama.cpp fills that input.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AttnTemp {
+    pub scale: f32,
+    pub floor: f32,
+    pub offset: f32,
+}
+
+impl AttnTemp {
+    pub(crate) fn at(&self, p: usize) -> f32 {
+        let steps = ((p as f32 + self.offset) / self.floor).floor();
+        ((f64::from(steps) + 1.0).ln() * f64::from(self.scale) + 1.0) as f32
+    }
 }
 
 /// Sliding-window attention on some layers (llama.cpp's `swa_layers`, standard type: a query sees the
@@ -113,6 +146,8 @@ pub(crate) struct Config {
     pub query_scale: Option<f32>,
     /// Logits become `cap * tanh(logits / cap)`.
     pub final_softcap: Option<f32>,
+    /// Queries are multiplied by a factor growing with their position.
+    pub attn_temp: Option<AttnTemp>,
 }
 
 impl Config {
@@ -121,6 +156,7 @@ impl Config {
         let base = common(meta, arch)?;
         match arch {
             Arch::Llama => llama::config(meta, base),
+            Arch::Mistral3 => mistral3::config(meta, base),
             Arch::Qwen2 | Arch::Qwen3 => qwen::config(meta, base),
             Arch::Gemma3 => gemma3::config(meta, base),
         }
@@ -141,10 +177,7 @@ impl Config {
 
     /// Whether layer `l` attends over a sliding window, and how wide.
     pub(crate) fn window(&self, l: usize) -> Option<usize> {
-        self.swa
-            .as_ref()
-            .filter(|s| s.layers[l])
-            .map(|s| s.window)
+        self.swa.as_ref().filter(|s| s.layers[l]).map(|s| s.window)
     }
 }
 
@@ -212,24 +245,31 @@ fn common(meta: &Meta<'_>, arch: Arch) -> Result<Config, LocalError> {
             dims: rope_dims,
             base: meta.opt_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0),
             scale: rope_scale(meta, arch)?,
+            yarn: None,
         },
         swa: None,
         block: Block::default(),
         embed_scale: None,
         query_scale: None,
         final_softcap: None,
+        attn_temp: None,
     })
 }
 
 /// `rope.scaling.*` as llama.cpp reads it: positions are multiplied by `1 / rope.scaling.factor` whatever the
-/// type says (none or linear); YaRN and LongRoPE change the rotation itself and are refused.
+/// type says (none or linear; YaRN adds its mix, which only `mistral3` reads here); LongRoPE and YaRN elsewhere
+/// are refused.
 fn rope_scale(meta: &Meta<'_>, arch: Arch) -> Result<f32, LocalError> {
     let kind = meta.opt_string(&arch.key("rope.scaling.type"))?;
-    if let Some(other) = kind.filter(|k| !matches!(*k, "none" | "linear")) {
+    let allowed =
+        |k: &str| matches!(k, "none" | "linear") || (k == "yarn" && arch == Arch::Mistral3);
+    if let Some(other) = kind.filter(|k| !allowed(k)) {
         return Err(LocalError::Metadata {
             path: meta.path.to_path_buf(),
             key: arch.key("rope.scaling.type"),
-            expected: format!("`none` or `linear` rope scaling, not `{other}`"),
+            expected: format!(
+                "`none` or `linear` rope scaling (or `yarn` in a mistral3 file), not `{other}`"
+            ),
         });
     }
     Ok(match meta.opt_f32(&arch.key("rope.scaling.factor"))? {

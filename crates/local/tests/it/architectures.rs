@@ -1,8 +1,9 @@
 //! Each architecture beside Llama against llama.cpp bit for bit, on tiny random-weight GGUFs that
 //! `scripts/tiny-gguf.py --arch` writes (matrices in Q8_0, SmolLM2's tokenizer): Qwen 2 (Q/K/V biases, linear
 //! rope scaling), Qwen 3 (per-head Q/K norms, heads wider than width/heads), Gemma 3 (embedding scale, per-head
-//! and post norms, GELU from ggml's table, sliding window of 32 on five of its six layers, tied output) and
-//! Llama with Llama 3.1's rope frequency factors. For each: every logit after the eight prompts of
+//! and post norms, GELU from ggml's table, sliding window of 32 on five of its six layers, tied output), Mistral
+//! 3 (YaRN rope scaling, attention temperature past 128 positions) and Llama with Llama 3.1's rope frequency
+//! factors. For each: every logit after the eight prompts of
 //! [`crate::common::PROMPT_LENGTHS`] (up to 530 tokens, far past Gemma's window) equals llama.cpp's, and 64
 //! greedy tokens after two of them equal its server's.
 //!
@@ -17,7 +18,7 @@ use nmb_local::{LocalModel, LocalWeights};
 
 use crate::common::{self, greedy_differences, logits_differences, prompt, prompts, tiny};
 
-const ARCHS: [&str; 4] = ["qwen2", "qwen3", "gemma3", "llama3"];
+const ARCHS: [&str; 5] = ["qwen2", "qwen3", "gemma3", "llama3", "mistral3"];
 
 const GREEDY_STEPS: u32 = 64;
 
@@ -25,7 +26,9 @@ const GREEDY_STEPS: u32 = 64;
 fn prompt_logits_equal_llama_cpp_bit_for_bit_in_every_architecture() {
     let mut failures = Vec::new();
     for arch in ARCHS {
-        let Some(path) = tiny("Q8_0", arch) else { return };
+        let Some(path) = tiny("Q8_0", arch) else {
+            return;
+        };
         let m = LocalModel::load(&path).unwrap_or_else(|e| panic!("{arch}: loads: {e}"));
         let Some(found) = logits_differences(arch, &path, &prompts(), |ids| {
             m.prompt_logits(ids).expect("prompt logits")
@@ -41,7 +44,9 @@ fn prompt_logits_equal_llama_cpp_bit_for_bit_in_every_architecture() {
 fn greedy_tokens_equal_llama_cpp_in_every_architecture() {
     let mut failures = Vec::new();
     for arch in ARCHS {
-        let Some(path) = tiny("Q8_0", arch) else { return };
+        let Some(path) = tiny("Q8_0", arch) else {
+            return;
+        };
         let m = LocalModel::load(&path).unwrap_or_else(|e| panic!("{arch}: loads: {e}"));
         let Some(found) = greedy_differences(arch, &m, &path, &prompts()[3..5], GREEDY_STEPS)
         else {

@@ -22,7 +22,9 @@ const GREEDY_STEPS: u32 = 64;
 fn prompt_logits_equal_llama_cpp_bit_for_bit_in_every_type() {
     let mut failures = Vec::new();
     for ty in TYPES {
-        let Some(path) = tiny(ty, "llama") else { return };
+        let Some(path) = tiny(ty, "llama") else {
+            return;
+        };
         let m = LocalModel::load(&path).unwrap_or_else(|e| panic!("{ty}: loads: {e}"));
         let Some(found) = logits_differences(ty, &path, &prompts(), |ids| {
             m.prompt_logits(ids).expect("prompt logits")
@@ -38,7 +40,9 @@ fn prompt_logits_equal_llama_cpp_bit_for_bit_in_every_type() {
 fn greedy_tokens_equal_llama_cpp_in_every_type() {
     let mut failures = Vec::new();
     for ty in TYPES {
-        let Some(path) = tiny(ty, "llama") else { return };
+        let Some(path) = tiny(ty, "llama") else {
+            return;
+        };
         let m = LocalModel::load(&path).unwrap_or_else(|e| panic!("{ty}: loads: {e}"));
         let Some(found) = greedy_differences(ty, &m, &path, &prompts()[3..5], GREEDY_STEPS) else {
             return;
