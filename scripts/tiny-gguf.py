@@ -1,9 +1,21 @@
 #!/usr/bin/env python3
-"""Writes a tiny random-weight Llama GGUF in one quantisation type, for the local engine's bit-for-bit tests.
+"""Writes a tiny random-weight GGUF in one quantisation type, for the local engine's bit-for-bit tests.
 
-Usage: tiny-gguf.py SMOLLM2.gguf TYPE OUT.gguf [--seed N] [--pre NAME] [--chat-template FILE]
+Usage: tiny-gguf.py SMOLLM2.gguf TYPE OUT.gguf [--seed N] [--arch ARCH] [--pre NAME] [--chat-template FILE]
 TYPE is a GGML type name (Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, F16, BF16). Every matrix
-(token_embd, output and each layer's attention and MLP weights) is stored in TYPE; the norms are F32.
+(token_embd, output and each layer's attention and MLP weights) is stored in TYPE; the norms and biases are F32.
+
+ARCH (default llama) picks the layout, with what each family adds as llama.cpp's loader names it:
+- llama: Llama.
+- llama3: Llama with Llama 3.1's rope scaling, as its converter writes it: a `rope_freqs.weight` tensor of
+  per-pair frequency factors (factor 8, low/high frequency factors 1 and 4, original context 8192).
+- mistral3: Llama's layout under `mistral3` with YaRN rope scaling (factor 4 over an original context of 128,
+  base 1000000) and Llama 4's attention temperature (scale 0.1, length 64, so prompts past 64 tokens grow).
+- qwen2: biases on Q, K and V, and linear rope scaling (`qwen2.rope.scaling.*`, factor 4).
+- qwen3: per-head Q and K RMS norms, and heads of 128 (`attention.key_length`), wider than width/heads.
+- gemma3: per-head Q and K norms, post-attention and post-MLP norms, heads of 128, one key/value head per two
+  query heads, 6 layers with a sliding window of 32 positions (layers 0-4 slide, layer 5 is global), and the
+  output tied to the embedding (no `output.weight`).
 
 The tokenizer (vocabulary, merges, special tokens, chat template) is copied from SmolLM2's GGUF, so both
 engines tokenise as they do for SmolLM2 and the vocabulary is real (`--pre` replaces its pre-tokenizer name,
@@ -27,6 +39,7 @@ from gguf import GGMLQuantizationType as T
 
 DIM, FFN, HEADS, KV_HEADS, LAYERS = 256, 512, 4, 2, 2
 TARGET_STD = 0.05
+ARCHS = ("llama", "llama3", "mistral3", "qwen2", "qwen3", "gemma3")
 
 # Byte offsets of each block's f16 scale fields (d, and dmin or m where the type has one), and the block size.
 SCALE_FIELDS = {
@@ -100,12 +113,30 @@ def copy_tokenizer(reader, writer, replace):
     return vocab
 
 
+def llama3_rope_factors(head_dim, base, factor=8.0, low=1.0, high=4.0, original=8192):
+    """Llama 3.1's frequency factors, as llama.cpp's converter computes them (`generate_extra_tensors`)."""
+    freqs = 1.0 / (base ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim))
+    low_wavelen, high_wavelen = original / low, original / high
+    factors = []
+    for freq in freqs:
+        wavelen = 2 * np.pi / freq
+        if wavelen < high_wavelen:
+            factors.append(1)
+        elif wavelen > low_wavelen:
+            factors.append(factor)
+        else:
+            smooth = (original / wavelen - low) / (high - low)
+            factors.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(factors, dtype=np.float32)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("smollm2")
     ap.add_argument("type")
     ap.add_argument("out")
     ap.add_argument("--seed", type=int, default=30)
+    ap.add_argument("--arch", default="llama", choices=ARCHS)
     ap.add_argument("--pre", help="tokenizer.ggml.pre to write instead of SmolLM2's")
     ap.add_argument("--chat-template", help="a file whose text becomes tokenizer.chat_template")
     args = ap.parse_args()
@@ -121,43 +152,81 @@ def main():
         sys.exit(f"tiny-gguf.py: unknown type {args.type!r}")
     if qtype not in SCALE_FIELDS and qtype not in (T.F16, T.BF16, T.F32):
         sys.exit(f"tiny-gguf.py: type {args.type} is not one this script writes")
+    arch = args.arch
+    gguf_arch = "llama" if arch == "llama3" else arch
+    head_dim = 128 if arch in ("qwen3", "gemma3") else DIM // HEADS
+    layers = 6 if arch == "gemma3" else LAYERS
+    rope_base = {"llama3": 500000.0, "gemma3": 1000000.0, "mistral3": 1000000.0}.get(arch, 100000.0)
     rng = np.random.default_rng(args.seed)
     reader = gguf.GGUFReader(args.smollm2)
-    writer = gguf.GGUFWriter(args.out, "llama")
-    writer.add_name(f"tiny-llama-{qtype.name}")
+    writer = gguf.GGUFWriter(args.out, gguf_arch)
+    writer.add_name(f"tiny-{arch}-{qtype.name}")
     vocab = copy_tokenizer(reader, writer, replace)
-    writer.add_block_count(LAYERS)
+    writer.add_block_count(layers)
     writer.add_context_length(2048)
     writer.add_embedding_length(DIM)
     writer.add_feed_forward_length(FFN)
     writer.add_head_count(HEADS)
     writer.add_head_count_kv(KV_HEADS)
-    writer.add_rope_freq_base(100000.0)
-    writer.add_rope_dimension_count(DIM // HEADS)
-    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_freq_base(rope_base)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_layer_norm_rms_eps(1e-6 if arch == "gemma3" else 1e-5)
     writer.add_vocab_size(vocab)
+    if head_dim != DIM // HEADS:
+        writer.add_key_length(head_dim)
+        writer.add_value_length(head_dim)
+    if arch == "qwen2":
+        writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        writer.add_rope_scaling_factor(4.0)
+    if arch == "gemma3":
+        writer.add_sliding_window(32)
+    if arch == "mistral3":
+        writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        writer.add_rope_scaling_factor(4.0)
+        writer.add_rope_scaling_orig_ctx_len(128)
+        writer.add_rope_scaling_yarn_beta_fast(32.0)
+        writer.add_rope_scaling_yarn_beta_slow(1.0)
+        writer.add_attn_temperature_scale(0.1)
+        writer.add_attn_temperature_length(64)
 
     def add(name, rows, cols):
         data, raw = matrix(rng, qtype, rows, cols)
         writer.add_tensor(name, data, raw_dtype=raw)
 
-    def norm(name):
-        writer.add_tensor(name, (1.0 + rng.normal(0, 0.1, size=DIM)).astype(np.float32))
+    def norm(name, size=DIM):
+        writer.add_tensor(name, (1.0 + rng.normal(0, 0.1, size=size)).astype(np.float32))
 
-    kv = DIM // HEADS * KV_HEADS
+    def bias(name, size):
+        writer.add_tensor(name, rng.normal(0, 0.5, size=size).astype(np.float32))
+
+    q_dim, kv = head_dim * HEADS, head_dim * KV_HEADS
     add("token_embd.weight", vocab, DIM)
-    for i in range(LAYERS):
+    if arch == "llama3":
+        writer.add_tensor("rope_freqs.weight", llama3_rope_factors(head_dim, rope_base))
+    for i in range(layers):
         norm(f"blk.{i}.attn_norm.weight")
-        add(f"blk.{i}.attn_q.weight", DIM, DIM)
+        add(f"blk.{i}.attn_q.weight", q_dim, DIM)
         add(f"blk.{i}.attn_k.weight", kv, DIM)
         add(f"blk.{i}.attn_v.weight", kv, DIM)
-        add(f"blk.{i}.attn_output.weight", DIM, DIM)
+        if arch == "qwen2":
+            bias(f"blk.{i}.attn_q.bias", q_dim)
+            bias(f"blk.{i}.attn_k.bias", kv)
+            bias(f"blk.{i}.attn_v.bias", kv)
+        if arch in ("qwen3", "gemma3"):
+            norm(f"blk.{i}.attn_q_norm.weight", head_dim)
+            norm(f"blk.{i}.attn_k_norm.weight", head_dim)
+        add(f"blk.{i}.attn_output.weight", DIM, q_dim)
+        if arch == "gemma3":
+            norm(f"blk.{i}.post_attention_norm.weight")
         norm(f"blk.{i}.ffn_norm.weight")
         add(f"blk.{i}.ffn_gate.weight", FFN, DIM)
         add(f"blk.{i}.ffn_up.weight", FFN, DIM)
         add(f"blk.{i}.ffn_down.weight", DIM, FFN)
+        if arch == "gemma3":
+            norm(f"blk.{i}.post_ffw_norm.weight")
     norm("output_norm.weight")
-    add("output.weight", vocab, DIM)
+    if arch != "gemma3":
+        add("output.weight", vocab, DIM)
 
     writer.write_header_to_file()
     writer.write_kv_data_to_file()

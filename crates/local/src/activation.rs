@@ -1,6 +1,14 @@
-//! The feed-forward activation, SwiGLU (`silu(gate) * up`), computed as llama.cpp's AVX2 build computes it:
-//! eight values at a time with ggml's vectorised exp ([`ggml_v_expf`]), and the values past the last multiple
-//! of eight with libm's `expf`, as ggml's tail loop does. The scalar fallback gives the same bits.
+//! The feed-forward activations, computed as llama.cpp's AVX2 build computes them.
+//! - SwiGLU (`silu(gate) * up`): eight values at a time with ggml's vectorised exp ([`ggml_v_expf`]), and the
+//!   values past the last multiple of eight with libm's `expf`, as ggml's tail loop does. The scalar fallback
+//!   gives the same bits.
+//! - GeGLU (`gelu(gate) * up`, Gemma's): ggml's CPU build reads the tanh GELU from a table of 65536 f16 values
+//!   indexed by the gate rounded to f16 (`GGML_GELU_FP16`, on by default), 0 at or below -10 and the gate itself
+//!   at or above 10. [`gelu_table`] builds the same table.
+
+use std::sync::OnceLock;
+
+use half::f16;
 
 use crate::attention::ggml_v_expf;
 use crate::quant::Kernel;
@@ -17,6 +25,44 @@ pub(crate) fn swiglu(gu: &[f32], ffn: usize) -> Vec<f32> {
         }
     }
     out
+}
+
+/// `gelu(gate) * up` per column, as ggml's `ggml_vec_geglu_f32`; `gu` is laid out as for [`swiglu`].
+pub(crate) fn geglu(gu: &[f32], ffn: usize) -> Vec<f32> {
+    let table = gelu_table();
+    let mut out = vec![0f32; gu.len() / 2];
+    for (col, dst) in gu.chunks_exact(2 * ffn).zip(out.chunks_exact_mut(ffn)) {
+        let (gate, up) = col.split_at(ffn);
+        for ((d, &g), &u) in dst.iter_mut().zip(gate).zip(up) {
+            *d = if g <= -10.0 {
+                0.0
+            } else if g >= 10.0 {
+                g * u
+            } else {
+                f16::from_bits(table[usize::from(f16::from_f32(g).to_bits())]).to_f32() * u
+            };
+        }
+    }
+    out
+}
+
+/// ggml's `ggml_table_gelu_f16`: for every f16 bit pattern, the tanh GELU of its value rounded to f16.
+pub(crate) fn gelu_table() -> &'static [u16] {
+    static TABLE: OnceLock<Vec<u16>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        (0..=u16::MAX)
+            .map(|bits| f16::from_f32(gelu(f16::from_bits(bits).to_f32())).to_bits())
+            .collect()
+    })
+}
+
+/// ggml's `ggml_gelu_f32`, `0.5x(1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2)))`, with the multiply-add GCC
+/// contracts `1 + 0.044715 x x` to.
+fn gelu(x: f32) -> f32 {
+    const GELU_COEF_A: f32 = 0.044715;
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    let inner = (GELU_COEF_A * x).mul_add(x, 1.0);
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * inner).tanh())
 }
 
 /// The part in whole vectors of eight: AVX2 where the CPU has it, else the same operations one at a time.
@@ -102,6 +148,45 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The GELU table equals the one llama.cpp's CPU build fills (`scripts/ggml-gelu-table.py`), every entry
+    /// (for a NaN input both are NaN; the payloads differ and nothing reads them).
+    #[test]
+    fn gelu_table_equals_ggml() {
+        let Some(theirs) = nmb_test_support::llama::ggml_gelu_table() else {
+            return;
+        };
+        let ours = gelu_table();
+        assert_eq!(theirs.len(), ours.len());
+        let nan = |bits: u16| f16::from_bits(bits).is_nan();
+        let differ: Vec<usize> = (0..ours.len())
+            .filter(|&i| match nan(i as u16) {
+                true => !(nan(ours[i]) && nan(theirs[i])),
+                false => ours[i] != theirs[i],
+            })
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "{} of 65536 entries differ, first at f16 {:#06x}: ours {:#06x}, ggml {:#06x}",
+            differ.len(),
+            differ[0],
+            ours[differ[0]],
+            theirs[differ[0]]
+        );
+    }
+
+    /// The table's ends: GELU leaves large inputs as they are and takes large negative ones to zero, and
+    /// geglu's cut-offs at ±10 multiply or zero without the table.
+    #[test]
+    fn geglu_follows_ggml_cut_offs() {
+        let gu = [-12.0, -1.0, 0.0, 3.0, 12.0, 2.0, 2.0, 2.0, 2.0, 0.5];
+        let out = geglu(&gu, 5);
+        assert_eq!(out[0], 0.0);
+        assert_eq!(out[2], 0.0);
+        assert_eq!(out[4], 12.0 * 0.5);
+        assert!((out[1] - -0.158_8 * 2.0).abs() < 1e-3, "{}", out[1]);
+        assert!((out[3] - 2.996 * 2.0).abs() < 1e-2, "{}", out[3]);
+    }
 
     /// The AVX2 lanes give the scalar function's bits, across the normal range, the far ends (where the exp
     /// leaves the normal exponents) and a tail past the last multiple of eight.

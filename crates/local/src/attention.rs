@@ -14,6 +14,11 @@
 //! - **Split**, for a single decoding token once llama.cpp's padded KV length (a multiple of 256, at least 256)
 //!   reaches 512: the one pass over each half of the padded range, as its two threads do, then merged.
 //!
+//! A sliding-window layer (Gemma 3) attends over the keys in its window only: llama.cpp masks the others, and
+//! each path skips masked keys as it does, so the arithmetic over the window is the same as over a whole
+//! sequence. Its KV cache is smaller (the window plus a prompt chunk, padded), which caps the padded length
+//! the split decision sees.
+//!
 //! The split follows llama.cpp running with two threads; with more, llama.cpp splits finer and rounds
 //! differently.
 
@@ -119,37 +124,40 @@ pub(crate) struct Partial {
     acc: Vec<f32>,
 }
 
-/// `dst` = attention of query `q` over keys `0..=pos`, by `path`. `q` is the query as computed (f32); `kt` is
-/// the head's [`transpose_keys`], which the tiled path needs.
+/// `dst` = attention of query `q` over the keys in `range` (`0..=pos`, or a sliding window ending at `pos`),
+/// by `path`. `q` is the query as computed (f32); `kt` is the head's [`transpose_keys`], which the tiled path
+/// needs. llama.cpp masks the keys before the window; each path skips them as it does (see [`tiled`]).
 pub(crate) fn attend(
     path: Path,
     q: &[f32],
     keys: &Keys<'_>,
     kt: Option<&[f32]>,
-    pos: usize,
+    range: std::ops::Range<usize>,
     scale: f32,
     dst: &mut [f32],
 ) {
+    let (first, len) = (range.start, range.end);
     match path {
         Path::Tiled => {
             let owned;
             let kt = match kt {
                 Some(kt) => kt,
                 None => {
-                    owned = transpose_keys(keys, pos + 1);
+                    owned = transpose_keys(keys, len);
                     &owned
                 }
             };
-            tiled(q, keys, kt, pos + 1, scale, dst)
+            tiled(q, keys, kt, range, scale, dst)
         }
         Path::OnePass => {
             let q16: Vec<f32> = q.iter().map(|&v| round_f16(v)).collect();
-            normalize(&one_pass(&q16, keys, 0..pos + 1, scale), dst);
+            normalize(&one_pass(&q16, keys, range, scale), dst);
         }
         Path::Split { at } => {
             let q16: Vec<f32> = q.iter().map(|&v| round_f16(v)).collect();
-            let first = one_pass(&q16, keys, 0..at.min(pos + 1), scale);
-            let second = one_pass(&q16, keys, at.min(pos + 1)..pos + 1, scale);
+            let at = at.clamp(first, len);
+            let first = one_pass(&q16, keys, first..at, scale);
+            let second = one_pass(&q16, keys, at..len, scale);
             normalize(&merge([first, second]), dst);
         }
     }
@@ -270,21 +278,24 @@ pub(crate) fn transpose_keys(keys: &Keys<'_>, len: usize) -> Vec<f32> {
     kt
 }
 
-/// The tiled path for one query over keys `0..len`; `kt` from [`transpose_keys`] over at least `len` keys.
+/// The tiled path for one query over the keys in `range`; `kt` from [`transpose_keys`] over at least
+/// `range.end` keys. Tiles stay at absolute positions: a tile wholly before the range is skipped, as llama.cpp
+/// skips a tile whose scores its mask makes all minus infinity, and within a tile the keys before the range
+/// score minus infinity.
 pub(crate) fn tiled(
     q: &[f32],
     keys: &Keys<'_>,
     kt: &[f32],
-    len: usize,
+    range: std::ops::Range<usize>,
     scale: f32,
     dst: &mut [f32],
 ) {
     #[cfg(target_arch = "x86_64")]
     if crate::quant::Kernel::detect() == crate::quant::Kernel::Avx2 {
         // SAFETY: `Kernel::Avx2` is only chosen on CPUs with AVX2 and FMA.
-        return unsafe { tiled_avx2(q, keys, kt, len, scale, dst) };
+        return unsafe { tiled_avx2(q, keys, kt, range, scale, dst) };
     }
-    tiled_body(q, keys, kt, len, scale, dst);
+    tiled_body(q, keys, kt, range, scale, dst);
 }
 
 /// [`tiled_body`] compiled for AVX2 and FMA: the same operations, eight keys or values per instruction.
@@ -294,20 +305,33 @@ unsafe fn tiled_avx2(
     q: &[f32],
     keys: &Keys<'_>,
     kt: &[f32],
-    len: usize,
+    range: std::ops::Range<usize>,
     scale: f32,
     dst: &mut [f32],
 ) {
-    tiled_body(q, keys, kt, len, scale, dst);
+    tiled_body(q, keys, kt, range, scale, dst);
 }
 
 #[inline(always)]
-fn tiled_body(q: &[f32], keys: &Keys<'_>, kt: &[f32], len: usize, scale: f32, dst: &mut [f32]) {
+fn tiled_body(
+    q: &[f32],
+    keys: &Keys<'_>,
+    kt: &[f32],
+    range: std::ops::Range<usize>,
+    scale: f32,
+    dst: &mut [f32],
+) {
     let dim = keys.dim;
+    let (first, len) = (range.start, range.end);
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
     let mut acc = vec![0f32; dim];
     for (t, start) in (0..len).step_by(TILE).enumerate() {
+        if start + TILE <= first {
+            continue;
+        }
         let n = TILE.min(len - start);
+        // Keys before this one in the tile are masked.
+        let from = first.saturating_sub(start);
         // One sequential chain of fused multiply-adds per score, over the head's dimensions in order, as
         // ggml's f32 GEMM computes it; the eight keys of a lane group run side by side.
         let mut scores = [0f32; TILE];
@@ -318,7 +342,11 @@ fn tiled_body(q: &[f32], keys: &Keys<'_>, kt: &[f32], len: usize, scale: f32, ds
             }
         }
         for (j, s) in scores.iter_mut().enumerate() {
-            *s = if j < n { *s * scale } else { f32::NEG_INFINITY };
+            *s = if (from..n).contains(&j) {
+                *s * scale
+            } else {
+                f32::NEG_INFINITY
+            };
         }
         let tile_max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
         let new_max = max.max(tile_max);
@@ -338,7 +366,7 @@ fn tiled_body(q: &[f32], keys: &Keys<'_>, kt: &[f32], len: usize, scale: f32, ds
             total += f64::from(((c[0] + c[4]) + (c[2] + c[6])) + ((c[1] + c[5]) + (c[3] + c[7])));
         }
         sum = (f64::from(sum) + total) as f32;
-        for (j, &p) in scores.iter().enumerate().take(n) {
+        for (j, &p) in scores.iter().enumerate().take(n).skip(from) {
             let v = keys.row(start + j).1;
             for (a, &x) in acc.iter_mut().zip(v) {
                 *a = p.mul_add(x, *a);
@@ -670,7 +698,8 @@ mod tests {
         }
     }
 
-    /// All three paths compute softmax attention; they differ only in rounding.
+    /// All three paths compute softmax attention, over a whole sequence or a window ending at its last key
+    /// (starting mid-tile, at a tile boundary, and past the split); they differ only in rounding.
     #[test]
     fn the_paths_agree_with_plain_softmax_attention() {
         let dim = 64;
@@ -689,31 +718,33 @@ mod tests {
         };
         let q: Vec<f32> = (0..dim).map(|i| val(i + 5) * 3.0).collect();
         let scale = 0.125;
-        let scores: Vec<f64> = (0..len)
-            .map(|p| {
-                let kr = &k[p * dim..(p + 1) * dim];
-                q.iter().zip(kr).map(|(a, b)| f64::from(a * b)).sum::<f64>() * 0.125
-            })
-            .collect();
-        let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        let w: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
-        let total: f64 = w.iter().sum();
-        let exact: Vec<f64> = (0..dim)
-            .map(|d| {
-                (0..len)
-                    .map(|p| w[p] * f64::from(v[p * dim + d]))
-                    .sum::<f64>()
-                    / total
-            })
-            .collect();
-        for path in [Path::Tiled, Path::OnePass, Path::Split { at: 256 }] {
-            let mut out = vec![0f32; dim];
-            attend(path, &q, &keys, None, len - 1, scale, &mut out);
-            for d in 0..dim {
-                assert!(
-                    (f64::from(out[d]) - exact[d]).abs() < 3e-3,
-                    "{path:?} dim {d}"
-                );
+        for first in [0, 70, 128, 260] {
+            let scores: Vec<f64> = (first..len)
+                .map(|p| {
+                    let kr = &k[p * dim..(p + 1) * dim];
+                    q.iter().zip(kr).map(|(a, b)| f64::from(a * b)).sum::<f64>() * 0.125
+                })
+                .collect();
+            let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let w: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+            let total: f64 = w.iter().sum();
+            let exact: Vec<f64> = (0..dim)
+                .map(|d| {
+                    (first..len)
+                        .map(|p| w[p - first] * f64::from(v[p * dim + d]))
+                        .sum::<f64>()
+                        / total
+                })
+                .collect();
+            for path in [Path::Tiled, Path::OnePass, Path::Split { at: 256 }] {
+                let mut out = vec![0f32; dim];
+                attend(path, &q, &keys, None, first..len, scale, &mut out);
+                for d in 0..dim {
+                    assert!(
+                        (f64::from(out[d]) - exact[d]).abs() < 3e-3,
+                        "{path:?} from {first}, dim {d}"
+                    );
+                }
             }
         }
     }

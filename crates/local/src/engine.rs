@@ -1,5 +1,7 @@
-//! The Llama forward pass over quantised weights: loading the tensors from a GGUF, and one step that runs any
-//! number of token columns from any number of sequences through the model together.
+//! The forward pass over quantised weights: loading the tensors from a GGUF, and one step that runs any
+//! number of token columns from any number of sequences through the model together. Llama's layer is the
+//! base; what Qwen 2, Qwen 3 and Gemma 3 add to it (biases, per-head norms, post-norms, GELU, sliding windows)
+//! is switched on by the [`Config`] that `crate::arch` reads for each.
 //!
 //! - **Weights** stay in the file's Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F16 or BF16 blocks. A
 //!   tensor in another format (Q2_K, Q3_K) is dequantised with candle and requantised to Q8_0 at load, which is close to exact;
@@ -12,7 +14,7 @@
 //!   once and each keeps only its own continuation.
 //! - **Numerics** follow llama.cpp's CPU path bit for bit: activations quantised per weight format (see
 //!   [`crate::quant`]), RMS norm summed in f64, rotary angles built by repeated multiplication and the rotation
-//!   with the multiply-add GCC contracts it to, SiLU with ggml's vectorised exp, and attention as
+//!   with the multiply-add GCC contracts it to, SiLU with ggml's vectorised exp (GELU from its f16 table), and attention as
 //!   [`crate::attention`] describes. Checked by dumping every intermediate tensor of llama.cpp (its eval
 //!   callback, through the xllamacpp library) for a prompt and comparing them with this engine's: all equal,
 //!   logits included; the logits and greedy tests in `tests/it/greedy.rs` hold the result.
@@ -28,34 +30,11 @@ use candle_core::Device;
 use rayon::prelude::*;
 
 use crate::activation;
+use crate::arch::{self, Arch, Config};
 use crate::attention::{self, Keys};
 use crate::gguf::Meta;
 use crate::quant::{round_f16, Acts, Batch, Format, KPaths, Kernel, QMatrix, BLOCK};
 use crate::LocalError;
-
-/// The shape of a Llama-family model, from the GGUF's `llama.*` metadata.
-#[derive(Debug, Clone)]
-pub(crate) struct Config {
-    pub dim: usize,
-    pub layers: usize,
-    pub heads: usize,
-    pub kv_heads: usize,
-    pub head_dim: usize,
-    pub ffn: usize,
-    pub eps: f32,
-    pub rope_base: f32,
-}
-
-impl Config {
-    pub(crate) fn kv_dim(&self) -> usize {
-        self.kv_heads * self.head_dim
-    }
-
-    /// Bytes of KV cache one token takes (keys and values, every layer).
-    pub(crate) fn kv_bytes_per_token(&self) -> usize {
-        self.layers * 2 * self.kv_dim() * size_of::<f32>()
-    }
-}
 
 /// Several weight matrices that read the same input, run as one product (Q, K and V; gate and up). Their
 /// outputs sit side by side in each column.
@@ -100,10 +79,16 @@ impl Linear {
 struct Layer {
     attn_norm: Vec<f32>,
     qkv: Linear,
+    /// Q, K and V biases side by side, as the product's columns hold them.
+    qkv_bias: Option<Vec<f32>>,
+    q_norm: Option<Vec<f32>>,
+    k_norm: Option<Vec<f32>>,
     out: Linear,
+    post_attn_norm: Option<Vec<f32>>,
     ffn_norm: Vec<f32>,
     gate_up: Linear,
     down: Linear,
+    post_ffn_norm: Option<Vec<f32>>,
 }
 
 /// A loaded model: configuration and weights. Immutable and shared by every sequence.
@@ -113,6 +98,8 @@ pub(crate) struct Engine {
     layers: Vec<Layer>,
     norm: Vec<f32>,
     output: Linear,
+    /// Llama 3's rotary frequency factors (`rope_freqs.weight`): each angle is divided by its pair's.
+    rope_factors: Option<Vec<f32>>,
     pub kernel: Kernel,
     /// The threads the matrix products and attention run on.
     pool: rayon::ThreadPool,
@@ -249,7 +236,8 @@ impl Engine {
         content: &Content,
         file: &mut File,
     ) -> Result<Engine, LocalError> {
-        let cfg = config(meta)?;
+        let arch = Arch::read(meta)?;
+        let cfg = Config::read(meta, arch)?;
         let mut loader = Loader {
             path,
             content,
@@ -257,33 +245,23 @@ impl Engine {
             formats: Vec::new(),
         };
         let embed = loader.matrix("token_embd.weight", cfg.dim)?;
-        let output = if content.tensor_infos.contains_key("output.weight") {
+        let output = if loader.has("output.weight") {
             loader.matrix("output.weight", cfg.dim)?
         } else {
             loader.matrix("token_embd.weight", cfg.dim)?
         };
         let mut layers = Vec::with_capacity(cfg.layers);
         for l in 0..cfg.layers {
-            let name = |t: &str| format!("blk.{l}.{t}.weight");
-            layers.push(Layer {
-                attn_norm: loader.vector(&name("attn_norm"), cfg.dim)?,
-                qkv: Linear::new(vec![
-                    loader.matrix(&name("attn_q"), cfg.dim)?,
-                    loader.matrix(&name("attn_k"), cfg.dim)?,
-                    loader.matrix(&name("attn_v"), cfg.dim)?,
-                ]),
-                out: Linear::new(vec![
-                    loader.matrix(&name("attn_output"), cfg.heads * cfg.head_dim)?
-                ]),
-                ffn_norm: loader.vector(&name("ffn_norm"), cfg.dim)?,
-                gate_up: Linear::new(vec![
-                    loader.matrix(&name("ffn_gate"), cfg.dim)?,
-                    loader.matrix(&name("ffn_up"), cfg.dim)?,
-                ]),
-                down: Linear::new(vec![loader.matrix(&name("ffn_down"), cfg.ffn)?]),
-            });
+            layers.push(loader.layer(&cfg, l)?);
         }
         let norm = loader.vector("output_norm.weight", cfg.dim)?;
+        // llama.cpp reads the factors for Llama and Mistral 3 only; other families' graphs pass none.
+        let rope_factors =
+            if matches!(arch, Arch::Llama | Arch::Mistral3) && loader.has("rope_freqs.weight") {
+                Some(loader.vector("rope_freqs.weight", cfg.rope.dims / 2)?)
+            } else {
+                None
+            };
         let mut formats = loader.formats;
         formats.sort();
         formats.dedup();
@@ -299,6 +277,7 @@ impl Engine {
             layers,
             norm,
             output: Linear::new(vec![output]),
+            rope_factors,
             kernel: Kernel::detect(),
             pool: thread_pool(path)?,
             context: usize::MAX,
@@ -352,18 +331,47 @@ impl Engine {
             self.embed
                 .dequantize_row(col.token as usize, &mut x[c * cfg.dim..(c + 1) * cfg.dim]);
         }
-        let rope = Rope::new(cfg, &positions);
+        if let Some(s) = cfg.embed_scale {
+            scale(&mut x, s);
+        }
+        let factors = self.rope_factors.as_deref();
+        let rope = Rope::new(cfg, cfg.rope.base, factors, &positions);
+        let swa_rope = cfg
+            .swa
+            .as_ref()
+            .map(|s| Rope::new(cfg, s.rope_base, factors, &positions));
         let batch = batches(cols, &positions);
         for (l, layer) in self.layers.iter().enumerate() {
             let h = rms_norm(&x, &layer.attn_norm, cfg.eps);
             let mut qkv = layer.qkv.forward(&h, cfg.dim, &batch);
-            rope.apply(&mut qkv, cfg);
+            if let Some(bias) = &layer.qkv_bias {
+                for col in qkv.chunks_exact_mut(bias.len()) {
+                    add(col, bias);
+                }
+            }
+            norm_heads(&mut qkv, layer, cfg);
+            match (&swa_rope, cfg.window(l)) {
+                (Some(r), Some(_)) => r.apply(&mut qkv, cfg),
+                _ => rope.apply(&mut qkv, cfg),
+            }
+            if let Some(s) = cfg.query_scale {
+                for col in qkv.chunks_exact_mut(cfg.q_dim() + 2 * cfg.kv_dim()) {
+                    scale(&mut col[..cfg.q_dim()], s);
+                }
+            }
+            if let Some(t) = cfg.attn_temp {
+                let width = cfg.q_dim() + 2 * cfg.kv_dim();
+                for (col, &p) in qkv.chunks_exact_mut(width).zip(&positions) {
+                    scale(&mut col[..cfg.q_dim()], t.at(p));
+                }
+            }
             append_kv(seqs, cols, &qkv, l, cfg);
             let attn = attention(seqs, cols, &positions, &qkv, l, cfg, self.context);
-            add(
-                &mut x,
-                &layer.out.forward(&attn, cfg.heads * cfg.head_dim, &batch),
-            );
+            let mut o = layer.out.forward(&attn, cfg.q_dim(), &batch);
+            if let Some(w) = &layer.post_attn_norm {
+                o = rms_norm(&o, w, cfg.eps);
+            }
+            add(&mut x, &o);
             // llama.cpp keeps only the columns whose logits are wanted before the last layer's MLP, so each
             // of those is multiplied there on its own; the other columns' results are never used.
             let ffn_batch: &[Batch] = if l + 1 == self.layers.len() {
@@ -373,8 +381,16 @@ impl Engine {
             };
             let h = rms_norm(&x, &layer.ffn_norm, cfg.eps);
             let gu = layer.gate_up.forward(&h, cfg.dim, ffn_batch);
-            let act = activation::swiglu(&gu, cfg.ffn);
-            add(&mut x, &layer.down.forward(&act, cfg.ffn, ffn_batch));
+            let act = if cfg.block.gelu {
+                activation::geglu(&gu, cfg.ffn)
+            } else {
+                activation::swiglu(&gu, cfg.ffn)
+            };
+            let mut d = layer.down.forward(&act, cfg.ffn, ffn_batch);
+            if let Some(w) = &layer.post_ffn_norm {
+                d = rms_norm(&d, w, cfg.eps);
+            }
+            add(&mut x, &d);
         }
         self.logits(&x, cols)
     }
@@ -391,7 +407,14 @@ impl Engine {
             return Vec::new();
         }
         let h = rms_norm(&wanted, &self.norm, self.cfg.eps);
-        let out = self.output.forward(&h, dim, &[]);
+        let mut out = self.output.forward(&h, dim, &[]);
+        if let Some(cap) = self.cfg.final_softcap {
+            // As llama.cpp's graph: scale by the reciprocal, tanh, scale back.
+            let inv = 1.0 / cap;
+            for v in &mut out {
+                *v = (*v * inv).tanh() * cap;
+            }
+        }
         out.chunks_exact(self.output.rows)
             .map(<[f32]>::to_vec)
             .collect()
@@ -431,22 +454,27 @@ fn positions(seqs: &[&mut Sequence], cols: &[Column]) -> Vec<usize> {
         .collect()
 }
 
-/// Rotary position embedding in llama.cpp's "normal" mode (adjacent pairs), which Llama GGUFs expect.
+/// Rotary position embedding as llama.cpp's CPU code applies it, in its normal mode (adjacent pairs, which
+/// Llama GGUFs expect) or NEOX mode (dimension `i` with `i + dims / 2`, Qwen's and Gemma's).
 struct Rope {
-    /// Per column, `head_dim / 2` (cos, sin) pairs.
+    /// Per column, `rope.dims / 2` (cos, sin) pairs.
     table: Vec<(f32, f32)>,
 }
 
 impl Rope {
-    fn new(cfg: &Config, positions: &[usize]) -> Rope {
-        let half = cfg.head_dim / 2;
-        let theta_scale = cfg.rope_base.powf(-2.0 / cfg.head_dim as f32);
+    fn new(cfg: &Config, base: f32, factors: Option<&[f32]>, positions: &[usize]) -> Rope {
+        let half = cfg.rope.dims / 2;
+        let theta_scale = base.powf(-2.0 / cfg.rope.dims as f32);
         let mut table = Vec::with_capacity(positions.len() * half);
         for &p in positions {
-            // Built by repeated multiplication, as llama.cpp builds its cache, so the angles round alike.
+            // Built by repeated multiplication, as llama.cpp builds its cache, so the angles round alike; then
+            // divided by the pair's frequency factor and multiplied by the linear scale (`rope_yarn` without
+            // its extrapolation: both exact when 1).
             let mut theta = p as f32;
-            for _ in 0..half {
-                table.push((theta.cos(), theta.sin()));
+            for i in 0..half {
+                let ff = factors.map_or(1.0, |f| f[i]);
+                let (angle, mscale) = rope_yarn(&cfg.rope, theta / ff, i);
+                table.push((angle.cos() * mscale, angle.sin() * mscale));
                 theta *= theta_scale;
             }
         }
@@ -475,26 +503,60 @@ impl Rope {
 
     #[inline(always)]
     fn rotate(&self, qkv: &mut [f32], cfg: &Config) {
-        let width = (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim;
-        let rotated = (cfg.heads + cfg.kv_heads) * cfg.head_dim;
-        let half = cfg.head_dim / 2;
+        let width = cfg.q_dim() + 2 * cfg.kv_dim();
+        let rotated = cfg.q_dim() + cfg.kv_dim();
+        let half = cfg.rope.dims / 2;
+        // The second value of a pair: next to the first, or half the rotated dimensions on.
+        let (step, offset) = if cfg.rope.neox { (1, half) } else { (2, 1) };
         for (c, col) in qkv.chunks_exact_mut(width).enumerate() {
             let angles = &self.table[c * half..(c + 1) * half];
             for head in col[..rotated].chunks_exact_mut(cfg.head_dim) {
-                for (pair, &(cos, sin)) in head.chunks_exact_mut(2).zip(angles) {
-                    let (a, b) = (pair[0], pair[1]);
-                    pair[0] = a.mul_add(cos, -(b * sin));
-                    pair[1] = a.mul_add(sin, b * cos);
+                for (i, &(cos, sin)) in angles.iter().enumerate() {
+                    let (a, b) = (head[i * step], head[i * step + offset]);
+                    head[i * step] = a.mul_add(cos, -(b * sin));
+                    head[i * step + offset] = a.mul_add(sin, b * cos);
                 }
             }
         }
     }
 }
 
+/// ggml's `rope_yarn` for pair `i`: the angle (scaled, or with YaRN mixed with the unscaled one) and what its
+/// cosine and sine are multiplied by. ggml-cpu is built with FMA, and GCC contracts the mix to one multiply-add
+/// (computed unfused, some angles part from llama.cpp's in the last bit).
+fn rope_yarn(rope: &arch::Rope, extrap: f32, i: usize) -> (f32, f32) {
+    let interp = rope.scale * extrap;
+    let Some(yarn) = rope.yarn else {
+        return (interp, 1.0);
+    };
+    let [low, high] = yarn.corr_dims;
+    let y = (i as f32 - low) / 0.001f32.max(high - low);
+    let mix = (1.0 - y.clamp(0.0, 1.0)) * yarn.ext_factor;
+    let angle = interp.mul_add(1.0 - mix, extrap * mix);
+    (angle, 0.1f32.mul_add((1.0 / rope.scale).ln(), 1.0))
+}
+
+/// Qwen 3's and Gemma 3's RMS norm over each query and key head, in place, before the rotation.
+fn norm_heads(qkv: &mut [f32], layer: &Layer, cfg: &Config) {
+    let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) else {
+        return;
+    };
+    let width = cfg.q_dim() + 2 * cfg.kv_dim();
+    for col in qkv.chunks_exact_mut(width) {
+        let (q, rest) = col.split_at_mut(cfg.q_dim());
+        for head in q.chunks_exact_mut(cfg.head_dim) {
+            rms_norm_row(head, qn, cfg.eps);
+        }
+        for head in rest[..cfg.kv_dim()].chunks_exact_mut(cfg.head_dim) {
+            rms_norm_row(head, kn, cfg.eps);
+        }
+    }
+}
+
 /// Appends each column's keys and values (rounded to f16) to its sequence's own cache for layer `l`.
 fn append_kv(seqs: &mut [&mut Sequence], cols: &[Column], qkv: &[f32], l: usize, cfg: &Config) {
-    let width = (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim;
-    let q_dim = cfg.heads * cfg.head_dim;
+    let width = cfg.q_dim() + 2 * cfg.kv_dim();
+    let q_dim = cfg.q_dim();
     let kv_dim = cfg.kv_dim();
     for (c, col) in cols.iter().enumerate() {
         let row = &qkv[c * width..(c + 1) * width];
@@ -523,11 +585,21 @@ fn attention(
     cfg: &Config,
     context: usize,
 ) -> Vec<f32> {
-    let width = (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim;
-    let q_dim = cfg.heads * cfg.head_dim;
+    let width = cfg.q_dim() + 2 * cfg.kv_dim();
+    let q_dim = cfg.q_dim();
     let hd = cfg.head_dim;
     let group = cfg.heads / cfg.kv_heads;
-    let scale = 1.0 / (hd as f32).sqrt();
+    let scale = match cfg.query_scale {
+        Some(_) => 1.0,
+        None => 1.0 / (hd as f32).sqrt(),
+    };
+    let window = cfg.window(l);
+    // A sliding layer's cache in llama.cpp holds the window and one prompt chunk, padded, which bounds the
+    // KV length its split path sees.
+    let context = match window {
+        Some(w) => context.min((w + attention::PROMPT_CHUNK).next_multiple_of(256)),
+        None => context,
+    };
     // Each column's path, and per sequence the positions held (this step's included) and whether any of its
     // columns is tiled.
     let paths: Vec<attention::Path> = cols
@@ -571,12 +643,13 @@ fn attention(
         let (seq, kv_head) = (cols[c].seq, head / group);
         let q = &qkv[c * width + head * hd..c * width + (head + 1) * hd];
         let kt = transposed[seq].as_ref().map(|t| &t[kv_head][..]);
+        let first = window.map_or(0, |w| (positions[c] + 1).saturating_sub(w));
         attention::attend(
             paths[c],
             q,
             &keys(seq, kv_head),
             kt,
-            positions[c],
+            first..positions[c] + 1,
             scale,
             dst,
         );
@@ -586,21 +659,31 @@ fn attention(
 
 /// RMS norm of each column (sum of squares in f64, as llama.cpp does), times the weight.
 fn rms_norm(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
-    let dim = weight.len();
-    let mut out = vec![0f32; x.len()];
-    for (src, dst) in x.chunks_exact(dim).zip(out.chunks_exact_mut(dim)) {
-        let sum: f64 = src.iter().map(|&v| f64::from(v * v)).sum();
-        let scale = 1.0 / ((sum / dim as f64) as f32 + eps).sqrt();
-        for ((d, &s), &w) in dst.iter_mut().zip(src).zip(weight) {
-            *d = s * scale * w;
-        }
+    let mut out = x.to_vec();
+    for col in out.chunks_exact_mut(weight.len()) {
+        rms_norm_row(col, weight, eps);
     }
     out
+}
+
+/// [`rms_norm`] of one row in place.
+fn rms_norm_row(row: &mut [f32], weight: &[f32], eps: f32) {
+    let sum: f64 = row.iter().map(|&v| f64::from(v * v)).sum();
+    let scale = 1.0 / ((sum / row.len() as f64) as f32 + eps).sqrt();
+    for (v, &w) in row.iter_mut().zip(weight) {
+        *v = *v * scale * w;
+    }
 }
 
 fn add(x: &mut [f32], y: &[f32]) {
     for (a, b) in x.iter_mut().zip(y) {
         *a += b;
+    }
+}
+
+fn scale(x: &mut [f32], by: f32) {
+    for v in x {
+        *v *= by;
     }
 }
 
@@ -628,47 +711,6 @@ fn thread_pool(path: &Path) -> Result<rayon::ThreadPool, LocalError> {
         })
 }
 
-fn config(meta: &Meta<'_>) -> Result<Config, LocalError> {
-    let uint = |key: &str| -> Result<usize, LocalError> {
-        Ok(usize::try_from(meta.uint(key)?).unwrap_or(usize::MAX))
-    };
-    let dim = uint("llama.embedding_length")?;
-    let heads = uint("llama.attention.head_count")?;
-    let kv_heads = match meta.opt_uint("llama.attention.head_count_kv")? {
-        Some(v) => usize::try_from(v).unwrap_or(usize::MAX),
-        None => heads,
-    };
-    let bad = |key: &str, expected: &str| LocalError::Metadata {
-        path: meta.path.to_path_buf(),
-        key: key.into(),
-        expected: expected.into(),
-    };
-    if heads == 0 || !dim.is_multiple_of(heads) || !(dim / heads).is_multiple_of(2) {
-        return Err(bad(
-            "llama.attention.head_count",
-            "a head count that divides the embedding length into even-sized heads",
-        ));
-    }
-    if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
-        return Err(bad(
-            "llama.attention.head_count_kv",
-            "a key/value head count that divides the head count",
-        ));
-    }
-    Ok(Config {
-        dim,
-        layers: uint("llama.block_count")?,
-        heads,
-        kv_heads,
-        head_dim: dim / heads,
-        ffn: uint("llama.feed_forward_length")?,
-        eps: meta
-            .opt_f32("llama.attention.layer_norm_rms_epsilon")?
-            .unwrap_or(1e-5),
-        rope_base: meta.opt_f32("llama.rope.freq_base")?.unwrap_or(10_000.0),
-    })
-}
-
 /// Reads tensors by name, in the formats the kernels take, naming the file and tensor in every error.
 struct Loader<'a> {
     path: &'a Path,
@@ -685,13 +727,66 @@ impl Loader<'_> {
         }
     }
 
+    fn has(&self, name: &str) -> bool {
+        self.content.tensor_infos.contains_key(name)
+    }
+
+    /// Layer `l`'s weights, with the tensors its family adds.
+    fn layer(&mut self, cfg: &Config, l: usize) -> Result<Layer, LocalError> {
+        let name = |t: &str| format!("blk.{l}.{t}");
+        let (dim, q_dim, kv_dim) = (cfg.dim, cfg.q_dim(), cfg.kv_dim());
+        let qkv_bias = if cfg.block.qkv_bias {
+            let mut bias = self.vector(&name("attn_q.bias"), q_dim)?;
+            bias.extend(self.vector(&name("attn_k.bias"), kv_dim)?);
+            bias.extend(self.vector(&name("attn_v.bias"), kv_dim)?);
+            Some(bias)
+        } else {
+            None
+        };
+        let (q_norm, k_norm) = if cfg.block.qk_norm {
+            (
+                Some(self.vector(&name("attn_q_norm.weight"), cfg.head_dim)?),
+                Some(self.vector(&name("attn_k_norm.weight"), cfg.head_dim)?),
+            )
+        } else {
+            (None, None)
+        };
+        let post = |this: &mut Self, t: &str| -> Result<Option<Vec<f32>>, LocalError> {
+            match cfg.block.post_norms {
+                true => this.vector(&name(t), dim).map(Some),
+                false => Ok(None),
+            }
+        };
+        Ok(Layer {
+            attn_norm: self.vector(&name("attn_norm.weight"), dim)?,
+            qkv: Linear::new(vec![
+                self.matrix(&name("attn_q.weight"), dim)?,
+                self.matrix(&name("attn_k.weight"), dim)?,
+                self.matrix(&name("attn_v.weight"), dim)?,
+            ]),
+            qkv_bias,
+            q_norm,
+            k_norm,
+            out: Linear::new(vec![self.matrix(&name("attn_output.weight"), q_dim)?]),
+            post_attn_norm: post(self, "post_attention_norm.weight")?,
+            ffn_norm: self.vector(&name("ffn_norm.weight"), dim)?,
+            gate_up: Linear::new(vec![
+                self.matrix(&name("ffn_gate.weight"), dim)?,
+                self.matrix(&name("ffn_up.weight"), dim)?,
+            ]),
+            down: Linear::new(vec![self.matrix(&name("ffn_down.weight"), cfg.ffn)?]),
+            post_ffn_norm: post(self, "post_ffw_norm.weight")?,
+        })
+    }
+
     /// A 2-D weight of `cols` columns (its input width).
     fn matrix(&mut self, name: &str, cols: usize) -> Result<QMatrix, LocalError> {
-        let info = self
-            .content
-            .tensor_infos
-            .get(name)
-            .ok_or_else(|| self.err(name, "missing; expected it in a Llama GGUF".into()))?;
+        let info = self.content.tensor_infos.get(name).ok_or_else(|| {
+            self.err(
+                name,
+                "missing; expected it in this architecture's GGUF".into(),
+            )
+        })?;
         let dims = info.shape.dims().to_vec();
         if dims.len() != 2 || dims[1] != cols || !cols.is_multiple_of(BLOCK) {
             return Err(self.err(

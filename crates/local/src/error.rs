@@ -21,10 +21,13 @@ pub enum LocalError {
         key: String,
         expected: String,
     },
-    #[error(
-        "{path}: architecture `{arch}` is not supported; expected a Llama-family GGUF (`llama`)"
-    )]
-    UnsupportedArchitecture { path: PathBuf, arch: String },
+    #[error("{path}: architecture `{arch}` is not supported; the local engine runs {supported}")]
+    UnsupportedArchitecture {
+        path: PathBuf,
+        arch: String,
+        /// The architectures it runs, comma-separated.
+        supported: String,
+    },
     #[error(
         "{path}: tensor type {type_name} (GGML type {id}) is not supported; the local engine reads {supported}"
     )]

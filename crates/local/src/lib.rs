@@ -1,6 +1,7 @@
 //! The `local:` backend: a real language model running in-process on the CPU with this crate's own engine.
 //!
-//! This crate owns loading GGUF quantized Llama-family models from a file path or an `hf://OWNER/NAME/FILE.gguf`
+//! This crate owns loading GGUF quantized models (architectures `llama`, `mistral3`, `qwen2`, `qwen3` and `gemma3`; see
+//! `arch`) from a file path or an `hf://OWNER/NAME/FILE.gguf`
 //! spec (candle reads the GGUF header), building their tokenizer and chat template from the GGUF's own
 //! metadata, running the model on its quantised weights, generating n answers for a conversation, and
 //! [`LocalBackend`], which puts a loaded model behind `nmb_requests::Backend` with one batch for every request.
@@ -32,7 +33,7 @@
 //!   from a SplitMix64 stream seeded from [`GenParams::seed`], so a given seed gives the same text; with no seed
 //!   a random one is drawn and reported in [`LocalCompletion::seed`]. Generation stops at the end-of-turn
 //!   tokens (eos, `<|im_end|>` and the like) or after `max_tokens`.
-//! - **Context.** The window is the GGUF's `llama.context_length`. A prompt that does not fit is
+//! - **Context.** The window is the GGUF's `{arch}.context_length`. A prompt that does not fit is
 //!   [`LocalError::ContextTooLong`] (the `context_length` error class); an answer that reaches the end of the
 //!   window finishes with `length`.
 //! - **Weights and speed.** The engine is this crate's own (modules `engine`, `quant`, `attention`, `activation`): weights
@@ -53,11 +54,14 @@
 //!   limit ([`LocalBackend::with_kv_limit`]). Its prompt cache lets a request skip the start it shares with a
 //!   prompt read before (a consult's earlier turns), only where that computes exactly what reading it would
 //!   ([`LocalBackend::with_prompt_cache`]).
+//! - **Weights alone.** [`LocalWeights`] loads the weights without the tokenizer or chat template, for the
+//!   logits of token-id prompts (comparing with llama.cpp on a file whose tokenizer is not built here).
 //! - **Sharing.** [`LocalModel`] is `Send + Sync` and meant to sit in an `Arc`; every generation keeps its own
 //!   KV cache, so concurrent calls are safe, though on a CPU they only compete for cores: send them through
 //!   [`LocalBackend`], which batches them.
 
 mod activation;
+mod arch;
 mod attention;
 mod backend;
 mod batch;
@@ -70,6 +74,7 @@ mod spec;
 mod spm;
 mod template;
 mod tokenizer;
+mod weights;
 
 use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
@@ -88,6 +93,7 @@ pub use template::{
     IMAGE_OMITTED_MARKER,
 };
 pub use tokenizer::{Tokenizer, TokenizerSource};
+pub use weights::LocalWeights;
 
 use batch::{Batch, Done, Job};
 use engine::Engine;
@@ -205,13 +211,9 @@ impl LocalModel {
             path,
             map: &content.metadata,
         };
-        let architecture = meta.string("general.architecture")?.to_string();
-        if architecture != "llama" {
-            return Err(LocalError::UnsupportedArchitecture {
-                path: path.to_path_buf(),
-                arch: architecture,
-            });
-        }
+        // Checked before the tokenizer, so an unsupported file says so first.
+        let arch = arch::Arch::read(&meta)?;
+        let architecture = arch.name().to_string();
         let override_file = gguf::sibling_tokenizer(path);
         let tokenizer = tokenizer::load(&meta, override_file.as_deref())?;
         let tokens = SpecialTokens::read(&meta, &tokenizer)?;
@@ -222,7 +224,7 @@ impl LocalModel {
             tokens.bos_text.clone(),
             tokens.eos_text.clone(),
         )?;
-        let context_length = context_length(&meta)?;
+        let context_length = context_length(&meta, arch)?;
         let model_id = model_id(
             path,
             &mut file,
@@ -574,8 +576,8 @@ impl SpecialTokens {
     }
 }
 
-fn context_length(meta: &Meta<'_>) -> Result<usize, LocalError> {
-    let declared = meta.uint("llama.context_length")?;
+pub(crate) fn context_length(meta: &Meta<'_>, arch: arch::Arch) -> Result<usize, LocalError> {
+    let declared = meta.uint(&arch.key("context_length"))?;
     Ok(usize::try_from(declared).unwrap_or(usize::MAX))
 }
 

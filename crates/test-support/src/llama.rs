@@ -130,3 +130,36 @@ fn xllamacpp_importable() -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// ggml's f16 GELU table (`ggml_table_gelu_f16`, 65536 values) as llama.cpp's CPU build fills it, from
+/// `scripts/ggml-gelu-table.py`. `None` (after [`need()`]) when xllamacpp is not installed; panics when the
+/// script fails.
+pub fn ggml_gelu_table() -> Option<Vec<u16>> {
+    need(
+        "Python's xllamacpp (ggml's GELU table)",
+        "scripts/assets.sh installs it into .nmb-assets/py",
+        xllamacpp_importable().then_some(()),
+    )?;
+    let out = Command::new("python3")
+        .arg(repo_root().join("scripts/ggml-gelu-table.py"))
+        .env("PYTHONPATH", py_dir())
+        .output()
+        .expect("running python3 scripts/ggml-gelu-table.py");
+    assert!(
+        out.status.success(),
+        "ggml-gelu-table.py failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("ggml-gelu-table.py prints hex");
+    let bytes: Vec<u8> = (0..text.trim().len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex digits"))
+        .collect();
+    Some(
+        bytes
+            .chunks_exact(2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+            .collect(),
+    )
+}

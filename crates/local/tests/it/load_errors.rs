@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use nmb_local::{LocalError, LocalModel};
+use nmb_local::{LocalError, LocalModel, LocalWeights};
 
 #[test]
 fn missing_file_is_an_io_error_naming_it() {
@@ -45,6 +45,11 @@ fn empty_spec_is_refused() {
 
 /// A GGUF v3 file for the `llama` architecture holding one 32-value tensor of GGML type `type_id`.
 fn gguf_with_tensor_type(type_id: u32, block_bytes: usize) -> Vec<u8> {
+    gguf_of("llama", type_id, block_bytes)
+}
+
+/// A GGUF v3 file for architecture `arch` holding one 32-value tensor of GGML type `type_id`.
+fn gguf_of(arch: &str, type_id: u32, block_bytes: usize) -> Vec<u8> {
     let string = |s: &str| {
         let mut b = (s.len() as u64).to_le_bytes().to_vec();
         b.extend(s.as_bytes());
@@ -56,7 +61,7 @@ fn gguf_with_tensor_type(type_id: u32, block_bytes: usize) -> Vec<u8> {
     bytes.extend(1u64.to_le_bytes()); // metadata entries
     bytes.extend(string("general.architecture"));
     bytes.extend(8u32.to_le_bytes()); // a string
-    bytes.extend(string("llama"));
+    bytes.extend(string(arch));
     bytes.extend(string("token_embd.weight"));
     bytes.extend(1u32.to_le_bytes()); // dimensions
     bytes.extend(32u64.to_le_bytes());
@@ -85,4 +90,34 @@ fn an_unsupported_tensor_type_is_refused_with_what_is_supported() {
     ] {
         assert!(message.contains(name), "{name} missing from: {message}");
     }
+}
+
+#[test]
+fn an_unsupported_architecture_is_refused_with_what_is_supported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("falcon.gguf");
+    // F32 (GGML type 0): 4 bytes a value.
+    std::fs::write(&path, gguf_of("falcon", 0, 128)).expect("write");
+    let err = LocalModel::load(&path).expect_err("falcon is not run");
+    assert!(
+        matches!(&err, LocalError::UnsupportedArchitecture { arch, .. } if arch == "falcon"),
+        "{err:?}"
+    );
+    let message = err.to_string();
+    for name in [
+        "falcon.gguf",
+        "`falcon`",
+        "llama",
+        "mistral3",
+        "qwen2",
+        "qwen3",
+        "gemma3",
+    ] {
+        assert!(message.contains(name), "{name} missing from: {message}");
+    }
+    let err = LocalWeights::load(&path).expect_err("nor through the weights alone");
+    assert!(
+        matches!(&err, LocalError::UnsupportedArchitecture { .. }),
+        "{err:?}"
+    );
 }

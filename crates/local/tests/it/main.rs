@@ -1,5 +1,6 @@
 //! The integration tests of `nmb-local`, one module per concern, linked into one test binary.
 
+mod architectures;
 mod backend;
 mod common;
 mod gemma3_tokenizer;
