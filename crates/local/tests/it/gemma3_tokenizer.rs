@@ -61,6 +61,18 @@ const HAND: &[&str] = &[
     "\u{0}nul and \u{7f} del",
     "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𝕞𝕒𝕥𝕙 ∑∫√∞ ≠ ≤ ≥",
     "Ĳ ǆ ﬁ ﬂ ligatures",
+    // Runs of one character: the same pair scores the same at several places, so these take llama.cpp's rule for
+    // equal scores (leftmost first); the other rule tokenizes them differently.
+    "aaaaa",
+    "eeeeeee",
+    "hhhhhhhhhh",
+    "ddddddddddd",
+    "Zzzzzzzzzzz",
+    "hahahahaha",
+    "!!!!!!!",
+    "0000000000",
+    "..........",
+    "----------",
 ];
 
 /// Short atoms whose pairs meet at every kind of boundary (space/no space, special/text, script changes).
