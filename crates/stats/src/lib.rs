@@ -69,8 +69,8 @@ pub use confidence::{
 };
 pub use isotonic::{isotonic, Isotonic};
 pub use paired::{bradley_terry, bradley_terry_styled, Preference, Strengths, StyledStrengths};
-pub use preference::{position_bias, preference_ranking, PositionBias, PreferenceRanking};
 pub use passk::{pass_at_k, top_k_hit};
+pub use preference::{position_bias, preference_ranking, PositionBias, PreferenceRanking};
 pub use prevalence::{corrected_pass_rate, rogan_gladen, CorrectedRate};
 pub use proportion::{
     mcnemar_clustered, mcnemar_exact, mcnemar_paired, normal_quantile, wilson, McNemar, McNemarTest,

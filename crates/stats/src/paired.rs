@@ -65,12 +65,19 @@ pub fn bradley_terry_styled(
 ) -> Result<StyledStrengths, StatsError> {
     let width = covariates.first().map_or(0, Vec::len);
     if !covariates.is_empty() {
-        crate::check_same_len("bradley_terry_styled covariates", covariates.len(), votes.len())?;
+        crate::check_same_len(
+            "bradley_terry_styled covariates",
+            covariates.len(),
+            votes.len(),
+        )?;
     }
     if let Some(i) = covariates.iter().position(|c| c.len() != width) {
         return Err(StatsError::Invalid {
             what: "bradley_terry_styled covariates",
-            expected: format!("{width} values in every row, got {} in row {i}", covariates[i].len()),
+            expected: format!(
+                "{width} values in every row, got {} in row {i}",
+                covariates[i].len()
+            ),
         });
     }
     for row in covariates {

@@ -5,8 +5,8 @@
 //! coefficient. [`position_bias`] reads a judge that was asked each pair in both orders.
 
 use crate::{
-    bootstrap_many, bradley_terry_styled, BootstrapConfig, Design, Estimate, Preference, StatsError,
-    StyledStrengths,
+    bootstrap_many, bradley_terry_styled, BootstrapConfig, Design, Estimate, Preference,
+    StatsError, StyledStrengths,
 };
 
 /// A ranking with its intervals.
@@ -78,10 +78,8 @@ pub fn position_bias(
             let (x_first, y_first) = pairs[i];
             flips += usize::from(x_first != y_first);
             // Shown first: X in the first verdict, Y in the second.
-            for (verdict, first_won) in [
-                (x_first, Preference::AWins),
-                (y_first, Preference::BWins),
-            ] {
+            for (verdict, first_won) in [(x_first, Preference::AWins), (y_first, Preference::BWins)]
+            {
                 if verdict != Preference::Tie {
                     decisive += 1;
                     first += usize::from(verdict == first_won);

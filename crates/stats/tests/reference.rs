@@ -673,7 +673,10 @@ fn bradley_terry_matches_the_reference() {
 /// likelihood maximised by SciPy; cases without ties cross-checked there with scikit-learn's logistic regression).
 #[test]
 fn styled_bradley_terry_matches_the_reference() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/bradley_terry_styled.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/bradley_terry_styled.json"
+    );
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
     let r: Value = serde_json::from_str(&text).unwrap();
     let list = cases(&r, "bradley_terry_styled");
@@ -690,11 +693,20 @@ fn styled_bradley_terry_matches_the_reference() {
                 (u(&v[0]) as usize, u(&v[1]) as usize, outcome)
             })
             .collect();
-        let rows: Vec<Vec<f64>> = c["covariates"].as_array().unwrap().iter().map(floats).collect();
+        let rows: Vec<Vec<f64>> = c["covariates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(floats)
+            .collect();
         let s = bradley_terry_styled(u(&c["items"]) as usize, &votes, &rows)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let (theta, beta) = (floats(&c["theta"]), floats(&c["beta"]));
-        assert_eq!((s.theta.len(), s.beta.len()), (theta.len(), beta.len()), "{name}");
+        assert_eq!(
+            (s.theta.len(), s.beta.len()),
+            (theta.len(), beta.len()),
+            "{name}"
+        );
         for (got, want) in s.theta.iter().zip(theta).chain(s.beta.iter().zip(beta)) {
             close(*got, want, 1e-9, name);
         }

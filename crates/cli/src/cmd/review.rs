@@ -14,6 +14,7 @@ use crate::store_at::StoreAt;
 pub const EXAMPLES: &str = "\
 Examples:
   nmb review create RUN_A RUN_B --reviewers lee,park --per-reviewer 30 --overlap 0.2 --seed 7
+  nmb review create RUN_A RUN_B --mode pairwise --reviewers lee,park --overlap 1
   nmb review status rv-1a2b3c4d5e6f
   nmb review export rv-1a2b3c4d5e6f --csv > ratings.csv
   nmb review revoke rv-1a2b3c4d5e6f park
@@ -25,7 +26,11 @@ URL per reviewer carrying a secret token (only its SHA-256 is stored: the URL is
 it on a running `nmb serve` (pass its address with --url) and see the case, the question and the answer, never
 the model, the run, judge scores or other reviewers' grades; the model's thinking before its answer only when the
 set is made with --show-thinking (the blind review grades the answer, so by default it is hidden). Every grade is appended with the reviewer, time,
-set and rubric hash; a change adds a row, so the history is an audit trail.";
+set and rubric hash; a change adds a row, so the history is an audit trail.
+
+With --mode pairwise, each item is two runs' answers to the same task side by side, A and B in an order drawn
+with the seed and recorded; reviewers vote A, B, about the same, or neither acceptable (keys a, b, t, n), and
+`nmb report` ranks the models from the votes (Bradley–Terry with ties, style-controlled, with CIs).";
 
 #[derive(Subcommand)]
 pub enum ReviewCommand {
@@ -44,6 +49,12 @@ pub enum ReviewCommand {
     /// Serve pages where a clinician answers a suite's cases; their answers become the run of human:NAME
     #[command(after_help = super::answer::EXAMPLES)]
     Answer(super::answer::AnswerArgs),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Mode {
+    Grade,
+    Pairwise,
 }
 
 #[derive(Args)]
@@ -69,6 +80,10 @@ pub struct CreateArgs {
     /// Show reviewers each answer's thinking, collapsed above it (default: hidden, the answer is graded alone)
     #[arg(long)]
     show_thinking: bool,
+    /// grade: reviewers grade one answer at a time; pairwise: they vote between two runs' answers to the same
+    /// task (A, B, about the same, neither acceptable), shown in a random order the set records
+    #[arg(long, value_enum, default_value_t = Mode::Grade)]
+    mode: Mode,
     /// Address of the `nmb serve` reviewers will use
     #[arg(long, default_value = "http://127.0.0.1:8686/")]
     url: String,
@@ -147,6 +162,7 @@ fn create(args: CreateArgs, at: &StoreAt) -> Result<ExitCode> {
         },
         rubric: args.rubric,
         show_thinking: args.show_thinking,
+        pairwise: args.mode == Mode::Pairwise,
     };
     let created = nmb_review::create_set(&store, new)
         .with_context(|| format!("cannot create a review set in {at}"))?;

@@ -53,7 +53,11 @@ fn clinicians_vote(seed: u64, theta: &[f64], beta: f64, nu: f64) -> PreferenceRa
         for x in 0..theta.len() {
             for y in x + 1..theta.len() {
                 for _reviewer in 0..1 {
-                    let (a, b) = if rng.next_u32() % 2 == 0 { (x, y) } else { (y, x) };
+                    let (a, b) = if rng.next_u32() % 2 == 0 {
+                        (x, y)
+                    } else {
+                        (y, x)
+                    };
                     let length = 2.0 * uniform(&mut rng) - 1.0;
                     let s = theta[a] - theta[b] + beta * length;
                     votes.push((a, b, davidson(&mut rng, s, nu)));
@@ -134,11 +138,15 @@ fn position_bias_is_recovered_from_a_judge_that_favours_the_first_answer() {
             let n = pairs.len() as f64;
             let (flip_truth, first_truth) = (flip_truth / n, first_truth / n);
             let b = position_bias(&pairs, &task_of, &config(seed)).unwrap();
-            let covers = |e: &nmb_stats::Estimate, t: f64| usize::from(e.ci_low <= t && t <= e.ci_high);
+            let covers =
+                |e: &nmb_stats::Estimate, t: f64| usize::from(e.ci_low <= t && t <= e.ci_high);
             flips_covered += covers(&b.flip_share, flip_truth);
             first_covered += covers(&b.first_position_wins, first_truth);
             if gamma == 0.0 {
-                assert!((first_truth - 0.5).abs() < 1e-12, "no bias means a true share of 0.5");
+                assert!(
+                    (first_truth - 0.5).abs() < 1e-12,
+                    "no bias means a true share of 0.5"
+                );
             }
         }
         assert!(
