@@ -13,7 +13,7 @@
 //! - for runs with NeuroVLM-Bench (`structured`) scores, a section with per-field metrics, the diagnosis_name
 //!   confusion heat map, calibration with a reliability diagram, safety flags, abstentions and cost per image;
 //! - for runs in a pairwise review, the clinicians' ranking (ratings with CIs, wins / ties / losses) and the
-//!   win-rate matrix ([`preference`]);
+//!   win-rate matrix (from `nmb_review::run_pairwise`);
 //! - Markdown with the same tables, CSV (one row per sample, plus an aggregate CSV and `structured.csv`), JSON with
 //!   the full results;
 //! - a leaderboard export in the Neural-MedBench site's `js/data.js` shape;
