@@ -21,6 +21,7 @@ mod calibration;
 mod create;
 mod grade;
 mod inputs;
+mod judge_votes;
 mod pairwise;
 mod plan;
 mod preference;
@@ -34,6 +35,7 @@ pub use calibration::{review_options, run_calibrations, RunCalibration, DEFAULT_
 pub use create::{create_set, CreatedSet, NewSet};
 pub use grade::{check_grade, GradeForm, COMMENT_LIMIT, TAXONOMY, VERDICTS};
 pub use inputs::{candidates, load_rubric};
+pub use judge_votes::{judge_pairwise_set, JudgePairwise};
 pub use pairwise::{
     assign_pairs, check_vote, pair_candidates, PairAssignment, PairCandidate, VoteForm,
 };

@@ -54,7 +54,7 @@ pub fn preference_ranking(
 }
 
 /// How a judge's verdicts move with the order the two answers are shown in.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PositionBias {
     /// Share of pairs whose verdict changes when the order is swapped.
     pub flip_share: Estimate,
@@ -65,9 +65,9 @@ pub struct PositionBias {
 /// Position bias from pairs judged in both orders: `pairs[i]` is the verdict about (X, Y) when X was shown
 /// first, then when Y was shown first, both written as X against Y (`AWins` means X won). Resamples the
 /// clusters `cluster[i]` (for example the task of pair `i`).
-pub fn position_bias(
+pub fn position_bias<K: Ord>(
     pairs: &[(Preference, Preference)],
-    cluster: &[usize],
+    cluster: &[K],
     cfg: &BootstrapConfig,
 ) -> Result<PositionBias, StatsError> {
     crate::check_same_len("position_bias clusters", cluster.len(), pairs.len())?;

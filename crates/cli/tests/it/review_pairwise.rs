@@ -253,3 +253,128 @@ fn two_clinicians_vote_in_chromium_and_the_report_ranks_the_models() {
         .unwrap()
         .contains("careful-model"));
 }
+
+/// A judge that always prefers the careful model's answer when it is shown first, and when it is shown second
+/// prefers it on every other such request and otherwise picks answer 1: a position bias that flips exactly half
+/// of the pairs. `nmb review judge` must recover the flips, the first-position share and the agreement that this
+/// implies, and ask nothing again on a second run.
+#[test]
+fn a_judge_with_an_injected_position_bias_is_measured_against_the_clinicians() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runs = dir.path().join("runs");
+    let (careful_fake, terse_fake) = (model("Careful:"), model("Terse:"));
+    let careful = eval(
+        &runs,
+        &format!("openai:careful-model@{}/v1", careful_fake.url()),
+    );
+    let terse = eval(
+        &runs,
+        &format!("openai:terse-model@{}/v1", terse_fake.url()),
+    );
+    let created = json_of(&nmb(
+        &runs,
+        &[
+            "review",
+            "create",
+            &careful,
+            &terse,
+            "--mode",
+            "pairwise",
+            "--reviewers",
+            "ann,bob",
+            "--overlap",
+            "1",
+            "--seed",
+            "5",
+            "--json",
+        ],
+    ));
+    let set = created["set_id"].as_str().unwrap().to_string();
+    let store = store(&runs);
+    // Both clinicians prefer the careful model's answer on every pair, in whichever side it was shown.
+    for item in store.review_items(&set).unwrap() {
+        let choice = if item.run_id == careful { "a" } else { "b" };
+        for reviewer in ["ann", "bob"] {
+            let vote = nmb_store::Vote {
+                choice: choice.into(),
+                comment: None,
+            };
+            store
+                .append_vote(&set, reviewer, item.item_no, &vote)
+                .unwrap();
+        }
+    }
+    let second_seen = Arc::new(AtomicU64::new(0));
+    let seen = second_seen.clone();
+    let judge = server(Config {
+        responder: Arc::new(move |req| {
+            let text = req.all_text();
+            let careful_first = text.find("Careful:") < text.find("Terse:");
+            let better = if careful_first || seen.fetch_add(1, Ordering::SeqCst) % 2 == 0 {
+                "1"
+            } else {
+                "2"
+            };
+            Reply::Texts(vec![format!(
+                "{{\"better\": \"{better}\", \"rationale\": \"r\"}}"
+            )])
+        }),
+        ..Config::default()
+    });
+    let spec = format!("openai:judge-model@{}/v1", judge.url());
+    let args = [
+        "review",
+        "judge",
+        &set,
+        "--judge",
+        &spec,
+        "--resamples",
+        "200",
+        "--json",
+    ];
+    let out = nmb(&runs, &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let j = &doc["judges"][0];
+    let n = TASKS as f64;
+    assert_eq!(j["pairs"], TASKS);
+    assert_eq!(
+        judge.request_count(),
+        2 * TASKS as u64,
+        "each pair in both orders"
+    );
+    // Careful shown second: requests 0, 2, 4 of those pick answer 1 (a flip), 1, 3, 5 pick the careful answer.
+    let flips = (TASKS / 2) as f64;
+    let check = |e: &Value, want: f64, what: &str| {
+        let (v, lo, hi) = (
+            e["value"].as_f64().unwrap(),
+            e["ci_low"].as_f64().unwrap(),
+            e["ci_high"].as_f64().unwrap(),
+        );
+        assert!((v - want).abs() < 1e-12, "{what}: {v}, expected {want}");
+        assert!(lo <= v && v <= hi, "{what}: [{lo}, {hi}] around {v}");
+    };
+    check(&j["position_bias"]["flip_share"], flips / n, "flip share");
+    check(
+        &j["position_bias"]["first_position_wins"],
+        (n + flips) / (2.0 * n),
+        "first-position wins",
+    );
+    check(
+        &j["agreement"],
+        (n - flips) / n,
+        "agreement with the clinicians",
+    );
+    assert!(j["sentence"].as_str().unwrap().contains("judge-model"));
+
+    let again = nmb(&runs, &args);
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert_eq!(
+        judge.request_count(),
+        2 * TASKS as u64,
+        "asked before: answered from the store"
+    );
+    let again: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(again["judges"], doc["judges"]);
+}
