@@ -204,7 +204,7 @@ fn sentence(
     agreement: &Option<Estimate>,
     n: usize,
 ) -> String {
-    let mut s = format!("{judge}");
+    let mut s = judge.to_string();
     if let Some(b) = bias {
         let f = &b.flip_share;
         let p = &b.first_position_wins;

@@ -105,7 +105,7 @@ pub async fn judge_pairs(
         .iter()
         .flat_map(|p| [question(p, true), question(p, false)])
         .collect();
-    let answers = panel.ask(&questions, |text| better(text)).await?;
+    let answers = panel.ask(&questions, better).await?;
     panel.finish(&[])?;
     let verdicts = answers
         .chunks(2)

@@ -311,7 +311,7 @@ fn a_judge_with_an_injected_position_bias_is_measured_against_the_clinicians() {
         responder: Arc::new(move |req| {
             let text = req.all_text();
             let careful_first = text.find("Careful:") < text.find("Terse:");
-            let better = if careful_first || seen.fetch_add(1, Ordering::SeqCst) % 2 == 0 {
+            let better = if careful_first || seen.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) {
                 "1"
             } else {
                 "2"
