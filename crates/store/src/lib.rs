@@ -5,8 +5,8 @@
 //! their manifests, images (once per content hash, across all runs), rendered prompts (once per prompt hash),
 //! every API call with its raw body, usage, error class and the replica (server) that answered it, each sample's
 //! answer per turn, the response cache, run summaries, score reports, and clinician review sets with their
-//! append-only grades, the human answers baseline runs are built from, and the provider batches calls were sent in
-//! ([`BatchRecord`]). Every write that records a response is its own
+//! append-only grades (for pairwise sets, their pairs and append-only votes), the human answers baseline runs
+//! are built from, and the provider batches calls were sent in ([`BatchRecord`]). Every write that records a response is its own
 //! committed transaction, so killing the process loses nothing that was committed. The SQLite file is in WAL
 //! mode with `synchronous = NORMAL` (a power cut may lose the last few commits).
 //!
