@@ -6,8 +6,9 @@
 //! every API call with its raw body, usage, error class and the replica (server) that answered it, each sample's
 //! answer per turn, the response cache, run summaries, score reports, and clinician review sets with their
 //! append-only grades (for pairwise sets, their pairs and append-only votes), the human answers baseline runs
-//! are built from, and the provider batches calls were sent in ([`BatchRecord`]). Every write that records a response is its own
-//! committed transaction, so killing the process loses nothing that was committed. The SQLite file is in WAL
+//! are built from, and the provider batches calls were sent in ([`BatchRecord`]). Every write that records a
+//! response is its own committed transaction, so killing the process loses nothing that was committed. The
+//! SQLite file is in WAL
 //! mode with `synchronous = NORMAL` (a power cut may lose the last few commits).
 //!
 //! Every query is written once against the `db` module's seam, which runs it on either engine; no other crate
