@@ -8,8 +8,7 @@
 //! append-only grades (for pairwise sets, their pairs and append-only votes), the human answers baseline runs
 //! are built from, and the provider batches calls were sent in ([`BatchRecord`]). Every write that records a
 //! response is its own committed transaction, so killing the process loses nothing that was committed. The
-//! SQLite file is in WAL
-//! mode with `synchronous = NORMAL` (a power cut may lose the last few commits).
+//! SQLite file is in WAL mode with `synchronous = NORMAL` (a power cut may lose the last few commits).
 //!
 //! Every query is written once against the `db` module's seam, which runs it on either engine; no other crate
 //! sees SQL or knows which engine holds the data.
