@@ -72,6 +72,37 @@ fn win_rate_table(p: &PairwiseRanking) -> Table {
     t
 }
 
+fn judges_table(p: &PairwiseRanking) -> Option<Table> {
+    if p.judges.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(
+        "LLM judges asked the same pairs in both orders: the share of pairs whose verdict flips when the answers          swap places, the share of decisive verdicts won by the answer shown first (50% is no position bias), and          the share of pairs where the judge's verdict (a tie when it flips) is the clinicians' majority; 95%          bootstrap CIs over tasks.",
+        &[
+            ("judge", false),
+            ("pairs", true),
+            ("flips with order", true),
+            ("first shown wins", true),
+            ("agrees with clinicians", true),
+        ],
+    );
+    let share = |e: Option<&nmb_stats::Estimate>| match e {
+        Some(e) => Cell::estimate(e.value, e.ci_low, e.ci_high, 100.0, 0, "%"),
+        None => Cell::undefined("undefined on these pairs"),
+    };
+    for j in &p.judges {
+        let bias = j.position_bias.as_ref();
+        t.push(vec![
+            Cell::new(&j.judge),
+            Cell::new(j.pairs.to_string()),
+            share(bias.map(|b| &b.flip_share)),
+            share(bias.map(|b| &b.first_position_wins)),
+            share(j.agreement.as_ref()),
+        ]);
+    }
+    Some(t)
+}
+
 fn title(p: &PairwiseRanking) -> String {
     format!(
         "review set {} · clinicians: {} · {} votes ({} neither acceptable)",
@@ -100,6 +131,15 @@ pub(crate) fn html(runs: &[RunData]) -> String {
         }
         h.push_str(&ranking_table(p).html());
         h.push_str(&win_rate_table(p).html());
+        if let Some(t) = judges_table(p) {
+            for j in &p.judges {
+                h.push_str(&format!(
+                    "<p class=\"sentence\">{}</p>",
+                    escape(&j.sentence)
+                ));
+            }
+            h.push_str(&t.html());
+        }
     }
     h
 }
@@ -120,6 +160,13 @@ pub(crate) fn markdown(runs: &[RunData]) -> String {
         m.push('\n');
         m.push_str(&win_rate_table(p).markdown());
         m.push('\n');
+        if let Some(t) = judges_table(p) {
+            for j in &p.judges {
+                m.push_str(&format!("{}\n\n", j.sentence));
+            }
+            m.push_str(&t.markdown());
+            m.push('\n');
+        }
     }
     m
 }

@@ -113,6 +113,31 @@ pub async fn judge_pairwise_set(
         .collect())
 }
 
+/// What judges already said about a pairwise set's pairs (asked by `nmb review judge`), beside the clinicians;
+/// empty when no judge was asked.
+pub fn stored_judge_pairwise(
+    store: &Store,
+    set: &nmb_store::ReviewSet,
+    cfg: &BootstrapConfig,
+) -> Result<Vec<JudgePairwise>, ReviewError> {
+    let Some(scored) = set.runs.first() else {
+        return Ok(Vec::new());
+    };
+    let items = store.review_items(&set.set_id)?;
+    let keys: Vec<String> = (items.iter())
+        .map(|i| format!("{}:{}", set.set_id, i.item_no))
+        .collect();
+    let tasks: Vec<(u32, String)> = (items.iter())
+        .map(|i| (i.item_no, i.task_id.clone()))
+        .collect();
+    let clinicians = clinicians_verdicts(store, &set.set_id)?;
+    let stored = nmb_score::pairwise::stored_verdicts(store, scored, &keys)?;
+    Ok(stored
+        .iter()
+        .map(|(judge, verdicts)| measure(judge, &tasks, verdicts, &clinicians, cfg))
+        .collect())
+}
+
 /// The clinicians' verdict on each voted item, as A against B.
 fn clinicians_verdicts(
     store: &Store,

@@ -109,6 +109,9 @@ pub struct PairwiseRanking {
     pub notes: Vec<String>,
     /// One sentence a clinician can read.
     pub sentence: String,
+    /// LLM judges asked the same pairs in both orders (`nmb review judge`), beside the clinicians.
+    #[serde(default)]
+    pub judges: Vec<crate::JudgePairwise>,
 }
 
 /// Every clinician's newest vote in a pairwise set, with both answers' styles.
@@ -267,6 +270,7 @@ pub fn rank_votes(
         neither,
         notes,
         sentence,
+        judges: Vec::new(),
     }
 }
 
@@ -322,7 +326,9 @@ pub fn run_pairwise(
     for set in &sets {
         let votes = pair_votes(store, set)?;
         if !votes.is_empty() {
-            out.push(rank_votes(set, &votes, model_of, cfg));
+            let mut ranking = rank_votes(set, &votes, model_of, cfg);
+            ranking.judges = crate::stored_judge_pairwise(store, set, cfg)?;
+            out.push(ranking);
         }
     }
     Ok(out)

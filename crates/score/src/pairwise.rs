@@ -122,6 +122,44 @@ pub async fn judge_pairs(
     Ok((panel.specs(), verdicts))
 }
 
+/// The pairwise verdicts judges already gave on the pairs `keys`, read from the judge runs of `scored_run_id`
+/// (one entry per judge run that holds any of them, oldest first): what [`judge_pairs`] stored.
+pub fn stored_verdicts(
+    store: &Store,
+    scored_run_id: &str,
+    keys: &[String],
+) -> Result<Vec<(String, Vec<PairVerdicts>)>, ScoreError> {
+    let mut runs = store.list_runs()?;
+    runs.reverse();
+    let mut out = Vec::new();
+    for run in runs
+        .iter()
+        .filter(|r| r.manifest.judged_run() == Some(scored_run_id))
+    {
+        let texts: std::collections::BTreeMap<String, String> = (store.run_samples(&run.run_id)?)
+            .into_iter()
+            .filter(|s| s.task_id.starts_with("pair:"))
+            .filter_map(|s| Some((s.task_id, s.final_text?)))
+            .collect();
+        if texts.is_empty() {
+            continue;
+        }
+        let read = |key: &str, order: &str, x_first: bool| {
+            let text = texts.get(&format!("pair:{key}:{order}"))?;
+            Some(as_x_against_y(better(text).ok()?, x_first))
+        };
+        let verdicts = keys
+            .iter()
+            .map(|k| PairVerdicts {
+                x_first: read(k, "xy", true),
+                y_first: read(k, "yx", false),
+            })
+            .collect();
+        out.push((run.manifest.model.clone(), verdicts));
+    }
+    Ok(out)
+}
+
 fn as_x_against_y(better: &str, x_first: bool) -> Preference {
     match (better, x_first) {
         ("tie", _) => Preference::Tie,

@@ -377,4 +377,33 @@ fn a_judge_with_an_injected_position_bias_is_measured_against_the_clinicians() {
     );
     let again: Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(again["judges"], doc["judges"]);
+
+    // The report reads the stored verdicts back: the same numbers, with the same bootstrap settings.
+    let out_dir = runs.join("report");
+    let out = nmb(
+        &runs,
+        &[
+            "report",
+            &careful,
+            &terse,
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--format",
+            "md,json",
+            "--resamples",
+            "200",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["pairwise_rankings"][0]["judges"], doc["judges"]);
+    assert_eq!(
+        judge.request_count(),
+        2 * TASKS as u64,
+        "the report asks no judge"
+    );
+    let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(md.contains("first shown wins"), "{md}");
 }
