@@ -51,6 +51,9 @@ pub struct RunData {
     /// Judges measured against clinicians, one per review set that covers the run (filled by the caller, from
     /// `nmb_review::run_calibrations`; empty otherwise).
     pub calibrations: Vec<nmb_review::RunCalibration>,
+    /// Clinicians' pairwise rankings, one per pairwise review set that covers the run (filled by the caller,
+    /// from `nmb_review::run_pairwise`; empty otherwise).
+    pub pairwise: Vec<nmb_review::PairwiseRanking>,
 }
 
 impl RunData {
@@ -127,6 +130,7 @@ pub fn load_run(
         prompts,
         thumbnails,
         calibrations: Vec::new(),
+        pairwise: Vec::new(),
     })
 }
 

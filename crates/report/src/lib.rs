@@ -12,6 +12,8 @@
 //!   wrong → right and right → wrong);
 //! - for runs with NeuroVLM-Bench (`structured`) scores, a section with per-field metrics, the diagnosis_name
 //!   confusion heat map, calibration with a reliability diagram, safety flags, abstentions and cost per image;
+//! - for runs in a pairwise review, the clinicians' ranking (ratings with CIs, wins / ties / losses) and the
+//!   win-rate matrix (from `nmb_review::run_pairwise`);
 //! - Markdown with the same tables, CSV (one row per sample, plus an aggregate CSV and `structured.csv`), JSON with
 //!   the full results;
 //! - a leaderboard export in the Neural-MedBench site's `js/data.js` shape;
@@ -35,6 +37,7 @@ pub mod leaderboard;
 mod markdown;
 mod neurovlm;
 mod paired;
+mod preference;
 mod revision;
 pub mod runs;
 mod summary;
@@ -256,6 +259,7 @@ pub fn write_report(runs: &[RunData], opts: &ReportOptions) -> Result<Written, R
 /// The full results as one JSON document: every run's manifest, summary, cost, scores and stored answers, and
 /// the cross-run analysis.
 pub fn json_report(runs: &[RunData], analysis: &Analysis) -> String {
+    let preference_rankings = preference::rankings(runs);
     let runs: Vec<serde_json::Value> = runs
         .iter()
         .zip(&analysis.costs)
@@ -278,6 +282,7 @@ pub fn json_report(runs: &[RunData], analysis: &Analysis) -> String {
         "nmb_version": env!("CARGO_PKG_VERSION"),
         "runs": runs,
         "analysis": analysis,
+        "pairwise_rankings": preference_rankings,
     });
     serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }

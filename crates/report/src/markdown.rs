@@ -35,6 +35,7 @@ pub fn render(runs: &[RunData], analysis: &Analysis) -> String {
     sweep(&mut m, analysis);
     paired(&mut m, analysis);
     m.push_str(&crate::calibration::markdown(runs));
+    m.push_str(&crate::preference::markdown(runs));
     manifests(&mut m, runs);
     m
 }

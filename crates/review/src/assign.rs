@@ -35,9 +35,38 @@ pub struct Assignment {
 /// out so no two reviewers share them, and shuffles each reviewer's list on its own, so the shared items do not
 /// come at the same point for everybody.
 pub fn assign(
-    mut candidates: Vec<Candidate>,
+    candidates: Vec<Candidate>,
     options: &AssignOptions,
 ) -> Result<Assignment, ReviewError> {
+    let dealt = deal(candidates, options)?;
+    let items = (dealt.items.into_iter().enumerate())
+        .map(|(i, (c, shared))| nmb_store::ReviewItem {
+            item_no: i as u32 + 1,
+            run_id: c.run_id,
+            task_id: c.task_id,
+            sample_index: c.sample_index,
+            shared,
+        })
+        .collect();
+    Ok(Assignment {
+        items,
+        reviewers: dealt.reviewers,
+    })
+}
+
+/// Items dealt out: each with whether it is shared (item `i` is numbered `i + 1`), each reviewer's item numbers,
+/// and the random stream, for whatever else the caller draws.
+pub(crate) struct Dealt<T> {
+    pub(crate) items: Vec<(T, bool)>,
+    pub(crate) reviewers: Vec<(String, Vec<u32>)>,
+    pub(crate) rng: ChaCha8Rng,
+}
+
+/// [`assign`] for any kind of item (one answer, or a pair of answers).
+pub(crate) fn deal<T: Ord>(
+    mut candidates: Vec<T>,
+    options: &AssignOptions,
+) -> Result<Dealt<T>, ReviewError> {
     check(options)?;
     candidates.sort();
     candidates.dedup();
@@ -45,16 +74,9 @@ pub fn assign(
     candidates.shuffle(&mut rng);
     let reviewers = options.reviewers.len();
     let (shared, unique_each) = sizes(candidates.len(), reviewers, options)?;
-    let mut items = Vec::new();
-    for (i, c) in candidates.into_iter().enumerate() {
-        items.push(nmb_store::ReviewItem {
-            item_no: i as u32 + 1,
-            run_id: c.run_id,
-            task_id: c.task_id,
-            sample_index: c.sample_index,
-            shared: i < shared,
-        });
-    }
+    let mut items: Vec<(T, bool)> = (candidates.into_iter().enumerate())
+        .map(|(i, c)| (c, i < shared))
+        .collect();
     let mut lists: Vec<Vec<u32>> = vec![(1..=shared as u32).collect(); reviewers];
     let mut next = shared;
     for (r, list) in lists.iter_mut().enumerate() {
@@ -66,9 +88,10 @@ pub fn assign(
     for list in &mut lists {
         list.shuffle(&mut rng);
     }
-    Ok(Assignment {
+    Ok(Dealt {
         items,
         reviewers: options.reviewers.iter().cloned().zip(lists).collect(),
+        rng,
     })
 }
 

@@ -44,7 +44,8 @@ pub fn run_calibrations(
     let options = review_options(options.clone());
     let mut sets = store.list_review_sets()?;
     sets.reverse();
-    sets.retain(|s| s.runs.iter().any(|r| r == run_id));
+    // A pairwise set's votes rank models (`run_pairwise`); they grade no answer against the judges.
+    sets.retain(|s| !s.pairwise && s.runs.iter().any(|r| r == run_id));
     if sets.is_empty() {
         return Ok(Vec::new());
     }

@@ -8,8 +8,8 @@ use nmb_store::{NewReviewSet, NewReviewer, Store};
 use serde_json::{json, Value};
 
 use crate::{
-    assign, candidates, hash_token, load_rubric, new_set_id, new_token, thinking_line,
-    AssignOptions, ReviewError,
+    assign, assign_pairs, candidates, hash_token, load_rubric, new_set_id, new_token,
+    thinking_line, AssignOptions, Assignment, ReviewError,
 };
 
 /// What a new review set is made of.
@@ -21,6 +21,8 @@ pub struct NewSet {
     /// Reviewers see each answer's thinking. Off by default: the blind review grades the answer, and a model's
     /// thinking can sway a grade either way.
     pub show_thinking: bool,
+    /// Reviewers vote between two runs' answers to the same task instead of grading one ([`crate::assign_pairs`]).
+    pub pairwise: bool,
 }
 
 /// A review set just stored, with each reviewer's token (shown only now).
@@ -35,12 +37,23 @@ pub struct CreatedSet {
     /// Each reviewer, the number of their items and their token.
     pub invites: Vec<(String, usize, String)>,
     pub show_thinking: bool,
+    pub pairwise: bool,
 }
 
 /// Draws, shares out and stores a review set.
 pub fn create_set(store: &Store, new: NewSet) -> Result<CreatedSet, ReviewError> {
     let (rubric, rubric_text) = load_rubric(new.rubric.as_deref())?;
-    let assignment = assign(candidates(store, &new.runs)?, &new.assign)?;
+    let answers = candidates(store, &new.runs)?;
+    let (assignment, pairs) = if new.pairwise {
+        let a = assign_pairs(&answers, &new.assign)?;
+        let assignment = Assignment {
+            items: a.items,
+            reviewers: a.reviewers,
+        };
+        (assignment, a.pairs)
+    } else {
+        (assign(answers, &new.assign)?, Vec::new())
+    };
     let set_id = new_set_id();
     let tokens: Vec<String> = assignment.reviewers.iter().map(|_| new_token()).collect();
     let reviewers = (assignment.reviewers.iter().zip(&tokens))
@@ -50,7 +63,7 @@ pub fn create_set(store: &Store, new: NewSet) -> Result<CreatedSet, ReviewError>
             items: items.clone(),
         })
         .collect();
-    store.create_review_set(&NewReviewSet {
+    let set = NewReviewSet {
         set_id: set_id.clone(),
         rubric_hash: rubric.hash.clone(),
         rubric: rubric_text,
@@ -60,7 +73,12 @@ pub fn create_set(store: &Store, new: NewSet) -> Result<CreatedSet, ReviewError>
         items: assignment.items.clone(),
         reviewers,
         show_thinking: new.show_thinking,
-    })?;
+    };
+    if new.pairwise {
+        store.create_pairwise_review_set(&set, &pairs)?;
+    } else {
+        store.create_review_set(&set)?;
+    }
     let invites = (assignment.reviewers.into_iter().zip(tokens))
         .map(|((name, items), token)| (name, items.len(), token))
         .collect();
@@ -73,6 +91,7 @@ pub fn create_set(store: &Store, new: NewSet) -> Result<CreatedSet, ReviewError>
         shared: assignment.items.iter().filter(|i| i.shared).count(),
         invites,
         show_thinking: new.show_thinking,
+        pairwise: new.pairwise,
     })
 }
 
@@ -101,14 +120,16 @@ impl CreatedSet {
             "seed": self.seed,
             "rubric": {"id": r.id, "version": r.version, "sha256": r.hash},
             "show_thinking": self.show_thinking,
+            "mode": if self.pairwise { "pairwise" } else { "grade" },
             "reviewers": people,
         })
     }
 
     pub fn text(&self, base: &str) -> String {
         let r = &self.rubric;
+        let kind = if self.pairwise { "pairs" } else { "items" };
         let mut out = format!(
-            "review set {}: {} items ({} graded by every reviewer) from {} run(s), rubric {} v{} (sha256 {})\n",
+            "review set {}: {} {kind} ({} graded by every reviewer) from {} run(s), rubric {} v{} (sha256 {})\n",
             self.set_id,
             self.items,
             self.shared,

@@ -7,6 +7,9 @@
 //! the ratings `nmb-calibration` measures agreement on ([`review_ratings`]). It also owns how a review's
 //! agreement and corrected rates are shown ([`tables`]: one set of tables, and the "Judges against clinicians"
 //! section that the report and `nmb serve`'s run page both render from them).
+//! A set can be pairwise ([`assign_pairs`]): two runs' answers to the same task side by side, in a recorded
+//! random order, and a vote between them ([`check_vote`]); its votes become a Bradley–Terry ranking with
+//! Davidson's ties, style-controlled, with bootstrap intervals over tasks ([`run_pairwise`]).
 //! It also reads what a set is built from: the rubric file ([`load_rubric`]) and the answered samples of the runs
 //! ([`candidates`]).
 //!
@@ -18,7 +21,10 @@ mod calibration;
 mod create;
 mod grade;
 mod inputs;
+mod judge_votes;
+mod pairwise;
 mod plan;
+mod preference;
 mod ratings;
 mod status;
 pub mod tables;
@@ -29,7 +35,15 @@ pub use calibration::{review_options, run_calibrations, RunCalibration, DEFAULT_
 pub use create::{create_set, CreatedSet, NewSet};
 pub use grade::{check_grade, GradeForm, COMMENT_LIMIT, TAXONOMY, VERDICTS};
 pub use inputs::{candidates, load_rubric};
+pub use judge_votes::{judge_pairwise_set, stored_judge_pairwise, JudgePairwise};
+pub use pairwise::{
+    assign_pairs, check_vote, pair_candidates, PairAssignment, PairCandidate, VoteForm,
+};
 pub use plan::{review_plan, JudgePlan, ReviewPlan};
+pub use preference::{
+    pair_votes, rank_votes, run_pairwise, ModelRating, PairVote, PairwiseRanking, Style,
+    RATING_BASE, RATING_SCALE,
+};
 pub use ratings::{
     item_key, review_ratings, ReviewRatings, GRADER, VERDICT_DIMENSION, VERDICT_PASS,
 };

@@ -130,7 +130,7 @@ fn most_telling(
 ) -> Result<Vec<String>, ReviewError> {
     let options = review_options(options.clone());
     let mut sets = store.list_review_sets()?;
-    sets.retain(|s| s.runs.iter().any(|r| r == run_id));
+    sets.retain(|s| !s.pairwise && s.runs.iter().any(|r| r == run_id));
     let Some(set) = sets.first() else {
         return Ok(Vec::new());
     };

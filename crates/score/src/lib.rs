@@ -49,6 +49,7 @@ pub mod label_set;
 pub mod labels;
 pub mod lexicon;
 pub mod matching;
+pub mod pairwise;
 pub mod parse;
 pub mod prompts;
 pub mod results;

@@ -46,6 +46,7 @@ mod html;
 mod pages;
 mod review;
 mod review_html;
+mod review_pair;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;

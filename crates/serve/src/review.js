@@ -107,6 +107,8 @@
   }
 
   var verdicts = { "1": "correct", "2": "partly", "3": "incorrect", "s": "skip" };
+  // A pairwise page's vote.
+  var choices = { "a": "a", "b": "b", "t": "tie", "n": "neither" };
 
   document.addEventListener("keydown", function (e) {
     if (e.ctrlKey || e.metaKey || e.altKey) {
@@ -130,6 +132,12 @@
         pick(input);
         advance(row);
       }
+      return;
+    }
+    var choice = choices[e.key] && form.querySelector("input[name=choice][value=" + choices[e.key] + "]");
+    if (choice) {
+      e.preventDefault();
+      pick(choice);
       return;
     }
     if (verdicts[e.key]) {

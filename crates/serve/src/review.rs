@@ -66,14 +66,14 @@ pub(crate) fn routes() -> Router<App> {
 }
 
 /// A reviewer whose token the store knows for this set, unrevoked.
-struct Reviewer {
-    set: ReviewSet,
-    name: String,
-    token: String,
+pub(crate) struct Reviewer {
+    pub(crate) set: ReviewSet,
+    pub(crate) name: String,
+    pub(crate) token: String,
 }
 
 /// Why a review request is refused.
-enum Refused {
+pub(crate) enum Refused {
     /// No token, an unknown or revoked one, or one of another set: 401.
     NoReviewer,
     /// A cross-site request or a missing / wrong form key: 403.
@@ -207,7 +207,7 @@ fn authenticate(store: &Store, set_id: &str, headers: &HeaderMap) -> Result<Revi
 }
 
 /// `/review/{set}` (percent-encoded).
-fn set_path(set_id: &str) -> String {
+pub(crate) fn set_path(set_id: &str) -> String {
     format!("/review/{}", url_encode(set_id))
 }
 
@@ -309,6 +309,10 @@ async fn item(
     blocking(&app, false, move |store| {
         let r = authenticate(store, &set_id, &headers)?;
         let it = assigned(store, &r, position(&pos)?)?;
+        if r.set.pairwise {
+            let form = crate::review_pair::newest_vote_form(store, &r, it.item.item_no)?;
+            return crate::review_pair::pair_response(store, &r, &it, &form, &[], StatusCode::OK);
+        }
         let form = form_of(&newest_grade(store, &r, it.item.item_no)?);
         item_response(store, &r, &it, &form, &[], StatusCode::OK)
     })
@@ -344,7 +348,18 @@ fn item_response(
 /// before the answer only where `show_thinking` (the set's choice): a hidden thinking is never read into a page.
 fn turns(store: &Store, it: &AssignedItem, show_thinking: bool) -> Result<Vec<TurnView>, Refused> {
     let i = &it.item;
-    let Some(sample) = store.sample_record(&i.run_id, &i.task_id, i.sample_index)? else {
+    sample_turns(store, &i.run_id, &i.task_id, i.sample_index, show_thinking)
+}
+
+/// [`turns`] of any stored sample (a pairwise item's B answer too).
+pub(crate) fn sample_turns(
+    store: &Store,
+    run_id: &str,
+    task_id: &str,
+    sample_index: u32,
+    show_thinking: bool,
+) -> Result<Vec<TurnView>, Refused> {
+    let Some(sample) = store.sample_record(run_id, task_id, sample_index)? else {
         return Err(Refused::NotFound);
     };
     let mut out = Vec::new();
@@ -442,6 +457,9 @@ async fn save(
             ));
         }
         let it = assigned(store, &r, position(&pos)?)?;
+        if r.set.pairwise {
+            return crate::review_pair::save_vote(store, &r, &it, &pairs, json);
+        }
         let form = form_from(&pairs);
         let grade = match nmb_review::check_grade(&rubric(&r.set)?, &form) {
             Ok(g) => g,
@@ -459,20 +477,25 @@ async fn save(
         if json {
             return Ok(StatusCode::NO_CONTENT.into_response());
         }
-        let to = match field(&pairs, "go") {
-            Some("prev") => item_path(&set.set_id, it.position.saturating_sub(1).max(1)),
-            Some("stay") => item_path(&set.set_id, it.position),
-            _ if it.position < it.total => item_path(&set.set_id, it.position + 1),
-            _ => set_path(&set.set_id),
-        };
-        Ok(Redirect::to(&to).into_response())
+        Ok(go_on(&pairs, &set.set_id, &it))
     })
     .await
 }
 
+/// Where a form post goes after saving: the previous item, the same one, the next, or the set (which resumes).
+pub(crate) fn go_on(pairs: &[(String, String)], set_id: &str, it: &AssignedItem) -> Response {
+    let to = match field(pairs, "go") {
+        Some("prev") => item_path(set_id, it.position.saturating_sub(1).max(1)),
+        Some("stay") => item_path(set_id, it.position),
+        _ if it.position < it.total => item_path(set_id, it.position + 1),
+        _ => set_path(set_id),
+    };
+    Redirect::to(&to).into_response()
+}
+
 /// The hidden form field that proves a post came from the reviewer's own page: HMAC-SHA256 of the set id keyed
 /// by the reviewer's token, hex. Another site can neither read it nor compute it.
-fn csrf_key(token: &str, set_id: &str) -> String {
+pub(crate) fn csrf_key(token: &str, set_id: &str) -> String {
     hex::encode(hmac_sha256(
         token.as_bytes(),
         format!("nmb-review-form {set_id}").as_bytes(),

@@ -56,6 +56,9 @@ aside.keys { margin-top: 12px; font-size: 12px; color: #4b5565; }
 aside.keys ul { margin: 4px 0 0; padding-left: 16px; }
 .done-box { max-width: 560px; margin: 40px auto; border: 1px solid #d8dce3; border-radius: 8px; padding: 6px 24px 16px; background: #fbfcfd; }
 .done-box progress { width: 100%; height: 10px; }
+.pair { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); gap: 20px; align-items: start; }
+@media (max-width: 900px) { .pair { grid-template-columns: minmax(0, 1fr); } }
+form.grade.vote { position: static; max-height: none; margin-top: 16px; }
 "#;
 
 /// A review page: `title` is plain text, `body` is HTML already escaped. No link leads to the viewer.
@@ -189,6 +192,17 @@ fn case(body: &mut String, v: &ItemView<'_>) {
 }
 
 fn message(body: &mut String, v: &ItemView<'_>, m: &StoredMessage, first_turn: bool) {
+    prompt_message(body, v.set_path, v.position, m, first_turn);
+}
+
+/// One message of the prompt; images are served under the set for the item at `position`.
+pub(crate) fn prompt_message(
+    body: &mut String,
+    set_path: &str,
+    position: u32,
+    m: &StoredMessage,
+    first_turn: bool,
+) {
     let role = match (m.role, first_turn) {
         (Role::System, _) => "Instructions to the model",
         (Role::User, true) => "Case and question",
@@ -213,9 +227,9 @@ fn message(body: &mut String, v: &ItemView<'_>, m: &StoredMessage, first_turn: b
             StoredPart::Image { image, .. } => {
                 let src = format!(
                     "{}/images/{}?item={}",
-                    v.set_path,
+                    set_path,
                     url_encode(image),
-                    v.position
+                    position
                 );
                 let _ = write!(
                     body,

@@ -21,7 +21,9 @@
 //!   per-class precision/recall/F1) and stated-confidence calibration ([`ece`], [`adaptive_ece`], [`brier`],
 //!   [`auroc`], [`reliability`]), each also with bootstrap intervals, for NeuroVLM-Bench's structured answers;
 //! - [`isotonic`] regression (scikit-learn's), to calibrate judge scores to clinicians' verdicts, and
-//!   [`bradley_terry`] strengths from pairwise preferences, with Davidson's ties.
+//!   [`bradley_terry`] strengths from pairwise preferences, with Davidson's ties, [`bradley_terry_styled`] with
+//!   covariates (style control), [`preference_ranking`] with bootstrap intervals over tasks, and a judge's
+//!   [`position_bias`] from pairs asked in both orders.
 //!
 //! Determinism: every random draw comes from a ChaCha8 stream keyed by the explicit `u64` seed in
 //! [`BootstrapConfig`]; the seed, level and resample count are written into every [`Estimate`]. Nothing iterates
@@ -36,6 +38,7 @@ mod confidence;
 mod isotonic;
 mod paired;
 mod passk;
+mod preference;
 mod prevalence;
 mod proportion;
 mod rank;
@@ -65,8 +68,9 @@ pub use confidence::{
     adaptive_ece, auroc, brier, calibration_estimates, ece, reliability, Bin, CalibrationEstimates,
 };
 pub use isotonic::{isotonic, Isotonic};
-pub use paired::{bradley_terry, Preference, Strengths};
+pub use paired::{bradley_terry, bradley_terry_styled, Preference, Strengths, StyledStrengths};
 pub use passk::{pass_at_k, top_k_hit};
+pub use preference::{position_bias, preference_ranking, PositionBias, PreferenceRanking};
 pub use prevalence::{corrected_pass_rate, rogan_gladen, CorrectedRate};
 pub use proportion::{
     mcnemar_clustered, mcnemar_exact, mcnemar_paired, normal_quantile, wilson, McNemar, McNemarTest,

@@ -10,6 +10,9 @@
 use nmb_stats::*;
 use serde_json::Value;
 
+#[path = "reference/simulation.rs"]
+mod simulation;
+
 const ABS: f64 = 1e-9;
 
 fn reference() -> Value {
@@ -663,6 +666,52 @@ fn bradley_terry_matches_the_reference() {
             1e-9,
             name,
         );
+    }
+}
+
+/// Style-controlled Bradley–Terry with Davidson's ties against `fixtures/make_bradley_terry_styled.py` (the
+/// likelihood maximised by SciPy; cases without ties cross-checked there with scikit-learn's logistic regression).
+#[test]
+fn styled_bradley_terry_matches_the_reference() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/bradley_terry_styled.json"
+    );
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    let r: Value = serde_json::from_str(&text).unwrap();
+    let list = cases(&r, "bradley_terry_styled");
+    assert!(list.len() >= 10);
+    for c in list {
+        let name = c["name"].as_str().unwrap();
+        let votes: Vec<(usize, usize, Preference)> = (c["votes"].as_array().unwrap().iter())
+            .map(|v| {
+                let outcome = match v[2].as_str().unwrap() {
+                    "a" => Preference::AWins,
+                    "b" => Preference::BWins,
+                    _ => Preference::Tie,
+                };
+                (u(&v[0]) as usize, u(&v[1]) as usize, outcome)
+            })
+            .collect();
+        let rows: Vec<Vec<f64>> = c["covariates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(floats)
+            .collect();
+        let s = bradley_terry_styled(u(&c["items"]) as usize, &votes, &rows)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (theta, beta) = (floats(&c["theta"]), floats(&c["beta"]));
+        assert_eq!(
+            (s.theta.len(), s.beta.len()),
+            (theta.len(), beta.len()),
+            "{name}"
+        );
+        for (got, want) in s.theta.iter().zip(theta).chain(s.beta.iter().zip(beta)) {
+            close(*got, want, 1e-9, name);
+        }
+        close(s.nu, f(&c["nu"]), 1e-9, name);
+        close(s.log_likelihood, f(&c["log_likelihood"]), 1e-9, name);
     }
 }
 

@@ -5,10 +5,10 @@
 //! their manifests, images (once per content hash, across all runs), rendered prompts (once per prompt hash),
 //! every API call with its raw body, usage, error class and the replica (server) that answered it, each sample's
 //! answer per turn, the response cache, run summaries, score reports, and clinician review sets with their
-//! append-only grades, the human answers baseline runs are built from, and the provider batches calls were sent in
-//! ([`BatchRecord`]). Every write that records a response is its own
-//! committed transaction, so killing the process loses nothing that was committed. The SQLite file is in WAL
-//! mode with `synchronous = NORMAL` (a power cut may lose the last few commits).
+//! append-only grades (for pairwise sets, their pairs and append-only votes), the human answers baseline runs
+//! are built from, and the provider batches calls were sent in ([`BatchRecord`]). Every write that records a
+//! response is its own committed transaction, so killing the process loses nothing that was committed. The
+//! SQLite file is in WAL mode with `synchronous = NORMAL` (a power cut may lose the last few commits).
 //!
 //! Every query is written once against the `db` module's seam, which runs it on either engine; no other crate
 //! sees SQL or knows which engine holds the data.
@@ -66,8 +66,8 @@ pub use records::{
 };
 pub use renders::RenderView;
 pub use reviews::{
-    AssignedItem, Grade, HumanAnswer, NewReviewSet, NewReviewer, ReviewItem, ReviewSet,
-    ReviewerStatus, StoredGrade,
+    AssignedItem, Grade, HumanAnswer, NewReviewSet, NewReviewer, ReviewItem, ReviewPair, ReviewSet,
+    ReviewerStatus, StoredGrade, StoredVote, Vote, VOTE_CHOICES,
 };
 pub use runs::{RunInfo, RunStatus};
 pub use schema::{latest_version, Migration, APPLICATION_ID, BUSY_TIMEOUT, MIGRATIONS};

@@ -5,6 +5,10 @@
 //! newest row per (set, reviewer, item) is the grade, and every earlier row stays as the audit trail. Which items
 //! a set holds, who sees what and how tokens are made is `nmb-review`'s business; this module only stores it.
 //!
+//! A pairwise set (`review_pairs`) has a second answer to the same task for each item: the item's own row is
+//! shown as A, the pair's as B, so the order each pair is shown in is what the rows say. Its reviewers vote
+//! (`review_votes`: A, B, tie or neither acceptable) instead of grading, appended the same way.
+//!
 //! Human answers are what a clinician answered to a suite's tasks, appended the same way (newest per task and
 //! turn wins); the run of model `human:NAME` is built from them.
 
@@ -51,6 +55,34 @@ pub struct NewReviewSet {
     pub show_thinking: bool,
 }
 
+/// The answer shown as B beside item `item_no` of a pairwise set (the item's own answer is A).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReviewPair {
+    pub item_no: u32,
+    pub run_id: String,
+    pub sample_index: u32,
+}
+
+/// The choices of a pairwise vote, as stored.
+pub const VOTE_CHOICES: [&str; 4] = ["a", "b", "tie", "neither"];
+
+/// A reviewer's pairwise vote: one of [`VOTE_CHOICES`] (`neither`: both answers are unacceptable).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Vote {
+    pub choice: String,
+    pub comment: Option<String>,
+}
+
+/// A stored vote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredVote {
+    pub id: i64,
+    pub reviewer: String,
+    pub item_no: u32,
+    pub created_ms: i64,
+    pub vote: Vote,
+}
+
 /// A stored review set.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReviewSet {
@@ -63,6 +95,8 @@ pub struct ReviewSet {
     pub runs: Vec<String>,
     /// Reviewers see each answer's thinking; `false` for sets stored before schema v13.
     pub show_thinking: bool,
+    /// Reviewers vote between two answers ([`ReviewPair`]) rather than grade one.
+    pub pairwise: bool,
 }
 
 /// A reviewer's progress, for `nmb review status`.
@@ -123,6 +157,20 @@ pub struct HumanAnswer {
 impl Store {
     /// Stores a new review set with its items, reviewers and assignments.
     pub fn create_review_set(&self, set: &NewReviewSet) -> Result<()> {
+        self.create_set_with_pairs(set, &[])
+    }
+
+    /// Stores a new pairwise set: [`Store::create_review_set`] and the B answer of every item, in one
+    /// transaction.
+    pub fn create_pairwise_review_set(
+        &self,
+        set: &NewReviewSet,
+        pairs: &[ReviewPair],
+    ) -> Result<()> {
+        self.create_set_with_pairs(set, pairs)
+    }
+
+    fn create_set_with_pairs(&self, set: &NewReviewSet, pairs: &[ReviewPair]) -> Result<()> {
         let runs = serde_json::to_string(&set.runs).expect("a list of strings serialises");
         let now = now_ms();
         self.write("create a review set", |db| {
@@ -155,6 +203,12 @@ impl Store {
                     ],
                 )?;
             }
+            for p in pairs {
+                db.exec(
+                    "INSERT INTO review_pairs (set_id, item_no, run_id, sample_index) VALUES (?1, ?2, ?3, ?4)",
+                    args![set.set_id.as_str(), p.item_no, p.run_id.as_str(), p.sample_index],
+                )?;
+            }
             for r in &set.reviewers {
                 insert_reviewer(db, &set.set_id, r, now)?;
             }
@@ -166,8 +220,7 @@ impl Store {
     pub fn review_set(&self, set_id: &str) -> Result<Option<ReviewSet>> {
         self.read("read a review set", |db| {
             let row = db.query_opt(
-                "SELECT set_id, created_ms, rubric_hash, rubric, seed, overlap, runs, show_thinking FROM review_sets
-                 WHERE set_id = ?1",
+                &format!("SELECT {SET_COLUMNS} FROM review_sets s WHERE set_id = ?1"),
                 args![set_id],
             )?;
             Ok(row.map(|r| review_set_of(&r)).transpose()?)
@@ -178,8 +231,9 @@ impl Store {
     pub fn list_review_sets(&self) -> Result<Vec<ReviewSet>> {
         self.read("list review sets", |db| {
             let rows = db.query(
-                "SELECT set_id, created_ms, rubric_hash, rubric, seed, overlap, runs, show_thinking FROM review_sets
-                 ORDER BY created_ms DESC, set_id",
+                &format!(
+                    "SELECT {SET_COLUMNS} FROM review_sets s ORDER BY created_ms DESC, set_id"
+                ),
                 args![],
             )?;
             Ok(rows.iter().map(review_set_of).collect::<DbResult<_>>()?)
@@ -227,7 +281,11 @@ impl Store {
                          WHERE g.set_id = r.set_id AND g.reviewer = r.reviewer AND g.verdict = 'skip'
                            AND {NEWEST_GRADE}),
                         (SELECT count(*) FROM review_grades g
-                         WHERE g.set_id = r.set_id AND g.reviewer = r.reviewer)
+                         WHERE g.set_id = r.set_id AND g.reviewer = r.reviewer),
+                        (SELECT count(DISTINCT v.item_no) FROM review_votes v
+                         WHERE v.set_id = r.set_id AND v.reviewer = r.reviewer),
+                        (SELECT count(*) FROM review_votes v
+                         WHERE v.set_id = r.set_id AND v.reviewer = r.reviewer)
                      FROM review_reviewers r WHERE r.set_id = ?1 ORDER BY r.reviewer"
                 ),
                 args![set_id],
@@ -238,9 +296,10 @@ impl Store {
                         reviewer: r.get(0)?,
                         revoked_ms: r.get(1)?,
                         assigned: r.get(2)?,
-                        graded: r.get(3)?,
+                        // A set holds grades or votes, never both: a voted item counts as graded.
+                        graded: r.get::<u32>(3)? + r.get::<u32>(6)?,
                         skipped: r.get(4)?,
-                        grade_rows: r.get(5)?,
+                        grade_rows: r.get::<u32>(5)? + r.get::<u32>(7)?,
                     })
                 })
                 .collect::<DbResult<_>>()
@@ -302,7 +361,9 @@ impl Store {
                  WHERE a.set_id = ?1 AND a.reviewer = ?2 AND NOT EXISTS (
                      SELECT 1 FROM review_grades g
                      WHERE g.set_id = a.set_id AND g.reviewer = a.reviewer AND g.item_no = a.item_no
-                       AND g.verdict IS NOT NULL)",
+                       AND g.verdict IS NOT NULL) AND NOT EXISTS (
+                     SELECT 1 FROM review_votes v
+                     WHERE v.set_id = a.set_id AND v.reviewer = a.reviewer AND v.item_no = a.item_no)",
                 args![set_id, reviewer],
             )?)
         })
@@ -373,6 +434,86 @@ impl Store {
         })
     }
 
+    /// Every B answer of a pairwise set, in item order (empty for a set that grades).
+    pub fn review_pairs(&self, set_id: &str) -> Result<Vec<ReviewPair>> {
+        self.read("read a review set's pairs", |db| {
+            let rows = db.query(
+                "SELECT item_no, run_id, sample_index FROM review_pairs WHERE set_id = ?1 ORDER BY item_no",
+                args![set_id],
+            )?;
+            Ok(rows.iter().map(pair_of).collect::<DbResult<_>>()?)
+        })
+    }
+
+    /// The B answer of one item of a pairwise set.
+    pub fn review_pair(&self, set_id: &str, item_no: u32) -> Result<Option<ReviewPair>> {
+        self.read("read a review pair", |db| {
+            let row = db.query_opt(
+                "SELECT item_no, run_id, sample_index FROM review_pairs WHERE set_id = ?1 AND item_no = ?2",
+                args![set_id, item_no],
+            )?;
+            Ok(row.map(|r| pair_of(&r)).transpose()?)
+        })
+    }
+
+    /// Appends a vote; the item must be assigned to the reviewer. Returns the new row's id.
+    pub fn append_vote(
+        &self,
+        set_id: &str,
+        reviewer: &str,
+        item_no: u32,
+        vote: &Vote,
+    ) -> Result<i64> {
+        self.write("store a vote", |db| {
+            Ok(scalar(
+                db,
+                "INSERT INTO review_votes (set_id, reviewer, item_no, created_ms, choice, comment)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 RETURNING id",
+                args![
+                    set_id,
+                    reviewer,
+                    item_no,
+                    now_ms(),
+                    vote.choice.as_str(),
+                    vote.comment.as_deref()
+                ],
+            )?)
+        })
+    }
+
+    /// The newest vote of every (reviewer, item) of a set, by reviewer then item.
+    pub fn latest_votes(&self, set_id: &str) -> Result<Vec<StoredVote>> {
+        self.read("read a review set's votes", |db| {
+            let rows = db.query(
+                "SELECT v.id, v.reviewer, v.item_no, v.created_ms, v.choice, v.comment FROM review_votes v
+                 WHERE v.set_id = ?1 AND v.id = (
+                     SELECT max(w.id) FROM review_votes w
+                     WHERE w.set_id = v.set_id AND w.reviewer = v.reviewer AND w.item_no = v.item_no)
+                 ORDER BY v.reviewer, v.item_no",
+                args![set_id],
+            )?;
+            Ok(rows.iter().map(vote_of).collect::<DbResult<_>>()?)
+        })
+    }
+
+    /// Every vote one reviewer cast on one item, oldest first (the audit trail).
+    pub fn vote_history(
+        &self,
+        set_id: &str,
+        reviewer: &str,
+        item_no: u32,
+    ) -> Result<Vec<StoredVote>> {
+        self.read("read a vote's history", |db| {
+            let rows = db.query(
+                "SELECT v.id, v.reviewer, v.item_no, v.created_ms, v.choice, v.comment FROM review_votes v
+                 WHERE v.set_id = ?1 AND v.reviewer = ?2 AND v.item_no = ?3 ORDER BY v.id",
+                args![set_id, reviewer, item_no],
+            )?;
+            Ok(rows.iter().map(vote_of).collect::<DbResult<_>>()?)
+        })
+    }
+
     /// Appends a human's answer to one turn of a task. Returns the new row's id.
     pub fn append_human_answer(
         &self,
@@ -427,6 +568,11 @@ impl Store {
     }
 }
 
+/// A review set's columns; `s` is `review_sets`.
+const SET_COLUMNS: &str = "set_id, created_ms, rubric_hash, rubric, seed, overlap, runs, show_thinking, \
+                           CASE WHEN EXISTS (SELECT 1 FROM review_pairs p WHERE p.set_id = s.set_id) \
+                           THEN 1 ELSE 0 END";
+
 /// Grade row `g` is the newest of its reviewer and item (the grade; older rows are its history).
 const NEWEST_GRADE: &str = "g.id = (SELECT max(h.id) FROM review_grades h \
                             WHERE h.set_id = g.set_id AND h.reviewer = g.reviewer AND h.item_no = g.item_no)";
@@ -464,6 +610,28 @@ fn review_set_of(r: &Row) -> DbResult<ReviewSet> {
             found: "other JSON",
         })?,
         show_thinking: r.get(7)?,
+        pairwise: r.get(8)?,
+    })
+}
+
+fn pair_of(r: &Row) -> DbResult<ReviewPair> {
+    Ok(ReviewPair {
+        item_no: r.get(0)?,
+        run_id: r.get(1)?,
+        sample_index: r.get(2)?,
+    })
+}
+
+fn vote_of(r: &Row) -> DbResult<StoredVote> {
+    Ok(StoredVote {
+        id: r.get(0)?,
+        reviewer: r.get(1)?,
+        item_no: r.get(2)?,
+        created_ms: r.get(3)?,
+        vote: Vote {
+            choice: r.get(4)?,
+            comment: r.get(5)?,
+        },
     })
 }
 

@@ -98,6 +98,11 @@ pub const MIGRATIONS: &[Migration] = &[
         description: "review_sets.show_thinking: whether a set's reviewers see each answer's thinking",
         sql: V13,
     },
+    Migration {
+        version: 14,
+        description: "review_pairs and review_votes: pairwise review sets and their appended votes",
+        sql: V14_PAIRWISE,
+    },
 ];
 
 /// The newest schema version this build writes.
@@ -604,3 +609,27 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+/// Pairwise review sets (`nmb review create --mode pairwise`): the second answer of each item (the first is the
+/// item's own `review_items` row, shown as A), and the reviewers' votes, appended as grades are.
+const V14_PAIRWISE: &str = r#"
+CREATE TABLE review_pairs (
+    set_id       TEXT NOT NULL,
+    item_no      INTEGER NOT NULL,
+    run_id       TEXT NOT NULL REFERENCES runs (run_id),
+    sample_index INTEGER NOT NULL,
+    PRIMARY KEY (set_id, item_no),
+    FOREIGN KEY (set_id, item_no) REFERENCES review_items (set_id, item_no)
+);
+CREATE TABLE review_votes (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    set_id     TEXT NOT NULL,
+    reviewer   TEXT NOT NULL,
+    item_no    INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    choice     TEXT NOT NULL CHECK (choice IN ('a', 'b', 'tie', 'neither')),
+    comment    TEXT,
+    FOREIGN KEY (set_id, reviewer, item_no) REFERENCES review_assignments (set_id, reviewer, item_no)
+);
+CREATE INDEX review_votes_latest ON review_votes (set_id, reviewer, item_no, id);
+"#;

@@ -109,6 +109,13 @@ pub fn run(args: ReportArgs, at: &StoreAt) -> Result<ExitCode> {
         run.calibrations =
             nmb_review::run_calibrations(&store, id, stored_report, &opts.calibration_options())
                 .with_context(|| format!("measuring run {id}'s judges against its review sets"))?;
+        let model_of = |run: &str| {
+            store
+                .run(run)
+                .map_or_else(|_| run.to_string(), |r| r.manifest.display_name())
+        };
+        run.pairwise = nmb_review::run_pairwise(&store, id, &model_of, &opts.bootstrap)
+            .with_context(|| format!("ranking the models of run {id}'s pairwise review sets"))?;
         runs.push(run);
     }
     if let Some(unused) = from_files.keys().next() {

@@ -14,6 +14,8 @@ use crate::store_at::StoreAt;
 pub const EXAMPLES: &str = "\
 Examples:
   nmb review create RUN_A RUN_B --reviewers lee,park --per-reviewer 30 --overlap 0.2 --seed 7
+  nmb review create RUN_A RUN_B --mode pairwise --reviewers lee,park --overlap 1
+  nmb review judge rv-1a2b3c4d5e6f --judge openai:gpt-4o
   nmb review status rv-1a2b3c4d5e6f
   nmb review export rv-1a2b3c4d5e6f --csv > ratings.csv
   nmb review revoke rv-1a2b3c4d5e6f park
@@ -25,7 +27,11 @@ URL per reviewer carrying a secret token (only its SHA-256 is stored: the URL is
 it on a running `nmb serve` (pass its address with --url) and see the case, the question and the answer, never
 the model, the run, judge scores or other reviewers' grades; the model's thinking before its answer only when the
 set is made with --show-thinking (the blind review grades the answer, so by default it is hidden). Every grade is appended with the reviewer, time,
-set and rubric hash; a change adds a row, so the history is an audit trail.";
+set and rubric hash; a change adds a row, so the history is an audit trail.
+
+With --mode pairwise, each item is two runs' answers to the same task side by side, A and B in an order drawn
+with the seed and recorded; reviewers vote A, B, about the same, or neither acceptable (keys a, b, t, n), and
+`nmb report` ranks the models from the votes (Bradley–Terry with ties, style-controlled, with CIs).";
 
 #[derive(Subcommand)]
 pub enum ReviewCommand {
@@ -41,9 +47,33 @@ pub enum ReviewCommand {
     /// which unreviewed items to review first (where the judges disagree, then where the calibrated chance of
     /// passing is nearest one half)
     Plan(PlanArgs),
+    /// Ask LLM judges which answer of each pair of a pairwise set is better, in both orders, and measure their
+    /// position bias and agreement with the clinicians' votes
+    Judge(JudgeArgs),
     /// Serve pages where a clinician answers a suite's cases; their answers become the run of human:NAME
     #[command(after_help = super::answer::EXAMPLES)]
     Answer(super::answer::AnswerArgs),
+}
+
+#[derive(Args)]
+pub struct JudgeArgs {
+    /// A pairwise review set's id
+    set: String,
+    /// Judge model spec (repeat for several)
+    #[arg(long = "judge", value_name = "SPEC", required = true)]
+    judges: Vec<String>,
+    /// Bootstrap resamples of the intervals
+    #[arg(long, default_value_t = nmb_stats::DEFAULT_RESAMPLES)]
+    resamples: usize,
+    /// Print one JSON object
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Mode {
+    Grade,
+    Pairwise,
 }
 
 #[derive(Args)]
@@ -69,6 +99,10 @@ pub struct CreateArgs {
     /// Show reviewers each answer's thinking, collapsed above it (default: hidden, the answer is graded alone)
     #[arg(long)]
     show_thinking: bool,
+    /// grade: reviewers grade one answer at a time; pairwise: they vote between two runs' answers to the same
+    /// task (A, B, about the same, neither acceptable), shown in a random order the set records
+    #[arg(long, value_enum, default_value_t = Mode::Grade)]
+    mode: Mode,
     /// Address of the `nmb serve` reviewers will use
     #[arg(long, default_value = "http://127.0.0.1:8686/")]
     url: String,
@@ -131,6 +165,7 @@ pub fn run(command: ReviewCommand, at: &StoreAt) -> Result<ExitCode> {
         ReviewCommand::Export(a) => export(a, at),
         ReviewCommand::Revoke(a) => revoke(a, at),
         ReviewCommand::Plan(a) => plan(a, at),
+        ReviewCommand::Judge(a) => judge(a, at),
         ReviewCommand::Answer(a) => super::answer::run(a, at),
     }
 }
@@ -147,6 +182,7 @@ fn create(args: CreateArgs, at: &StoreAt) -> Result<ExitCode> {
         },
         rubric: args.rubric,
         show_thinking: args.show_thinking,
+        pairwise: args.mode == Mode::Pairwise,
     };
     let created = nmb_review::create_set(&store, new)
         .with_context(|| format!("cannot create a review set in {at}"))?;
@@ -240,5 +276,41 @@ fn revoke(args: RevokeArgs, at: &StoreAt) -> Result<ExitCode> {
         "revoked {} in {}: their URL no longer opens anything",
         args.reviewer, set.set_id
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn judge(args: JudgeArgs, at: &StoreAt) -> Result<ExitCode> {
+    let store = at.open_for_reading()?;
+    let specs = (args.judges.iter())
+        .map(|j| nmb_requests::ModelSpec::parse(j).with_context(|| format!("--judge {j}")))
+        .collect::<Result<Vec<_>>>()?;
+    let config = nmb_score::ScoringConfig {
+        judges: specs,
+        ..nmb_score::ScoringConfig::default()
+    };
+    let judges = config
+        .connect_judges(&nmb_study::job::connect_judge)
+        .context("cannot connect the judges")?;
+    let cfg = nmb_stats::BootstrapConfig {
+        resamples: args.resamples.max(1),
+        ..nmb_stats::BootstrapConfig::default()
+    };
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let results = runtime
+        .block_on(nmb_review::judge_pairwise_set(
+            &store, &args.set, &judges, &cfg,
+        ))
+        .with_context(|| format!("cannot judge the pairs of review set {}", args.set))?;
+    if args.json {
+        let doc = serde_json::json!({"set_id": args.set, "judges": results});
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        for r in &results {
+            println!("{}", r.sentence);
+            for n in &r.notes {
+                println!("  note: {n}");
+            }
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

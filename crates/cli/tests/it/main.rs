@@ -30,6 +30,7 @@ mod report_thinking;
 mod review_browser;
 mod review_cli;
 mod review_done;
+mod review_pairwise;
 mod revision;
 mod score_cli;
 mod secrets;

@@ -82,6 +82,7 @@ pub fn render(runs: &[RunData], analysis: &Analysis, opts: &ReportOptions) -> St
     sweep(&mut h, analysis);
     paired(&mut h, analysis);
     h.push_str(&crate::calibration::html(runs));
+    h.push_str(&crate::preference::html(runs));
     cases(&mut h, runs, opts);
     manifests(&mut h, runs);
     h.push_str("</body></html>\n");

@@ -319,6 +319,7 @@ fn migrating_to_v8_fills_in_the_headlines_and_keeps_the_scores() {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
             "ALTER TABLE score_reports DROP COLUMN headline;
+             DROP TABLE review_votes; DROP TABLE review_pairs;
              DROP TABLE review_grades; DROP TABLE review_assignments; DROP TABLE review_items;
              DROP TABLE review_reviewers; DROP TABLE review_sets; DROP TABLE human_answers;
              ALTER TABLE sample_scores DROP COLUMN disease_group;

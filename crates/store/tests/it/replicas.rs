@@ -91,6 +91,7 @@ fn a_store_from_schema_v4_migrates_and_keeps_its_calls() {
              DROP TABLE fleet_slots;
              DROP TABLE fleet_pauses;
              ALTER TABLE score_reports DROP COLUMN headline;
+             DROP TABLE review_votes; DROP TABLE review_pairs;
              DROP TABLE review_grades; DROP TABLE review_assignments; DROP TABLE review_items;
              DROP TABLE review_reviewers; DROP TABLE review_sets; DROP TABLE human_answers;
              ALTER TABLE sample_scores DROP COLUMN disease_group;

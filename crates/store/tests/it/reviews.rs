@@ -3,7 +3,7 @@
 use crate::common;
 
 use common::*;
-use nmb_store::{Grade, HumanAnswer, NewReviewSet, NewReviewer, ReviewItem};
+use nmb_store::{Grade, HumanAnswer, NewReviewSet, NewReviewer, ReviewItem, ReviewPair, Vote};
 
 fn item(no: u32, run: &str, task: &str, shared: bool) -> ReviewItem {
     ReviewItem {
@@ -189,7 +189,8 @@ fn a_set_stored_before_v13_hides_the_thinking() {
     rusqlite::Connection::open(&path)
         .unwrap()
         .execute_batch(
-            "ALTER TABLE review_sets DROP COLUMN show_thinking;
+            "DROP TABLE review_votes; DROP TABLE review_pairs;
+             ALTER TABLE review_sets DROP COLUMN show_thinking;
              DROP TABLE batch_items; DROP TABLE batches; ALTER TABLE calls DROP COLUMN batch_id;
              DELETE FROM migrations WHERE version >= 12;
              PRAGMA user_version = 11;",
@@ -250,5 +251,74 @@ fn human_answers_keep_every_version_and_read_the_newest() {
                 ("t1".into(), 1, "turn two".into())
             ]
         );
+    });
+}
+
+/// A pairwise set keeps each item's B answer beside its A row, and its votes are appended like grades: the
+/// newest counts, resuming skips voted items, and progress counts votes.
+#[test]
+fn pairwise_votes_are_appended_and_the_newest_counts() {
+    on_each_engine(|| {
+        let (_dir, store) = temp_store();
+        let a = store.create_run("cfg-a", &manifest()).unwrap().run_id;
+        let b = store.create_run("cfg-b", &manifest()).unwrap().run_id;
+        let mut set = new_set(&a);
+        set.runs.push(b.clone());
+        let pairs: Vec<ReviewPair> = (1..=3)
+            .map(|item_no| ReviewPair {
+                item_no,
+                run_id: b.clone(),
+                sample_index: 0,
+            })
+            .collect();
+        store.create_pairwise_review_set(&set, &pairs).unwrap();
+        assert!(store.review_set("rv-test").unwrap().unwrap().pairwise);
+        assert_eq!(store.review_pairs("rv-test").unwrap(), pairs);
+        assert_eq!(
+            store.review_pair("rv-test", 2).unwrap(),
+            Some(pairs[1].clone())
+        );
+        assert_eq!(store.review_pair("rv-test", 9).unwrap(), None);
+
+        let vote = |choice: &str| Vote {
+            choice: choice.into(),
+            comment: None,
+        };
+        assert_eq!(store.first_ungraded("rv-test", "lee").unwrap(), Some(1));
+        store.append_vote("rv-test", "lee", 2, &vote("a")).unwrap();
+        store
+            .append_vote("rv-test", "lee", 2, &vote("neither"))
+            .unwrap();
+        assert_eq!(
+            store.first_ungraded("rv-test", "lee").unwrap(),
+            Some(2),
+            "item 1 is lee's second"
+        );
+        let latest = store.latest_votes("rv-test").unwrap();
+        assert_eq!(latest.len(), 1);
+        assert_eq!(latest[0].vote.choice, "neither");
+        assert_eq!(store.vote_history("rv-test", "lee", 2).unwrap().len(), 2);
+        let lee = (store.review_status("rv-test").unwrap().into_iter())
+            .find(|s| s.reviewer == "lee")
+            .unwrap();
+        assert_eq!((lee.graded, lee.grade_rows), (1, 2));
+        assert!(
+            store.append_vote("rv-test", "lee", 3, &vote("a")).is_err(),
+            "item 3 is not lee's"
+        );
+        assert!(
+            store
+                .append_vote("rv-test", "park", 3, &vote("maybe"))
+                .is_err(),
+            "not a choice"
+        );
+
+        let mut grades = new_set(&a);
+        grades.set_id = "rv-grades".into();
+        for r in &mut grades.reviewers {
+            r.token_sha256.push_str("-grades");
+        }
+        store.create_review_set(&grades).unwrap();
+        assert!(!store.review_set("rv-grades").unwrap().unwrap().pairwise);
     });
 }

@@ -227,7 +227,8 @@ fn migrating_to_v10_indexes_the_answers_already_stored() {
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
-            "DROP TRIGGER turns_text_insert; DROP TRIGGER turns_text_delete; DROP TRIGGER turns_text_update;
+            "DROP TABLE review_votes; DROP TABLE review_pairs;
+             DROP TRIGGER turns_text_insert; DROP TRIGGER turns_text_delete; DROP TRIGGER turns_text_update;
              DROP TABLE turns_text; DROP INDEX sample_scores_by_outcome; DROP INDEX turns_cached;
              DROP TABLE batch_items; DROP TABLE batches; ALTER TABLE calls DROP COLUMN batch_id;
              ALTER TABLE turns DROP COLUMN thinking; ALTER TABLE calls DROP COLUMN tokens_reasoning;
