@@ -348,6 +348,7 @@ mod tests {
                 seed: 7,
             },
             judge_sees_thinking: true,
+            judge_repeats: 3,
             judge_batch_poll_secs: Some(0.5),
             suite: SuiteOverride {
                 spec: Some("sample".into()),
