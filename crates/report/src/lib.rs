@@ -37,6 +37,7 @@ mod neurovlm;
 mod paired;
 mod revision;
 pub mod runs;
+mod stability;
 mod summary;
 mod svg;
 pub mod sweep;

@@ -201,6 +201,30 @@ fn repeats_are_asked_with_distinct_seeds_measured_and_never_paid_twice() {
         "rescoring asked the judge again"
     );
     assert_eq!(first.stdout, again.stdout, "rescoring changed the JSON");
+    // The terminal summary says it in words.
+    let text = nmb(&[
+        "score",
+        &run_id,
+        "--runs-dir",
+        runs,
+        "--judge",
+        &judge,
+        "--judge-repeats",
+        "3",
+        "--resamples",
+        "200",
+        "--no-bertscore",
+    ]);
+    let text = String::from_utf8_lossy(&text.stdout).to_string();
+    assert!(
+        text.contains("ICC(2,1)") && text.contains("stability  "),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("gave {} of", overall["unstable_items"])),
+        "{text}"
+    );
+    assert_eq!(judge_server.request_count(), before);
     // Asked once, the judge's answers are repeat 1's, already stored.
     let once = ok_json(&score("1"));
     assert_eq!(
