@@ -17,11 +17,11 @@ fn noisy_judge(req: &ReceivedRequest) -> Reply {
     let item = u64::from_str_radix(&req.conversation_sha256[..8], 16).unwrap_or(0);
     let text = req.all_text();
     let answer = if text.contains("Candidate") && text.contains("\"equivalent\"") {
-        let yes = (item + seed * (item % 2)) % 2 == 0;
+        let yes = (item + seed * (item % 2)).is_multiple_of(2);
         format!(r#"{{"equivalent": {yes}, "rationale": "seed {seed}"}}"#)
     } else if text.contains("Grade the MODEL ANSWER") {
         let base = 1 + item % 3;
-        let score = if item % 2 == 0 {
+        let score = if item.is_multiple_of(2) {
             base + 2 * (seed % 2)
         } else {
             base + (seed % 2)
