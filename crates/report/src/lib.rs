@@ -40,6 +40,7 @@ mod paired;
 mod preference;
 mod revision;
 pub mod runs;
+mod stability;
 mod summary;
 mod svg;
 pub mod sweep;

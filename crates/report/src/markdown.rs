@@ -30,6 +30,7 @@ pub fn render(runs: &[RunData], analysis: &Analysis) -> String {
     levels(&mut m, runs);
     breadth(&mut m, runs);
     revision(&mut m, runs);
+    m.push_str(&crate::stability::markdown(runs));
     neurovlm(&mut m, runs, analysis);
     two_axis(&mut m, analysis);
     sweep(&mut m, analysis);

@@ -19,6 +19,9 @@ pub struct RunCalibration {
     pub run_id: String,
     pub report: AgreementReport,
     pub notes: Vec<String>,
+    /// Each judge's length bias and self-preference over all the set's runs (so that own-family answers can
+    /// be set against the other models').
+    pub bias: Vec<crate::bias::BiasProbe>,
 }
 
 /// `options` with the review's thresholds: a verdict passes only when correct, a rubric score at
@@ -68,13 +71,39 @@ pub fn run_calibrations(
         if !graded {
             continue;
         }
-        let report = analyse(&ratings.ratings, &options).map_err(ReviewError::Invalid)?;
+        let analysis = analyse(&ratings.ratings, &options).map_err(ReviewError::Invalid)?;
+        let bias = set_bias(store, set, run_id, report, &options.bootstrap)?;
         out.push(RunCalibration {
             set_id: set.set_id.clone(),
             run_id: run_id.to_string(),
-            report,
+            report: analysis,
             notes: ratings.notes,
+            bias,
         });
     }
     Ok(out)
+}
+
+/// The judges' leanings over every run of `set`: `this` is `run_id`'s score report, the others are read.
+fn set_bias(
+    store: &Store,
+    set: &nmb_store::ReviewSet,
+    run_id: &str,
+    this: Option<&ScoreReport>,
+    cfg: &nmb_stats::BootstrapConfig,
+) -> Result<Vec<crate::bias::BiasProbe>, ReviewError> {
+    let mut read = Vec::new();
+    for r in set.runs.iter().filter(|r| *r != run_id) {
+        if let Some(report) = nmb_score::stored::latest(store, r)? {
+            read.push(report);
+        }
+    }
+    let reports: Vec<&ScoreReport> = this.into_iter().chain(read.iter()).collect();
+    let pairs: Vec<(&str, Option<&ScoreReport>)> = reports
+        .iter()
+        .map(|r| (r.run_id.as_str(), Some(*r)))
+        .collect();
+    let ratings = ratings_of(store, set, None, &pairs)?;
+    let items = crate::bias::bias_items(&ratings.ratings, &reports);
+    Ok(crate::bias::bias_probes(&items, cfg))
 }

@@ -17,6 +17,7 @@
 //! (`nmb-serve`), compute agreement statistics (`nmb-calibration`, `nmb-stats`) or parse command lines (`nmb`).
 
 mod assign;
+pub mod bias;
 mod calibration;
 mod create;
 mod grade;

@@ -24,6 +24,8 @@ pub struct CalibrationTables {
     pub agreement: Table,
     pub corrected: Table,
     pub notes: Vec<String>,
+    /// One sentence per judge leaning (length bias, self-preference), with its interval.
+    pub bias: Vec<String>,
 }
 
 /// The tables of one review set over the run shown as `run_name`.
@@ -76,6 +78,7 @@ pub fn tables(run_name: &str, c: &RunCalibration) -> CalibrationTables {
         agreement,
         corrected,
         notes,
+        bias: c.bias.iter().flat_map(|b| b.sentences.clone()).collect(),
     }
 }
 
@@ -170,6 +173,13 @@ pub fn section_html(all: &[CalibrationTables]) -> String {
         }
         h.push_str(&t.agreement.html());
         h.push_str(&t.corrected.html());
+        if !t.bias.is_empty() {
+            h.push_str("<h4>How the judges lean</h4><ul>");
+            for s in &t.bias {
+                h.push_str(&format!("<li>{}</li>", escape(s)));
+            }
+            h.push_str("</ul>");
+        }
     }
     h
 }
@@ -189,6 +199,13 @@ pub fn section_markdown(all: &[CalibrationTables]) -> String {
         m.push('\n');
         m.push_str(&t.corrected.markdown());
         m.push('\n');
+        if !t.bias.is_empty() {
+            m.push_str("#### How the judges lean\n\n");
+            for s in &t.bias {
+                m.push_str(&format!("- {s}\n"));
+            }
+            m.push('\n');
+        }
     }
     m
 }

@@ -66,6 +66,18 @@ pub struct ScoringConfig {
     /// call by call. How judges are asked, not what: it does not enter the scores' hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_batch_poll_secs: Option<f64>,
+    /// Times each judge is asked each question (`--judge-repeats`), with seeds `0, 1, ...`; the jury uses the
+    /// median of each judge's repeats, and the report measures how far they agree. 1 (the default) asks once.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub judge_repeats: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(v: &u32) -> bool {
+    *v == 1
 }
 
 impl Default for ScoringConfig {
@@ -88,6 +100,7 @@ impl Default for ScoringConfig {
             paper: None,
             judge_sees_thinking: false,
             judge_batch_poll_secs: None,
+            judge_repeats: 1,
         }
     }
 }
@@ -203,6 +216,7 @@ impl ScoringConfig {
             price: self.prices.for_model(model),
             paper: self.paper,
             judge_sees_thinking: self.judge_sees_thinking,
+            judge_repeats: self.judge_repeats.max(1),
             judge_batch: self
                 .judge_batch_poll_secs
                 .map(nmb_record::BatchOptions::polling_every),
@@ -334,6 +348,7 @@ mod tests {
                 seed: 7,
             },
             judge_sees_thinking: true,
+            judge_repeats: 3,
             judge_batch_poll_secs: Some(0.5),
             suite: SuiteOverride {
                 spec: Some("sample".into()),

@@ -35,7 +35,8 @@ use nmb_store::{canonical_json, Manifest, RunInfo, RunKind, Store};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::results::JudgeInfo;
+use crate::jury::Repeated;
+use crate::results::{JudgeInfo, RepeatRun};
 use crate::ScoreError;
 
 /// A judge model, connected.
@@ -89,24 +90,45 @@ pub struct Question {
     pub schema: Value,
 }
 
-/// One judge's answer to one question, validated.
+/// One judge's answer to one question, validated. Asked more than once (`--judge-repeats`), it is the median of
+/// the repeats ([`crate::jury::Repeated`]) and `repeats` holds each repeat's own answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer<T> {
     pub value: Option<T>,
-    /// Calls it took (1 + re-asks).
+    /// Calls it took (1 + re-asks), over all repeats.
     pub attempts: u32,
     /// The last validation error, or the error class of a failed call.
     pub failure: Option<String>,
+    /// Each repeat's answer in repeat order (`None` where that repeat gave none); empty when asked once.
+    pub repeats: Vec<Option<T>>,
 }
 
-/// A (question, judge) pair and what came of it.
-type Tagged<T> = ((usize, usize), Result<Answer<T>, ScoreError>);
+impl<T> Answer<T> {
+    fn single(value: Option<T>, attempts: u32, failure: Option<String>) -> Self {
+        Answer {
+            value,
+            attempts,
+            failure,
+            repeats: Vec::new(),
+        }
+    }
+}
+
+/// A (question, judge, repeat) and what came of it.
+type Tagged<T> = ((usize, usize, usize), Result<Answer<T>, ScoreError>);
+
+/// One repeat of a judge: its decoding parameters (the seed differs from repeat to repeat) and the recorder of
+/// its own judge run.
+struct Repeat {
+    params: GenParams,
+    recorder: Recorder,
+}
 
 struct Slot {
     spec: String,
     identity: Value,
-    /// Records this judge's calls in its judge run.
-    recorder: Recorder,
+    /// Records this judge's calls, one judge run per repeat (repeat 0 is the judge run of a single asking).
+    repeats: Vec<Repeat>,
     self_grading: Option<String>,
     family: String,
     provider: String,
@@ -122,6 +144,18 @@ pub struct Asking {
     pub concurrency: usize,
     /// Through the judges' batch APIs.
     pub batch: Option<BatchOptions>,
+    /// Times each judge is asked each question, with seeds `seed, seed + 1, ...` (at least 1 is used).
+    pub repeats: u32,
+}
+
+/// The decoding parameters of repeat `r`: the seed moved on by `r`, so that each repeat is a distinct call with
+/// its own cache key and judge run, and repeat 0 is exactly the single asking.
+pub fn repeat_params(params: &GenParams, r: u32) -> GenParams {
+    let mut p = params.clone();
+    if r > 0 {
+        p.seed = Some(params.seed.unwrap_or(0).wrapping_add(u64::from(r)));
+    }
+    p
 }
 
 /// The judges of one scoring, with their judge runs.
@@ -149,6 +183,7 @@ impl Panel {
             max_reasks,
             concurrency,
             batch,
+            repeats,
         } = asking;
         // A call waiting for its batch puts no load on a server: as many wait as a round of batches holds.
         let concurrency = if batch.is_some() {
@@ -160,26 +195,32 @@ impl Panel {
         let mut slots = Vec::new();
         for j in judges {
             let identity = Value::Object(j.identity.clone());
-            let run_id = judge_run(&store, scored, j.spec.as_str(), &identity, &params)?;
             let backend = match batch {
                 Some(options) => batched(j, &store, options)?,
                 None => j.backend.clone(),
             };
+            // One lane per judge: its repeats share the judge's concurrency.
             let lane = scheduler.lane(backend, concurrency.max(1));
-            let recorder = Recorder::new(
-                store.clone(),
-                scheduler.clone(),
-                lane,
-                run_id,
-                j.spec.clone(),
-            );
+            let mut runs = Vec::new();
+            for r in 0..repeats.max(1) {
+                let params = repeat_params(&params, r);
+                let run_id = judge_run(&store, scored, j.spec.as_str(), &identity, &params)?;
+                let recorder = Recorder::new(
+                    store.clone(),
+                    scheduler.clone(),
+                    lane.clone(),
+                    run_id,
+                    j.spec.clone(),
+                );
+                runs.push(Repeat { params, recorder });
+            }
             slots.push(Slot {
                 self_grading: self_grading(j.spec.as_str(), &graded),
                 family: model_family(j.spec.as_str()),
                 provider: provider(j.spec.as_str()),
                 spec: j.spec.to_string(),
                 identity,
-                recorder,
+                repeats: runs,
             });
         }
         Ok(Panel {
@@ -221,44 +262,74 @@ impl Panel {
         )
     }
 
-    /// Asks every judge every question; `result[q][j]` is judge `j`'s answer to question `q`. Only store failures
-    /// are errors; a judge that fails or never answers validly gives an [`Answer`] without a value.
+    /// Times each judge is asked each question.
+    pub fn repeats(&self) -> usize {
+        self.slots.first().map_or(1, |s| s.repeats.len())
+    }
+
+    /// The seed of each repeat, in repeat order.
+    pub fn repeat_seeds(&self) -> Vec<u64> {
+        let repeats = self
+            .slots
+            .first()
+            .map(|s| s.repeats.as_slice())
+            .unwrap_or_default();
+        repeats.iter().map(|r| r.params.seed.unwrap_or(0)).collect()
+    }
+
+    /// Asks every judge every question (each repeat); `result[q][j]` is judge `j`'s answer to question `q`, the
+    /// median of its repeats. Only store failures are errors; a judge that fails or never answers validly gives
+    /// an [`Answer`] without a value.
     pub async fn ask<T, V>(
         &self,
         questions: &[Question],
         validate: V,
     ) -> Result<Vec<Vec<Answer<T>>>, ScoreError>
     where
+        T: Repeated,
         V: Fn(&str) -> Result<T, String>,
     {
-        let jobs: Vec<(usize, usize)> = (0..questions.len())
-            .flat_map(|q| (0..self.slots.len()).map(move |j| (q, j)))
+        let k = self.repeats();
+        let jobs: Vec<(usize, usize, usize)> = (0..questions.len())
+            .flat_map(|q| (0..self.slots.len()).flat_map(move |j| (0..k).map(move |r| (q, j, r))))
             .collect();
         let validate = &validate;
         let answers: Vec<Tagged<T>> = stream::iter(jobs)
-            .map(|(q, j)| async move {
-                let a = self.ask_one(&self.slots[j], &questions[q], validate).await;
-                ((q, j), a)
+            .map(|(q, j, r)| async move {
+                let repeat = &self.slots[j].repeats[r];
+                let a = self
+                    .ask_one(&self.slots[j], repeat, &questions[q], validate)
+                    .await;
+                ((q, j, r), a)
             })
             .buffer_unordered(self.concurrency * self.slots.len().max(1))
             .collect()
             .await;
-        let mut out: Vec<Vec<Option<Answer<T>>>> = questions
+        let mut out: Vec<Vec<Vec<Option<Answer<T>>>>> = questions
             .iter()
-            .map(|_| (0..self.slots.len()).map(|_| None).collect())
+            .map(|_| {
+                (0..self.slots.len())
+                    .map(|_| (0..k).map(|_| None).collect())
+                    .collect()
+            })
             .collect();
-        for ((q, j), a) in answers {
-            out[q][j] = Some(a?);
+        for ((q, j, r), a) in answers {
+            out[q][j][r] = Some(a?);
         }
         Ok(out
             .into_iter()
-            .map(|row| row.into_iter().flatten().collect())
+            .map(|row| {
+                row.into_iter()
+                    .map(|reps| combine(reps.into_iter().flatten().collect()))
+                    .collect()
+            })
             .collect())
     }
 
     async fn ask_one<T, V>(
         &self,
         slot: &Slot,
+        repeat: &Repeat,
         q: &Question,
         validate: &V,
     ) -> Result<Answer<T>, ScoreError>
@@ -271,24 +342,18 @@ impl Panel {
         ];
         let mut failure = String::new();
         for attempt in 0..=self.max_reasks {
-            let text = match self.turn(slot, q, attempt, &messages).await? {
+            let text = match self.turn(slot, repeat, q, attempt, &messages).await? {
                 Ok(text) => text,
                 Err(class) => {
-                    return Ok(Answer {
-                        value: None,
-                        attempts: attempt + 1,
-                        failure: Some(format!("call failed: {class}")),
-                    })
+                    return Ok(Answer::single(
+                        None,
+                        attempt + 1,
+                        Some(format!("call failed: {class}")),
+                    ))
                 }
             };
             match validate(&text) {
-                Ok(v) => {
-                    return Ok(Answer {
-                        value: Some(v),
-                        attempts: attempt + 1,
-                        failure: None,
-                    })
-                }
+                Ok(v) => return Ok(Answer::single(Some(v), attempt + 1, None)),
                 Err(why) => {
                     messages.push(Message::text(Role::Assistant, text));
                     messages.push(Message::text(Role::User, reask(&why)));
@@ -296,14 +361,14 @@ impl Panel {
                 }
             }
         }
-        Ok(Answer {
-            value: None,
-            attempts: self.max_reasks + 1,
-            failure: Some(format!(
+        Ok(Answer::single(
+            None,
+            self.max_reasks + 1,
+            Some(format!(
                 "no valid answer after {} attempts: {failure}",
                 self.max_reasks + 1
             )),
-        })
+        ))
     }
 
     /// One attempt: the stored answer for this conversation if there is one, else a call, recorded.
@@ -311,17 +376,18 @@ impl Panel {
     async fn turn(
         &self,
         slot: &Slot,
+        repeat: &Repeat,
         q: &Question,
         attempt: u32,
         messages: &[Message],
     ) -> Result<Result<String, String>, ScoreError> {
-        let recorder = &slot.recorder;
+        let recorder = &repeat.recorder;
         let prompt = recorder.prompt(messages.to_vec())?;
         let output = OutputFormat::Json {
             schema: Some(q.schema.clone()),
         };
         let params_json = canonical_json(&json!({
-            "params": self.params,
+            "params": repeat.params,
             "output": output,
             "model_identity": slot.identity,
         }));
@@ -335,7 +401,7 @@ impl Panel {
             turn: attempt,
             prompt: &prompt,
             samples: &[0],
-            params: &self.params,
+            params: &repeat.params,
             output: &output,
             params_json: &params_json,
             template_id: q.template_id,
@@ -353,24 +419,56 @@ impl Panel {
     pub fn finish(&self, failed_items: &[u64]) -> Result<Vec<JudgeInfo>, ScoreError> {
         let mut out = Vec::new();
         for (j, slot) in self.slots.iter().enumerate() {
-            let run_id = slot.recorder.run_id();
-            self.store
-                .set_status(run_id, nmb_store::RunStatus::Finished)?;
-            let summary = self.store.summary(run_id)?;
+            let mut runs = Vec::new();
+            for repeat in &slot.repeats {
+                let run_id = repeat.recorder.run_id();
+                self.store
+                    .set_status(run_id, nmb_store::RunStatus::Finished)?;
+                let summary = self.store.summary(run_id)?;
+                runs.push(RepeatRun {
+                    seed: repeat.params.seed.unwrap_or(0),
+                    judge_run_id: run_id.to_string(),
+                    calls: summary.calls,
+                    tokens_in: summary.tokens_in,
+                    tokens_out: summary.tokens_out,
+                });
+            }
+            let first = runs.remove(0);
             out.push(JudgeInfo {
                 spec: slot.spec.clone(),
                 provider: slot.provider.clone(),
                 family: slot.family.clone(),
                 self_grading: slot.self_grading.is_some(),
                 self_grading_reason: slot.self_grading.clone(),
-                judge_run_id: slot.recorder.run_id().to_string(),
-                calls: summary.calls,
-                tokens_in: summary.tokens_in,
-                tokens_out: summary.tokens_out,
+                judge_run_id: first.judge_run_id,
+                calls: first.calls,
+                tokens_in: first.tokens_in,
+                tokens_out: first.tokens_out,
                 failed_items: failed_items.get(j).copied().unwrap_or(0),
+                repeat_runs: runs,
             });
         }
         Ok(out)
+    }
+}
+
+/// One judge's repeats of one question as one answer: the median of the valid repeats, with every repeat kept.
+fn combine<T: Repeated>(repeats: Vec<Answer<T>>) -> Answer<T> {
+    if repeats.len() == 1 {
+        return repeats.into_iter().next().expect("one repeat");
+    }
+    let attempts = repeats.iter().map(|a| a.attempts).sum();
+    let valid: Vec<&T> = repeats.iter().filter_map(|a| a.value.as_ref()).collect();
+    let value = (!valid.is_empty()).then(|| T::median(&valid));
+    let failure = match value {
+        Some(_) => None,
+        None => repeats.iter().find_map(|a| a.failure.clone()),
+    };
+    Answer {
+        value,
+        attempts,
+        failure,
+        repeats: repeats.into_iter().map(|a| a.value).collect(),
     }
 }
 

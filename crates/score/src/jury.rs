@@ -7,10 +7,76 @@ use nmb_stats::{agreement, BootstrapConfig, Measure, StatsError};
 use crate::judge::Answer;
 use crate::prompts::{Equivalence, TaxonomyLabel};
 use crate::results::{
-    Aggregation, ErrorCategory, JudgeDecision, JudgeVerdict, JuryAgreement, RubricVerdict,
-    TaxonomyVerdict,
+    Aggregation, ErrorCategory, JudgeDecision, JudgeVerdict, JuryAgreement, RepeatGrade,
+    RubricVerdict, TaxonomyVerdict,
 };
 use crate::rubric::Grade;
+
+/// How one judge's repeats of a question become its one answer: the median. With an even number of valid
+/// repeats the lower of the two middle values counts (a tie between "yes" and "no" is "no", as in the jury).
+pub trait Repeated: Sized {
+    /// The median of `values` (at least one).
+    fn median(values: &[&Self]) -> Self;
+}
+
+/// The lower median of small integers.
+fn lower_median(mut values: Vec<u8>) -> Option<u8> {
+    values.sort_unstable();
+    values.get(values.len().saturating_sub(1) / 2).copied()
+}
+
+impl Repeated for Equivalence {
+    fn median(values: &[&Self]) -> Self {
+        let yes = values.iter().filter(|v| v.equivalent).count();
+        let equivalent = 2 * yes > values.len();
+        let first = values.iter().find(|v| v.equivalent == equivalent);
+        Equivalence {
+            equivalent,
+            rationale: first.map(|v| v.rationale.clone()).unwrap_or_default(),
+        }
+    }
+}
+
+impl Repeated for Grade {
+    /// Per dimension and overall, the median of the repeats that scored it; the rationale of the first repeat
+    /// whose overall score is the median.
+    fn median(values: &[&Self]) -> Self {
+        let mut dims: BTreeMap<&String, Vec<u8>> = BTreeMap::new();
+        for v in values {
+            for (d, s) in &v.scores {
+                dims.entry(d).or_default().push(*s);
+            }
+        }
+        let scores = dims
+            .into_iter()
+            .filter_map(|(d, s)| Some((d.clone(), lower_median(s)?)))
+            .collect();
+        let overall = lower_median(values.iter().map(|v| v.overall).collect()).unwrap_or(0);
+        let rationale = values
+            .iter()
+            .find(|v| v.overall == overall)
+            .map(|v| v.rationale.clone())
+            .unwrap_or_default();
+        Grade {
+            scores,
+            overall,
+            rationale,
+        }
+    }
+}
+
+impl Repeated for TaxonomyLabel {
+    /// Classes have no median: the most frequent class, ties to the earliest repeat's.
+    fn median(values: &[&Self]) -> Self {
+        let count = |c: ErrorCategory| values.iter().filter(|v| v.category == c).count();
+        let best = values.iter().map(|v| count(v.category)).max().unwrap_or(0);
+        let pick = values
+            .iter()
+            .find(|v| count(v.category) == best)
+            .unwrap_or(&values[0]);
+        (*pick).clone()
+    }
+}
 
 /// Who the judges are, in panel order.
 pub struct Jury<'a> {
@@ -33,6 +99,11 @@ impl Jury<'_> {
                 attempts: a.attempts,
                 failure: a.failure.clone(),
                 self_grading: self.self_grading[j],
+                repeats: a
+                    .repeats
+                    .iter()
+                    .map(|r| r.as_ref().map(|v| v.equivalent))
+                    .collect(),
             })
             .collect();
         let valid: Vec<bool> = verdicts.iter().filter_map(|v| v.equivalent).collect();
@@ -62,6 +133,14 @@ impl Jury<'_> {
                 attempts: a.attempts,
                 failure: a.failure.clone(),
                 self_grading: self.self_grading[j],
+                repeats: a
+                    .repeats
+                    .iter()
+                    .map(|r| RepeatGrade {
+                        scores: r.as_ref().map(|g| g.scores.clone()).unwrap_or_default(),
+                        overall: r.as_ref().map(|g| g.overall),
+                    })
+                    .collect(),
             })
             .collect()
     }
@@ -180,6 +259,7 @@ mod tests {
             }),
             attempts: 1,
             failure: v.is_none().then(|| "bad".into()),
+            repeats: Vec::new(),
         }
     }
 

@@ -6,7 +6,7 @@
 //! diagnoses, lesion types and locations ([`lexicon`], [`matching`]), asking LLM judges what rules cannot decide
 //! ([`judge`], [`prompts`], [`jury`]), rubric grading ([`rubric`]), the error taxonomy with human labels from CSV
 //! ([`labels`]), BERTScore of rationales ([`semantic`]), breadth answers ([`breadth`]), pass@k in both readings,
-//! aggregates with bootstrap CIs ([`aggregate`]), revision across the turns of multi-turn consults
+//! aggregates with bootstrap CIs ([`aggregate`]), a judge's stability across repeats ([`stability`]), revision across the turns of multi-turn consults
 //! ([`revision`]), paired comparison of two runs ([`compare`]) and keeping reports in the store ([`stored`]).
 //!
 //! It does not own the statistics themselves (`nmb-stats`), BERTScore's arithmetic (`nmb-bertscore`), talking to
@@ -58,6 +58,7 @@ pub mod rubric;
 mod run;
 mod scorer;
 pub mod semantic;
+pub mod stability;
 pub mod stored;
 pub mod structured;
 

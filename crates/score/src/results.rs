@@ -75,6 +75,9 @@ pub struct ScoreReport {
     /// right → wrong), when the run has consult tasks; see [`crate::revision`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<crate::revision::RevisionReport>,
+    /// How far each judge's repeats agree, when it was asked more than once (`--judge-repeats`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stability: Option<crate::stability::StabilityReport>,
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -125,6 +128,17 @@ pub struct ScoringConfig {
     /// Judges saw the thinking before each answer (`--judge-sees-thinking`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub judge_sees_thinking: bool,
+    /// Times each judge was asked each question (`--judge-repeats`); 1 is left out.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub judge_repeats: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(v: &u32) -> bool {
+    *v == 1
 }
 
 impl ScoringConfig {
@@ -155,6 +169,29 @@ pub struct JudgeInfo {
     pub tokens_out: u64,
     /// Judge items whose answer never became valid (after re-asks) or whose calls failed.
     pub failed_items: u64,
+    /// The judge runs of repeats 2, 3, ... (`--judge-repeats`); the fields above are repeat 1's. Empty when
+    /// each question was asked once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeat_runs: Vec<RepeatRun>,
+}
+
+/// The judge run of one repeat beyond the first, and what it cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepeatRun {
+    /// The seed this repeat sent.
+    pub seed: u64,
+    pub judge_run_id: String,
+    pub calls: u64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+}
+
+/// One repeat's rubric grade.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepeatGrade {
+    /// Dimension id to score, empty when this repeat gave no valid answer.
+    pub scores: BTreeMap<String, u8>,
+    pub overall: Option<u8>,
 }
 
 /// How a jury's verdicts become one.
@@ -461,6 +498,9 @@ pub struct JudgeVerdict {
     /// Why there is no verdict: the validation error of the last answer, or the call's error class.
     pub failure: Option<String>,
     pub self_grading: bool,
+    /// Each repeat's verdict when the judge was asked more than once (`equivalent` is their median).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<Option<bool>>,
 }
 
 /// Lesion recognition: type and location compared separately; `correct` needs both.
@@ -511,6 +551,9 @@ pub struct RubricVerdict {
     pub attempts: u32,
     pub failure: Option<String>,
     pub self_grading: bool,
+    /// Each repeat's grade when the judge was asked more than once (`scores` and `overall` are their medians).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<RepeatGrade>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

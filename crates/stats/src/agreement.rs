@@ -597,7 +597,7 @@ fn within_disagreement(values: &[f64], level: AlphaLevel) -> f64 {
 
 /// ICC(2,1) with the residual sum of squares computed directly from the two-way residuals rather than as
 /// `SST - SSR - SSC`, which would cancel badly when raters agree closely.
-fn icc_raw(rows: &[&[f64]]) -> Option<f64> {
+pub(crate) fn icc_raw(rows: &[&[f64]]) -> Option<f64> {
     let (n, k) = (rows.len(), rows[0].len());
     let (nf, kf) = (n as f64, k as f64);
     let row_means: Vec<f64> = rows.iter().map(|r| mean(r)).collect();

@@ -23,7 +23,10 @@
 //! - [`isotonic`] regression (scikit-learn's), to calibrate judge scores to clinicians' verdicts, and
 //!   [`bradley_terry`] strengths from pairwise preferences, with Davidson's ties, [`bradley_terry_styled`] with
 //!   covariates (style control), [`preference_ranking`] with bootstrap intervals over tasks, and a judge's
-//!   [`position_bias`] from pairs asked in both orders.
+//!   [`position_bias`] from pairs asked in both orders;
+//! - a judge's stability and leanings: [`retest_icc`] and [`retest_kappa`] ([`fleiss_kappa`]) between its
+//!   repeats, the [`length_slope`] of its score at a fixed clinician grade, and the [`group_gap`] of its residual
+//!   against clinicians (its own family's answers against the others').
 //!
 //! Determinism: every random draw comes from a ChaCha8 stream keyed by the explicit `u64` seed in
 //! [`BootstrapConfig`]; the seed, level and resample count are written into every [`Estimate`]. Nothing iterates
@@ -43,6 +46,7 @@ mod prevalence;
 mod proportion;
 mod rank;
 mod rng;
+mod stability;
 
 pub use agreement::{
     agreement, average_ranks, cohen_kappa, icc_2_1, krippendorff_alpha, pearson, quadratic_kappa,
@@ -78,6 +82,7 @@ pub use proportion::{
 pub use rank::{
     model_rank_correlation, rank_correlation_over_items, PermutationP, RankCorrelation,
 };
+pub use stability::{fleiss_kappa, group_gap, length_slope, retest_icc, retest_kappa};
 
 use serde::{Deserialize, Serialize};
 
@@ -129,6 +134,9 @@ pub enum CiMethod {
     StratifiedPercentileBootstrap,
     /// Wilson score interval for a binomial proportion (no resampling).
     Wilson,
+    /// McGraw & Wong's (1996) interval for ICC(A,1) from F quantiles with Satterthwaite's degrees of freedom,
+    /// the interval pingouin reports for ICC2 (no resampling).
+    FDistribution,
 }
 
 /// A point estimate with its interval and everything needed to reproduce it.

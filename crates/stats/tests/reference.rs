@@ -762,3 +762,63 @@ fn calibrated_rates_match_scikit_learn() {
         );
     }
 }
+
+/// A judge's test–retest ICC, Fleiss' kappa between its repeats, its length slope at a fixed clinician grade
+/// and its self-preference gap against `fixtures/make_stability.py` (NumPy formulas and least squares).
+#[test]
+fn stability_matches_the_reference() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/stability.json");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    let r: Value = serde_json::from_str(&text).unwrap();
+    let cfg = BootstrapConfig {
+        resamples: 50,
+        ..Default::default()
+    };
+    let matrix =
+        |v: &Value| -> Vec<Vec<f64>> { v.as_array().unwrap().iter().map(floats).collect() };
+    for c in cases(&r, "retest") {
+        let scores = matrix(&c["scores"]);
+        let name = c["name"].as_str().unwrap();
+        let e = retest_icc(&scores, 0.95).unwrap();
+        close(e.value, f(&c["icc_2_1"]), ABS, name);
+        // The interval's ends go through F quantiles; scipy and statrs invert the incomplete beta separately.
+        close(e.ci_low, f(&c["ci_low"]), 1e-7, name);
+        close(e.ci_high, f(&c["ci_high"]), 1e-7, name);
+    }
+    for c in cases(&r, "kappa") {
+        let codes: Vec<Vec<i64>> = c["codes"].as_array().unwrap().iter().map(ints).collect();
+        close(
+            fleiss_kappa(&codes).unwrap(),
+            f(&c["fleiss_kappa"]),
+            ABS,
+            c["name"].as_str().unwrap(),
+        );
+    }
+    for c in cases(&r, "slope") {
+        let score = floats(&c["score"]);
+        let design = Design::units(score.len());
+        let e = length_slope(
+            &score,
+            &floats(&c["log2_words"]),
+            &ints(&c["grade"]),
+            &design,
+            &cfg,
+        )
+        .unwrap();
+        close(e.value, f(&c["slope"]), ABS, c["name"].as_str().unwrap());
+    }
+    for c in cases(&r, "gap") {
+        let residual = floats(&c["residual"]);
+        let own: Vec<bool> = c["own"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b.as_bool().unwrap())
+            .collect();
+        let e = group_gap(&residual, &own, &Design::units(own.len()), &cfg).unwrap();
+        close(e.value, f(&c["gap"]), ABS, c["name"].as_str().unwrap());
+    }
+}
+
+#[path = "support/simulation.rs"]
+mod simulation;

@@ -109,6 +109,11 @@ pub struct ScoringArgs {
     /// Show judges a reasoning model's thinking before each answer (rubric, taxonomy) [default: answers only]
     #[arg(long)]
     pub judge_sees_thinking: bool,
+    /// Ask each judge each question K times, with seeds 0..K (each repeat its own recorded judge run): the jury
+    /// uses the median of each judge's repeats, and the report gives their test-retest ICC and kappa and the
+    /// unstable items
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub judge_repeats: u32,
     /// Human error-taxonomy labels (CSV: task_id, sample_index, category[, justification, annotator,
     /// run_id]); they take precedence over judges
     #[arg(long, value_name = "FILE.csv")]
@@ -228,6 +233,7 @@ impl ScoringArgs {
             paper: self.paper()?,
             judge_sees_thinking: self.judge_sees_thinking,
             judge_batch_poll_secs: self.judge_batch.then_some(self.judge_batch_poll),
+            judge_repeats: self.judge_repeats,
         })
     }
 

@@ -14,6 +14,7 @@ mod eval_thinking;
 mod eval_wire;
 mod hostile;
 mod human;
+mod judge_repeats;
 mod kill;
 mod kill_twenty;
 mod leaderboard_site;

@@ -13,7 +13,7 @@ use nmb_run::{evaluate_loaded, EvalSettings, Progress};
 use nmb_store::Store;
 use serde_json::Value;
 
-fn nmb(args: &[&str]) -> Output {
+pub(crate) fn nmb(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_nmb"))
         .args(args)
         .env_remove("NMB_RUNS_DIR")
@@ -21,7 +21,7 @@ fn nmb(args: &[&str]) -> Output {
         .expect("running nmb")
 }
 
-fn ok_json(out: &Output) -> Value {
+pub(crate) fn ok_json(out: &Output) -> Value {
     assert!(
         out.status.success(),
         "nmb failed: {}",
@@ -44,7 +44,7 @@ fn judge(req: &ReceivedRequest) -> Reply {
 }
 
 /// Evaluates the sample suite with `model` (the fake server's default answers) into `dir`; returns the run id.
-fn stored_run(dir: &Path, server: &FakeServer, model: &str) -> String {
+pub(crate) fn stored_run(dir: &Path, server: &FakeServer, model: &str) -> String {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let store = Arc::new(Store::open_dir(dir).unwrap());

@@ -74,6 +74,7 @@ pub fn render(runs: &[RunData], analysis: &Analysis, opts: &ReportOptions) -> St
     level_family(&mut h, runs);
     breadth_tables(&mut h, runs);
     revision(&mut h, runs);
+    h.push_str(&crate::stability::html(runs));
     charts(&mut h, runs);
     neurovlm(&mut h, runs, analysis);
     if let Some(t) = &analysis.two_axis {

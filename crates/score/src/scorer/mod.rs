@@ -70,6 +70,8 @@ pub struct ScoreOptions {
     pub judge_sees_thinking: bool,
     /// Judges send through their providers' batch APIs.
     pub judge_batch: Option<nmb_record::BatchOptions>,
+    /// Times each judge is asked each question (at least 1 is used).
+    pub judge_repeats: u32,
 }
 
 impl Default for ScoreOptions {
@@ -92,6 +94,7 @@ impl Default for ScoreOptions {
             paper: None,
             judge_sees_thinking: false,
             judge_batch: None,
+            judge_repeats: 1,
         }
     }
 }
@@ -149,6 +152,7 @@ pub async fn score_loaded(
                 max_reasks: opts.max_reasks,
                 concurrency: opts.judge_concurrency,
                 batch: opts.judge_batch,
+                repeats: opts.judge_repeats.max(1),
             },
         )?)
     };
@@ -165,7 +169,8 @@ pub async fn score_loaded(
     let mut agreement: Vec<JuryAgreement> = Vec::new();
     let mut notes = Vec::new();
 
-    let equivalence = resolve_matches(panel.as_ref(), &jury, &mut work, &mut failed).await?;
+    let (equivalence, equivalence_repeats) =
+        resolve_matches(panel.as_ref(), &jury, &mut work, &mut failed).await?;
     if specs.len() > 1 {
         agreement.extend(equivalence_agreement(&specs, &equivalence, &opts.bootstrap));
     }
@@ -284,6 +289,17 @@ pub async fn score_loaded(
         ));
     }
     let mut report = build_report(run_id, config, samples, agreement, notes, &opts.bootstrap)?;
+    if let Some(p) = panel.as_ref().filter(|p| p.repeats() > 1) {
+        let dimensions = rubric.map(Rubric::dimension_ids).unwrap_or_default();
+        report.stability = Some(crate::stability::stability_report(
+            &report.samples,
+            &dimensions,
+            &equivalence_repeats,
+            &report.config.judges,
+            p.repeat_seeds(),
+            &opts.bootstrap,
+        ));
+    }
     let tasks: HashMap<&str, &Task> = index.iter().map(|(id, (_, t))| (*id, *t)).collect();
     report.label_set =
         crate::label_set::label_set_report(&report.samples, &tasks, &opts.bootstrap)?;

@@ -58,6 +58,11 @@ pub(super) fn scoring_config(
         price: opts.price,
         paper: opts.paper,
         judge_sees_thinking: opts.judge_sees_thinking,
+        judge_repeats: if opts.judges.is_empty() {
+            1
+        } else {
+            opts.judge_repeats.max(1)
+        },
     };
     config.config_hash = config_hash(&config);
     Ok(config)
@@ -93,6 +98,10 @@ fn config_hash(c: &ScoringConfig) -> String {
     // And what judges were shown besides the answers.
     if c.judge_sees_thinking {
         identity["judge_sees_thinking"] = json!(true);
+    }
+    // And the repeats, which change the verdicts (their medians) and add the stability figures.
+    if c.judge_repeats > 1 {
+        identity["judge_repeats"] = json!(c.judge_repeats);
     }
     hex::encode(Sha256::digest(canonical_json(&identity).as_bytes()))
 }
@@ -213,6 +222,7 @@ pub(super) fn build_report(
         structured: None,
         label_set: None,
         revision: None,
+        stability: None,
     })
 }
 

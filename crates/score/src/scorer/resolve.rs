@@ -15,6 +15,7 @@ use crate::results::{
     CandidateMatch, DiagnosisScore, FieldMatch, JudgeDecision, JuryAgreement, LesionScore,
     MatchMethod, MatchOutcome, SampleStatus,
 };
+use crate::stability::EquivalenceRepeats;
 use crate::ScoreError;
 
 /// Per equivalence question: each judge's 0/1 answer (for agreement).
@@ -25,7 +26,7 @@ pub(super) async fn resolve_matches(
     jury: &Jury<'_>,
     work: &mut [Work<'_>],
     failed: &mut [u64],
-) -> Result<EquivalenceRows, ScoreError> {
+) -> Result<(EquivalenceRows, EquivalenceRepeats), ScoreError> {
     // Collect the distinct questions the rules left open.
     let mut questions: Vec<Question> = Vec::new();
     let mut slot: BTreeMap<String, usize> = BTreeMap::new();
@@ -90,14 +91,28 @@ pub(super) async fn resolve_matches(
         finish_diagnosis(w, &wanted[i], &decisions);
         finish_lesion(w, &wanted_lesion[i], &decisions);
     }
-    Ok(answers
+    let repeats = answers
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|a| {
+                    a.repeats
+                        .iter()
+                        .map(|r| r.as_ref().map(|v| v.equivalent))
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let rows = answers
         .iter()
         .map(|row| {
             row.iter()
                 .map(|a| a.value.as_ref().map(|v| f64::from(u8::from(v.equivalent))))
                 .collect()
         })
-        .collect())
+        .collect();
+    Ok((rows, repeats))
 }
 
 pub(super) fn count_failures<T>(answers: &[Vec<Answer<T>>], failed: &mut [u64]) {
