@@ -176,6 +176,8 @@ fn one_pass(q16: &[f32], keys: &Keys<'_>, range: std::ops::Range<usize>, scale: 
                 64 => return staged::one_pass::<8>(q16, keys, range, scale),
                 96 => return staged::one_pass::<12>(q16, keys, range, scale),
                 128 => return staged::one_pass::<16>(q16, keys, range, scale),
+                // Gemma 3's heads.
+                256 => return staged::one_pass::<32>(q16, keys, range, scale),
                 _ => {}
             }
         }
@@ -639,7 +641,7 @@ mod tests {
     /// move many times.
     #[test]
     fn one_pass_kernels_agree_bit_for_bit() {
-        for (dim, len) in [(64, 40), (64, 700), (32, 300), (96, 50), (128, 300)] {
+        for (dim, len) in [(64, 40), (64, 700), (32, 300), (96, 50), (128, 300), (256, 300)] {
             let val = |i: usize| round_f16(((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 0.5);
             let k: Vec<f32> = (0..len * dim).map(val).collect();
             let v: Vec<f32> = (0..len * dim).map(|i| val(i + 13)).collect();

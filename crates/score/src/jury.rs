@@ -78,6 +78,18 @@ impl Repeated for TaxonomyLabel {
     }
 }
 
+impl Repeated for &'static str {
+    /// A pairwise choice ("1", "2", "tie") has no median either: the most frequent, ties to the earliest repeat's.
+    fn median(values: &[&Self]) -> Self {
+        let count = |c: &str| values.iter().filter(|v| **v == &c).count();
+        let best = values.iter().map(|v| count(v)).max().unwrap_or(0);
+        values
+            .iter()
+            .find(|v| count(v) == best)
+            .map_or("tie", |v| **v)
+    }
+}
+
 /// Who the judges are, in panel order.
 pub struct Jury<'a> {
     pub specs: &'a [String],

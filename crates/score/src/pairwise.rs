@@ -99,6 +99,8 @@ pub async fn judge_pairs(
         max_reasks: 2,
         concurrency: 4,
         batch: None,
+        // Each pair is asked once in each order; position bias, not repeat stability, is what pairs measure.
+        repeats: 1,
     };
     let panel = Panel::open(store.clone(), scheduler, judges, scored, asking)?;
     let questions: Vec<Question> = pairs

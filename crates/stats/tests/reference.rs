@@ -821,4 +821,4 @@ fn stability_matches_the_reference() {
 }
 
 #[path = "support/simulation.rs"]
-mod simulation;
+mod judge_simulation;
