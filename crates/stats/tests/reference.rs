@@ -755,7 +755,15 @@ fn balanced_f1_matches_scikit_learn() {
             },
         )
         .unwrap();
-        close(est.value, want, ABS, &format!("balanced F1 estimate, case {n}"));
-        assert!(est.ci_low <= est.value && est.value <= est.ci_high, "{est:?}");
+        close(
+            est.value,
+            want,
+            ABS,
+            &format!("balanced F1 estimate, case {n}"),
+        );
+        assert!(
+            est.ci_low <= est.value && est.value <= est.ci_high,
+            "{est:?}"
+        );
     }
 }
