@@ -48,6 +48,10 @@ pub fn score_report(report: &ScoreReport) -> String {
     if let Some(r) = &report.revision {
         revision(&mut out, r);
     }
+    if let Some(t) = crate::criteria::table(&run) {
+        out.push('\n');
+        out.push_str(&t.text());
+    }
     for note in o.pass_at_5.unbiased_note.iter().chain(&report.notes) {
         let _ = writeln!(out, "note       {note}");
     }

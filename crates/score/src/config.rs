@@ -13,6 +13,7 @@ use nmb_suite::{Filter, Level};
 use serde::{Deserialize, Serialize};
 
 use crate::cost::Prices;
+use crate::criteria::CriterionRubric;
 use crate::judge::JudgeModel;
 use crate::results::Aggregation;
 use crate::rubric::Rubric;
@@ -66,6 +67,10 @@ pub struct ScoringConfig {
     /// call by call. How judges are asked, not what: it does not enter the scores' hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_batch_poll_secs: Option<f64>,
+    /// A criterion rubric (`--criteria`, HealthBench's form): judges decide each criterion of the tasks it
+    /// covers, met or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub criteria: Option<PathBuf>,
 }
 
 impl Default for ScoringConfig {
@@ -88,6 +93,7 @@ impl Default for ScoringConfig {
             paper: None,
             judge_sees_thinking: false,
             judge_batch_poll_secs: None,
+            criteria: None,
         }
     }
 }
@@ -172,6 +178,9 @@ impl ScoringConfig {
         if let RubricChoice::File(path) = &self.rubric {
             Rubric::load(path)?;
         }
+        if let Some(path) = &self.criteria {
+            CriterionRubric::load(path)?;
+        }
         crate::semantic::check(&self.bertscore)
     }
 
@@ -206,6 +215,11 @@ impl ScoringConfig {
             judge_batch: self
                 .judge_batch_poll_secs
                 .map(nmb_record::BatchOptions::polling_every),
+            criteria: self
+                .criteria
+                .as_deref()
+                .map(CriterionRubric::load)
+                .transpose()?,
             ..ScoreOptions::default()
         })
     }

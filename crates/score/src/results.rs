@@ -75,6 +75,9 @@ pub struct ScoreReport {
     /// right → wrong), when the run has consult tasks; see [`crate::revision`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<crate::revision::RevisionReport>,
+    /// Criterion-rubric scores (HealthBench's rule) with breakdowns by tag, when scored with `--criteria`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub criteria: Option<crate::criteria::score::CriteriaReport>,
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -125,6 +128,9 @@ pub struct ScoringConfig {
     /// Judges saw the thinking before each answer (`--judge-sees-thinking`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub judge_sees_thinking: bool,
+    /// The criterion rubric the judges decided, when scored with `--criteria`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub criteria: Option<crate::criteria::CriteriaInfo>,
 }
 
 impl ScoringConfig {
@@ -317,6 +323,9 @@ pub struct SampleScore {
     /// in turn order; see [`crate::revision`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turns: Option<Vec<crate::revision::TurnScore>>,
+    /// Criterion rubric: each criterion met or not, and the answer's score, when its task has criteria.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub criteria: Option<crate::criteria::score::CriteriaResult>,
     /// What is counted of the final answer, for every sample the model answered (stored flat, beside the
     /// other fields).
     #[serde(flatten)]
@@ -881,6 +890,7 @@ mod tests {
             breadth: None,
             structured: None,
             turns: None,
+            criteria: None,
             facts: AnswerFacts::default(),
         };
         let text = serde_json::to_string(&s).unwrap();

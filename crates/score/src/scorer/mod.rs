@@ -2,6 +2,7 @@
 //! with the rubric, classify wrong answers, compute BERTScore, aggregate with CIs.
 
 mod bertscore;
+mod criteria;
 mod grade;
 mod prepare;
 mod report;
@@ -70,6 +71,8 @@ pub struct ScoreOptions {
     pub judge_sees_thinking: bool,
     /// Judges send through their providers' batch APIs.
     pub judge_batch: Option<nmb_record::BatchOptions>,
+    /// Judges decide the criteria of the tasks this rubric covers.
+    pub criteria: Option<crate::criteria::CriterionRubric>,
 }
 
 impl Default for ScoreOptions {
@@ -92,6 +95,7 @@ impl Default for ScoreOptions {
             paper: None,
             judge_sees_thinking: false,
             judge_batch: None,
+            criteria: None,
         }
     }
 }
@@ -198,6 +202,25 @@ pub async fn score_loaded(
         }
         _ => None,
     };
+    let criteria = match (&panel, &opts.criteria) {
+        (Some(p), Some(c)) => {
+            criteria::grade_criteria(
+                p,
+                &jury,
+                c,
+                &mut work,
+                &mut failed,
+                opts.judge_sees_thinking,
+            )
+            .await?;
+            Some(c)
+        }
+        (None, Some(_)) => {
+            notes.push("criterion rubric skipped: it needs at least one --judge".into());
+            None
+        }
+        _ => None,
+    };
     let human = opts
         .human_labels
         .as_ref()
@@ -268,6 +291,7 @@ pub async fn score_loaded(
         opts,
         judges,
         rubric,
+        criteria,
         bert_config,
         TaxonomyConfig {
             judged: judged_taxonomy,
@@ -284,6 +308,26 @@ pub async fn score_loaded(
         ));
     }
     let mut report = build_report(run_id, config, samples, agreement, notes, &opts.bootstrap)?;
+    if let Some(c) = criteria {
+        let scored: Vec<crate::criteria::score::Scored> = report
+            .samples
+            .iter()
+            .filter_map(|s| {
+                s.criteria
+                    .as_ref()
+                    .map(|result| crate::criteria::score::Scored {
+                        task_id: &s.task_id,
+                        case_id: &s.case_id,
+                        result,
+                    })
+            })
+            .collect();
+        report.criteria = Some(crate::criteria::score::criteria_report(
+            c.info(),
+            &scored,
+            &opts.bootstrap,
+        )?);
+    }
     let tasks: HashMap<&str, &Task> = index.iter().map(|(id, (_, t))| (*id, *t)).collect();
     report.label_set =
         crate::label_set::label_set_report(&report.samples, &tasks, &opts.bootstrap)?;

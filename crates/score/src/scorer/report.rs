@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 use super::ScoreOptions;
 use super::MAX_RANK;
 use crate::aggregate::{aggregate, task_scores, GroupKey};
+use crate::criteria::CriterionRubric;
 use crate::lexicon::Lexicon;
 use crate::prompts;
 use crate::results::{
@@ -27,6 +28,7 @@ pub(super) fn scoring_config(
     opts: &ScoreOptions,
     judges: Vec<JudgeInfo>,
     rubric: Option<&Rubric>,
+    criteria: Option<&CriterionRubric>,
     bertscore: BertScoreConfig,
     taxonomy: TaxonomyConfig,
     lex: &Lexicon,
@@ -58,7 +60,12 @@ pub(super) fn scoring_config(
         price: opts.price,
         paper: opts.paper,
         judge_sees_thinking: opts.judge_sees_thinking,
+        criteria: criteria.map(CriterionRubric::info),
     };
+    if criteria.is_some() {
+        let (id, hash) = crate::criteria::judge::template_version();
+        config.judge_prompts.insert(id, hash);
+    }
     config.config_hash = config_hash(&config);
     Ok(config)
 }
@@ -93,6 +100,11 @@ fn config_hash(c: &ScoringConfig) -> String {
     // And what judges were shown besides the answers.
     if c.judge_sees_thinking {
         identity["judge_sees_thinking"] = json!(true);
+    }
+    // And the criterion rubric, which adds its own numbers.
+    if let Some(criteria) = &c.criteria {
+        identity["criteria"] =
+            json!({"id": criteria.id, "version": criteria.version, "hash": criteria.hash});
     }
     hex::encode(Sha256::digest(canonical_json(&identity).as_bytes()))
 }
@@ -212,6 +224,7 @@ pub(super) fn build_report(
         notes,
         structured: None,
         label_set: None,
+        criteria: None,
         revision: None,
     })
 }
