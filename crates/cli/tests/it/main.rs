@@ -4,6 +4,7 @@ mod agreement_cli;
 mod answer_browser;
 mod bertscore_cli;
 mod common;
+mod criteria_cli;
 mod eval_batch;
 mod eval_cache;
 mod eval_cli;
