@@ -8,8 +8,8 @@ use nmb_store::{NewReviewSet, NewReviewer, Store};
 use serde_json::{json, Value};
 
 use crate::{
-    assign, candidates, hash_token, load_rubric, new_set_id, new_token, thinking_line,
-    AssignOptions, ReviewError,
+    assign, candidates, hash_token, load_criteria, load_rubric, new_set_id, new_token,
+    thinking_line, AssignOptions, ReviewError,
 };
 
 /// What a new review set is made of.
@@ -21,6 +21,8 @@ pub struct NewSet {
     /// Reviewers see each answer's thinking. Off by default: the blind review grades the answer, and a model's
     /// thinking can sway a grade either way.
     pub show_thinking: bool,
+    /// A criterion rubric whose criteria reviewers mark met or not met on the items of tasks it covers.
+    pub criteria: Option<PathBuf>,
 }
 
 /// A review set just stored, with each reviewer's token (shown only now).
@@ -35,11 +37,14 @@ pub struct CreatedSet {
     /// Each reviewer, the number of their items and their token.
     pub invites: Vec<(String, usize, String)>,
     pub show_thinking: bool,
+    /// The criterion rubric's file name, when the set has one.
+    pub criteria: Option<String>,
 }
 
 /// Draws, shares out and stores a review set.
 pub fn create_set(store: &Store, new: NewSet) -> Result<CreatedSet, ReviewError> {
     let (rubric, rubric_text) = load_rubric(new.rubric.as_deref())?;
+    let criteria = new.criteria.as_deref().map(load_criteria).transpose()?;
     let assignment = assign(candidates(store, &new.runs)?, &new.assign)?;
     let set_id = new_set_id();
     let tokens: Vec<String> = assignment.reviewers.iter().map(|_| new_token()).collect();
@@ -60,6 +65,7 @@ pub fn create_set(store: &Store, new: NewSet) -> Result<CreatedSet, ReviewError>
         items: assignment.items.clone(),
         reviewers,
         show_thinking: new.show_thinking,
+        criteria: criteria.clone(),
     })?;
     let invites = (assignment.reviewers.into_iter().zip(tokens))
         .map(|((name, items), token)| (name, items.len(), token))
@@ -73,6 +79,7 @@ pub fn create_set(store: &Store, new: NewSet) -> Result<CreatedSet, ReviewError>
         shared: assignment.items.iter().filter(|i| i.shared).count(),
         invites,
         show_thinking: new.show_thinking,
+        criteria: criteria.map(|c| c.name),
     })
 }
 
@@ -101,6 +108,7 @@ impl CreatedSet {
             "seed": self.seed,
             "rubric": {"id": r.id, "version": r.version, "sha256": r.hash},
             "show_thinking": self.show_thinking,
+            "criteria": self.criteria,
             "reviewers": people,
         })
     }
@@ -118,6 +126,9 @@ impl CreatedSet {
             &r.hash[..12.min(r.hash.len())]
         );
         out += &format!("{}\n", thinking_line(self.show_thinking));
+        if let Some(c) = &self.criteria {
+            out += &format!("reviewers also mark the criteria of {c}, met or not met\n");
+        }
         out += "each URL is shown only now; send each reviewer their own:\n";
         for (name, items, token) in &self.invites {
             out += &format!("  {name:<16} {items:>4} items  {}\n", self.url(base, token));

@@ -28,7 +28,7 @@ pub use assign::{assign, AssignOptions, Assignment, Candidate};
 pub use calibration::{review_options, run_calibrations, RunCalibration, DEFAULT_RUBRIC_PASS};
 pub use create::{create_set, CreatedSet, NewSet};
 pub use grade::{check_grade, GradeForm, COMMENT_LIMIT, TAXONOMY, VERDICTS};
-pub use inputs::{candidates, load_rubric};
+pub use inputs::{candidates, load_criteria, load_rubric, set_criteria};
 pub use plan::{review_plan, JudgePlan, ReviewPlan};
 pub use ratings::{
     item_key, review_ratings, ReviewRatings, GRADER, VERDICT_DIMENSION, VERDICT_PASS,

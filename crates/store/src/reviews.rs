@@ -49,6 +49,15 @@ pub struct NewReviewSet {
     pub reviewers: Vec<NewReviewer>,
     /// Reviewers see each answer's thinking (collapsed) beside the answer.
     pub show_thinking: bool,
+    /// The criterion rubric reviewers mark criteria of, when the set has one.
+    pub criteria: Option<CriteriaFile>,
+}
+
+/// A criterion rubric file kept with a review set: its name (whose extension says its form) and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CriteriaFile {
+    pub name: String,
+    pub text: String,
 }
 
 /// A stored review set.
@@ -63,6 +72,8 @@ pub struct ReviewSet {
     pub runs: Vec<String>,
     /// Reviewers see each answer's thinking; `false` for sets stored before schema v13.
     pub show_thinking: bool,
+    /// The set's criterion rubric; `None` without one and for sets stored before criteria.
+    pub criteria: Option<CriteriaFile>,
 }
 
 /// A reviewer's progress, for `nmb review status`.
@@ -96,6 +107,8 @@ pub struct Grade {
     pub scores: BTreeMap<String, u8>,
     pub taxonomy: Option<String>,
     pub comment: Option<String>,
+    /// Criterion id to met (`true`) or not met, for sets with a criterion rubric; empty otherwise.
+    pub criteria: BTreeMap<String, bool>,
 }
 
 /// A stored grade row.
@@ -128,8 +141,8 @@ impl Store {
         self.write("create a review set", |db| {
             db.exec(
                 "INSERT INTO review_sets (set_id, created_ms, rubric_hash, rubric, seed, overlap, runs,
-                                          show_thinking)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                                          show_thinking, criteria_name, criteria)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 args![
                     set.set_id.as_str(),
                     now,
@@ -138,7 +151,9 @@ impl Store {
                     set.seed as i64,
                     set.overlap,
                     runs,
-                    set.show_thinking
+                    set.show_thinking,
+                    set.criteria.as_ref().map(|c| c.name.as_str()),
+                    set.criteria.as_ref().map(|c| c.text.as_str())
                 ],
             )?;
             for item in &set.items {
@@ -166,7 +181,8 @@ impl Store {
     pub fn review_set(&self, set_id: &str) -> Result<Option<ReviewSet>> {
         self.read("read a review set", |db| {
             let row = db.query_opt(
-                "SELECT set_id, created_ms, rubric_hash, rubric, seed, overlap, runs, show_thinking FROM review_sets
+                "SELECT set_id, created_ms, rubric_hash, rubric, seed, overlap, runs, show_thinking, criteria_name,
+                        criteria FROM review_sets
                  WHERE set_id = ?1",
                 args![set_id],
             )?;
@@ -178,7 +194,8 @@ impl Store {
     pub fn list_review_sets(&self) -> Result<Vec<ReviewSet>> {
         self.read("list review sets", |db| {
             let rows = db.query(
-                "SELECT set_id, created_ms, rubric_hash, rubric, seed, overlap, runs, show_thinking FROM review_sets
+                "SELECT set_id, created_ms, rubric_hash, rubric, seed, overlap, runs, show_thinking, criteria_name,
+                        criteria FROM review_sets
                  ORDER BY created_ms DESC, set_id",
                 args![],
             )?;
@@ -318,12 +335,15 @@ impl Store {
         grade: &Grade,
     ) -> Result<i64> {
         let scores = serde_json::to_string(&grade.scores).expect("a map of scores serialises");
+        let criteria = (!grade.criteria.is_empty())
+            .then(|| serde_json::to_string(&grade.criteria).expect("a map of marks serialises"));
         self.write("store a grade", |db| {
             Ok(scalar(
                 db,
                 "INSERT INTO review_grades
-                     (set_id, reviewer, item_no, created_ms, rubric_hash, verdict, scores, taxonomy, comment)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                     (set_id, reviewer, item_no, created_ms, rubric_hash, verdict, scores, taxonomy, comment,
+                      criteria)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
                  RETURNING id",
                 args![
                     set_id,
@@ -334,7 +354,8 @@ impl Store {
                     grade.verdict.as_deref(),
                     scores,
                     grade.taxonomy.as_deref(),
-                    grade.comment.as_deref()
+                    grade.comment.as_deref(),
+                    criteria
                 ],
             )?)
         })
@@ -433,7 +454,7 @@ const NEWEST_GRADE: &str = "g.id = (SELECT max(h.id) FROM review_grades h \
 
 const GRADE_SELECT: &str =
     "SELECT g.id, g.reviewer, g.item_no, g.created_ms, g.rubric_hash, g.verdict, \
-                            g.scores, g.taxonomy, g.comment FROM review_grades g";
+                            g.scores, g.taxonomy, g.comment, g.criteria FROM review_grades g";
 
 fn insert_reviewer(db: &mut dyn Db, set_id: &str, r: &NewReviewer, now: i64) -> DbResult<()> {
     db.exec(
@@ -464,6 +485,10 @@ fn review_set_of(r: &Row) -> DbResult<ReviewSet> {
             found: "other JSON",
         })?,
         show_thinking: r.get(7)?,
+        criteria: match (r.get::<Option<String>>(8)?, r.get::<Option<String>>(9)?) {
+            (Some(name), Some(text)) => Some(CriteriaFile { name, text }),
+            _ => None,
+        },
     })
 }
 
@@ -494,6 +519,16 @@ fn grade_of(r: &Row) -> DbResult<StoredGrade> {
             })?,
             taxonomy: r.get(7)?,
             comment: r.get(8)?,
+            criteria: match r.get::<Option<String>>(9)? {
+                None => BTreeMap::new(),
+                Some(text) => {
+                    serde_json::from_str(&text).map_err(|_| crate::db::DbError::Decode {
+                        column: 9,
+                        expected: "a JSON object of criterion marks",
+                        found: "other JSON",
+                    })?
+                }
+            },
         },
     })
 }

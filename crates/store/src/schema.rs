@@ -98,6 +98,13 @@ pub const MIGRATIONS: &[Migration] = &[
         description: "review_sets.show_thinking: whether a set's reviewers see each answer's thinking",
         sql: V13,
     },
+    // Criterion rubrics in review (issue 29); other branches may add steps too: renumber on merge.
+    Migration {
+        version: 14,
+        description: "review_sets.criteria_name, criteria: a set's criterion rubric; review_grades.criteria: \
+                      a reviewer's criterion marks",
+        sql: V14_CRITERIA,
+    },
 ];
 
 /// The newest schema version this build writes.
@@ -464,6 +471,12 @@ ALTER TABLE calls ADD COLUMN batch_id TEXT;
 /// Sets made before it showed no thinking (reviewer pages had none), so 0 keeps them as they were.
 const V13: &str = r#"
 ALTER TABLE review_sets ADD COLUMN show_thinking INTEGER NOT NULL DEFAULT 0;
+"#;
+
+const V14_CRITERIA: &str = r#"
+ALTER TABLE review_sets ADD COLUMN criteria_name TEXT;
+ALTER TABLE review_sets ADD COLUMN criteria TEXT;
+ALTER TABLE review_grades ADD COLUMN criteria TEXT;
 "#;
 
 const V3: &str = r#"

@@ -11,7 +11,22 @@ use crate::schema::{latest_version, APPLICATION_ID, MIGRATIONS};
 use crate::{Engine, Store, WriteError};
 
 /// PostgreSQL's DDL for each version of [`MIGRATIONS`], in the same order.
-const STEPS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13];
+const STEPS: &[&str] = &[
+    V1,
+    V2,
+    V3,
+    V4,
+    V5,
+    V6,
+    V7,
+    V8,
+    V9,
+    V10,
+    V11,
+    V12,
+    V13,
+    V14_CRITERIA,
+];
 
 const V1: &str = r#"
 CREATE TABLE nmb_store (application_id BIGINT NOT NULL);
@@ -283,6 +298,12 @@ ALTER TABLE calls ADD COLUMN batch_id TEXT;
 
 const V13: &str = r#"
 ALTER TABLE review_sets ADD COLUMN show_thinking BIGINT NOT NULL DEFAULT 0;
+"#;
+
+const V14_CRITERIA: &str = r#"
+ALTER TABLE review_sets ADD COLUMN criteria_name TEXT;
+ALTER TABLE review_sets ADD COLUMN criteria TEXT;
+ALTER TABLE review_grades ADD COLUMN criteria TEXT;
 "#;
 
 /// Checks that the database is empty or an nmb store no newer than this build, then applies what is missing.

@@ -69,6 +69,10 @@ pub struct CreateArgs {
     /// Show reviewers each answer's thinking, collapsed above it (default: hidden, the answer is graded alone)
     #[arg(long)]
     show_thinking: bool,
+    /// Criterion rubric (HealthBench form, .toml or .jsonl): reviewers also mark each criterion of an item's
+    /// task met or not met, one checkbox per criterion
+    #[arg(long, value_name = "FILE")]
+    criteria: Option<PathBuf>,
     /// Address of the `nmb serve` reviewers will use
     #[arg(long, default_value = "http://127.0.0.1:8686/")]
     url: String,
@@ -147,6 +151,7 @@ fn create(args: CreateArgs, at: &StoreAt) -> Result<ExitCode> {
         },
         rubric: args.rubric,
         show_thinking: args.show_thinking,
+        criteria: args.criteria,
     };
     let created = nmb_review::create_set(&store, new)
         .with_context(|| format!("cannot create a review set in {at}"))?;

@@ -12,7 +12,7 @@ use nmb_fake_server::{Config, ReceivedRequest, Reply, Wire};
 use nmb_score::criteria::CriterionRubric;
 use serde_json::Value;
 
-fn repo_file(rel: &str) -> String {
+pub(crate) fn repo_file(rel: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .join(rel)
@@ -88,13 +88,13 @@ fn json_of_failed(out: &std::process::Output) -> Value {
 }
 
 /// The scripted judge's decision on a criterion: a rule of its id alone, so the test can check what was stored.
-fn judge_says_met(id: &str) -> bool {
+pub(crate) fn judge_says_met(id: &str) -> bool {
     id.len() % 2 == 0
 }
 
 /// A judge that marks every criterion listed in the question by [`judge_says_met`], and never calls two
 /// diagnoses equivalent.
-fn judge(req: &ReceivedRequest) -> Reply {
+pub(crate) fn judge(req: &ReceivedRequest) -> Reply {
     let text = req.all_text();
     let Some((_, listed)) = text.split_once("CRITERIA\n") else {
         return Reply::Texts(vec![

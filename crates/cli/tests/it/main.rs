@@ -30,6 +30,7 @@ mod report_cost;
 mod report_thinking;
 mod review_browser;
 mod review_cli;
+mod review_criteria_browser;
 mod review_done;
 mod revision;
 mod score_cli;
