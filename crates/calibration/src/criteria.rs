@@ -102,6 +102,22 @@ pub fn criteria_agreement(
     }
     let criteria: BTreeSet<&str> = marks.keys().map(|(_, c)| c.as_str()).collect();
     let items: BTreeSet<&str> = marks.keys().map(|(i, _)| i.as_str()).collect();
+    // Only raters who marked criteria take part (a judge of the rubric scores alone has nothing to compare).
+    let marked: BTreeSet<&str> = marks
+        .values()
+        .flat_map(|by| by.keys().map(String::as_str))
+        .collect();
+    let judges: Vec<String> = judges
+        .iter()
+        .filter(|j| marked.contains(j.as_str()))
+        .cloned()
+        .collect();
+    let clinicians: Vec<String> = clinicians
+        .iter()
+        .filter(|c| marked.contains(c.as_str()))
+        .cloned()
+        .collect();
+    let (judges, clinicians) = (&judges, &clinicians);
     let everyone = |_: &str| true;
     let judges_f1 = judges
         .iter()

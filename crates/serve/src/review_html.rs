@@ -30,6 +30,9 @@ form.grade legend { font-weight: 600; padding: 0; }
 form.grade .desc { font-size: 12px; color: #4b5565; margin: 2px 0 6px; }
 .chips { display: flex; flex-wrap: wrap; gap: 6px; }
 .chip { position: relative; }
+.criterion { display: block; margin: 4px 0; }
+.criterion.harm span:first-of-type { color: #8a2d00; }
+.criterion input:focus-visible { outline: 2px solid #1a56b0; outline-offset: 2px; }
 .chip input { position: absolute; opacity: 0; width: 1px; height: 1px; margin: 0; }
 .chip span { display: inline-block; min-width: 30px; text-align: center; padding: 5px 10px; border: 1px solid #b8c0cc; border-radius: 6px; background: #fff; cursor: pointer; font-variant-numeric: tabular-nums; }
 .chip span:hover { border-color: #1a56b0; }

@@ -87,6 +87,8 @@ fn a_reviewer_marks_criteria_by_keyboard_and_agreement_compares_them_with_the_ju
         ],
     ));
     let c = &report["criteria"];
+    // Only raters who marked criteria: the scoring's own correctness decision (judge:grader) marked none.
+    assert_eq!(c["judges"].as_array().unwrap().len(), 1, "{c}");
     let j = &c["judges"][0];
     assert_eq!(j["rater"], format!("judge:{judge_spec}").as_str(), "{c}");
     assert_eq!(j["pairs"].as_u64(), Some(pairs.len() as u64), "{c}");
