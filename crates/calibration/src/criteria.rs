@@ -149,6 +149,48 @@ pub fn criteria_agreement(
     }))
 }
 
+impl CriteriaAgreement {
+    /// One sentence per judge a clinician can read: its balanced F1 against the clinicians, beside the median
+    /// clinician's against the others.
+    pub fn sentences(&self) -> Vec<String> {
+        let mut clinician_values: Vec<f64> = self
+            .clinicians
+            .iter()
+            .filter_map(|r| r.balanced_f1.as_ref().map(|e| e.value))
+            .collect();
+        clinician_values.sort_by(f64::total_cmp);
+        let median = (!clinician_values.is_empty()).then(|| {
+            let n = clinician_values.len();
+            (clinician_values[(n - 1) / 2] + clinician_values[n / 2]) / 2.0
+        });
+        let mut out = Vec::new();
+        for r in &self.judges {
+            let line = match (&r.balanced_f1, median) {
+                (Some(e), Some(m)) => format!(
+                    "judge {} marks criteria like the clinicians with balanced F1 {} over {} pairs; the median \
+                     clinician against the others: {m:.2}",
+                    r.rater,
+                    crate::text::interval(e),
+                    r.pairs
+                ),
+                (Some(e), None) => format!(
+                    "judge {} marks criteria like the clinicians with balanced F1 {} over {} pairs",
+                    r.rater,
+                    crate::text::interval(e),
+                    r.pairs
+                ),
+                (None, _) => format!(
+                    "judge {}: balanced F1 undefined ({})",
+                    r.rater,
+                    r.undefined.as_deref().unwrap_or("")
+                ),
+            };
+            out.push(line);
+        }
+        out
+    }
+}
+
 /// `rater`'s marks against every other clinician's, on the criteria `keep` selects.
 fn rater_f1(
     marks: &Marks,

@@ -35,37 +35,7 @@ fn criteria(out: &mut String, c: &crate::criteria::CriteriaAgreement) {
          (the mean of F1 on met and on not met; 1 is full agreement)",
         c.criteria, c.items
     );
-    let mut clinician_values: Vec<f64> = c
-        .clinicians
-        .iter()
-        .filter_map(|r| r.balanced_f1.as_ref().map(|e| e.value))
-        .collect();
-    clinician_values.sort_by(f64::total_cmp);
-    let median = (!clinician_values.is_empty()).then(|| {
-        let n = clinician_values.len();
-        (clinician_values[(n - 1) / 2] + clinician_values[n / 2]) / 2.0
-    });
-    for r in &c.judges {
-        let line = match (&r.balanced_f1, median) {
-            (Some(e), Some(m)) => format!(
-                "judge {} marks criteria like the clinicians with balanced F1 {} over {} pairs; the median \
-                 clinician against the others: {m:.2}",
-                r.rater,
-                interval(e),
-                r.pairs
-            ),
-            (Some(e), None) => format!(
-                "judge {} marks criteria like the clinicians with balanced F1 {} over {} pairs",
-                r.rater,
-                interval(e),
-                r.pairs
-            ),
-            (None, _) => format!(
-                "judge {}: balanced F1 undefined ({})",
-                r.rater,
-                r.undefined.as_deref().unwrap_or("")
-            ),
-        };
+    for line in c.sentences() {
         let _ = writeln!(out, "  {line}");
     }
     for r in &c.clinicians {
@@ -102,7 +72,7 @@ fn criteria(out: &mut String, c: &crate::criteria::CriteriaAgreement) {
     }
 }
 
-fn interval(e: &nmb_stats::Estimate) -> String {
+pub(crate) fn interval(e: &nmb_stats::Estimate) -> String {
     format!("{:.2} [{:.2}, {:.2}]", e.value, e.ci_low, e.ci_high)
 }
 

@@ -126,8 +126,8 @@ mod tests {
         f.criteria = Some([criteria[0].id.clone()].into());
         let g = check_grade(&Rubric::builtin(), criteria, &f).unwrap();
         assert_eq!(g.criteria.len(), criteria.len());
-        assert_eq!(g.criteria[&criteria[0].id], true);
-        assert_eq!(g.criteria[&criteria[1].id], false);
+        assert!(g.criteria[&criteria[0].id]);
+        assert!(!g.criteria[&criteria[1].id]);
         f.criteria = Some(["nope".to_string()].into());
         let e = check_grade(&Rubric::builtin(), criteria, &f).unwrap_err();
         assert!(e[0].contains("nope"), "{e:?}");

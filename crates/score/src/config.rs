@@ -349,6 +349,7 @@ mod tests {
             },
             judge_sees_thinking: true,
             judge_batch_poll_secs: Some(0.5),
+            criteria: Some(PathBuf::from("criteria.toml")),
             suite: SuiteOverride {
                 spec: Some("sample".into()),
                 answers: Some(PathBuf::from("a.jsonl")),

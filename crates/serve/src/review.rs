@@ -423,7 +423,9 @@ fn form_from(pairs: &[(String, String)]) -> GradeForm {
                 form.criteria.get_or_insert_with(Default::default);
             }
             "criterion" => {
-                form.criteria.get_or_insert_with(Default::default).insert(v.clone());
+                form.criteria
+                    .get_or_insert_with(Default::default)
+                    .insert(v.clone());
             }
             k => {
                 if let Some(dim) = k.strip_prefix("score.") {

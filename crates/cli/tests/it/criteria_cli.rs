@@ -89,7 +89,7 @@ fn json_of_failed(out: &std::process::Output) -> Value {
 
 /// The scripted judge's decision on a criterion: a rule of its id alone, so the test can check what was stored.
 pub(crate) fn judge_says_met(id: &str) -> bool {
-    id.len() % 2 == 0
+    id.len().is_multiple_of(2)
 }
 
 /// A judge that marks every criterion listed in the question by [`judge_says_met`], and never calls two

@@ -62,7 +62,7 @@ pub(crate) fn setup() -> Review {
 pub(crate) fn setup_with(extra: &[&str], fake: Option<FakeServer>) -> Review {
     let dir = tempfile::tempdir().expect("temp dir");
     let runs = dir.path().join("runs");
-    let fake = fake.unwrap_or_else(|| payload_server());
+    let fake = fake.unwrap_or_else(payload_server);
     let model = model_spec(Wire::OpenAi, &fake);
     let out = json_of(&nmb(
         &runs,
