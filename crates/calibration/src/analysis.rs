@@ -69,6 +69,9 @@ pub struct AgreementReport {
     pub judges: Vec<String>,
     pub clinicians: Vec<String>,
     pub dimensions: Vec<DimensionReport>,
+    /// Criterion marks (`criterion:*` dimensions), judge against clinicians as balanced F1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub criteria: Option<crate::criteria::CriteriaAgreement>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -208,8 +211,13 @@ type Table = BTreeMap<String, BTreeMap<String, f64>>;
 /// are reported as undefined with the reason, never dropped.
 pub fn analyse(ratings: &Ratings, options: &AgreementOptions) -> Result<AgreementReport, String> {
     let available = ratings.dimensions();
+    // Criterion marks get their own section; they are rubric dimensions only when named.
     let dimensions = if options.dimensions.is_empty() {
-        available.clone()
+        available
+            .iter()
+            .filter(|d| !d.starts_with(crate::criteria::CRITERION_PREFIX))
+            .cloned()
+            .collect()
     } else {
         options.dimensions.clone()
     };
@@ -229,12 +237,15 @@ pub fn analyse(ratings: &Ratings, options: &AgreementOptions) -> Result<Agreemen
         .iter()
         .map(|d| dimension_report(d, &table(ratings, d), options))
         .collect();
+    let criteria =
+        crate::criteria::criteria_agreement(ratings, &judges, &clinicians, &options.bootstrap)?;
     Ok(AgreementReport {
         source: ratings.source.display().to_string(),
         bootstrap: options.bootstrap,
         judges,
         clinicians,
         dimensions: reports,
+        criteria,
     })
 }
 

@@ -4,14 +4,16 @@
 //! [`Ratings`]) and measuring agreement on each rubric dimension: between every pair of annotators, within the
 //! clinicians, within the judges (a jury), and between each judge and the clinicians' consensus; and, given a pass
 //! threshold, each judge's pass rate corrected for its sensitivity and specificity against the clinicians
-//! (Rogan–Gladen), and where each judge stands among the clinicians ([`Standing`]). Every statistic carries a
-//! seeded bootstrap interval.
+//! (Rogan–Gladen), and where each judge stands among the clinicians ([`Standing`]); and, for criterion marks
+//! (`criterion:*` dimensions, met 1 / not met 0), each judge's and each clinician's balanced F1 against the
+//! clinicians, HealthBench's meta-evaluation ([`criteria`]). Every statistic carries a seeded bootstrap interval.
 //!
 //! It does not compute the statistics themselves (`nmb-stats`), call judges or score runs (`nmb-score`), or
 //! parse command lines (`nmb`). Annotators are judges when named as such in [`AgreementOptions`] or when their
 //! name starts with `judge:`; everyone else counts as a clinician.
 
 mod analysis;
+pub mod criteria;
 mod ratings;
 mod standing;
 mod text;

@@ -21,7 +21,59 @@ pub fn render_text(report: &AgreementReport) -> String {
     for d in &report.dimensions {
         dimension(&mut out, d);
     }
+    if let Some(c) = &report.criteria {
+        criteria(&mut out, c);
+    }
     out
+}
+
+/// Criterion marks: a sentence per judge setting it beside the median clinician, then the numbers.
+fn criteria(out: &mut String, c: &crate::criteria::CriteriaAgreement) {
+    let _ = writeln!(
+        out,
+        "\n== criteria ({} criteria on {} answers): balanced F1 of met / not-met marks against the clinicians \
+         (the mean of F1 on met and on not met; 1 is full agreement)",
+        c.criteria, c.items
+    );
+    for line in c.sentences() {
+        let _ = writeln!(out, "  {line}");
+    }
+    for r in &c.clinicians {
+        match &r.balanced_f1 {
+            Some(e) => {
+                let _ = writeln!(
+                    out,
+                    "  clinician {} against the other clinicians: {} over {} pairs",
+                    r.rater,
+                    interval(e),
+                    r.pairs
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "  clinician {}: undefined ({})",
+                    r.rater,
+                    r.undefined.as_deref().unwrap_or("")
+                );
+            }
+        }
+    }
+    for r in &c.by_criterion {
+        let value = r
+            .balanced_f1
+            .as_ref()
+            .map_or_else(|| "undefined".to_string(), interval);
+        let _ = writeln!(
+            out,
+            "    {} {}: {value} ({} pairs)",
+            r.criterion, r.judge, r.pairs
+        );
+    }
+}
+
+pub(crate) fn interval(e: &nmb_stats::Estimate) -> String {
+    format!("{:.2} [{:.2}, {:.2}]", e.value, e.ci_low, e.ci_high)
 }
 
 fn list(names: &[String]) -> String {

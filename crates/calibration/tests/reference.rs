@@ -162,3 +162,77 @@ fn undefined_statistics_are_reported_with_a_reason() {
         "{unknown}"
     );
 }
+
+/// Criterion marks, judge against clinicians and each clinician against the others, as HealthBench's balanced
+/// F1, against scikit-learn's macro F1 in `fixtures/make_criteria.py`.
+#[test]
+fn criterion_balanced_f1_matches_scikit_learn() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
+    let ratings =
+        Ratings::read_csv(&std::path::Path::new(dir).join("criteria_ratings.csv")).unwrap();
+    let text = std::fs::read_to_string(format!("{dir}/criteria_reference.json")).unwrap();
+    let want: Value = serde_json::from_str(&text).unwrap();
+    let options = AgreementOptions {
+        bootstrap: BootstrapConfig {
+            resamples: 300,
+            ..BootstrapConfig::default()
+        },
+        ..AgreementOptions::default()
+    };
+    let report = analyse(&ratings, &options).unwrap();
+    // Criterion marks are not analysed as rubric dimensions unless named.
+    assert!(report.dimensions.is_empty(), "{:?}", report.dimensions);
+    let c = report.criteria.as_ref().expect("criteria section");
+    assert_eq!((c.criteria, c.items), (4, 40));
+    let check = |r: &nmb_calibration::criteria::RaterF1, want: &Value| {
+        assert_eq!(
+            r.pairs as u64,
+            want["pairs"].as_u64().unwrap(),
+            "{}",
+            r.rater
+        );
+        let e = r.balanced_f1.as_ref().unwrap();
+        let w = want["balanced_f1"].as_f64().unwrap();
+        assert!(
+            (e.value - w).abs() <= 1e-9,
+            "{}: {} vs {w}",
+            r.rater,
+            e.value
+        );
+        assert!(e.ci_low <= e.value && e.value <= e.ci_high, "{e:?}");
+    };
+    assert_eq!(c.judges.len(), 2);
+    for r in &c.judges {
+        check(r, &want["judges"][&r.rater]);
+    }
+    assert_eq!(c.clinicians.len(), 3);
+    for r in &c.clinicians {
+        check(r, &want["clinicians"][&r.rater]);
+    }
+    assert_eq!(c.by_criterion.len(), 8);
+    for r in &c.by_criterion {
+        let w = &want["by_criterion"][&r.criterion][&r.judge];
+        assert_eq!(r.pairs as u64, w["pairs"].as_u64().unwrap());
+        let got = r.balanced_f1.as_ref().unwrap().value;
+        assert!(
+            (got - w["balanced_f1"].as_f64().unwrap()).abs() <= 1e-9,
+            "{} {}",
+            r.criterion,
+            r.judge
+        );
+    }
+    let shown = nmb_calibration::render_text(&report);
+    assert!(
+        shown.contains("judge judge:good marks criteria like the clinicians with balanced F1"),
+        "{shown}"
+    );
+
+    // A mark that is not 0 or 1 is refused with its place.
+    let bad = Ratings::from_reader(
+        std::path::Path::new("bad.csv"),
+        "annotator,item,dimension,score\ndr_a,i1,criterion:x,2\n".as_bytes(),
+    )
+    .unwrap();
+    let e = analyse(&bad, &AgreementOptions::default()).unwrap_err();
+    assert!(e.contains("bad.csv") && e.contains("criterion:x"), "{e}");
+}

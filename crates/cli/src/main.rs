@@ -121,6 +121,9 @@ enum Command {
     Serve(cmd::serve::ServeArgs),
     #[command(subcommand, after_help = cmd::review::EXAMPLES)]
     Review(cmd::review::ReviewCommand),
+    /// Criterion rubrics (HealthBench form): check one for sign and point mistakes
+    #[command(subcommand, after_help = cmd::rubric::EXAMPLES)]
+    Rubric(cmd::rubric::RubricCommand),
     /// Record a clinician's answers (JSONL) to a suite as the run of human:NAME, a human baseline, or the runs
     /// NeuroVLM-Bench's runner made (--format neurovlm-run) as runs of imported:MODEL
     #[command(after_help = cmd::import::EXAMPLES)]
@@ -161,6 +164,7 @@ fn main() -> ExitCode {
         Command::Worker(a) => cmd::worker::run(a, &at),
         Command::Serve(a) => cmd::serve::run(a, &at),
         Command::Review(c) => cmd::review::run(c, &at),
+        Command::Rubric(c) => cmd::rubric::run(c),
         Command::Import(a) => cmd::import::run(a, &at),
     };
     match result {

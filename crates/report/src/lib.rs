@@ -29,6 +29,7 @@
 
 mod analysis;
 mod calibration;
+mod criteria;
 mod csv_out;
 pub mod html;
 mod input;

@@ -29,6 +29,7 @@ pub fn render(runs: &[RunData], analysis: &Analysis) -> String {
     thinking(&mut m, analysis);
     levels(&mut m, runs);
     breadth(&mut m, runs);
+    criteria(&mut m, runs);
     revision(&mut m, runs);
     m.push_str(&crate::stability::markdown(runs));
     neurovlm(&mut m, runs, analysis);
@@ -77,6 +78,12 @@ fn breadth(m: &mut String, runs: &[RunData]) {
     }
     if let Some(t) = crate::label_set::table(runs) {
         section(m, "### Fixed label sets (accuracy and macro-F1)", &t);
+    }
+}
+
+fn criteria(m: &mut String, runs: &[RunData]) {
+    if let Some(t) = crate::criteria::table(&ScoredRun::of(runs)) {
+        section(m, "## Criterion rubric", &t);
     }
 }
 

@@ -48,13 +48,16 @@ pub fn score_report(report: &ScoreReport) -> String {
     if let Some(r) = &report.revision {
         revision(&mut out, r);
     }
-    let run = [ScoredRun::from_report(report)];
     if let Some(t) = crate::stability::table(&run) {
         out.push('\n');
         out.push_str(&t.text());
         for s in crate::stability::sentences(&run) {
             let _ = writeln!(out, "stability  {s}");
         }
+    }
+    if let Some(t) = crate::criteria::table(&run) {
+        out.push('\n');
+        out.push_str(&t.text());
     }
     for note in o.pass_at_5.unbiased_note.iter().chain(&report.notes) {
         let _ = writeln!(out, "note       {note}");

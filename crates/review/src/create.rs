@@ -8,7 +8,7 @@ use nmb_store::{NewReviewSet, NewReviewer, Store};
 use serde_json::{json, Value};
 
 use crate::{
-    assign, assign_pairs, candidates, hash_token, load_rubric, new_set_id, new_token,
+    assign, assign_pairs, candidates, hash_token, load_criteria, load_rubric, new_set_id, new_token,
     thinking_line, AssignOptions, Assignment, ReviewError,
 };
 
@@ -23,6 +23,8 @@ pub struct NewSet {
     pub show_thinking: bool,
     /// Reviewers vote between two runs' answers to the same task instead of grading one ([`crate::assign_pairs`]).
     pub pairwise: bool,
+    /// A criterion rubric whose criteria reviewers mark met or not met on the items of tasks it covers.
+    pub criteria: Option<PathBuf>,
 }
 
 /// A review set just stored, with each reviewer's token (shown only now).
@@ -38,11 +40,14 @@ pub struct CreatedSet {
     pub invites: Vec<(String, usize, String)>,
     pub show_thinking: bool,
     pub pairwise: bool,
+    /// The criterion rubric's file name, when the set has one.
+    pub criteria: Option<String>,
 }
 
 /// Draws, shares out and stores a review set.
 pub fn create_set(store: &Store, new: NewSet) -> Result<CreatedSet, ReviewError> {
     let (rubric, rubric_text) = load_rubric(new.rubric.as_deref())?;
+    let criteria = new.criteria.as_deref().map(load_criteria).transpose()?;
     let answers = candidates(store, &new.runs)?;
     let (assignment, pairs) = if new.pairwise {
         let a = assign_pairs(&answers, &new.assign)?;
@@ -73,6 +78,7 @@ pub fn create_set(store: &Store, new: NewSet) -> Result<CreatedSet, ReviewError>
         items: assignment.items.clone(),
         reviewers,
         show_thinking: new.show_thinking,
+        criteria: criteria.clone(),
     };
     if new.pairwise {
         store.create_pairwise_review_set(&set, &pairs)?;
@@ -92,6 +98,7 @@ pub fn create_set(store: &Store, new: NewSet) -> Result<CreatedSet, ReviewError>
         invites,
         show_thinking: new.show_thinking,
         pairwise: new.pairwise,
+        criteria: criteria.map(|c| c.name),
     })
 }
 
@@ -121,6 +128,7 @@ impl CreatedSet {
             "rubric": {"id": r.id, "version": r.version, "sha256": r.hash},
             "show_thinking": self.show_thinking,
             "mode": if self.pairwise { "pairwise" } else { "grade" },
+            "criteria": self.criteria,
             "reviewers": people,
         })
     }
@@ -139,6 +147,9 @@ impl CreatedSet {
             &r.hash[..12.min(r.hash.len())]
         );
         out += &format!("{}\n", thinking_line(self.show_thinking));
+        if let Some(c) = &self.criteria {
+            out += &format!("reviewers also mark the criteria of {c}, met or not met\n");
+        }
         out += "each URL is shown only now; send each reviewer their own:\n";
         for (name, items, token) in &self.invites {
             out += &format!("  {name:<16} {items:>4} items  {}\n", self.url(base, token));

@@ -1,8 +1,9 @@
 //! Checking a grade a reviewer submits: every field is optional (autosave sends partial grades), and whatever
 //! is there must fit the rubric.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use nmb_score::criteria::Criterion;
 use nmb_score::results::ErrorCategory;
 use nmb_score::Rubric;
 use nmb_store::Grade;
@@ -24,10 +25,18 @@ pub struct GradeForm {
     pub scores: BTreeMap<String, String>,
     pub taxonomy: String,
     pub comment: String,
+    /// The criteria checked as met, when the page listed the item's criteria (`None`: it listed none, so
+    /// nothing is said about them); an unchecked criterion on a page that listed it is not met.
+    pub criteria: Option<BTreeSet<String>>,
 }
 
-/// The grade the form describes, or every problem with it.
-pub fn check_grade(rubric: &Rubric, form: &GradeForm) -> Result<Grade, Vec<String>> {
+/// The grade the form describes, or every problem with it. `criteria` are the item's criteria, from the set's
+/// criterion rubric (empty without one).
+pub fn check_grade(
+    rubric: &Rubric,
+    criteria: &[Criterion],
+    form: &GradeForm,
+) -> Result<Grade, Vec<String>> {
     let mut problems = Vec::new();
     let verdict = match form.verdict.trim() {
         "" => None,
@@ -77,6 +86,16 @@ pub fn check_grade(rubric: &Rubric, form: &GradeForm) -> Result<Grade, Vec<Strin
             None
         }
     };
+    let mut marks = BTreeMap::new();
+    if let Some(met) = &form.criteria {
+        if let Some(unknown) = met.iter().find(|id| !criteria.iter().any(|c| &c.id == *id)) {
+            problems.push(format!("unknown criterion {unknown:?} for this item"));
+        }
+        marks = criteria
+            .iter()
+            .map(|c| (c.id.clone(), met.contains(&c.id)))
+            .collect();
+    }
     let comment = form.comment.trim();
     if comment.chars().count() > COMMENT_LIMIT {
         problems.push(format!(
@@ -91,12 +110,33 @@ pub fn check_grade(rubric: &Rubric, form: &GradeForm) -> Result<Grade, Vec<Strin
         scores,
         taxonomy,
         comment: (!comment.is_empty()).then(|| comment.to_string()),
+        criteria: marks,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn criteria_listed_on_the_page_are_met_when_checked_and_not_met_otherwise() {
+        let rubric = nmb_score::criteria::CriterionRubric::sample();
+        let criteria = rubric.for_task("stroke_left_mca/dx");
+        let mut f = form("correct", &[], "");
+        f.criteria = Some([criteria[0].id.clone()].into());
+        let g = check_grade(&Rubric::builtin(), criteria, &f).unwrap();
+        assert_eq!(g.criteria.len(), criteria.len());
+        assert!(g.criteria[&criteria[0].id]);
+        assert!(!g.criteria[&criteria[1].id]);
+        f.criteria = Some(["nope".to_string()].into());
+        let e = check_grade(&Rubric::builtin(), criteria, &f).unwrap_err();
+        assert!(e[0].contains("nope"), "{e:?}");
+        f.criteria = None;
+        assert!(check_grade(&Rubric::builtin(), criteria, &f)
+            .unwrap()
+            .criteria
+            .is_empty());
+    }
 
     fn form(verdict: &str, scores: &[(&str, &str)], taxonomy: &str) -> GradeForm {
         GradeForm {
@@ -107,6 +147,7 @@ mod tests {
                 .collect(),
             taxonomy: taxonomy.into(),
             comment: " fine \n".into(),
+            criteria: None,
         }
     }
 
@@ -114,6 +155,7 @@ mod tests {
     fn a_partial_grade_is_kept_as_far_as_it_goes() {
         let g = check_grade(
             &Rubric::builtin(),
+            &[],
             &form("", &[("overall", "4"), ("clinical_safety", "")], ""),
         )
         .unwrap();
@@ -127,6 +169,7 @@ mod tests {
     fn every_problem_is_listed() {
         let e = check_grade(
             &Rubric::builtin(),
+            &[],
             &form(
                 "maybe",
                 &[("overall", "9"), ("charm", "3"), ("clinical_safety", "2.5")],
@@ -141,6 +184,7 @@ mod tests {
     fn a_full_grade_passes() {
         let g = check_grade(
             &Rubric::builtin(),
+            &[],
             &form(
                 "incorrect",
                 &[("overall", "1"), ("diagnostic_correctness", "0")],

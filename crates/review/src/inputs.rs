@@ -2,10 +2,32 @@
 
 use std::path::Path;
 
+use nmb_score::criteria::CriterionRubric;
 use nmb_score::Rubric;
-use nmb_store::{SampleStatus, Store};
+use nmb_store::{CriteriaFile, ReviewSet, SampleStatus, Store};
 
 use crate::{Candidate, ReviewError};
+
+/// The criterion rubric at `path`, checked, as the set stores it: its name and its text.
+pub fn load_criteria(path: &Path) -> Result<CriteriaFile, ReviewError> {
+    let rubric = CriterionRubric::load(path)?;
+    let text = std::fs::read_to_string(path).map_err(|source| ReviewError::RubricRead {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(CriteriaFile {
+        name: rubric.source,
+        text,
+    })
+}
+
+/// A stored set's criterion rubric, parsed; `None` when the set has none.
+pub fn set_criteria(set: &ReviewSet) -> Result<Option<CriterionRubric>, ReviewError> {
+    set.criteria
+        .as_ref()
+        .map(|c| CriterionRubric::parse(&c.text, &c.name).map_err(ReviewError::from))
+        .transpose()
+}
 
 /// The rubric at `path` (default: the bundled neurology rubric) and its text as read, which the review set
 /// stores beside its hash so that grades can always be read against the rubric they were given under.

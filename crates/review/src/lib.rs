@@ -35,7 +35,7 @@ pub use assign::{assign, AssignOptions, Assignment, Candidate};
 pub use calibration::{review_options, run_calibrations, RunCalibration, DEFAULT_RUBRIC_PASS};
 pub use create::{create_set, CreatedSet, NewSet};
 pub use grade::{check_grade, GradeForm, COMMENT_LIMIT, TAXONOMY, VERDICTS};
-pub use inputs::{candidates, load_rubric};
+pub use inputs::{candidates, load_criteria, load_rubric, set_criteria};
 pub use judge_votes::{judge_pairwise_set, stored_judge_pairwise, JudgePairwise};
 pub use pairwise::{
     assign_pairs, check_vote, pair_candidates, PairAssignment, PairCandidate, VoteForm,

@@ -6,13 +6,19 @@
 //! could not) is annotator [`GRADER`] on the verdict dimension. Judges' ratings cover every scored sample of
 //! the runs, not only the reviewed ones, so a judge's observed pass rate is the run's and the reviewed items
 //! measure its sensitivity and specificity.
+//!
+//! In a set with a criterion rubric, each clinician's criterion marks of a graded item are ratings on
+//! `criterion:<task>/<id>` (met 1, not met 0), and so are each judge's, from a score report made with the same
+//! criterion rubric; `nmb-calibration` compares them as balanced F1.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use nmb_calibration::criteria::CRITERION_PREFIX;
 use nmb_calibration::{Rating, Ratings};
 use nmb_score::results::{SampleStatus, ScoreReport};
 use nmb_store::{ReviewItem, ReviewSet, Store};
+use sha2::{Digest, Sha256};
 
 use crate::ReviewError;
 
@@ -93,6 +99,10 @@ pub(crate) fn ratings_of(
         .map(|i| (i.item_no, i))
         .collect();
     let mut rows = clinician_rows(store, &set.set_id, &items)?;
+    let criteria_hash = set
+        .criteria
+        .as_ref()
+        .map(|c| hex::encode(Sha256::digest(c.text.as_bytes())));
     let mut out = ReviewRatings {
         ratings: Ratings::default(),
         scored_runs: Vec::new(),
@@ -105,6 +115,7 @@ pub(crate) fn ratings_of(
             )),
             Some(report) => {
                 judge_rows(report, &set.rubric_hash, &mut rows, &mut out.notes);
+                judge_criterion_rows(report, criteria_hash.as_deref(), &mut rows);
                 out.scored_runs.push(run_id.to_string());
             }
         }
@@ -151,8 +162,50 @@ fn clinician_rows(
         for (dimension, score) in &g.grade.scores {
             push(dimension, f64::from(*score));
         }
+        for (id, met) in &g.grade.criteria {
+            push(
+                &criterion_dimension(&item.task_id, id),
+                f64::from(u8::from(*met)),
+            );
+        }
     }
     Ok(rows)
+}
+
+/// The ratings dimension of one criterion of one task: criterion marks are compared per task's criterion.
+fn criterion_dimension(task_id: &str, id: &str) -> String {
+    format!("{CRITERION_PREFIX}{task_id}/{id}")
+}
+
+/// Each judge's criterion marks, when the run was scored with the set's criterion rubric.
+fn judge_criterion_rows(report: &ScoreReport, criteria_hash: Option<&str>, rows: &mut Vec<Rating>) {
+    let same = report
+        .config
+        .criteria
+        .as_ref()
+        .is_some_and(|c| Some(c.hash.as_str()) == criteria_hash);
+    if !same {
+        return;
+    }
+    for s in &report.samples {
+        let Some(result) = &s.criteria else {
+            continue;
+        };
+        let key = item_key(&report.run_id, &s.task_id, s.sample_index);
+        for outcome in &result.criteria {
+            for v in &outcome.judges {
+                let Some(met) = v.met else {
+                    continue;
+                };
+                rows.push(Rating {
+                    annotator: format!("judge:{}", v.judge),
+                    item: key.clone(),
+                    dimension: criterion_dimension(&s.task_id, &outcome.id),
+                    score: f64::from(u8::from(met)),
+                });
+            }
+        }
+    }
 }
 
 fn judge_rows(

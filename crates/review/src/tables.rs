@@ -73,6 +73,14 @@ pub fn tables(run_name: &str, c: &RunCalibration) -> CalibrationTables {
         let calibrated = d.calibrated_rates.iter().filter(|c| c.result.is_some());
         notes.extend(calibrated.map(|c| format!("On {}: {}", d.dimension, c.sentence)));
     }
+    if let Some(criteria) = &report.criteria {
+        notes.extend(
+            criteria
+                .sentences()
+                .into_iter()
+                .map(|s| format!("On criteria: {s}")),
+        );
+    }
     CalibrationTables {
         title,
         agreement,

@@ -482,6 +482,7 @@ mod tests {
             breadth: None,
             structured: None,
             turns: None,
+            criteria: None,
             facts: Default::default(),
         }
     }

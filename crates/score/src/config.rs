@@ -13,6 +13,7 @@ use nmb_suite::{Filter, Level};
 use serde::{Deserialize, Serialize};
 
 use crate::cost::Prices;
+use crate::criteria::CriterionRubric;
 use crate::judge::JudgeModel;
 use crate::results::Aggregation;
 use crate::rubric::Rubric;
@@ -70,6 +71,10 @@ pub struct ScoringConfig {
     /// median of each judge's repeats, and the report measures how far they agree. 1 (the default) asks once.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub judge_repeats: u32,
+    /// A criterion rubric (`--criteria`, HealthBench's form): judges decide each criterion of the tasks it
+    /// covers, met or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub criteria: Option<PathBuf>,
 }
 
 fn one() -> u32 {
@@ -101,6 +106,7 @@ impl Default for ScoringConfig {
             judge_sees_thinking: false,
             judge_batch_poll_secs: None,
             judge_repeats: 1,
+            criteria: None,
         }
     }
 }
@@ -185,6 +191,9 @@ impl ScoringConfig {
         if let RubricChoice::File(path) = &self.rubric {
             Rubric::load(path)?;
         }
+        if let Some(path) = &self.criteria {
+            CriterionRubric::load(path)?;
+        }
         crate::semantic::check(&self.bertscore)
     }
 
@@ -220,6 +229,11 @@ impl ScoringConfig {
             judge_batch: self
                 .judge_batch_poll_secs
                 .map(nmb_record::BatchOptions::polling_every),
+            criteria: self
+                .criteria
+                .as_deref()
+                .map(CriterionRubric::load)
+                .transpose()?,
             ..ScoreOptions::default()
         })
     }
@@ -350,6 +364,7 @@ mod tests {
             judge_sees_thinking: true,
             judge_repeats: 3,
             judge_batch_poll_secs: Some(0.5),
+            criteria: Some(PathBuf::from("criteria.toml")),
             suite: SuiteOverride {
                 spec: Some("sample".into()),
                 answers: Some(PathBuf::from("a.jsonl")),

@@ -20,6 +20,12 @@ pub enum ScoreError {
         source_name: String,
         message: String,
     },
+    #[error("criterion rubric {source_name}, line {line}: {message}")]
+    Criteria {
+        source_name: String,
+        line: usize,
+        message: String,
+    },
     #[error("taxonomy labels {path}, line {line}: {message}")]
     Labels {
         path: PathBuf,

@@ -4,7 +4,8 @@
 //! [`ScoringConfig`] checked before any model is asked; scoring a run by its id ([`score_run`]: the suite its
 //! manifest records, the judges connected, the report stored); reading answers ([`parse`]), matching
 //! diagnoses, lesion types and locations ([`lexicon`], [`matching`]), asking LLM judges what rules cannot decide
-//! ([`judge`], [`prompts`], [`jury`]), rubric grading ([`rubric`]), the error taxonomy with human labels from CSV
+//! ([`judge`], [`prompts`], [`jury`]), rubric grading ([`rubric`]), criterion rubrics in HealthBench's form with
+//! their scoring rule and `nmb rubric lint` ([`criteria`]), the error taxonomy with human labels from CSV
 //! ([`labels`]), BERTScore of rationales ([`semantic`]), breadth answers ([`breadth`]), pass@k in both readings,
 //! aggregates with bootstrap CIs ([`aggregate`]), a judge's stability across repeats ([`stability`]), revision across the turns of multi-turn consults
 //! ([`revision`]), paired comparison of two runs ([`compare`]) and keeping reports in the store ([`stored`]).
@@ -42,6 +43,7 @@ pub mod breadth;
 pub mod compare;
 mod config;
 pub mod cost;
+pub mod criteria;
 mod error;
 pub mod judge;
 pub mod jury;

@@ -78,6 +78,9 @@ pub struct ScoreReport {
     /// How far each judge's repeats agree, when it was asked more than once (`--judge-repeats`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stability: Option<crate::stability::StabilityReport>,
+    /// Criterion-rubric scores (HealthBench's rule) with breakdowns by tag, when scored with `--criteria`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub criteria: Option<crate::criteria::score::CriteriaReport>,
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -131,6 +134,9 @@ pub struct ScoringConfig {
     /// Times each judge was asked each question (`--judge-repeats`); 1 is left out.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub judge_repeats: u32,
+    /// The criterion rubric the judges decided, when scored with `--criteria`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub criteria: Option<crate::criteria::CriteriaInfo>,
 }
 
 fn one() -> u32 {
@@ -354,6 +360,9 @@ pub struct SampleScore {
     /// in turn order; see [`crate::revision`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turns: Option<Vec<crate::revision::TurnScore>>,
+    /// Criterion rubric: each criterion met or not, and the answer's score, when its task has criteria.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub criteria: Option<crate::criteria::score::CriteriaResult>,
     /// What is counted of the final answer, for every sample the model answered (stored flat, beside the
     /// other fields).
     #[serde(flatten)]
@@ -924,6 +933,7 @@ mod tests {
             breadth: None,
             structured: None,
             turns: None,
+            criteria: None,
             facts: AnswerFacts::default(),
         };
         let text = serde_json::to_string(&s).unwrap();

@@ -710,6 +710,7 @@ mod tests {
             breadth: None,
             structured: None,
             turns: None,
+            criteria: None,
             facts: Default::default(),
         }
     }

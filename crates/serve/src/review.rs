@@ -19,6 +19,7 @@ use axum::routing::get;
 use axum::{Form, Router};
 use nmb_chat::{Role, StoredConversation, StoredPart};
 use nmb_review::GradeForm;
+use nmb_score::criteria::Criterion;
 use nmb_score::Rubric;
 use nmb_store::{AssignedItem, Grade, ReviewSet, Store, StoreError};
 use sha2::{Digest, Sha256};
@@ -291,6 +292,15 @@ fn rubric(set: &ReviewSet) -> Result<Rubric, Refused> {
     })
 }
 
+/// The criteria of an item's task in the set's criterion rubric (none without one).
+fn item_criteria(set: &ReviewSet, task_id: &str) -> Result<Vec<Criterion>, Refused> {
+    let rubric = nmb_review::set_criteria(set).map_err(|e| {
+        tracing::error!("nmb serve: {e}");
+        Refused::Page(PageError::Internal)
+    })?;
+    Ok(rubric.map_or_else(Vec::new, |r| r.for_task(task_id).to_vec()))
+}
+
 /// The reviewer's newest grade of an item, or an empty one.
 fn newest_grade(store: &Store, r: &Reviewer, item_no: u32) -> Result<Grade, Refused> {
     Ok(store
@@ -329,6 +339,7 @@ fn item_response(
     status: StatusCode,
 ) -> Result<Response, Refused> {
     let rubric = rubric(&r.set)?;
+    let criteria = item_criteria(&r.set, &it.item.task_id)?;
     let turns = turns(store, it, r.set.show_thinking)?;
     let csrf = csrf_key(&r.token, &r.set.set_id);
     let page = view::item_page(&ItemView {
@@ -337,6 +348,7 @@ fn item_response(
         total: it.total,
         turns: &turns,
         rubric: &rubric,
+        criteria: &criteria,
         form,
         csrf: &csrf,
         problems,
@@ -403,10 +415,18 @@ fn form_of(g: &Grade) -> GradeForm {
             .collect(),
         taxonomy: g.taxonomy.clone().unwrap_or_default(),
         comment: g.comment.clone().unwrap_or_default(),
+        criteria: (!g.criteria.is_empty()).then(|| {
+            g.criteria
+                .iter()
+                .filter(|(_, met)| **met)
+                .map(|(id, _)| id.clone())
+                .collect()
+        }),
     }
 }
 
-/// The posted fields as a grade form: `verdict`, `score.DIMENSION`, `taxonomy`, `comment` (others are ignored).
+/// The posted fields as a grade form: `verdict`, `score.DIMENSION`, `taxonomy`, `comment`, and `criterion` (one
+/// per checked criterion) with `criteria_shown` (others are ignored).
 fn form_from(pairs: &[(String, String)]) -> GradeForm {
     let mut form = GradeForm::default();
     for (k, v) in pairs {
@@ -414,6 +434,14 @@ fn form_from(pairs: &[(String, String)]) -> GradeForm {
             "verdict" => form.verdict = v.clone(),
             "taxonomy" => form.taxonomy = v.clone(),
             "comment" => form.comment = v.clone(),
+            "criteria_shown" => {
+                form.criteria.get_or_insert_with(Default::default);
+            }
+            "criterion" => {
+                form.criteria
+                    .get_or_insert_with(Default::default)
+                    .insert(v.clone());
+            }
             k => {
                 if let Some(dim) = k.strip_prefix("score.") {
                     form.scores.insert(dim.to_string(), v.clone());
@@ -461,7 +489,8 @@ async fn save(
             return crate::review_pair::save_vote(store, &r, &it, &pairs, json);
         }
         let form = form_from(&pairs);
-        let grade = match nmb_review::check_grade(&rubric(&r.set)?, &form) {
+        let criteria = item_criteria(&r.set, &it.item.task_id)?;
+        let grade = match nmb_review::check_grade(&rubric(&r.set)?, &criteria, &form) {
             Ok(g) => g,
             Err(problems) if json => return Err(Refused::Invalid(problems)),
             Err(problems) => {

@@ -30,6 +30,9 @@ form.grade legend { font-weight: 600; padding: 0; }
 form.grade .desc { font-size: 12px; color: #4b5565; margin: 2px 0 6px; }
 .chips { display: flex; flex-wrap: wrap; gap: 6px; }
 .chip { position: relative; }
+.criterion { display: block; margin: 4px 0; }
+.criterion.harm span:first-of-type { color: #8a2d00; }
+.criterion input:focus-visible { outline: 2px solid #1a56b0; outline-offset: 2px; }
 .chip input { position: absolute; opacity: 0; width: 1px; height: 1px; margin: 0; }
 .chip span { display: inline-block; min-width: 30px; text-align: center; padding: 5px 10px; border: 1px solid #b8c0cc; border-radius: 6px; background: #fff; cursor: pointer; font-variant-numeric: tabular-nums; }
 .chip span:hover { border-color: #1a56b0; }
@@ -119,6 +122,8 @@ pub(crate) struct ItemView<'a> {
     pub total: u32,
     pub turns: &'a [TurnView],
     pub rubric: &'a Rubric,
+    /// The criteria of the item's task, from the set's criterion rubric (empty without one).
+    pub criteria: &'a [nmb_score::criteria::Criterion],
     /// Filled in: the reviewer's newest grade, or what they just sent.
     pub form: &'a GradeForm,
     pub csrf: &'a str,
@@ -264,6 +269,7 @@ fn grade_form(body: &mut String, v: &ItemView<'_>) {
         body.push_str("</ul></div>");
     }
     verdict(body, &v.form.verdict);
+    criteria(body, v);
     let r = v.rubric;
     for d in &r.dimensions {
         let value = v.form.scores.get(&d.id).map_or("", String::as_str);
@@ -311,6 +317,35 @@ fn verdict(body: &mut String, current: &str) {
         );
     }
     body.push_str("</div></fieldset>");
+}
+
+/// The item's criteria, one checkbox each: checked is met, unchecked not met (the hidden field says the list
+/// was shown, so an unchecked box counts). Tab and Space work as for any checkbox; each change is saved.
+fn criteria(body: &mut String, v: &ItemView<'_>) {
+    if v.criteria.is_empty() {
+        return;
+    }
+    body.push_str(
+        "<fieldset class=\"criteria\" id=\"criteria\"><legend>Criteria: check each one the answer meets</legend>\
+         <input type=\"hidden\" name=\"criteria_shown\" value=\"1\">\
+         <p class=\"desc\">Some criteria describe harms (negative points): check them only when the answer does \
+         that harm.</p>",
+    );
+    let met = v.form.criteria.as_ref();
+    for c in v.criteria {
+        let on = met.is_some_and(|m| m.contains(&c.id));
+        let kind = if c.points < 0.0 { "harm" } else { "wanted" };
+        let _ = write!(
+            body,
+            "<label class=\"criterion {kind}\"><input type=\"checkbox\" name=\"criterion\" value=\"{}\"{}> \
+             <span>{} <span class=\"muted\">({} points)</span></span></label>",
+            escape(&c.id),
+            checked(on),
+            escape(&c.criterion),
+            c.points
+        );
+    }
+    body.push_str("</fieldset>");
 }
 
 fn checked(yes: bool) -> &'static str {

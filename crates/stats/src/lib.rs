@@ -13,6 +13,8 @@
 //!   pairs in clusters, and the [`wilson`] score interval;
 //! - agreement: [`pearson`], [`spearman`], [`cohen_kappa`], [`quadratic_kappa`], [`krippendorff_alpha`],
 //!   [`icc_2_1`], and [`agreement`] which adds a bootstrap CI over items to any of them;
+//! - [`balanced_f1`] of met / not-met decisions (HealthBench's meta-evaluation of a grader, criterion by
+//!   criterion), with [`balanced_f1_estimate`] for its bootstrap interval;
 //! - [`corrected_pass_rate`] (Rogan–Gladen with a bootstrap CI);
 //! - [`model_rank_correlation`] and [`rank_correlation_over_items`] for the breadth-vs-depth view;
 //! - prompt sensitivity: [`kendall_w`] (with the ties correction), [`rank_flips`], and [`variant_spread`] and
@@ -33,6 +35,7 @@
 //! a hash map and nothing runs on threads, so the same inputs and seed give bit-identical outputs.
 
 mod agreement;
+mod balanced_f1;
 mod bootstrap;
 mod calibrated;
 mod classify;
@@ -52,6 +55,7 @@ pub use agreement::{
     agreement, average_ranks, cohen_kappa, icc_2_1, krippendorff_alpha, pearson, quadratic_kappa,
     spearman, AlphaLevel, Measure,
 };
+pub use balanced_f1::{balanced_f1, balanced_f1_estimate};
 pub use bootstrap::{
     bootstrap, bootstrap_many, bootstrap_mean, paired_bootstrap, BootstrapConfig, Design,
     PairedComparison, DEFAULT_RESAMPLES, DEFAULT_SEED,

@@ -822,3 +822,56 @@ fn stability_matches_the_reference() {
 
 #[path = "support/simulation.rs"]
 mod judge_simulation;
+/// Balanced F1 of met / not-met decisions against scikit-learn's macro F1 (`fixtures/make_balanced_f1.py`),
+/// every (grader, reviewer) pair counted as HealthBench's meta-evaluation counts them.
+#[test]
+fn balanced_f1_matches_scikit_learn() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/balanced_f1.json");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    let r: Value = serde_json::from_str(&text).unwrap();
+    let list = r["cases"].as_array().unwrap();
+    assert!(list.len() >= 10, "too few cases in {path}");
+    for (n, c) in list.iter().enumerate() {
+        let items: Vec<Vec<(bool, bool)>> = c["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|it| {
+                let grader = it["grader"].as_bool().unwrap();
+                it["reviewers"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| (grader, r.as_bool().unwrap()))
+                    .collect()
+            })
+            .collect();
+        let flat: Vec<(bool, bool)> = items.iter().flatten().copied().collect();
+        let want = f(&c["balanced_f1"]);
+        close(
+            balanced_f1(&flat).unwrap(),
+            want,
+            ABS,
+            &format!("balanced F1, case {n}"),
+        );
+        let est = balanced_f1_estimate(
+            &items,
+            &Design::units(items.len()),
+            &BootstrapConfig {
+                resamples: 200,
+                ..BootstrapConfig::default()
+            },
+        )
+        .unwrap();
+        close(
+            est.value,
+            want,
+            ABS,
+            &format!("balanced F1 estimate, case {n}"),
+        );
+        assert!(
+            est.ci_low <= est.value && est.value <= est.ci_high,
+            "{est:?}"
+        );
+    }
+}

@@ -53,6 +53,15 @@ pub struct NewReviewSet {
     pub reviewers: Vec<NewReviewer>,
     /// Reviewers see each answer's thinking (collapsed) beside the answer.
     pub show_thinking: bool,
+    /// The criterion rubric reviewers mark criteria of, when the set has one.
+    pub criteria: Option<CriteriaFile>,
+}
+
+/// A criterion rubric file kept with a review set: its name (whose extension says its form) and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CriteriaFile {
+    pub name: String,
+    pub text: String,
 }
 
 /// The answer shown as B beside item `item_no` of a pairwise set (the item's own answer is A).
@@ -97,6 +106,8 @@ pub struct ReviewSet {
     pub show_thinking: bool,
     /// Reviewers vote between two answers ([`ReviewPair`]) rather than grade one.
     pub pairwise: bool,
+    /// The set's criterion rubric; `None` without one and for sets stored before criteria.
+    pub criteria: Option<CriteriaFile>,
 }
 
 /// A reviewer's progress, for `nmb review status`.
@@ -130,6 +141,8 @@ pub struct Grade {
     pub scores: BTreeMap<String, u8>,
     pub taxonomy: Option<String>,
     pub comment: Option<String>,
+    /// Criterion id to met (`true`) or not met, for sets with a criterion rubric; empty otherwise.
+    pub criteria: BTreeMap<String, bool>,
 }
 
 /// A stored grade row.
@@ -176,8 +189,8 @@ impl Store {
         self.write("create a review set", |db| {
             db.exec(
                 "INSERT INTO review_sets (set_id, created_ms, rubric_hash, rubric, seed, overlap, runs,
-                                          show_thinking)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                                          show_thinking, criteria_name, criteria)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 args![
                     set.set_id.as_str(),
                     now,
@@ -186,7 +199,9 @@ impl Store {
                     set.seed as i64,
                     set.overlap,
                     runs,
-                    set.show_thinking
+                    set.show_thinking,
+                    set.criteria.as_ref().map(|c| c.name.as_str()),
+                    set.criteria.as_ref().map(|c| c.text.as_str())
                 ],
             )?;
             for item in &set.items {
@@ -379,12 +394,15 @@ impl Store {
         grade: &Grade,
     ) -> Result<i64> {
         let scores = serde_json::to_string(&grade.scores).expect("a map of scores serialises");
+        let criteria = (!grade.criteria.is_empty())
+            .then(|| serde_json::to_string(&grade.criteria).expect("a map of marks serialises"));
         self.write("store a grade", |db| {
             Ok(scalar(
                 db,
                 "INSERT INTO review_grades
-                     (set_id, reviewer, item_no, created_ms, rubric_hash, verdict, scores, taxonomy, comment)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                     (set_id, reviewer, item_no, created_ms, rubric_hash, verdict, scores, taxonomy, comment,
+                      criteria)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
                  RETURNING id",
                 args![
                     set_id,
@@ -395,7 +413,8 @@ impl Store {
                     grade.verdict.as_deref(),
                     scores,
                     grade.taxonomy.as_deref(),
-                    grade.comment.as_deref()
+                    grade.comment.as_deref(),
+                    criteria
                 ],
             )?)
         })
@@ -571,7 +590,7 @@ impl Store {
 /// A review set's columns; `s` is `review_sets`.
 const SET_COLUMNS: &str = "set_id, created_ms, rubric_hash, rubric, seed, overlap, runs, show_thinking, \
                            CASE WHEN EXISTS (SELECT 1 FROM review_pairs p WHERE p.set_id = s.set_id) \
-                           THEN 1 ELSE 0 END";
+                           THEN 1 ELSE 0 END, criteria_name, criteria";
 
 /// Grade row `g` is the newest of its reviewer and item (the grade; older rows are its history).
 const NEWEST_GRADE: &str = "g.id = (SELECT max(h.id) FROM review_grades h \
@@ -579,7 +598,7 @@ const NEWEST_GRADE: &str = "g.id = (SELECT max(h.id) FROM review_grades h \
 
 const GRADE_SELECT: &str =
     "SELECT g.id, g.reviewer, g.item_no, g.created_ms, g.rubric_hash, g.verdict, \
-                            g.scores, g.taxonomy, g.comment FROM review_grades g";
+                            g.scores, g.taxonomy, g.comment, g.criteria FROM review_grades g";
 
 fn insert_reviewer(db: &mut dyn Db, set_id: &str, r: &NewReviewer, now: i64) -> DbResult<()> {
     db.exec(
@@ -611,6 +630,10 @@ fn review_set_of(r: &Row) -> DbResult<ReviewSet> {
         })?,
         show_thinking: r.get(7)?,
         pairwise: r.get(8)?,
+        criteria: match (r.get::<Option<String>>(9)?, r.get::<Option<String>>(10)?) {
+            (Some(name), Some(text)) => Some(CriteriaFile { name, text }),
+            _ => None,
+        },
     })
 }
 
@@ -662,6 +685,16 @@ fn grade_of(r: &Row) -> DbResult<StoredGrade> {
             })?,
             taxonomy: r.get(7)?,
             comment: r.get(8)?,
+            criteria: match r.get::<Option<String>>(9)? {
+                None => BTreeMap::new(),
+                Some(text) => {
+                    serde_json::from_str(&text).map_err(|_| crate::db::DbError::Decode {
+                        column: 9,
+                        expected: "a JSON object of criterion marks",
+                        found: "other JSON",
+                    })?
+                }
+            },
         },
     })
 }

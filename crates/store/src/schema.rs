@@ -103,6 +103,12 @@ pub const MIGRATIONS: &[Migration] = &[
         description: "review_pairs and review_votes: pairwise review sets and their appended votes",
         sql: V14_PAIRWISE,
     },
+    Migration {
+        version: 15,
+        description: "review_sets.criteria_name, criteria: a set's criterion rubric; review_grades.criteria: \
+                      a reviewer's criterion marks",
+        sql: V15_CRITERIA,
+    },
 ];
 
 /// The newest schema version this build writes.
@@ -469,6 +475,12 @@ ALTER TABLE calls ADD COLUMN batch_id TEXT;
 /// Sets made before it showed no thinking (reviewer pages had none), so 0 keeps them as they were.
 const V13: &str = r#"
 ALTER TABLE review_sets ADD COLUMN show_thinking INTEGER NOT NULL DEFAULT 0;
+"#;
+
+const V15_CRITERIA: &str = r#"
+ALTER TABLE review_sets ADD COLUMN criteria_name TEXT;
+ALTER TABLE review_sets ADD COLUMN criteria TEXT;
+ALTER TABLE review_grades ADD COLUMN criteria TEXT;
 "#;
 
 const V3: &str = r#"

@@ -26,6 +26,7 @@ const STEPS: &[&str] = &[
     V12,
     V13,
     V14_PAIRWISE,
+    V15_CRITERIA,
 ];
 
 const V1: &str = r#"
@@ -298,6 +299,12 @@ ALTER TABLE calls ADD COLUMN batch_id TEXT;
 
 const V13: &str = r#"
 ALTER TABLE review_sets ADD COLUMN show_thinking BIGINT NOT NULL DEFAULT 0;
+"#;
+
+const V15_CRITERIA: &str = r#"
+ALTER TABLE review_sets ADD COLUMN criteria_name TEXT;
+ALTER TABLE review_sets ADD COLUMN criteria TEXT;
+ALTER TABLE review_grades ADD COLUMN criteria TEXT;
 "#;
 
 /// Checks that the database is empty or an nmb store no newer than this build, then applies what is missing.

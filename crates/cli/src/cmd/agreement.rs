@@ -34,6 +34,13 @@ consensus (their mean score per item; the kappas and nominal alpha use it rounde
 and specificity against the clinicians (Rogan-Gladen). Every statistic has a seeded 95% bootstrap
 interval over items; one that cannot be computed says why.
 
+Criterion marks (HealthBench's form) are ratings on dimensions named criterion:ID, 1 met and 0 not
+met. They get their own section: each judge's balanced F1 (the mean of F1 on met and on not met)
+against every clinician's marks, each clinician's against the other clinicians' (where the judge
+stands among them), and each judge's per criterion, every (rater, clinician) pair counted as in
+HealthBench's meta-evaluation, with intervals resampling answers. They are left out of the rubric
+dimensions unless named with --dimension.
+
 With --review SET the ratings come from the store instead: each reviewer's newest grade (verdict and
 rubric scores; skipped items left out), each judge's rubric scores of every scored sample of the set's
 runs (annotator judge:MODEL, from the run's newest score report when it used the set's rubric), and the

@@ -9,6 +9,7 @@ pub mod image;
 pub mod import;
 pub mod report;
 pub mod review;
+pub mod rubric;
 pub mod runs;
 pub mod score;
 pub mod serve;

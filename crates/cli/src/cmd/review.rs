@@ -103,6 +103,10 @@ pub struct CreateArgs {
     /// task (A, B, about the same, neither acceptable), shown in a random order the set records
     #[arg(long, value_enum, default_value_t = Mode::Grade)]
     mode: Mode,
+    /// Criterion rubric (HealthBench form, .toml or .jsonl): reviewers also mark each criterion of an item's
+    /// task met or not met, one checkbox per criterion
+    #[arg(long, value_name = "FILE")]
+    criteria: Option<PathBuf>,
     /// Address of the `nmb serve` reviewers will use
     #[arg(long, default_value = "http://127.0.0.1:8686/")]
     url: String,
@@ -183,6 +187,7 @@ fn create(args: CreateArgs, at: &StoreAt) -> Result<ExitCode> {
         rubric: args.rubric,
         show_thinking: args.show_thinking,
         pairwise: args.mode == Mode::Pairwise,
+        criteria: args.criteria,
     };
     let created = nmb_review::create_set(&store, new)
         .with_context(|| format!("cannot create a review set in {at}"))?;

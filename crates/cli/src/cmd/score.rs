@@ -103,6 +103,10 @@ pub struct ScoringArgs {
     /// Skip rubric grading
     #[arg(long)]
     pub no_rubric: bool,
+    /// Criterion rubric (HealthBench form, .toml or .jsonl): judges decide each criterion of the tasks it
+    /// covers, met or not, and answers score points met over positive points possible
+    #[arg(long, value_name = "FILE")]
+    pub criteria: Option<PathBuf>,
     /// Skip the judges' error taxonomy of wrong answers
     #[arg(long)]
     pub no_taxonomy: bool,
@@ -234,6 +238,7 @@ impl ScoringArgs {
             judge_sees_thinking: self.judge_sees_thinking,
             judge_batch_poll_secs: self.judge_batch.then_some(self.judge_batch_poll),
             judge_repeats: self.judge_repeats,
+            criteria: self.criteria.clone(),
         })
     }
 

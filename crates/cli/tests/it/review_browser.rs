@@ -54,20 +54,15 @@ impl Review {
 }
 
 pub(crate) fn setup() -> Review {
+    setup_with(&[], None)
+}
+
+/// [`setup`] with `extra` arguments to `nmb review create`, and `fake` answering the model's calls (a
+/// responder of the default answers with the payload when `None`).
+pub(crate) fn setup_with(extra: &[&str], fake: Option<FakeServer>) -> Review {
     let dir = tempfile::tempdir().expect("temp dir");
     let runs = dir.path().join("runs");
-    let fake = server(Config {
-        responder: Arc::new(|req| match default_reply(req) {
-            Reply::Texts(texts) => Reply::Texts(
-                texts
-                    .into_iter()
-                    .map(|t| format!("{t} {PAYLOAD}"))
-                    .collect(),
-            ),
-            other => other,
-        }),
-        ..Config::default()
-    });
+    let fake = fake.unwrap_or_else(payload_server);
     let model = model_spec(Wire::OpenAi, &fake);
     let out = json_of(&nmb(
         &runs,
@@ -103,7 +98,10 @@ pub(crate) fn setup() -> Review {
             "--url",
             &url,
             "--json",
-        ],
+        ]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect::<Vec<_>>(),
     ));
     let reviewers = created["reviewers"]
         .as_array()
@@ -127,6 +125,22 @@ pub(crate) fn setup() -> Review {
         run_id,
         reviewers,
     }
+}
+
+/// The model's server: the default answers, each with [`PAYLOAD`] appended.
+fn payload_server() -> FakeServer {
+    server(Config {
+        responder: Arc::new(|req| match default_reply(req) {
+            Reply::Texts(texts) => Reply::Texts(
+                texts
+                    .into_iter()
+                    .map(|t| format!("{t} {PAYLOAD}"))
+                    .collect(),
+            ),
+            other => other,
+        }),
+        ..Config::default()
+    })
 }
 
 /// Presses keys one after another, as a person would (each to whatever has the focus).
@@ -156,7 +170,7 @@ pub(crate) async fn at_item(c: &Client, position: u32, total: u32) {
 }
 
 /// The newest grade of each of a reviewer's positions, from the store.
-fn grades(runs: &Path, set: &str, reviewer: &str) -> Vec<Option<nmb_store::Grade>> {
+pub(crate) fn grades(runs: &Path, set: &str, reviewer: &str) -> Vec<Option<nmb_store::Grade>> {
     let store = store(runs);
     let latest = store.latest_grades(set).unwrap();
     let mut out = Vec::new();

@@ -92,6 +92,7 @@ fn grade_all(
             .into(),
             taxonomy: None,
             comment: Some(format!("graded by {reviewer}")),
+            criteria: Default::default(),
         };
         let hash = store.review_set(set).unwrap().unwrap().rubric_hash;
         store

@@ -29,6 +29,7 @@ use neurovlm::neurovlm;
 use paired::paired;
 use revision::revision;
 use summary::breadth_tables;
+use summary::criteria;
 use summary::headline;
 use summary::level_family;
 use sweep::sweep;
@@ -73,6 +74,7 @@ pub fn render(runs: &[RunData], analysis: &Analysis, opts: &ReportOptions) -> St
     thinking(&mut h, analysis);
     level_family(&mut h, runs);
     breadth_tables(&mut h, runs);
+    criteria(&mut h, runs);
     revision(&mut h, runs);
     h.push_str(&crate::stability::html(runs));
     charts(&mut h, runs);

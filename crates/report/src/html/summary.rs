@@ -51,3 +51,10 @@ pub(super) fn breadth_tables(h: &mut String, runs: &[RunData]) {
         h.push_str(&t.html());
     }
 }
+
+pub(super) fn criteria(h: &mut String, runs: &[RunData]) {
+    if let Some(t) = crate::criteria::table(&ScoredRun::of(runs)) {
+        h.push_str("<h2 id=\"criteria\">Criterion rubric</h2>");
+        h.push_str(&t.html());
+    }
+}

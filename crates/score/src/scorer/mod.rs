@@ -2,6 +2,7 @@
 //! with the rubric, classify wrong answers, compute BERTScore, aggregate with CIs.
 
 mod bertscore;
+mod criteria;
 mod grade;
 mod prepare;
 mod report;
@@ -72,6 +73,8 @@ pub struct ScoreOptions {
     pub judge_batch: Option<nmb_record::BatchOptions>,
     /// Times each judge is asked each question (at least 1 is used).
     pub judge_repeats: u32,
+    /// Judges decide the criteria of the tasks this rubric covers.
+    pub criteria: Option<crate::criteria::CriterionRubric>,
 }
 
 impl Default for ScoreOptions {
@@ -95,6 +98,7 @@ impl Default for ScoreOptions {
             judge_sees_thinking: false,
             judge_batch: None,
             judge_repeats: 1,
+            criteria: None,
         }
     }
 }
@@ -203,6 +207,25 @@ pub async fn score_loaded(
         }
         _ => None,
     };
+    let criteria = match (&panel, &opts.criteria) {
+        (Some(p), Some(c)) => {
+            criteria::grade_criteria(
+                p,
+                &jury,
+                c,
+                &mut work,
+                &mut failed,
+                opts.judge_sees_thinking,
+            )
+            .await?;
+            Some(c)
+        }
+        (None, Some(_)) => {
+            notes.push("criterion rubric skipped: it needs at least one --judge".into());
+            None
+        }
+        _ => None,
+    };
     let human = opts
         .human_labels
         .as_ref()
@@ -273,6 +296,7 @@ pub async fn score_loaded(
         opts,
         judges,
         rubric,
+        criteria,
         bert_config,
         TaxonomyConfig {
             judged: judged_taxonomy,
@@ -299,6 +323,26 @@ pub async fn score_loaded(
             p.repeat_seeds(),
             &opts.bootstrap,
         ));
+    }
+    if let Some(c) = criteria {
+        let scored: Vec<crate::criteria::score::Scored> = report
+            .samples
+            .iter()
+            .filter_map(|s| {
+                s.criteria
+                    .as_ref()
+                    .map(|result| crate::criteria::score::Scored {
+                        task_id: &s.task_id,
+                        case_id: &s.case_id,
+                        result,
+                    })
+            })
+            .collect();
+        report.criteria = Some(crate::criteria::score::criteria_report(
+            c.info(),
+            &scored,
+            &opts.bootstrap,
+        )?);
     }
     let tasks: HashMap<&str, &Task> = index.iter().map(|(id, (_, t))| (*id, *t)).collect();
     report.label_set =

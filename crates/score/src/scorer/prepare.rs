@@ -47,6 +47,7 @@ pub(super) fn prepare<'a>(
         breadth: None,
         structured: None,
         turns: None,
+        criteria: None,
         facts: Default::default(),
     };
     let mut w = Work {

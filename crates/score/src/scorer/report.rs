@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 use super::ScoreOptions;
 use super::MAX_RANK;
 use crate::aggregate::{aggregate, task_scores, GroupKey};
+use crate::criteria::CriterionRubric;
 use crate::lexicon::Lexicon;
 use crate::prompts;
 use crate::results::{
@@ -27,6 +28,7 @@ pub(super) fn scoring_config(
     opts: &ScoreOptions,
     judges: Vec<JudgeInfo>,
     rubric: Option<&Rubric>,
+    criteria: Option<&CriterionRubric>,
     bertscore: BertScoreConfig,
     taxonomy: TaxonomyConfig,
     lex: &Lexicon,
@@ -63,7 +65,12 @@ pub(super) fn scoring_config(
         } else {
             opts.judge_repeats.max(1)
         },
+        criteria: criteria.map(CriterionRubric::info),
     };
+    if criteria.is_some() {
+        let (id, hash) = crate::criteria::judge::template_version();
+        config.judge_prompts.insert(id, hash);
+    }
     config.config_hash = config_hash(&config);
     Ok(config)
 }
@@ -102,6 +109,11 @@ fn config_hash(c: &ScoringConfig) -> String {
     // And the repeats, which change the verdicts (their medians) and add the stability figures.
     if c.judge_repeats > 1 {
         identity["judge_repeats"] = json!(c.judge_repeats);
+    }
+    // And the criterion rubric, which adds its own numbers.
+    if let Some(criteria) = &c.criteria {
+        identity["criteria"] =
+            json!({"id": criteria.id, "version": criteria.version, "hash": criteria.hash});
     }
     hex::encode(Sha256::digest(canonical_json(&identity).as_bytes()))
 }
@@ -221,6 +233,7 @@ pub(super) fn build_report(
         notes,
         structured: None,
         label_set: None,
+        criteria: None,
         revision: None,
         stability: None,
     })

@@ -2,5 +2,6 @@
 
 mod breadth_real;
 mod common;
+mod criteria;
 mod e2e;
 mod neurovlm_parity;

@@ -41,6 +41,7 @@ fn new_set(run: &str) -> NewReviewSet {
             },
         ],
         show_thinking: false,
+        criteria: None,
     }
 }
 
@@ -50,6 +51,7 @@ fn grade(verdict: Option<&str>, overall: u8) -> Grade {
         scores: [("overall".to_string(), overall)].into(),
         taxonomy: None,
         comment: Some("<b>note</b>".into()),
+        criteria: Default::default(),
     }
 }
 
@@ -191,6 +193,8 @@ fn a_set_stored_before_v13_hides_the_thinking() {
         .execute_batch(
             "DROP TABLE review_votes; DROP TABLE review_pairs;
              ALTER TABLE review_sets DROP COLUMN show_thinking;
+             ALTER TABLE review_sets DROP COLUMN criteria_name; ALTER TABLE review_sets DROP COLUMN criteria;
+             ALTER TABLE review_grades DROP COLUMN criteria;
              DROP TABLE batch_items; DROP TABLE batches; ALTER TABLE calls DROP COLUMN batch_id;
              DELETE FROM migrations WHERE version >= 12;
              PRAGMA user_version = 11;",
@@ -201,6 +205,42 @@ fn a_set_stored_before_v13_hides_the_thinking() {
     let set = store.review_set("rv-test").unwrap().unwrap();
     assert!(!set.show_thinking);
     assert_eq!(store.review_items("rv-test").unwrap().len(), 3);
+}
+
+/// A set's criterion rubric and a grade's criterion marks read back as written; a grade without marks reads
+/// back empty.
+#[test]
+fn criteria_and_criterion_marks_round_trip() {
+    on_each_engine(|| {
+        let (_dir, store) = temp_store();
+        let run = store.create_run("cfg", &manifest()).unwrap();
+        let file = nmb_store::CriteriaFile {
+            name: "c.toml".into(),
+            text: "id = \"c\"".into(),
+        };
+        let set = NewReviewSet {
+            criteria: Some(file.clone()),
+            ..new_set(&run.run_id)
+        };
+        store.create_review_set(&set).unwrap();
+        assert_eq!(
+            store.review_set("rv-test").unwrap().unwrap().criteria,
+            Some(file)
+        );
+        let marked = Grade {
+            criteria: [("a".to_string(), true), ("b".to_string(), false)].into(),
+            ..grade(Some("correct"), 4)
+        };
+        store
+            .append_grade("rv-test", "lee", 1, "r1", &grade(Some("partly"), 3))
+            .unwrap();
+        store
+            .append_grade("rv-test", "lee", 2, "r1", &marked)
+            .unwrap();
+        let grades = store.latest_grades("rv-test").unwrap();
+        assert!(grades[0].grade.criteria.is_empty());
+        assert_eq!(grades[1].grade, marked);
+    });
 }
 
 #[test]

@@ -234,6 +234,8 @@ fn migrating_to_v10_indexes_the_answers_already_stored() {
              ALTER TABLE turns DROP COLUMN thinking; ALTER TABLE calls DROP COLUMN tokens_reasoning;
              ALTER TABLE calls DROP COLUMN tokens_cached_in; ALTER TABLE calls DROP COLUMN tokens_cache_write;
              ALTER TABLE review_sets DROP COLUMN show_thinking;
+             ALTER TABLE review_sets DROP COLUMN criteria_name; ALTER TABLE review_sets DROP COLUMN criteria;
+             ALTER TABLE review_grades DROP COLUMN criteria;
              DELETE FROM migrations WHERE version >= 10;
              PRAGMA user_version = 9;",
         )

@@ -257,6 +257,7 @@ pub(super) fn review_set(
             set_id: set_id.clone(),
             rubric_hash: rubric.hash.clone(),
             rubric: nmb_score::rubric::BUILTIN_NEUROLOGY_V1.to_string(),
+            criteria: None,
             seed: 7,
             overlap,
             runs: vec![run_id.to_string()],
