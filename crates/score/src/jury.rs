@@ -90,6 +90,25 @@ impl Repeated for &'static str {
     }
 }
 
+impl Repeated for Vec<crate::criteria::judge::Decision> {
+    /// Per criterion, met when more than half of the repeats say so (a tie is "not met", as a yes/no tie is
+    /// "no"); the explanation of the first repeat that agrees. Every repeat decides every criterion, in order.
+    fn median(values: &[&Self]) -> Self {
+        let n = values.iter().map(|v| v.len()).min().unwrap_or(0);
+        (0..n)
+            .map(|i| {
+                let yes = values.iter().filter(|v| v[i].met).count();
+                let met = 2 * yes > values.len();
+                let first = values.iter().map(|v| &v[i]).find(|d| d.met == met);
+                crate::criteria::judge::Decision {
+                    met,
+                    explanation: first.map(|d| d.explanation.clone()).unwrap_or_default(),
+                }
+            })
+            .collect()
+    }
+}
+
 /// Who the judges are, in panel order.
 pub struct Jury<'a> {
     pub specs: &'a [String],
