@@ -641,7 +641,14 @@ mod tests {
     /// move many times.
     #[test]
     fn one_pass_kernels_agree_bit_for_bit() {
-        for (dim, len) in [(64, 40), (64, 700), (32, 300), (96, 50), (128, 300), (256, 300)] {
+        for (dim, len) in [
+            (64, 40),
+            (64, 700),
+            (32, 300),
+            (96, 50),
+            (128, 300),
+            (256, 300),
+        ] {
             let val = |i: usize| round_f16(((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 0.5);
             let k: Vec<f32> = (0..len * dim).map(val).collect();
             let v: Vec<f32> = (0..len * dim).map(|i| val(i + 13)).collect();

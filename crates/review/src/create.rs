@@ -8,8 +8,8 @@ use nmb_store::{NewReviewSet, NewReviewer, Store};
 use serde_json::{json, Value};
 
 use crate::{
-    assign, assign_pairs, candidates, hash_token, load_criteria, load_rubric, new_set_id, new_token,
-    thinking_line, AssignOptions, Assignment, ReviewError,
+    assign, assign_pairs, candidates, hash_token, load_criteria, load_rubric, new_set_id,
+    new_token, thinking_line, AssignOptions, Assignment, ReviewError,
 };
 
 /// What a new review set is made of.

@@ -66,8 +66,8 @@ pub use records::{
 };
 pub use renders::RenderView;
 pub use reviews::{
-    AssignedItem, CriteriaFile, Grade, HumanAnswer, NewReviewSet, NewReviewer, ReviewItem, ReviewPair,
-    ReviewSet, ReviewerStatus, StoredGrade, StoredVote, Vote, VOTE_CHOICES,
+    AssignedItem, CriteriaFile, Grade, HumanAnswer, NewReviewSet, NewReviewer, ReviewItem,
+    ReviewPair, ReviewSet, ReviewerStatus, StoredGrade, StoredVote, Vote, VOTE_CHOICES,
 };
 pub use runs::{RunInfo, RunStatus};
 pub use schema::{latest_version, Migration, APPLICATION_ID, BUSY_TIMEOUT, MIGRATIONS};
