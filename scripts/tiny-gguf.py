@@ -2,6 +2,7 @@
 """Writes a tiny random-weight GGUF in one quantisation type, for the local engine's bit-for-bit tests.
 
 Usage: tiny-gguf.py SMOLLM2.gguf TYPE OUT.gguf [--seed N] [--arch ARCH] [--pre NAME] [--chat-template FILE]
+       [--attn-output-bias]
 TYPE is a GGML type name (Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, F16, BF16). Every matrix
 (token_embd, output and each layer's attention and MLP weights) is stored in TYPE; the norms and biases are F32.
 
@@ -139,6 +140,8 @@ def main():
     ap.add_argument("--arch", default="llama", choices=ARCHS)
     ap.add_argument("--pre", help="tokenizer.ggml.pre to write instead of SmolLM2's")
     ap.add_argument("--chat-template", help="a file whose text becomes tokenizer.chat_template")
+    ap.add_argument("--attn-output-bias", action="store_true",
+                    help="also write each layer's attn_output.bias (llama.cpp adds it; nmb refuses such files)")
     args = ap.parse_args()
     replace = {}
     if args.pre:
@@ -208,6 +211,8 @@ def main():
         add(f"blk.{i}.attn_q.weight", q_dim, DIM)
         add(f"blk.{i}.attn_k.weight", kv, DIM)
         add(f"blk.{i}.attn_v.weight", kv, DIM)
+        if args.attn_output_bias:
+            bias(f"blk.{i}.attn_output.bias", DIM)
         if arch == "qwen2":
             bias(f"blk.{i}.attn_q.bias", q_dim)
             bias(f"blk.{i}.attn_k.bias", kv)

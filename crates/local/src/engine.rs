@@ -731,8 +731,31 @@ impl Loader<'_> {
         self.content.tensor_infos.contains_key(name)
     }
 
+    /// llama.cpp adds a layer's optional biases (`attn_output.bias`, the MLP's, ...) where a file has them; this
+    /// engine adds only the Q, K and V biases of the families that use them, so a file with any other bias is
+    /// refused rather than run without it.
+    fn refuse_unread_biases(&self, cfg: &Config, l: usize) -> Result<(), LocalError> {
+        let prefix = format!("blk.{l}.");
+        let read = |t: &str| {
+            cfg.block.qkv_bias && ["attn_q.bias", "attn_k.bias", "attn_v.bias"].contains(&t)
+        };
+        let unread = (self.content.tensor_infos.keys())
+            .filter_map(|n| Some((n, n.strip_prefix(&prefix)?)))
+            .find(|(_, t)| t.ends_with(".bias") && !read(t));
+        match unread {
+            Some((name, _)) => Err(self.err(
+                name,
+                "a bias the local engine does not add in this architecture (llama.cpp would); \
+                 it runs only Qwen 2's Q, K and V biases"
+                    .into(),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// Layer `l`'s weights, with the tensors its family adds.
     fn layer(&mut self, cfg: &Config, l: usize) -> Result<Layer, LocalError> {
+        self.refuse_unread_biases(cfg, l)?;
         let name = |t: &str| format!("blk.{l}.{t}");
         let (dim, q_dim, kv_dim) = (cfg.dim, cfg.q_dim(), cfg.kv_dim());
         let qkv_bias = if cfg.block.qkv_bias {

@@ -121,3 +121,20 @@ fn an_unsupported_architecture_is_refused_with_what_is_supported() {
         "{err:?}"
     );
 }
+
+#[test]
+fn a_bias_the_engine_does_not_add_is_refused_naming_the_tensor() {
+    let Some(path) = crate::common::tiny_gguf(
+        "Q8_0",
+        "tiny-llama-attn-output-bias",
+        &["--attn-output-bias"],
+    ) else {
+        return;
+    };
+    let err = LocalModel::load(&path).expect_err("a file with attn_output.bias is refused");
+    let message = err.to_string();
+    assert!(
+        matches!(&err, LocalError::Gguf { .. }) && message.contains("attn_output.bias"),
+        "{message}"
+    );
+}
