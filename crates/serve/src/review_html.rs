@@ -131,28 +131,34 @@ pub(crate) struct ItemView<'a> {
     pub problems: &'a [String],
 }
 
-/// The grading page of one item.
-pub(crate) fn item_page(v: &ItemView<'_>) -> Html<String> {
-    let item = |p: u32| escape(&format!("{}/items/{p}", v.set_path));
+/// A review page's progress bar and its previous/next links, with the `<nav>` left open for the page's own
+/// links (the caller closes it).
+pub(crate) fn progress_nav(set_path: &str, position: u32, total: u32) -> String {
+    let item = |p: u32| escape(&format!("{set_path}/items/{p}"));
     let mut head = format!(
-        "<span class=\"progress-text\" id=\"progress\">{} / {}</span>\
-         <progress value=\"{}\" max=\"{}\"></progress><nav class=\"items\">",
-        v.position, v.total, v.position, v.total
+        "<span class=\"progress-text\" id=\"progress\">{position} / {total}</span>\
+         <progress value=\"{position}\" max=\"{total}\"></progress><nav class=\"items\">"
     );
-    if v.position > 1 {
+    if position > 1 {
         let _ = write!(
             head,
             "<a id=\"prev\" rel=\"prev\" href=\"{}\">← previous</a>",
-            item(v.position - 1)
+            item(position - 1)
         );
     }
-    if v.position < v.total {
+    if position < total {
         let _ = write!(
             head,
             "<a id=\"next\" rel=\"next\" href=\"{}\">next →</a>",
-            item(v.position + 1)
+            item(position + 1)
         );
     }
+    head
+}
+
+/// The grading page of one item.
+pub(crate) fn item_page(v: &ItemView<'_>) -> Html<String> {
+    let mut head = progress_nav(v.set_path, v.position, v.total);
     head.push_str("<a href=\"#answer\">the answer ↓</a></nav>");
     let mut body = String::from("<div class=\"review-grid\"><section class=\"case\">");
     case(&mut body, v);

@@ -12,7 +12,7 @@ use nmb_store::{AssignedItem, Store};
 use crate::forms::field;
 use crate::html::{escape, thinking_block};
 use crate::review::{csrf_key, go_on, sample_turns, set_path, Refused, Reviewer};
-use crate::review_html::{frame, prompt_message, TurnView};
+use crate::review_html::{frame, progress_nav, prompt_message, TurnView};
 
 /// The choices as the page offers them: stored value, label, key.
 const CHOICES: [(&str, &str, &str); 4] = [
@@ -92,26 +92,7 @@ pub(crate) fn pair_response(
     let b = sample_turns(store, &pair.run_id, &i.task_id, pair.sample_index, show)?;
     let set = set_path(&r.set.set_id);
     let csrf = csrf_key(&r.token, &r.set.set_id);
-    let mut head = format!(
-        "<span class=\"progress-text\" id=\"progress\">{} / {}</span>\
-         <progress value=\"{}\" max=\"{}\"></progress><nav class=\"items\">",
-        it.position, it.total, it.position, it.total
-    );
-    let item = |p: u32| escape(&format!("{set}/items/{p}"));
-    if it.position > 1 {
-        let _ = write!(
-            head,
-            "<a id=\"prev\" rel=\"prev\" href=\"{}\">← previous</a>",
-            item(it.position - 1)
-        );
-    }
-    if it.position < it.total {
-        let _ = write!(
-            head,
-            "<a id=\"next\" rel=\"next\" href=\"{}\">next →</a>",
-            item(it.position + 1)
-        );
-    }
+    let mut head = progress_nav(&set, it.position, it.total);
     head.push_str("</nav>");
     let mut body = String::from("<section class=\"case\">");
     if let Some(first) = a.first() {
