@@ -77,11 +77,13 @@ pub struct ScoringConfig {
     pub criteria: Option<PathBuf>,
 }
 
-fn one() -> u32 {
+/// Serde's default for a count that is 1 unless given (also the recorded config's, in `results`).
+pub(crate) fn one() -> u32 {
     1
 }
 
-fn is_one(v: &u32) -> bool {
+/// Leaves a count of 1 out of what is serialised, so configs from before the count keep their bytes.
+pub(crate) fn is_one(v: &u32) -> bool {
     *v == 1
 }
 

@@ -132,19 +132,14 @@ pub struct ScoringConfig {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub judge_sees_thinking: bool,
     /// Times each judge was asked each question (`--judge-repeats`); 1 is left out.
-    #[serde(default = "one", skip_serializing_if = "is_one")]
+    #[serde(
+        default = "crate::config::one",
+        skip_serializing_if = "crate::config::is_one"
+    )]
     pub judge_repeats: u32,
     /// The criterion rubric the judges decided, when scored with `--criteria`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub criteria: Option<crate::criteria::CriteriaInfo>,
-}
-
-fn one() -> u32 {
-    1
-}
-
-fn is_one(v: &u32) -> bool {
-    *v == 1
 }
 
 impl ScoringConfig {
