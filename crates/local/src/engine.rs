@@ -8,7 +8,9 @@
 //!   the norms are f32.
 //! - **A step** takes columns `(sequence, token)`. Every matrix product runs once for all columns (a prompt's
 //!   tokens, or the next token of each sequence in a batch), so weights are read once per step rather than once
-//!   per sequence. Attention runs per column and head over that column's own sequence.
+//!   per sequence. Attention runs per column and head over that column's own sequence. After the last
+//!   layer's attention only the columns whose logits are wanted go on, as in llama.cpp. A step's buffers
+//!   come from [`crate::scratch`], so a prompt's layers reuse the same pages instead of faulting in new ones.
 //! - **KV cache.** Keys and values are rounded to f16 (as llama.cpp stores them) and kept as f32. A sequence
 //!   may start from a shared, read-only prefix (the prompt's cache), so n samples of one prompt are prefilled
 //!   once and each keeps only its own continuation.
@@ -33,6 +35,7 @@ use crate::activation;
 use crate::arch::{self, Arch, Config};
 use crate::attention::{self, Keys};
 use crate::gguf::Meta;
+use crate::scratch::{self, Buf};
 use crate::quant::{round_f16, Acts, Batch, Format, KPaths, Kernel, QMatrix, BLOCK};
 use crate::LocalError;
 
@@ -51,9 +54,9 @@ impl Linear {
 
     /// `x` is `n` columns of the input width; returns `n` columns of `self.rows`. `batch`: per column, the
     /// product llama.cpp computes it in (see [`batches`]; empty: each alone).
-    fn forward(&self, x: &[f32], cols: usize, batch: &[Batch]) -> Vec<f32> {
+    fn forward(&self, x: &[f32], cols: usize, batch: &[Batch]) -> Buf<f32> {
         let n = x.len() / cols;
-        let mut out = vec![0f32; n * self.rows];
+        let mut out = scratch::zeroed(n * self.rows);
         let mut quantized: Vec<(Format, Acts)> = Vec::new();
         for p in &self.parts {
             if !quantized.iter().any(|(f, _)| *f == p.format) {
@@ -326,7 +329,7 @@ impl Engine {
     fn run(&self, seqs: &mut [&mut Sequence], cols: &[Column]) -> Vec<Vec<f32>> {
         let cfg = &self.cfg;
         let positions = positions(seqs, cols);
-        let mut x = vec![0f32; cols.len() * cfg.dim];
+        let mut x = scratch::zeroed(cols.len() * cfg.dim);
         for (c, col) in cols.iter().enumerate() {
             self.embed
                 .dequantize_row(col.token as usize, &mut x[c * cfg.dim..(c + 1) * cfg.dim]);
@@ -340,7 +343,8 @@ impl Engine {
             .swa
             .as_ref()
             .map(|s| Rope::new(cfg, s.rope_base, factors, &positions));
-        let batch = batches(cols, &positions);
+        let mut batch = batches(cols, &positions);
+        let wanted: Vec<usize> = (0..cols.len()).filter(|&c| cols[c].logits).collect();
         for (l, layer) in self.layers.iter().enumerate() {
             let h = rms_norm(&x, &layer.attn_norm, cfg.eps);
             let mut qkv = layer.qkv.forward(&h, cfg.dim, &batch);
@@ -366,7 +370,15 @@ impl Engine {
                 }
             }
             append_kv(seqs, cols, &qkv, l, cfg);
-            let attn = attention(seqs, cols, &positions, &qkv, l, cfg, self.context);
+            let mut attn = attention(seqs, cols, &positions, &qkv, l, cfg, self.context);
+            if l + 1 == self.layers.len() && wanted.len() < cols.len() {
+                // As llama.cpp: after the last layer's attention only the columns whose logits are wanted
+                // go on; the others' results would never be read. Each keeps its own batch, so its
+                // products are the ones it would get among all columns.
+                attn = select(&attn, cfg.q_dim(), &wanted);
+                x = select(&x, cfg.dim, &wanted);
+                batch = wanted.iter().map(|&c| batch[c]).collect();
+            }
             let mut o = layer.out.forward(&attn, cfg.q_dim(), &batch);
             if let Some(w) = &layer.post_attn_norm {
                 o = rms_norm(&o, w, cfg.eps);
@@ -392,26 +404,23 @@ impl Engine {
             }
             add(&mut x, &d);
         }
-        self.logits(&x, cols)
+        if x.len() != wanted.len() * cfg.dim {
+            x = select(&x, cfg.dim, &wanted);
+        }
+        self.logits(&x)
     }
 
-    fn logits(&self, x: &[f32], cols: &[Column]) -> Vec<Vec<f32>> {
-        let dim = self.cfg.dim;
-        let wanted: Vec<f32> = cols
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.logits)
-            .flat_map(|(i, _)| x[i * dim..(i + 1) * dim].iter().copied())
-            .collect();
-        if wanted.is_empty() {
+    /// The logits of each column of `x` (the columns whose logits are wanted).
+    fn logits(&self, x: &[f32]) -> Vec<Vec<f32>> {
+        if x.is_empty() {
             return Vec::new();
         }
-        let h = rms_norm(&wanted, &self.norm, self.cfg.eps);
-        let mut out = self.output.forward(&h, dim, &[]);
+        let h = rms_norm(x, &self.norm, self.cfg.eps);
+        let mut out = self.output.forward(&h, self.cfg.dim, &[]);
         if let Some(cap) = self.cfg.final_softcap {
             // As llama.cpp's graph: scale by the reciprocal, tanh, scale back.
             let inv = 1.0 / cap;
-            for v in &mut out {
+            for v in out.iter_mut() {
                 *v = (*v * inv).tanh() * cap;
             }
         }
@@ -584,7 +593,7 @@ fn attention(
     l: usize,
     cfg: &Config,
     context: usize,
-) -> Vec<f32> {
+) -> Buf<f32> {
     let width = cfg.q_dim() + 2 * cfg.kv_dim();
     let q_dim = cfg.q_dim();
     let hd = cfg.head_dim;
@@ -637,7 +646,7 @@ fn attention(
             );
         }
     }
-    let mut out = vec![0f32; cols.len() * q_dim];
+    let mut out = scratch::zeroed(cols.len() * q_dim);
     out.par_chunks_mut(hd).enumerate().for_each(|(i, dst)| {
         let (c, head) = (i / cfg.heads, i % cfg.heads);
         let (seq, kv_head) = (cols[c].seq, head / group);
@@ -657,9 +666,18 @@ fn attention(
     out
 }
 
+/// Columns `keep` of `x`, whose columns are `width` values wide.
+fn select(x: &[f32], width: usize, keep: &[usize]) -> Buf<f32> {
+    let mut out = scratch::zeroed(keep.len() * width);
+    for (dst, &c) in out.chunks_exact_mut(width).zip(keep) {
+        dst.copy_from_slice(&x[c * width..(c + 1) * width]);
+    }
+    out
+}
+
 /// RMS norm of each column (sum of squares in f64, as llama.cpp does), times the weight.
-fn rms_norm(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
-    let mut out = x.to_vec();
+fn rms_norm(x: &[f32], weight: &[f32], eps: f32) -> Buf<f32> {
+    let mut out = scratch::copied(x);
     for col in out.chunks_exact_mut(weight.len()) {
         rms_norm_row(col, weight, eps);
     }

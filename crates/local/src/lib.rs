@@ -70,6 +70,7 @@ mod error;
 mod gguf;
 mod quant;
 mod sample;
+mod scratch;
 mod spec;
 mod spm;
 mod template;

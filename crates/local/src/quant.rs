@@ -11,16 +11,20 @@
 //!   scales are rounded to f16 as llama.cpp stores them, and values round half to even (its SIMD quantiser), so
 //!   the integer sums are the ones llama.cpp computes.
 //! - **Kernels.** Every block format has an AVX2 kernel with FMA and F16C ([`avx2`]), chosen at run time: the
-//!   legacy formats take their integer sums from AVX-512 VNNI where the CPU has it, the K-quants from `maddubs`
-//!   as llama.cpp's do. Q4_1 and Q8_0 fall back to a scalar kernel with the same integer sums; the other formats
+//!   legacy formats take their integer sums from AVX-512 VNNI where the CPU has it (there eight columns of
+//!   Q8_0, Q5_0 or Q4_0 weights take two rows per 512-bit register, see `avx2::zmm`), the K-quants from
+//!   `maddubs` as llama.cpp's do. Q4_1 and Q8_0 fall back to a scalar kernel with the same integer sums; the other formats
 //!   to one portable kernel that follows llama.cpp's order of f32 operations exactly (so they equal llama.cpp on
 //!   every CPU), which their AVX2 kernels equal bit for bit (tested on random blocks). F16 and BF16 take the
 //!   portable kernel, compiled once more with AVX2 and FMA. A product takes up to eight activation columns per
 //!   pass over a weight row, so a batch of sequences (or a prompt) reads each weight once per eight columns;
-//!   rows are spread over the rayon pool the caller installs.
+//!   rows are spread over the rayon pool the caller installs. Activations and products live in buffers the
+//!   forward pass reuses (see [`crate::scratch`]).
 
 use half::f16;
 use rayon::prelude::*;
+
+use crate::scratch::{self, Buf};
 
 /// Values per quantisation block, in every format here.
 pub(crate) const BLOCK: usize = 32;
@@ -268,10 +272,10 @@ unsafe impl Sync for SharedOut {}
 pub(crate) struct Acts {
     pub n: usize,
     pub cols: usize,
-    qs: Vec<i8>,
-    d: Vec<f32>,
-    s: Vec<f32>,
-    bsums: Vec<i16>,
+    qs: Buf<i8>,
+    d: Buf<f32>,
+    s: Buf<f32>,
+    bsums: Buf<i16>,
     /// For F16 and BF16 weights: the columns one after another, rounded to that type.
     f: Vec<f32>,
     /// Per column, the product llama.cpp would compute it in (see [`Batch`]).
@@ -346,10 +350,10 @@ impl Acts {
         let mut acts = Acts {
             n,
             cols,
-            qs: vec![0; if format.is_float() { 0 } else { x.len() }],
-            d: vec![0.0; slots],
-            s: vec![0.0; if format.has_min() { slots } else { 0 }],
-            bsums: vec![0; if format.is_k() { slots * 16 } else { 0 }],
+            qs: scratch::zeroed(if format.is_float() { 0 } else { x.len() }),
+            d: scratch::zeroed(slots),
+            s: scratch::zeroed(if format.has_min() { slots } else { 0 }),
+            bsums: scratch::zeroed(if format.is_k() { slots * 16 } else { 0 }),
             f: if format.is_float() {
                 x.iter().map(|&v| float::round_to(format, v)).collect()
             } else {

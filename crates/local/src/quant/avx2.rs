@@ -53,6 +53,7 @@ macro_rules! per_width {
 }
 
 mod kquant;
+mod zmm;
 
 /// Whether this CPU has everything the kernels use.
 pub(super) fn available() -> bool {
@@ -127,6 +128,9 @@ trait Dot {
     /// Whether eight Q4_1 columns take weight rows two at a time ([`q4_1_pairs`]): sixteen accumulators and
     /// their temporaries fit AVX-512's 32 vector registers, not AVX2's 16.
     const ROW_PAIRS: bool;
+
+    /// Whether eight columns of the signed formats take two weight rows per 512-bit register ([`zmm`]).
+    const ZMM: bool;
 }
 
 /// AVX2: byte pairs to i16 (at most 2 · 128 · 127, no saturation), then pairs of those to i32.
@@ -134,6 +138,7 @@ struct Maddubs;
 
 impl Dot for Maddubs {
     const ROW_PAIRS: bool = false;
+    const ZMM: bool = false;
 
     #[inline(always)]
     unsafe fn dot(u: __m256i, s: __m256i) -> __m256i {
@@ -147,6 +152,7 @@ struct Dpbusd;
 
 impl Dot for Dpbusd {
     const ROW_PAIRS: bool = true;
+    const ZMM: bool = true;
 
     #[inline(always)]
     unsafe fn dot(u: __m256i, s: __m256i) -> __m256i {
@@ -177,9 +183,18 @@ unsafe fn by_width<D: Dot, F: FnMut(usize, usize, f32)>(
                 unsigned_pairs::<D, Q5_1, F>(weights, row_bytes, rows, x, out)
             }
             Format::Q5_1 => unsigned::<D, Q5_1, N, F>(weights, row_bytes, rows, x, out),
+            Format::Q8_0 if N == TILE && D::ZMM => {
+                zmm::signed_pairs::<Q8_0, F>(weights, row_bytes, rows, x, out)
+            }
             Format::Q8_0 => signed::<D, Q8_0, N, F>(weights, row_bytes, rows, x, out),
+            Format::Q5_0 if N == TILE && D::ZMM => {
+                zmm::signed_pairs::<Q5_0, F>(weights, row_bytes, rows, x, out)
+            }
             Format::Q5_0 => signed::<D, Q5_0, N, F>(weights, row_bytes, rows, x, out),
             Format::Q4_0 if repacked => q4_0_repacked::<D, N, F>(weights, row_bytes, rows, x, out),
+            Format::Q4_0 if N == TILE && D::ZMM => {
+                zmm::signed_pairs::<Q4_0, F>(weights, row_bytes, rows, x, out)
+            }
             Format::Q4_0 => signed::<D, Q4_0, N, F>(weights, row_bytes, rows, x, out),
             _ => unreachable!("the K-quants take `kquant::dot_rows`, F16 and BF16 the portable kernel"),
         })
