@@ -368,18 +368,45 @@ fn tiled_body(
             total += f64::from(((c[0] + c[4]) + (c[2] + c[6])) + ((c[1] + c[5]) + (c[3] + c[7])));
         }
         sum = (f64::from(sum) + total) as f32;
-        for (j, &p) in scores.iter().enumerate().take(n).skip(from) {
-            let v = keys.row(start + j).1;
-            for (a, &x) in acc.iter_mut().zip(v) {
-                *a = p.mul_add(x, *a);
-            }
-        }
+        add_values(&mut acc, keys, start, &scores[from..n], from);
     }
     let inv = 1.0 / sum;
     for (d, &a) in dst.iter_mut().zip(&acc) {
         *d = a * inv;
     }
 }
+
+/// `acc += p_j · value(start + skip + j)` for each weight `p_j` of `weights`, key after key for every
+/// dimension (the order of each dimension's multiply-adds is all that fixes the result). Dimensions go
+/// [`VALUE_RUN`] at a time through every key, so that run of `acc` stays in registers instead of being loaded and
+/// stored once per key.
+#[inline(always)]
+fn add_values(acc: &mut [f32], keys: &Keys<'_>, start: usize, weights: &[f32], skip: usize) {
+    let runs = acc.len() / VALUE_RUN;
+    for r in 0..runs {
+        let span = r * VALUE_RUN..(r + 1) * VALUE_RUN;
+        let mut a: [f32; VALUE_RUN] = acc[span.clone()].try_into().expect("a run");
+        for (j, &p) in weights.iter().enumerate() {
+            let v: &[f32; VALUE_RUN] = keys.row(start + skip + j).1[span.clone()]
+                .try_into()
+                .expect("a run");
+            for (a, &x) in a.iter_mut().zip(v) {
+                *a = p.mul_add(x, *a);
+            }
+        }
+        acc[span].copy_from_slice(&a);
+    }
+    let tail = runs * VALUE_RUN;
+    for (j, &p) in weights.iter().enumerate() {
+        let v = &keys.row(start + skip + j).1[tail..];
+        for (a, &x) in acc[tail..].iter_mut().zip(v) {
+            *a = p.mul_add(x, *a);
+        }
+    }
+}
+
+/// Dimensions of the value accumulator that [`add_values`] keeps in registers: eight AVX2 vectors.
+const VALUE_RUN: usize = 64;
 
 /// ggml's vectorised `expf` (its AVX2 variant), one lane: a degree-5 polynomial after reduction by ln 2, with
 /// separate handling where the exponent leaves the normal range. Not exactly libm's `expf`; llama.cpp's tiled

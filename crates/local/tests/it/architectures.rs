@@ -66,8 +66,9 @@ fn gemma3_270m_prompt_logits_equal_llama_cpp_bit_for_bit() {
     let Some(path) = common::gemma3() else { return };
     let weights = LocalWeights::load(&path).expect("loads Gemma 3 270M");
     assert_eq!(weights.vocab(), GEMMA3_VOCAB as usize);
-    // One token, a short one-pass prompt, the tiled path, and past the 512-position window (a second chunk).
-    let prompts: Vec<Vec<u32>> = [1, 9, 70, 600]
+    // One token, a short one-pass prompt, the tiled path, past the 512-position window (a second chunk), and
+    // past the 1024 cells of llama.cpp's sliding-window cache (a third chunk, written over cells it reuses).
+    let prompts: Vec<Vec<u32>> = [1, 9, 70, 600, 1300]
         .iter()
         .enumerate()
         .map(|(i, &len)| prompt(len, 40 + i as u64, GEMMA3_VOCAB, GEMMA3_BOS))
