@@ -37,6 +37,8 @@ use grade::grade_rubric;
 use grade::rubric_agreement;
 use prepare::prepare;
 use report::build_report;
+pub(crate) use grade::turn_answers;
+pub(crate) use report::config_hash;
 use report::scoring_config;
 use resolve::equivalence_agreement;
 use resolve::resolve_matches;
