@@ -115,7 +115,12 @@ pub fn thinking_probe(
     pass_at: f64,
     cfg: &BootstrapConfig,
 ) -> ThinkingProbe {
-    let order: Vec<&str> = shown.config.judges.iter().map(|j| j.spec.as_str()).collect();
+    let order: Vec<&str> = shown
+        .config
+        .judges
+        .iter()
+        .map(|j| j.spec.as_str())
+        .collect();
     let mut probe = pair_up(
         &grades(hidden),
         &grades(shown),
@@ -174,7 +179,13 @@ fn pair_up(
             continue;
         };
         let shift = effect(items, pass_at, cfg);
-        sentences.push(sentence(judge, items.len(), without_thinking, pass_at, shift.as_ref()));
+        sentences.push(sentence(
+            judge,
+            items.len(),
+            without_thinking,
+            pass_at,
+            shift.as_ref(),
+        ));
         judges.push(ThinkingEffect {
             judge: judge.to_string(),
             items: items.len(),
@@ -242,7 +253,10 @@ mod tests {
     fn grades(rows: &[(&str, &str, &str, f64)]) -> Grades {
         rows.iter()
             .map(|(task, case, judge, g)| {
-                ((task.to_string(), 0, judge.to_string()), (case.to_string(), *g))
+                (
+                    (task.to_string(), 0, judge.to_string()),
+                    (case.to_string(), *g),
+                )
             })
             .collect()
     }
@@ -262,9 +276,18 @@ mod tests {
             ("t3", "c2", "j", 4.0),
             ("t4", "c3", "j", 5.0),
         ]);
-        let thinking: BTreeSet<(String, u32)> =
-            ["t1", "t2", "t3"].iter().map(|t| (t.to_string(), 0)).collect();
-        let p = pair_up(&hidden, &shown, &thinking, &["j"], 3.0, &BootstrapConfig::default());
+        let thinking: BTreeSet<(String, u32)> = ["t1", "t2", "t3"]
+            .iter()
+            .map(|t| (t.to_string(), 0))
+            .collect();
+        let p = pair_up(
+            &hidden,
+            &shown,
+            &thinking,
+            &["j"],
+            3.0,
+            &BootstrapConfig::default(),
+        );
         assert_eq!((p.with_thinking, p.without_thinking), (3, 1));
         let e = &p.judges[0];
         assert_eq!(e.items, 3);

@@ -122,7 +122,9 @@ pub fn run(args: ReportArgs, at: &StoreAt) -> Result<ExitCode> {
                 nmb_review::DEFAULT_RUBRIC_PASS,
                 &opts.calibration_options().bootstrap,
             )
-            .with_context(|| format!("pairing run {id}'s scorings with and without the thinking shown"))?;
+            .with_context(|| {
+                format!("pairing run {id}'s scorings with and without the thinking shown")
+            })?;
         }
         run.pairwise = nmb_review::run_pairwise(&store, id, &model_of, &opts.bootstrap)
             .with_context(|| format!("ranking the models of run {id}'s pairwise review sets"))?;
