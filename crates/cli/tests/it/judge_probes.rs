@@ -149,7 +149,7 @@ fn showing_the_thinking_to_a_judge_that_rewards_it_is_measured() {
     let run_id = eval(runs, &thinker, "thinker");
     let hidden = score(runs, &run_id, &[&j], &[]);
     let asked_hidden = judge_server.requests().len();
-    score(runs, &run_id, &[&j], &["--judge-sees-thinking"]);
+    let shown = score(runs, &run_id, &[&j], &["--judge-sees-thinking"]);
     let asked_shown = judge_server.requests().len() - asked_hidden;
     // Answers without thinking get the same prompts both ways: the cache answers them.
     assert!(
@@ -183,6 +183,31 @@ fn showing_the_thinking_to_a_judge_that_rewards_it_is_measured() {
         with.len()
     );
 
+    // The mean shift and the flipped verdicts (a pass is 3 or more), from the two reports.
+    let overall = |r: &Value| -> BTreeMap<(String, u64), f64> {
+        (r["samples"].as_array().unwrap().iter())
+            .filter_map(|s| {
+                let g = s["rubric"]["judges"][0]["overall"].as_f64()?;
+                Some((
+                    (
+                        s["task_id"].as_str()?.to_string(),
+                        s["sample_index"].as_u64()?,
+                    ),
+                    g,
+                ))
+            })
+            .collect()
+    };
+    let (before, after) = (overall(&hidden), overall(&shown));
+    let pairs: Vec<(f64, f64)> = with.iter().map(|k| (before[k], after[k])).collect();
+    let n = pairs.len() as f64;
+    let expected_shift = pairs.iter().map(|(h, s)| s - h).sum::<f64>() / n;
+    let expected_flips = pairs
+        .iter()
+        .filter(|(h, s)| (*h >= 3.0) != (*s >= 3.0))
+        .count() as f64
+        / n;
+
     let (json, html, md) = report(runs, &run_id, &dir.path().join("report"));
     let probe = &json["thinking_probe"];
     assert_eq!(
@@ -201,7 +226,17 @@ fn showing_the_thinking_to_a_judge_that_rewards_it_is_measured() {
     eprintln!("thinking effect: {d}");
     assert!(low > 0.0, "the injected +1 is recovered as a rise: {d}");
     assert!((value - 1.0).abs() < 0.5, "and near its size: {d}");
+    assert!(
+        (value - expected_shift).abs() < 1e-9,
+        "{value} against {expected_shift}"
+    );
+    let flips = effect["flip_share"]["value"].as_f64().unwrap();
+    assert!(
+        (flips - expected_flips).abs() < 1e-9,
+        "{flips} against {expected_flips}"
+    );
     let sentence = probe["sentences"][0].as_str().unwrap();
+    eprintln!("{sentence}");
     assert!(
         sentence.contains(&format!("raised {j}'s grade by {value:.2} points"))
             && sentence.contains(&format!("on {} answers", with.len())),
