@@ -168,7 +168,12 @@ fn pair_up(
     let mut judges = Vec::new();
     let mut sentences = Vec::new();
     let without_thinking = graded.len() - with_thinking;
-    if with_thinking == 0 {
+    if graded.is_empty() {
+        sentences.push(
+            "Thinking effect: not measurable, no answer of this run has a judge's rubric grade."
+                .to_string(),
+        );
+    } else if with_thinking == 0 {
         sentences.push(format!(
             "Thinking effect: does not apply, none of the {} graded answers of this run has thinking.",
             graded.len()
@@ -314,6 +319,12 @@ mod tests {
             p.sentences[0].contains("lowered j's grade by 1.00 points [1.00, 1.00]"),
             "{}",
             p.sentences[0]
+        );
+        let none = pair_up(&Grades::new(), &Grades::new(), &all, &["j"], 3.0, &cfg);
+        assert!(
+            none.sentences[0].contains("not measurable"),
+            "{:?}",
+            none.sentences
         );
         let p = pair_up(&hidden, &shown, &BTreeSet::new(), &["j"], 3.0, &cfg);
         assert!(p.judges.is_empty());
