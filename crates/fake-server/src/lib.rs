@@ -8,11 +8,13 @@
 //! `FAULT:<spec>` markers in prompts, or every N-th request; and it runs the three providers' batch APIs over
 //! the same handling ([`batch`]). It is test support: it does not implement any model, and nmb's own code never
 //! depends on it outside tests and benches. [`support`] holds what those tests and benches share besides the
-//! server: noise PNGs and process measurements (CPU time, peak memory).
+//! server: noise PNGs and process measurements (CPU time, peak memory). [`judge`] plays a judge with injected
+//! leanings (noise, a length bias, an effect of seeing the model's thinking) for tests with known truth.
 
 pub mod batch;
 pub mod fault;
 mod http;
+pub mod judge;
 pub mod support;
 pub mod wire;
 

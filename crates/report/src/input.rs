@@ -54,6 +54,9 @@ pub struct RunData {
     /// Clinicians' pairwise rankings, one per pairwise review set that covers the run (filled by the caller,
     /// from `nmb_review::run_pairwise`; empty otherwise).
     pub pairwise: Vec<nmb_review::PairwiseRanking>,
+    /// What showing the model's thinking did to the judges, when the run was scored both ways (filled by the
+    /// caller, from `nmb_score::thinking_probe::stored_probe`; `None` otherwise).
+    pub thinking_probe: Option<nmb_score::thinking_probe::ThinkingProbe>,
 }
 
 impl RunData {
@@ -131,6 +134,7 @@ pub fn load_run(
         thumbnails,
         calibrations: Vec::new(),
         pairwise: Vec::new(),
+        thinking_probe: None,
     })
 }
 

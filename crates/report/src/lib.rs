@@ -277,6 +277,7 @@ pub fn json_report(runs: &[RunData], analysis: &Analysis) -> String {
                 "prompts": r.prompts,
                 "samples": r.samples,
                 "review_calibrations": r.calibrations,
+                "thinking_probe": r.thinking_probe,
             })
         })
         .collect();

@@ -8,7 +8,8 @@
 //! their scoring rule and `nmb rubric lint` ([`criteria`]), the error taxonomy with human labels from CSV
 //! ([`labels`]), BERTScore of rationales ([`semantic`]), breadth answers ([`breadth`]), pass@k in both readings,
 //! aggregates with bootstrap CIs ([`aggregate`]), a judge's stability across repeats ([`stability`]), revision across the turns of multi-turn consults
-//! ([`revision`]), paired comparison of two runs ([`compare`]) and keeping reports in the store ([`stored`]).
+//! ([`revision`]), paired comparison of two runs ([`compare`]), what showing a model's thinking does to the judges
+//! ([`thinking_probe`]) and keeping reports in the store ([`stored`]).
 //!
 //! It does not own the statistics themselves (`nmb-stats`), BERTScore's arithmetic (`nmb-bertscore`), talking to
 //! APIs (`nmb-requests`), recording calls (`nmb-record`), the tables of answers (`nmb-store`), or rendering
@@ -63,6 +64,7 @@ pub mod semantic;
 pub mod stability;
 pub mod stored;
 pub mod structured;
+pub mod thinking_probe;
 
 pub use config::{ConnectError, ConnectJudges, RubricChoice, ScoringConfig, SuiteOverride};
 pub use error::ScoreError;

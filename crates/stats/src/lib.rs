@@ -28,7 +28,8 @@
 //!   [`position_bias`] from pairs asked in both orders;
 //! - a judge's stability and leanings: [`retest_icc`] and [`retest_kappa`] ([`fleiss_kappa`]) between its
 //!   repeats, the [`length_slope`] of its score at a fixed clinician grade, and the [`group_gap`] of its residual
-//!   against clinicians (its own family's answers against the others').
+//!   against clinicians (its own family's answers against the others'), and the [`paired_shift`] of its scores
+//!   of the same answers when it is shown something more (a model's thinking).
 //!
 //! Determinism: every random draw comes from a ChaCha8 stream keyed by the explicit `u64` seed in
 //! [`BootstrapConfig`]; the seed, level and resample count are written into every [`Estimate`]. Nothing iterates
@@ -86,7 +87,9 @@ pub use proportion::{
 pub use rank::{
     model_rank_correlation, rank_correlation_over_items, PermutationP, RankCorrelation,
 };
-pub use stability::{fleiss_kappa, group_gap, length_slope, retest_icc, retest_kappa};
+pub use stability::{
+    fleiss_kappa, group_gap, length_slope, paired_shift, retest_icc, retest_kappa, PairedShift,
+};
 
 use serde::{Deserialize, Serialize};
 

@@ -8,7 +8,8 @@
 use std::collections::BTreeMap;
 
 use crate::agreement::icc_raw;
-use crate::bootstrap::{bootstrap, BootstrapConfig, Design};
+use crate::bootstrap::{bootstrap, bootstrap_many, BootstrapConfig, Design};
+use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, FisherSnedecor};
 
 use crate::{check_finite, check_same_len, CiMethod, Estimate, Result, StatsError};
@@ -190,6 +191,45 @@ pub fn group_gap(
     bootstrap(design, cfg, |idx| gap(values, in_group, idx))
 }
 
+/// What showing a judge something more (a model's thinking) did to its scores of the same answers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PairedShift {
+    /// Mean of `shown - hidden` over the items.
+    pub mean_difference: Estimate,
+    /// Share of items whose verdict (score at or above the pass mark) differs between the two.
+    pub flip_share: Estimate,
+}
+
+/// The paired shift of one judge's scores of the same items, asked with something `shown` against `hidden`:
+/// the mean difference and the share of verdicts that flip at `pass`, both with percentile intervals from the
+/// same resamples of `design` (clusters of items that share a case).
+pub fn paired_shift(
+    shown: &[f64],
+    hidden: &[f64],
+    pass: f64,
+    design: &Design,
+    cfg: &BootstrapConfig,
+) -> Result<PairedShift> {
+    check_same_len("paired_shift shown vs hidden", shown.len(), hidden.len())?;
+    check_finite("paired_shift shown", shown)?;
+    check_finite("paired_shift hidden", hidden)?;
+    let mut e = bootstrap_many(design, cfg, 2, |idx| {
+        let n = idx.len() as f64;
+        let diff: f64 = idx.iter().map(|&i| shown[i] - hidden[i]).sum();
+        let flips = idx
+            .iter()
+            .filter(|&&i| (shown[i] >= pass) != (hidden[i] >= pass))
+            .count();
+        vec![Some(diff / n), Some(flips as f64 / n)]
+    })?;
+    let flip_share = e.pop().expect("two statistics");
+    let mean_difference = e.pop().expect("two statistics");
+    Ok(PairedShift {
+        mean_difference,
+        flip_share,
+    })
+}
+
 fn check_repeats<T>(what: &'static str, rows: &[Vec<T>]) -> Result<usize> {
     if rows.len() < 2 {
         return Err(StatsError::TooFew {
@@ -298,6 +338,32 @@ mod tests {
         };
         let e = length_slope(&y, &x, &s, &Design::units(6), &cfg).unwrap();
         assert!((e.value - 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn paired_shift_is_the_mean_difference_and_the_flipped_share() {
+        let shown = [4.0, 3.0, 2.0, 5.0];
+        let hidden = [3.0, 3.0, 3.0, 4.0];
+        let s = paired_shift(
+            &shown,
+            &hidden,
+            3.0,
+            &Design::clusters_by(&["a", "a", "b", "c"]),
+            &BootstrapConfig::default(),
+        )
+        .unwrap();
+        assert!((s.mean_difference.value - 0.25).abs() < 1e-12);
+        // Only the third item crosses the mark (2 against 3).
+        assert!((s.flip_share.value - 0.25).abs() < 1e-12);
+        assert_eq!(s.mean_difference.n, 4);
+        assert!(paired_shift(
+            &[1.0],
+            &[1.0, 2.0],
+            3.0,
+            &Design::units(1),
+            &BootstrapConfig::default()
+        )
+        .is_err());
     }
 
     #[test]

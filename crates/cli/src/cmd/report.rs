@@ -114,6 +114,18 @@ pub fn run(args: ReportArgs, at: &StoreAt) -> Result<ExitCode> {
                 .run(run)
                 .map_or_else(|_| run.to_string(), |r| r.manifest.display_name())
         };
+        // Two stored scorings that differ only in whether the judges saw the thinking: the probe pairs them.
+        if let Some(scores) = run.scores.as_ref().filter(|_| stored) {
+            run.thinking_probe = nmb_score::thinking_probe::stored_probe(
+                &store,
+                scores,
+                nmb_review::DEFAULT_RUBRIC_PASS,
+                &opts.calibration_options().bootstrap,
+            )
+            .with_context(|| {
+                format!("pairing run {id}'s scorings with and without the thinking shown")
+            })?;
+        }
         run.pairwise = nmb_review::run_pairwise(&store, id, &model_of, &opts.bootstrap)
             .with_context(|| format!("ranking the models of run {id}'s pairwise review sets"))?;
         runs.push(run);

@@ -110,7 +110,9 @@ pub struct ScoringArgs {
     /// Skip the judges' error taxonomy of wrong answers
     #[arg(long)]
     pub no_taxonomy: bool,
-    /// Show judges a reasoning model's thinking before each answer (rubric, taxonomy) [default: answers only]
+    /// Show judges a reasoning model's thinking before each answer (rubric, taxonomy) [default: answers only].
+    /// A run scored both with and without it gets the thinking probe in `nmb report`: what showing the thinking
+    /// did to each judge's grades
     #[arg(long)]
     pub judge_sees_thinking: bool,
     /// Ask each judge each question K times, with seeds 0..K (each repeat its own recorded judge run): the jury

@@ -15,6 +15,7 @@ mod eval_thinking;
 mod eval_wire;
 mod hostile;
 mod human;
+mod judge_probes;
 mod judge_repeats;
 mod kill;
 mod kill_twenty;

@@ -14,7 +14,7 @@ use crate::ScoreError;
 
 /// The answers of every turn of a sample, for judges: the answer alone, or with `thinking` the model's thinking
 /// before it, marked as such.
-pub(super) fn turn_answers(record: &SampleRecord, thinking: bool) -> Vec<String> {
+pub(crate) fn turn_answers(record: &SampleRecord, thinking: bool) -> Vec<String> {
     record
         .turns
         .iter()

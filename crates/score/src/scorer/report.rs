@@ -77,7 +77,7 @@ pub(super) fn scoring_config(
 
 /// Hash of what determines the scores: everything in the config except outcomes (judge call totals, judge run
 /// ids, whether BERTScore ended up computed).
-fn config_hash(c: &ScoringConfig) -> String {
+pub(crate) fn config_hash(c: &ScoringConfig) -> String {
     let mut identity = json!({
         "nmb_version": c.nmb_version,
         "judges": c.judges.iter().map(|j| &j.spec).collect::<Vec<_>>(),

@@ -7,7 +7,7 @@
 //! another and of the true grade, so that holding the clinicians' grade fixed leaves the length slope unbiased
 //! and the residual gap between families equal to δ.
 
-use nmb_stats::{group_gap, length_slope, retest_icc, BootstrapConfig, Design};
+use nmb_stats::{group_gap, length_slope, paired_shift, retest_icc, BootstrapConfig, Design};
 
 const SIMULATIONS: u64 = 100;
 const ITEMS: usize = 400;
@@ -133,4 +133,44 @@ fn injected_stability_and_biases_are_recovered_within_their_intervals() {
         "self-preference gap covered in {gap} of {SIMULATIONS}"
     );
     eprintln!("covered: icc {icc}, slope {slope}, gap {gap} of {SIMULATIONS}");
+}
+
+/// A judge asked twice about each answer, without and with the model's thinking: showing it adds `effect` on
+/// average, more in some cases than others (a case-level spread), with independent noise on each asking. Two
+/// answers per case, resampled by case.
+fn thinking_world(seed: u64, effect: f64) -> (Vec<f64>, Vec<f64>, Vec<usize>) {
+    const CASES: usize = 100;
+    let mut rng = Rng(seed);
+    let (mut shown, mut hidden, mut case_of) = (Vec::new(), Vec::new(), Vec::new());
+    for case in 0..CASES {
+        let case_shift = 0.3 * rng.normal();
+        for _answer in 0..2 {
+            let grade = 1.0 + rng.below(4) as f64;
+            hidden.push(grade + SIGMA * rng.normal());
+            shown.push(grade + effect + case_shift + SIGMA * rng.normal());
+            case_of.push(case);
+        }
+    }
+    (shown, hidden, case_of)
+}
+
+/// The injected effect. The difference is shifted by it exactly, so one effect checks them all: 0 and -0.7 on
+/// the same seeds give the same count. Over 1,000 simulations the interval covered 0.4 in 937 to 947 of them
+/// (three runs on other seeds): near the nominal 95%, so the bar of 93 of 100 has little slack.
+const THINKING_EFFECT: f64 = 0.4;
+
+#[test]
+fn thinking_probe_recovers_an_injected_effect_within_its_interval() {
+    let mut covered_count = 0;
+    for seed in 0..SIMULATIONS {
+        let (shown, hidden, case_of) = thinking_world(2000 + seed, THINKING_EFFECT);
+        let design = Design::clusters_by(&case_of);
+        let s = paired_shift(&shown, &hidden, 3.0, &design, &cfg(seed)).unwrap();
+        covered_count += usize::from(covered(THINKING_EFFECT, &s.mean_difference));
+    }
+    assert!(
+        covered_count >= 93,
+        "thinking effect covered in {covered_count} of {SIMULATIONS}"
+    );
+    eprintln!("thinking effect: covered in {covered_count} of {SIMULATIONS}");
 }
