@@ -16,7 +16,7 @@ use crate::scratch::{self, Buf};
 
 /// `silu(gate) * up` per column; `gu` holds each column's `ffn` gate values then its `ffn` up values.
 pub(crate) fn swiglu(gu: &[f32], ffn: usize) -> Buf<f32> {
-    let mut out = scratch::zeroed(gu.len() / 2);
+    let mut out = scratch::overwritten(gu.len() / 2);
     for (col, dst) in gu.chunks_exact(2 * ffn).zip(out.chunks_exact_mut(ffn)) {
         let (gate, up) = col.split_at(ffn);
         let simd = ffn - ffn % 8;
@@ -31,7 +31,7 @@ pub(crate) fn swiglu(gu: &[f32], ffn: usize) -> Buf<f32> {
 /// `gelu(gate) * up` per column, as ggml's `ggml_vec_geglu_f32`; `gu` is laid out as for [`swiglu`].
 pub(crate) fn geglu(gu: &[f32], ffn: usize) -> Buf<f32> {
     let table = gelu_table();
-    let mut out = scratch::zeroed(gu.len() / 2);
+    let mut out = scratch::overwritten(gu.len() / 2);
     for (col, dst) in gu.chunks_exact(2 * ffn).zip(out.chunks_exact_mut(ffn)) {
         let (gate, up) = col.split_at(ffn);
         for ((d, &g), &u) in dst.iter_mut().zip(gate).zip(up) {

@@ -56,7 +56,8 @@ impl Linear {
     /// product llama.cpp computes it in (see [`batches`]; empty: each alone).
     fn forward(&self, x: &[f32], cols: usize, batch: &[Batch]) -> Buf<f32> {
         let n = x.len() / cols;
-        let mut out = scratch::zeroed(n * self.rows);
+        // Every cell is written: each part's rows, for every column.
+        let mut out = scratch::overwritten(n * self.rows);
         let mut quantized: Vec<(Format, Acts)> = Vec::new();
         for p in &self.parts {
             if !quantized.iter().any(|(f, _)| *f == p.format) {
@@ -646,7 +647,7 @@ fn attention(
             );
         }
     }
-    let mut out = scratch::zeroed(cols.len() * q_dim);
+    let mut out = scratch::overwritten(cols.len() * q_dim);
     out.par_chunks_mut(hd).enumerate().for_each(|(i, dst)| {
         let (c, head) = (i / cfg.heads, i % cfg.heads);
         let (seq, kv_head) = (cols[c].seq, head / group);
@@ -668,7 +669,7 @@ fn attention(
 
 /// Columns `keep` of `x`, whose columns are `width` values wide.
 fn select(x: &[f32], width: usize, keep: &[usize]) -> Buf<f32> {
-    let mut out = scratch::zeroed(keep.len() * width);
+    let mut out = scratch::overwritten(keep.len() * width);
     for (dst, &c) in out.chunks_exact_mut(width).zip(keep) {
         dst.copy_from_slice(&x[c * width..(c + 1) * width]);
     }

@@ -3,7 +3,8 @@
 //! when they are freed, so each new one was faulted in again page by page (on Gemma 3 270M about a tenth of
 //! prefill time went to page faults, much as llama.cpp avoids by planning its compute buffers once).
 //!
-//! [`zeroed`] takes the smallest pooled buffer that fits (or allocates one) and zeroes it; dropping the
+//! [`zeroed`] takes the smallest pooled buffer that fits (or allocates one) and zeroes it ([`overwritten`]
+//! leaves it as it was, for outputs written in full); dropping the
 //! [`Buf`] gives it back to the free list of the thread that drops it. Each thread keeps at most [`KEEP`]
 //! buffers per element type, so the pool holds about one forward pass's working set. Small buffers are not
 //! pooled: malloc keeps those itself.
@@ -49,9 +50,17 @@ pub(crate) fn zeroed<T: Pooled>(len: usize) -> Buf<T> {
     Buf(v)
 }
 
+/// `len` values left from the buffer's earlier use (zero where it grew): for outputs that are written in full,
+/// which need not pay for zeroing first.
+pub(crate) fn overwritten<T: Pooled>(len: usize) -> Buf<T> {
+    let mut v = T::with_pool(|pool| take(pool, len)).flatten().unwrap_or_default();
+    v.resize(len, T::default());
+    Buf(v)
+}
+
 /// A copy of `values` in a pooled buffer.
 pub(crate) fn copied<T: Pooled>(values: &[T]) -> Buf<T> {
-    let mut buf = zeroed(values.len());
+    let mut buf = overwritten(values.len());
     buf.copy_from_slice(values);
     buf
 }
