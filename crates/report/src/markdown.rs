@@ -82,8 +82,16 @@ fn breadth(m: &mut String, runs: &[RunData]) {
 }
 
 fn criteria(m: &mut String, runs: &[RunData]) {
-    if let Some(t) = crate::criteria::table(&ScoredRun::of(runs)) {
+    let scored = ScoredRun::of(runs);
+    if let Some(t) = crate::criteria::table(&scored) {
         section(m, "## Criterion rubric", &t);
+    }
+    if let Some(t) = crate::criteria::criterion_table(&scored) {
+        m.push_str("### By criterion\n\n");
+        for s in crate::criteria::sentences(&scored) {
+            let _ = write!(m, "{s}\n\n");
+        }
+        let _ = writeln!(m, "{}", t.markdown());
     }
 }
 

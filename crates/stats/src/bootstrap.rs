@@ -169,8 +169,45 @@ pub fn bootstrap_many<F>(
     design: &Design,
     cfg: &BootstrapConfig,
     k: usize,
-    mut stat: F,
+    stat: F,
 ) -> Result<Vec<Estimate>>
+where
+    F: FnMut(&[usize]) -> Vec<Option<f64>>,
+{
+    let n = design.n_units();
+    let runs = bootstrap_runs(design, cfg, k, stat)?;
+    Ok(runs
+        .into_iter()
+        .map(|run| run.estimate(design.method(), cfg, n))
+        .collect())
+}
+
+/// [`bootstrap_many`] with order-statistic limits ([`Run::estimate_order_statistics`]) over a design of
+/// clusters: the preference ranking's intervals.
+pub(crate) fn bootstrap_many_order_statistics<F>(
+    design: &Design,
+    cfg: &BootstrapConfig,
+    k: usize,
+    stat: F,
+) -> Result<Vec<Estimate>>
+where
+    F: FnMut(&[usize]) -> Vec<Option<f64>>,
+{
+    let n = design.n_units();
+    let runs = bootstrap_runs(design, cfg, k, stat)?;
+    Ok(runs
+        .into_iter()
+        .map(|run| run.estimate_order_statistics(cfg, n))
+        .collect())
+}
+
+/// The point values and resampled values of `k` statistics on the same resamples.
+fn bootstrap_runs<F>(
+    design: &Design,
+    cfg: &BootstrapConfig,
+    k: usize,
+    mut stat: F,
+) -> Result<Vec<Run>>
 where
     F: FnMut(&[usize]) -> Vec<Option<f64>>,
 {
@@ -211,12 +248,11 @@ where
                     why: "the statistic is undefined on every resample",
                 });
             }
-            let run = Run {
+            Ok(Run {
                 value,
                 replicates,
                 undefined,
-            };
-            Ok(run.estimate(design.method(), cfg, n))
+            })
         })
         .collect()
 }
@@ -312,6 +348,48 @@ impl Run {
             undefined_resamples: self.undefined,
             n,
         }
+    }
+}
+
+impl Run {
+    /// The percentile interval with the limits at the (B + 1)·α/2-th and (B + 1)·(1 − α/2)-th of the B sorted
+    /// resampled values (Davison and Hinkley 1997, §5.2; interpolated between neighbours), rather than
+    /// [`Run::estimate`]'s NumPy rule at 1 + (B − 1)·α/2. The j-th of B sorted values has on average j / (B + 1)
+    /// of the bootstrap distribution below it, so these limits leave α/2 in each tail at any B, where NumPy's
+    /// leave (1 + (B − 1)·α/2) / (B + 1): 2.8% rather than 2.5% at B = 300, an interval of 94.4% rather than
+    /// 95%. At the default 10,000 resamples the two differ by half an order statistic.
+    pub(crate) fn estimate_order_statistics(mut self, cfg: &BootstrapConfig, n: usize) -> Estimate {
+        self.replicates.sort_by(f64::total_cmp);
+        let tail = (1.0 - cfg.level) / 2.0;
+        let (ci_low, ci_high) = (
+            order_statistic(&self.replicates, tail),
+            order_statistic(&self.replicates, 1.0 - tail),
+        );
+        Estimate {
+            value: self.value,
+            ci_low,
+            ci_high,
+            level: cfg.level,
+            method: CiMethod::ClusterPercentileOrderStatistics,
+            seed: Some(cfg.seed),
+            resamples: Some(cfg.resamples),
+            undefined_resamples: self.undefined,
+            n,
+        }
+    }
+}
+
+/// The value with a share `q` of `sorted`'s distribution below it: position (B + 1)·q counted from 1 (R's
+/// quantile type 6), held to the first and last values.
+fn order_statistic(sorted: &[f64], q: f64) -> f64 {
+    let h = (sorted.len() + 1) as f64 * q;
+    if h <= 1.0 {
+        return sorted[0];
+    }
+    let below = h.floor() as usize;
+    match (sorted.get(below - 1), sorted.get(below)) {
+        (Some(&x), Some(&next)) => x + (h - below as f64) * (next - x),
+        _ => sorted[sorted.len() - 1],
     }
 }
 
@@ -413,6 +491,21 @@ mod tests {
             (lo - 1.075).abs() < 1e-12 && (hi - 3.925).abs() < 1e-12,
             "{lo} {hi}"
         );
+    }
+
+    #[test]
+    fn order_statistics_leave_the_same_share_in_each_tail() {
+        // 39 values: (39 + 1) x 0.025 = 1, so the limits are the first and the last value.
+        let values: Vec<f64> = (1..=39).map(f64::from).collect();
+        assert_eq!(order_statistic(&values, 0.025), 1.0);
+        assert_eq!(order_statistic(&values, 0.975), 39.0);
+        // 300 values 1..=300: position 301 x 0.025 = 7.525, where NumPy's rule takes 1 + 299 x 0.025 = 8.475.
+        let values: Vec<f64> = (1..=300).map(f64::from).collect();
+        assert!((order_statistic(&values, 0.025) - 7.525).abs() < 1e-12);
+        assert!((order_statistic(&values, 0.975) - 293.475).abs() < 1e-12);
+        assert!((quantile_sorted(&values, 0.025) - 8.475).abs() < 1e-12);
+        assert_eq!(order_statistic(&[2.0], 0.025), 2.0);
+        assert_eq!(order_statistic(&[2.0], 0.975), 2.0);
     }
 
     #[test]

@@ -24,8 +24,9 @@
 //!   [`auroc`], [`reliability`]), each also with bootstrap intervals, for NeuroVLM-Bench's structured answers;
 //! - [`isotonic`] regression (scikit-learn's), to calibrate judge scores to clinicians' verdicts, and
 //!   [`bradley_terry`] strengths from pairwise preferences, with Davidson's ties, [`bradley_terry_styled`] with
-//!   covariates (style control), [`preference_ranking`] with bootstrap intervals over tasks, and a judge's
-//!   [`position_bias`] from pairs asked in both orders;
+//!   covariates (style control), [`preference_ranking`] with bootstrap intervals over tasks (limits at the
+//!   (B + 1)·α/2-th order statistics, which leave α/2 in each tail on average at any number of resamples), and
+//!   a judge's [`position_bias`] from pairs asked in both orders;
 //! - a judge's stability and leanings: [`retest_icc`] and [`retest_kappa`] ([`fleiss_kappa`]) between its
 //!   repeats, the [`length_slope`] of its score at a fixed clinician grade, and the [`group_gap`] of its residual
 //!   against clinicians (its own family's answers against the others'), and the [`paired_shift`] of its scores
@@ -136,6 +137,9 @@ pub enum CiMethod {
     PercentileBootstrap,
     /// Percentile interval over bootstrap resamples of whole clusters (for example all tasks of one case).
     ClusterPercentileBootstrap,
+    /// The same resamples, with the limits at the (B + 1)·α/2-th and (B + 1)·(1 − α/2)-th sorted values rather
+    /// than NumPy's rule, so each tail holds α/2 at any number of resamples B (the preference ranking's).
+    ClusterPercentileOrderStatistics,
     /// Percentile interval of a bootstrap that resamples several samples independently, each with its own size
     /// kept fixed (Rogan–Gladen: the run, the clinician-positive and the clinician-negative calibration items).
     StratifiedPercentileBootstrap,

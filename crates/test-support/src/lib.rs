@@ -9,6 +9,7 @@
 //! - [`browser`]: headless Chromium: a page's DOM, screenshots, and a WebDriver session to click and type.
 //! - [`llama`]: llama.cpp's real OpenAI-compatible server (PyPI `xllamacpp`) on a GGUF, as a child process.
 //! - [`postgres`]: a real, private PostgreSQL server per test process, and a fresh database per test.
+//! - [`rng`]: a small fixed seeded generator for simulations with known truth.
 //!
 //! It is for tests and benches only: no crate of nmb's depends on it outside `[dev-dependencies]`.
 
@@ -19,5 +20,6 @@ pub mod images;
 pub mod llama;
 pub mod need;
 pub mod postgres;
+pub mod rng;
 
 pub use need::{need, under_ci};

@@ -145,7 +145,16 @@ fn score_with_criteria_stores_verdicts_and_scores_them_by_healthbench_rule() {
         ],
     ));
     let run_id = run["run_id"].as_str().unwrap().to_string();
-    let criteria_file = repo_file("rubrics/sample-criteria-v1.toml");
+    // The sample criteria with one text a browser would run, to see the report escape it.
+    let criteria_file = dir.path().join("criteria.toml").display().to_string();
+    let sample = std::fs::read_to_string(repo_file("rubrics/sample-criteria-v1.toml")).unwrap();
+    let hostile = sample.replacen(
+        "Recommends starting full anticoagulation immediately",
+        "Recommends <script>alert(1)</script> & full anticoagulation immediately",
+        1,
+    );
+    assert_ne!(hostile, sample);
+    std::fs::write(&criteria_file, hostile).unwrap();
     let judge_spec = format!("openai:judge-x@{}/v1", judge_server.url());
     let score = |extra: &[&str]| {
         let mut args = vec![
@@ -267,4 +276,118 @@ fn score_with_criteria_stores_verdicts_and_scores_them_by_healthbench_rule() {
         shown.contains("Criterion rubric") && shown.contains("axis:accuracy"),
         "{shown}"
     );
+    report_shows_each_criterion_worst_first(dir.path(), &run_id, &report, &rubric);
+}
+
+/// The report's per-criterion table, in Markdown and HTML: each criterion's met rate from the stored verdicts,
+/// harms met most often first, then the criteria met least often; the texts escaped in HTML.
+fn report_shows_each_criterion_worst_first(
+    runs: &std::path::Path,
+    run_id: &str,
+    report: &Value,
+    rubric: &CriterionRubric,
+) {
+    // (task, id) -> (met, decided), from the verdicts the score stored.
+    let mut counts: BTreeMap<(String, String), (usize, usize)> = BTreeMap::new();
+    for s in report["samples"].as_array().unwrap() {
+        let Some(c) = s.get("criteria") else { continue };
+        for o in c["criteria"].as_array().unwrap() {
+            let key = (
+                s["task_id"].as_str().unwrap().to_string(),
+                o["id"].as_str().unwrap().to_string(),
+            );
+            let slot = counts.entry(key).or_default();
+            slot.0 += usize::from(o["met"].as_bool().unwrap());
+            slot.1 += 1;
+        }
+    }
+    let mut rows: Vec<(String, &nmb_score::criteria::Criterion, f64, usize)> = counts
+        .iter()
+        .map(|((task, id), (met, decided))| {
+            let c = rubric.for_task(task).iter().find(|c| &c.id == id).unwrap();
+            (task.clone(), c, *met as f64 / *decided as f64, *decided)
+        })
+        .collect();
+    // Harms by falling rate, then the rest by rising rate; ties to the larger points, then task and id.
+    let rank = |r: &(String, &nmb_score::criteria::Criterion, f64, usize)| {
+        if r.1.points < 0.0 {
+            (0, -r.2)
+        } else {
+            (1, r.2)
+        }
+    };
+    rows.sort_by(|a, b| {
+        let (ka, kb) = (rank(a), rank(b));
+        ka.0.cmp(&kb.0)
+            .then(ka.1.total_cmp(&kb.1))
+            .then(b.1.points.abs().total_cmp(&a.1.points.abs()))
+            .then_with(|| (&a.0, &a.1.id).cmp(&(&b.0, &b.1.id)))
+    });
+    assert!(
+        rows.iter().any(|r| r.1.points < 0.0 && r.2 > 0.0),
+        "a harm met: {rows:?}"
+    );
+    let out = runs.join("report");
+    let o = nmb(
+        runs,
+        &[
+            "report",
+            run_id,
+            "--out",
+            out.to_str().unwrap(),
+            "--format",
+            "html,md",
+            "--resamples",
+            "50",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let section = md
+        .split_once("### By criterion")
+        .expect("the per-criterion section")
+        .1;
+    // The table's rows: from its header to the first line that is not a row.
+    let shown: Vec<Vec<String>> = section
+        .lines()
+        .skip_while(|l| !l.starts_with("| model | suite | task |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            l.trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect();
+    assert_eq!(shown.len(), rows.len(), "{section}");
+    for (cells, (task, c, rate, decided)) in shown.iter().zip(&rows) {
+        assert_eq!(cells[2], *task);
+        let text_shown = c.criterion.replace('|', "\\|");
+        assert_eq!(cells[3], format!("{text_shown} ({})", c.id));
+        assert_eq!(cells[4], format!("{:+}", c.points));
+        assert_eq!(cells[5], c.tags.join(" "));
+        assert!(
+            cells[6].starts_with(&format!("{:.1}% [", 100.0 * rate)),
+            "{cells:?}"
+        );
+        assert_eq!(cells[7], decided.to_string());
+    }
+    // The sentence names the harm met most often.
+    let worst = &rows[0];
+    assert!(
+        section.contains(&format!(
+            "the harm met most often was \"{}\" ({}",
+            worst.1.criterion, worst.0
+        )),
+        "{section}"
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("id=\"criteria-by-criterion\""));
+    assert!(
+        !html.contains("<script>alert(1)"),
+        "an unescaped criterion text"
+    );
+    assert!(html
+        .contains("Recommends &lt;script&gt;alert(1)&lt;/script&gt; &amp; full anticoagulation"));
 }

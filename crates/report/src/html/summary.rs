@@ -53,8 +53,16 @@ pub(super) fn breadth_tables(h: &mut String, runs: &[RunData]) {
 }
 
 pub(super) fn criteria(h: &mut String, runs: &[RunData]) {
-    if let Some(t) = crate::criteria::table(&ScoredRun::of(runs)) {
+    let scored = ScoredRun::of(runs);
+    if let Some(t) = crate::criteria::table(&scored) {
         h.push_str("<h2 id=\"criteria\">Criterion rubric</h2>");
+        h.push_str(&t.html());
+    }
+    if let Some(t) = crate::criteria::criterion_table(&scored) {
+        h.push_str("<h3 id=\"criteria-by-criterion\">By criterion</h3>");
+        for s in crate::criteria::sentences(&scored) {
+            h.push_str(&format!("<p>{}</p>", nmb_table::escape(&s)));
+        }
         h.push_str(&t.html());
     }
 }

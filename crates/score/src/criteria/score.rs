@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use nmb_stats::{bootstrap, wilson, BootstrapConfig, Design, Estimate};
 use serde::{Deserialize, Serialize};
 
-use super::{CriteriaInfo, Criterion};
+use super::{CriteriaInfo, Criterion, CriterionRubric};
 use crate::ScoreError;
 
 /// HealthBench's score of one answer: `met[i]` says whether `criteria[i]` is met. `None` when no criterion has
@@ -133,7 +133,12 @@ pub struct TagScore {
 pub struct CriterionRate {
     pub task_id: String,
     pub id: String,
+    /// The criterion's text, as the rubric file writes it (empty in reports stored before it was kept).
+    #[serde(default)]
+    pub criterion: String,
     pub points: f64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
     pub decided: usize,
     pub met: usize,
     pub rate: Option<Estimate>,
@@ -146,9 +151,9 @@ pub struct Scored<'a> {
     pub result: &'a CriteriaResult,
 }
 
-/// The run's numbers from its answers' results.
+/// The run's numbers from its answers' results, decided against `rubric`.
 pub fn criteria_report(
-    info: CriteriaInfo,
+    rubric: &CriterionRubric,
     answers: &[Scored<'_>],
     cfg: &BootstrapConfig,
 ) -> Result<CriteriaReport, ScoreError> {
@@ -178,12 +183,12 @@ pub fn criteria_report(
         }
     }
     Ok(CriteriaReport {
-        rubric: info,
+        rubric: rubric.info(),
         answers: scored.len(),
         undecided: answers.len() - scored.len(),
         score,
         by_tag,
-        by_criterion: criterion_rates(answers, cfg)?,
+        by_criterion: criterion_rates(rubric, answers, cfg)?,
     })
 }
 
@@ -204,22 +209,26 @@ fn clipped_estimate(
 }
 
 fn criterion_rates(
+    rubric: &CriterionRubric,
     answers: &[Scored<'_>],
     cfg: &BootstrapConfig,
 ) -> Result<Vec<CriterionRate>, ScoreError> {
     let mut rates: BTreeMap<(&str, &str), CriterionRate> = BTreeMap::new();
     for a in answers {
         for c in &a.result.criteria {
-            let r = rates
-                .entry((a.task_id, &c.id))
-                .or_insert_with(|| CriterionRate {
+            let r = rates.entry((a.task_id, &c.id)).or_insert_with(|| {
+                let written = rubric.for_task(a.task_id).iter().find(|w| w.id == c.id);
+                CriterionRate {
                     task_id: a.task_id.to_string(),
                     id: c.id.clone(),
+                    criterion: written.map(|w| w.criterion.clone()).unwrap_or_default(),
                     points: c.points,
+                    tags: written.map(|w| w.tags.clone()).unwrap_or_default(),
                     decided: 0,
                     met: 0,
                     rate: None,
-                });
+                }
+            });
             if let Some(m) = c.met {
                 r.decided += 1;
                 r.met += usize::from(m);

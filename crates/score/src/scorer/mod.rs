@@ -341,7 +341,7 @@ pub async fn score_loaded(
             })
             .collect();
         report.criteria = Some(crate::criteria::score::criteria_report(
-            c.info(),
+            c,
             &scored,
             &opts.bootstrap,
         )?);

@@ -113,12 +113,12 @@ fn scores_match_healthbench_calculate_score() {
                 result,
             })
             .collect();
-        let info = CriterionRubric::sample().info();
+        let rubric = CriterionRubric::sample();
         let cfg = BootstrapConfig {
             resamples: 200,
             ..BootstrapConfig::default()
         };
-        let report = criteria_report(info, &scored, &cfg).unwrap();
+        let report = criteria_report(&rubric, &scored, &cfg).unwrap();
         let score = report.score.unwrap();
         close(
             score.value,

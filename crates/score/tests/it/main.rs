@@ -3,5 +3,6 @@
 mod breadth_real;
 mod common;
 mod criteria;
+mod criteria_simulation;
 mod e2e;
 mod neurovlm_parity;

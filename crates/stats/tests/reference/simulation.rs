@@ -72,12 +72,24 @@ fn clinicians_vote(seed: u64, theta: &[f64], beta: f64, nu: f64) -> PreferenceRa
 }
 
 /// Five quantities are checked at once here, so 300 simulations rather than 100 keep the count's own noise
-/// down. Known shortfall: the percentile intervals of the strengths cover 92.7% to 94.7% here (278 to 284 of
-/// 300; the style coefficient 96%): the bootstrap matches the Fisher-information standard error (0.079 for
-/// θ_0), while over 1,000 simulations the estimates spread 5% wider than that at 600 votes. So the strengths
-/// are held to 92%, one point under issue 29's 93%; a bias-corrected interval is the fix.
+/// down. Over 2,000 simulations (seed bases 0 and 5,000, 1,000 each) the strengths' estimates spread within 2%
+/// of the Fisher-information standard error (0.11 for θ_0) and their bias is under a sixth of it, so the
+/// estimator is not what fell short: NumPy's quantile rule at 300 resamples leaves 2.8% in each tail, and the
+/// strengths' percentile intervals covered 93.5–95.0% of the 2,000. The ranking's limits are now the
+/// (B + 1)·α/2-th order statistics, which covered 94.2–95.6% of the 1,000 at seed base 5,000 (NumPy's rule
+/// 93.6–95.0% on the same resamples). This test at seed bases 0, 300, ..., 1,500 (`NMB_SIMULATION_SEED_BASE`)
+/// covered the strengths in 280 to 291 of 300 (94.8% of all 7,200) and the style coefficient in 279 to 292.
 const BT_SIMULATIONS: u64 = 300;
-const BT_COVERED_PERCENT: usize = 92;
+const BT_COVERED_PERCENT: usize = 93;
+
+/// The base of the seeds; `NMB_SIMULATION_SEED_BASE` moves it, to check that a pass is not luck.
+fn seed_base() -> u64 {
+    std::env::var("NMB_SIMULATION_SEED_BASE")
+        .ok()
+        .map_or(0, |s| {
+            s.parse().expect("NMB_SIMULATION_SEED_BASE is a number")
+        })
+}
 
 #[test]
 fn bradley_terry_recovers_known_strengths_and_ranking() {
@@ -86,7 +98,8 @@ fn bradley_terry_recovers_known_strengths_and_ranking() {
     let (beta, nu) = (0.7, 0.4);
     let mut covered = [0usize; 5];
     let mut ordered = 0;
-    for seed in 0..BT_SIMULATIONS {
+    let base = seed_base();
+    for seed in base..base + BT_SIMULATIONS {
         let r = clinicians_vote(seed, &theta, beta, nu);
         for (k, (e, truth)) in r.theta.iter().zip(theta).enumerate() {
             covered[k] += usize::from(e.ci_low <= truth && truth <= e.ci_high);
@@ -96,6 +109,9 @@ fn bradley_terry_recovers_known_strengths_and_ranking() {
         let points: Vec<f64> = r.theta.iter().map(|e| e.value).collect();
         ordered += usize::from(points.windows(2).all(|w| w[0] < w[1]));
     }
+    eprintln!(
+        "seed base {base}: covered {covered:?} of {BT_SIMULATIONS}, order recovered in {ordered}"
+    );
     for (k, &c) in covered.iter().enumerate() {
         assert!(
             c * 100 >= BT_COVERED_PERCENT * BT_SIMULATIONS as usize,
