@@ -44,6 +44,7 @@ mod forms;
 mod hosts;
 mod html;
 mod pages;
+mod repeats;
 mod review;
 mod review_html;
 mod review_pair;
