@@ -164,7 +164,7 @@ pub fn repeat_rows(
     j: usize,
     dimensions: &[String],
 ) -> Vec<(String, Vec<Option<f64>>)> {
-    if !s.rubric.as_ref().is_some_and(|r| r.judges.len() > j) {
+    if s.rubric.as_ref().and_then(|r| r.judges.get(j)).is_none() {
         return Vec::new();
     }
     dimensions
