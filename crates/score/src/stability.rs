@@ -104,13 +104,9 @@ pub fn stability_report(
             .collect();
         let mut quantities: Vec<String> = dimensions.to_vec();
         quantities.push("overall".into());
-        let mut per_item: Vec<Vec<(String, Vec<Option<f64>>)>> = vec![Vec::new(); graded.len()];
         for q in &quantities {
             let rows: Vec<Vec<Option<f64>>> =
                 graded.iter().map(|s| repeat_scores(s, j, q)).collect();
-            for (i, row) in rows.iter().enumerate() {
-                per_item[i].push((format!("rubric:{q}"), row.clone()));
-            }
             let cases: Vec<&str> = graded.iter().map(|s| s.case_id.as_str()).collect();
             if !graded.is_empty() {
                 measures.push(measure(
@@ -123,11 +119,11 @@ pub fn stability_report(
                 ));
             }
         }
-        for (s, quantities) in graded.iter().zip(per_item) {
-            if let Some(item) = widest(s, &judge.spec, quantities) {
-                unstable.push(item);
-            }
-        }
+        unstable.extend(
+            graded
+                .iter()
+                .filter_map(|s| unstable_item(s, j, &judge.spec, dimensions)),
+        );
         let rows: Vec<Vec<Option<f64>>> = equivalence
             .iter()
             .filter_map(|q| q.get(j))
@@ -160,9 +156,43 @@ pub fn stability_report(
     }
 }
 
-/// Judge `j`'s repeat scores of sample `s` on rubric quantity `q` (a dimension id or `overall`).
+/// Judge `j`'s repeats of sample `s` per rubric quantity: `rubric:DIMENSION` for each of `dimensions` in their
+/// order, then `rubric:overall`, each with every repeat's score in seed order (`None` where a repeat gave none).
+/// Empty when judge `j` did not grade the sample.
+pub fn repeat_rows(
+    s: &SampleScore,
+    j: usize,
+    dimensions: &[String],
+) -> Vec<(String, Vec<Option<f64>>)> {
+    if s.rubric.as_ref().and_then(|r| r.judges.get(j)).is_none() {
+        return Vec::new();
+    }
+    dimensions
+        .iter()
+        .map(String::as_str)
+        .chain(["overall"])
+        .map(|q| (format!("rubric:{q}"), repeat_scores(s, j, q)))
+        .collect()
+}
+
+/// Sample `s` as an item judge `j` (named `judge`) is unstable on: the quantity whose repeats spread widest,
+/// when that spread reaches [`UNSTABLE_SPREAD`]; `None` when it does not, or the judge did not grade it. The one
+/// rule the report's list and the viewer's marks both follow.
+pub fn unstable_item(
+    s: &SampleScore,
+    j: usize,
+    judge: &str,
+    dimensions: &[String],
+) -> Option<UnstableItem> {
+    widest(s, judge, repeat_rows(s, j, dimensions))
+}
+
+/// Judge `j`'s repeat scores of sample `s` on rubric quantity `q` (a dimension id or `overall`); empty when the
+/// judge did not grade it.
 fn repeat_scores(s: &SampleScore, j: usize, q: &str) -> Vec<Option<f64>> {
-    let verdict = &s.rubric.as_ref().expect("graded samples only").judges[j];
+    let Some(verdict) = s.rubric.as_ref().and_then(|r| r.judges.get(j)) else {
+        return Vec::new();
+    };
     verdict
         .repeats
         .iter()
@@ -177,7 +207,8 @@ fn repeat_scores(s: &SampleScore, j: usize, q: &str) -> Vec<Option<f64>> {
         .collect()
 }
 
-fn spread(row: &[Option<f64>]) -> Option<f64> {
+/// The highest minus the lowest of a row's valid scores; `None` with fewer than two.
+pub fn spread(row: &[Option<f64>]) -> Option<f64> {
     let valid: Vec<f64> = row.iter().flatten().copied().collect();
     if valid.len() < 2 {
         return None;

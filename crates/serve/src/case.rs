@@ -66,21 +66,25 @@ pub(crate) enum References {
     },
 }
 
-/// The case's entries of the latest score report, read only when the report is at most [`REPORT_READ_LIMIT`]
-/// bytes: the report keeps them inside one JSON document, which cannot be read in part.
-pub(crate) fn references(
-    store: &Store,
-    run_id: &str,
-    case_id: &str,
-) -> Result<References, PageError> {
+/// The samples of the run's latest score report, or why they were not read.
+pub(crate) enum ReportSamples {
+    NotScored,
+    TooLarge(u64),
+    Unreadable(String),
+    Read(Vec<SampleScore>),
+}
+
+/// The samples of the latest score report, read only when the report is at most [`REPORT_READ_LIMIT`] bytes:
+/// the report keeps them inside one JSON document, which cannot be read in part.
+pub(crate) fn report_samples(store: &Store, run_id: &str) -> Result<ReportSamples, PageError> {
     let Some(bytes) = store.latest_score_report_bytes(run_id)? else {
-        return Ok(References::NotScored);
+        return Ok(ReportSamples::NotScored);
     };
     if bytes > REPORT_READ_LIMIT {
-        return Ok(References::TooLarge(bytes));
+        return Ok(ReportSamples::TooLarge(bytes));
     }
     let Some(json) = store.latest_score_report(run_id)? else {
-        return Ok(References::NotScored);
+        return Ok(ReportSamples::NotScored);
     };
     /// Only the samples of the report, as nmb-score wrote them.
     #[derive(Deserialize)]
@@ -88,9 +92,23 @@ pub(crate) fn references(
         #[serde(default)]
         samples: Vec<SampleScore>,
     }
-    let samples = match serde_json::from_str::<Samples>(&json) {
-        Ok(s) => s.samples,
-        Err(e) => return Ok(References::Unreadable(e.to_string())),
+    Ok(match serde_json::from_str::<Samples>(&json) {
+        Ok(s) => ReportSamples::Read(s.samples),
+        Err(e) => ReportSamples::Unreadable(e.to_string()),
+    })
+}
+
+/// The case's entries of the latest score report (see [`report_samples`]).
+pub(crate) fn references(
+    store: &Store,
+    run_id: &str,
+    case_id: &str,
+) -> Result<References, PageError> {
+    let samples = match report_samples(store, run_id)? {
+        ReportSamples::NotScored => return Ok(References::NotScored),
+        ReportSamples::TooLarge(bytes) => return Ok(References::TooLarge(bytes)),
+        ReportSamples::Unreadable(why) => return Ok(References::Unreadable(why)),
+        ReportSamples::Read(samples) => samples,
     };
     let mut tasks: BTreeMap<String, TaskReference> = BTreeMap::new();
     let mut metadata = BTreeMap::new();

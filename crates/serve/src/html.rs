@@ -48,6 +48,7 @@ a.sample-link.ok, a.sample-link.wrong, a.sample-link.muted { font-weight: 600; m
 section.compare-task { border-top: 1px solid #d8dce3; margin-top: 18px; }
 details.thinking > summary { cursor: pointer; color: #4b5565; font-size: 12px; }
 pre.thinking { max-height: 420px; overflow: auto; color: #374151; }
+.unstable { color: #b42318; font-weight: 600; }
 "#;
 
 /// A whole page: `title` is plain text, `body` is HTML already escaped.

@@ -6,7 +6,9 @@
 //! table of samples (`/runs/{id}`), one sample with every turn, the prompt as sent and its score row
 //! (`/runs/{id}/samples/{index}?task=TASK`), a case with its images, EHR fields, notes, references and samples
 //! (`/runs/{id}/cases/{case}`), two runs of one suite side by side on a case (`/compare?a=RUN&b=RUN&case=CASE`),
-//! and stored images (`/images/{sha256}`). Every page is a paged store query; no page loads a run whole. Everything a model wrote is escaped, and no viewer page runs a script.
+//! and stored images (`/images/{sha256}`). A run scored with judge repeats shows its unstable items on the run
+//! page and each judge's repeats on a sample's page (module `repeats`). Every page is a paged store query; no
+//! page loads a run whole. Everything a model wrote is escaped, and no viewer page runs a script.
 //!
 //! The review side (`/review/{set}/…`, module `review`) is where clinicians grade answers blind: a reviewer's
 //! link (`/review/{set}?token=T`, printed by `nmb review create`) becomes a cookie scoped to the set;
@@ -18,8 +20,9 @@
 //! for them. They alone load a script (`/review.js`: autosave and keyboard shortcuts) and work without it.
 //!
 //! It does not own SQL or the store's tables (`nmb-store`), scoring (`nmb-score`: it only reads the stored
-//! report's headline), the published report (`nmb-report`, which it does not depend on), tables and HTML
-//! escaping (`nmb-table`, whose `Table` and `escape` its pages use), or the rules of a review (`nmb-review`:
+//! report's headline, and a small report's samples), the published report (`nmb-report`, which it does not
+//! depend on), tables and HTML escaping (`nmb-table`, whose `Table` and `escape` its pages use), or the rules of
+//! a review (`nmb-review`:
 //! tokens, who grades what, what a valid grade is, and the judges-against-clinicians tables a run page shows).
 //! The viewer never writes to the store; the review pages write only grades. Agreement is not here.
 //!
@@ -44,6 +47,7 @@ mod forms;
 mod hosts;
 mod html;
 mod pages;
+mod repeats;
 mod review;
 mod review_html;
 mod review_pair;

@@ -70,13 +70,19 @@ impl IntoResponse for PageError {
     }
 }
 
-/// What a score report's headline needs. The store keeps these two members of each report apart from it, so
-/// the report itself (every sample's scoring, tens of megabytes for a large run) is never read.
+/// What a score report's headline needs. The store keeps these members of each report apart from it, so the
+/// report itself (every sample's scoring, tens of megabytes for a large run) is never read.
 #[derive(Deserialize)]
 pub(crate) struct Headline {
     overall: GroupAggregate,
     #[serde(default, deserialize_with = "null_as_empty")]
     by_level_family: Vec<GroupAggregate>,
+    /// The report's stability section and its judges, when they were asked more than once; read apart
+    /// ([`crate::repeats::Repeats::of`]) so that a layout this version cannot read hides only them.
+    #[serde(default)]
+    pub(crate) stability: Option<serde_json::Value>,
+    #[serde(default)]
+    pub(crate) judges: Option<serde_json::Value>,
 }
 
 /// A missing or null list as an empty one.
@@ -314,6 +320,7 @@ pub(crate) fn run(
     );
     manifest_block(&mut body, &run, &summary);
     scores_block(&mut body, head.as_ref());
+    crate::repeats::run_block(&mut body, run_id, head.as_ref());
     review_block(&mut body, store, run_id, &run.manifest.display_name());
 
     body.push_str("<h2 id=\"samples\">Samples</h2>");
@@ -648,12 +655,18 @@ pub(crate) fn sample_table(
     body.push_str("</table>");
 }
 
-pub(crate) fn sample_href(run_id: &str, task_id: &str, sample_index: u32) -> String {
-    escape(&format!(
+/// `/runs/RUN/samples/INDEX?task=TASK`.
+pub(crate) fn sample_path(run_id: &str, task_id: &str, sample_index: u32) -> String {
+    format!(
         "/runs/{}/samples/{sample_index}?task={}",
         url_encode(run_id),
         url_encode(task_id)
-    ))
+    )
+}
+
+/// [`sample_path`], escaped for an attribute.
+pub(crate) fn sample_href(run_id: &str, task_id: &str, sample_index: u32) -> String {
+    escape(&sample_path(run_id, task_id, sample_index))
 }
 
 pub(crate) fn excerpt(text: &str) -> String {
@@ -784,6 +797,7 @@ pub(crate) fn sample(
     }
     let _ = write!(body, "<dt>turns done</dt><dd>{}</dd></dl>", s.turns_done);
     score_block(&mut body, score.as_ref());
+    crate::repeats::sample_block(&mut body, store, run_id, &task_id, sample_index)?;
 
     body.push_str("<h2>Turns</h2>");
     if s.turns.is_empty() {

@@ -108,8 +108,9 @@ impl Store {
 
     /// The headline of the most recently written report of `run_id` (the one [`Store::latest_score_report`]
     /// returns): the JSON object `{"overall": …, "by_level_family": …}` with those two members of the report
-    /// (null where the report lacks one), read without reading the report itself. `None` when the run was never
-    /// scored.
+    /// (null where the report lacks one), and for a report with a `stability` member that member and
+    /// `config.judges` as `judges` (a headline saved by an earlier version lacks these two), read without
+    /// reading the report itself. `None` when the run was never scored.
     pub fn latest_score_headline(&self, run_id: &str) -> Result<Option<String>> {
         self.read("read a score report's headline", |db| {
             let headline: Option<Option<String>> = db
@@ -181,18 +182,32 @@ pub(crate) fn score_row(r: &Row) -> DbResult<SampleScoreRow> {
     })
 }
 
-/// The `headline` column of a report: `{"overall": …, "by_level_family": …}` (null where it lacks one); `None`
-/// when the report is not a JSON object, which the database then refuses.
+/// The `headline` column of a report: `{"overall": …, "by_level_family": …}` (null where it lacks one), and when
+/// the report has a `stability` member (its judges were asked more than once) that member and the judges of
+/// its configuration (`config.judges`) as `judges`, so a viewer can list the unstable items and link each
+/// repeat's judge run without reading the report. `None` when the report is not a JSON object, which the
+/// database then refuses.
 fn headline_of(report_json: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Config {
+        #[serde(default)]
+        judges: serde_json::Value,
+    }
     #[derive(serde::Deserialize)]
     struct Headline {
         #[serde(default)]
         overall: serde_json::Value,
         #[serde(default)]
         by_level_family: serde_json::Value,
+        #[serde(default)]
+        stability: serde_json::Value,
+        config: Option<Config>,
     }
     let h: Headline = serde_json::from_str(report_json).ok()?;
-    Some(
-        serde_json::json!({"overall": h.overall, "by_level_family": h.by_level_family}).to_string(),
-    )
+    let mut head = serde_json::json!({"overall": h.overall, "by_level_family": h.by_level_family});
+    if !h.stability.is_null() {
+        head["stability"] = h.stability;
+        head["judges"] = h.config.map_or(serde_json::Value::Null, |c| c.judges);
+    }
+    Some(head.to_string())
 }

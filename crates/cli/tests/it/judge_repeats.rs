@@ -12,7 +12,7 @@ use super::score_cli::{nmb, ok_json, stored_run};
 
 /// A judge whose answers depend on the request's seed and the conversation: rubric grades 1 to 5 that differ
 /// by seed on about half the items, and a yes/no that flips with the seed on some.
-fn noisy_judge(req: &ReceivedRequest) -> Reply {
+pub(crate) fn noisy_judge(req: &ReceivedRequest) -> Reply {
     let seed = req.params.seed.unwrap_or(0);
     let item = u64::from_str_radix(&req.conversation_sha256[..8], 16).unwrap_or(0);
     let text = req.all_text();

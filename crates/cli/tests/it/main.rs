@@ -39,6 +39,7 @@ mod revision;
 mod score_cli;
 mod secrets;
 mod serve_browser;
+mod serve_repeats;
 mod slake;
 mod store_copy;
 mod structured;

@@ -31,7 +31,7 @@ pub(crate) fn ok_json(out: &Output) -> Value {
 }
 
 /// A judge that answers every question validly: never equivalent, rubric 3 everywhere, knowledge gap.
-fn judge(req: &ReceivedRequest) -> Reply {
+pub(crate) fn judge(req: &ReceivedRequest) -> Reply {
     let text = req.all_text();
     let answer = if text.contains("Candidate") && text.contains("\"equivalent\"") {
         r#"{"equivalent": false, "rationale": "different"}"#.to_string()

@@ -285,6 +285,29 @@ fn a_reports_headline_is_read_without_the_report() {
         );
         let other = store.create_run("cfg", &manifest()).unwrap().run_id;
         assert_eq!(store.latest_score_headline(&other).unwrap(), None);
+        // Judges asked more than once: the stability section and the configuration's judges come along, and
+        // still nothing of the samples.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        store
+            .save_score_report(&ScoreReportRecord {
+                run_id: &id,
+                config_hash: "h3",
+                schema_version: 1,
+                report_json: r#"{"samples":[{"task_id":"a/0"}],"overall":{"n":4},"config":{"judges":[{"spec":"j"}],"rubric":{}},"stability":{"repeats":3,"unstable":[{"task_id":"a/0"}]}}"#,
+                samples: &[],
+            })
+            .unwrap();
+        let head: serde_json::Value =
+            serde_json::from_str(&store.latest_score_headline(&id).unwrap().unwrap()).unwrap();
+        assert_eq!(
+            head,
+            serde_json::json!({
+                "overall": {"n": 4},
+                "by_level_family": null,
+                "stability": {"repeats": 3, "unstable": [{"task_id": "a/0"}]},
+                "judges": [{"spec": "j"}]
+            })
+        );
     });
 }
 
