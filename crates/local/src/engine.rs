@@ -35,8 +35,8 @@ use crate::activation;
 use crate::arch::{self, Arch, Config};
 use crate::attention::{self, Keys};
 use crate::gguf::Meta;
-use crate::scratch::{self, Buf};
 use crate::quant::{round_f16, Acts, Batch, Format, KPaths, Kernel, QMatrix, BLOCK};
+use crate::scratch::{self, Buf};
 use crate::LocalError;
 
 /// Several weight matrices that read the same input, run as one product (Q, K and V; gate and up). Their

@@ -44,7 +44,9 @@ pooled!(f32, i8, i16);
 
 /// `len` zeroes, in a pooled buffer where one fits.
 pub(crate) fn zeroed<T: Pooled>(len: usize) -> Buf<T> {
-    let mut v = T::with_pool(|pool| take(pool, len)).flatten().unwrap_or_default();
+    let mut v = T::with_pool(|pool| take(pool, len))
+        .flatten()
+        .unwrap_or_default();
     v.clear();
     v.resize(len, T::default());
     Buf(v)
@@ -53,7 +55,9 @@ pub(crate) fn zeroed<T: Pooled>(len: usize) -> Buf<T> {
 /// `len` values left from the buffer's earlier use (zero where it grew): for outputs that are written in full,
 /// which need not pay for zeroing first.
 pub(crate) fn overwritten<T: Pooled>(len: usize) -> Buf<T> {
-    let mut v = T::with_pool(|pool| take(pool, len)).flatten().unwrap_or_default();
+    let mut v = T::with_pool(|pool| take(pool, len))
+        .flatten()
+        .unwrap_or_default();
     v.resize(len, T::default());
     Buf(v)
 }

@@ -10,7 +10,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{hsum, load, Dot, Dpbusd, Q4_0, Q5_0, Q8_0, Unpack};
+use super::{hsum, load, Dot, Dpbusd, Unpack, Q4_0, Q5_0, Q8_0};
 use crate::quant::{Tile, BLOCK, TILE};
 
 /// A signed block format and the offset that makes its values unsigned.
