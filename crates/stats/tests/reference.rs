@@ -763,8 +763,9 @@ fn calibrated_rates_match_scikit_learn() {
     }
 }
 
-/// A judge's test–retest ICC, Fleiss' kappa between its repeats, its length slope at a fixed clinician grade
-/// and its self-preference gap against `fixtures/make_stability.py` (NumPy formulas and least squares).
+/// A judge's test–retest ICC, Fleiss' kappa between its repeats, its length slope at a fixed clinician grade,
+/// its self-preference gap and the paired shift of showing it more against `fixtures/make_stability.py` (NumPy
+/// formulas and least squares).
 #[test]
 fn stability_matches_the_reference() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/stability.json");
@@ -817,6 +818,22 @@ fn stability_matches_the_reference() {
             .collect();
         let e = group_gap(&residual, &own, &Design::units(own.len()), &cfg).unwrap();
         close(e.value, f(&c["gap"]), ABS, c["name"].as_str().unwrap());
+    }
+    let shifts = cases(&r, "shift");
+    assert!(shifts.len() >= 5, "too few paired-shift cases in {path}");
+    for c in shifts {
+        let (shown, hidden) = (floats(&c["shown"]), floats(&c["hidden"]));
+        let name = c["name"].as_str().unwrap();
+        let e = paired_shift(
+            &shown,
+            &hidden,
+            f(&c["pass"]),
+            &Design::units(shown.len()),
+            &cfg,
+        )
+        .unwrap();
+        close(e.mean_difference.value, f(&c["mean_difference"]), ABS, name);
+        close(e.flip_share.value, f(&c["flip_share"]), ABS, name);
     }
 }
 
