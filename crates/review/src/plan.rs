@@ -3,8 +3,10 @@
 //!
 //! The reviews needed come from each judge's learning curve ([`nmb_stats::reviews_for_width`]: the width taken
 //! to shrink as one over the square root of the reviews). The items to review first are the unreviewed ones
-//! where the judges disagree most on the verdict dimension, then those whose calibrated chance of passing is
-//! nearest one half: where a clinician's verdict teaches the map most.
+//! where the judges disagree on the verdict dimension or a judge is unstable across its repeats (the report's
+//! rule, [`nmb_score::stability::unstable_item`]), most disagreement first, then widest repeat spread, then
+//! those whose calibrated chance of passing is nearest one half: where a clinician's verdict teaches the map
+//! most.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +16,7 @@ use nmb_store::Store;
 use serde::Serialize;
 
 use crate::calibration::{review_options, run_calibrations};
-use crate::ratings::{ratings_of, VERDICT_DIMENSION};
+use crate::ratings::{item_key, ratings_of, VERDICT_DIMENSION};
 use crate::ReviewError;
 
 /// What a run's reviews would need to reach a target width.
@@ -120,8 +122,7 @@ fn judge_plan(
     }
 }
 
-/// The unreviewed items of the newest set covering the run, ranked by the judges' disagreement on the verdict
-/// dimension (the spread of their scores), then by how near one half their calibrated chance of passing is.
+/// The unreviewed items of the newest set covering the run, ranked as [`rank`] says.
 fn most_telling(
     store: &Store,
     run_id: &str,
@@ -157,19 +158,39 @@ fn most_telling(
     let pass = options
         .threshold_for(VERDICT_DIMENSION)
         .unwrap_or(f64::INFINITY);
-    Ok(rank(&judged, &graded, pass, first))
+    let unstable = unstable_items(run_id, report.as_ref());
+    let unstable: BTreeMap<&str, f64> = unstable.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    Ok(rank(&judged, &graded, &unstable, pass, first))
 }
 
-/// Unreviewed items by the judges' disagreement (the spread of their scores), then by how near one half the
-/// judges' calibrated chance of passing comes, then by name.
+/// Items (`run/task#sample`) some judge is unstable on across its repeats, with the widest such spread.
+fn unstable_items(
+    run_id: &str,
+    report: Option<&nmb_score::results::ScoreReport>,
+) -> BTreeMap<String, f64> {
+    let mut out: BTreeMap<String, f64> = BTreeMap::new();
+    let listed = report.and_then(|r| r.stability.as_ref());
+    for u in listed.map(|s| s.unstable.as_slice()).unwrap_or_default() {
+        let widest = out
+            .entry(item_key(run_id, &u.task_id, u.sample_index))
+            .or_insert(0.0);
+        *widest = widest.max(u.spread);
+    }
+    out
+}
+
+/// Unreviewed items: first those the judges disagree on or some judge is unstable on (`unstable`: the widest
+/// repeat spread), by the judges' disagreement (the spread of their scores), then by the repeat spread; then by
+/// how near one half the judges' calibrated chance of passing comes; then by name.
 fn rank(
     judged: &BTreeMap<&str, BTreeMap<&str, f64>>,
     graded: &BTreeMap<&str, Vec<f64>>,
+    unstable: &BTreeMap<&str, f64>,
     pass: f64,
     first: usize,
 ) -> Vec<String> {
     let maps = judge_maps(judged, graded, pass);
-    let mut ranked: Vec<(f64, f64, &str)> = judged
+    let mut ranked: Vec<(bool, f64, f64, f64, &str)> = judged
         .iter()
         .filter(|(item, _)| !graded.contains_key(*item))
         .map(|(item, scores)| {
@@ -182,18 +203,22 @@ fn rank(
                 .iter()
                 .filter_map(|(j, s)| Some((maps.get(*j)?.predict(*s) - 0.5).abs()))
                 .fold(0.5f64, f64::min);
-            (hi - lo, near_half, *item)
+            let repeat_spread = unstable.get(item).copied().unwrap_or(0.0);
+            let contested = hi > lo || repeat_spread > 0.0;
+            (contested, hi - lo, repeat_spread, near_half, *item)
         })
         .collect();
     ranked.sort_by(|a, b| {
-        b.0.total_cmp(&a.0)
-            .then(a.1.total_cmp(&b.1))
-            .then(a.2.cmp(b.2))
+        b.0.cmp(&a.0)
+            .then(b.1.total_cmp(&a.1))
+            .then(b.2.total_cmp(&a.2))
+            .then(a.3.total_cmp(&b.3))
+            .then(a.4.cmp(b.4))
     });
     ranked
         .into_iter()
         .take(first)
-        .map(|(_, _, item)| item.to_string())
+        .map(|(.., item)| item.to_string())
         .collect()
 }
 
@@ -247,10 +272,17 @@ mod tests {
         judged.insert("u_sure", [("a", 2.0), ("b", 2.0)].into());
         judged.insert("u_unsure", [("a", 1.0), ("b", 1.0)].into());
         judged.insert("u_split", [("a", 0.0), ("b", 2.0)].into());
+        let none = BTreeMap::new();
         assert_eq!(
-            rank(&judged, &graded, 2.0, 10),
+            rank(&judged, &graded, &none, 2.0, 10),
             ["u_split", "u_unsure", "u_sure"]
         );
-        assert_eq!(rank(&judged, &graded, 2.0, 1), ["u_split"]);
+        assert_eq!(rank(&judged, &graded, &none, 2.0, 1), ["u_split"]);
+        // A judge unstable on u_sure across its repeats: after the disagreement, before the coin flip.
+        let unstable = BTreeMap::from([("u_sure", 3.0)]);
+        assert_eq!(
+            rank(&judged, &graded, &unstable, 2.0, 10),
+            ["u_split", "u_sure", "u_unsure"]
+        );
     }
 }

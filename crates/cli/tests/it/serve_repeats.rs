@@ -6,6 +6,7 @@
 //! run page has no repeats section. Then a person in Chromium follows the run page's list to an answer and reads
 //! each repeat's grade. Every expected number comes from the score report's JSON, not from this file.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -469,4 +470,103 @@ async fn browse(url: &str, noisy: &Scored) {
     std::fs::write(&path, png).unwrap();
     eprintln!("screenshot: {}", path.display());
     driver.close().await;
+}
+
+/// `nmb review plan` puts the items a judge is unstable on across its repeats first (one judge, so none is
+/// first for disagreement), the widest repeat spread first.
+#[test]
+fn review_plan_puts_unstable_items_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let noisy = scored(&dir.path().join("noisy"), "model-a", seed_judge);
+    let runs = noisy.runs.to_str().unwrap();
+    let set = ok_json(&nmb(&[
+        "review",
+        "create",
+        &noisy.run_id,
+        "--runs-dir",
+        runs,
+        "--reviewers",
+        "kim",
+        "--per-reviewer",
+        "50",
+        "--overlap",
+        "0",
+        "--json",
+    ]));
+    let set_id = set["set_id"].as_str().unwrap();
+    // A clinician grades the first ten items, so the plan has reviews to calibrate from.
+    let store = crate::common::store(&noisy.runs);
+    let hash = store.review_set(set_id).unwrap().unwrap().rubric_hash;
+    let mut reviewed = std::collections::BTreeSet::new();
+    for position in 1..=10 {
+        let a = store
+            .assigned_item(set_id, "kim", position)
+            .unwrap()
+            .unwrap();
+        let grade = nmb_store::Grade {
+            verdict: Some(
+                if position % 2 == 0 {
+                    "correct"
+                } else {
+                    "incorrect"
+                }
+                .into(),
+            ),
+            scores: Default::default(),
+            taxonomy: None,
+            comment: None,
+            criteria: Default::default(),
+        };
+        store
+            .append_grade(set_id, "kim", a.item.item_no, &hash, &grade)
+            .unwrap();
+        reviewed.insert(format!(
+            "{}/{}#{}",
+            a.item.run_id, a.item.task_id, a.item.sample_index
+        ));
+    }
+    let plan = ok_json(&nmb(&[
+        "review",
+        "plan",
+        &noisy.run_id,
+        "--runs-dir",
+        runs,
+        "--target-ci",
+        "0.05",
+        "--first",
+        "1000",
+        "--json",
+    ]));
+    let first: Vec<&str> = plan["review_first"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let mut spread: BTreeMap<String, f64> = BTreeMap::new();
+    for u in noisy.report["stability"]["unstable"].as_array().unwrap() {
+        let key = format!(
+            "{}/{}#{}",
+            noisy.run_id,
+            u["task_id"].as_str().unwrap(),
+            u["sample_index"]
+        );
+        if !reviewed.contains(&key) {
+            let s = spread.entry(key).or_insert(0.0);
+            *s = s.max(u["spread"].as_f64().unwrap());
+        }
+    }
+    assert!(first.iter().all(|k| !reviewed.contains(*k)), "{first:?}");
+    assert!(!spread.is_empty() && first.len() > spread.len(), "{plan}");
+    let (head, tail) = first.split_at(spread.len());
+    assert!(
+        head.iter().all(|k| spread.contains_key(*k)),
+        "unstable items first: {head:?} against {spread:?}"
+    );
+    assert!(tail.iter().all(|k| !spread.contains_key(*k)), "{tail:?}");
+    let spreads: Vec<f64> = head.iter().map(|k| spread[*k]).collect();
+    assert!(
+        spreads.windows(2).all(|w| w[0] >= w[1]),
+        "widest spread first: {spreads:?}"
+    );
 }
