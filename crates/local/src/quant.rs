@@ -11,9 +11,9 @@
 //!   scales are rounded to f16 as llama.cpp stores them, and values round half to even (its SIMD quantiser), so
 //!   the integer sums are the ones llama.cpp computes.
 //! - **Kernels.** Every block format has an AVX2 kernel with FMA and F16C ([`avx2`]), chosen at run time: the
-//!   legacy formats take their integer sums from AVX-512 VNNI where the CPU has it (there eight columns of
-//!   Q8_0, Q5_0 or Q4_0 weights take two rows per 512-bit register, see `avx2::zmm`), the K-quants from
-//!   `maddubs` as llama.cpp's do. Q4_1 and Q8_0 fall back to a scalar kernel with the same integer sums; the other formats
+//!   legacy formats take their integer sums from AVX-512 VNNI where the CPU has it (there two or more columns
+//!   of Q8_0, Q5_0 or Q4_0 weights take two rows or two columns per 512-bit register, see `avx2::zmm`), the
+//!   K-quants from `maddubs` as llama.cpp's do. Q4_1 and Q8_0 fall back to a scalar kernel with the same integer sums; the other formats
 //!   to one portable kernel that follows llama.cpp's order of f32 operations exactly (so they equal llama.cpp on
 //!   every CPU), which their AVX2 kernels equal bit for bit (tested on random blocks). F16 and BF16 take the
 //!   portable kernel, compiled once more with AVX2 and FMA. A product takes up to eight activation columns per

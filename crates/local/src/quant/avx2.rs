@@ -186,14 +186,23 @@ unsafe fn by_width<D: Dot, F: FnMut(usize, usize, f32)>(
             Format::Q8_0 if N == TILE && D::ZMM => {
                 zmm::signed_pairs::<Q8_0, F>(weights, row_bytes, rows, x, out)
             }
+            Format::Q8_0 if N >= 2 && D::ZMM => {
+                zmm::column_pairs::<Q8_0, N, F>(weights, row_bytes, rows, x, out)
+            }
             Format::Q8_0 => signed::<D, Q8_0, N, F>(weights, row_bytes, rows, x, out),
             Format::Q5_0 if N == TILE && D::ZMM => {
                 zmm::signed_pairs::<Q5_0, F>(weights, row_bytes, rows, x, out)
+            }
+            Format::Q5_0 if N >= 2 && D::ZMM => {
+                zmm::column_pairs::<Q5_0, N, F>(weights, row_bytes, rows, x, out)
             }
             Format::Q5_0 => signed::<D, Q5_0, N, F>(weights, row_bytes, rows, x, out),
             Format::Q4_0 if repacked => q4_0_repacked::<D, N, F>(weights, row_bytes, rows, x, out),
             Format::Q4_0 if N == TILE && D::ZMM => {
                 zmm::signed_pairs::<Q4_0, F>(weights, row_bytes, rows, x, out)
+            }
+            Format::Q4_0 if N >= 2 && D::ZMM => {
+                zmm::column_pairs::<Q4_0, N, F>(weights, row_bytes, rows, x, out)
             }
             Format::Q4_0 => signed::<D, Q4_0, N, F>(weights, row_bytes, rows, x, out),
             _ => unreachable!("the K-quants take `kquant::dot_rows`, F16 and BF16 the portable kernel"),
