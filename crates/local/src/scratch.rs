@@ -44,12 +44,9 @@ pooled!(f32, i8, i16);
 
 /// `len` zeroes, in a pooled buffer where one fits.
 pub(crate) fn zeroed<T: Pooled>(len: usize) -> Buf<T> {
-    let mut v = T::with_pool(|pool| take(pool, len))
-        .flatten()
-        .unwrap_or_default();
-    v.clear();
-    v.resize(len, T::default());
-    Buf(v)
+    let mut buf = overwritten(len);
+    buf.fill(T::default());
+    buf
 }
 
 /// `len` values left from the buffer's earlier use (zero where it grew): for outputs that are written in full,

@@ -104,16 +104,24 @@ unsafe fn starts<S: Signed>(qs: *const i8, nb: usize) -> Vec<__m512i> {
     let mut starts = Vec::with_capacity(nb * TILE);
     // SAFETY: the caller's contract.
     unsafe {
-        let offset = _mm256_set1_epi8(S::OFFSET);
         for i in 0..nb * TILE {
-            let sums = Dpbusd::dot(offset, load(qs.add(i * BLOCK)));
-            starts.push(_mm512_broadcast_i64x4(_mm256_sub_epi32(
-                _mm256_setzero_si256(),
-                sums,
-            )));
+            starts.push(_mm512_broadcast_i64x4(start::<S>(qs.add(i * BLOCK))));
         }
     }
     starts
+}
+
+/// `-OFFSET · Σq` of each four of the 32 column bytes at `q`: a lane's starting sum.
+///
+/// # Safety
+/// 32 readable bytes at `q`; the CPU has AVX-512 VNNI.
+#[inline(always)]
+unsafe fn start<S: Signed>(q: *const i8) -> __m256i {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let sums = Dpbusd::dot(_mm256_set1_epi8(S::OFFSET), load(q));
+        _mm256_sub_epi32(_mm256_setzero_si256(), sums)
+    }
 }
 
 /// The block's f16 scale (its first two bytes) in all eight 16-bit lanes.
@@ -158,35 +166,26 @@ pub(super) unsafe fn column_pairs<S: Signed, const N: usize, F: FnMut(usize, usi
     unsafe {
         let offset = _mm256_set1_epi8(S::OFFSET);
         // Per block: each pair's starting sums and column scales, then the odd column's starting sums.
-        let mut start = Vec::with_capacity(nb * pairs);
-        let mut scale = Vec::with_capacity(nb * pairs);
+        let mut pair_start = Vec::with_capacity(nb * pairs);
+        let mut pair_scale = Vec::with_capacity(nb * pairs);
         let mut odd_start = Vec::with_capacity(nb);
         for b in 0..nb {
             for p in 0..pairs {
                 let q = qs.add((b * N + 2 * p) * BLOCK);
-                let (s0, s1) = (
-                    Dpbusd::dot(offset, load(q)),
-                    Dpbusd::dot(offset, load(q.add(BLOCK))),
-                );
-                let zero = _mm256_setzero_si256();
-                start.push(_mm512_inserti64x4(
-                    _mm512_castsi256_si512(_mm256_sub_epi32(zero, s0)),
-                    _mm256_sub_epi32(zero, s1),
+                pair_start.push(_mm512_inserti64x4(
+                    _mm512_castsi256_si512(start::<S>(q)),
+                    start::<S>(q.add(BLOCK)),
                     1,
                 ));
                 let d = ds.add(b * TILE + 2 * p);
-                scale.push(_mm512_castpd_ps(_mm512_insertf64x4(
+                pair_scale.push(_mm512_castpd_ps(_mm512_insertf64x4(
                     _mm512_castpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(*d))),
                     _mm256_castps_pd(_mm256_set1_ps(*d.add(1))),
                     1,
                 )));
             }
             if N % 2 == 1 {
-                let q = qs.add((b * N + N - 1) * BLOCK);
-                odd_start.push(_mm256_sub_epi32(
-                    _mm256_setzero_si256(),
-                    Dpbusd::dot(offset, load(q)),
-                ));
+                odd_start.push(start::<S>(qs.add((b * N + N - 1) * BLOCK)));
             }
         }
         for r in rows {
@@ -198,11 +197,12 @@ pub(super) unsafe fn column_pairs<S: Signed, const N: usize, F: FnMut(usize, usi
                 let block = row.add(b * S::BYTES);
                 let u = _mm256_add_epi8(S::unpack(block), offset);
                 let u2 = _mm512_broadcast_i64x4(u);
-                let dw = _mm512_cvtph_ps(_mm256_set1_epi16(i16::from_le_bytes(
-                    *(block as *const [u8; 2]),
-                )));
+                let dw = _mm512_cvtph_ps(_mm256_broadcastsi128_si256(f16_splat(block)));
                 let q = qs.add(b * N * BLOCK);
-                let (st, sc) = (start.as_ptr().add(b * pairs), scale.as_ptr().add(b * pairs));
+                let (st, sc) = (
+                    pair_start.as_ptr().add(b * pairs),
+                    pair_scale.as_ptr().add(b * pairs),
+                );
                 macro_rules! pair {
                     ($($p:literal $c:ident),*) => {$(
                         if $p < N / 2 {
