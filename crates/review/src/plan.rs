@@ -159,7 +159,6 @@ fn most_telling(
         .threshold_for(VERDICT_DIMENSION)
         .unwrap_or(f64::INFINITY);
     let unstable = unstable_items(run_id, report.as_ref());
-    let unstable: BTreeMap<&str, f64> = unstable.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     Ok(rank(&judged, &graded, &unstable, pass, first))
 }
 
@@ -185,7 +184,7 @@ fn unstable_items(
 fn rank(
     judged: &BTreeMap<&str, BTreeMap<&str, f64>>,
     graded: &BTreeMap<&str, Vec<f64>>,
-    unstable: &BTreeMap<&str, f64>,
+    unstable: &BTreeMap<String, f64>,
     pass: f64,
     first: usize,
 ) -> Vec<String> {
@@ -203,7 +202,7 @@ fn rank(
                 .iter()
                 .filter_map(|(j, s)| Some((maps.get(*j)?.predict(*s) - 0.5).abs()))
                 .fold(0.5f64, f64::min);
-            let repeat_spread = unstable.get(item).copied().unwrap_or(0.0);
+            let repeat_spread = unstable.get(*item).copied().unwrap_or(0.0);
             let contested = hi > lo || repeat_spread > 0.0;
             (contested, hi - lo, repeat_spread, near_half, *item)
         })
@@ -279,7 +278,7 @@ mod tests {
         );
         assert_eq!(rank(&judged, &graded, &none, 2.0, 1), ["u_split"]);
         // A judge unstable on u_sure across its repeats: after the disagreement, before the coin flip.
-        let unstable = BTreeMap::from([("u_sure", 3.0)]);
+        let unstable = BTreeMap::from([("u_sure".to_string(), 3.0)]);
         assert_eq!(
             rank(&judged, &graded, &unstable, 2.0, 10),
             ["u_split", "u_sure", "u_unsure"]
