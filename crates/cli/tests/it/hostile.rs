@@ -6,66 +6,16 @@
 //! peak RSS, read with `wait4`). Nothing here needs a download, so nothing is ever skipped.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use nmb_test_support::hostile::{write_corpus, Hostile};
 
+use crate::common::measured::{run, Run};
 use crate::common::nmb_command;
 
 const TIME_LIMIT: Duration = Duration::from_secs(5);
 const RSS_LIMIT_KB: i64 = 1 << 20;
-
-/// How one run of the binary ended.
-struct Run {
-    code: i32,
-    stderr: String,
-    stdout: String,
-    took: Duration,
-    peak_rss_kb: i64,
-}
-
-/// Runs the command, killing it past twice the time limit, and reads its peak RSS from `wait4`.
-// The child is reaped by `wait4` itself (std's `wait` would not give the rusage), so it never lingers.
-#[allow(clippy::zombie_processes)]
-fn run(mut command: Command) -> Run {
-    let tmp = tempfile::tempdir().unwrap();
-    let (out, err) = (tmp.path().join("out"), tmp.path().join("err"));
-    command
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap());
-    let started = Instant::now();
-    let child = command.spawn().expect("running nmb");
-    let pid = child.id() as libc::pid_t;
-    let (status, usage) = loop {
-        let mut status = 0;
-        // SAFETY: an all-zero rusage is a valid value for wait4 to overwrite.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: pid is our own child, not yet reaped (std's Child is never waited on here).
-        let done = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        if done == pid {
-            break (status, usage);
-        }
-        if started.elapsed() > 2 * TIME_LIMIT {
-            // SAFETY: signalling our own child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        -libc::WTERMSIG(status)
-    };
-    Run {
-        code,
-        stdout: std::fs::read_to_string(out).unwrap_or_default(),
-        stderr: std::fs::read_to_string(err).unwrap_or_default(),
-        took: started.elapsed(),
-        peak_rss_kb: usage.ru_maxrss,
-    }
-}
 
 fn commands(item: &Hostile, runs: &Path, views: &Path) -> Vec<(&'static str, Command, i32)> {
     let path = item.path();
@@ -127,7 +77,7 @@ fn every_hostile_input_is_refused_by_every_command_without_panic_hang_or_bloat()
         let views = tmp.path().join("views").join(item.name);
         for (what, command, code) in commands(item, &runs, &views) {
             checked += 1;
-            wrong.extend(judge(item, what, code, &run(command)));
+            wrong.extend(judge(item, what, code, &run(command, 2 * TIME_LIMIT)));
         }
     }
     assert!(

@@ -14,6 +14,7 @@ mod eval_scores;
 mod eval_thinking;
 mod eval_wire;
 mod hostile;
+mod hostile_corpus;
 mod human;
 mod judge_probes;
 mod judge_repeats;

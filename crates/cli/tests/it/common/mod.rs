@@ -2,6 +2,8 @@
 //! small native suites written on the fly.
 #![allow(dead_code)]
 
+pub mod measured;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

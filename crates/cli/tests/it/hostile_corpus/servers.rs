@@ -1,0 +1,17 @@
+//! Hostile model servers that misbehave: bodies too large or compressed too far, deadlines, retry hints, batch files.
+
+use std::path::Path;
+
+use super::{check_all, Case};
+
+/// Every case of this kind, written under `dir`.
+pub fn cases(dir: &Path) -> Vec<Case> {
+    let _ = dir;
+    Vec::new()
+}
+
+#[test]
+fn every_servers_case_ends_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    check_all(cases(tmp.path()));
+}
