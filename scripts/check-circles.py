@@ -381,16 +381,20 @@ def self_test():
         write(root, {
             "crates/one/Cargo.toml": manifest.format("one"),
             # lib.rs re-exports (a facade, not an import) and uses nothing itself.
-            "crates/one/src/lib.rs": "pub mod a;\npub mod b;\npub mod c;\npub mod d;\npub mod e;\n"
+            "crates/one/src/lib.rs": "pub mod a;\npub mod b;\npub mod c;\npub mod d;\npub mod e;\npub mod f;\npub mod g;\n"
                                      "pub mod p;\npub use a::Thing;\n",
             # a -> b by a use, b -> a by an expression path: a circle.
             "crates/one/src/a.rs": "use crate::b::Other;\npub struct Thing;\n",
             "crates/one/src/b.rs": "pub struct Other;\nfn f() { let _ = crate::a::Thing; }\n",
             # c names a through the facade (crate::Thing -> a), and a does not name c: no circle.
             "crates/one/src/c.rs": "use crate::Thing;\n",
-            # d and e only name each other in comments, strings and test modules: no circle.
-            "crates/one/src/d.rs": "// use crate::e::X;\nconst S: &str = \"crate::e::X\";\n",
-            "crates/one/src/e.rs": "#[cfg(test)]\nmod tests {\n    use crate::d::*;\n}\n",
+            # d imports e; e names d only in a test module: no circle.
+            "crates/one/src/d.rs": "use crate::e::E;\n",
+            "crates/one/src/e.rs": "pub struct E;\n#[cfg(test)]\nmod tests {\n    use crate::d::*;\n}\n",
+            # f imports g; g names f only in comments and strings: no circle.
+            "crates/one/src/f.rs": "use crate::g::G;\n",
+            "crates/one/src/g.rs": "pub struct G; // use crate::f::X;\nconst S: &str = \"crate::f::X\";\n"
+                                   "/* crate::f::Y */ const C: char = '{';\n",
             # p contains p::q: p naming q (q::h()) is not an import, so q naming p (super::P) makes no circle.
             # p::r names super::Q, which p re-exports from q: that is an import of q, and q names r back.
             "crates/one/src/p/mod.rs": "mod q;\nmod r;\npub use q::Q;\npub struct P;\nfn g() { q::h(); }\n",
