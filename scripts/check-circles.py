@@ -374,7 +374,7 @@ def self_test():
     """Each rule on made-up crates: what makes an import, what does not, and the allow-list's two failures."""
     assert use_paths("crate::{a::{self, B}, c::D as E, f::*}") == [
         (["crate", "a"], "a"), (["crate", "a", "B"], "B"), (["crate", "c", "D"], "E"), (["crate", "f", "*"], None)]
-    assert strip('let s = "use crate::x;"; // crate::y\nlet c = \'{\';') .count("crate") == 0
+    assert strip('let s = "use crate::x;"; // crate::y\nlet c = \'{\';').count("crate") == 0
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         manifest = '[package]\nname = "{}"\nversion = "0.1.0"\n'
