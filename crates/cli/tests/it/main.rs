@@ -3,6 +3,7 @@
 mod agreement_cli;
 mod answer_browser;
 mod bertscore_cli;
+mod cli_reference;
 mod common;
 mod criteria_cli;
 mod eval_batch;
