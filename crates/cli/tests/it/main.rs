@@ -38,6 +38,7 @@ mod review_criteria_browser;
 mod review_done;
 mod review_pairwise;
 mod revision;
+mod runnable_docs;
 mod score_cli;
 mod secrets;
 mod serve_browser;
