@@ -1,10 +1,11 @@
 //! Every command example the guide marks runnable (a block fenced as ```` ```sh runnable ````, in README.md and
 //! docs/*.md) runs and exits 0 against a loopback fake server, as ARCHITECTURE.md describes.
 //!
-//! Each page's runnable blocks run in order, in one temporary folder (with the repository's `rubrics/` linked in)
-//! and one runs directory (`NMB_RUNS_DIR`), so a later block reads what an earlier one stored. Before a block runs,
-//! every `openai:`, `anthropic:` and `gemini:` model spec in it is pointed at the fake server (any base URL it had
-//! is replaced), and these placeholders become what the store holds: `RUN_ID` the newest model run, `RUN_A` and
+//! Each page's runnable commands run in order, one `bash` each (a command may go on over `\`-ended lines and
+//! hold a here-document), in one temporary folder (with the repository's `rubrics/` linked in) and one runs
+//! directory (`NMB_RUNS_DIR`), so a later command reads what an earlier one stored. Before a command runs, every
+//! `openai:`, `anthropic:` and `gemini:` model spec in it is pointed at the fake server (any base URL it had is
+//! replaced), and these placeholders become what the store then holds: `RUN_ID` the newest model run, `RUN_A` and
 //! `RUN_B` the two newest (older first), `rv-1a2b3c4d5e6f` the newest review set.
 
 use std::path::{Path, PathBuf};
@@ -78,6 +79,47 @@ fn answers(req: &ReceivedRequest) -> Reply {
     }
 }
 
+/// The commands of a block: lines ending in `\` go on to the next, and a here-document (`<<'END'`) runs to its
+/// end marker.
+fn commands(script: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut heredoc: Option<String> = None;
+    for line in script.lines() {
+        current.push_str(line);
+        current.push('\n');
+        if let Some(end) = &heredoc {
+            if line.trim() == end {
+                heredoc = None;
+            } else {
+                continue;
+            }
+        } else if let Some((_, rest)) = line.split_once("<<") {
+            let end = rest
+                .trim()
+                .trim_matches(|c| c == '\'' || c == '"' || c == '-');
+            heredoc = Some(
+                end.split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+            continue;
+        }
+        if !line.trim_end().ends_with('\\') && heredoc.is_none() {
+            if !current.trim().is_empty() && !current.trim_start().starts_with('#') {
+                out.push(std::mem::take(&mut current));
+            }
+            current.clear();
+        }
+    }
+    assert!(
+        heredoc.is_none(),
+        "a here-document is never closed:\n{script}"
+    );
+    out
+}
+
 /// `script` with its model specs pointed at `url` and its placeholders filled from the store in `runs`.
 fn substitute(script: &str, url: &str, runs: &Path) -> String {
     let mut out = String::new();
@@ -149,28 +191,30 @@ fn run_page(page: &Path, nmb_dir: &Path, fake: &FakeServer) -> usize {
         std::env::var("PATH").unwrap_or_default()
     );
     for block in &blocks {
-        let script = substitute(&block.script, &fake.url(), &runs);
-        let out = Command::new("bash")
-            .args(["-euo", "pipefail", "-c", &script])
-            .current_dir(dir.path())
-            .env("PATH", &path)
-            .env("NMB_RUNS_DIR", &runs)
-            .env("OPENAI_API_KEY", "sk-runnable-example")
-            .env("ANTHROPIC_API_KEY", "sk-ant-runnable-example")
-            .env("GEMINI_API_KEY", "runnable-example")
-            .env_remove("NMB_STORE_URL")
-            .env_remove("NMB_LOG")
-            .output()
-            .expect("running bash");
-        assert!(
-            out.status.success(),
-            "{}:{}: a runnable example failed ({:?}):\n{script}\n--- stdout\n{}\n--- stderr\n{}",
-            page.display(),
-            block.line,
-            out.status,
-            text(&out.stdout),
-            text(&out.stderr)
-        );
+        for command in commands(&block.script) {
+            let script = substitute(&command, &fake.url(), &runs);
+            let out = Command::new("bash")
+                .args(["-euo", "pipefail", "-c", &script])
+                .current_dir(dir.path())
+                .env("PATH", &path)
+                .env("NMB_RUNS_DIR", &runs)
+                .env("OPENAI_API_KEY", "sk-runnable-example")
+                .env("ANTHROPIC_API_KEY", "sk-ant-runnable-example")
+                .env("GEMINI_API_KEY", "runnable-example")
+                .env_remove("NMB_STORE_URL")
+                .env_remove("NMB_LOG")
+                .output()
+                .expect("running bash");
+            assert!(
+                out.status.success(),
+                "{}:{}: a runnable example failed ({:?}):\n{script}\n--- stdout\n{}\n--- stderr\n{}",
+                page.display(),
+                block.line,
+                out.status,
+                text(&out.stdout),
+                text(&out.stderr)
+            );
+        }
     }
     blocks.len()
 }
@@ -201,6 +245,11 @@ fn specs_and_placeholders_are_filled() {
         out,
         "nmb eval --model openai:gpt-4o@http://127.0.0.1:9/v1 --judge 'anthropic:claude-sonnet-4-5@http://127.0.0.1:9'\n\
          nmb eval --model openai:Qwen/Qwen2-VL@http://127.0.0.1:9/v1 --model local:x.gguf"
+    );
+    let script = "nmb a \\\n  --b\n# a comment\ncat > f <<'END'\nx\nEND\nnmb c\n";
+    assert_eq!(
+        commands(script),
+        ["nmb a \\\n  --b\n", "cat > f <<'END'\nx\nEND\n", "nmb c\n"]
     );
     let md = "text\n```sh runnable\nnmb runs list\n```\n```sh\nnmb serve\n```\n";
     let found = blocks(md);
