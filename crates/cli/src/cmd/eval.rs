@@ -88,7 +88,7 @@ pub struct EvalArgs {
         hide_default_value = true
     )]
     suite: String,
-    /// Answer-key JSONL joined by case_id (format: see the README, "Answer keys")
+    /// Answer-key JSONL joined by case_id (format: docs/formats.md, "Answer keys")
     #[arg(long, value_name = "FILE")]
     answers: Option<PathBuf>,
     /// Keep only tasks whose task or case metadata has KEY=VALUE (or not, with KEY!=VALUE); repeatable, all
