@@ -44,6 +44,7 @@ mod classify;
 mod concordance;
 mod confidence;
 mod isotonic;
+mod multiplicity;
 mod paired;
 mod passk;
 mod preference;
@@ -78,6 +79,7 @@ pub use confidence::{
     adaptive_ece, auroc, brier, calibration_estimates, ece, reliability, Bin, CalibrationEstimates,
 };
 pub use isotonic::{isotonic, Isotonic};
+pub use multiplicity::{adjust, adjust_family, AdjustedP, Correction};
 pub use paired::{bradley_terry, bradley_terry_styled, Preference, Strengths, StyledStrengths};
 pub use passk::{pass_at_k, top_k_hit};
 pub use preference::{position_bias, preference_ranking, PositionBias, PreferenceRanking};

@@ -892,3 +892,6 @@ fn balanced_f1_matches_scikit_learn() {
         );
     }
 }
+
+#[path = "reference/multiplicity.rs"]
+mod multiplicity;
