@@ -53,6 +53,7 @@ mod proportion;
 mod rank;
 mod rng;
 mod stability;
+mod worst;
 
 pub use agreement::{
     agreement, average_ranks, cohen_kappa, icc_2_1, krippendorff_alpha, pearson, quadratic_kappa,
@@ -93,6 +94,7 @@ pub use rank::{
 pub use stability::{
     fleiss_kappa, group_gap, length_slope, paired_shift, retest_icc, retest_kappa, PairedShift,
 };
+pub use worst::{worst_at_k, worst_at_k_curve, Average, TaskSamples, WorstAtK};
 
 use serde::{Deserialize, Serialize};
 
