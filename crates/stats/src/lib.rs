@@ -53,6 +53,7 @@ mod proportion;
 mod rank;
 mod rng;
 mod stability;
+mod subgroup;
 mod worst;
 
 pub use agreement::{
@@ -93,6 +94,9 @@ pub use rank::{
 };
 pub use stability::{
     fleiss_kappa, group_gap, length_slope, paired_shift, retest_icc, retest_kappa, PairedShift,
+};
+pub use subgroup::{
+    subgroups, Band, Bands, GroupBy, SubgroupEstimate, SubgroupGap, Subgroups, MIN_SUBGROUP_CASES,
 };
 pub use worst::{worst_at_k, worst_at_k_curve, Average, TaskSamples, WorstAtK};
 
@@ -152,6 +156,12 @@ pub enum CiMethod {
     /// McGraw & Wong's (1996) interval for ICC(A,1) from F quantiles with Satterthwaite's degrees of freedom,
     /// the interval pingouin reports for ICC2 (no resampling).
     FDistribution,
+    /// Hesterberg's (2015) expanded percentile interval over resamples of whole clusters within strata (the
+    /// cases of each subgroup): the percentile interval taken at the wider level whose normal quantile is
+    /// sqrt(n / (n − 1))·t₍ₙ₋₁₎ of the nominal one (n clusters; Welch's degrees of freedom for a difference of
+    /// two strata). It corrects the plain percentile interval's undercoverage with few clusters (about 90%
+    /// instead of 95% at 12 cases). The recorded level is the nominal one.
+    ExpandedPercentileBootstrap,
 }
 
 /// A point estimate with its interval and everything needed to reproduce it.

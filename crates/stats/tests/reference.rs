@@ -895,5 +895,7 @@ fn balanced_f1_matches_scikit_learn() {
 
 #[path = "reference/multiplicity.rs"]
 mod multiplicity;
+#[path = "reference/subgroups.rs"]
+mod subgroups;
 #[path = "reference/worst_at_k.rs"]
 mod worst_at_k;
