@@ -30,7 +30,13 @@
 //! - a judge's stability and leanings: [`retest_icc`] and [`retest_kappa`] ([`fleiss_kappa`]) between its
 //!   repeats, the [`length_slope`] of its score at a fixed clinician grade, and the [`group_gap`] of its residual
 //!   against clinicians (its own family's answers against the others'), and the [`paired_shift`] of its scores
-//!   of the same answers when it is shown something more (a model's thinking).
+//!   of the same answers when it is shown something more (a model's thinking);
+//! - the conclusions readers draw from a report: [`adjust_family`] (Holm and Benjamini–Hochberg adjusted
+//!   p-values for a family of comparisons), [`PairedVariance`] and [`power_summary`] (the power of a paired
+//!   comparison, the smallest difference a suite detects and the cases a target difference needs),
+//!   [`worst_at_k`] and [`worst_at_k_curve`] (HealthBench's expected worst score of k samples), and
+//!   [`subgroups`] (estimates per subgroup and the gap between the best and the worst, resampled within
+//!   subgroups) with [`Bands`] and [`GroupBy`] for subgroups such as `age:0-40,40-65,65-`.
 //!
 //! Determinism: every random draw comes from a ChaCha8 stream keyed by the explicit `u64` seed in
 //! [`BootstrapConfig`]; the seed, level and resample count are written into every [`Estimate`]. Nothing iterates
@@ -47,6 +53,7 @@ mod isotonic;
 mod multiplicity;
 mod paired;
 mod passk;
+mod power;
 mod preference;
 mod prevalence;
 mod proportion;
@@ -84,6 +91,7 @@ pub use isotonic::{isotonic, Isotonic};
 pub use multiplicity::{adjust, adjust_family, AdjustedP, Correction};
 pub use paired::{bradley_terry, bradley_terry_styled, Preference, Strengths, StyledStrengths};
 pub use passk::{pass_at_k, top_k_hit};
+pub use power::{power_summary, PairedTest, PairedVariance, PowerSummary, VarianceComponents};
 pub use preference::{position_bias, preference_ranking, PositionBias, PreferenceRanking};
 pub use prevalence::{corrected_pass_rate, rogan_gladen, CorrectedRate};
 pub use proportion::{
