@@ -127,10 +127,11 @@ pub fn subgroups<G: Ord + Clone>(
     let mut gaps = Vec::with_capacity(cfg.resamples);
     let mut draw = Draw::new(cfg.seed);
     let mut means = vec![0.0; strata.len()];
+    let mut drawn = Vec::new();
     for _ in 0..cfg.resamples {
         for (s, stratum) in strata.iter().enumerate() {
             let k = stratum.clusters.len();
-            let drawn: Vec<usize> = (0..k).map(|_| draw.below(k)).collect();
+            draw.fill_indices(k, k, &mut drawn);
             means[s] = mean_of(
                 values,
                 drawn.iter().flat_map(|&c| &stratum.clusters[c]),
@@ -146,11 +147,10 @@ pub fn subgroups<G: Ord + Clone>(
     let estimates: Vec<SubgroupEstimate<G>> = strata
         .iter()
         .zip(replicates)
-        .zip(&point)
-        .map(|((s, replicates), &value)| {
+        .zip(point.iter().zip(&variances))
+        .map(|((s, replicates), (&value, &variance))| {
             let units = s.clusters.iter().map(Vec::len).sum();
-            let n = s.clusters.len() as f64;
-            let level = expanded_level(cfg.level, &[(spread(&replicates), n)]);
+            let level = expanded_level(cfg.level, &[(variance, s.clusters.len() as f64)]);
             let run = Run {
                 value,
                 replicates,
