@@ -91,7 +91,7 @@ pub struct VarianceComponents {
 }
 
 /// What the power of a paired comparison rests on, measured on two runs' paired answers (or on one run with an
-/// assumed correlation). Serialisable, for `report.json` and `nmb power --json`.
+/// assumed correlation). Serialisable, for reports and their JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PairedVariance {
     /// Paired answers.
@@ -410,10 +410,12 @@ impl Layout {
             })
             .sum::<f64>()
             / (k - 1.0);
-        let within = pooled(self.cases.iter().flatten().map(|items| {
-            let values: Vec<f64> = items.iter().map(|&i| x[i]).collect();
-            values
-        }));
+        let within = pooled(
+            self.cases
+                .iter()
+                .flatten()
+                .map(|items| items.iter().map(|&i| x[i]).collect()),
+        );
         let between_means = pooled(self.cases.iter().map(|tasks| {
             tasks
                 .iter()
