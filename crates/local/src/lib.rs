@@ -27,8 +27,13 @@
 //!   since a Gemma model never saw ChatML.
 //! - **Images.** Models here are text-only. Each image part is replaced by [`IMAGE_OMITTED_MARKER`] where it
 //!   stood, and [`LocalCompletion::images_dropped`] counts them so the run manifest can record it.
-//! - **JSON output.** [`OutputFormat::Json`] changes nothing: there is no grammar-constrained decoding, so the
-//!   model sees only what the prompt asks for, and the answer parser must be tolerant.
+//! - **JSON output.** An [`OutputFormat::Json`] request is decoded under its schema's grammar (any JSON object
+//!   without a schema), as llama.cpp's server decodes a `response_format`: the schema becomes a GBNF grammar by
+//!   the rules of llama.cpp's `json-schema-to-grammar` ([`LocalModel::schema_grammar`]), every sample keeps
+//!   llama.cpp's grammar stacks, a token is sampled first and, only when the grammar refuses it, sampled again
+//!   from the tokens it allows; the end of the turn is allowed only where the grammar can end (module
+//!   `grammar`). A schema outside the subset is [`LocalError::InvalidParams`]. [`LocalModel::without_grammar`]
+//!   turns it off.
 //! - **Sampling.** Temperature 0 is greedy; otherwise temperature with top-p (every token when `top_p` is 1),
 //!   from a SplitMix64 stream seeded from [`GenParams::seed`], so a given seed gives the same text; with no seed
 //!   a random one is drawn and reported in [`LocalCompletion::seed`]. Generation stops at the end-of-turn
@@ -68,6 +73,7 @@ mod batch;
 mod engine;
 mod error;
 mod gguf;
+mod grammar;
 mod quant;
 mod sample;
 mod scratch;
@@ -79,6 +85,7 @@ mod weights;
 
 use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use nmb_chat::{GenParams, Message, OutputFormat};
@@ -96,11 +103,15 @@ pub use template::{
 pub use tokenizer::{Tokenizer, TokenizerSource};
 pub use weights::LocalWeights;
 
-use batch::{Batch, Done, Job};
+use batch::{Batch, Constraint, Done, Job};
 use engine::Engine;
 use gguf::Meta;
 use sample::Sampling;
 use template::ChatTemplate;
+
+/// What a model identity records for a `local:` model that decodes JSON tasks under their schema's grammar:
+/// llama.cpp's JSON-schema-to-GBNF conversion and its grammar sampler.
+pub const GRAMMAR_IDENTITY: &str = "json-schema GBNF (llama.cpp rules)";
 
 /// End-of-turn tokens of common chat formats; each one present in the vocabulary also stops generation.
 const END_OF_TURN_TOKENS: [&str; 6] = [
@@ -186,6 +197,10 @@ pub struct LocalModel {
     context_length: usize,
     architecture: String,
     load_time: Duration,
+    /// Whether a request with a JSON schema is decoded under its grammar ([`LocalModel::without_grammar`]).
+    grammar: bool,
+    /// The tokens as the grammar reads them, built on the first constrained request.
+    grammar_vocab: OnceLock<Arc<grammar::Vocab>>,
 }
 
 impl std::fmt::Debug for LocalModel {
@@ -244,6 +259,8 @@ impl LocalModel {
             context_length,
             architecture,
             load_time: started.elapsed(),
+            grammar: true,
+            grammar_vocab: OnceLock::new(),
         })
     }
 
@@ -332,8 +349,7 @@ impl LocalModel {
         self.tokenizer.encode_prompt(prompt)
     }
 
-    /// Generates one answer. `output` is accepted for the backend interface but adds nothing: there is no
-    /// grammar-constrained decoding (see the crate docs).
+    /// Generates one answer; a JSON `output` is decoded under its schema's grammar (see the crate docs).
     pub fn generate(
         &self,
         messages: &[Message],
@@ -376,7 +392,19 @@ impl LocalModel {
         params: &GenParams,
         n: usize,
     ) -> Result<(Vec<TokenRun>, Timings), LocalError> {
-        let job = self.job(prompt.to_vec(), params, n)?;
+        self.sample_tokens_as(prompt, params, n, &OutputFormat::Text)
+    }
+
+    /// [`LocalModel::sample_tokens_timed`] with an output format: a JSON one is decoded under its schema's
+    /// grammar, as [`LocalModel::generate_n`] decodes it.
+    pub fn sample_tokens_as(
+        &self,
+        prompt: &[u32],
+        params: &GenParams,
+        n: usize,
+        output: &OutputFormat,
+    ) -> Result<(Vec<TokenRun>, Timings), LocalError> {
+        let job = self.job(prompt.to_vec(), params, n, output)?;
         let done = self.run_alone(job, ());
         let timings = Timings {
             prefill: done.prefill,
@@ -394,7 +422,6 @@ impl LocalModel {
         output: &OutputFormat,
         n: usize,
     ) -> Result<Request, LocalError> {
-        let _ = output;
         let rendered = self.render_prompt_with(messages, &template_kwargs(params)?)?;
         let prompt = self.prompt_tokens(&rendered.text)?;
         Ok(Request {
@@ -402,12 +429,19 @@ impl LocalModel {
                 tokens_in: prompt.len(),
                 images_dropped: rendered.images_dropped,
             },
-            job: self.job(prompt, params, n)?,
+            job: self.job(prompt, params, n, output)?,
         })
     }
 
-    fn job(&self, prompt: Vec<u32>, params: &GenParams, n: usize) -> Result<Job, LocalError> {
+    fn job(
+        &self,
+        prompt: Vec<u32>,
+        params: &GenParams,
+        n: usize,
+        output: &OutputFormat,
+    ) -> Result<Job, LocalError> {
         let sampling = sampling(params)?;
+        let constraint = self.constraint(output)?;
         if n == 0 {
             return Err(LocalError::InvalidParams {
                 field: "n",
@@ -428,6 +462,57 @@ impl LocalModel {
             sampling,
             seed: params.seed.unwrap_or_else(random_seed),
             budget,
+            constraint,
+        })
+    }
+
+    /// The grammar a request's output format asks for: a JSON schema's (any JSON object without one, as
+    /// llama.cpp's server reads `json_object`), or none for text or when grammar is off.
+    fn constraint(&self, output: &OutputFormat) -> Result<Option<Constraint>, LocalError> {
+        let OutputFormat::Json { schema } = output else {
+            return Ok(None);
+        };
+        if !self.grammar {
+            return Ok(None);
+        }
+        let any_object = serde_json::json!({});
+        let schema = schema.as_ref().unwrap_or(&any_object);
+        let grammar =
+            grammar::Grammar::from_schema(schema).map_err(|message| LocalError::InvalidParams {
+                field: "response_format",
+                message: format!(
+                    "{message}; grammar-constrained decoding cannot follow it (--no-grammar decodes without)"
+                ),
+            })?;
+        let vocab = self.grammar_vocab.get_or_init(|| {
+            Arc::new(grammar::Vocab::new(
+                self.tokenizer.pieces(),
+                self.stop_ids.clone(),
+            ))
+        });
+        Ok(Some(Constraint {
+            grammar: Arc::new(grammar),
+            vocab: vocab.clone(),
+        }))
+    }
+
+    /// Decodes every request without grammar, whatever output format it asks for (`--no-grammar`).
+    pub fn without_grammar(mut self) -> LocalModel {
+        self.grammar = false;
+        self
+    }
+
+    /// Whether requests with a JSON schema are decoded under its grammar.
+    pub fn grammar(&self) -> bool {
+        self.grammar
+    }
+
+    /// The GBNF grammar a JSON schema becomes, by the rules of llama.cpp's `json-schema-to-grammar` (rule names
+    /// and text as it writes them, one `name ::= rule` line per rule, sorted by name).
+    pub fn schema_grammar(schema: &serde_json::Value) -> Result<String, LocalError> {
+        grammar::schema::to_grammar(schema).map_err(|e| LocalError::InvalidParams {
+            field: "response_format",
+            message: e.to_string(),
         })
     }
 

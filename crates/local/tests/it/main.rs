@@ -4,6 +4,7 @@ mod architectures;
 mod backend;
 mod common;
 mod gemma3_tokenizer;
+mod grammar;
 mod greedy;
 mod load_errors;
 mod logits;
