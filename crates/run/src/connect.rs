@@ -17,6 +17,11 @@ pub struct ConnectOptions {
     pub transport: Option<Transport>,
     pub http: HttpOptions,
     pub backend: BackendOptions,
+    /// A `local:` model decodes without grammar: a request's JSON schema no longer constrains its answer.
+    /// With grammar (the default) the model identity records `"grammar"`, so runs and cached answers made with
+    /// and without it never mix; without, the identity is what nmb recorded before it had grammar, so runs made
+    /// then resume only with `--no-grammar`.
+    pub no_grammar: bool,
 }
 
 /// A model ready to be asked, and what identifies it beyond its spec.
@@ -73,7 +78,7 @@ pub fn connect_model(
 ) -> Result<ConnectedModel, ConnectError> {
     let spec = spec.clone();
     if spec.backend == BackendKind::Local {
-        return connect_local(spec);
+        return connect_local(spec, options.no_grammar);
     }
     if spec.backend == BackendKind::Human {
         // Its answers need the store and the suite: see `crate::connect_human`.
@@ -96,11 +101,14 @@ pub fn connect_model(
     })
 }
 
-fn connect_local(spec: ModelSpec) -> Result<ConnectedModel, ConnectError> {
-    let model = LocalModel::open(&spec.model).map_err(|source| ConnectError::Local {
+fn connect_local(spec: ModelSpec, no_grammar: bool) -> Result<ConnectedModel, ConnectError> {
+    let mut model = LocalModel::open(&spec.model).map_err(|source| ConnectError::Local {
         spec: spec.to_string(),
         source,
     })?;
+    if no_grammar {
+        model = model.without_grammar();
+    }
     let info = model.info();
     tracing::info!(model = %info.model_id, load_ms = model.load_time().as_millis() as u64, "local model loaded");
     let identity = json!({
@@ -110,10 +118,13 @@ fn connect_local(spec: ModelSpec) -> Result<ConnectedModel, ConnectError> {
         "chat_template_sha256": info.chat_template_sha256,
         "weights": info.weights,
     });
-    let identity = match identity {
+    let mut identity = match identity {
         Value::Object(m) => m,
         _ => Map::new(),
     };
+    if model.grammar() {
+        identity.insert("grammar".into(), json!(nmb_local::GRAMMAR_IDENTITY));
+    }
     let backend = Arc::new(LocalBackend::new(spec.clone(), Arc::new(model)));
     Ok(ConnectedModel {
         spec,

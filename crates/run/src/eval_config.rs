@@ -43,6 +43,10 @@ pub struct EvalConfig {
     /// the server to refuse them. Models on OpenAI's own API are known by name.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reasoning_model: bool,
+    /// Decode a `local:` model without grammar: answers asked for JSON are not held to their schema. Recorded
+    /// in the model identity either way (see [`crate::ConnectOptions::no_grammar`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_grammar: bool,
     /// Only the first N tasks, in suite order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
@@ -174,6 +178,7 @@ impl EvalConfig {
             samples: None,
             no_n: false,
             reasoning_model: false,
+            no_grammar: false,
             limit: None,
             params: GenParams::default(),
             template: None,

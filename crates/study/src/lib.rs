@@ -83,7 +83,7 @@ A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--
                                   # cached input, cache writes: [3.0, 15.0, 0.3, 3.75]
   concurrency = 8                 # also temperature, top_p, max_tokens, seed,
                                   # reasoning_effort = \"high\", reasoning_model = true,
-                                  # thinking_budget = 4096, batch = true,
+                                  # thinking_budget = 4096, batch = true, no_grammar = true,
                                   # extra_body = { top_k = 20 }, temperature = \"none\"
 
   [[suites]]                      # repeat per suite; paths are relative to the run file
@@ -176,6 +176,9 @@ pub struct ModelEntry {
     /// As `--reasoning-model`.
     #[serde(default)]
     pub reasoning_model: bool,
+    /// As `--no-grammar`: a `local:` model decodes JSON tasks without their schema's grammar.
+    #[serde(default)]
+    pub no_grammar: bool,
     /// As `--batch`: through the provider's batch API.
     #[serde(default)]
     pub batch: bool,
@@ -635,6 +638,7 @@ impl Study {
         p.reasoning_effort = model.reasoning_effort;
         p.thinking_budget = model.thinking_budget;
         c.reasoning_model = model.reasoning_model;
+        c.no_grammar = model.no_grammar;
         c.limits.batch = model.batch;
         c.template = template.map(|t| TemplateChoice::parse(&t.to_string_lossy()));
         c
