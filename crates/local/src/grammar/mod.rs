@@ -119,7 +119,8 @@ impl State {
         if piece.first().is_none_or(|&b| b == 0) {
             return None;
         }
-        if self.partial == Partial::default() {
+        // A token after a complete character decodes as it does from the start of the text.
+        if self.partial.n_remain <= 0 {
             let (chars, partial) = &self.vocab.decoded[token];
             return Some(Candidate {
                 index: token,
@@ -155,7 +156,7 @@ impl State {
     pub(crate) fn mask(&self, logits: &mut [f32]) {
         let can_end = self.can_end();
         let vocab = &self.vocab;
-        let open = self.partial != Partial::default();
+        let open = self.partial.n_remain > 0;
         let decoded: Vec<(Vec<u32>, Partial)> = if open {
             vocab
                 .pieces

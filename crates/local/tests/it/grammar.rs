@@ -33,6 +33,27 @@ fn every_schema_becomes_the_grammar_llama_cpp_writes() {
     );
 }
 
+/// The fixture holds the schemas the task families send as they are now (the judges' are copied from
+/// `nmb-score`'s prompts), so a changed schema fails here until the fixture is written again.
+#[test]
+fn the_fixture_holds_every_schema_the_families_send() {
+    use nmb_plan::output::{
+        differential_schema, lesion_schema, rationale_schema, structured_schema,
+    };
+    let entries = fixture();
+    for schema in [
+        differential_schema(),
+        lesion_schema(),
+        rationale_schema(),
+        structured_schema(),
+    ] {
+        assert!(
+            entries.iter().any(|e| e["schema"] == schema),
+            "schema_grammars.json lacks {schema}: run fixtures/make_schema_grammars.py"
+        );
+    }
+}
+
 /// At temperature 0 the answer to every JSON-schema request of the sample suites (`sample` and
 /// `sample-structured`, text inputs, first turn) equals llama.cpp's server's, token for token, when the server
 /// is given the same prompt ids and the grammar llama.cpp's converter writes for the schema (`grammar`, which its
