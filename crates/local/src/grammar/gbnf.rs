@@ -40,6 +40,7 @@ const fn elem(kind: Kind, value: u32) -> Elem {
 }
 
 /// Rules by id, each ending with [`Kind::End`].
+#[derive(Debug)]
 pub(crate) struct Parsed {
     pub rules: Vec<Vec<Elem>>,
     pub root: u32,
