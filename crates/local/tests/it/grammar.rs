@@ -54,8 +54,8 @@ fn the_fixture_holds_every_schema_the_families_send() {
     }
 }
 
-/// At temperature 0 the answer to every JSON-schema request of the sample suites (`sample` and
-/// `sample-structured`, text inputs, first turn) equals llama.cpp's server's, token for token, when the server
+/// At temperature 0 the answers to JSON-schema requests of the sample suites (the first three of each schema, `sample` and
+/// `sample-structured`, text inputs, first turn) equal llama.cpp's server's, token for token, when the server
 /// is given the same prompt ids and the grammar llama.cpp's converter writes for the schema (`grammar`, which its
 /// server decodes with llama.cpp's own grammar sampler; xllamacpp's build would hand a `json_schema` to
 /// LLGuidance instead, see docs/evaluate.md).
@@ -63,6 +63,7 @@ fn answers_equal_llama_cpps(gguf: Option<std::path::PathBuf>) {
     use nmb_chat::{GenParams, OutputFormat};
     use nmb_test_support::llama::LlamaServer;
     const MAX_TOKENS: u32 = 64;
+    const PER_SCHEMA: usize = 3;
     let Some(gguf) = gguf else { return };
     let Some(server) = LlamaServer::start(&gguf) else {
         return;
@@ -84,6 +85,7 @@ fn answers_equal_llama_cpps(gguf: Option<std::path::PathBuf>) {
         nmb_suite::sample::structured::build(),
     ];
     let mut asked = 0;
+    let mut per_schema = std::collections::HashMap::new();
     let mut differ = Vec::new();
     for suite in &suites {
         for planned in nmb_plan::plan(suite, &options) {
@@ -94,6 +96,13 @@ fn answers_equal_llama_cpps(gguf: Option<std::path::PathBuf>) {
             else {
                 continue;
             };
+            // A few prompts per schema: each schema's grammar is exercised on several answers, and the test
+            // stays minutes long on two cores (llama.cpp's server checks each sampled token against it too).
+            let seen = per_schema.entry(schema.to_string()).or_insert(0);
+            if *seen == PER_SCHEMA {
+                continue;
+            }
+            *seen += 1;
             let messages =
                 nmb_plan::conversation_for_turn(&planned, 0, &[]).expect("the first turn");
             let rendered = model
@@ -139,6 +148,7 @@ fn answers_equal_llama_cpps(gguf: Option<std::path::PathBuf>) {
         }
     }
     assert!(asked >= 10, "only {asked} JSON-schema requests");
+    assert!(per_schema.len() >= 4, "{} schemas asked", per_schema.len());
     assert!(
         differ.is_empty(),
         "{} of {asked} answers differ:\n{}",
