@@ -117,7 +117,7 @@ impl Template {
         let id = id.into();
         let version = version.into();
         let source = source.into();
-        crate::render::check_syntax(&id, &source)?;
+        crate::jinja::check_syntax(&id, &source)?;
         let hash = template_hash(&version, &source);
         Ok(Template {
             id,
