@@ -26,6 +26,9 @@ pub struct ChatRequest {
     /// assistant messages ([`Choice::replay`]): Anthropic's thinking blocks, which must return unchanged with
     /// their signatures. Not part of the conversation nmb hashes; empty for a first turn.
     pub replay: Vec<Option<serde_json::Value>>,
+    /// The samples of the task this call answers (`n` of them, in choice order), where the caller numbers them:
+    /// what tells apart calls whose bodies are the same (a batch's custom ids). Never sent; empty where unknown.
+    pub samples: Vec<u32>,
 }
 
 impl ChatRequest {
@@ -36,6 +39,7 @@ impl ChatRequest {
             n: 1,
             output: OutputFormat::Text,
             replay: Vec::new(),
+            samples: Vec::new(),
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod gemini;
 pub mod http;
 pub mod openai;
 pub mod replicas;
+pub mod rules;
 pub mod scheduler;
 pub mod transport;
 
@@ -118,7 +119,7 @@ pub fn connect(
             let options = options.anthropic.clone();
             http(spec, key, transport, AnthropicWire::new(model, options))
         }
-        BackendKind::Gemini => http(spec, key, transport, GeminiWire { model }),
+        BackendKind::Gemini => http(spec, key, transport, GeminiWire::new(model)),
         BackendKind::Local | BackendKind::Human | BackendKind::Imported => {
             return Err(not_http(spec))
         }
