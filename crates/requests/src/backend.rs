@@ -82,6 +82,18 @@ impl Choice {
         }
     }
 
+    /// Whether the answer was cut off at the token limit before any text: what a thinking model out of tokens
+    /// while thinking gives on every wire (no text, and the API's finish reason for the limit: `length`,
+    /// Anthropic's `max_tokens`, Gemini's `MAX_TOKENS`). It is an answer (empty, so wrong), never an error.
+    pub fn cut_off(&self) -> bool {
+        self.text.trim().is_empty()
+            && !self.refused
+            && matches!(
+                self.finish_reason.as_str(),
+                "length" | "max_tokens" | "MAX_TOKENS"
+            )
+    }
+
     /// Takes a leading `<think>...</think>` block out of the text into `thinking` (after any thinking the API
     /// gave apart). A block still open at the end leaves the answer empty; the finish reason says it was cut off.
     pub fn split_thinking(mut self) -> Choice {
