@@ -102,6 +102,10 @@ impl Batches {
     pub(crate) fn created(&self) -> usize {
         self.batches.len()
     }
+
+    pub(crate) fn sizes(&self) -> Vec<usize> {
+        self.batches.values().map(|b| b.requests.len()).collect()
+    }
 }
 
 /// Answers a batch API request, with how long to wait before answering; `None` for any other request.

@@ -146,13 +146,16 @@ pub fn default_reply(req: &ReceivedRequest) -> Reply {
 /// temperature above 0 answers each call anew. Two calls never get the same text, so answers that should come
 /// from separate calls (samples, judge repeats) can be seen to.
 pub fn varied_reply(req: &ReceivedRequest) -> Reply {
+    let mark = |text: String| match serde_json::from_str::<serde_json::Value>(&text) {
+        // A JSON answer stays JSON of the same shape, with one more field.
+        Ok(serde_json::Value::Object(mut fields)) => {
+            fields.insert("answer".into(), req.seq.into());
+            serde_json::Value::Object(fields).to_string()
+        }
+        _ => format!("{text} (answer {})", req.seq),
+    };
     match default_reply(req) {
-        Reply::Texts(texts) if !req.params.json => Reply::Texts(
-            texts
-                .into_iter()
-                .map(|t| format!("{t} (answer {})", req.seq))
-                .collect(),
-        ),
+        Reply::Texts(texts) => Reply::Texts(texts.into_iter().map(mark).collect()),
         other => other,
     }
 }
@@ -417,6 +420,11 @@ impl FakeServer {
     /// Batches created so far.
     pub fn batches_created(&self) -> usize {
         lock(&self.state.batches).created()
+    }
+
+    /// How many requests each batch held, in creation order.
+    pub fn batch_sizes(&self) -> Vec<usize> {
+        lock(&self.state.batches).sizes()
     }
 
     pub fn clear_requests(&self) {

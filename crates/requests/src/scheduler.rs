@@ -526,8 +526,10 @@ impl Scheduler {
                     replica: None,
                 };
             }
+            let Some((replica, result)) = self.attempt(lane, req, previous).await else {
+                continue;
+            };
             attempts += 1;
-            let (replica, result) = self.attempt(lane, req, previous).await;
             previous = Some(replica);
             let mut err = match result {
                 Ok(c) => {
@@ -601,19 +603,23 @@ impl Scheduler {
     }
 
     /// One attempt, on the replica the lane's router picks (`avoid`: where the previous attempt went). Returns
-    /// the replica with the result.
+    /// the replica with the result, or `None` when the lane's quota ran out before anything was sent.
     async fn attempt(
         &self,
         lane: &Lane,
         req: &ChatRequest,
         avoid: Option<usize>,
-    ) -> (usize, Result<Completion, CallError>) {
+    ) -> Option<(usize, Result<Completion, CallError>)> {
         let ticket = lane.replicas.pick(avoid);
         let replica = ticket.replica();
         // The router has one slot per limit.
         let aimd = &lane.replicas.limits[replica];
         let lane_permit = aimd.acquire().await;
         let _global = self.global.acquire().await.ok();
+        if lane.exhausted().is_some() {
+            // The quota ran out while this call waited for its slot: nothing is sent.
+            return None;
+        }
         let server = lane
             .replica_name(replica)
             .unwrap_or_else(|| lane.backend.spec().to_string());
@@ -646,6 +652,8 @@ impl Scheduler {
         if let (Some(fleet), Err(e)) = (&self.fleet, &result) {
             if e.class == ErrorClass::RateLimit {
                 let pause = e.retry_after.unwrap_or(self.config.retry.backoff(1));
+                // A wait beyond what is honoured ends the call, not the fleet's use of the server.
+                let pause = pause.min(self.config.retry.max_retry_after);
                 fleet.rate_limited(&server, pause);
             }
         }
@@ -657,7 +665,7 @@ impl Scheduler {
                 tracing::warn!(replica = name, class = %e.class, back_in_s = period.as_secs(), "replica failed; leaving it out");
             }
         }
-        (replica, result)
+        Some((replica, result))
     }
 
     fn add_usage(&self, c: &Completion) {
