@@ -22,8 +22,8 @@ fn faulty(fault: &str) -> FakeServer {
     FakeServer::start_in_background(config, 2).expect("fake server starts")
 }
 
-/// `nmb eval` of a one-task suite against `wire` of a server answering `fault`, which must end (exit 0) with
-/// the sample errored as `class`, saying it.
+/// `nmb eval` of a one-task suite against `wire` of a server answering `fault`, which must end with the sample
+/// stored as errored with `class`, and say so: every sample errored, so the run exits 1.
 fn case(dir: &Path, name: &str, wire: Wire, fault: &str, extra: &[&str], class: &str) -> Case {
     let root = dir.join(name);
     let tasks = [TestTask {
@@ -41,7 +41,7 @@ fn case(dir: &Path, name: &str, wire: Wire, fault: &str, extra: &[&str], class: 
         &model_spec(wire, &server),
         &more,
     ));
-    Case::answered(name, command, &runs, &[class])
+    Case::refused(name, command, &runs, &[class, "every sample errored"])
         .keep(server)
         .forbid("cannot convert float seconds")
 }
