@@ -1,5 +1,7 @@
 //! Failure classes and call errors. Every failed call ends as exactly one [`ErrorClass`], which is stored with the
-//! sample; the scheduler decides retries from the class alone.
+//! sample; the scheduler decides retries from the class, unless the server said whether to retry
+//! (`x-should-retry`), and waits as long as the server asked ([`parse_retry_after`], Gemini's `RetryInfo`), every
+//! hint read through checked conversions.
 
 use std::fmt;
 use std::time::{Duration, SystemTime};

@@ -14,6 +14,10 @@
 //! [`AnthropicWire`] (Messages) and [`GeminiWire`] (generateContent), each in its own module with the request
 //! and response types of its format. A new API is one more `Wire` (plus its spec prefix in `nmb_chat::spec`).
 //!
+//! What each provider documents for its model families (which sampling parameters go together, which thinking
+//! levels and budgets a model takes, how many tokens a model that thinks by default needs) is one table,
+//! [`rules`], which the wires apply when they build a request (`docs/providers.md` prints it).
+//!
 //! API keys come only from `OPENAI_API_KEY`, `ANTHROPIC_API_KEY` and `GEMINI_API_KEY`; they are redacted from
 //! every error this crate produces.
 

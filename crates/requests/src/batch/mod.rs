@@ -330,3 +330,15 @@ pub(crate) fn jsonl(body: &str) -> Result<Vec<Value>, CallError> {
         .map(json)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::BatchProtocol;
+
+    #[test]
+    fn byte_limits_are_counted_as_the_providers_count_them() {
+        assert_eq!(BatchProtocol::OpenAi.limits().max_bytes, 200_000_000);
+        assert_eq!(BatchProtocol::Anthropic.limits().max_bytes, 256_000_000);
+        assert_eq!(BatchProtocol::Gemini.limits().max_bytes, 20_000_000);
+    }
+}
