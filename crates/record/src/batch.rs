@@ -21,13 +21,16 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
-/// How long a batcher gathers and how often it polls.
+/// How long a batcher gathers, how often it polls, and how much it keeps enqueued at the provider.
 #[derive(Debug, Clone, Copy)]
 pub struct BatchOptions {
     /// Calls arriving with less than this between them go into one batch.
     pub gather: Duration,
     /// How often a submitted batch is asked where it stands.
     pub poll: Duration,
+    /// Requests in this model's submitted, unfinished batches at once (at least 1): a provider's queue limit
+    /// (OpenAI's enqueued tokens per model and tier) is then not reached by one round.
+    pub max_enqueued: usize,
 }
 
 impl Default for BatchOptions {
@@ -35,6 +38,7 @@ impl Default for BatchOptions {
         BatchOptions {
             gather: Duration::from_secs(1),
             poll: Duration::from_secs(30),
+            max_enqueued: BATCH_IN_FLIGHT,
         }
     }
 }
@@ -59,6 +63,10 @@ pub const BATCH_IN_FLIGHT: usize = 4096;
 /// Polls that may fail in a row (network, server errors) before a batch's callers are given the error.
 const POLL_FAILURES: u32 = 10;
 
+/// Times one request's batch may be refused for a provider's queue limit (each time it goes again, later, in a
+/// batch half the size) before its caller is given the provider's error.
+pub const LIMIT_RESUBMISSIONS: u32 = 6;
+
 /// Why a model cannot be batched.
 #[derive(Debug, thiserror::Error)]
 #[error("{spec} has no batch API; --batch works with openai:, anthropic: and gemini: models")]
@@ -78,6 +86,17 @@ struct Shared {
     model: String,
     options: BatchOptions,
     queue: Mutex<Queue>,
+    /// One permit per request that may be enqueued at the provider: a submitted batch holds its requests' until
+    /// it ends ([`BatchOptions::max_enqueued`]).
+    enqueued: Arc<tokio::sync::Semaphore>,
+    /// The most requests one new batch holds: the provider's limit, halved each time a batch is refused for a
+    /// queue limit; and how often each request's batch was so refused.
+    limited: Mutex<Limited>,
+}
+
+struct Limited {
+    round: usize,
+    refusals: BTreeMap<String, u32>,
 }
 
 #[derive(Default)]
@@ -111,12 +130,21 @@ impl Batcher {
                 spec: inner.spec().to_string(),
             });
         }
+        let max_enqueued = options.max_enqueued.max(1);
+        let limits = inner
+            .batch()
+            .map_or(max_enqueued, |b| b.protocol().limits().max_requests);
         let shared = Shared {
             inner,
             store,
             model: model.into(),
             options,
             queue: Mutex::default(),
+            enqueued: Arc::new(tokio::sync::Semaphore::new(max_enqueued)),
+            limited: Mutex::new(Limited {
+                round: limits.min(max_enqueued),
+                refusals: BTreeMap::new(),
+            }),
         };
         Ok(Batcher {
             shared: Arc::new(shared),
@@ -143,7 +171,7 @@ impl Batcher {
     async fn ask(&self, req: &ChatRequest) -> Result<Completion, CallError> {
         let api = self.shared.api();
         let body = api.body(req)?;
-        let custom_id = custom_id(&self.shared.model, &body);
+        let custom_id = custom_id(&self.shared.model, &body, &req.samples, req.params.seed);
         let entry = api.entry(&custom_id, body);
         let (reply, answer) = oneshot::channel();
         self.shared.enqueue(Waiting {
@@ -158,12 +186,15 @@ impl Batcher {
     }
 }
 
-/// A request's custom id: the model and the body it sends, hashed, in the characters every provider accepts.
-fn custom_id(model: &str, body: &Value) -> String {
+/// A request's custom id: the model, the body it sends, and the samples and seed it answers, hashed, in the
+/// characters every provider accepts. Samples and judge repeats differ only in their seed, which Anthropic's
+/// Messages body does not carry: without them in the id, k samples would be one request and get one answer.
+fn custom_id(model: &str, body: &Value, samples: &[u32], seed: Option<u64>) -> String {
     let mut h = Sha256::new();
     h.update(model.as_bytes());
     h.update(b"\n");
     h.update(body.to_string().as_bytes());
+    h.update(format!("\nsamples {samples:?} seed {seed:?}").as_bytes());
     format!("nmb-{}", &hex::encode(h.finalize())[..32])
 }
 
@@ -176,6 +207,17 @@ impl Shared {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn limited(&self) -> std::sync::MutexGuard<'_, Limited> {
+        self.limited.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The provider's limits on one batch, with the request count lowered to the current round.
+    fn batch_limits(&self) -> BatchLimits {
+        let mut limits = self.api().protocol().limits();
+        limits.max_requests = limits.max_requests.min(self.limited().round).max(1);
+        limits
     }
 
     fn enqueue(self: &Arc<Self>, waiting: Waiting) {
@@ -241,7 +283,7 @@ async fn dispatch(shared: Arc<Shared>, calls: Vec<Waiting>) {
     for (_, (record, group)) in held {
         tokio::spawn(follow(shared.clone(), record, group));
     }
-    for chunk in chunks(fresh, shared.api().protocol().limits()) {
+    for chunk in chunks(fresh, shared.batch_limits()) {
         tokio::spawn(submit(shared.clone(), chunk));
     }
 }
@@ -269,8 +311,16 @@ fn chunks(group: Group, limits: BatchLimits) -> Vec<Group> {
     out
 }
 
-/// Records a new batch with its custom ids, then submits it and follows it to its end.
+/// Records a new batch with its custom ids, then submits it and follows it to its end, once the provider's queue
+/// has room for its requests ([`BatchOptions::max_enqueued`]).
 async fn submit(shared: Arc<Shared>, group: Group) {
+    let size = u32::try_from(group.len()).unwrap_or(u32::MAX);
+    let Ok(_room) = shared.enqueued.clone().acquire_many_owned(size).await else {
+        return fail(
+            group,
+            &CallError::new(ErrorClass::Other, "the batcher stopped"),
+        );
+    };
     let ids: Vec<String> = group.keys().cloned().collect();
     let batch_id = batch_id(&ids);
     let protocol = shared.api().protocol();
@@ -375,6 +425,9 @@ async fn poll(shared: Arc<Shared>, record: BatchRecord, ids: Vec<String>, mut gr
                 let _ = shared
                     .store
                     .set_batch_state(&record.batch_id, BatchState::Abandoned);
+                if e.class == ErrorClass::RateLimit {
+                    return limited(shared, &record, group, e).await;
+                }
                 fail(group, &e);
                 return;
             }
@@ -424,6 +477,44 @@ fn answer(record: &BatchRecord, items: Vec<BatchItem>, group: &mut Group, ended_
             let _ = reply.send(result.clone());
         }
     }
+}
+
+/// A batch the provider refused for a queue limit (OpenAI's `token_limit_exceeded`): later batches hold half as
+/// many requests, and its requests go again after a poll's wait, each at most [`LIMIT_RESUBMISSIONS`] times; a
+/// request refused more often ends with the provider's error.
+async fn limited(shared: Arc<Shared>, record: &BatchRecord, group: Group, e: CallError) {
+    let (again, given_up, round) = {
+        let mut l = shared.limited();
+        l.round = (l.round.min(group.len()) / 2).max(1);
+        let (mut again, mut given_up) = (Group::new(), Group::new());
+        for (id, slot) in group {
+            let refusals = l.refusals.entry(id.clone()).or_insert(0);
+            *refusals += 1;
+            let to = if *refusals > LIMIT_RESUBMISSIONS {
+                &mut given_up
+            } else {
+                &mut again
+            };
+            to.insert(id, slot);
+        }
+        (again, given_up, l.round)
+    };
+    tracing::warn!(
+        batch = %record.batch_id,
+        error = %e.message,
+        "the provider refused the batch for a queue limit; its requests go again later in batches of at most {round}"
+    );
+    if !given_up.is_empty() {
+        let mut e = e.clone();
+        e.message = format!(
+            "{} (refused {} times for the provider's queue limit, in batches down to {round} requests)",
+            e.message,
+            LIMIT_RESUBMISSIONS + 1
+        );
+        fail(given_up, &e);
+    }
+    tokio::time::sleep(shared.options.poll).await;
+    resend(&shared, again);
 }
 
 /// Puts calls back in the queue for a new batch.
@@ -546,13 +637,21 @@ mod tests {
     #[test]
     fn a_custom_id_is_the_same_for_the_same_request_and_fits_every_provider() {
         let body = serde_json::json!({"model": "m", "messages": []});
-        let id = custom_id("openai:m", &body);
-        assert_eq!(id, custom_id("openai:m", &body));
-        assert_ne!(id, custom_id("openai:other", &body));
+        let id = custom_id("openai:m", &body, &[0], Some(7));
+        assert_eq!(id, custom_id("openai:m", &body, &[0], Some(7)));
+        assert_ne!(id, custom_id("openai:other", &body, &[0], Some(7)));
         assert_ne!(
             id,
-            custom_id("openai:m", &serde_json::json!({"model": "m"}))
+            custom_id(
+                "openai:m",
+                &serde_json::json!({"model": "m"}),
+                &[0],
+                Some(7)
+            )
         );
+        // The same body for another sample or seed (Anthropic's body carries neither) is another request.
+        assert_ne!(id, custom_id("openai:m", &body, &[1], Some(7)));
+        assert_ne!(id, custom_id("openai:m", &body, &[0], Some(8)));
         // Anthropic: ^[a-zA-Z0-9_-]{1,64}$.
         assert!(
             id.len() <= 64

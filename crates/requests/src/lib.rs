@@ -14,6 +14,10 @@
 //! [`AnthropicWire`] (Messages) and [`GeminiWire`] (generateContent), each in its own module with the request
 //! and response types of its format. A new API is one more `Wire` (plus its spec prefix in `nmb_chat::spec`).
 //!
+//! What each provider documents for its model families (which sampling parameters go together, which thinking
+//! levels and budgets a model takes, how many tokens a model that thinks by default needs) is one table,
+//! [`rules`], which the wires apply when they build a request (`docs/providers.md` prints it).
+//!
 //! API keys come only from `OPENAI_API_KEY`, `ANTHROPIC_API_KEY` and `GEMINI_API_KEY`; they are redacted from
 //! every error this crate produces.
 
@@ -26,6 +30,7 @@ pub mod gemini;
 pub mod http;
 pub mod openai;
 pub mod replicas;
+pub mod rules;
 pub mod scheduler;
 pub mod transport;
 
@@ -118,7 +123,7 @@ pub fn connect(
             let options = options.anthropic.clone();
             http(spec, key, transport, AnthropicWire::new(model, options))
         }
-        BackendKind::Gemini => http(spec, key, transport, GeminiWire { model }),
+        BackendKind::Gemini => http(spec, key, transport, GeminiWire::new(model)),
         BackendKind::Local | BackendKind::Human | BackendKind::Imported => {
             return Err(not_http(spec))
         }

@@ -185,6 +185,13 @@ pub(crate) async fn send(
         header("retry-after-ms").as_deref(),
         SystemTime::now(),
     );
+    // Not a standard header; the official SDKs obey it over the status ("If the server explicitly says whether
+    // or not to retry, obey", openai-python's and anthropic-sdk's `_should_retry`).
+    let should_retry = match header("x-should-retry").as_deref() {
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        _ => None,
+    };
     let bytes = resp
         .bytes()
         .await
@@ -199,7 +206,9 @@ pub(crate) async fn send(
     if class == ErrorClass::UnsupportedInput {
         message = format!("{message} ({UNSUPPORTED_INPUT_HINT})");
     }
-    Err(CallError::new(class, message)
+    let mut error = CallError::new(class, message);
+    error.should_retry = should_retry;
+    Err(error
         .with_status(status)
         .with_retry_after(retry_after)
         .with_raw(body)

@@ -82,6 +82,9 @@ pub struct Limits {
     /// Seconds between polls of a submitted batch [default: 30].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_poll_secs: Option<f64>,
+    /// Requests in the model's submitted, unfinished batches at once [default: `nmb_record::BATCH_IN_FLIGHT`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_max_requests: Option<u32>,
 }
 
 impl Limits {
@@ -99,7 +102,11 @@ impl Limits {
     /// How the batcher gathers and polls.
     pub fn batch_options(&self) -> nmb_record::BatchOptions {
         let secs = self.batch_poll_secs.unwrap_or(f64::NAN);
-        nmb_record::BatchOptions::polling_every(secs)
+        let mut options = nmb_record::BatchOptions::polling_every(secs);
+        if let Some(n) = self.batch_max_requests {
+            options.max_enqueued = (n as usize).max(1);
+        }
+        options
     }
 
     /// The scheduler's limits.
@@ -125,6 +132,7 @@ impl Default for Limits {
             max_retries: 6,
             batch: false,
             batch_poll_secs: None,
+            batch_max_requests: None,
         }
     }
 }

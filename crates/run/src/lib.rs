@@ -141,6 +141,14 @@ fn class_hint(class: &str) -> Option<&'static str> {
         "network" => Some("network: is the server up at the base URL?"),
         "unsupported_input" => Some(nmb_requests::error::UNSUPPORTED_INPUT_HINT),
         "context_length" => Some("context_length: the prompt is too long for the model; try --inputs text"),
+        "quota_exhausted" => Some(
+            "quota_exhausted: the account's quota or credit is used up; --resume RUN_ID asks again once it is \
+             renewed",
+        ),
+        "rate_limit" => Some(
+            "rate_limit: the server kept refusing for its rate limit, or asked to wait longer than a call waits \
+             (`nmb runs show` gives its words); a lower --concurrency or a later --resume may get through",
+        ),
         _ => None,
     }
 }

@@ -115,8 +115,10 @@ fn status_of(kind: &str) -> u16 {
         "authentication_error" => 401,
         "permission_error" => 403,
         "not_found_error" => 404,
+        "billing_error" => 402,
         "request_too_large" => 413,
         "rate_limit_error" => 429,
+        "timeout_error" => 504,
         "overloaded_error" => 529,
         _ => 500,
     }

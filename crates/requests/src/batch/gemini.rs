@@ -8,7 +8,7 @@
 use serde_json::{json, Value};
 
 use super::{field, text_field, Line, Progress};
-use crate::error::{CallError, ErrorClass};
+use crate::error::{grpc_http_status, CallError, ErrorClass};
 use crate::http::{HttpBackend, Wire};
 
 pub(super) fn entry(custom_id: &str, body: Value) -> Value {
@@ -58,13 +58,20 @@ pub(super) async fn poll<W: Wire>(
     match state.as_str() {
         "BATCH_STATE_SUCCEEDED" | "BATCH_STATE_CANCELLED" | "BATCH_STATE_EXPIRED" => {}
         "BATCH_STATE_FAILED" => {
-            let why = operation
-                .get("error")
-                .map_or_else(String::new, Value::to_string);
-            return Ok(Progress::Failed(CallError::new(
-                ErrorClass::ClientError,
-                format!("Gemini refused batch {name}: {why}"),
-            )));
+            let error = operation.get("error").cloned().unwrap_or(Value::Null);
+            let code = error.get("code").and_then(Value::as_u64).unwrap_or(2);
+            let said = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("no reason given");
+            // RESOURCE_EXHAUSTED (a batch quota) clears as other batches finish: sent again later, smaller.
+            let class = if http_status(code) == 429 {
+                ErrorClass::RateLimit
+            } else {
+                ErrorClass::ClientError
+            };
+            let e = CallError::new(class, format!("Gemini failed batch {name}: {said}"));
+            return Ok(Progress::Failed(e.with_raw(error.to_string())));
         }
         _ => return Ok(Progress::Running),
     }
@@ -86,10 +93,40 @@ pub(super) async fn poll<W: Wire>(
             Line::Answer(custom_id, Ok(response.to_string()))
         } else {
             let error = field(r, "/error")?;
-            let code = error.get("code").and_then(Value::as_u64).unwrap_or(500) as u16;
-            Line::Answer(custom_id, Err(b.line_error(code, &error.to_string())))
+            let code = error.get("code").and_then(Value::as_u64).unwrap_or(2);
+            let status = http_status(code);
+            // The body as a single call's error would carry it, so that the class is read from the same words.
+            let body = json!({ "error": error }).to_string();
+            Line::Answer(custom_id, Err(b.line_error(status, &body)))
         };
         lines.push(line);
     }
     Ok(Progress::Ended(lines))
+}
+
+/// The HTTP status of an inline error's `code`: a `google.rpc.Status` carries a gRPC code (3 INVALID_ARGUMENT, 8
+/// RESOURCE_EXHAUSTED, 13 INTERNAL, 14 UNAVAILABLE, ...), mapped as `google.rpc.Code` documents; a number that
+/// can only be an HTTP status (100 and up) is read as one.
+fn http_status(code: u64) -> u16 {
+    match u16::try_from(code) {
+        Ok(status) if (100..600).contains(&status) => status,
+        _ => grpc_http_status(code),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::http_status;
+    use crate::error::{classify_status, ErrorClass};
+
+    #[test]
+    fn inline_error_codes_are_grpc_codes() {
+        let class = |code| classify_status(http_status(code), "");
+        assert_eq!(class(3), ErrorClass::ClientError);
+        assert_eq!(class(8), ErrorClass::RateLimit);
+        assert_eq!(class(13), ErrorClass::ServerError);
+        assert_eq!(class(14), ErrorClass::ServerError);
+        assert_eq!(class(429), ErrorClass::RateLimit);
+        assert_eq!(class(u64::MAX), ErrorClass::ServerError);
+    }
 }

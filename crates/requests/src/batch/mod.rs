@@ -37,11 +37,12 @@ impl BatchProtocol {
         }
     }
 
-    /// The most requests and bytes one batch may hold, as each provider documents them: OpenAI 50,000
-    /// requests in a file of at most 200 MB; Anthropic 100,000 requests or 256 MB; Gemini's inlined requests
-    /// 20 MB in all.
+    /// The most requests and bytes one batch may hold, as each provider documents them, in bytes as the
+    /// providers count them (a megabyte is 1,000,000 bytes): OpenAI "up to 50,000 requests" in an input file "up
+    /// to 200 MB" (the Files API refuses an upload over 200,000,000 bytes); Anthropic "100,000 Message requests
+    /// or 256 MB in size, whichever is reached first"; Gemini's inlined requests "under 20MB" in all.
     pub fn limits(self) -> BatchLimits {
-        const MB: usize = 1 << 20;
+        const MB: usize = 1_000_000;
         match self {
             BatchProtocol::OpenAi => BatchLimits {
                 max_requests: 50_000,
@@ -82,7 +83,10 @@ pub enum Polled {
     /// Done (or expired, or cancelled): the outcome of every request that has one. A request left out (expired,
     /// cancelled) has no answer and must be sent again.
     Ended(Vec<BatchItem>),
-    /// The provider refused the batch as a whole (a file that failed validation): every request fails so.
+    /// The provider refused the batch as a whole: every request fails so. Class `rate_limit` when it refused it
+    /// for a limit that clears as other batches finish (OpenAI's `token_limit_exceeded`, Gemini's
+    /// `RESOURCE_EXHAUSTED`), so that its requests can go again later in smaller batches; otherwise the
+    /// provider's own message (a file that failed validation).
     Failed(CallError),
 }
 
@@ -143,7 +147,7 @@ impl<W: Wire> HttpBackend<W> {
         let classify = |status: u16, body: &str| self.wire.classify(status, body);
         let reply = send(self.authorised(http), secret, classify).await;
         let reply = reply.map_err(|e| {
-            let mut e = e;
+            let mut e = self.hinted(e);
             for s in &self.url_secrets {
                 e = e.redacted(Some(s));
             }
@@ -170,6 +174,7 @@ impl<W: Wire> HttpBackend<W> {
     /// The body a single call would send, as JSON.
     pub(crate) fn body_json(&self, req: &ChatRequest) -> Result<Value, CallError> {
         crate::backend::check_n(self, req)?;
+        self.warn_once(req);
         self.body_value(req)
     }
 
@@ -324,4 +329,16 @@ pub(crate) fn jsonl(body: &str) -> Result<Vec<Value>, CallError> {
         .filter(|l| !l.trim().is_empty())
         .map(json)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BatchProtocol;
+
+    #[test]
+    fn byte_limits_are_counted_as_the_providers_count_them() {
+        assert_eq!(BatchProtocol::OpenAi.limits().max_bytes, 200_000_000);
+        assert_eq!(BatchProtocol::Anthropic.limits().max_bytes, 256_000_000);
+        assert_eq!(BatchProtocol::Gemini.limits().max_bytes, 20_000_000);
+    }
 }

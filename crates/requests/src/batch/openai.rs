@@ -76,15 +76,8 @@ pub(super) async fn poll<W: Wire>(b: &HttpBackend<W>, id: &str) -> Result<Progre
     let status = text_field(&batch, "/status")?;
     match status.as_str() {
         "completed" | "expired" | "cancelled" => {}
-        "failed" => {
-            let why = batch
-                .get("errors")
-                .map_or_else(String::new, Value::to_string);
-            return Ok(Progress::Failed(CallError::new(
-                ErrorClass::ClientError,
-                format!("OpenAI refused batch {id}: {why}"),
-            )));
-        }
+        "failed" => return Ok(Progress::Failed(failure(id, &batch))),
+        // validating, in_progress, finalizing, cancelling
         _ => return Ok(Progress::Running),
     }
     let mut lines = Vec::new();
@@ -99,6 +92,46 @@ pub(super) async fn poll<W: Wire>(b: &HttpBackend<W>, id: &str) -> Result<Progre
         }
     }
     Ok(Progress::Ended(lines))
+}
+
+/// Why OpenAI failed a batch, from its `errors.data[]` (`{"code", "message", "param", "line"}`). A batch refused
+/// for the organisation's enqueued-token limit ("token_limit_exceeded": "Enqueued token limit reached for
+/// gpt-4o ... Please try again once some in_progress batches have been completed.") is a rate limit, to be sent
+/// again later in smaller batches; any other failure is a client error with OpenAI's messages.
+fn failure(id: &str, batch: &Value) -> CallError {
+    let errors = batch.pointer("/errors/data").and_then(Value::as_array);
+    let errors = errors.map(Vec::as_slice).unwrap_or_default();
+    let code = |e: &Value| {
+        e.get("code")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let said: Vec<String> = errors
+        .iter()
+        .map(|e| {
+            let message = e.get("message").and_then(Value::as_str).unwrap_or("");
+            let line = e.get("line").and_then(Value::as_u64);
+            let line = line.map_or_else(String::new, |l| format!(" (line {l})"));
+            format!("{}: {message}{line}", code(e))
+        })
+        .collect();
+    let said = if said.is_empty() {
+        "no reason given".to_string()
+    } else {
+        said.join("; ")
+    };
+    let limited = errors.iter().any(|e| code(e) == "token_limit_exceeded");
+    let class = if limited {
+        ErrorClass::RateLimit
+    } else {
+        ErrorClass::ClientError
+    };
+    CallError::new(class, format!("OpenAI failed batch {id}: {said}")).with_raw(
+        batch
+            .get("errors")
+            .map_or_else(String::new, Value::to_string),
+    )
 }
 
 fn read_line<W: Wire>(b: &HttpBackend<W>, line: &Value) -> Result<Line, CallError> {

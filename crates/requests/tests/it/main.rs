@@ -2,6 +2,7 @@
 
 mod common;
 mod faults;
+mod providers;
 mod reasoning;
 mod replicas;
 mod secrets;
