@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use nmb_table::terminal::{excerpt, inert, inert_lines, quote};
+use nmb_table::terminal::{excerpt, excerpt_of, inert, inert_lines, quote};
 
 use crate::{
     check_images, load, Case, Image, LoadOptions, Problem, Reference, Suite, SuiteError,
@@ -80,7 +80,10 @@ pub fn stats_text(s: &SuiteStats) -> String {
             format!("{} error(s), {} warning(s)", s.errors, s.warnings),
         ),
     ];
-    rows.iter().map(|(k, v)| format!("{k:<10} {v}\n")).collect()
+    // The suite's id, version and format names come from its files.
+    rows.iter()
+        .map(|(k, v)| format!("{k:<10} {}\n", inert(v)))
+        .collect()
 }
 
 /// One case readably: metadata, images (each read now to describe it), EHR, notes, and every task with its
@@ -378,15 +381,16 @@ impl Validation {
     pub fn by_kind(&self) -> Vec<String> {
         crate::group_problems(&self.problems, 0)
             .into_iter()
-            .map(|g| format!("{} × {}", g.count, g.group))
+            .map(|g| format!("{} × {}", g.count, excerpt_of(&g.group, 1000)))
             .collect()
     }
 
     /// The one-line summary printed after the problems (no newline); `spec` is the suite as it was named.
     pub fn summary(&self, spec: &str) -> String {
         format!(
-            "{spec}: {} error(s), {} warning(s); {} cases with content, {} empty placeholders, {} tasks, {} images \
+            "{}: {} error(s), {} warning(s); {} cases with content, {} empty placeholders, {} tasks, {} images \
              checked",
+            inert(spec),
             self.errors(),
             self.warnings(),
             self.cases,
