@@ -374,6 +374,39 @@ fn page_header(file: &mut std::fs::File, at: u64, end: u64) -> Result<(u64, i64,
     ))
 }
 
+thread_local! {
+    /// Set while [`guard`] runs the parquet crate on this thread: a panic there is caught and reported as an
+    /// error, so the panic hook stays quiet for it.
+    static CAUGHT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs the parquet crate's reading, turning a panic inside it into an error message. Its record reader asserts
+/// on data a checked footer cannot rule out (definition levels that disagree with the values, a value cut
+/// short), and a panic must not end the process. A hook installed once stays silent for the panics caught here
+/// and hands every other panic to the hook that was there before.
+pub(super) fn guard<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !CAUGHT.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    let was = CAUGHT.with(|c| c.replace(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    CAUGHT.with(|c| c.set(was));
+    result.map_err(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "no message".into());
+        format!("the parquet crate failed on malformed data ({what})")
+    })
+}
+
 // Thrift compact protocol types (field and element types).
 const BOOL_TRUE: u8 = 1;
 const BOOL_FALSE: u8 = 2;

@@ -183,10 +183,20 @@ fn json_rows(path: &Path) -> Result<Vec<Row>, SuiteError> {
 /// to [`limits::parquet_budget`] bytes (each row counted as [`ROW_OVERHEAD`] bytes more), and no more rows than
 /// the footer claims are read.
 fn parquet_rows(path: &Path) -> Result<Vec<Row>, SuiteError> {
-    use parquet::file::reader::{FileReader, SerializedFileReader};
-    let file = file_name(path);
     let footer = parquet_footer::check(path)
         .map_err(|e| json::fatal(path, format!("not a Parquet file nmb can read safely: {e}")))?;
+    parquet_footer::guard(|| read_parquet(path, footer)).unwrap_or_else(|e| {
+        Err(json::fatal(
+            path,
+            format!("not a readable Parquet file: {e}"),
+        ))
+    })
+}
+
+/// The rows of a Parquet file whose footer says `footer`.
+fn read_parquet(path: &Path, footer: parquet_footer::Footer) -> Result<Vec<Row>, SuiteError> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let file = file_name(path);
     let bad = |e: parquet::errors::ParquetError| {
         json::fatal(path, format!("not a readable Parquet file: {e}"))
     };

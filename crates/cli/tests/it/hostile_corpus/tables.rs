@@ -16,6 +16,7 @@ pub fn cases(dir: &Path) -> Vec<Case> {
         parquet_page_claims_2_gb(dir),
         parquet_chunk_outside_the_file(dir),
         parquet_list_claims_more_than_the_footer(dir),
+        parquet_page_the_crate_asserts_on(dir),
         csv_of_200k_rows(dir),
         cases_jsonl_nested_arrays(dir),
         site_file_of_100_mb(dir),
@@ -24,6 +25,21 @@ pub fn cases(dir: &Path) -> Vec<Case> {
         answer_of_100k_nested_braces(dir),
     ]
 }
+
+/// A Parquet file the fuzzer found (`fuzz.rs`, Parquet table case 965): its footer is sound, but a data page
+/// disagrees with its schema, and the parquet crate's record reader asserted on it (a panic that ended the process).
+const FUZZED_PARQUET: &str = concat!(
+    "UEFSMRUEFUAVREwVBBUAEgAAIHwNAAAASXMgaXQgbm9ybWFsPwsAAABXaGljaCBsb2JlPxUAFQYVCiwVBhUQFQYVBgAAAwgBAwIV",
+    "BBUwFTRMFQYVABIAABhcAwAAAHllcwcAAABmcm9udGFsAgAAAG5vFQAVCBUMLBUGFRAVBhUGAAAEDAIDJAAVBBUWFRpMFQIVABIA",
+    "AAsoBwAAAGltZy5wbmcVABUSFRYsFQYVEBUGFQYAAAkgAwAAACwDBgAAAhkSAhkYDUlzIGl0IG5vcm1hbD8ZGAtXaGljaCBsb2Jl",
+    "PxUCGRYAABkSAhkYB2Zyb250YWwZGAN5ZXMVAhkWAAAZEgIZGAdpbWcucG5nGRgHaW1nLnBuZxUCGRYEKTYCAgIAGRwWaBUsFgAA",
+    "GRZKABkcFuQBFS4WAAAZFhgAGRwWyAIVOBYAABkWDgAVAhlcSAJoZhUGABUMJQAYCHF1ZXN0aW9uJQAAFQwlABgGYW5zd2VyJQAA",
+    "NQIYBWltYWdlFQIAFQwlAhgEcGF0aCUAABYGGRwZPCYAHBUMGTUABhAZGAhxdWVzdGlvbhUCFgYWhAEWjAEmaCYIHDYAKAtXaGlj",
+    "aCBsb2JlPxgNSXMgaXQgbm9ybWFsPxERABksFQQVABUCABUAFRAVAgA8FkoAABbEBBUaFoADFU4AJgAcFQwZNQAGEBkYBmFuc3dl",
+    "chUCFgYWdhZ+JuQBJpQBHDYAKAN5ZXMYB2Zyb250YWwREQAZLBUEFQAVAgAVABUQFQIAPBYYAAAW3gQVHBbOAxUyACYAHBUMGTUA",
+    "BhAZKAVpbWFnZQRwYXRoFQIWBhZmFm4myAImkgIcNgQoB2ltZy5wbmcYB2ltZy5wbmcREQAZLBUEFQAVAgAVABUQFQIAPBYOKTYC",
+    "AgIAABb6BBUcFoAEFUQAFuACFgYmCBb4AhQAACgZcGFycXVldC1ycyB2ZXJzaW9uIDYwLjEuMBk8HAAAHAAAHAAAAJoBAABQQVIx",
+);
 
 /// `nmb suite validate SPEC` in the case's own runs directory.
 fn validate(
@@ -260,6 +276,21 @@ fn parquet_list_claims_more_than_the_footer(dir: &Path) -> Case {
         c,
         &runs,
         &["list.parquet", "more than the bytes that remain"],
+    )
+}
+
+fn parquet_page_the_crate_asserts_on(dir: &Path) -> Case {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(FUZZED_PARQUET)
+        .unwrap();
+    let path = file(dir, "fuzzed.parquet", &bytes);
+    let (c, runs) = validate(dir, "fuzzed", &format!("table:{}", path.display()), &[]);
+    Case::refused(
+        "a Parquet data page the parquet crate's record reader asserts on",
+        c,
+        &runs,
+        &["fuzzed.parquet", "not a readable Parquet file"],
     )
 }
 
