@@ -246,7 +246,7 @@ fn check_schema(schema: &[SchemaElement]) -> Result<(), String> {
         let follow = (schema.len() - i - 1) as i64;
         if children < 0 || children > follow {
             return Err(format!(
-                "schema element {i} claims {children} children, but {follow} elements follow it"
+                "schema element {i} claims {children} children; only {follow} elements come after it"
             ));
         }
         if children > 0 {

@@ -185,8 +185,9 @@ fn parquet_root_claims_2_pow_31_children(dir: &Path) -> Case {
     let bytes = parquet(
         b"",
         &footer(|t| {
-            t.list(2, STRUCT, 1);
+            t.list(2, STRUCT, 2);
             t.begin().bin(4, b"schema").i32(5, i32::MAX).end();
+            t.begin().i32(1, 6).bin(4, b"leaf").end();
         }),
     );
     let path = file(dir, "children.parquet", &bytes);
@@ -197,7 +198,7 @@ fn parquet_root_claims_2_pow_31_children(dir: &Path) -> Case {
         &runs,
         &[
             "children.parquet",
-            "claims 2147483647 children, but 0 elements follow",
+            "claims 2147483647 children; only 1 elements come after it",
         ],
     )
 }
