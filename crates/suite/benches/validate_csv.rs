@@ -1,4 +1,4 @@
-//! Benchmark (not a test): `nmb suite validate` of a question table in CSV with 200,000 rows (about 9 MB).
+//! Benchmark (not a test): `nmb suite validate` of a question table in CSV with 200,000 rows (about 18 MB).
 //!
 //! Run in release: `cargo bench -p nmb-suite --bench validate_csv` (rows: `NMB_BENCH_CSV_ROWS`, default
 //! 200000). Each row is a multiple-choice question with four option columns, as PMC-VQA's CSV has, and a
