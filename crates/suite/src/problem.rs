@@ -115,29 +115,6 @@ pub fn group_problems(problems: &[Problem], examples: usize) -> Vec<ProblemGroup
     groups
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_problem_prints_as_one_inert_bounded_line() {
-        let p = Problem::error(
-            "key.jsonl:3",
-            format!("unknown case {:?}", "x".repeat(5000)),
-        )
-        .case("c\u{1b}[2J\u{1b}[Hfake\nerror: none")
-        .field("case_id");
-        let text = p.to_string();
-        assert!(!text.chars().any(char::is_control), "{text:?}");
-        assert!(
-            text.contains("case c\\u{1b}[2J\\u{1b}[Hfake\\nerror: none: field case_id"),
-            "{text}"
-        );
-        assert!(text.len() < 1200, "{}", text.len());
-        assert!(text.ends_with("more bytes)"), "{text}");
-    }
-}
-
 /// The most characters of a problem's message printed: a message quoting a long value is cut, saying how much
 /// was left out.
 const MESSAGE_CHARS: usize = 1000;
@@ -159,5 +136,28 @@ impl fmt::Display for Problem {
             write!(f, ": field {}", excerpt(fl))?;
         }
         write!(f, ": {}", excerpt_of(&self.message, MESSAGE_CHARS))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_problem_prints_as_one_inert_bounded_line() {
+        let p = Problem::error(
+            "key.jsonl:3",
+            format!("unknown case {:?}", "x".repeat(5000)),
+        )
+        .case("c\u{1b}[2J\u{1b}[Hfake\nerror: none")
+        .field("case_id");
+        let text = p.to_string();
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+        assert!(
+            text.contains("case c\\u{1b}[2J\\u{1b}[Hfake\\nerror: none: field case_id"),
+            "{text}"
+        );
+        assert!(text.len() < 1200, "{}", text.len());
+        assert!(text.ends_with("more bytes)"), "{text}");
     }
 }
