@@ -272,7 +272,7 @@ const INPUTS: [&str; 3] = ["full", "text", "images"];
 
 /// Reads and checks a run file.
 pub fn read(path: &Path) -> Result<Study, StudyError> {
-    let text = std::fs::read_to_string(path).map_err(|source| StudyError::Read {
+    let text = nmb_suite::limits::read_to_string_io(path).map_err(|source| StudyError::Read {
         path: path.to_path_buf(),
         source,
     })?;
@@ -283,7 +283,7 @@ pub fn read(path: &Path) -> Result<Study, StudyError> {
 pub fn parse(path: &Path, text: &str) -> Result<Study, StudyError> {
     let file: StudyFile = toml::from_str(text).map_err(|e| StudyError::Parse {
         path: path.to_path_buf(),
-        message: e.to_string().trim_end().to_string(),
+        message: nmb_suite::limits::toml_error(text, &e),
     })?;
     let study = Study {
         path: path.to_path_buf(),
