@@ -34,6 +34,8 @@ pub struct BatchConfig {
     /// How long the answer to a batch's creation takes, after the batch is made (a client stopped meanwhile
     /// never learns its id).
     pub create_delay: std::time::Duration,
+    /// Outputs no honest provider sends (see [`crate::hostile`]).
+    pub hostile: Option<crate::hostile::HostileBatch>,
 }
 
 /// Every file and batch this server was given.

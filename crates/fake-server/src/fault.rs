@@ -29,15 +29,20 @@ pub enum Fault {
     Empty,
     /// HTTP 200 with the wire's refusal: `content_filter`, `stop_reason: refusal`, `blockReason: SAFETY`.
     Refusal,
+    /// What no honest server sends (see [`crate::hostile`]).
+    Hostile(crate::hostile::Hostile),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown fault {0:?}; expected 429[:SECS], 429ms:MILLIS, STATUS (e.g. 500, 503, 529), context, reset, slow:MILLIS, hang, malformed, empty or refusal")]
+#[error("unknown fault {0:?}; expected 429[:SECS], 429ms:MILLIS, STATUS (e.g. 500, 503, 529), context, reset, slow:MILLIS, hang, malformed, empty, refusal or a hostile mode (huge:BYTES, huge-close:BYTES, lie:BYTES, drip:MILLIS, gzip-bomb:BYTES, deflate-bomb:BYTES, encoding:NAME, deep:DEPTH, numbers:KIND)")]
 pub struct FaultParseError(pub String);
 
 impl FromStr for Fault {
     type Err = FaultParseError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Ok(h) = s.parse::<crate::hostile::Hostile>() {
+            return Ok(Fault::Hostile(h));
+        }
         let bad = || FaultParseError(s.to_string());
         let (name, arg) = match s.split_once(':') {
             Some((n, a)) => (n, Some(a)),
@@ -90,6 +95,7 @@ impl fmt::Display for Fault {
             Fault::Malformed => f.write_str("malformed"),
             Fault::Empty => f.write_str("empty"),
             Fault::Refusal => f.write_str("refusal"),
+            Fault::Hostile(h) => write!(f, "{h}"),
         }
     }
 }

@@ -6,9 +6,11 @@
 //! before it is submitted. A request whose custom id a stored batch already holds is never submitted again: a
 //! submitted batch is polled, an ended one read again, and one that was being submitted when its process
 //! stopped is looked for at the provider. What a batch leaves unanswered (expired, cancelled) goes into a new
-//! batch. Each caller gets its answer back as if its call had been sent alone, with the batch named.
+//! batch, at most [`RESENDS`] times per request in one process. Each caller gets its answer back as if its call
+//! had been sent alone, with the batch named.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -59,6 +61,11 @@ pub const BATCH_IN_FLIGHT: usize = 4096;
 /// Polls that may fail in a row (network, server errors) before a batch's callers are given the error.
 const POLL_FAILURES: u32 = 10;
 
+/// Times one process puts a request into a new batch after batches left it unanswered (expired, ended without
+/// its line, lost by the provider); after that its caller gets an error instead, so that a provider that never
+/// answers cannot keep a run submitting batches.
+pub const RESENDS: u32 = 2;
+
 /// Why a model cannot be batched.
 #[derive(Debug, thiserror::Error)]
 #[error("{spec} has no batch API; --batch works with openai:, anthropic: and gemini: models")]
@@ -78,6 +85,12 @@ struct Shared {
     model: String,
     options: BatchOptions,
     queue: Mutex<Queue>,
+    /// The largest response cap of the requests asked: what each line of a batch's output may take.
+    line_cap: AtomicU64,
+    /// How many times each request was put into a new batch after one left it unanswered.
+    resent: Mutex<HashMap<String, u32>>,
+    /// Batches whose polling gave up in this process, with why: a later call in them gets the error at once.
+    gave_up: Mutex<HashMap<String, CallError>>,
 }
 
 #[derive(Default)]
@@ -117,6 +130,9 @@ impl Batcher {
             model: model.into(),
             options,
             queue: Mutex::default(),
+            line_cap: AtomicU64::new(0),
+            resent: Mutex::default(),
+            gave_up: Mutex::default(),
         };
         Ok(Batcher {
             shared: Arc::new(shared),
@@ -143,6 +159,7 @@ impl Batcher {
     async fn ask(&self, req: &ChatRequest) -> Result<Completion, CallError> {
         let api = self.shared.api();
         let body = api.body(req)?;
+        (self.shared.line_cap).fetch_max(api.response_cap(req), Ordering::Relaxed);
         let custom_id = custom_id(&self.shared.model, &body);
         let entry = api.entry(&custom_id, body);
         let (reply, answer) = oneshot::channel();
@@ -176,6 +193,25 @@ impl Shared {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The error a request gets once batches left it unanswered more than [`RESENDS`] times.
+    fn exhausted(&self, custom_id: &str) -> Option<CallError> {
+        let resent = self.resent.lock().unwrap_or_else(|p| p.into_inner());
+        let times = resent.get(custom_id).copied().filter(|n| *n > RESENDS)?;
+        Some(CallError::new(
+            ErrorClass::ServerError,
+            format!(
+                "the provider's batches left this request unanswered {times} times (ended without its \
+                 answer, expired or lost); it is not put into another batch in this run"
+            ),
+        ))
+    }
+
+    /// What each line of a batch's output may take.
+    fn line_cap(&self) -> u64 {
+        let cap = self.line_cap.load(Ordering::Relaxed);
+        cap.max(nmb_requests::body::RESPONSE_OVERHEAD_BYTES)
     }
 
     fn enqueue(self: &Arc<Self>, waiting: Waiting) {
@@ -217,6 +253,10 @@ async fn dispatch(shared: Arc<Shared>, calls: Vec<Waiting>) {
     let mut fresh = Group::new();
     let mut held: BTreeMap<String, (BatchRecord, Group)> = BTreeMap::new();
     for w in calls {
+        if let Some(e) = shared.exhausted(&w.custom_id) {
+            let _ = w.reply.send(Err(e));
+            continue;
+        }
         let found = if w.fresh {
             Ok(None)
         } else {
@@ -324,6 +364,13 @@ fn batch_id(ids: &[String]) -> String {
 
 /// Follows a batch found in the store: asks the provider for one that was being submitted, then polls.
 async fn follow(shared: Arc<Shared>, mut record: BatchRecord, group: Group) {
+    let gave_up = (shared.gave_up.lock().unwrap_or_else(|p| p.into_inner()))
+        .get(&record.batch_id)
+        .cloned();
+    if let Some(e) = gave_up {
+        fail(group, &e);
+        return;
+    }
     if record.state == BatchState::Preparing {
         let since = format_utc_ms(record.created_ms - 60_000);
         let api = shared.api();
@@ -361,7 +408,11 @@ async fn poll(shared: Arc<Shared>, record: BatchRecord, ids: Vec<String>, mut gr
     let ended_before = record.state == BatchState::Ended;
     let mut failures = 0;
     loop {
-        match shared.api().poll(&provider_id, &ids).await {
+        match shared
+            .api()
+            .poll(&provider_id, &ids, shared.line_cap())
+            .await
+        {
             Ok(Polled::Running) => {}
             Ok(Polled::Ended(items)) => {
                 let _ = shared
@@ -395,6 +446,8 @@ async fn poll(shared: Arc<Shared>, record: BatchRecord, ids: Vec<String>, mut gr
                 tracing::warn!(batch = %record.batch_id, error = %e.message, "polling the batch failed; trying again");
             }
             Err(e) => {
+                (shared.gave_up.lock().unwrap_or_else(|p| p.into_inner()))
+                    .insert(record.batch_id.clone(), e.clone());
                 fail(group, &e);
                 return;
             }
@@ -405,11 +458,12 @@ async fn poll(shared: Arc<Shared>, record: BatchRecord, ids: Vec<String>, mut gr
 
 /// Gives each caller its answer, named with the batch and timed from its submission. An error read again from
 /// a batch that had ended before is not given back: the call goes into a new batch, as a failed call is sent
-/// again.
+/// again; except an answer too large to read, which a new batch would pay for again and a larger cap reads.
 fn answer(record: &BatchRecord, items: Vec<BatchItem>, group: &mut Group, ended_before: bool) {
     let waited = Duration::from_millis(u64::try_from(now_ms() - record.created_ms).unwrap_or(0));
     for item in items {
-        if ended_before && item.result.is_err() {
+        let too_large = matches!(&item.result, Err(e) if e.class == ErrorClass::ResponseTooLarge);
+        if ended_before && item.result.is_err() && !too_large {
             continue;
         }
         let Some((_, replies)) = group.remove(&item.custom_id) else {
@@ -426,9 +480,19 @@ fn answer(record: &BatchRecord, items: Vec<BatchItem>, group: &mut Group, ended_
     }
 }
 
-/// Puts calls back in the queue for a new batch.
+/// Puts calls back in the queue for a new batch, or gives them an error once batches left them unanswered more
+/// than [`RESENDS`] times.
 fn resend(shared: &Arc<Shared>, group: Group) {
     for (custom_id, (entry, replies)) in group {
+        *(shared.resent.lock().unwrap_or_else(|p| p.into_inner()))
+            .entry(custom_id.clone())
+            .or_insert(0) += 1;
+        if let Some(e) = shared.exhausted(&custom_id) {
+            for reply in replies {
+                let _ = reply.send(Err(e.clone()));
+            }
+            continue;
+        }
         for reply in replies {
             shared.enqueue(Waiting {
                 custom_id: custom_id.clone(),

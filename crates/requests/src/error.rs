@@ -24,10 +24,14 @@ pub enum ErrorClass {
     /// A human baseline (`human:NAME`) has no stored answer to this task and turn yet. Not retried; a resumed run
     /// asks again once the answer is stored.
     NoAnswer,
+    /// The response passed its byte cap (or inflated past its ratio) before it was read whole: a server that
+    /// sends more than any honest answer to the request takes. Not retried: the same request gets the same cap;
+    /// a resumed run with a larger `--max-response-mib` asks again.
+    ResponseTooLarge,
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 12] = [
+    pub const ALL: [ErrorClass; 13] = [
         ErrorClass::RateLimit,
         ErrorClass::ServerError,
         ErrorClass::Network,
@@ -40,6 +44,7 @@ impl ErrorClass {
         ErrorClass::ClientError,
         ErrorClass::Other,
         ErrorClass::NoAnswer,
+        ErrorClass::ResponseTooLarge,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -56,6 +61,7 @@ impl ErrorClass {
             ErrorClass::ClientError => "client_error",
             ErrorClass::Other => "other",
             ErrorClass::NoAnswer => "no_answer",
+            ErrorClass::ResponseTooLarge => "response_too_large",
         }
     }
 

@@ -204,7 +204,7 @@ pub(crate) fn fault_response(req: &ReceivedRequest, fault: &Fault) -> Option<Res
         },
         Fault::Empty => Response::json(200, empty_body(req)),
         Fault::Refusal => Response::json(200, refusal_body(req)),
-        Fault::Reset | Fault::Slow(_) | Fault::Hang => return None,
+        Fault::Reset | Fault::Slow(_) | Fault::Hang | Fault::Hostile(_) => return None,
     })
 }
 
