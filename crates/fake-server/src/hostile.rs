@@ -338,7 +338,8 @@ fn repeated(byte: &'static [u8], count: usize) -> impl Iterator<Item = Vec<u8>> 
 }
 
 /// A compressed body of `prefix`, `bytes` bytes of padding and `suffix`. gzip is a series of members (RFC 1952
-/// allows several), the padding's a copy of one member made once; deflate (zlib) is compressed as it goes.
+/// allows several), the padding's a copy of one member made once; deflate (zlib) is compressed as it goes, each
+/// piece flushed so that the client sees bytes at once.
 fn bomb(
     encoding: Encoding,
     prefix: Vec<u8>,
@@ -372,6 +373,7 @@ fn bomb(
                 match input.as_mut().and_then(Iterator::next) {
                     Some(piece) => {
                         e.write_all(&piece).ok()?;
+                        e.flush().ok()?;
                         if !e.get_ref().is_empty() {
                             return Some(std::mem::take(e.get_mut()));
                         }

@@ -135,7 +135,7 @@ impl Body {
                 },
                 None => self.resp.chunk().await,
             };
-            let out = match next.map_err(crate::transport::from_reqwest)? {
+            let out = match next.map_err(cut_short)? {
                 Some(raw) => {
                     self.received = self.received.saturating_add(raw.len() as u64);
                     self.decoder.feed(Vec::from(raw))?
@@ -214,6 +214,16 @@ impl Body {
             ),
         )
     }
+}
+
+/// A body that stopped arriving: reqwest calls every such failure a decoding error, but it decodes nothing here
+/// (its compression features are off), so the connection failed.
+fn cut_short(e: reqwest::Error) -> CallError {
+    let mut e = crate::transport::from_reqwest(e);
+    if e.class == ErrorClass::MalformedResponse {
+        e.class = ErrorClass::Network;
+    }
+    e
 }
 
 /// A `response_too_large` error saying what to do about it.

@@ -141,6 +141,11 @@ fn class_hint(class: &str) -> Option<&'static str> {
         "network" => Some("network: is the server up at the base URL?"),
         "unsupported_input" => Some(nmb_requests::error::UNSUPPORTED_INPUT_HINT),
         "context_length" => Some("context_length: the prompt is too long for the model; try --inputs text"),
+        "response_too_large" => Some(
+            "response_too_large: the server sent more than any answer to these requests can take (1 MiB plus \
+             64 bytes per token each sample may generate); --max-response-mib raises the cap",
+        ),
+        "timeout" => Some("timeout: no whole answer came within --timeout (headers and body)"),
         _ => None,
     }
 }
