@@ -498,11 +498,13 @@ fn without_output(wire: Wire, body: &str) -> String {
     v.to_string()
 }
 
-/// The text before and after the first answer's text of a batch output, where it has one.
+/// The text before and after the first answer's text of a batch output, where it has one (a forced tool's
+/// input gets a text field of its own).
 fn huge_answer(output: Output, body: &str) -> Option<(Vec<u8>, Vec<u8>)> {
     let pointers = [
         "/response/body/choices/0/message/content",
         "/result/message/content/0/text",
+        "/result/message/content/0/input/nmb_padding",
         "/response/inlinedResponses/inlinedResponses/0/response/candidates/0/content/parts/0/text",
     ];
     let (first, rest) = match output {
@@ -510,6 +512,9 @@ fn huge_answer(output: Output, body: &str) -> Option<(Vec<u8>, Vec<u8>)> {
         Output::Poll(_) => (body, ""),
     };
     let mut v = serde_json::from_str::<Value>(first).ok()?;
+    if let Some(Value::Object(input)) = v.pointer_mut("/result/message/content/0/input") {
+        input.insert("nmb_padding".into(), Value::Null);
+    }
     let at = pointers.iter().find(|p| v.pointer(p).is_some())?;
     *v.pointer_mut(at)? = Value::from(HOLE);
     let (prefix, mut suffix) = split(&v.to_string());
