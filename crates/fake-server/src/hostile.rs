@@ -171,6 +171,8 @@ pub enum HostileBatch {
     /// Outputs hold lines that are not JSON, lines naming no request or one the batch does not hold, and a
     /// second line for a request, before the real lines.
     MalformedLines,
+    /// Outputs (and Gemini's operations, which hold them) drip one byte this often.
+    Drip(Duration),
 }
 
 /// How a response goes out: its head, whether `content-length` tells the truth, and its body generated piece
@@ -421,6 +423,10 @@ pub(crate) fn batch_reply(mode: &HostileBatch, path: &str, normal: Response) -> 
                 None => json(normal),
             }
         }
+        (HostileBatch::Drip(every), Some(Output::Jsonl | Output::Poll(Wire::Gemini))) => Streamed {
+            drip: Some(*every),
+            ..Streamed::whole(200, normal.headers, normal.body.into_bytes())
+        },
         (HostileBatch::MalformedLines, Some(Output::Jsonl)) => {
             let first_id = normal
                 .body

@@ -13,9 +13,8 @@ use nmb_chat::{Message, OutputFormat, Role};
 use nmb_fake_server::batch::BatchConfig;
 use nmb_fake_server::{Config, FakeServer, Fault, HostileBatch};
 use nmb_requests::{
-    connect, response_cap, ApiKey, Backend, BackendKind, BackendOptions, BatchApi, CallError,
-    ChatRequest, ErrorClass, HttpOptions, Polled, RetryPolicy, Scheduler, SchedulerConfig,
-    Transport,
+    connect, response_cap, ApiKey, Backend, BackendKind, BackendOptions, CallError, ChatRequest,
+    ErrorClass, HttpOptions, Polled, RetryPolicy, Scheduler, SchedulerConfig, Transport,
 };
 
 fn request() -> ChatRequest {
@@ -222,7 +221,7 @@ async fn batch_outcome(kind: BackendKind, server: &FakeServer) -> Result<Polled,
     api.poll(&batch, &ids, api.response_cap(&request())).await
 }
 
-fn batch_server_with(hostile: HostileBatch) -> nmb_fake_server::Config {
+fn batch_server_with(hostile: HostileBatch) -> Config {
     Config {
         batch: BatchConfig {
             hostile: Some(hostile),
@@ -291,6 +290,32 @@ async fn malformed_batch_lines_cost_only_the_request_they_name() {
             .collect();
         assert_eq!(errors.len(), 1, "{kind}");
         assert_eq!(errors[0].class, ErrorClass::MalformedResponse, "{kind}");
+    }
+}
+
+#[tokio::test]
+async fn a_dripping_batch_output_ends_at_the_transport_deadline() {
+    let server = FakeServer::start(batch_server_with(HostileBatch::Drip(
+        Duration::from_millis(300),
+    )))
+    .await
+    .unwrap();
+    let http = HttpOptions {
+        request_timeout: Some(Duration::from_secs(1)),
+        ..HttpOptions::default()
+    };
+    for kind in API_KINDS {
+        let backend = backend_with(kind, &server, &http);
+        let api = backend.batch().unwrap();
+        let entries = [api.entry("nmb-req-0", api.body(&request()).unwrap())];
+        let batch = api.submit("nmb-batch-drip", &entries).await.unwrap();
+        let started = Instant::now();
+        let ids = ["nmb-req-0".to_string()];
+        let e = (api.poll(&batch, &ids, api.response_cap(&request())))
+            .await
+            .unwrap_err();
+        assert_eq!(e.class, ErrorClass::Timeout, "{kind}: {e}");
+        assert!(started.elapsed() < Duration::from_secs(4), "{kind}");
     }
 }
 

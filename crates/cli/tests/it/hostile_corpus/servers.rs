@@ -199,6 +199,19 @@ fn batch_cases(dir: &Path) -> Vec<Case> {
         )
         .keep(s),
     );
+    // An output file dripping one byte a second: each poll ends at --timeout (1 s), and after ten the run ends.
+    let s = hostile_batches(HostileBatch::Drip(std::time::Duration::from_secs(1)));
+    let runs = dir.join("batch-drip");
+    let command = batch_eval(&runs, Wire::Anthropic, &s, &["--timeout", "1"]);
+    cases.push(
+        Case::refused(
+            "a batch output dripping past --timeout",
+            command,
+            &runs,
+            &["timeout"],
+        )
+        .keep(s),
+    );
     // `completed` with no output file: a clear error after a few polls, and one batch, never resubmitted.
     for wire in [Wire::OpenAi, Wire::Gemini] {
         let s = hostile_batches(HostileBatch::NoOutput);
