@@ -246,7 +246,14 @@ pub(crate) async fn open(
         Ok(b) => b.prefix(ERROR_BODY_BYTES).await.unwrap_or_default(),
         Err(_) => Vec::new(),
     };
-    let body = String::from_utf8_lossy(&bytes).into_owned();
+    let mut body = String::from_utf8_lossy(&bytes).into_owned();
+    if let Some(s) = secret {
+        // Redacted before anything is cut from it, and a body cut short may end inside the key.
+        body = crate::error::redact(&body, s);
+        if bytes.len() as u64 >= ERROR_BODY_BYTES {
+            body = without_partial(body, s);
+        }
+    }
     let class = classify(status, &body);
     let mut message = format!("HTTP {status}: {}", snippet(&body, 300));
     if class == ErrorClass::UnsupportedInput {
@@ -257,6 +264,17 @@ pub(crate) async fn open(
         .with_retry_after(retry_after)
         .with_raw(body)
         .redacted(secret))
+}
+
+/// `text` without a tail that could be the start of `secret` (text cut short may end inside a key).
+pub(crate) fn without_partial(mut text: String, secret: &str) -> String {
+    let partial = (1..secret.len())
+        .rev()
+        .find(|&n| secret.is_char_boundary(n) && text.ends_with(&secret[..n]));
+    if let Some(n) = partial {
+        text.truncate(text.len() - n);
+    }
+    text
 }
 
 /// Maps a transport failure to a class. The URL is removed first: a base URL can carry credentials.
@@ -339,6 +357,14 @@ mod tests {
         assert!(!Arc::ptr_eq(&a, &a3));
         assert_eq!(&*a3, &*a);
         assert_eq!(c.stats(), (1, 4));
+    }
+
+    #[test]
+    fn a_body_cut_inside_a_key_keeps_none_of_it() {
+        let key = "sk-live-abcdef";
+        assert_eq!(without_partial("error: sk-li".into(), key), "error: ");
+        assert_eq!(without_partial("error: s".into(), key), "error: ");
+        assert_eq!(without_partial("error: done".into(), key), "error: done");
     }
 
     #[test]

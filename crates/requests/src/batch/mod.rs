@@ -215,12 +215,18 @@ impl<W: Wire> HttpBackend<W> {
     pub(crate) fn line_error(&self, status: u16, body: &str) -> CallError {
         let class = self.wire.classify(status, body);
         let message = format!("batch request failed (status {status}): {body}");
-        // The body goes with it, as with a single call's error, so that a refused parameter is recognised.
-        self.redact_all(Err(
-            CallError::new(class, message).with_raw(body.to_string())
-        ))
-        .err()
-        .unwrap_or_else(|| CallError::new(class, "batch request failed"))
+        // The body goes with it, as with a single call's error, so that a refused parameter is recognised; both
+        // are cut to what a single call's error keeps once the keys are out of them.
+        let error = CallError::new(class, message).with_raw(body.to_string());
+        self.redact_all(Err(error))
+            .map_err(|mut e| {
+                e.message = crate::transport::snippet(&e.message, 400);
+                e.raw = (e.raw)
+                    .map(|r| crate::transport::snippet(&r, crate::body::ERROR_BODY_BYTES as usize));
+                e
+            })
+            .err()
+            .unwrap_or_else(|| CallError::new(class, "batch request failed"))
     }
 
     fn items(&self, lines: Vec<Line>) -> Vec<BatchItem> {
@@ -325,7 +331,7 @@ pub(crate) fn json(body: &str) -> Result<Value, CallError> {
             ErrorClass::MalformedResponse,
             format!("batch API answered something that is not JSON: {e}"),
         )
-        .with_raw(body.to_string())
+        .with_raw(crate::transport::snippet(body, 4096))
     })
 }
 
@@ -336,7 +342,7 @@ pub(crate) fn field<'a>(v: &'a Value, pointer: &str) -> Result<&'a Value, CallEr
             ErrorClass::MalformedResponse,
             format!("batch API answer has no {pointer}"),
         )
-        .with_raw(v.to_string())
+        .with_raw(stream::head(v))
     })
 }
 
