@@ -212,7 +212,7 @@ async fn batch_outcome(kind: BackendKind, server: &FakeServer) -> Result<Polled,
     let mut entries = Vec::new();
     for i in 0..3 {
         let mut req = request();
-        req.messages = vec![Message::text(Role::User, &format!("Question {i}"))];
+        req.messages = vec![Message::text(Role::User, format!("Question {i}"))];
         let id = format!("nmb-req-{i}");
         entries.push(api.entry(&id, api.body(&req).unwrap()));
         ids.push(id);
