@@ -208,6 +208,7 @@ impl Wire for AnthropicWire {
                 u.cache_read_input_tokens.unwrap_or(0),
                 u.cache_creation_input_tokens.unwrap_or(0),
             );
+            // Saturating: counts near 2^64 make a sum the recorder refuses as out of range, not a panic.
             let input = u
                 .input_tokens
                 .map(|i| i.saturating_add(read).saturating_add(write));
