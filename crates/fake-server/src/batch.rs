@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{json, Value};
 
-use crate::http::Request;
+use crate::exchange::Request;
 use crate::wire::{self, Head, Response, Wire};
 use crate::{lock, Fault, Reply, State};
 

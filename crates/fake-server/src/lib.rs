@@ -17,6 +17,7 @@
 //! leanings (noise, a length bias, an effect of seeing the model's thinking) for tests with known truth.
 
 pub mod batch;
+mod exchange;
 pub mod fault;
 pub mod hostile;
 mod http;
