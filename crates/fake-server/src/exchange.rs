@@ -1,5 +1,6 @@
-//! An HTTP request as the server loop ([`crate::http`]) read it, for whatever answers it: the single-call wires
-//! and the batch APIs ([`crate::batch`]).
+//! An HTTP request as the server loop ([`crate::http`]) read it and a response ready for it to write, shared by
+//! what answers: the single-call wires ([`crate::wire`]), the batch APIs ([`crate::batch`]) and the hostile mode
+//! ([`crate::hostile`]).
 
 pub(crate) struct Request {
     pub(crate) method: String,
@@ -8,4 +9,21 @@ pub(crate) struct Request {
     pub(crate) body: Vec<u8>,
     /// The client sent `connection: close`.
     pub(crate) close: bool,
+}
+
+/// An HTTP response ready to write.
+pub(crate) struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Response {
+    pub(crate) fn json(status: u16, body: serde_json::Value) -> Response {
+        Response {
+            status,
+            headers: Vec::new(),
+            body: body.to_string(),
+        }
+    }
 }

@@ -7,9 +7,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::exchange::Request;
+use crate::exchange::{Request, Response};
 use crate::fault::Fault;
-use crate::wire::{self, Head, Response, Wire};
+use crate::wire::{self, Head, Wire};
 use crate::{Reply, State};
 
 const MAX_HEAD: usize = 64 * 1024;

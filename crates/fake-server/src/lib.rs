@@ -19,6 +19,7 @@
 pub mod batch;
 mod exchange;
 pub mod fault;
+mod fault_error;
 pub mod hostile;
 mod http;
 pub mod judge;
