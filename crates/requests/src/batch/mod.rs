@@ -225,9 +225,9 @@ impl<W: Wire> HttpBackend<W> {
         let error = CallError::new(class, message).with_raw(body.to_string());
         self.redact_all(Err(error))
             .map_err(|mut e| {
-                e.message = crate::transport::snippet(&e.message, 400);
+                e.message = crate::error::snippet(&e.message, 400);
                 e.raw = (e.raw)
-                    .map(|r| crate::transport::snippet(&r, crate::body::ERROR_BODY_BYTES as usize));
+                    .map(|r| crate::error::snippet(&r, crate::body::ERROR_BODY_BYTES as usize));
                 e
             })
             .err()
@@ -336,7 +336,7 @@ pub(crate) fn json(body: &str) -> Result<Value, CallError> {
             ErrorClass::MalformedResponse,
             format!("batch API answered something that is not JSON: {e}"),
         )
-        .with_raw(crate::transport::snippet(body, 4096))
+        .with_raw(crate::error::snippet(body, 4096))
     })
 }
 
