@@ -131,8 +131,8 @@ impl Wire for AnthropicWire {
     fn path(&self) -> String {
         "/v1/messages".into()
     }
-    fn batch_protocol(&self) -> Option<crate::batch::BatchProtocol> {
-        Some(crate::batch::BatchProtocol::Anthropic)
+    fn batch_protocol(&self) -> Option<crate::backend::BatchProtocol> {
+        Some(crate::backend::BatchProtocol::Anthropic)
     }
     fn headers(&self) -> Vec<(&'static str, &str)> {
         vec![("anthropic-version", &self.options.version)]

@@ -122,8 +122,8 @@ impl Wire for GeminiWire {
         let model = self.model.trim_start_matches("models/");
         format!("/v1beta/models/{model}:generateContent")
     }
-    fn batch_protocol(&self) -> Option<crate::batch::BatchProtocol> {
-        Some(crate::batch::BatchProtocol::Gemini)
+    fn batch_protocol(&self) -> Option<crate::backend::BatchProtocol> {
+        Some(crate::backend::BatchProtocol::Gemini)
     }
     fn body<'a>(&'a self, req: &'a ChatRequest, images: &Base64Cache) -> Body<'a> {
         let system: Vec<WirePart> = system_texts(&req.messages)

@@ -80,8 +80,8 @@ impl Wire for OpenAiWire {
     fn path(&self) -> String {
         "/chat/completions".into()
     }
-    fn batch_protocol(&self) -> Option<crate::batch::BatchProtocol> {
-        Some(crate::batch::BatchProtocol::OpenAi)
+    fn batch_protocol(&self) -> Option<crate::backend::BatchProtocol> {
+        Some(crate::backend::BatchProtocol::OpenAi)
     }
     fn body<'a>(&'a self, req: &'a ChatRequest, images: &Base64Cache) -> Body<'a> {
         let p = &req.params;
