@@ -5,7 +5,7 @@
 //! `/batches`, output and error files), Anthropic's Message Batches, and Gemini's batch mode with inlined
 //! requests. Each request of a batch is the body a single call would send, wrapped with its custom id; each
 //! answer is read by the same [`Wire::parse`] a single call's answer is. Outputs are read as they arrive
-//! ([`stream`]): each line or inlined response under the cap of one answer, the whole under the most its
+//! (`stream`): each line or inlined response under the cap of one answer, the whole under the most its
 //! requests' answers can take. It does not decide which requests go together, record batches, or wait for them:
 //! `nmb-record`'s batcher does.
 //!
