@@ -77,6 +77,11 @@ struct Cli {
     /// Most MiB a PNG, JPEG, GIF, WebP, BMP or TIFF image may decode to [default: 512]
     #[arg(long, global = true, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..))]
     max_image_mib: Option<u64>,
+    /// Most MiB a file nmb reads whole may hold: a suite (JSON, JSONL, CSV), an answer key, an import, a run
+    /// file, a rubric; also what a Parquet table's cells may decode to, at least [default: 64]
+    #[arg(long, global = true, value_name = "MIB", env = "NMB_MAX_FILE_MIB",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_file_mib: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -197,6 +202,7 @@ fn main() -> ExitCode {
         inflated_bytes: cli.max_inflated_mib.unwrap_or(0).saturating_mul(1 << 20),
         raster_bytes: cli.max_image_mib.unwrap_or(0).saturating_mul(1 << 20),
     });
+    nmb_suite::limits::set_max_file_bytes(cli.max_file_mib.unwrap_or(0).saturating_mul(1 << 20));
     let at = match store_at::StoreAt::new(cli.runs_dir, cli.store) {
         Ok(at) => at,
         Err(e) => {
@@ -221,7 +227,7 @@ fn main() -> ExitCode {
         Command::Worker(a) => cmd::worker::run(a, &at),
         Command::Serve(a) => cmd::serve::run(a, &at),
         Command::Review(c) => cmd::review::run(c, &at),
-        Command::Rubric(c) => cmd::rubric::run(c),
+        Command::Rubric(c) => cmd::rubric::run(c, &at),
         Command::Import(a) => cmd::import::run(a, &at),
         Command::MarkdownHelp => {
             print!("{}", markdown_help());
@@ -238,7 +244,10 @@ fn main() -> ExitCode {
 }
 
 /// The error and its causes on one line. Many library errors already quote their source in their own message
-/// (`cannot read FILE: No such file`), so a cause whose text is already there is not repeated.
+/// (`cannot read FILE: No such file`), so a cause whose text is already there is not repeated. Only the
+/// errors' `Display` texts are used (never `Debug`, which holds anyhow's backtrace under `RUST_BACKTRACE=1`),
+/// and the result is made inert for the terminal: control characters other than line breaks are escaped and
+/// each line is cut to a bounded excerpt, whatever a file or a server put into the message.
 fn render_error(e: &anyhow::Error) -> String {
     let mut out = e.to_string();
     for cause in e.chain().skip(1) {
@@ -248,8 +257,14 @@ fn render_error(e: &anyhow::Error) -> String {
             out.push_str(&text);
         }
     }
-    out
+    out.split('\n')
+        .map(|line| nmb_table::terminal::excerpt_of(line, ERROR_LINE_CHARS))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
+
+/// The most characters of one line of an error message.
+const ERROR_LINE_CHARS: usize = 2000;
 
 /// Rust ignores SIGPIPE, so `nmb ... | head` would make `println!` panic once the reader is gone. The default
 /// action ends the process quietly instead, as other command-line tools do.

@@ -145,6 +145,7 @@ async fn connect(
     let owned = spec.clone();
     let mut options = ConnectOptions {
         no_grammar: config.no_grammar,
+        http: config.limits.http_options(),
         ..ConnectOptions::default()
     };
     if config.reasoning_model {

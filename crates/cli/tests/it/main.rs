@@ -10,6 +10,7 @@ mod eval_batch;
 mod eval_cache;
 mod eval_cli;
 mod eval_faults;
+mod eval_providers;
 mod eval_reasoning;
 mod eval_scores;
 mod eval_thinking;
