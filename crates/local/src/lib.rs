@@ -225,6 +225,8 @@ impl LocalModel {
             tokens.bos_text.clone(),
             tokens.eos_text.clone(),
         )?;
+        // Rendered once now, so that a template past its budget is refused before any request.
+        template.check()?;
         let context_length = context_length(&meta, arch)?;
         let model_id = model_id(
             path,
@@ -414,7 +416,8 @@ impl LocalModel {
                 message: "expected at least 1 sample".into(),
             });
         }
-        if prompt.is_empty() || prompt.len() >= self.context_length {
+        no_empty_prompt(&prompt)?;
+        if prompt.len() >= self.context_length {
             return Err(LocalError::ContextTooLong {
                 prompt_tokens: prompt.len(),
                 context_length: self.context_length,
@@ -488,7 +491,8 @@ impl LocalModel {
 
     /// The next-token logits after `prompt` (token ids), one per vocabulary entry.
     pub fn prompt_logits(&self, prompt: &[u32]) -> Result<Vec<f32>, LocalError> {
-        if prompt.is_empty() || prompt.len() > self.context_length {
+        no_empty_prompt(prompt)?;
+        if prompt.len() > self.context_length {
             return Err(LocalError::ContextTooLong {
                 prompt_tokens: prompt.len(),
                 context_length: self.context_length,
@@ -515,6 +519,18 @@ impl LocalModel {
             path: self.path.clone(),
             message,
         }
+    }
+}
+
+/// Refuses a prompt of no tokens as what it is, not as a prompt too long for the window.
+fn no_empty_prompt(prompt: &[u32]) -> Result<(), LocalError> {
+    match prompt.is_empty() {
+        true => Err(LocalError::InvalidParams {
+            field: "prompt",
+            message: "expected at least one token; the chat template and tokenizer gave none"
+                .into(),
+        }),
+        false => Ok(()),
     }
 }
 
@@ -561,9 +577,22 @@ impl SpecialTokens {
                     }),
             }
         };
-        let bos_id = id("tokenizer.ggml.bos_token_id")?;
-        let eos_id = id("tokenizer.ggml.eos_token_id")?;
-        let eot_id = id("tokenizer.ggml.eot_token_id")?;
+        let vocab = tok.vocab_size();
+        let in_vocab = |key: &str| -> Result<Option<u32>, LocalError> {
+            match id(key)? {
+                Some(i) if i as usize >= vocab => Err(LocalError::Metadata {
+                    path: meta.path.to_path_buf(),
+                    key: key.into(),
+                    expected: format!(
+                        "a token id below the vocabulary's {vocab} tokens, found {i}"
+                    ),
+                }),
+                found => Ok(found),
+            }
+        };
+        let bos_id = in_vocab("tokenizer.ggml.bos_token_id")?;
+        let eos_id = in_vocab("tokenizer.ggml.eos_token_id")?;
+        let eot_id = in_vocab("tokenizer.ggml.eot_token_id")?;
         let text = |id: Option<u32>| id.and_then(|i| tok.id_to_token(i)).unwrap_or_default();
         let mut stop_ids: Vec<u32> = [eos_id, eot_id].into_iter().flatten().collect();
         stop_ids.extend(END_OF_TURN_TOKENS.iter().filter_map(|t| tok.token_to_id(t)));
@@ -578,8 +607,18 @@ impl SpecialTokens {
 }
 
 pub(crate) fn context_length(meta: &Meta<'_>, arch: arch::Arch) -> Result<usize, LocalError> {
-    let declared = meta.uint(&arch.key("context_length"))?;
-    Ok(usize::try_from(declared).unwrap_or(usize::MAX))
+    let key = arch.key("context_length");
+    match arch::hyperparameter(meta, &key)? {
+        Some(n) if n >= 2 => Ok(n),
+        found => Err(LocalError::Metadata {
+            path: meta.path.to_path_buf(),
+            key,
+            expected: format!(
+                "a context window of at least 2 tokens (a prompt and an answer), found {}",
+                found.map_or_else(|| "none".to_string(), |n| n.to_string())
+            ),
+        }),
+    }
 }
 
 fn model_id(

@@ -37,6 +37,40 @@ pub const GEMMA_TEMPLATE: &str = "{%- set ws = ' \t\n\u{b}\u{c}\r' -%}\
 
 const NAME: &str = "chat_template";
 
+/// The fuel every render starts with (minijinja's `fuel`: one a template instruction, one per 64 bytes of text
+/// built, written or read by a filter), and what each byte of the conversation adds to it: enough to copy the
+/// conversation sixteen times over. Fuel bounds both the steps a template takes and what it allocates (about 64
+/// bytes a unit: 64 MB for a small conversation), so a template that loops or grows text without end stops
+/// with an error in a fraction of a second.
+pub const TEMPLATE_FUEL: u64 = 1_000_000;
+const FUEL_PER_INPUT_BYTE: u64 = 16;
+/// The longest prompt a render may write, in bytes: this, plus four bytes per byte of the conversation.
+pub const TEMPLATE_OUTPUT_CAP: usize = 1 << 20;
+const OUTPUT_PER_INPUT_BYTE: usize = 4;
+
+/// The conversations a template must render when the model loads ([`ChatTemplate::check`]): the shapes a run
+/// sends (a question; a system prompt; a consult's later turn with an image left out).
+fn probes() -> [Vec<Message>; 4] {
+    let system = || Message::text(Role::System, "You are a neurologist. Answer briefly.");
+    let user = || {
+        Message::text(
+            Role::User,
+            format!(
+                "A 54-year-old woman has sudden left arm weakness.\n\n{IMAGE_OMITTED_MARKER}\n\n\
+                 What is the most likely diagnosis?"
+            ),
+        )
+    };
+    let answer = || Message::text(Role::Assistant, "Right MCA ischaemic stroke.");
+    let later = || Message::text(Role::User, "Where is the lesion?");
+    [
+        vec![user()],
+        vec![system(), user()],
+        vec![user(), answer(), later()],
+        vec![system(), user(), answer(), later()],
+    ]
+}
+
 /// Which chat template a model renders with; recorded so a run can say which one it used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TemplateSource {
@@ -132,14 +166,26 @@ impl ChatTemplate {
 
     /// Renders a conversation, ending with the assistant's generation prompt. `kwargs` are further template
     /// variables (a request's `chat_template_kwargs`, such as Qwen3's `enable_thinking`); they cannot replace
-    /// `messages`, `add_generation_prompt`, `bos_token` or `eos_token`.
+    /// `messages`, `add_generation_prompt`, `bos_token` or `eos_token`. The render runs under a budget sized from
+    /// the conversation ([`TEMPLATE_FUEL`], [`TEMPLATE_OUTPUT_CAP`]); going past it is an error.
     pub fn render(
         &self,
         messages: &[Message],
         kwargs: &TemplateKwargs,
     ) -> Result<RenderedPrompt, LocalError> {
+        self.render_within(messages, kwargs)
+            .map_err(|failure| self.error(failure.message(self)))
+    }
+
+    fn render_within(
+        &self,
+        messages: &[Message],
+        kwargs: &TemplateKwargs,
+    ) -> Result<RenderedPrompt, Failure> {
         let images_dropped = messages.iter().map(Message::image_count).sum();
         let msgs: Vec<Value> = messages.iter().map(message_value).collect();
+        let input = input_bytes(messages, kwargs);
+        let budget = Budget::for_input(input);
         let ctx = minijinja::context! {
             messages => msgs,
             add_generation_prompt => true,
@@ -147,18 +193,152 @@ impl ChatTemplate {
             eos_token => self.eos_token.as_str(),
             ..map_value(kwargs)
         };
-        let text = self
-            .env
+        let mut env = self.env.clone();
+        env.set_fuel(Some(budget.fuel));
+        let mut out = Capped {
+            bytes: Vec::new(),
+            cap: budget.output,
+            over: false,
+        };
+        let rendered = env
             .get_template(NAME)
-            .and_then(|t| t.render(ctx))
-            .map_err(|e| LocalError::Template {
-                path: self.path.clone(),
-                message: format!("cannot render: {}", describe(&e)),
-            })?;
-        Ok(RenderedPrompt {
-            text,
-            images_dropped,
+            .and_then(|t| t.render_captured_to(ctx, &mut out));
+        match rendered {
+            Err(_) if out.over => Err(Failure::TooLong { input, budget }),
+            Err(e) if e.kind() == ErrorKind::OutOfFuel => Err(Failure::OutOfFuel { input, budget }),
+            Err(e) => Err(Failure::Error(describe(&e))),
+            Ok(_) => Ok(RenderedPrompt {
+                text: String::from_utf8_lossy(&out.bytes).into_owned(),
+                images_dropped,
+            }),
+        }
+    }
+
+    /// Renders the [`probes`] once, as the model loads, so that a template that runs past its budget is refused
+    /// before any request, and one that renders none of them (a broken template) too. A template that refuses
+    /// some shapes on purpose (`raise_exception` on a system message, say) is accepted while another renders.
+    pub fn check(&self) -> Result<(), LocalError> {
+        let mut first_error = None;
+        let mut rendered = false;
+        for probe in probes() {
+            match self.render_within(&probe, &TemplateKwargs::new()) {
+                Ok(_) => rendered = true,
+                Err(Failure::Error(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(budget) => {
+                    return Err(self.error(format!(
+                        "refused at load, on a sample conversation of {} messages: {}",
+                        probe.len(),
+                        budget.message(self)
+                    )))
+                }
+            }
+        }
+        match (rendered, first_error) {
+            (false, Some(e)) => Err(self.error(format!(
+                "refused at load: it renders none of {} sample conversations (a question, with a system \
+                 prompt, a later turn); the first fails with: {e}",
+                probes().len()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    fn error(&self, message: String) -> LocalError {
+        LocalError::Template {
+            path: self.path.clone(),
+            message,
+        }
+    }
+
+    /// Which template this is, as errors name it.
+    fn name(&self) -> String {
+        match self.kind {
+            TemplateSource::Gguf => "tokenizer.chat_template".into(),
+            other => format!("the built-in template ({})", other.label()),
+        }
+    }
+}
+
+/// What a render may spend: minijinja fuel, and bytes of output.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    fuel: u64,
+    output: usize,
+}
+
+impl Budget {
+    fn for_input(input: usize) -> Budget {
+        Budget {
+            fuel: TEMPLATE_FUEL
+                .saturating_add((input as u64).saturating_mul(FUEL_PER_INPUT_BYTE) / 64),
+            output: TEMPLATE_OUTPUT_CAP.saturating_add(input.saturating_mul(OUTPUT_PER_INPUT_BYTE)),
+        }
+    }
+}
+
+/// Why a render failed.
+enum Failure {
+    /// Past its fuel: the template loops or builds text without end.
+    OutOfFuel { input: usize, budget: Budget },
+    /// Past its output cap.
+    TooLong { input: usize, budget: Budget },
+    /// Any other error (a syntax error at run time, `raise_exception`, a wrong type).
+    Error(String),
+}
+
+impl Failure {
+    fn message(&self, t: &ChatTemplate) -> String {
+        let name = t.name();
+        match self {
+            Failure::OutOfFuel { input, budget } => format!(
+                "{name} ran past its budget of {} fuel on a {input}-byte conversation (every step and every \
+                 64 bytes it builds cost one): it loops or builds text without end",
+                budget.fuel
+            ),
+            Failure::TooLong { input, budget } => format!(
+                "{name} wrote more than {} bytes for a {input}-byte conversation (the cap is {} bytes plus {} \
+                 a byte of conversation)",
+                budget.output, TEMPLATE_OUTPUT_CAP, OUTPUT_PER_INPUT_BYTE
+            ),
+            Failure::Error(e) => format!("cannot render: {e}"),
+        }
+    }
+}
+
+/// The bytes of text a render is given: every text part, and the request's template variables.
+fn input_bytes(messages: &[Message], kwargs: &TemplateKwargs) -> usize {
+    let text: usize = messages
+        .iter()
+        .flat_map(|m| &m.parts)
+        .map(|p| match p {
+            Part::Text(t) => t.len(),
+            Part::Image(_) => IMAGE_OMITTED_MARKER.len(),
         })
+        .sum();
+    text + serde_json::Value::Object(kwargs.clone()).to_string().len()
+}
+
+/// An output that refuses to grow past `cap` bytes.
+struct Capped {
+    bytes: Vec<u8>,
+    cap: usize,
+    over: bool,
+}
+
+impl std::io::Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len().saturating_add(buf.len()) > self.cap {
+            self.over = true;
+            return Err(std::io::Error::other("the rendered prompt is over its cap"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -315,6 +495,101 @@ mod tests {
             String::new(),
         );
         assert!(matches!(err, Err(LocalError::Template { .. })));
+    }
+
+    /// The hostile templates a GGUF can carry end at load with an error naming the template and its budget, in
+    /// a fraction of a second, however they fail: text doubled without end, loops nested past any need, a flood
+    /// of output.
+    #[test]
+    fn templates_past_their_budget_are_refused_when_checked() {
+        let hostile = [
+            (
+                "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}\
+                 {% endfor %}{{ ns.s }}",
+                "fuel",
+            ),
+            (
+                "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+                "fuel",
+            ),
+            (
+                "{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}",
+                "more than",
+            ),
+        ];
+        for (src, says) in hostile {
+            let started = std::time::Instant::now();
+            let err = tpl(Some(src)).check().expect_err("refused");
+            let text = err.to_string();
+            for word in ["t.gguf", "tokenizer.chat_template", "refused at load", says] {
+                assert!(text.contains(word), "`{word}` missing from: {text}");
+            }
+            assert!(
+                started.elapsed().as_secs() < 10,
+                "{src} took {:?}",
+                started.elapsed()
+            );
+        }
+    }
+
+    /// A request's render is held to the same budget.
+    #[test]
+    fn a_render_past_its_budget_is_an_error() {
+        let t = tpl(Some(
+            "{% for m in messages %}{% for i in range(100000) %}{{ m.content ~ m.content }}{% endfor %}\
+             {% endfor %}",
+        ));
+        let err = t
+            .render(
+                &[Message::text(Role::User, "0123456789")],
+                &TemplateKwargs::new(),
+            )
+            .err()
+            .expect("two million bytes from ten are refused");
+        assert!(err.to_string().contains("more than"), "{err}");
+    }
+
+    /// Real templates pass the check, and the budget grows with the conversation: a few megabytes of consult
+    /// render through Qwen3's template, which walks the messages more than once.
+    #[test]
+    fn real_templates_and_long_conversations_stay_within_budget() {
+        for src in [
+            None,
+            Some(include_str!("../tests/fixtures/qwen3_chat_template.jinja")),
+            Some(include_str!("../tests/fixtures/gemma3_chat_template.jinja")),
+        ] {
+            tpl(src).check().expect("within budget");
+        }
+        built(None, "gemma3").check().expect("within budget");
+        let long = "The MRI shows a periventricular lesion. ".repeat(50_000);
+        let msgs: Vec<Message> = (0..4)
+            .flat_map(|_| {
+                [
+                    Message::text(Role::User, long.clone()),
+                    Message::text(Role::Assistant, "<think>\nHmm.\n</think>\n\nDemyelination."),
+                ]
+            })
+            .chain([Message::text(Role::User, "And now?")])
+            .collect();
+        let t = tpl(Some(include_str!(
+            "../tests/fixtures/qwen3_chat_template.jinja"
+        )));
+        let out = t.render(&msgs, &TemplateKwargs::new()).expect("renders");
+        assert!(out.text.len() > 4 * long.len(), "{}", out.text.len());
+    }
+
+    /// A template that refuses some shapes on purpose loads; one that renders nothing is refused at load.
+    #[test]
+    fn a_template_that_renders_no_sample_conversation_is_refused() {
+        let no_system = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}\
+                         {% endif %}{% for m in messages %}{{ m['content'] }}{% endfor %}";
+        tpl(Some(no_system))
+            .check()
+            .expect("renders the conversations without a system prompt");
+        let err = tpl(Some("{{ raise_exception('never') }}"))
+            .check()
+            .expect_err("renders nothing");
+        assert!(err.to_string().contains("never"), "{err}");
     }
 
     /// llama.cpp's `LLM_CHAT_TEMPLATE_GEMMA` (src/llama-chat.cpp) on this conversation: the system prompt trimmed
