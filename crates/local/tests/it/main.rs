@@ -5,6 +5,7 @@ mod backend;
 mod common;
 mod gemma3_tokenizer;
 mod greedy;
+mod hostile_gguf;
 mod load_errors;
 mod logits;
 mod quant_types;
