@@ -2,7 +2,7 @@
 //!
 //! This crate owns loading GGUF quantized models (architectures `llama`, `mistral3`, `qwen2`, `qwen3` and `gemma3`; see
 //! `arch`) from a file path or an `hf://OWNER/NAME/FILE.gguf`
-//! spec (candle reads the GGUF header), building their tokenizer and chat template from the GGUF's own
+//! spec (the header read and checked here, in candle's types), building their tokenizer and chat template from the GGUF's own
 //! metadata, running the model on its quantised weights, generating n answers for a conversation, and
 //! [`LocalBackend`], which puts a loaded model behind `nmb_requests::Backend` with one batch for every request.
 //! It does not own prompts (`nmb-plan`), scheduling or retries (`nmb-requests`), or storage (`nmb-store`).
@@ -25,6 +25,13 @@
 //!   ([`GEMMA_TEMPLATE`], llama.cpp's `gemma` template: the system prompt goes into the first user turn), ChatML
 //!   otherwise. llama.cpp's server uses ChatML for every model without a template, Gemma included; nmb does not,
 //!   since a Gemma model never saw ChatML.
+//! - **Files from outside.** Nothing a GGUF header claims is used before it is checked (module `gguf`): counts
+//!   and lengths against the bytes left in the file, the alignment, each tensor's extent (checked arithmetic,
+//!   inside the file, apart from the others) and shape (against the architecture's hyperparameters and the
+//!   vocabulary); the vocabulary must have tokens and its special ids must be among them. Each refusal names the
+//!   key or tensor. The chat template renders under minijinja's fuel and an output cap ([`TEMPLATE_FUEL`],
+//!   [`TEMPLATE_OUTPUT_CAP`], both growing with the conversation) and is rendered once at load, so a hostile one
+//!   is refused before any request. No error text carries a backtrace, whatever `RUST_BACKTRACE` says.
 //! - **Images.** Models here are text-only. Each image part is replaced by [`IMAGE_OMITTED_MARKER`] where it
 //!   stood, and [`LocalCompletion::images_dropped`] counts them so the run manifest can record it.
 //! - **JSON output.** [`OutputFormat::Json`] changes nothing: there is no grammar-constrained decoding, so the
@@ -91,7 +98,7 @@ pub use error::LocalError;
 pub use spec::resolve_model_path;
 pub use template::{
     RenderedPrompt, TemplateKwargs, TemplateSource, CHATML_TEMPLATE, GEMMA_TEMPLATE,
-    IMAGE_OMITTED_MARKER,
+    IMAGE_OMITTED_MARKER, TEMPLATE_FUEL, TEMPLATE_OUTPUT_CAP,
 };
 pub use tokenizer::{Tokenizer, TokenizerSource};
 pub use weights::LocalWeights;

@@ -215,36 +215,49 @@ fn mutate_fields(rng: &mut Rng) -> Vec<u8> {
     g.bytes()
 }
 
-/// Pieces of Jinja a template can be built from, the hostile ones among them.
-const JINJA: &[&str] = &[
-    "{% for i in range(100000) %}",
-    "{% for j in range(100000) %}",
-    "{% endfor %}",
-    "{% set ns = namespace(s='ab') %}",
-    "{% set ns.s = ns.s ~ ns.s %}",
-    "{% set ns.s = ns.s + ns.s + ns.s %}",
-    "{{ ns.s }}",
-    "{{ 'x' * 99999999 }}",
-    "{{ 'y' * 1000 }}",
-    "{{ messages * 1000 }}",
-    "{{ messages | tojson(indent=99999999) }}",
-    "{{ ns.s | replace('a', 'aaaaaaaa') }}",
-    "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
-    "{{ raise_exception('no') }}",
-    "{% if messages %}",
-    "{% endif %}",
-    "{{ messages[0]['content'] }}",
-    "{{ bos_token }}",
+/// Fragments that break a template's syntax, inserted now and then.
+const BROKEN: &[&str] = &[
     "{%",
     "%}",
     "{{",
     "}}",
     "{# ",
     "\u{0}",
+    "{% endfor %}",
+    "{% endif %}",
+];
+
+/// Whole pieces of Jinja a template can be given, the hostile ones among them.
+const JINJA: &[&str] = &[
+    "{% set ns = namespace(l=[], s='ab') %}",
+    "{% for i in range(100000) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+    "{% for i in range(40) %}{% set ns.s = ns.s + ns.s + ns.s %}{% endfor %}",
+    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+    "{% for m in messages %}{% for i in range(100000) %}{{ m.content }}{% endfor %}{% endfor %}",
+    "{{ ns.s }}",
+    "{{ ns.s | replace('a', 'aaaaaaaa') }}",
+    "{{ ns.s.replace('a', 'aaaaaaaa') }}",
+    "{{ 'x' * 99999999 }}",
+    "{{ 'y' * 1000 }}",
+    "{{ messages * 1000 }}",
+    "{{ messages | tojson(indent=99999999) }}",
+    "{{ messages | tojson(indent=2) }}",
+    "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+    "{{ raise_exception('no') }}",
+    "{% if messages %}{{ messages[0]['content'] }}{% endif %}",
+    "{{ bos_token }}{{ eos_token }}",
     "{{ range(99999999) | length }}",
-    "{{ 'z' | center(99999999) }}",
     "{{ 'w' | indent(99999999) }}",
     "{{ '%s' | format('v' * 50000000) }}",
+    "{{ '%999999999s' | format('v') }}",
+    "{{ '{:>900000000}'.format('x') }}",
+    "{{ '{:.99999}'.format(1.5) }}",
+    "{{ ', '.join(messages | map(attribute='content')) }}",
+    "{% set ns.l = [ns.l, ns.l] %}",
+    "{% for k in range(100) %}{% for i in range(1000) %}{% set ns.l = [ns.l] %}{% endfor %}{% endfor %}",
+    "{{ ns.l }}{{ ns.l == ns.l }}{{ ns.l | tojson }}",
+    "{{ ns.l | tojson(indent=4) }}",
+    "{{ ns.l | sort | unique | list }}",
 ];
 
 /// A real template with 1 to 4 Jinja pieces inserted, or cut short.
@@ -255,9 +268,17 @@ fn mutate_template(seeds: &[&str], rng: &mut Rng) -> String {
         while !t.is_char_boundary(at) {
             at -= 1;
         }
-        match rng.below(8) {
+        match rng.below(16) {
             0 => t.truncate(at),
-            _ => t.insert_str(at, rng.pick(JINJA)),
+            1 | 2 => t.insert_str(at, *rng.pick(BROKEN)),
+            _ => {
+                // Whole pieces go between tags, where they keep the template's syntax.
+                let mut gaps: Vec<usize> = t.match_indices("%}").map(|(i, _)| i + 2).collect();
+                gaps.extend(t.match_indices("}}").map(|(i, _)| i + 2));
+                gaps.extend([0, t.len()]);
+                let at = *rng.pick(&gaps);
+                t.insert_str(at, *rng.pick(JINJA))
+            }
         }
     }
     t

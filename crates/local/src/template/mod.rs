@@ -35,18 +35,12 @@ pub const GEMMA_TEMPLATE: &str = "{%- set ws = ' \t\n\u{b}\u{c}\r' -%}\
 {%- endfor -%}\
 {%- if add_generation_prompt -%}{{- '<start_of_turn>model\n' -}}{%- endif -%}";
 
-const NAME: &str = "chat_template";
+mod budget;
 
-/// The fuel every render starts with (minijinja's `fuel`: one a template instruction, one per 64 bytes of text
-/// built, written or read by a filter), and what each byte of the conversation adds to it: enough to copy the
-/// conversation sixteen times over. Fuel bounds both the steps a template takes and what it allocates (about 64
-/// bytes a unit: 64 MB for a small conversation), so a template that loops or grows text without end stops
-/// with an error in a fraction of a second.
-pub const TEMPLATE_FUEL: u64 = 1_000_000;
-const FUEL_PER_INPUT_BYTE: u64 = 16;
-/// The longest prompt a render may write, in bytes: this, plus four bytes per byte of the conversation.
-pub const TEMPLATE_OUTPUT_CAP: usize = 1 << 20;
-const OUTPUT_PER_INPUT_BYTE: usize = 4;
+use budget::{Budget, Capped};
+pub use budget::{TEMPLATE_FUEL, TEMPLATE_OUTPUT_CAP};
+
+const NAME: &str = "chat_template";
 
 /// The conversations a template must render when the model loads ([`ChatTemplate::check`]): the shapes a run
 /// sends (a question; a system prompt; a consult's later turn with an image left out).
@@ -147,8 +141,9 @@ impl ChatTemplate {
         {
             env.set_syntax(syntax);
         }
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.set_unknown_method_callback(budget::python_methods);
         env.add_function("raise_exception", raise_exception);
+        env.add_filter("tojson", budget::tojson);
         env.add_template_owned(NAME, source.clone())
             .map_err(|e| LocalError::Template {
                 path: path.to_path_buf(),
@@ -183,9 +178,31 @@ impl ChatTemplate {
         kwargs: &TemplateKwargs,
     ) -> Result<RenderedPrompt, Failure> {
         let images_dropped = messages.iter().map(Message::image_count).sum();
-        let msgs: Vec<Value> = messages.iter().map(message_value).collect();
         let input = input_bytes(messages, kwargs);
         let budget = Budget::for_input(input);
+        let rendered = budget::on_big_stack(|| Ok(self.render_bytes(messages, kwargs, budget)))
+            .map_err(Failure::Error)?;
+        match rendered {
+            Err(RenderError::OverCap) => Err(Failure::TooLong { input, budget }),
+            Err(RenderError::Engine(e)) if e.kind() == ErrorKind::OutOfFuel => {
+                Err(Failure::OutOfFuel { input, budget })
+            }
+            Err(RenderError::Engine(e)) => Err(Failure::Error(describe(&e))),
+            Ok(bytes) => Ok(RenderedPrompt {
+                text: String::from_utf8_lossy(&bytes).into_owned(),
+                images_dropped,
+            }),
+        }
+    }
+
+    /// The template's output for a conversation, under `budget`.
+    fn render_bytes(
+        &self,
+        messages: &[Message],
+        kwargs: &TemplateKwargs,
+        budget: Budget,
+    ) -> Result<Vec<u8>, RenderError> {
+        let msgs: Vec<Value> = messages.iter().map(message_value).collect();
         let ctx = minijinja::context! {
             messages => msgs,
             add_generation_prompt => true,
@@ -195,22 +212,14 @@ impl ChatTemplate {
         };
         let mut env = self.env.clone();
         env.set_fuel(Some(budget.fuel));
-        let mut out = Capped {
-            bytes: Vec::new(),
-            cap: budget.output,
-            over: false,
-        };
+        let mut out = Capped::new(budget.output);
         let rendered = env
             .get_template(NAME)
             .and_then(|t| t.render_captured_to(ctx, &mut out));
         match rendered {
-            Err(_) if out.over => Err(Failure::TooLong { input, budget }),
-            Err(e) if e.kind() == ErrorKind::OutOfFuel => Err(Failure::OutOfFuel { input, budget }),
-            Err(e) => Err(Failure::Error(describe(&e))),
-            Ok(_) => Ok(RenderedPrompt {
-                text: String::from_utf8_lossy(&out.bytes).into_owned(),
-                images_dropped,
-            }),
+            Err(_) if out.over => Err(RenderError::OverCap),
+            Err(e) => Err(RenderError::Engine(e)),
+            Ok(_) => Ok(out.bytes),
         }
     }
 
@@ -261,21 +270,10 @@ impl ChatTemplate {
     }
 }
 
-/// What a render may spend: minijinja fuel, and bytes of output.
-#[derive(Debug, Clone, Copy)]
-struct Budget {
-    fuel: u64,
-    output: usize,
-}
-
-impl Budget {
-    fn for_input(input: usize) -> Budget {
-        Budget {
-            fuel: TEMPLATE_FUEL
-                .saturating_add((input as u64).saturating_mul(FUEL_PER_INPUT_BYTE) / 64),
-            output: TEMPLATE_OUTPUT_CAP.saturating_add(input.saturating_mul(OUTPUT_PER_INPUT_BYTE)),
-        }
-    }
+/// Why the engine stopped rendering.
+enum RenderError {
+    OverCap,
+    Engine(Error),
 }
 
 /// Why a render failed.
@@ -298,9 +296,9 @@ impl Failure {
                 budget.fuel
             ),
             Failure::TooLong { input, budget } => format!(
-                "{name} wrote more than {} bytes for a {input}-byte conversation (the cap is {} bytes plus {} \
-                 a byte of conversation)",
-                budget.output, TEMPLATE_OUTPUT_CAP, OUTPUT_PER_INPUT_BYTE
+                "{name} wrote more than {} bytes for a {input}-byte conversation (the cap is {})",
+                budget.output,
+                Budget::output_rule()
             ),
             Failure::Error(e) => format!("cannot render: {e}"),
         }
@@ -318,28 +316,6 @@ fn input_bytes(messages: &[Message], kwargs: &TemplateKwargs) -> usize {
         })
         .sum();
     text + serde_json::Value::Object(kwargs.clone()).to_string().len()
-}
-
-/// An output that refuses to grow past `cap` bytes.
-struct Capped {
-    bytes: Vec<u8>,
-    cap: usize,
-    over: bool,
-}
-
-impl std::io::Write for Capped {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.bytes.len().saturating_add(buf.len()) > self.cap {
-            self.over = true;
-            return Err(std::io::Error::other("the rendered prompt is over its cap"));
-        }
-        self.bytes.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// `{"role": ..., "content": ...}` with text parts joined by blank lines and images replaced by the marker.
@@ -532,6 +508,49 @@ mod tests {
         }
     }
 
+    /// What fuel alone leaves open, found by fuzzing: `tojson` with a huge indent, `str.format` with a huge width
+    /// (each allocated near a gigabyte before any charge), and values nested too deep for the stack to print.
+    #[test]
+    fn what_fuel_leaves_open_is_closed() {
+        for (src, says) in [
+            (
+                "{{ messages | tojson(indent=99999999) }}",
+                "tojson would write more than",
+            ),
+            (
+                "{{ '{:>900000000}'.format('x') }}",
+                "str.format asks for a width",
+            ),
+        ] {
+            let err = tpl(Some(src)).check().expect_err("refused");
+            assert!(err.to_string().contains(says), "{src}: {err}");
+        }
+        assert!(tpl(Some(
+            "{{ messages | tojson(indent=2) }}{{ '{:>8}'.format('x') }}"
+        ))
+        .check()
+        .is_ok());
+        // With the most fuel a render gets, every depth it can build prints, compares and drops without
+        // overflowing the stack, or the fuel runs out first.
+        let long = [Message::text(Role::User, "x".repeat(8 << 20))];
+        for depth in [100_000, 200_000, 300_000] {
+            let src = format!(
+                "{{% set ns = namespace(l=[]) %}}{{% for k in range(100) %}}\
+                 {{% for i in range({}) %}}{{% set ns.l = [ns.l] %}}{{% endfor %}}{{% endfor %}}\
+                 {{{{ (ns.l == ns.l) ~ (ns.l | length) }}}}{{{{ ns.l }}}}",
+                depth / 100
+            );
+            match tpl(Some(&src)).render(&long, &TemplateKwargs::new()) {
+                Ok(out) => assert!(
+                    out.text.starts_with("True1[[[["),
+                    "{depth}: {}",
+                    &out.text[..out.text.len().min(80)]
+                ),
+                Err(e) => assert!(e.to_string().contains("fuel"), "{depth}: {e}"),
+            }
+        }
+    }
+
     /// A request's render is held to the same budget.
     #[test]
     fn a_render_past_its_budget_is_an_error() {
@@ -555,8 +574,12 @@ mod tests {
     fn real_templates_and_long_conversations_stay_within_budget() {
         for src in [
             None,
-            Some(include_str!("../tests/fixtures/qwen3_chat_template.jinja")),
-            Some(include_str!("../tests/fixtures/gemma3_chat_template.jinja")),
+            Some(include_str!(
+                "../../tests/fixtures/qwen3_chat_template.jinja"
+            )),
+            Some(include_str!(
+                "../../tests/fixtures/gemma3_chat_template.jinja"
+            )),
         ] {
             tpl(src).check().expect("within budget");
         }
@@ -572,7 +595,7 @@ mod tests {
             .chain([Message::text(Role::User, "And now?")])
             .collect();
         let t = tpl(Some(include_str!(
-            "../tests/fixtures/qwen3_chat_template.jinja"
+            "../../tests/fixtures/qwen3_chat_template.jinja"
         )));
         let out = t.render(&msgs, &TemplateKwargs::new()).expect("renders");
         assert!(out.text.len() > 4 * long.len(), "{}", out.text.len());
@@ -627,7 +650,7 @@ mod tests {
     /// raising, and writes BOS itself.
     #[test]
     fn gemma3_own_template_takes_a_system_message() {
-        let src = include_str!("../tests/fixtures/gemma3_chat_template.jinja");
+        let src = include_str!("../../tests/fixtures/gemma3_chat_template.jinja");
         let t = built(Some(src), "gemma3");
         assert_eq!(t.kind, TemplateSource::Gguf);
         assert_eq!(
@@ -643,7 +666,7 @@ mod tests {
     #[test]
     fn chat_template_kwargs_reach_the_template() {
         let t = tpl(Some(include_str!(
-            "../tests/fixtures/qwen3_chat_template.jinja"
+            "../../tests/fixtures/qwen3_chat_template.jinja"
         )));
         let msgs = [Message::text(Role::User, "Hi")];
         let with = |v: serde_json::Value| {
