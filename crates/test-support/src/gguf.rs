@@ -73,7 +73,7 @@ pub const HEADS: u64 = 2;
 pub const KV_HEADS: u64 = 1;
 pub const FFN: u64 = 128;
 pub const LAYERS: u64 = 2;
-pub const CONTEXT: u64 = 256;
+pub const CONTEXT: u64 = 8192;
 /// Its vocabulary: `<unk>`, `<s>`, `</s>`, `<|im_start|>`, `<|im_end|>`, the 256 byte tokens, `▁` and the
 /// 26 lower-case letters.
 pub const VOCAB: u64 = 5 + 256 + 27;

@@ -246,8 +246,9 @@ impl ChatTemplate {
         }
         match (rendered, first_error) {
             (false, Some(e)) => Err(self.error(format!(
-                "refused at load: it renders none of {} sample conversations (a question, with a system \
+                "refused at load: {} renders none of {} sample conversations (a question, with a system \
                  prompt, a later turn); the first fails with: {e}",
+                self.name(),
                 probes().len()
             ))),
             _ => Ok(()),
