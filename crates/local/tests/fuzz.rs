@@ -270,14 +270,14 @@ fn mutate_template(seeds: &[&str], rng: &mut Rng) -> String {
         }
         match rng.below(16) {
             0 => t.truncate(at),
-            1 | 2 => t.insert_str(at, *rng.pick(BROKEN)),
+            1 | 2 => t.insert_str(at, rng.pick::<&str>(BROKEN)),
             _ => {
                 // Whole pieces go between tags, where they keep the template's syntax.
                 let mut gaps: Vec<usize> = t.match_indices("%}").map(|(i, _)| i + 2).collect();
                 gaps.extend(t.match_indices("}}").map(|(i, _)| i + 2));
                 gaps.extend([0, t.len()]);
                 let at = *rng.pick(&gaps);
-                t.insert_str(at, *rng.pick(JINJA))
+                t.insert_str(at, rng.pick::<&str>(JINJA))
             }
         }
     }

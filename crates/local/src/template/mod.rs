@@ -564,8 +564,7 @@ mod tests {
                 &[Message::text(Role::User, "0123456789")],
                 &TemplateKwargs::new(),
             )
-            .err()
-            .expect("two million bytes from ten are refused");
+            .expect_err("two million bytes from ten are refused");
         assert!(err.to_string().contains("more than"), "{err}");
     }
 
