@@ -2,7 +2,7 @@
 //!
 //! This crate owns loading GGUF quantized models (architectures `llama`, `mistral3`, `qwen2`, `qwen3` and `gemma3`; see
 //! `arch`) from a file path or an `hf://OWNER/NAME/FILE.gguf`
-//! spec (candle reads the GGUF header), building their tokenizer and chat template from the GGUF's own
+//! spec (the header read and checked here, in candle's types), building their tokenizer and chat template from the GGUF's own
 //! metadata, running the model on its quantised weights, generating n answers for a conversation, and
 //! [`LocalBackend`], which puts a loaded model behind `nmb_requests::Backend` with one batch for every request.
 //! It does not own prompts (`nmb-plan`), scheduling or retries (`nmb-requests`), or storage (`nmb-store`).
@@ -25,6 +25,13 @@
 //!   ([`GEMMA_TEMPLATE`], llama.cpp's `gemma` template: the system prompt goes into the first user turn), ChatML
 //!   otherwise. llama.cpp's server uses ChatML for every model without a template, Gemma included; nmb does not,
 //!   since a Gemma model never saw ChatML.
+//! - **Files from outside.** Nothing a GGUF header claims is used before it is checked (module `gguf`): counts
+//!   and lengths against the bytes left in the file, the alignment, each tensor's extent (checked arithmetic,
+//!   inside the file, apart from the others) and shape (against the architecture's hyperparameters and the
+//!   vocabulary); the vocabulary must have tokens and its special ids must be among them. Each refusal names the
+//!   key or tensor. The chat template renders under minijinja's fuel and an output cap ([`TEMPLATE_FUEL`],
+//!   [`TEMPLATE_OUTPUT_CAP`], both growing with the conversation) and is rendered once at load, so a hostile one
+//!   is refused before any request. No error text carries a backtrace, whatever `RUST_BACKTRACE` says.
 //! - **Images.** Models here are text-only. Each image part is replaced by [`IMAGE_OMITTED_MARKER`] where it
 //!   stood, and [`LocalCompletion::images_dropped`] counts them so the run manifest can record it.
 //! - **JSON output.** An [`OutputFormat::Json`] request is decoded under its schema's grammar (any JSON object
@@ -98,7 +105,7 @@ pub use error::LocalError;
 pub use spec::resolve_model_path;
 pub use template::{
     RenderedPrompt, TemplateKwargs, TemplateSource, CHATML_TEMPLATE, GEMMA_TEMPLATE,
-    IMAGE_OMITTED_MARKER,
+    IMAGE_OMITTED_MARKER, TEMPLATE_FUEL, TEMPLATE_OUTPUT_CAP,
 };
 pub use tokenizer::{Tokenizer, TokenizerSource};
 pub use weights::LocalWeights;
@@ -240,6 +247,8 @@ impl LocalModel {
             tokens.bos_text.clone(),
             tokens.eos_text.clone(),
         )?;
+        // Rendered once now, so that a template past its budget is refused before any request.
+        template.check()?;
         let context_length = context_length(&meta, arch)?;
         let model_id = model_id(
             path,
@@ -448,7 +457,8 @@ impl LocalModel {
                 message: "expected at least 1 sample".into(),
             });
         }
-        if prompt.is_empty() || prompt.len() >= self.context_length {
+        no_empty_prompt(&prompt)?;
+        if prompt.len() >= self.context_length {
             return Err(LocalError::ContextTooLong {
                 prompt_tokens: prompt.len(),
                 context_length: self.context_length,
@@ -573,7 +583,8 @@ impl LocalModel {
 
     /// The next-token logits after `prompt` (token ids), one per vocabulary entry.
     pub fn prompt_logits(&self, prompt: &[u32]) -> Result<Vec<f32>, LocalError> {
-        if prompt.is_empty() || prompt.len() > self.context_length {
+        no_empty_prompt(prompt)?;
+        if prompt.len() > self.context_length {
             return Err(LocalError::ContextTooLong {
                 prompt_tokens: prompt.len(),
                 context_length: self.context_length,
@@ -600,6 +611,18 @@ impl LocalModel {
             path: self.path.clone(),
             message,
         }
+    }
+}
+
+/// Refuses a prompt of no tokens as what it is, not as a prompt too long for the window.
+fn no_empty_prompt(prompt: &[u32]) -> Result<(), LocalError> {
+    match prompt.is_empty() {
+        true => Err(LocalError::InvalidParams {
+            field: "prompt",
+            message: "expected at least one token; the chat template and tokenizer gave none"
+                .into(),
+        }),
+        false => Ok(()),
     }
 }
 
@@ -646,9 +669,22 @@ impl SpecialTokens {
                     }),
             }
         };
-        let bos_id = id("tokenizer.ggml.bos_token_id")?;
-        let eos_id = id("tokenizer.ggml.eos_token_id")?;
-        let eot_id = id("tokenizer.ggml.eot_token_id")?;
+        let vocab = tok.vocab_size();
+        let in_vocab = |key: &str| -> Result<Option<u32>, LocalError> {
+            match id(key)? {
+                Some(i) if i as usize >= vocab => Err(LocalError::Metadata {
+                    path: meta.path.to_path_buf(),
+                    key: key.into(),
+                    expected: format!(
+                        "a token id below the vocabulary's {vocab} tokens, found {i}"
+                    ),
+                }),
+                found => Ok(found),
+            }
+        };
+        let bos_id = in_vocab("tokenizer.ggml.bos_token_id")?;
+        let eos_id = in_vocab("tokenizer.ggml.eos_token_id")?;
+        let eot_id = in_vocab("tokenizer.ggml.eot_token_id")?;
         let text = |id: Option<u32>| id.and_then(|i| tok.id_to_token(i)).unwrap_or_default();
         let mut stop_ids: Vec<u32> = [eos_id, eot_id].into_iter().flatten().collect();
         stop_ids.extend(END_OF_TURN_TOKENS.iter().filter_map(|t| tok.token_to_id(t)));
@@ -663,8 +699,18 @@ impl SpecialTokens {
 }
 
 pub(crate) fn context_length(meta: &Meta<'_>, arch: arch::Arch) -> Result<usize, LocalError> {
-    let declared = meta.uint(&arch.key("context_length"))?;
-    Ok(usize::try_from(declared).unwrap_or(usize::MAX))
+    let key = arch.key("context_length");
+    match arch::hyperparameter(meta, &key)? {
+        Some(n) if n >= 2 => Ok(n),
+        found => Err(LocalError::Metadata {
+            path: meta.path.to_path_buf(),
+            key,
+            expected: format!(
+                "a context window of at least 2 tokens (a prompt and an answer), found {}",
+                found.map_or_else(|| "none".to_string(), |n| n.to_string())
+            ),
+        }),
+    }
 }
 
 fn model_id(

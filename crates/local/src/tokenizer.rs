@@ -226,13 +226,45 @@ pub(crate) fn load(meta: &Meta<'_>, override_file: Option<&Path>) -> Result<Toke
         (Inner::Hf(_), None) => meta.opt_ints("tokenizer.ggml.token_type")?,
         _ => None,
     };
-    Ok(Tokenizer {
+    let tokenizer = Tokenizer {
         inner,
         bpe_types,
         bos: bos_to_add(meta)?,
         source,
         path: meta.path.to_path_buf(),
-    })
+    };
+    tokenizer.check_usable(meta)?;
+    Ok(tokenizer)
+}
+
+impl Tokenizer {
+    /// Refuses a vocabulary no prompt can be written in: no tokens, or a BOS to add that is not one of them.
+    fn check_usable(&self, meta: &Meta<'_>) -> Result<(), LocalError> {
+        let n = self.vocab_size();
+        if n == 0 {
+            return Err(match &self.source {
+                TokenizerSource::File(file) => LocalError::Tokenizer {
+                    path: file.clone(),
+                    message: "the vocabulary has no tokens".into(),
+                },
+                _ => LocalError::Metadata {
+                    path: meta.path.to_path_buf(),
+                    key: "tokenizer.ggml.tokens".into(),
+                    expected: "a vocabulary of at least one token, found none".into(),
+                },
+            });
+        }
+        match self.bos {
+            Some(bos) if bos as usize >= n => Err(LocalError::Metadata {
+                path: meta.path.to_path_buf(),
+                key: "tokenizer.ggml.bos_token_id".into(),
+                expected: format!(
+                    "a token id below the vocabulary's {n} tokens (BOS goes in front of every prompt), found {bos}"
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// llama.cpp's rule: `tokenizer.ggml.add_bos_token` when present, otherwise on for SentencePiece GGUFs and for
@@ -303,6 +335,7 @@ fn bpe_from_gguf(meta: &Meta<'_>) -> Result<(Inner, TokenizerSource), LocalError
         .unwrap_or("gpt2")
         .to_string();
     let tokens = meta.strings("tokenizer.ggml.tokens")?;
+    same_length(meta, "tokenizer.ggml.token_type", tokens.len())?;
     let merges = parse_merges(meta, meta.strings("tokenizer.ggml.merges")?)?;
     let vocab: Vocab = tokens
         .iter()
@@ -427,6 +460,18 @@ fn byte_level_decode(text: &str, table: &std::collections::HashMap<char, u8>) ->
         }
     }
     out
+}
+
+/// An optional per-token array must hold one item per token, as llama.cpp reads it.
+fn same_length(meta: &Meta<'_>, key: &str, tokens: usize) -> Result<(), LocalError> {
+    match meta.opt_array_len(key)? {
+        Some(n) if n != tokens => Err(LocalError::Metadata {
+            path: meta.path.to_path_buf(),
+            key: key.into(),
+            expected: format!("one item per token ({tokens}), found {n}"),
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn unsupported(meta: &Meta<'_>, message: String) -> LocalError {

@@ -6,6 +6,7 @@ mod common;
 mod gemma3_tokenizer;
 mod grammar;
 mod greedy;
+mod hostile_gguf;
 mod load_errors;
 mod logits;
 mod quant_types;

@@ -217,6 +217,9 @@ fn the_corpus_holds_at_least_40_cases_of_every_kind() {
         counts.push((kind, cases(&dir).len()));
     }
     let total: usize = counts.iter().map(|(_, n)| n).sum();
-    assert!(counts.iter().all(|(_, n)| *n > 0), "a kind without cases: {counts:?}");
+    assert!(
+        counts.iter().all(|(_, n)| *n > 0),
+        "a kind without cases: {counts:?}"
+    );
     assert!(total >= 40, "{total} cases: {counts:?}");
 }
