@@ -1,11 +1,8 @@
-//! Imported runs: the backend of `imported:MODEL`, whose answers another program already got from the model and
-//! wrote to a file (NeuroVLM-Bench's `run_async.py` JSONL, read by `nmb import`). The model is never asked.
-//!
-//! An imported run is an ordinary run, as a human baseline is: the evaluation loop plans the suite and sends
-//! each task's conversation to this backend, which finds the task the conversation opens with and answers with
-//! what the file recorded for it, its tokens included. So the run is scored, reported, compared and shown like
-//! any other. A line the other program recorded as an error is an errored sample of class `other` and a task the
-//! file has no line for one of class `no_answer`: both are kept apart from wrong answers.
+//! Imported runs: `imported:MODEL`, whose answers another program already got from the model and wrote to a file
+//! (NeuroVLM-Bench's `run_async.py` JSONL, read by [`crate::import::neurovlm_run`] for `nmb import`). The model is
+//! never asked: the [`StoredBackend`] answers each task with what the file recorded for it, its tokens included.
+//! A line the other program recorded as an error is an errored sample of class `other` and a task the file has no
+//! line for one of class `no_answer`.
 //!
 //! The answers travel with the invocation ([`crate::Invocation::replay`]), never through the network or a key;
 //! without them `imported:MODEL` cannot be connected (a worker or `nmb eval` refuses it). The run's model
@@ -13,45 +10,27 @@
 //! same file imported again is the same configuration and resumes the same run, and a changed file is a new
 //! run, never mixed with the old one's answers.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use nmb_chat::{messages_hash, Role};
 use nmb_plan::PlanOptions;
-use nmb_requests::{
-    Backend, BackendKind, BoxFuture, CallError, ChatRequest, Choice, Completion, ErrorClass,
-    ModelSpec, Usage,
-};
+use nmb_requests::{BackendKind, ModelSpec};
 use nmb_store::Store;
 use nmb_suite::Suite;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::{answer_plan, openings, StoredAnswer, StoredBackend};
 use crate::connect::ConnectedModel;
-use crate::human::{human_plan, opening};
-
-pub mod neurovlm_run;
 
 /// The key in an imported run's model identity: the SHA-256 of its answers ([`answers_sha256`]).
 pub const ANSWERS_KEY: &str = "imported_answers_sha256";
 
-/// One task's answer as the other program recorded it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReplayAnswer {
-    pub task_id: String,
-    /// The answer's text, or the error the program recorded instead of an answer.
-    pub outcome: Result<String, String>,
-    pub usage: Usage,
-    pub latency: Duration,
-    /// Where the answer came from (file, line and what the line says of the call): the call's raw body.
-    pub raw: String,
-}
-
 /// One model's answers from a file, with what the file says of the model beyond its name.
 #[derive(Debug, Clone, Default)]
 pub struct Replay {
-    pub answers: Vec<ReplayAnswer>,
+    /// One per task, turn 0.
+    pub answers: Vec<StoredAnswer>,
     /// Goes into the run's model identity, with [`ANSWERS_KEY`] added (e.g. the prompt's name, the parameters
     /// the program recorded): only what comes from the file's content, so a renamed file is the same run.
     pub identity: Map<String, Value>,
@@ -72,108 +51,18 @@ impl Replay {
 pub enum ReplayError {
     #[error("{spec} is not an imported model (expected imported:MODEL)")]
     NotImported { spec: String },
-    #[error("{spec}: an imported model's answers come from the file it was imported from (nmb import FILE); it cannot be asked, so this run cannot be resumed or worked on here")]
-    NoAnswers { spec: String },
     #[error("{spec}: one answer per task (--samples 1), not {samples}")]
     Samples { spec: String, samples: u32 },
     #[error("cannot plan the suite")]
     Plan(#[from] nmb_plan::PlanError),
 }
 
-/// Answers chat requests with the answers a file recorded.
-pub struct ReplayBackend {
-    spec: ModelSpec,
-    /// The hash of each task's opening messages to the tasks that open so (as [`crate::HumanBackend`]).
-    tasks_by_opening: HashMap<String, Vec<String>>,
-    answers: HashMap<String, ReplayAnswer>,
-}
-
-impl std::fmt::Debug for ReplayBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReplayBackend")
-            .field("spec", &self.spec)
-            .field("tasks", &self.tasks_by_opening.len())
-            .field("answers", &self.answers.len())
-            .finish()
-    }
-}
-
-impl ReplayBackend {
-    /// The answer a request asks for: its task from its opening messages. Imports are single-turn.
-    fn answer_for(&self, request: &ChatRequest) -> Result<&ReplayAnswer, CallError> {
-        if request.messages.iter().any(|m| m.role == Role::Assistant) {
-            let message = format!(
-                "{}: an imported run holds one answer per task; a later turn cannot be replayed",
-                self.spec
-            );
-            return Err(CallError::new(ErrorClass::ClientError, message));
-        }
-        let Some(tasks) = self.tasks_by_opening.get(&messages_hash(&request.messages)) else {
-            let message = format!(
-                "{}: the conversation does not open like any task of the suite planned for this import",
-                self.spec
-            );
-            return Err(CallError::new(ErrorClass::ClientError, message));
-        };
-        tasks
-            .iter()
-            .find_map(|t| self.answers.get(t))
-            .ok_or_else(|| {
-                let message = format!(
-                    "{}: the imported file has no answer to task {}",
-                    self.spec,
-                    tasks.join(", ")
-                );
-                CallError::new(ErrorClass::NoAnswer, message)
-            })
-    }
-}
-
-impl Backend for ReplayBackend {
-    fn spec(&self) -> &ModelSpec {
-        &self.spec
-    }
-
-    fn supports_n(&self) -> bool {
-        false
-    }
-
-    fn supports_images(&self) -> bool {
-        true
-    }
-
-    fn complete<'a>(
-        &'a self,
-        request: &'a ChatRequest,
-    ) -> BoxFuture<'a, Result<Completion, CallError>> {
-        let result = self.answer_for(request).and_then(completion);
-        Box::pin(async move { result })
-    }
-}
-
-/// The recorded answer as a completion, or the recorded error as a failed call (class `other`, never retried).
-fn completion(answer: &ReplayAnswer) -> Result<Completion, CallError> {
-    match &answer.outcome {
-        Ok(text) => Ok(Completion {
-            choices: vec![Choice::new(text.clone(), String::new(), false)],
-            raw: answer.raw.clone(),
-            usage: answer.usage,
-            latency: answer.latency,
-            batch: None,
-        }),
-        Err(error) => Err(CallError::new(
-            ErrorClass::Other,
-            format!("the imported run recorded an error instead of an answer: {error}"),
-        )
-        .with_raw(answer.raw.clone())),
-    }
-}
-
-/// Builds the backend of `imported:MODEL` for `suite` from the answers the invocation brought. Plans the suite
-/// once to learn each task's opening messages, as the evaluation will plan it.
+/// Builds the backend of `imported:MODEL` for `suite` from the answers the invocation brought (without them,
+/// [`crate::connect_model`] refuses the model). Plans the suite once to learn each task's opening messages, as
+/// the evaluation will plan it.
 pub fn connect_replay(
     spec: &ModelSpec,
-    replay: Option<&Replay>,
+    replay: &Replay,
     store: Arc<Store>,
     suite: &Suite,
     options: &PlanOptions,
@@ -182,8 +71,7 @@ pub fn connect_replay(
     if spec.backend != BackendKind::Imported {
         return Err(ReplayError::NotImported { spec: shown() });
     }
-    let replay = replay.ok_or_else(|| ReplayError::NoAnswers { spec: shown() })?;
-    let plan = human_plan(store, suite, options)?;
+    let plan = answer_plan(store, suite, options)?;
     if plan.samples() != 1 {
         let samples = plan.samples();
         return Err(ReplayError::Samples {
@@ -191,27 +79,7 @@ pub fn connect_replay(
             samples,
         });
     }
-    let mut tasks_by_opening: HashMap<String, Vec<String>> = HashMap::new();
-    // A task that cannot be planned fails in the evaluation too, with its reason.
-    for planned in plan.filter_map(Result::ok) {
-        if let Ok(messages) = opening(&planned) {
-            let key = messages_hash(&messages);
-            tasks_by_opening
-                .entry(key)
-                .or_default()
-                .push(planned.task_id);
-        }
-    }
-    let answers = replay
-        .answers
-        .iter()
-        .map(|a| (a.task_id.clone(), a.clone()))
-        .collect();
-    let backend = ReplayBackend {
-        spec: spec.clone(),
-        tasks_by_opening,
-        answers,
-    };
+    let backend = StoredBackend::new(spec.clone(), openings(plan), replay.answers.clone());
     Ok(ConnectedModel {
         spec: spec.clone(),
         backend: Arc::new(backend),
@@ -219,17 +87,9 @@ pub fn connect_replay(
     })
 }
 
-/// The SHA-256 of a file's bytes, lower-case hex (a prompt file, as `sha256sum` prints it); the file is
-/// streamed through the hash, never read whole.
-pub fn file_sha256(path: &std::path::Path) -> std::io::Result<String> {
-    let mut hasher = Sha256::new();
-    std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
-    Ok(hex::encode(hasher.finalize()))
-}
-
 /// The SHA-256 of a set of answers (task, answer or error, tokens), independent of their order.
-pub fn answers_sha256(answers: &[ReplayAnswer]) -> String {
-    let sorted: BTreeMap<&str, &ReplayAnswer> =
+pub fn answers_sha256(answers: &[StoredAnswer]) -> String {
+    let sorted: BTreeMap<&str, &StoredAnswer> =
         answers.iter().map(|a| (a.task_id.as_str(), a)).collect();
     let mut h = Sha256::new();
     for (task, a) in sorted {
@@ -250,11 +110,13 @@ pub fn answers_sha256(answers: &[ReplayAnswer]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nmb_chat::{GenParams, Message};
+    use nmb_requests::Usage;
+    use std::time::Duration;
 
-    fn answer(task: &str, outcome: Result<&str, &str>) -> ReplayAnswer {
-        ReplayAnswer {
+    fn answer(task: &str, outcome: Result<&str, &str>) -> StoredAnswer {
+        StoredAnswer {
             task_id: task.into(),
+            turn: 0,
             outcome: outcome.map(String::from).map_err(String::from),
             usage: Usage {
                 input_tokens: 10,
@@ -264,50 +126,6 @@ mod tests {
             latency: Duration::ZERO,
             raw: "{\"line\": 1}".into(),
         }
-    }
-
-    fn opening_of(question: &str) -> Vec<Message> {
-        vec![
-            Message::text(Role::System, "Read the image."),
-            Message::text(Role::User, question),
-        ]
-    }
-
-    fn backend() -> ReplayBackend {
-        let mut tasks_by_opening = HashMap::new();
-        for (task, q) in [("t1", "one"), ("t2", "two"), ("t3", "three")] {
-            tasks_by_opening.insert(messages_hash(&opening_of(q)), vec![task.to_string()]);
-        }
-        let answers = [answer("t1", Ok("{\"a\": 1}")), answer("t2", Err("timeout"))];
-        ReplayBackend {
-            spec: ModelSpec::parse("imported:openai/gpt-4o").unwrap(),
-            tasks_by_opening,
-            answers: answers
-                .into_iter()
-                .map(|a| (a.task_id.clone(), a))
-                .collect(),
-        }
-    }
-
-    fn ask(b: &ReplayBackend, messages: Vec<Message>) -> Result<Completion, CallError> {
-        let request = ChatRequest::new(messages, GenParams::default());
-        futures::executor::block_on(b.complete(&request))
-    }
-
-    #[test]
-    fn answers_errors_and_missing_lines_are_told_apart() {
-        let b = backend();
-        let c = ask(&b, opening_of("one")).unwrap();
-        assert_eq!(c.choices[0].text, "{\"a\": 1}");
-        assert_eq!(c.usage.input_tokens, 10);
-        assert_eq!(c.raw, "{\"line\": 1}");
-        let e = ask(&b, opening_of("two")).unwrap_err();
-        assert_eq!(e.class, ErrorClass::Other);
-        assert!(e.message.contains("timeout"), "{}", e.message);
-        let e = ask(&b, opening_of("three")).unwrap_err();
-        assert_eq!(e.class, ErrorClass::NoAnswer);
-        let e = ask(&b, opening_of("four")).unwrap_err();
-        assert_eq!(e.class, ErrorClass::ClientError);
     }
 
     #[test]
