@@ -40,6 +40,8 @@ pub struct BatchConfig {
     pub create_delay: std::time::Duration,
     /// The batches created first fail as a whole, the i-th (counted from 0, on every wire) as `fail[i]`.
     pub fail: Vec<BatchFailure>,
+    /// Outputs no honest provider sends (see [`crate::hostile`]).
+    pub hostile: Option<crate::hostile::HostileBatch>,
 }
 
 /// How a batch fails as a whole.

@@ -42,15 +42,20 @@ pub enum Fault {
     Quota,
     /// An error status with `x-should-retry: false`, which the official SDKs obey over the status.
     NoRetry(u16),
+    /// What no honest server sends (see [`crate::hostile`]).
+    Hostile(crate::hostile::Hostile),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown fault {0:?}; expected 429[:SECS], 429ms:MILLIS, retryinfo:SECS, STATUS (e.g. 500, 503, 529), noretry:STATUS, context, reset, slow:MILLIS, hang, malformed, empty, refusal, exhausted or quota")]
+#[error("unknown fault {0:?}; expected 429[:SECS], 429ms:MILLIS, retryinfo:SECS, STATUS (e.g. 500, 503, 529), noretry:STATUS, context, reset, slow:MILLIS, hang, malformed, empty, refusal, exhausted, quota or a hostile mode (huge:BYTES, huge-close:BYTES, lie:BYTES, drip:MILLIS, gzip-bomb:BYTES, deflate-bomb:BYTES, encoding:NAME, deep:DEPTH, numbers:KIND)")]
 pub struct FaultParseError(pub String);
 
 impl FromStr for Fault {
     type Err = FaultParseError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Ok(h) = s.parse::<crate::hostile::Hostile>() {
+            return Ok(Fault::Hostile(h));
+        }
         let bad = || FaultParseError(s.to_string());
         let (name, arg) = match s.split_once(':') {
             Some((n, a)) => (n, Some(a)),
@@ -114,6 +119,7 @@ impl fmt::Display for Fault {
             Fault::RetryInfo(secs) => write!(f, "retryinfo:{secs}"),
             Fault::Quota => f.write_str("quota"),
             Fault::NoRetry(c) => write!(f, "noretry:{c}"),
+            Fault::Hostile(h) => write!(f, "{h}"),
         }
     }
 }

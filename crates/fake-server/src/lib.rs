@@ -9,13 +9,16 @@
 //! faults on demand (among them a model out of tokens while thinking, quota refusals and Gemini's `RetryInfo`):
 //! scripted per request, by
 //! `FAULT:<spec>` markers in prompts, or every N-th request; and it runs the three providers' batch APIs over
-//! the same handling ([`batch`]). It is test support: it does not implement any model, and nmb's own code never
+//! the same handling ([`batch`]); its hostile mode ([`hostile`]) sends what no honest server does (bodies of any
+//! size generated as they go, lying lengths, compression bombs, deep nesting, numbers at the limits, dripping
+//! bodies, broken batch outputs). It is test support: it does not implement any model, and nmb's own code never
 //! depends on it outside tests and benches. [`support`] holds what those tests and benches share besides the
 //! server: noise PNGs and process measurements (CPU time, peak memory). [`judge`] plays a judge with injected
 //! leanings (noise, a length bias, an effect of seeing the model's thinking) for tests with known truth.
 
 pub mod batch;
 pub mod fault;
+pub mod hostile;
 mod http;
 pub mod judge;
 pub mod support;
@@ -33,6 +36,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 pub use fault::{find_marker, parse_schedule, Fault, FaultParseError};
+pub use hostile::{Hostile, HostileBatch};
 pub use wire::{
     is_reasoning_model, AuthSeen, ReceivedMessage, ReceivedParams, ReceivedPart, ReceivedRequest,
     Wire,
@@ -508,7 +512,9 @@ pub const USAGE: &str = "usage: nmb-fake-server [--port N] [--latency-ms N] [--f
 [--log PATH] [--threads N] [--no-image-hash]
   LIST is comma-separated faults applied to the first requests in order (ok = no fault), e.g. 429:1,ok,500,reset
   FAULT is one of 429[:SECS] 429ms:MILLIS retryinfo:SECS 500 503 529 (any status) noretry:STATUS context reset
-  slow:MILLIS hang malformed empty refusal exhausted quota
+  slow:MILLIS hang malformed empty refusal exhausted quota,
+  or hostile: huge:BYTES huge-close:BYTES lie:BYTES drip:MILLIS gzip-bomb:BYTES deflate-bomb:BYTES encoding:NAME
+  deep:DEPTH numbers:2^63|max|negative|float|huge-float
   Prompts containing FAULT:<fault>[*K] get that fault (the first K times for the same conversation).";
 
 struct CliOptions {

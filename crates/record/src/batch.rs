@@ -6,9 +6,11 @@
 //! before it is submitted. A request whose custom id a stored batch already holds is never submitted again: a
 //! submitted batch is polled, an ended one read again, and one that was being submitted when its process
 //! stopped is looked for at the provider. What a batch leaves unanswered (expired, cancelled) goes into a new
-//! batch. Each caller gets its answer back as if its call had been sent alone, with the batch named.
+//! batch, at most [`RESENDS`] times per request in one process. Each caller gets its answer back as if its call
+//! had been sent alone, with the batch named.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -66,6 +68,10 @@ const POLL_FAILURES: u32 = 10;
 /// Times one request's batch may be refused for a provider's queue limit (each time it goes again, later, in a
 /// batch half the size) before its caller is given the provider's error.
 pub const LIMIT_RESUBMISSIONS: u32 = 6;
+/// Times one process puts a request into a new batch after batches left it unanswered (expired, ended without
+/// its line, lost by the provider); after that its caller gets an error instead, so that a provider that never
+/// answers cannot keep a run submitting batches.
+pub const RESENDS: u32 = 2;
 
 /// Why a model cannot be batched.
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +98,12 @@ struct Shared {
     /// The most requests one new batch holds: the provider's limit, halved each time a batch is refused for a
     /// queue limit; and how often each request's batch was so refused.
     limited: Mutex<Limited>,
+    /// The largest response cap of the requests asked: what each line of a batch's output may take.
+    line_cap: AtomicU64,
+    /// How many times each request was put into a new batch after one left it unanswered.
+    resent: Mutex<HashMap<String, u32>>,
+    /// Batches whose polling gave up in this process, with why: a later call in them gets the error at once.
+    gave_up: Mutex<HashMap<String, CallError>>,
 }
 
 struct Limited {
@@ -145,6 +157,9 @@ impl Batcher {
                 round: limits.min(max_enqueued),
                 refusals: BTreeMap::new(),
             }),
+            line_cap: AtomicU64::new(0),
+            resent: Mutex::default(),
+            gave_up: Mutex::default(),
         };
         Ok(Batcher {
             shared: Arc::new(shared),
@@ -171,6 +186,7 @@ impl Batcher {
     async fn ask(&self, req: &ChatRequest) -> Result<Completion, CallError> {
         let api = self.shared.api();
         let body = api.body(req)?;
+        (self.shared.line_cap).fetch_max(api.response_cap(req), Ordering::Relaxed);
         let custom_id = custom_id(&self.shared.model, &body, &req.samples, req.params.seed);
         let entry = api.entry(&custom_id, body);
         let (reply, answer) = oneshot::channel();
@@ -220,6 +236,25 @@ impl Shared {
         limits
     }
 
+    /// The error a request gets once batches left it unanswered more than [`RESENDS`] times.
+    fn exhausted(&self, custom_id: &str) -> Option<CallError> {
+        let resent = self.resent.lock().unwrap_or_else(|p| p.into_inner());
+        let times = resent.get(custom_id).copied().filter(|n| *n > RESENDS)?;
+        Some(CallError::new(
+            ErrorClass::ServerError,
+            format!(
+                "the provider's batches left this request unanswered {times} times (ended without its \
+                 answer, expired or lost); it is not put into another batch in this run"
+            ),
+        ))
+    }
+
+    /// What each line of a batch's output may take.
+    fn line_cap(&self) -> u64 {
+        let cap = self.line_cap.load(Ordering::Relaxed);
+        cap.max(nmb_requests::body::RESPONSE_OVERHEAD_BYTES)
+    }
+
     fn enqueue(self: &Arc<Self>, waiting: Waiting) {
         let mut q = self.lock();
         q.waiting.push(waiting);
@@ -259,6 +294,10 @@ async fn dispatch(shared: Arc<Shared>, calls: Vec<Waiting>) {
     let mut fresh = Group::new();
     let mut held: BTreeMap<String, (BatchRecord, Group)> = BTreeMap::new();
     for w in calls {
+        if let Some(e) = shared.exhausted(&w.custom_id) {
+            let _ = w.reply.send(Err(e));
+            continue;
+        }
         let found = if w.fresh {
             Ok(None)
         } else {
@@ -374,6 +413,13 @@ fn batch_id(ids: &[String]) -> String {
 
 /// Follows a batch found in the store: asks the provider for one that was being submitted, then polls.
 async fn follow(shared: Arc<Shared>, mut record: BatchRecord, group: Group) {
+    let gave_up = (shared.gave_up.lock().unwrap_or_else(|p| p.into_inner()))
+        .get(&record.batch_id)
+        .cloned();
+    if let Some(e) = gave_up {
+        fail(group, &e);
+        return;
+    }
     if record.state == BatchState::Preparing {
         let since = format_utc_ms(record.created_ms - 60_000);
         let api = shared.api();
@@ -411,7 +457,11 @@ async fn poll(shared: Arc<Shared>, record: BatchRecord, ids: Vec<String>, mut gr
     let ended_before = record.state == BatchState::Ended;
     let mut failures = 0;
     loop {
-        match shared.api().poll(&provider_id, &ids).await {
+        match shared
+            .api()
+            .poll(&provider_id, &ids, shared.line_cap())
+            .await
+        {
             Ok(Polled::Running) => {}
             Ok(Polled::Ended(items)) => {
                 let _ = shared
@@ -448,6 +498,8 @@ async fn poll(shared: Arc<Shared>, record: BatchRecord, ids: Vec<String>, mut gr
                 tracing::warn!(batch = %record.batch_id, error = %e.message, "polling the batch failed; trying again");
             }
             Err(e) => {
+                (shared.gave_up.lock().unwrap_or_else(|p| p.into_inner()))
+                    .insert(record.batch_id.clone(), e.clone());
                 fail(group, &e);
                 return;
             }
@@ -458,11 +510,12 @@ async fn poll(shared: Arc<Shared>, record: BatchRecord, ids: Vec<String>, mut gr
 
 /// Gives each caller its answer, named with the batch and timed from its submission. An error read again from
 /// a batch that had ended before is not given back: the call goes into a new batch, as a failed call is sent
-/// again.
+/// again; except an answer too large to read, which a new batch would pay for again and a larger cap reads.
 fn answer(record: &BatchRecord, items: Vec<BatchItem>, group: &mut Group, ended_before: bool) {
     let waited = Duration::from_millis(u64::try_from(now_ms() - record.created_ms).unwrap_or(0));
     for item in items {
-        if ended_before && item.result.is_err() {
+        let too_large = matches!(&item.result, Err(e) if e.class == ErrorClass::ResponseTooLarge);
+        if ended_before && item.result.is_err() && !too_large {
             continue;
         }
         let Some((_, replies)) = group.remove(&item.custom_id) else {
@@ -514,11 +567,28 @@ async fn limited(shared: Arc<Shared>, record: &BatchRecord, group: Group, e: Cal
         fail(given_up, &e);
     }
     tokio::time::sleep(shared.options.poll).await;
-    resend(&shared, again);
+    requeue(&shared, again);
+}
+
+/// Puts calls back in the queue for a new batch, or gives them an error once batches left them unanswered more
+/// than [`RESENDS`] times.
+fn resend(shared: &Arc<Shared>, group: Group) {
+    for (custom_id, (entry, replies)) in group {
+        *(shared.resent.lock().unwrap_or_else(|p| p.into_inner()))
+            .entry(custom_id.clone())
+            .or_insert(0) += 1;
+        if let Some(e) = shared.exhausted(&custom_id) {
+            for reply in replies {
+                let _ = reply.send(Err(e.clone()));
+            }
+            continue;
+        }
+        requeue(shared, Group::from([(custom_id, (entry, replies))]));
+    }
 }
 
 /// Puts calls back in the queue for a new batch.
-fn resend(shared: &Arc<Shared>, group: Group) {
+fn requeue(shared: &Arc<Shared>, group: Group) {
     for (custom_id, (entry, replies)) in group {
         for reply in replies {
             shared.enqueue(Waiting {

@@ -208,7 +208,9 @@ impl Wire for AnthropicWire {
                 u.cache_read_input_tokens.unwrap_or(0),
                 u.cache_creation_input_tokens.unwrap_or(0),
             );
-            let input = u.input_tokens.map(|i| i + read + write);
+            let input = u
+                .input_tokens
+                .map(|i| i.saturating_add(read).saturating_add(write));
             Usage {
                 cached_input_tokens: read,
                 cache_write_tokens: write,

@@ -30,10 +30,14 @@ pub enum ErrorClass {
     /// `billing_error`): nothing sent before it is renewed can succeed. Not retried, and the run's other calls to
     /// the same backend end with it without being sent.
     QuotaExhausted,
+    /// The response passed its byte cap (or inflated past its ratio) before it was read whole: a server that
+    /// sends more than any honest answer to the request takes. Not retried: the same request gets the same cap;
+    /// a resumed run with a larger `--max-response-mib` asks again.
+    ResponseTooLarge,
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 13] = [
+    pub const ALL: [ErrorClass; 14] = [
         ErrorClass::RateLimit,
         ErrorClass::ServerError,
         ErrorClass::Network,
@@ -47,6 +51,7 @@ impl ErrorClass {
         ErrorClass::Other,
         ErrorClass::NoAnswer,
         ErrorClass::QuotaExhausted,
+        ErrorClass::ResponseTooLarge,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -64,6 +69,7 @@ impl ErrorClass {
             ErrorClass::Other => "other",
             ErrorClass::NoAnswer => "no_answer",
             ErrorClass::QuotaExhausted => "quota_exhausted",
+            ErrorClass::ResponseTooLarge => "response_too_large",
         }
     }
 

@@ -171,7 +171,7 @@ impl Wire for GeminiWire {
         let usage = resp.usage_metadata.map_or(Usage::default(), |u| {
             // `candidatesTokenCount` leaves the thoughts out; they are billed as output.
             let thoughts = u.thoughts_token_count.unwrap_or(0);
-            let output = u.candidates_token_count.map(|c| c + thoughts);
+            let output = u.candidates_token_count.map(|c| c.saturating_add(thoughts));
             Usage {
                 reasoning_tokens: thoughts,
                 cached_input_tokens: u.cached_content_token_count.unwrap_or(0),

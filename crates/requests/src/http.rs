@@ -204,11 +204,12 @@ impl<W: Wire> HttpBackend<W> {
         check_n(self, req)?;
         let secret = self.key.as_ref().map(ApiKey::expose);
         let classify = |status: u16, body: &str| self.wire.classify(status, body);
+        let limits = self.transport.limits(self.transport.response_cap(req));
         // A refused parameter is left out and the call sent again, at most once per kind of refusal.
         let mut adjusted = 0;
         let reply = loop {
             let http = self.request(replica, req)?;
-            match send(http, secret, classify)
+            match send(http, secret, classify, limits)
                 .await
                 .map_err(|e| self.hinted(e))
             {

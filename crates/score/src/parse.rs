@@ -240,7 +240,7 @@ const DIFFERENTIAL_KEYS: &[&str] = &[
 ///
 /// Each try parses from its `{` only as far as the object goes (or as far as it is valid JSON), so an object
 /// followed by prose is found without looking for its end first. The tries share a budget of
-/// [`SCAN_BUDGET_PER_BYTE`] bytes read per byte of text, so that answers built to make every try read far (a
+/// 64 bytes read per byte of text, so that answers built to make every try read far (a
 /// hundred thousand nested braces) are read in time linear in their length; serde_json's nesting limit (128)
 /// ends each try through nested braces early, so the budget is only reached by such answers.
 pub fn find_json_object(text: &str) -> Option<Map<String, Value>> {

@@ -199,7 +199,8 @@ pub struct EvalArgs {
     /// Language the prompts ask answers in [default: the suite's, else English]; "" for no instruction
     #[arg(long, value_name = "LANG")]
     answer_language: Option<String>,
-    /// Seconds one attempt may take before it counts as a timeout (and is retried)
+    /// Seconds one attempt may take, from sending the request to the last byte of its answer, before it counts as
+    /// a timeout (and is retried); with --batch, each request to the batch API
     #[arg(long, value_name = "SECS", default_value_t = 300.0, value_parser = positive)]
     timeout: f64,
     /// Retries of a failed request (rate limit, server error, network, timeout, malformed response)
@@ -342,6 +343,7 @@ impl EvalArgs {
             batch: self.batch,
             batch_poll_secs: self.batch.then_some(self.batch_poll),
             batch_max_requests: self.batch_max_requests,
+            max_response_mib: self.scoring.max_response_mib,
         }
     }
 

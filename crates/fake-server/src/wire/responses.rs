@@ -221,7 +221,7 @@ pub(crate) fn fault_response(req: &ReceivedRequest, fault: &Fault) -> Option<Res
             r.headers.push(("x-should-retry".into(), "false".into()));
             r
         }
-        Fault::Reset | Fault::Slow(_) | Fault::Hang => return None,
+        Fault::Reset | Fault::Slow(_) | Fault::Hang | Fault::Hostile(_) => return None,
     })
 }
 

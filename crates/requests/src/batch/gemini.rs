@@ -3,10 +3,12 @@
 //! {"requests": [{"request", "metadata": {"key"}}]}}}}` returns an operation named `batches/{id}`; poll `GET
 //! /v1beta/batches/{id}` until `metadata.state` is `BATCH_STATE_SUCCEEDED`, `_FAILED`, `_CANCELLED` or
 //! `_EXPIRED`. The inlined responses "will be in the same order as the input requests"; each holds a
-//! `response` or an `error` (a google.rpc.Status).
+//! `response` or an `error` (a google.rpc.Status). They come inside the operation, which is read as it arrives,
+//! each response under its own cap; a batch that succeeded without a response to read is a malformed answer.
 
 use serde_json::{json, Value};
 
+use super::stream::output_cap;
 use super::{field, text_field, Line, Progress};
 use crate::error::{grpc_http_status, CallError, ErrorClass};
 use crate::http::{HttpBackend, Wire};
@@ -52,8 +54,14 @@ pub(super) async fn poll<W: Wire>(
     b: &HttpBackend<W>,
     name: &str,
     custom_ids: &[String],
+    line_cap: u64,
 ) -> Result<Progress, CallError> {
-    let operation = b.get_json(&b.batch_url(&format!("/v1beta/{name}"))).await?;
+    let url = b.batch_url(&format!("/v1beta/{name}"));
+    let cap = output_cap(custom_ids.len(), line_cap).max(super::CONTROL_BYTES);
+    let body = b.batch_open(b.transport.client.get(url), cap).await?;
+    let what = format!("the operation of batch {name}");
+    let read = super::stream::operation(body, what, line_cap, custom_ids.len(), cap).await?;
+    let operation = read.head;
     let state = text_field(&operation, "/metadata/state")?;
     match state.as_str() {
         "BATCH_STATE_SUCCEEDED" | "BATCH_STATE_CANCELLED" | "BATCH_STATE_EXPIRED" => {}
@@ -75,13 +83,22 @@ pub(super) async fn poll<W: Wire>(
         }
         _ => return Ok(Progress::Running),
     }
-    let responses = operation
-        .pointer("/response/inlinedResponses/inlinedResponses")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    if state == "BATCH_STATE_SUCCEEDED" && read.responses.is_empty() && !custom_ids.is_empty() {
+        return Err(CallError::new(
+            ErrorClass::MalformedResponse,
+            format!("Gemini reports batch {name} succeeded but holds no inlined responses"),
+        )
+        .with_raw(super::stream::head(&operation)));
+    }
+    if read.extra > 0 {
+        tracing::warn!(
+            batch = name,
+            extra = read.extra,
+            "Gemini answered more responses than the batch has requests; the rest were left out"
+        );
+    }
     let mut lines = Vec::new();
-    for (i, r) in responses.iter().enumerate() {
+    for (i, r) in read.responses.iter().enumerate() {
         let key = r.pointer("/metadata/key").and_then(Value::as_str);
         let Some(custom_id) = key
             .map(str::to_string)

@@ -3,11 +3,14 @@
 //! the batch with that `input_file_id`, `endpoint` and `completion_window: "24h"`; poll `GET /batches/{id}`
 //! until its status is `completed`, `expired`, `cancelled` or `failed`; then read `output_file_id` and
 //! `error_file_id`. "Requests that were not completed in time are written to the error file with code
-//! `batch_expired`."
+//! `batch_expired`." A batch `completed` that names neither file has nothing to read and cannot be: its poll is a
+//! malformed answer (polled again a few times, then given up), never an empty end that would send every request
+//! again.
 
 use serde_json::{json, Value};
 
-use super::{field, jsonl, text_field, Line, Progress};
+use super::stream::{output_cap, Wanted};
+use super::{field, read_jsonl, text_field, Line, Progress};
 use crate::error::{CallError, ErrorClass};
 use crate::http::{HttpBackend, Wire};
 
@@ -71,7 +74,12 @@ pub(super) async fn find<W: Wire>(
         .and_then(|d| d.get("id")?.as_str().map(str::to_string)))
 }
 
-pub(super) async fn poll<W: Wire>(b: &HttpBackend<W>, id: &str) -> Result<Progress, CallError> {
+pub(super) async fn poll<W: Wire>(
+    b: &HttpBackend<W>,
+    id: &str,
+    custom_ids: &[String],
+    line_cap: u64,
+) -> Result<Progress, CallError> {
     let batch = b.get_json(&b.batch_url(&format!("/batches/{id}"))).await?;
     let status = text_field(&batch, "/status")?;
     match status.as_str() {
@@ -80,16 +88,28 @@ pub(super) async fn poll<W: Wire>(b: &HttpBackend<W>, id: &str) -> Result<Progre
         // validating, in_progress, finalizing, cancelling
         _ => return Ok(Progress::Running),
     }
+    let files: Vec<(&str, &str)> = [("output", "/output_file_id"), ("error", "/error_file_id")]
+        .into_iter()
+        .filter_map(|(kind, pointer)| Some((kind, batch.pointer(pointer)?.as_str()?)))
+        .collect();
+    if status == "completed" && files.is_empty() {
+        return Err(CallError::new(
+            ErrorClass::MalformedResponse,
+            format!(
+                "OpenAI reports batch {id} completed but names neither an output nor an error file"
+            ),
+        )
+        .with_raw(super::stream::head(&batch)));
+    }
+    let mut wanted = Wanted::new(custom_ids);
     let mut lines = Vec::new();
-    for file in ["/output_file_id", "/error_file_id"] {
-        let Some(file_id) = batch.pointer(file).and_then(Value::as_str) else {
-            continue;
-        };
+    for (kind, file_id) in files {
         let url = b.batch_url(&format!("/files/{file_id}/content"));
-        let body = b.batch_send(b.transport.client.get(url)).await?;
-        for line in jsonl(&body)? {
-            lines.push(read_line(b, &line)?);
-        }
+        let cap = output_cap(custom_ids.len(), line_cap);
+        let body = b.batch_open(b.transport.client.get(url), cap).await?;
+        let what = format!("the {kind} file of batch {id}");
+        let read = |line: &Value| read_line(b, line);
+        lines.extend(read_jsonl(body, what, line_cap, &mut wanted, read).await?);
     }
     Ok(Progress::Ended(lines))
 }
@@ -140,7 +160,8 @@ fn read_line<W: Wire>(b: &HttpBackend<W>, line: &Value) -> Result<Line, CallErro
         let status = response
             .get("status_code")
             .and_then(Value::as_u64)
-            .unwrap_or(0) as u16;
+            .and_then(|s| u16::try_from(s).ok())
+            .unwrap_or(0);
         let body = response
             .get("body")
             .map_or_else(String::new, Value::to_string);

@@ -1,5 +1,6 @@
 //! The integration tests of `nmb-requests`, one module per concern, linked into one test binary.
 
+mod caps;
 mod common;
 mod faults;
 mod providers;

@@ -173,7 +173,10 @@ async fn connect(
         _ => {}
     }
     let owned = spec.clone();
-    let mut options = ConnectOptions::default();
+    let mut options = ConnectOptions {
+        http: config.limits.http_options(),
+        ..ConnectOptions::default()
+    };
     if config.reasoning_model {
         options.backend.openai.reasoning = Some("--reasoning-model".into());
     }
@@ -308,6 +311,11 @@ fn class_hint(class: &str) -> Option<&'static str> {
             "rate_limit: the server kept refusing for its rate limit, or asked to wait longer than a call waits \
              (`nmb runs show` gives its words); a lower --concurrency or a later --resume may get through",
         ),
+        "response_too_large" => Some(
+            "response_too_large: the server sent more than any answer to these requests can take (1 MiB plus \
+             64 bytes per token each sample may generate); --max-response-mib raises the cap",
+        ),
+        "timeout" => Some("timeout: no whole answer came within --timeout (headers and body)"),
         _ => None,
     }
 }
