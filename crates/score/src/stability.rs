@@ -8,7 +8,7 @@
 use nmb_stats::{retest_icc, retest_kappa, BootstrapConfig, Design, Estimate};
 use serde::{Deserialize, Serialize};
 
-use crate::results::{JudgeInfo, SampleScore};
+use crate::results::{JudgeInfo, RepeatRun, SampleScore};
 
 /// A rubric item is unstable when its repeats' scores on one dimension (or overall) span at least this many
 /// points: on a 0–5 scale two points is the difference between a passing and a failing grade.
@@ -304,11 +304,17 @@ fn measure(
 }
 
 fn added_cost(j: &JudgeInfo) -> RepeatCost {
+    // Saturating: a store may hold counts near 2^64 from before they were range-checked.
+    let total = |f: fn(&RepeatRun) -> u64| {
+        j.repeat_runs
+            .iter()
+            .fold(0u64, |a, r| a.saturating_add(f(r)))
+    };
     RepeatCost {
         judge: j.spec.clone(),
-        calls: j.repeat_runs.iter().map(|r| r.calls).sum(),
-        tokens_in: j.repeat_runs.iter().map(|r| r.tokens_in).sum(),
-        tokens_out: j.repeat_runs.iter().map(|r| r.tokens_out).sum(),
+        calls: total(|r| r.calls),
+        tokens_in: total(|r| r.tokens_in),
+        tokens_out: total(|r| r.tokens_out),
         first_calls: j.calls,
         first_tokens_in: j.tokens_in,
         first_tokens_out: j.tokens_out,

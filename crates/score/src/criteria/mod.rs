@@ -12,6 +12,7 @@
 //!
 //! Every criterion keeps the line it was written on, so errors and lint findings name file and line.
 
+pub mod direction;
 pub mod judge;
 pub mod lint;
 pub mod score;
