@@ -1,5 +1,6 @@
 //! From a model name on the command line to a backend: `BACKEND:MODEL[@BASE_URL]`, `local:PATH.gguf` included.
-//! `human:NAME` is built by [`crate::connect_human`], which reads the person's answers from the store.
+//! `human:NAME` and `imported:MODEL` answer with stored answers, which need the store and the suite (and an
+//! import's answers): the evaluation connects them through [`crate::stored`], and [`connect_model`] refuses them.
 
 use std::sync::Arc;
 
@@ -55,18 +56,12 @@ pub enum ConnectError {
         #[source]
         source: LocalError,
     },
-    #[error(transparent)]
-    Human(Box<crate::human::HumanError>),
-    #[error(transparent)]
-    Replay(#[from] crate::replay::ReplayError),
+    #[error("{spec}: a human's answers are read from the run store together with the suite (nmb eval, nmb import, nmb review answer); it cannot be used here (e.g. as a judge)")]
+    NeedsStore { spec: String },
+    #[error("{spec}: an imported model's answers come from the file it was imported from (nmb import FILE); it cannot be asked, so this run cannot be resumed or worked on here")]
+    NoAnswers { spec: String },
     #[error("connecting stopped unexpectedly: {0}")]
     Stopped(String),
-}
-
-impl From<crate::human::HumanError> for ConnectError {
-    fn from(e: crate::human::HumanError) -> Self {
-        ConnectError::Human(Box::new(e))
-    }
 }
 
 /// Builds the backend for `spec` (`openai:`, `anthropic:`, `gemini:` or `local:`). A `local:` model is loaded
@@ -81,13 +76,12 @@ pub fn connect_model(
         return connect_local(spec, options.no_grammar);
     }
     if spec.backend == BackendKind::Human {
-        // Its answers need the store and the suite: see `crate::connect_human`.
         let spec = spec.to_string();
-        return Err(crate::human::HumanError::NeedsStore { spec }.into());
+        return Err(ConnectError::NeedsStore { spec });
     }
     if spec.backend == BackendKind::Imported {
         let spec = spec.to_string();
-        return Err(crate::replay::ReplayError::NoAnswers { spec }.into());
+        return Err(ConnectError::NoAnswers { spec });
     }
     let transport = match &options.transport {
         Some(t) => t.clone(),
