@@ -18,7 +18,7 @@ use crate::judge::JudgeModel;
 use crate::results::Aggregation;
 use crate::rubric::Rubric;
 use crate::semantic::BertScoreSetting;
-use crate::structured::paper::PaperOptions;
+use crate::structured_data::paper::PaperOptions;
 use crate::{ScoreError, ScoreOptions};
 
 /// Everything that decides how a run is scored: judges, jury aggregation, rubric, error taxonomy, BERTScore,
@@ -77,13 +77,13 @@ pub struct ScoringConfig {
     pub criteria: Option<PathBuf>,
 }
 
-/// Serde's default for a count that is 1 unless given (also the recorded config's, in `results`).
-pub(crate) fn one() -> u32 {
+/// Serde's default for a count that is 1 unless given.
+fn one() -> u32 {
     1
 }
 
 /// Leaves a count of 1 out of what is serialised, so configs from before the count keep their bytes.
-pub(crate) fn is_one(v: &u32) -> bool {
+fn is_one(v: &u32) -> bool {
     *v == 1
 }
 

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 pub enum ScoreError {
     #[error(transparent)]
     Store(#[from] nmb_store::StoreError),
+    #[error(transparent)]
+    Results(#[from] crate::results_error::ResultsError),
     #[error("a judge cannot batch: {0}")]
     JudgeBatch(String),
     #[error("run {run_id} has answers for task {task_id}, which suite {suite_id} does not contain; score it against the suite (and answer key, filters) it was run on")]
@@ -14,17 +16,6 @@ pub enum ScoreError {
         run_id: String,
         task_id: String,
         suite_id: String,
-    },
-    #[error("rubric {source_name}: {message}")]
-    Rubric {
-        source_name: String,
-        message: String,
-    },
-    #[error("criterion rubric {source_name}, line {line}: {message}")]
-    Criteria {
-        source_name: String,
-        line: usize,
-        message: String,
     },
     #[error("taxonomy labels {path}, line {line}: {message}")]
     Labels {
@@ -46,8 +37,6 @@ pub enum ScoreError {
     Stats(#[from] nmb_stats::StatsError),
     #[error("suite: {0}")]
     Suite(#[from] nmb_suite::SuiteError),
-    #[error("stored score report for run {run_id} cannot be read: {message}")]
-    StoredReport { run_id: String, message: String },
     #[error("no stored scores for run {run_id}; run `nmb score {run_id}` first")]
     NotScored { run_id: String },
     #[error(

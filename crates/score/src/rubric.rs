@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::results::RubricInfo;
-use crate::ScoreError;
+use crate::results_error::ResultsError;
 
 /// The bundled rubric, `rubrics/neurology-v1.toml`.
 pub const BUILTIN_NEUROLOGY_V1: &str = include_str!("../../../rubrics/neurology-v1.toml");
@@ -83,16 +83,16 @@ impl Rubric {
             .expect("built-in rubric is valid")
     }
 
-    pub fn load(path: &Path) -> Result<Rubric, ScoreError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScoreError::Read {
+    pub fn load(path: &Path) -> Result<Rubric, ResultsError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ResultsError::Read {
             path: path.to_path_buf(),
             source,
         })?;
         Rubric::parse(&text, &path.display().to_string())
     }
 
-    pub fn parse(text: &str, source: &str) -> Result<Rubric, ScoreError> {
-        let err = |message: String| ScoreError::Rubric {
+    pub fn parse(text: &str, source: &str) -> Result<Rubric, ResultsError> {
+        let err = |message: String| ResultsError::Rubric {
             source_name: source.to_string(),
             message,
         };

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::ScoreError;
+use crate::results_error::ResultsError;
 
 /// The criterion rubric of the bundled `sample` suite, `rubrics/sample-criteria-v1.toml`.
 pub const SAMPLE_CRITERIA_V1: &str = include_str!("../../../../rubrics/sample-criteria-v1.toml");
@@ -102,8 +102,8 @@ impl CriterionRubric {
             .expect("the sample criteria are valid")
     }
 
-    pub fn load(path: &Path) -> Result<CriterionRubric, ScoreError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScoreError::Read {
+    pub fn load(path: &Path) -> Result<CriterionRubric, ResultsError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ResultsError::Read {
             path: path.to_path_buf(),
             source,
         })?;
@@ -111,7 +111,7 @@ impl CriterionRubric {
     }
 
     /// Parses TOML, or JSON lines when `source` ends in `.jsonl`.
-    pub fn parse(text: &str, source: &str) -> Result<CriterionRubric, ScoreError> {
+    pub fn parse(text: &str, source: &str) -> Result<CriterionRubric, ResultsError> {
         let (id, version, entries) = if source.ends_with(".jsonl") {
             parse_jsonl(text, source)?
         } else {
@@ -159,8 +159,8 @@ impl CriterionRubric {
     }
 }
 
-fn invalid(source: &str, line: usize, message: String) -> ScoreError {
-    ScoreError::Criteria {
+fn invalid(source: &str, line: usize, message: String) -> ResultsError {
+    ResultsError::Criteria {
         source_name: source.to_string(),
         line,
         message,
@@ -174,7 +174,7 @@ fn check_criterion(
     c: &Criterion,
     before: &[Criterion],
     source: &str,
-) -> Result<(), ScoreError> {
+) -> Result<(), ResultsError> {
     let err = |m: String| {
         invalid(
             source,
@@ -223,7 +223,7 @@ fn check_criterion(
 
 type Entries = Vec<(String, Criterion)>;
 
-fn parse_toml(text: &str, source: &str) -> Result<(String, String, Entries), ScoreError> {
+fn parse_toml(text: &str, source: &str) -> Result<(String, String, Entries), ResultsError> {
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(1, |s| line_of(text, s.start));
         let written = text.lines().nth(line - 1).unwrap_or_default().trim();
@@ -260,7 +260,7 @@ fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
-fn parse_jsonl(text: &str, source: &str) -> Result<(String, String, Entries), ScoreError> {
+fn parse_jsonl(text: &str, source: &str) -> Result<(String, String, Entries), ResultsError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let n = i + 1;

@@ -68,7 +68,7 @@ pub struct ScoreOptions {
     /// The model's price, for the cost of structured answers per 1,000 images.
     pub price: Option<crate::cost::Price>,
     /// Also read NeuroVLM-Bench answers the paper's way ([`crate::structured::paper`]).
-    pub paper: Option<crate::structured::paper::PaperOptions>,
+    pub paper: Option<crate::structured_data::paper::PaperOptions>,
     /// Judges see the thinking before each answer (rubric grading, error taxonomy); off: the answers alone.
     pub judge_sees_thinking: bool,
     /// Judges send through their providers' batch APIs.
@@ -317,7 +317,7 @@ pub async fn score_loaded(
     let mut report = build_report(run_id, config, samples, agreement, notes, &opts.bootstrap)?;
     if let Some(p) = panel.as_ref().filter(|p| p.repeats() > 1) {
         let dimensions = rubric.map(Rubric::dimension_ids).unwrap_or_default();
-        report.stability = Some(crate::stability::stability_report(
+        report.stability = Some(crate::repeats::stability_report(
             &report.samples,
             &dimensions,
             &equivalence_repeats,
@@ -377,8 +377,8 @@ fn paper_reading(
     items: &[crate::structured::StructuredItem<'_>],
     errored: usize,
     price: Option<crate::cost::Price>,
-    options: crate::structured::paper::PaperOptions,
-) -> Option<crate::structured::paper::PaperReport> {
+    options: crate::structured_data::paper::PaperOptions,
+) -> Option<crate::structured_data::paper::PaperReport> {
     let items: Vec<_> = items
         .iter()
         .map(|i| crate::structured::paper::PaperItem {
@@ -424,7 +424,7 @@ fn structured_items<'a>(
                 case_id: case.id.as_str(),
                 reference,
                 text: nmb_chat::split_thinking(r.final_text.as_deref()?).answer,
-                usage: crate::structured::Usage::of(case.id.as_str(), r),
+                usage: crate::structured_data::Usage::of(case.id.as_str(), r),
             })
         })
         .collect()

@@ -11,11 +11,11 @@ use crate::jury::{agreement_rows, Jury};
 use crate::lexicon::builtin;
 use crate::matching::RuleVerdict;
 use crate::prompts::{self, Equivalence, Field};
+use crate::repeats::EquivalenceRepeats;
 use crate::results::{
     CandidateMatch, DiagnosisScore, FieldMatch, JudgeDecision, JuryAgreement, LesionScore,
     MatchMethod, MatchOutcome, SampleStatus,
 };
-use crate::stability::EquivalenceRepeats;
 use crate::ScoreError;
 
 /// Per equivalence question: each judge's 0/1 answer (for agreement).

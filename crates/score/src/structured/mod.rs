@@ -12,12 +12,13 @@ pub mod report;
 pub mod safety;
 pub mod schema;
 
-pub use answer::{parse_answer, Field, StructuredAnswer};
-pub use report::{
-    efficiency, structured_report, Abstentions, Confusion, Efficiency, FieldOutcome, FieldReport,
-    StructuredItem, StructuredReport, StructuredVerdict, Usage, FIELDS,
+pub use crate::structured_data::{
+    efficiency, Abstentions, Confusion, Efficiency, FieldOutcome, FieldReport, StructuredReport,
+    StructuredVerdict, Usage, FIELDS, FLAGS,
 };
-pub use safety::{flags, Flags, FLAGS};
+pub use answer::{parse_answer, Field, StructuredAnswer};
+pub use report::{structured_report, StructuredItem};
+pub use safety::{flags, Flags};
 pub use schema::{Schema, KEYS};
 
 #[cfg(test)]
