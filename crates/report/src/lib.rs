@@ -61,7 +61,7 @@ pub use leaderboard::{
     leaderboard, model_data, read_data_js, vendor, Leaderboard, LeaderboardEntry,
     LeaderboardOptions, MergeError,
 };
-pub use nmb_score::results::ScoreReport;
+pub use nmb_results::ScoreReport;
 pub use paired::paired_table;
 pub use table::{Cell, Column, Table};
 

@@ -2,7 +2,7 @@
 //! last-turn accuracy, changed top diagnosis, wrong → right and right → wrong), built once for HTML and
 //! Markdown. The numbers are the score report's ([`nmb_score::revision`]).
 
-use nmb_score::revision::{Rate, RevisionGroup};
+use nmb_results::revision::{Rate, RevisionGroup};
 use nmb_suite::Level;
 
 use crate::input::RunData;

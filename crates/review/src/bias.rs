@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use nmb_calibration::Ratings;
-use nmb_score::results::ScoreReport;
+use nmb_results::ScoreReport;
 use nmb_stats::{group_gap, length_slope, BootstrapConfig, Design, Estimate};
 use serde::Serialize;
 

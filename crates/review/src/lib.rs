@@ -58,6 +58,8 @@ pub enum ReviewError {
     #[error(transparent)]
     Store(#[from] nmb_store::StoreError),
     #[error(transparent)]
+    Results(Box<nmb_results::ResultsError>),
+    #[error(transparent)]
     Score(Box<nmb_score::ScoreError>),
     #[error("review of run {run_id}: {source}")]
     Run {
@@ -75,8 +77,14 @@ pub enum ReviewError {
     Rubric {
         path: std::path::PathBuf,
         #[source]
-        source: Box<nmb_score::ScoreError>,
+        source: Box<nmb_results::ResultsError>,
     },
+}
+
+impl From<nmb_results::ResultsError> for ReviewError {
+    fn from(e: nmb_results::ResultsError) -> Self {
+        ReviewError::Results(Box::new(e))
+    }
 }
 
 impl From<nmb_score::ScoreError> for ReviewError {

@@ -14,12 +14,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use nmb_stats::{bootstrap, bootstrap_mean, pass_at_k, BootstrapConfig, Design, Estimate};
 use nmb_suite::Family;
 
-use crate::results::{
+use crate::ScoreError;
+use nmb_results::{
     BertScoreAggregate, BreadthAggregate, Breakdown, CategoryShare, DimensionMean, ErrorCategory,
     GroupAggregate, LabelSource, LesionAggregate, MatchOutcome, PassAtK, RubricAggregate,
     SampleScore, SampleStatus, TaskScore, TaxonomyDistribution, KS,
 };
-use crate::ScoreError;
 
 /// Per-task rows, in the order the samples come (by task id).
 pub fn task_scores(samples: &[SampleScore]) -> Result<Vec<TaskScore>, ScoreError> {
@@ -240,7 +240,7 @@ fn lesion(
     if lesions.is_empty() {
         return Ok(None);
     }
-    let hit = |m: Option<&crate::results::FieldMatch>| {
+    let hit = |m: Option<&nmb_results::FieldMatch>| {
         Some(f64::from(u8::from(
             m.is_some_and(|m| m.outcome == MatchOutcome::Match),
         )))
@@ -312,7 +312,7 @@ fn bertscore(
     if with.is_empty() {
         return Ok(None);
     }
-    let get = |f: fn(&crate::results::BertScoreResult) -> f64| {
+    let get = |f: fn(&nmb_results::BertScoreResult) -> f64| {
         move |s: &SampleScore| s.bertscore.as_ref().map(f).filter(|v| v.is_finite())
     };
     Ok(Some(BertScoreAggregate {
@@ -442,7 +442,7 @@ pub fn estimate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{DiagnosisScore, SampleScore};
+    use nmb_results::{DiagnosisScore, SampleScore};
     use nmb_suite::Level;
 
     fn sample(

@@ -23,7 +23,7 @@ pub mod text;
 
 use nmb_suite::{Family, Task};
 
-use crate::results::BreadthVerdict;
+use nmb_results::BreadthVerdict;
 
 use text::{
     content_tokens, find_runs, lead, sentence_prefixes, strip_answer_prefix, tokens, NEGATORS,

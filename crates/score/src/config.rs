@@ -12,14 +12,14 @@ use nmb_stats::BootstrapConfig;
 use nmb_suite::{Filter, Level};
 use serde::{Deserialize, Serialize};
 
-use crate::cost::Prices;
-use crate::criteria::CriterionRubric;
 use crate::judge::JudgeModel;
-use crate::results::Aggregation;
-use crate::rubric::Rubric;
 use crate::semantic::BertScoreSetting;
-use crate::structured_data::paper::PaperOptions;
 use crate::{ScoreError, ScoreOptions};
+use nmb_results::cost::Prices;
+use nmb_results::criteria::CriterionRubric;
+use nmb_results::rubric::Rubric;
+use nmb_results::structured::paper::PaperOptions;
+use nmb_results::Aggregation;
 
 /// Everything that decides how a run is scored: judges, jury aggregation, rubric, error taxonomy, BERTScore,
 /// re-asks, concurrency, prices and the bootstrap, and, for [`crate::score_run`], where the run's suite is when

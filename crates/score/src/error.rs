@@ -8,7 +8,7 @@ pub enum ScoreError {
     #[error(transparent)]
     Store(#[from] nmb_store::StoreError),
     #[error(transparent)]
-    Results(#[from] crate::results_error::ResultsError),
+    Results(#[from] nmb_results::ResultsError),
     #[error("a judge cannot batch: {0}")]
     JudgeBatch(String),
     #[error("run {run_id} has answers for task {task_id}, which suite {suite_id} does not contain; score it against the suite (and answer key, filters) it was run on")]
@@ -37,8 +37,6 @@ pub enum ScoreError {
     Stats(#[from] nmb_stats::StatsError),
     #[error("suite: {0}")]
     Suite(#[from] nmb_suite::SuiteError),
-    #[error("no stored scores for run {run_id}; run `nmb score {run_id}` first")]
-    NotScored { run_id: String },
     #[error(
         "run {run_id} holds judge calls, not model answers; score the run it judged ({judged})"
     )]

@@ -36,8 +36,8 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::jury::Repeated;
-use crate::results::{JudgeInfo, RepeatRun};
 use crate::ScoreError;
+use nmb_results::{JudgeInfo, RepeatRun};
 
 /// A judge model, connected.
 #[derive(Clone)]

@@ -6,11 +6,11 @@ use nmb_stats::{agreement, BootstrapConfig, Measure, StatsError};
 
 use crate::judge::Answer;
 use crate::prompts::{Equivalence, TaxonomyLabel};
-use crate::results::{
+use nmb_results::rubric::Grade;
+use nmb_results::{
     Aggregation, ErrorCategory, JudgeDecision, JudgeVerdict, JuryAgreement, RepeatGrade,
     RubricVerdict, TaxonomyVerdict,
 };
-use crate::rubric::Grade;
 
 /// How one judge's repeats of a question become its one answer: the median. With an even number of valid
 /// repeats the lower of the two middle values counts (a tie between "yes" and "no" is "no", as in the jury).

@@ -11,9 +11,9 @@ use std::collections::HashMap;
 use nmb_stats::{classification_estimates, BootstrapConfig, Design};
 use nmb_suite::{Family, Task};
 
-use crate::label_set_data::LabelSetReport;
-use crate::results::SampleScore;
 use crate::ScoreError;
+use nmb_results::label_set::LabelSetReport;
+use nmb_results::SampleScore;
 
 /// The report for the scored multiple-choice samples of `samples`, when every one of their tasks offers the same
 /// options; `None` otherwise or without any.

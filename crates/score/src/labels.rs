@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::results::ErrorCategory;
 use crate::ScoreError;
+use nmb_results::ErrorCategory;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct HumanLabel {

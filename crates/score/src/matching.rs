@@ -21,7 +21,7 @@
 //! on both sides but none shared → no match; else inconclusive.
 
 use crate::lexicon::{Lexicon, Relation};
-use crate::results::{MatchMethod, MatchOutcome};
+use nmb_results::{MatchMethod, MatchOutcome};
 
 /// The rules' verdict on one pair.
 #[derive(Debug, Clone, PartialEq, Eq)]

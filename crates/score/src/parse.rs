@@ -17,7 +17,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::results::{AnswerFormat, ParsedAnswer, RankedDiagnosis};
+use nmb_results::{AnswerFormat, ParsedAnswer, RankedDiagnosis};
 use nmb_suite::Family;
 
 /// Why an answer could not be read into the shape its family needs.

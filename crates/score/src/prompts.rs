@@ -1,6 +1,6 @@
 //! The judges' questions: clinical equivalence of two diagnoses (or lesion types, or locations), rubric grading
 //! and error taxonomy. Each has a template id and a hash of its fixed text, recorded with every call and in the
-//! scoring config; each answer is validated strictly (see [`crate::rubric::strict_json_object`]).
+//! scoring config; each answer is validated strictly (see [`nmb_results::rubric::strict_json_object`]).
 //!
 //! Model answers are untrusted text: they are put between `<<<ANSWER` / `ANSWER>>>` markers and the judge is
 //! told to treat everything inside as data.
@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::judge::Question;
-use crate::results::ErrorCategory;
-use crate::rubric::{check_keys, strict_json_object, Grade, Rubric};
+use nmb_results::rubric::{check_keys, strict_json_object, Grade, Rubric};
+use nmb_results::ErrorCategory;
 
 pub const EQUIVALENCE_ID: &str = "judge-equivalence-v1";
 pub const RUBRIC_ID: &str = "judge-rubric-v1";

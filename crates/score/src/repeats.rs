@@ -8,11 +8,11 @@
 
 use nmb_stats::{retest_icc, retest_kappa, BootstrapConfig, Design};
 
-use crate::results::{JudgeInfo, SampleScore};
-use crate::stability::{
+use nmb_results::stability::{
     repeat_scores, spread, unstable_item, JudgeStability, RepeatCost, StabilityReport,
     UNSTABLE_SPREAD,
 };
+use nmb_results::{JudgeInfo, SampleScore};
 
 /// Each repeat's yes/no per question and judge (`[question][judge][repeat]`).
 pub type EquivalenceRepeats = Vec<Vec<Vec<Option<bool>>>>;

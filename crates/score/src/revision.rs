@@ -44,9 +44,9 @@ use crate::aggregate::{estimate, has_ranked_answer};
 use crate::lexicon::{builtin, Lexicon};
 use crate::matching::match_diagnosis;
 use crate::parse::{parse_answer, ranked_diagnoses};
-use crate::results::{MatchMethod, MatchOutcome, SampleScore, TurnOutcome, TurnScore};
-use crate::revision_data::{Rate, RevisionGroup, RevisionReport, TurnAccuracy};
 use crate::ScoreError;
+use nmb_results::revision::{Rate, RevisionGroup, RevisionReport, TurnAccuracy};
+use nmb_results::{MatchMethod, MatchOutcome, SampleScore, TurnOutcome, TurnScore};
 
 /// What one consult sample did across its turns; `None` where it cannot be decided (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -345,7 +345,7 @@ fn group(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::SampleStatus;
+    use nmb_results::SampleStatus;
     use nmb_stats::Estimate;
     use nmb_suite::{Reference, Turn};
 
@@ -740,7 +740,7 @@ mod tests {
 
     #[test]
     fn judge_verdicts_on_final_answers_decide_the_same_candidate_at_any_turn_of_the_task() {
-        use crate::results::{CandidateMatch, DiagnosisScore};
+        use nmb_results::{CandidateMatch, DiagnosisScore};
         let a = task("a/dx", Family::Differential, Level::MultiTurn, 2);
         let tasks: HashMap<&str, &Task> = [(a.id.as_str(), &a)].into_iter().collect();
         // Sample 0 ended on "Susac syndrome" and the judges said it is not MS; sample 1 opened with it.

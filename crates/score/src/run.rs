@@ -9,8 +9,9 @@ use nmb_store::{Manifest, Store};
 use nmb_suite::{Filter, Level, Source, Suite};
 
 use crate::config::{ConnectJudges, ScoringConfig, SuiteOverride};
-use crate::results::ScoreReport;
-use crate::{score_loaded, stored, ScoreError};
+use crate::{score_loaded, ScoreError};
+use nmb_results::stored;
+use nmb_results::ScoreReport;
 
 /// Scores `run_id` as `config` says and stores the report (replacing one with the same configuration hash).
 ///

@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 use nmb_stats::BootstrapConfig;
 use nmb_store::Store;
 
-use crate::results::ScoreReport;
-use crate::thinking_probe::{thinking_probe, ThinkingProbe};
 use crate::ScoreError;
+use nmb_results::thinking_probe::{thinking_probe, ThinkingProbe};
+use nmb_results::ScoreReport;
 
 /// The probe of `report`'s run, when the store holds the scoring that differs from it only in whether the judges
 /// saw the thinking; `None` otherwise (never scored the other way, or `report` came from a version whose
@@ -26,7 +26,7 @@ pub fn stored_probe(
     let mut other = report.config.clone();
     other.judge_sees_thinking = !other.judge_sees_thinking;
     let hash = crate::scorer::config_hash(&other);
-    let Some(sibling) = crate::stored::load(store, &report.run_id, &hash)? else {
+    let Some(sibling) = nmb_results::stored::load(store, &report.run_id, &hash)? else {
         return Ok(None);
     };
     let thinking: BTreeSet<(String, u32)> = store

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use nmb_results::criteria::CriterionRubric;
 use nmb_score::criteria::lint::{lint, Severity};
-use nmb_score::criteria::CriterionRubric;
 use serde_json::json;
 
 pub const EXAMPLES: &str = "\

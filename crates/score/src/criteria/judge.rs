@@ -9,10 +9,10 @@
 
 use serde_json::{json, Map, Value};
 
-use super::Criterion;
 use crate::judge::Question;
 use crate::prompts::{render_context, template_hash, Context, SYSTEM};
-use crate::rubric::{check_keys, strict_json_object};
+use nmb_results::criteria::Criterion;
+use nmb_results::rubric::{check_keys, strict_json_object};
 
 pub const CRITERIA_ID: &str = "judge-criteria-v1";
 

@@ -4,12 +4,12 @@ use super::grade::turn_answers;
 use super::resolve::count_failures;
 use super::Work;
 use crate::criteria::judge::{question, validate, Decision};
-use crate::criteria::score::{CriteriaResult, CriterionOutcome, JudgeMet};
-use crate::criteria::CriterionRubric;
 use crate::judge::{Answer, Panel, Question};
 use crate::jury::Jury;
 use crate::prompts::Context;
 use crate::ScoreError;
+use nmb_results::criteria::score::{CriteriaResult, CriterionOutcome, JudgeMet};
+use nmb_results::criteria::CriterionRubric;
 
 pub(super) async fn grade_criteria(
     panel: &Panel,

@@ -8,9 +8,9 @@ use super::Work;
 use crate::judge::{Answer, Panel, Question};
 use crate::jury::{agreement_rows, Jury};
 use crate::prompts::{self, Context};
-use crate::results::{DimensionScore, JuryAgreement, RubricResult};
-use crate::rubric::{Grade, Rubric};
 use crate::ScoreError;
+use nmb_results::rubric::{Grade, Rubric};
+use nmb_results::{DimensionScore, JuryAgreement, RubricResult};
 
 /// The answers of every turn of a sample, for judges: the answer alone, or with `thinking` the model's thinking
 /// before it, marked as such.

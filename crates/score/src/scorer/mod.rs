@@ -25,17 +25,17 @@ use crate::labels::HumanLabels;
 use crate::lexicon::builtin;
 use crate::matching::RuleVerdict;
 use crate::prompts::Field;
-use crate::results::{
-    Aggregation, HumanLabelsInfo, JuryAgreement, LabelSource, SampleScore, ScoreReport,
-    TaxonomyConfig,
-};
-use crate::rubric::Rubric;
 use crate::semantic::BertScoreSetting;
 use crate::ScoreError;
 use bertscore::bertscore;
 use grade::grade_rubric;
 use grade::rubric_agreement;
 pub(crate) use grade::turn_answers;
+use nmb_results::rubric::Rubric;
+use nmb_results::{
+    Aggregation, HumanLabelsInfo, JuryAgreement, LabelSource, SampleScore, ScoreReport,
+    TaxonomyConfig,
+};
 use prepare::prepare;
 use report::build_report;
 pub(crate) use report::config_hash;
@@ -66,9 +66,9 @@ pub struct ScoreOptions {
     pub bertscore: BertScoreSetting,
     pub bootstrap: BootstrapConfig,
     /// The model's price, for the cost of structured answers per 1,000 images.
-    pub price: Option<crate::cost::Price>,
+    pub price: Option<nmb_results::cost::Price>,
     /// Also read NeuroVLM-Bench answers the paper's way ([`crate::structured::paper`]).
-    pub paper: Option<crate::structured_data::paper::PaperOptions>,
+    pub paper: Option<nmb_results::structured::paper::PaperOptions>,
     /// Judges see the thinking before each answer (rubric grading, error taxonomy); off: the answers alone.
     pub judge_sees_thinking: bool,
     /// Judges send through their providers' batch APIs.
@@ -76,7 +76,7 @@ pub struct ScoreOptions {
     /// Times each judge is asked each question (at least 1 is used).
     pub judge_repeats: u32,
     /// Judges decide the criteria of the tasks this rubric covers.
-    pub criteria: Option<crate::criteria::CriterionRubric>,
+    pub criteria: Option<nmb_results::criteria::CriterionRubric>,
 }
 
 impl Default for ScoreOptions {
@@ -327,20 +327,20 @@ pub async fn score_loaded(
         ));
     }
     if let Some(c) = criteria {
-        let scored: Vec<crate::criteria::score::Scored> = report
+        let scored: Vec<nmb_results::criteria::score::Scored> = report
             .samples
             .iter()
             .filter_map(|s| {
                 s.criteria
                     .as_ref()
-                    .map(|result| crate::criteria::score::Scored {
+                    .map(|result| nmb_results::criteria::score::Scored {
                         task_id: &s.task_id,
                         case_id: &s.case_id,
                         result,
                     })
             })
             .collect();
-        report.criteria = Some(crate::criteria::score::criteria_report(
+        report.criteria = Some(nmb_results::criteria::score::criteria_report(
             c,
             &scored,
             &opts.bootstrap,
@@ -376,9 +376,9 @@ pub async fn score_loaded(
 fn paper_reading(
     items: &[crate::structured::StructuredItem<'_>],
     errored: usize,
-    price: Option<crate::cost::Price>,
-    options: crate::structured_data::paper::PaperOptions,
-) -> Option<crate::structured_data::paper::PaperReport> {
+    price: Option<nmb_results::cost::Price>,
+    options: nmb_results::structured::paper::PaperOptions,
+) -> Option<nmb_results::structured::paper::PaperReport> {
     let items: Vec<_> = items
         .iter()
         .map(|i| crate::structured::paper::PaperItem {
@@ -424,7 +424,7 @@ fn structured_items<'a>(
                 case_id: case.id.as_str(),
                 reference,
                 text: nmb_chat::split_thinking(r.final_text.as_deref()?).answer,
-                usage: crate::structured_data::Usage::of(case.id.as_str(), r),
+                usage: nmb_results::structured::Usage::of(case.id.as_str(), r),
             })
         })
         .collect()

@@ -12,7 +12,7 @@ use crate::lexicon::Lexicon;
 use crate::matching::{match_diagnosis, match_lesion_type, match_location, RuleVerdict};
 use crate::parse::{parse_answer, ranked_diagnoses};
 use crate::prompts::Field;
-use crate::results::{AnswerFacts, MatchMethod, MatchOutcome, SampleScore, SampleStatus};
+use nmb_results::{AnswerFacts, MatchMethod, MatchOutcome, SampleScore, SampleStatus};
 
 pub(super) fn prepare<'a>(
     lex: &Lexicon,
@@ -152,7 +152,7 @@ pub(super) fn prepare<'a>(
 
 /// A structured answer is right when the class it names is the reference's class: exact, never judged.
 fn structured_verdict(
-    answer: &crate::results::ParsedAnswer,
+    answer: &nmb_results::ParsedAnswer,
     reference: &nmb_suite::Reference,
 ) -> (u32, String, RuleVerdict) {
     let schema = crate::structured::Schema::bundled();

@@ -11,15 +11,15 @@ use sha2::{Digest, Sha256};
 use super::ScoreOptions;
 use super::MAX_RANK;
 use crate::aggregate::{aggregate, task_scores, GroupKey};
-use crate::criteria::CriterionRubric;
 use crate::lexicon::Lexicon;
 use crate::prompts;
-use crate::results::{
+use crate::ScoreError;
+use nmb_results::criteria::CriterionRubric;
+use nmb_results::rubric::Rubric;
+use nmb_results::{
     BertScoreConfig, Breakdown, GroupAggregate, JudgeInfo, JuryAgreement, MatchingConfig,
     SampleScore, ScoreReport, ScoringConfig, TaskScore, TaxonomyConfig, KS, SCHEMA_VERSION,
 };
-use crate::rubric::Rubric;
-use crate::ScoreError;
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn scoring_config(
@@ -244,7 +244,7 @@ fn disease(t: &TaskScore) -> String {
 }
 
 fn empty_group() -> GroupAggregate {
-    let none = |k| crate::results::PassAtK {
+    let none = |k| nmb_results::PassAtK {
         k,
         unbiased_estimator: None,
         unbiased_tasks: 0,

@@ -12,11 +12,11 @@ use crate::lexicon::builtin;
 use crate::matching::RuleVerdict;
 use crate::prompts::{self, Equivalence, Field};
 use crate::repeats::EquivalenceRepeats;
-use crate::results::{
+use crate::ScoreError;
+use nmb_results::{
     CandidateMatch, DiagnosisScore, FieldMatch, JudgeDecision, JuryAgreement, LesionScore,
     MatchMethod, MatchOutcome, SampleStatus,
 };
-use crate::ScoreError;
 
 /// Per equivalence question: each judge's 0/1 answer (for agreement).
 type EquivalenceRows = Vec<Vec<Option<f64>>>;

@@ -8,8 +8,8 @@ use crate::judge::{Answer, Panel, Question};
 use crate::jury::Jury;
 use crate::labels::HumanLabels;
 use crate::prompts::{self, Context, TaxonomyLabel};
-use crate::results::{FieldMatch, LabelSource, MatchOutcome, SampleScore, TaxonomyResult};
 use crate::ScoreError;
+use nmb_results::{FieldMatch, LabelSource, MatchOutcome, SampleScore, TaxonomyResult};
 
 pub(super) async fn classify_errors(
     panel: Option<&Panel>,
@@ -96,8 +96,8 @@ pub(super) async fn classify_errors(
 }
 
 /// Category codes for nominal agreement statistics.
-fn category_code(c: crate::results::ErrorCategory) -> f64 {
-    crate::results::ErrorCategory::ALL
+fn category_code(c: nmb_results::ErrorCategory) -> f64 {
+    nmb_results::ErrorCategory::ALL
         .iter()
         .position(|x| *x == c)
         .unwrap_or(0) as f64

@@ -13,12 +13,12 @@ use nmb_suite::Reference;
 use super::answer::{parse_answer, Field, StructuredAnswer};
 use super::safety::flags;
 use super::schema::{Schema, KEYS};
-use crate::cost::Price;
-use crate::structured_data::{
+use crate::ScoreError;
+use nmb_results::cost::Price;
+use nmb_results::structured::{
     efficiency, Abstentions, Confusion, FieldOutcome, FieldReport, StructuredReport,
     StructuredVerdict, Usage, FIELDS, FLAGS,
 };
-use crate::ScoreError;
 
 /// One answered sample of a structured task.
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::answer::{Field, StructuredAnswer};
 use super::schema::{Schema, KEYS, SCORES};
-pub use crate::structured_data::{CONFIDENT, FLAGS};
+use nmb_results::structured::{CONFIDENT, FLAGS};
 
 /// Which flags one answer raised.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

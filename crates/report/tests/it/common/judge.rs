@@ -9,7 +9,7 @@ use nmb_fake_server::{ReceivedPart, ReceivedRequest, Reply};
 use nmb_requests::{
     ApiKey, BackendOptions, HttpOptions, ModelSpec, Scheduler, SchedulerConfig, Transport,
 };
-use nmb_score::results::ScoreReport;
+use nmb_results::ScoreReport;
 use nmb_score::{BertScoreSetting, JudgeModel, ScoreOptions};
 use nmb_store::Store;
 use nmb_suite::Suite;

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::structured_data::paper::{Calibration, PerLabel};
+use nmb_results::structured::paper::{Calibration, PerLabel};
 
 /// Counts of one label.
 #[derive(Debug, Clone, Copy, Default)]

@@ -26,15 +26,13 @@ use std::collections::BTreeMap;
 use nmb_suite::Reference;
 use serde_json::{Map, Value};
 
-pub use crate::structured_data::paper::{
-    Calibration, PaperField, PaperOptions, PaperReport, PerLabel,
-};
 pub use metrics::{calibration, Labels, Series};
+use nmb_results::structured::paper::{Calibration, PaperField, PaperOptions, PaperReport};
 pub use rules::{extract_object, py_float_of, py_str, py_truthy, PaperRules};
 
 use super::schema::Schema;
-use crate::cost::Price;
-use crate::structured_data::Usage;
+use nmb_results::cost::Price;
+use nmb_results::structured::Usage;
 
 /// The fields the reference scores, in its order.
 pub const PAPER_FIELDS: [&str; 5] = [

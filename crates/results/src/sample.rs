@@ -1,5 +1,5 @@
 //! Per-sample scores: what `nmb score` writes for each planned sample of a run (`samples[]` of a
-//! [`ScoreReport`](crate::results::ScoreReport)), from its status and parsed answer to every judge's verdict, and
+//! [`ScoreReport`](crate::report::ScoreReport)), from its status and parsed answer to every judge's verdict, and
 //! the verdicts' parts (matches, rubric grades, error classes, breadth, consult turns).
 //!
 //! [`SampleScore::new`] is the one place a sample's score is first built; every verdict starts empty and the
@@ -101,7 +101,7 @@ pub struct SampleScore {
     pub breadth: Option<BreadthVerdict>,
     /// Structured family: each field's outcome and the safety flags raised.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub structured: Option<crate::structured_data::StructuredVerdict>,
+    pub structured: Option<crate::structured::StructuredVerdict>,
     /// Consults (multi-turn differential and rationale tasks): every answered turn's outcome and top diagnosis,
     /// in turn order (the revision section's numbers are computed from them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -157,7 +157,7 @@ pub enum AnswerFormat {
 pub struct ParsedAnswer {
     pub format: Option<AnswerFormat>,
     /// Ranked differential, most likely first. Every entry is kept; matching looks at the first
-    /// [`MatchingConfig::max_rank`](crate::results::MatchingConfig::max_rank). A rationale answer's single diagnosis is a one-entry list.
+    /// [`MatchingConfig::max_rank`](crate::report::MatchingConfig::max_rank). A rationale answer's single diagnosis is a one-entry list.
     pub differential: Vec<RankedDiagnosis>,
     pub final_diagnosis: Option<String>,
     pub lesion_type: Option<String>,

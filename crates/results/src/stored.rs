@@ -6,8 +6,9 @@
 
 use nmb_store::{SampleScoreRow, ScoreReportRecord, Store};
 
-use crate::results::{SampleScore, ScoreReport, SCHEMA_VERSION};
-use crate::results_error::ResultsError;
+use crate::error::ResultsError;
+use crate::report::{ScoreReport, SCHEMA_VERSION};
+use crate::sample::SampleScore;
 
 /// Writes `report` (and its per-sample rows) in one transaction, replacing a report with the same config hash.
 pub fn save(store: &Store, report: &ScoreReport) -> Result<(), ResultsError> {

@@ -1,7 +1,7 @@
 //! Criterion rubrics in the form HealthBench made common: per task, a list of criteria, each with an id, a
 //! description, points (negative for harms) and tags (`axis:accuracy`, `theme:emergency`, ...). A judge decides
 //! each criterion met or not met; the score of an answer is the points of the criteria it meets over the
-//! positive points it could get ([`score`]). `nmb rubric lint` checks the signs and points ([`lint`]).
+//! positive points it could get ([`score`]). `nmb rubric lint` checks the signs and points (`nmb_score::criteria::lint`).
 //!
 //! Two file forms, told apart by extension (`docs/formats.md` has both):
 //! - TOML (`.toml`), written like nmb's grading rubric: `id`, `version`, then `[[task]]` tables with an `id`
@@ -12,8 +12,6 @@
 //!
 //! Every criterion keeps the line it was written on, so errors and lint findings name file and line.
 
-pub mod judge;
-pub mod lint;
 pub mod score;
 
 use std::collections::BTreeMap;
@@ -23,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::results_error::ResultsError;
+use crate::error::ResultsError;
 
 /// The criterion rubric of the bundled `sample` suite, `rubrics/sample-criteria-v1.toml`.
 pub const SAMPLE_CRITERIA_V1: &str = include_str!("../../../../rubrics/sample-criteria-v1.toml");
@@ -346,7 +344,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_sample_criteria_cover_every_sample_task_and_lint_clean() {
+    fn the_sample_criteria_cover_every_sample_task() {
         let r = CriterionRubric::sample();
         let suite = nmb_suite::sample::build();
         for (_, task) in suite.tasks() {
@@ -362,8 +360,6 @@ mod tests {
                 "{id} is not a sample task"
             );
         }
-        let findings = lint::lint(&r);
-        assert!(findings.is_empty(), "{findings:#?}");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use nmb_stats::{bootstrap, wilson, BootstrapConfig, Design, Estimate};
 use serde::{Deserialize, Serialize};
 
 use super::{CriteriaInfo, Criterion, CriterionRubric};
-use crate::results_error::ResultsError;
+use crate::error::ResultsError;
 
 /// HealthBench's score of one answer: `met[i]` says whether `criteria[i]` is met. `None` when no criterion has
 /// positive points.

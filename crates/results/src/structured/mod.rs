@@ -14,7 +14,7 @@ use nmb_stats::{
 use serde::{Deserialize, Serialize};
 
 use crate::cost::Price;
-use crate::results_error::ResultsError;
+use crate::error::ResultsError;
 
 /// The scored fields, in report order.
 pub const FIELDS: [&str; 6] = [

@@ -7,7 +7,7 @@
 use nmb_stats::Estimate;
 use serde::{Deserialize, Serialize};
 
-use crate::results::SampleScore;
+use crate::sample::SampleScore;
 
 /// A rubric item is unstable when its repeats' scores on one dimension (or overall) span at least this many
 /// points: on a 0–5 scale two points is the difference between a passing and a failing grade.

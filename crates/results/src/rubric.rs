@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::results::RubricInfo;
-use crate::results_error::ResultsError;
+use crate::error::ResultsError;
+use crate::report::RubricInfo;
 
 /// The bundled rubric, `rubrics/neurology-v1.toml`.
 pub const BUILTIN_NEUROLOGY_V1: &str = include_str!("../../../rubrics/neurology-v1.toml");

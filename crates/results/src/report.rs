@@ -30,7 +30,7 @@ use nmb_stats::{BootstrapConfig, Estimate};
 use nmb_suite::{Family, Level};
 use serde::{Deserialize, Serialize};
 
-pub use crate::sample::*;
+use crate::sample::{Aggregation, ErrorCategory, SampleScore};
 
 /// Version of the layout of [`ScoreReport`].
 pub const SCHEMA_VERSION: u32 = 1;
@@ -67,14 +67,14 @@ pub struct ScoreReport {
     pub notes: Vec<String>,
     /// NeuroVLM-Bench's numbers, when the run has `structured` tasks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub structured: Option<crate::structured_data::StructuredReport>,
+    pub structured: Option<crate::structured::StructuredReport>,
     /// Macro-F1 and per-label numbers, when every multiple-choice item offers the same options (PubMedQA).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label_set: Option<crate::label_set_data::LabelSetReport>,
+    pub label_set: Option<crate::label_set::LabelSetReport>,
     /// Revision in multi-turn consults (first- and last-turn accuracy, changed top diagnosis, wrong → right and
-    /// right → wrong), when the run has consult tasks; see [`crate::revision_data`].
+    /// right → wrong), when the run has consult tasks; see [`crate::revision`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revision: Option<crate::revision_data::RevisionReport>,
+    pub revision: Option<crate::revision::RevisionReport>,
     /// How far each judge's repeats agree, when it was asked more than once (`--judge-repeats`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stability: Option<crate::stability::StabilityReport>,
@@ -127,7 +127,7 @@ pub struct ScoringConfig {
     pub price: Option<crate::cost::Price>,
     /// The paper's reading of NeuroVLM-Bench answers, when asked for (`--protocol neurovlm-paper`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub paper: Option<crate::structured_data::paper::PaperOptions>,
+    pub paper: Option<crate::structured::paper::PaperOptions>,
     /// Judges saw the thinking before each answer (`--judge-sees-thinking`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub judge_sees_thinking: bool,

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use nmb_stats::{paired_shift, BootstrapConfig, Design, Estimate, PairedShift};
 use serde::{Deserialize, Serialize};
 
-use crate::results::ScoreReport;
+use crate::report::ScoreReport;
 
 /// What showing the thinking did to the judges of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

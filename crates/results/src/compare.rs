@@ -21,11 +21,10 @@ use nmb_stats::{
 };
 use nmb_suite::{Family, Level};
 
-use crate::results::{
-    Breakdown, Comparison, FieldComparison, GroupComparison, SampleScore, ScoreReport,
-};
-use crate::results_error::ResultsError;
-use crate::structured_data::FieldOutcome;
+use crate::error::ResultsError;
+use crate::report::{Breakdown, Comparison, FieldComparison, GroupComparison, ScoreReport};
+use crate::sample::SampleScore;
+use crate::structured::FieldOutcome;
 
 /// Fewer cases than this make the cluster-adjusted test's χ² approximation rough.
 const FEW_CLUSTERS: usize = 10;
@@ -155,7 +154,7 @@ fn field_comparisons(
             });
         }
     }
-    let order = crate::structured_data::FIELDS;
+    let order = crate::structured::FIELDS;
     let mut fields: Vec<(&str, Vec<Item>)> = by_field.into_iter().collect();
     fields.sort_by_key(|(f, _)| order.iter().position(|o| o == f).unwrap_or(order.len()));
     fields
