@@ -10,8 +10,9 @@
 //!   their efficiency figures ([`structured`]), criterion rubrics with HealthBench's scoring rule
 //!   ([`criteria`]), label sets ([`label_set`]), the thinking probe ([`thinking_probe`]), costs and prices
 //!   ([`cost`]);
-//! - the grading rubric as data ([`rubric`]), which review forms show;
-//! - score reports in the store ([`stored`]).
+//! - the grading rubric as data ([`rubric`]), which review forms show, and model families with the
+//!   self-grading rule ([`family`]);
+//! - score reports in the store ([`stored`]), and judges' pairwise votes as they are stored ([`pairwise`]).
 //!
 //! It does not parse answers, match diagnoses or ask judges (that is `nmb-score` and `nmb-judges`), so a reader
 //! of scores (the report, the viewer, review) links no HTTP backend and no recorder. It depends on `nmb-store`
@@ -21,7 +22,9 @@ pub mod compare;
 pub mod cost;
 pub mod criteria;
 mod error;
+pub mod family;
 pub mod label_set;
+pub mod pairwise;
 pub mod report;
 pub mod revision;
 pub mod rubric;

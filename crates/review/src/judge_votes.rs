@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use nmb_chat::{Role, StoredConversation, StoredPart};
-use nmb_score::pairwise::{judge_pairs, PairToJudge, PairVerdicts};
+use nmb_results::pairwise::{PairToJudge, PairVerdicts};
+use nmb_score::pairwise::judge_pairs;
 use nmb_score::JudgeModel;
 use nmb_stats::{
     bootstrap_mean, position_bias, BootstrapConfig, Design, Estimate, PositionBias, Preference,
@@ -101,7 +102,9 @@ pub async fn judge_pairwise_set(
         tasks.push((i.item_no, i.task_id.clone()));
     }
     let scored = store.run(&set.runs[0])?;
-    let (specs, verdicts) = judge_pairs(store, judges, &scored, &asked).await?;
+    let (specs, verdicts) = judge_pairs(store, judges, &scored, &asked)
+        .await
+        .map_err(nmb_score::ScoreError::from)?;
     let clinicians = clinicians_verdicts(store, set_id)?;
     Ok(specs
         .iter()
@@ -131,7 +134,7 @@ pub fn stored_judge_pairwise(
         .map(|i| (i.item_no, i.task_id.clone()))
         .collect();
     let clinicians = clinicians_verdicts(store, &set.set_id)?;
-    let stored = nmb_score::pairwise::stored_verdicts(store, scored, &keys)?;
+    let stored = nmb_results::pairwise::stored_verdicts(store, scored, &keys)?;
     Ok(stored
         .iter()
         .map(|(judge, verdicts)| measure(judge, &tasks, verdicts, &clinicians, cfg))

@@ -9,8 +9,8 @@ pub enum ScoreError {
     Store(#[from] nmb_store::StoreError),
     #[error(transparent)]
     Results(#[from] nmb_results::ResultsError),
-    #[error("a judge cannot batch: {0}")]
-    JudgeBatch(String),
+    #[error(transparent)]
+    Judge(#[from] crate::judge_error::JudgeError),
     #[error("run {run_id} has answers for task {task_id}, which suite {suite_id} does not contain; score it against the suite (and answer key, filters) it was run on")]
     UnknownTask {
         run_id: String,

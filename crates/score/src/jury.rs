@@ -4,20 +4,13 @@ use std::collections::BTreeMap;
 
 use nmb_stats::{agreement, BootstrapConfig, Measure, StatsError};
 
-use crate::judge::Answer;
+use crate::judge::{Answer, Repeated};
 use crate::prompts::{Equivalence, TaxonomyLabel};
-use nmb_results::rubric::Grade;
+use crate::rubric_prompt::Grade;
 use nmb_results::{
     Aggregation, ErrorCategory, JudgeDecision, JudgeVerdict, JuryAgreement, RepeatGrade,
     RubricVerdict, TaxonomyVerdict,
 };
-
-/// How one judge's repeats of a question become its one answer: the median. With an even number of valid
-/// repeats the lower of the two middle values counts (a tie between "yes" and "no" is "no", as in the jury).
-pub trait Repeated: Sized {
-    /// The median of `values` (at least one).
-    fn median(values: &[&Self]) -> Self;
-}
 
 /// The lower median of small integers.
 fn lower_median(mut values: Vec<u8>) -> Option<u8> {

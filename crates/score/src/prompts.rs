@@ -1,6 +1,6 @@
 //! The judges' questions: clinical equivalence of two diagnoses (or lesion types, or locations), rubric grading
 //! and error taxonomy. Each has a template id and a hash of its fixed text, recorded with every call and in the
-//! scoring config; each answer is validated strictly (see [`nmb_results::rubric::strict_json_object`]).
+//! scoring config; each answer is validated strictly (see [`crate::rubric_prompt::strict_json_object`]).
 //!
 //! Model answers are untrusted text: they are put between `<<<ANSWER` / `ANSWER>>>` markers and the judge is
 //! told to treat everything inside as data.
@@ -12,7 +12,10 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::judge::Question;
-use nmb_results::rubric::{check_keys, strict_json_object, Grade, Rubric};
+use crate::rubric_prompt::{
+    answer_example, check_keys, render, schema, strict_json_object, validate, Grade,
+};
+use nmb_results::rubric::Rubric;
 use nmb_results::ErrorCategory;
 
 pub const EQUIVALENCE_ID: &str = "judge-equivalence-v1";
@@ -237,9 +240,9 @@ fn render_reference(r: Option<&Reference>) -> String {
 pub fn rubric(rubric: &Rubric, ctx: &Context, sample: u32) -> Question {
     let user = format!(
         "{}\n{}\nGrade the MODEL ANSWER with the rubric. Reply with only this JSON object and nothing else:\n{}",
-        rubric.render(),
+        render(rubric),
         render_context(ctx),
-        rubric.answer_example()
+        answer_example(rubric)
     );
     Question {
         item_id: format!("rubric:{}#{sample}", ctx.task.id),
@@ -247,12 +250,12 @@ pub fn rubric(rubric: &Rubric, ctx: &Context, sample: u32) -> Question {
         template_hash: template_hash(&[SYSTEM, &rubric.hash]),
         system: SYSTEM.to_string(),
         user,
-        schema: rubric.schema(),
+        schema: schema(rubric),
     }
 }
 
 pub fn validate_rubric(rubric: &Rubric, text: &str) -> Result<Grade, String> {
-    rubric.validate(text)
+    validate(rubric, text)
 }
 
 /// Error taxonomy of one wrong sample; `why_wrong` says what the automatic matching found.

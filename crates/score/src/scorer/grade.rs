@@ -8,8 +8,9 @@ use super::Work;
 use crate::judge::{Answer, Panel, Question};
 use crate::jury::{agreement_rows, Jury};
 use crate::prompts::{self, Context};
+use crate::rubric_prompt::Grade;
 use crate::ScoreError;
-use nmb_results::rubric::{Grade, Rubric};
+use nmb_results::rubric::Rubric;
 use nmb_results::{DimensionScore, JuryAgreement, RubricResult};
 
 /// The answers of every turn of a sample, for judges: the answer alone, or with `thinking` the model's thinking
