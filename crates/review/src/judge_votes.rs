@@ -1,5 +1,5 @@
 //! Judges voting on a pairwise set's pairs, beside the clinicians: each judge is asked every pair in both orders
-//! (`nmb_score::pairwise`), and this module measures its position bias and how often its verdict matches the
+//! (`nmb_judges::pairwise`), and this module measures its position bias and how often its verdict matches the
 //! clinicians' majority.
 //!
 //! A judge's verdict on a pair is the one it gives in both orders; a verdict that flips with the order counts as
@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use nmb_chat::{Role, StoredConversation, StoredPart};
+use nmb_judges::pairwise::judge_pairs;
+use nmb_judges::JudgeModel;
 use nmb_results::pairwise::{PairToJudge, PairVerdicts};
-use nmb_score::pairwise::judge_pairs;
-use nmb_score::JudgeModel;
 use nmb_stats::{
     bootstrap_mean, position_bias, BootstrapConfig, Design, Estimate, PositionBias, Preference,
 };

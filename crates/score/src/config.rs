@@ -12,9 +12,9 @@ use nmb_stats::BootstrapConfig;
 use nmb_suite::{Filter, Level};
 use serde::{Deserialize, Serialize};
 
-use crate::judge::JudgeModel;
 use crate::semantic::BertScoreSetting;
 use crate::{ScoreError, ScoreOptions};
+use nmb_judges::judge::JudgeModel;
 use nmb_results::cost::Prices;
 use nmb_results::criteria::CriterionRubric;
 use nmb_results::rubric::Rubric;

@@ -10,7 +10,7 @@ pub enum ScoreError {
     #[error(transparent)]
     Results(#[from] nmb_results::ResultsError),
     #[error(transparent)]
-    Judge(#[from] crate::judge_error::JudgeError),
+    Judge(#[from] nmb_judges::JudgeError),
     #[error("run {run_id} has answers for task {task_id}, which suite {suite_id} does not contain; score it against the suite (and answer key, filters) it was run on")]
     UnknownTask {
         run_id: String,

@@ -3,7 +3,7 @@
 //! the test–retest ICC and Fleiss' kappa between its repeats, the items whose repeats disagree (by
 //! [`unstable_item`], the rule the report and the viewer share), and what the repeats cost.
 //!
-//! The judge's own answer is the median of its repeats ([`crate::judge::Repeated`]); this module only measures
+//! The judge's own answer is the median of its repeats ([`nmb_judges::judge::Repeated`]); this module only measures
 //! them. The statistics are `nmb-stats`' ([`nmb_stats::retest_icc`], [`nmb_stats::retest_kappa`]).
 
 use nmb_stats::{retest_icc, retest_kappa, BootstrapConfig, Design};

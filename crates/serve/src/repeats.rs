@@ -62,7 +62,7 @@ impl Repeats {
     }
 
     /// The viewer's page of the call `judge` made for repeat `r` of the rubric grading of a sample (the judge
-    /// run keeps each question as a sample named after it; see `nmb_score::judge`).
+    /// run keeps each question as a sample named after it; see `nmb_judges::judge`).
     fn call_path(&self, judge: &str, r: usize, task_id: &str, sample_index: u32) -> Option<String> {
         let run = self.judge_run(judge, r)?;
         Some(sample_path(

@@ -3,11 +3,11 @@
 use super::grade::turn_answers;
 use super::resolve::count_failures;
 use super::Work;
-use crate::criteria::judge::{question, validate, Decision};
-use crate::judge::{Answer, Panel, Question};
-use crate::jury::Jury;
-use crate::prompts::Context;
 use crate::ScoreError;
+use nmb_judges::criteria::{question, validate, Decision};
+use nmb_judges::judge::{Answer, Panel, Question};
+use nmb_judges::jury::Jury;
+use nmb_judges::prompts::Context;
 use nmb_results::criteria::score::{CriteriaResult, CriterionOutcome, JudgeMet};
 use nmb_results::criteria::CriterionRubric;
 

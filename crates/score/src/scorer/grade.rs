@@ -5,11 +5,11 @@ use nmb_store::SampleRecord;
 
 use super::resolve::count_failures;
 use super::Work;
-use crate::judge::{Answer, Panel, Question};
-use crate::jury::{agreement_rows, Jury};
-use crate::prompts::{self, Context};
-use crate::rubric_prompt::Grade;
 use crate::ScoreError;
+use nmb_judges::judge::{Answer, Panel, Question};
+use nmb_judges::jury::{agreement_rows, Jury};
+use nmb_judges::prompts::{self, Context};
+use nmb_judges::rubric::Grade;
 use nmb_results::rubric::Rubric;
 use nmb_results::{DimensionScore, JuryAgreement, RubricResult};
 

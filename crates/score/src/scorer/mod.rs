@@ -19,18 +19,18 @@ use nmb_stats::{BootstrapConfig, Measure};
 use nmb_store::{SampleRecord, Store};
 use nmb_suite::{Case, Suite, Task};
 
-use crate::judge::{default_judge_params, JudgeModel, Panel};
-use crate::jury::{agreement_rows, Jury};
 use crate::labels::HumanLabels;
 use crate::lexicon::builtin;
 use crate::matching::RuleVerdict;
-use crate::prompts::Field;
 use crate::semantic::BertScoreSetting;
 use crate::ScoreError;
 use bertscore::bertscore;
 use grade::grade_rubric;
 use grade::rubric_agreement;
 pub(crate) use grade::turn_answers;
+use nmb_judges::judge::{default_judge_params, JudgeModel, Panel};
+use nmb_judges::jury::{agreement_rows, Jury};
+use nmb_judges::prompts::Field;
 use nmb_results::rubric::Rubric;
 use nmb_results::{
     Aggregation, HumanLabelsInfo, JuryAgreement, LabelSource, SampleScore, ScoreReport,
@@ -153,7 +153,7 @@ pub async fn score_loaded(
             scheduler.clone(),
             &opts.judges,
             &run,
-            crate::judge::Asking {
+            nmb_judges::judge::Asking {
                 params: opts.judge_params.clone(),
                 max_reasks: opts.max_reasks,
                 concurrency: opts.judge_concurrency,

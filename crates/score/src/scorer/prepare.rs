@@ -11,7 +11,7 @@ use crate::breadth::{self, BreadthError};
 use crate::lexicon::Lexicon;
 use crate::matching::{match_diagnosis, match_lesion_type, match_location, RuleVerdict};
 use crate::parse::{parse_answer, ranked_diagnoses};
-use crate::prompts::Field;
+use nmb_judges::prompts::Field;
 use nmb_results::{AnswerFacts, MatchMethod, MatchOutcome, SampleScore, SampleStatus};
 
 pub(super) fn prepare<'a>(

@@ -12,8 +12,8 @@ use super::ScoreOptions;
 use super::MAX_RANK;
 use crate::aggregate::{aggregate, task_scores, GroupKey};
 use crate::lexicon::Lexicon;
-use crate::prompts;
 use crate::ScoreError;
+use nmb_judges::prompts;
 use nmb_results::criteria::CriterionRubric;
 use nmb_results::rubric::Rubric;
 use nmb_results::{
@@ -68,7 +68,7 @@ pub(super) fn scoring_config(
         criteria: criteria.map(CriterionRubric::info),
     };
     if criteria.is_some() {
-        let (id, hash) = crate::criteria::judge::template_version();
+        let (id, hash) = nmb_judges::criteria::template_version();
         config.judge_prompts.insert(id, hash);
     }
     config.config_hash = config_hash(&config);

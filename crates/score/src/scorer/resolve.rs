@@ -6,13 +6,13 @@ use nmb_stats::{BootstrapConfig, Measure};
 use nmb_suite::Family;
 
 use super::Work;
-use crate::judge::{Answer, Panel, Question};
-use crate::jury::{agreement_rows, Jury};
 use crate::lexicon::builtin;
 use crate::matching::RuleVerdict;
-use crate::prompts::{self, Equivalence, Field};
 use crate::repeats::EquivalenceRepeats;
 use crate::ScoreError;
+use nmb_judges::judge::{Answer, Panel, Question};
+use nmb_judges::jury::{agreement_rows, Jury};
+use nmb_judges::prompts::{self, Equivalence, Field};
 use nmb_results::{
     CandidateMatch, DiagnosisScore, FieldMatch, JudgeDecision, JuryAgreement, LesionScore,
     MatchMethod, MatchOutcome, SampleStatus,

@@ -4,11 +4,11 @@ use super::grade::turn_answers;
 use super::resolve::count_failures;
 use super::Work;
 use super::MAX_RANK;
-use crate::judge::{Answer, Panel, Question};
-use crate::jury::Jury;
 use crate::labels::HumanLabels;
-use crate::prompts::{self, Context, TaxonomyLabel};
 use crate::ScoreError;
+use nmb_judges::judge::{Answer, Panel, Question};
+use nmb_judges::jury::Jury;
+use nmb_judges::prompts::{self, Context, TaxonomyLabel};
 use nmb_results::{FieldMatch, LabelSource, MatchOutcome, SampleScore, TaxonomyResult};
 
 pub(super) async fn classify_errors(

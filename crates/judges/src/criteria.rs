@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use crate::judge::Question;
 use crate::prompts::{render_context, template_hash, Context, SYSTEM};
-use crate::rubric_prompt::{check_keys, strict_json_object};
+use crate::rubric::{check_keys, strict_json_object};
 use nmb_results::criteria::Criterion;
 
 pub const CRITERIA_ID: &str = "judge-criteria-v1";

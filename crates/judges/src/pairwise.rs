@@ -12,9 +12,9 @@ use nmb_store::{RunInfo, Store};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use crate::error::JudgeError;
 use crate::judge::{default_judge_params, Asking, Question};
 use crate::judge::{JudgeModel, Panel};
-use crate::judge_error::JudgeError;
 
 const TEMPLATE_ID: &str = "pairwise-v1";
 const SYSTEM: &str = "You are an experienced neurology expert comparing two answers to the same clinical \

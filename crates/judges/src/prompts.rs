@@ -1,6 +1,6 @@
 //! The judges' questions: clinical equivalence of two diagnoses (or lesion types, or locations), rubric grading
 //! and error taxonomy. Each has a template id and a hash of its fixed text, recorded with every call and in the
-//! scoring config; each answer is validated strictly (see [`crate::rubric_prompt::strict_json_object`]).
+//! scoring config; each answer is validated strictly (see [`crate::rubric::strict_json_object`]).
 //!
 //! Model answers are untrusted text: they are put between `<<<ANSWER` / `ANSWER>>>` markers and the judge is
 //! told to treat everything inside as data.
@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::judge::Question;
-use crate::rubric_prompt::{
+use crate::rubric::{
     answer_example, check_keys, render, schema, strict_json_object, validate, Grade,
 };
 use nmb_results::rubric::Rubric;

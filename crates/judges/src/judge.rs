@@ -35,7 +35,7 @@ use nmb_store::{canonical_json, Manifest, RunInfo, RunKind, Store};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::judge_error::JudgeError;
+use crate::error::JudgeError;
 use nmb_results::family::{model_family, self_grading};
 use nmb_results::{JudgeInfo, RepeatRun};
 
