@@ -36,7 +36,9 @@ pub use calibration::{review_options, run_calibrations, RunCalibration, DEFAULT_
 pub use create::{create_set, CreatedSet, NewSet};
 pub use grade::{check_grade, GradeForm, COMMENT_LIMIT, TAXONOMY, VERDICTS};
 pub use inputs::{candidates, load_criteria, load_rubric, set_criteria};
-pub use judge_votes::{judge_pairwise_set, stored_judge_pairwise, JudgePairwise};
+pub use judge_votes::{
+    judges_beside_clinicians, pairs_to_judge, stored_judge_pairwise, JudgePairwise, SetPairs,
+};
 pub use pairwise::{
     assign_pairs, check_vote, pair_candidates, PairAssignment, PairCandidate, VoteForm,
 };
@@ -59,8 +61,6 @@ pub enum ReviewError {
     Store(#[from] nmb_store::StoreError),
     #[error(transparent)]
     Results(Box<nmb_results::ResultsError>),
-    #[error(transparent)]
-    Score(Box<nmb_score::ScoreError>),
     #[error("review of run {run_id}: {source}")]
     Run {
         run_id: String,
@@ -84,11 +84,5 @@ pub enum ReviewError {
 impl From<nmb_results::ResultsError> for ReviewError {
     fn from(e: nmb_results::ResultsError) -> Self {
         ReviewError::Results(Box::new(e))
-    }
-}
-
-impl From<nmb_score::ScoreError> for ReviewError {
-    fn from(e: nmb_score::ScoreError) -> Self {
-        ReviewError::Score(Box::new(e))
     }
 }
