@@ -12,6 +12,7 @@ use nmb_stats::BootstrapConfig;
 use nmb_suite::{Filter, Level};
 use serde::{Deserialize, Serialize};
 
+use crate::error::ConnectError;
 use crate::semantic::BertScoreSetting;
 use crate::{ScoreError, ScoreOptions};
 use nmb_judges::judge::JudgeModel;
@@ -153,9 +154,6 @@ impl SuiteOverride {
         self == &SuiteOverride::default()
     }
 }
-
-/// Errors a [`ConnectJudges`] gives back, whatever their type.
-pub type ConnectError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Turns a judge spec into a backend. Scoring calls it once per judge, with one HTTP transport shared by all
 /// judges of a scoring. Any `Fn(&ModelSpec, &Transport) -> Result<JudgeModel, E>` is one; the spec a judge is

@@ -3,6 +3,9 @@
 
 use std::path::PathBuf;
 
+/// Errors a [`crate::ConnectJudges`] gives back, whatever their type.
+pub type ConnectError = Box<dyn std::error::Error + Send + Sync>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ScoreError {
     #[error(transparent)]
@@ -63,6 +66,6 @@ pub enum ScoreError {
     ConnectJudge {
         spec: String,
         #[source]
-        source: crate::config::ConnectError,
+        source: ConnectError,
     },
 }

@@ -59,8 +59,8 @@ pub mod semantic;
 pub mod structured;
 mod thinking;
 
-pub use config::{ConnectError, ConnectJudges, RubricChoice, ScoringConfig, SuiteOverride};
-pub use error::ScoreError;
+pub use config::{ConnectJudges, RubricChoice, ScoringConfig, SuiteOverride};
+pub use error::{ConnectError, ScoreError};
 pub use run::{score_run, score_suite, suite_source};
 pub use scorer::{score_loaded, ScoreOptions, MAX_RANK};
 pub use semantic::BertScoreSetting;
