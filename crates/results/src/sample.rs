@@ -115,6 +115,46 @@ pub struct SampleScore {
     pub facts: AnswerFacts,
 }
 
+impl SampleScore {
+    /// Sample `sample_index` of task `task_id` (of case `case_id`) before it is scored: its identity, status
+    /// `ok`, modality `none`, and every verdict empty. The one place a `SampleScore` is built; the scorer fills
+    /// in what applies, so a new field is added here and nowhere else.
+    pub fn new(
+        task_id: impl Into<String>,
+        sample_index: u32,
+        case_id: impl Into<String>,
+        family: Family,
+        level: Level,
+    ) -> SampleScore {
+        SampleScore {
+            task_id: task_id.into(),
+            sample_index,
+            case_id: case_id.into(),
+            family,
+            level,
+            disease_group: None,
+            modality: "none".into(),
+            case_metadata: BTreeMap::new(),
+            status: SampleStatus::Ok,
+            error_class: None,
+            parsed: None,
+            parse_error: None,
+            correct: None,
+            unresolved: false,
+            diagnosis: None,
+            lesion: None,
+            rubric: None,
+            bertscore: None,
+            taxonomy: None,
+            breadth: None,
+            structured: None,
+            turns: None,
+            criteria: None,
+            facts: AnswerFacts::default(),
+        }
+    }
+}
+
 /// What is counted of every answered sample's final answer, whatever its family: the per-answer inputs of
 /// metrics such as the median answer length. [`AnswerFacts::of`] is the one place they are computed, so a new
 /// per-answer count is a field and a line here, and every `SampleScore` carries it. Each field is `None` for
@@ -488,30 +528,13 @@ mod tests {
     #[test]
     fn sample_scores_round_trip_through_json() {
         let s = SampleScore {
-            task_id: "c/dx".into(),
-            sample_index: 0,
-            case_id: "c".into(),
-            family: Family::Differential,
-            level: Level::Direct,
             disease_group: Some("vascular".into()),
             modality: "MRI".into(),
-            case_metadata: BTreeMap::new(),
             status: SampleStatus::ParseFailed,
-            error_class: None,
             parsed: Some(ParsedAnswer::default()),
             parse_error: Some("no diagnosis found".into()),
             correct: Some(false),
-            unresolved: false,
-            diagnosis: None,
-            lesion: None,
-            rubric: None,
-            bertscore: None,
-            taxonomy: None,
-            breadth: None,
-            structured: None,
-            turns: None,
-            criteria: None,
-            facts: AnswerFacts::default(),
+            ..SampleScore::new("c/dx", 0, "c", Family::Differential, Level::Direct)
         };
         let text = serde_json::to_string(&s).unwrap();
         assert!(text.contains("\"status\":\"parse_failed\""), "{text}");
@@ -519,5 +542,18 @@ mod tests {
         assert_eq!(back, s);
         assert!(SampleStatus::ParseFailed.is_scored());
         assert!(!SampleStatus::Errored.is_scored());
+    }
+
+    #[test]
+    fn a_new_sample_has_its_identity_and_no_verdict() {
+        let s = SampleScore::new("c/dx", 3, "c", Family::Lesion, Level::Complex);
+        let json = serde_json::to_value(&s).unwrap();
+        let want = serde_json::json!({
+            "task_id": "c/dx", "sample_index": 3, "case_id": "c", "family": "lesion", "level": "complex",
+            "disease_group": null, "modality": "none", "case_metadata": {}, "status": "ok", "error_class": null,
+            "parsed": null, "parse_error": null, "correct": null, "unresolved": false, "diagnosis": null,
+            "lesion": null, "rubric": null, "bertscore": null, "taxonomy": null, "breadth": null
+        });
+        assert_eq!(json, want);
     }
 }

@@ -453,20 +453,9 @@ mod tests {
         rank: Option<u32>,
     ) -> SampleScore {
         SampleScore {
-            task_id: task.into(),
-            sample_index: i,
-            case_id: task.split('/').next().unwrap().into(),
-            family: Family::Differential,
-            level: Level::Direct,
-            disease_group: None,
             modality: "MRI".into(),
-            case_metadata: Default::default(),
             status,
-            error_class: None,
-            parsed: None,
-            parse_error: None,
             correct: status.is_scored().then_some(correct),
-            unresolved: false,
             diagnosis: Some(DiagnosisScore {
                 reference: "x".into(),
                 matched_rank: rank,
@@ -475,15 +464,13 @@ mod tests {
                 top_5: rank.is_some_and(|r| r <= 5),
                 candidates: Vec::new(),
             }),
-            lesion: None,
-            rubric: None,
-            bertscore: None,
-            taxonomy: None,
-            breadth: None,
-            structured: None,
-            turns: None,
-            criteria: None,
-            facts: Default::default(),
+            ..SampleScore::new(
+                task,
+                i,
+                task.split('/').next().unwrap(),
+                Family::Differential,
+                Level::Direct,
+            )
         }
     }
 

@@ -577,30 +577,16 @@ mod tests {
 
     fn score(t: &Task, sample: u32, status: SampleStatus) -> SampleScore {
         SampleScore {
-            task_id: t.id.clone(),
-            sample_index: sample,
-            case_id: t.id.split('/').next().unwrap().into(),
-            family: t.family,
-            level: t.level,
-            disease_group: None,
             modality: "MRI".into(),
-            case_metadata: Default::default(),
             status,
-            error_class: None,
-            parsed: None,
-            parse_error: None,
             correct: status.is_scored().then_some(false),
-            unresolved: false,
-            diagnosis: None,
-            lesion: None,
-            rubric: None,
-            bertscore: None,
-            taxonomy: None,
-            breadth: None,
-            structured: None,
-            turns: None,
-            criteria: None,
-            facts: Default::default(),
+            ..SampleScore::new(
+                t.id.clone(),
+                sample,
+                t.id.split('/').next().unwrap(),
+                t.family,
+                t.level,
+            )
         }
     }
 

@@ -21,11 +21,6 @@ pub(super) fn prepare<'a>(
     task: &'a Task,
 ) -> Work<'a> {
     let mut score = SampleScore {
-        task_id: task.id.clone(),
-        sample_index: record.sample_index,
-        case_id: case.id.clone(),
-        family: task.family,
-        level: task.level,
         disease_group: task
             .metadata
             .get("disease_group")
@@ -33,22 +28,13 @@ pub(super) fn prepare<'a>(
             .cloned(),
         modality: modality(case, task),
         case_metadata: case.metadata.clone(),
-        status: SampleStatus::Ok,
-        error_class: None,
-        parsed: None,
-        parse_error: None,
-        correct: None,
-        unresolved: false,
-        diagnosis: None,
-        lesion: None,
-        rubric: None,
-        bertscore: None,
-        taxonomy: None,
-        breadth: None,
-        structured: None,
-        turns: None,
-        criteria: None,
-        facts: Default::default(),
+        ..SampleScore::new(
+            task.id.clone(),
+            record.sample_index,
+            case.id.clone(),
+            task.family,
+            task.level,
+        )
     };
     let mut w = Work {
         record,
