@@ -31,13 +31,13 @@ use futures::stream::{self, StreamExt};
 use nmb_chat::{GenParams, Message, OutputFormat, Role};
 use nmb_record::{BatchOptions, Batcher, CallSpec, Recorder, BATCH_IN_FLIGHT};
 use nmb_requests::{Backend, ModelIdentity, ModelSpec, Scheduler};
+use nmb_results::family::{model_family, self_grading};
+use nmb_results::{JudgeInfo, RepeatRun};
 use nmb_store::{canonical_json, Manifest, RunInfo, RunKind, Store};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::JudgeError;
-use nmb_results::family::{model_family, self_grading};
-use nmb_results::{JudgeInfo, RepeatRun};
 
 /// A judge model, connected.
 #[derive(Clone)]

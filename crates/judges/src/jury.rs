@@ -2,15 +2,15 @@
 
 use std::collections::BTreeMap;
 
+use nmb_results::{
+    Aggregation, ErrorCategory, JudgeDecision, JudgeVerdict, JuryAgreement, RepeatGrade,
+    RubricVerdict, TaxonomyVerdict,
+};
 use nmb_stats::{agreement, BootstrapConfig, Measure, StatsError};
 
 use crate::judge::{Answer, Repeated};
 use crate::prompts::{Equivalence, TaxonomyLabel};
 use crate::rubric::Grade;
-use nmb_results::{
-    Aggregation, ErrorCategory, JudgeDecision, JudgeVerdict, JuryAgreement, RepeatGrade,
-    RubricVerdict, TaxonomyVerdict,
-};
 
 /// The lower median of small integers.
 fn lower_median(mut values: Vec<u8>) -> Option<u8> {

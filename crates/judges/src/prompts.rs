@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use nmb_results::rubric::Rubric;
+use nmb_results::ErrorCategory;
 use nmb_suite::{Case, Reference, Task};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -15,8 +17,6 @@ use crate::judge::Question;
 use crate::rubric::{
     answer_example, check_keys, render, schema, strict_json_object, validate, Grade,
 };
-use nmb_results::rubric::Rubric;
-use nmb_results::ErrorCategory;
 
 pub const EQUIVALENCE_ID: &str = "judge-equivalence-v1";
 pub const RUBRIC_ID: &str = "judge-rubric-v1";

@@ -11,15 +11,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nmb_stats::{bootstrap, bootstrap_mean, pass_at_k, BootstrapConfig, Design, Estimate};
-use nmb_suite::Family;
-
-use crate::ScoreError;
 use nmb_results::{
     BertScoreAggregate, BreadthAggregate, Breakdown, CategoryShare, DimensionMean, ErrorCategory,
     GroupAggregate, LabelSource, LesionAggregate, MatchOutcome, PassAtK, RubricAggregate,
     SampleScore, SampleStatus, TaskScore, TaxonomyDistribution, KS,
 };
+use nmb_stats::{bootstrap, bootstrap_mean, pass_at_k, BootstrapConfig, Design, Estimate};
+use nmb_suite::Family;
+
+use crate::ScoreError;
 
 /// Per-task rows, in the order the samples come (by task id).
 pub fn task_scores(samples: &[SampleScore]) -> Result<Vec<TaskScore>, ScoreError> {

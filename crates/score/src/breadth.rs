@@ -21,10 +21,8 @@
 pub mod chinese;
 pub mod text;
 
-use nmb_suite::{Family, Task};
-
 use nmb_results::BreadthVerdict;
-
+use nmb_suite::{Family, Task};
 use text::{
     content_tokens, find_runs, lead, sentence_prefixes, strip_answer_prefix, tokens, NEGATORS,
 };

@@ -7,7 +7,13 @@
 
 use std::path::PathBuf;
 
+use nmb_judges::judge::JudgeModel;
 use nmb_requests::{BackendKind, ModelSpec, Transport};
+use nmb_results::cost::Prices;
+use nmb_results::criteria::CriterionRubric;
+use nmb_results::rubric::Rubric;
+use nmb_results::structured::paper::PaperOptions;
+use nmb_results::Aggregation;
 use nmb_stats::BootstrapConfig;
 use nmb_suite::{Filter, Level};
 use serde::{Deserialize, Serialize};
@@ -15,12 +21,6 @@ use serde::{Deserialize, Serialize};
 use crate::error::ConnectError;
 use crate::semantic::BertScoreSetting;
 use crate::{ScoreError, ScoreOptions};
-use nmb_judges::judge::JudgeModel;
-use nmb_results::cost::Prices;
-use nmb_results::criteria::CriterionRubric;
-use nmb_results::rubric::Rubric;
-use nmb_results::structured::paper::PaperOptions;
-use nmb_results::Aggregation;
 
 /// Everything that decides how a run is scored: judges, jury aggregation, rubric, error taxonomy, BERTScore,
 /// re-asks, concurrency, prices and the bootstrap, and, for [`crate::score_run`], where the run's suite is when

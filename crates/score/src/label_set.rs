@@ -8,12 +8,12 @@
 
 use std::collections::HashMap;
 
+use nmb_results::label_set::LabelSetReport;
+use nmb_results::SampleScore;
 use nmb_stats::{classification_estimates, BootstrapConfig, Design};
 use nmb_suite::{Family, Task};
 
 use crate::ScoreError;
-use nmb_results::label_set::LabelSetReport;
-use nmb_results::SampleScore;
 
 /// The report for the scored multiple-choice samples of `samples`, when every one of their tasks offers the same
 /// options; `None` otherwise or without any.

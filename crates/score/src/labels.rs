@@ -15,10 +15,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use nmb_results::ErrorCategory;
 use sha2::{Digest, Sha256};
 
 use crate::ScoreError;
-use nmb_results::ErrorCategory;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct HumanLabel {

@@ -15,10 +15,9 @@
 //! What a family needs and did not get is a [`ParseError`]: the sample is then recorded as `parse_failed`,
 //! which counts as a wrong answer (and is counted separately).
 
-use serde_json::{Map, Value};
-
 use nmb_results::{AnswerFormat, ParsedAnswer, RankedDiagnosis};
 use nmb_suite::Family;
+use serde_json::{Map, Value};
 
 /// Why an answer could not be read into the shape its family needs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

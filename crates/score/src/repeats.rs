@@ -6,13 +6,12 @@
 //! The judge's own answer is the median of its repeats ([`nmb_judges::judge::Repeated`]); this module only measures
 //! them. The statistics are `nmb-stats`' ([`nmb_stats::retest_icc`], [`nmb_stats::retest_kappa`]).
 
-use nmb_stats::{retest_icc, retest_kappa, BootstrapConfig, Design};
-
 use nmb_results::stability::{
     repeat_scores, spread, unstable_item, JudgeStability, RepeatCost, StabilityReport,
     UNSTABLE_SPREAD,
 };
 use nmb_results::{JudgeInfo, SampleScore};
+use nmb_stats::{retest_icc, retest_kappa, BootstrapConfig, Design};
 
 /// Each repeat's yes/no per question and judge (`[question][judge][repeat]`).
 pub type EquivalenceRepeats = Vec<Vec<Vec<Option<bool>>>>;

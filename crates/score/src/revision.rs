@@ -36,6 +36,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use nmb_results::revision::{Rate, RevisionGroup, RevisionReport, TurnAccuracy};
+use nmb_results::{MatchMethod, MatchOutcome, SampleScore, TurnOutcome, TurnScore};
 use nmb_stats::BootstrapConfig;
 use nmb_store::SampleRecord;
 use nmb_suite::{Family, Level, Task};
@@ -45,8 +47,6 @@ use crate::lexicon::{builtin, Lexicon};
 use crate::matching::match_diagnosis;
 use crate::parse::{parse_answer, ranked_diagnoses};
 use crate::ScoreError;
-use nmb_results::revision::{Rate, RevisionGroup, RevisionReport, TurnAccuracy};
-use nmb_results::{MatchMethod, MatchOutcome, SampleScore, TurnOutcome, TurnScore};
 
 /// What one consult sample did across its turns; `None` where it cannot be decided (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

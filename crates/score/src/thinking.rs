@@ -4,12 +4,12 @@
 
 use std::collections::BTreeSet;
 
+use nmb_results::thinking_probe::{thinking_probe, ThinkingProbe};
+use nmb_results::ScoreReport;
 use nmb_stats::BootstrapConfig;
 use nmb_store::Store;
 
 use crate::ScoreError;
-use nmb_results::thinking_probe::{thinking_probe, ThinkingProbe};
-use nmb_results::ScoreReport;
 
 /// The probe of `report`'s run, when the store holds the scoring that differs from it only in whether the judges
 /// saw the thinking; `None` otherwise (never scored the other way, or `report` came from a version whose

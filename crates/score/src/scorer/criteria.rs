@@ -1,15 +1,16 @@
 //! Criterion rubrics: the judges decide each criterion of every answered sample of a task the rubric covers.
 
-use super::grade::turn_answers;
-use super::resolve::count_failures;
-use super::Work;
-use crate::ScoreError;
 use nmb_judges::criteria::{question, validate, Decision};
 use nmb_judges::judge::{Answer, Panel, Question};
 use nmb_judges::jury::Jury;
 use nmb_judges::prompts::Context;
 use nmb_results::criteria::score::{CriteriaResult, CriterionOutcome, JudgeMet};
 use nmb_results::criteria::CriterionRubric;
+
+use super::grade::turn_answers;
+use super::resolve::count_failures;
+use super::Work;
+use crate::ScoreError;
 
 pub(super) async fn grade_criteria(
     panel: &Panel,

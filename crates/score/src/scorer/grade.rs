@@ -1,17 +1,17 @@
 //! Rubric grading by the judges, and their agreement.
 
-use nmb_stats::{BootstrapConfig, Measure};
-use nmb_store::SampleRecord;
-
-use super::resolve::count_failures;
-use super::Work;
-use crate::ScoreError;
 use nmb_judges::judge::{Answer, Panel, Question};
 use nmb_judges::jury::{agreement_rows, Jury};
 use nmb_judges::prompts::{self, Context};
 use nmb_judges::rubric::Grade;
 use nmb_results::rubric::Rubric;
 use nmb_results::{DimensionScore, JuryAgreement, RubricResult};
+use nmb_stats::{BootstrapConfig, Measure};
+use nmb_store::SampleRecord;
+
+use super::resolve::count_failures;
+use super::Work;
+use crate::ScoreError;
 
 /// The answers of every turn of a sample, for judges: the answer alone, or with `thinking` the model's thinking
 /// before it, marked as such.

@@ -2,8 +2,12 @@
 
 use std::collections::BTreeSet;
 
+use nmb_judges::prompts::Field;
+use nmb_results::{
+    AnswerFacts, MatchMethod, MatchOutcome, ParsedAnswer, SampleScore, SampleStatus,
+};
 use nmb_store::SampleRecord;
-use nmb_suite::{Case, Family, Task};
+use nmb_suite::{Case, Family, Reference, Task};
 
 use super::Work;
 use super::MAX_RANK;
@@ -11,8 +15,6 @@ use crate::breadth::{self, BreadthError};
 use crate::lexicon::Lexicon;
 use crate::matching::{match_diagnosis, match_lesion_type, match_location, RuleVerdict};
 use crate::parse::{parse_answer, ranked_diagnoses};
-use nmb_judges::prompts::Field;
-use nmb_results::{AnswerFacts, MatchMethod, MatchOutcome, SampleScore, SampleStatus};
 
 pub(super) fn prepare<'a>(
     lex: &Lexicon,
@@ -20,7 +22,59 @@ pub(super) fn prepare<'a>(
     case: &'a Case,
     task: &'a Task,
 ) -> Work<'a> {
-    let mut score = SampleScore {
+    let mut w = Work {
+        record,
+        case,
+        task,
+        score: unscored(record, case, task),
+        rules: Vec::new(),
+        lesion_rules: Vec::new(),
+    };
+    let score = &mut w.score;
+    match record.status {
+        nmb_store::SampleStatus::Errored => {
+            score.status = SampleStatus::Errored;
+            score.error_class = record.error_class.clone();
+            return w;
+        }
+        nmb_store::SampleStatus::Pending => {
+            score.status = SampleStatus::Pending;
+            return w;
+        }
+        nmb_store::SampleStatus::Ok => {}
+    }
+    // An answer stored with its thinking in front (by an nmb that kept it there) is scored without it.
+    let stored = record.final_text.as_deref().unwrap_or_default();
+    let text = nmb_chat::split_thinking(stored).answer.to_string();
+    score.facts = AnswerFacts::of(&text);
+    if task.family.is_breadth() {
+        score_breadth(score, task, &text);
+        return w;
+    }
+    let reference = task.reference.clone().unwrap_or_default();
+    if !has_reference(task.family, &reference) {
+        score.status = SampleStatus::NoReference;
+        return w;
+    }
+    let parsed = parse_answer(task.family, &text);
+    score.parsed = Some(parsed.answer.clone());
+    if let Some(e) = parsed.error {
+        score.status = SampleStatus::ParseFailed;
+        score.parse_error = Some(e.to_string());
+        score.correct = Some(false);
+        return w;
+    }
+    match task.family {
+        Family::Lesion => w.lesion_rules = lesion_rules(lex, &parsed.answer, &reference),
+        Family::Structured => w.rules.push(structured_verdict(&parsed.answer, &reference)),
+        _ => w.rules = diagnosis_rules(lex, &parsed.answer, &reference),
+    }
+    w
+}
+
+/// The sample's score before anything is read: its task, case and their metadata.
+fn unscored(record: &SampleRecord, case: &Case, task: &Task) -> SampleScore {
+    SampleScore {
         disease_group: task
             .metadata
             .get("disease_group")
@@ -35,112 +89,83 @@ pub(super) fn prepare<'a>(
             task.family,
             task.level,
         )
-    };
-    let mut w = Work {
-        record,
-        case,
-        task,
-        score: score.clone(),
-        rules: Vec::new(),
-        lesion_rules: Vec::new(),
-    };
-    match record.status {
-        nmb_store::SampleStatus::Errored => {
-            score.status = SampleStatus::Errored;
-            score.error_class = record.error_class.clone();
-            w.score = score;
-            return w;
-        }
-        nmb_store::SampleStatus::Pending => {
-            score.status = SampleStatus::Pending;
-            w.score = score;
-            return w;
-        }
-        nmb_store::SampleStatus::Ok => {}
     }
-    // An answer stored with its thinking in front (by an nmb that kept it there) is scored without it.
-    let stored = record.final_text.as_deref().unwrap_or_default();
-    let text = nmb_chat::split_thinking(stored).answer.to_string();
-    score.facts = AnswerFacts::of(&text);
-    if task.family.is_breadth() {
-        match breadth::score_answer(task, &text) {
-            Ok(v) => {
-                score.correct = Some(v.correct);
-                score.breadth = Some(v);
-            }
-            Err(BreadthError::NoReference) | Err(BreadthError::NotBreadth(_)) => {
-                score.status = SampleStatus::NoReference;
-            }
+}
+
+/// A breadth answer's verdict; a task without the reference its family needs has none.
+fn score_breadth(score: &mut SampleScore, task: &Task, text: &str) {
+    match breadth::score_answer(task, text) {
+        Ok(v) => {
+            score.correct = Some(v.correct);
+            score.breadth = Some(v);
         }
-        w.score = score;
-        return w;
+        Err(BreadthError::NoReference) | Err(BreadthError::NotBreadth(_)) => {
+            score.status = SampleStatus::NoReference;
+        }
     }
-    let reference = task.reference.clone().unwrap_or_default();
-    let has_reference = match task.family {
+}
+
+/// The reference has what the family is scored on.
+fn has_reference(family: Family, reference: &Reference) -> bool {
+    match family {
         Family::Lesion => reference.lesion_type.is_some() || reference.lesion_location.is_some(),
         _ => reference.diagnosis.is_some(),
-    };
-    if !has_reference {
-        score.status = SampleStatus::NoReference;
-        w.score = score;
-        return w;
     }
-    let parsed = parse_answer(task.family, &text);
-    score.parsed = Some(parsed.answer.clone());
-    if let Some(e) = parsed.error {
-        score.status = SampleStatus::ParseFailed;
-        score.parse_error = Some(e.to_string());
-        score.correct = Some(false);
-        w.score = score;
-        return w;
-    }
-    let answer = parsed.answer;
-    match task.family {
-        Family::Lesion => {
-            for (field, cand, refr) in [
-                (
-                    Field::LesionType,
-                    &answer.lesion_type,
-                    &reference.lesion_type,
-                ),
-                (
-                    Field::Location,
-                    &answer.lesion_location,
-                    &reference.lesion_location,
-                ),
-            ] {
-                let verdict = refr.as_ref().map(|r| {
-                    let c = cand.as_deref().unwrap_or("");
-                    match field {
-                        Field::LesionType => match_lesion_type(lex, c, r),
-                        _ => match_location(lex, c, r),
-                    }
-                });
-                w.lesion_rules.push((field, cand.clone(), verdict));
+}
+
+/// The rules' verdicts on a lesion answer's type and location, each with the candidate text.
+fn lesion_rules(
+    lex: &Lexicon,
+    answer: &ParsedAnswer,
+    reference: &Reference,
+) -> Vec<(Field, Option<String>, Option<RuleVerdict>)> {
+    [
+        (
+            Field::LesionType,
+            &answer.lesion_type,
+            &reference.lesion_type,
+        ),
+        (
+            Field::Location,
+            &answer.lesion_location,
+            &reference.lesion_location,
+        ),
+    ]
+    .into_iter()
+    .map(|(field, cand, refr)| {
+        let verdict = refr.as_ref().map(|r| {
+            let c = cand.as_deref().unwrap_or("");
+            match field {
+                Field::LesionType => match_lesion_type(lex, c, r),
+                _ => match_location(lex, c, r),
             }
-        }
-        Family::Structured => w.rules.push(structured_verdict(&answer, &reference)),
-        _ => {
-            let refr = reference.diagnosis.as_deref().unwrap_or("");
-            for entry in ranked_diagnoses(&answer).into_iter().take(MAX_RANK) {
-                let v = match_diagnosis(lex, &entry.diagnosis, refr, &reference.synonyms);
-                let matched = v.outcome == MatchOutcome::Match;
-                w.rules.push((entry.rank, entry.diagnosis, v));
-                if matched {
-                    break; // later entries cannot change the first matching rank
-                }
-            }
+        });
+        (field, cand.clone(), verdict)
+    })
+    .collect()
+}
+
+/// The rules' verdicts on the ranked diagnoses, in rank order up to the first match (within [`MAX_RANK`]).
+fn diagnosis_rules(
+    lex: &Lexicon,
+    answer: &ParsedAnswer,
+    reference: &Reference,
+) -> Vec<(u32, String, RuleVerdict)> {
+    let refr = reference.diagnosis.as_deref().unwrap_or("");
+    let mut out = Vec::new();
+    for entry in ranked_diagnoses(answer).into_iter().take(MAX_RANK) {
+        let v = match_diagnosis(lex, &entry.diagnosis, refr, &reference.synonyms);
+        let matched = v.outcome == MatchOutcome::Match;
+        out.push((entry.rank, entry.diagnosis, v));
+        if matched {
+            break; // later entries cannot change the first matching rank
         }
     }
-    w.score = score;
-    w
+    out
 }
 
 /// A structured answer is right when the class it names is the reference's class: exact, never judged.
-fn structured_verdict(
-    answer: &nmb_results::ParsedAnswer,
-    reference: &nmb_suite::Reference,
-) -> (u32, String, RuleVerdict) {
+fn structured_verdict(answer: &ParsedAnswer, reference: &Reference) -> (u32, String, RuleVerdict) {
     let schema = crate::structured::Schema::bundled();
     let want = reference
         .diagnosis

@@ -2,6 +2,13 @@
 
 use std::collections::BTreeSet;
 
+use nmb_judges::prompts;
+use nmb_results::criteria::CriterionRubric;
+use nmb_results::rubric::Rubric;
+use nmb_results::{
+    BertScoreConfig, Breakdown, GroupAggregate, JudgeInfo, JuryAgreement, MatchingConfig,
+    SampleScore, ScoreReport, ScoringConfig, TaskScore, TaxonomyConfig, KS, SCHEMA_VERSION,
+};
 use nmb_stats::BootstrapConfig;
 use nmb_store::{canonical_json, RunInfo};
 use nmb_suite::{Family, Level, Suite};
@@ -13,13 +20,6 @@ use super::MAX_RANK;
 use crate::aggregate::{aggregate, task_scores, GroupKey};
 use crate::lexicon::Lexicon;
 use crate::ScoreError;
-use nmb_judges::prompts;
-use nmb_results::criteria::CriterionRubric;
-use nmb_results::rubric::Rubric;
-use nmb_results::{
-    BertScoreConfig, Breakdown, GroupAggregate, JudgeInfo, JuryAgreement, MatchingConfig,
-    SampleScore, ScoreReport, ScoringConfig, TaskScore, TaxonomyConfig, KS, SCHEMA_VERSION,
-};
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn scoring_config(

@@ -2,6 +2,13 @@
 
 use std::collections::BTreeMap;
 
+use nmb_judges::judge::{Answer, Panel, Question};
+use nmb_judges::jury::{agreement_rows, Jury};
+use nmb_judges::prompts::{self, Equivalence, Field};
+use nmb_results::{
+    CandidateMatch, DiagnosisScore, FieldMatch, JudgeDecision, JuryAgreement, LesionScore,
+    MatchMethod, MatchOutcome, SampleStatus,
+};
 use nmb_stats::{BootstrapConfig, Measure};
 use nmb_suite::Family;
 
@@ -10,13 +17,6 @@ use crate::lexicon::builtin;
 use crate::matching::RuleVerdict;
 use crate::repeats::EquivalenceRepeats;
 use crate::ScoreError;
-use nmb_judges::judge::{Answer, Panel, Question};
-use nmb_judges::jury::{agreement_rows, Jury};
-use nmb_judges::prompts::{self, Equivalence, Field};
-use nmb_results::{
-    CandidateMatch, DiagnosisScore, FieldMatch, JudgeDecision, JuryAgreement, LesionScore,
-    MatchMethod, MatchOutcome, SampleStatus,
-};
 
 /// Per equivalence question: each judge's 0/1 answer (for agreement).
 type EquivalenceRows = Vec<Vec<Option<f64>>>;

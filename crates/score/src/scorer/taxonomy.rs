@@ -1,15 +1,16 @@
 //! The error taxonomy of wrong answers: human labels first, then the judges.
 
+use nmb_judges::judge::{Answer, Panel, Question};
+use nmb_judges::jury::Jury;
+use nmb_judges::prompts::{self, Context, TaxonomyLabel};
+use nmb_results::{FieldMatch, LabelSource, MatchOutcome, SampleScore, TaxonomyResult};
+
 use super::grade::turn_answers;
 use super::resolve::count_failures;
 use super::Work;
 use super::MAX_RANK;
 use crate::labels::HumanLabels;
 use crate::ScoreError;
-use nmb_judges::judge::{Answer, Panel, Question};
-use nmb_judges::jury::Jury;
-use nmb_judges::prompts::{self, Context, TaxonomyLabel};
-use nmb_results::{FieldMatch, LabelSource, MatchOutcome, SampleScore, TaxonomyResult};
 
 pub(super) async fn classify_errors(
     panel: Option<&Panel>,

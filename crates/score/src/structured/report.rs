@@ -4,6 +4,11 @@
 
 use std::collections::BTreeMap;
 
+use nmb_results::cost::Price;
+use nmb_results::structured::{
+    efficiency, Abstentions, Confusion, FieldOutcome, FieldReport, StructuredReport,
+    StructuredVerdict, Usage, FIELDS, FLAGS,
+};
 use nmb_stats::{
     bootstrap_mean, calibration_estimates, classification_estimates, BootstrapConfig,
     CalibrationEstimates, Design, Estimate,
@@ -14,11 +19,6 @@ use super::answer::{parse_answer, Field, StructuredAnswer};
 use super::safety::flags;
 use super::schema::{Schema, KEYS};
 use crate::ScoreError;
-use nmb_results::cost::Price;
-use nmb_results::structured::{
-    efficiency, Abstentions, Confusion, FieldOutcome, FieldReport, StructuredReport,
-    StructuredVerdict, Usage, FIELDS, FLAGS,
-};
 
 /// One answered sample of a structured task.
 #[derive(Debug, Clone)]

@@ -1,11 +1,11 @@
 //! Safety flags on one structured answer: what a clinician reading it would not accept whatever the image
 //! showed.
 
+use nmb_results::structured::{CONFIDENT, FLAGS};
 use serde::Serialize;
 
 use super::answer::{Field, StructuredAnswer};
 use super::schema::{Schema, KEYS, SCORES};
-use nmb_results::structured::{CONFIDENT, FLAGS};
 
 /// Which flags one answer raised.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

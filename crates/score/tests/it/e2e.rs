@@ -2,8 +2,6 @@
 //! loopback fake server, then scored with scripted judges on another loopback server. Every expectation comes
 //! from the design in `common` (what each scripted answer is meant to be), never from the scorer's output.
 
-use crate::common;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -16,6 +14,8 @@ use nmb_score::semantic::Rescale;
 use nmb_score::{score_loaded, BertScoreSetting, ScoreOptions};
 use nmb_stats::BootstrapConfig;
 use nmb_suite::{Family, Level};
+
+use crate::common;
 
 fn boot() -> BootstrapConfig {
     BootstrapConfig {

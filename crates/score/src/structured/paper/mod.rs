@@ -23,16 +23,15 @@ mod rules;
 
 use std::collections::BTreeMap;
 
+pub use metrics::{calibration, Labels, Series};
+use nmb_results::cost::Price;
+use nmb_results::structured::paper::{Calibration, PaperField, PaperOptions, PaperReport};
+use nmb_results::structured::Usage;
 use nmb_suite::Reference;
+pub use rules::{extract_object, py_float_of, py_str, py_truthy, PaperRules};
 use serde_json::{Map, Value};
 
-pub use metrics::{calibration, Labels, Series};
-use nmb_results::structured::paper::{Calibration, PaperField, PaperOptions, PaperReport};
-pub use rules::{extract_object, py_float_of, py_str, py_truthy, PaperRules};
-
 use super::schema::Schema;
-use nmb_results::cost::Price;
-use nmb_results::structured::Usage;
 
 /// The fields the reference scores, in its order.
 pub const PAPER_FIELDS: [&str; 5] = [
