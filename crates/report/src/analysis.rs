@@ -219,7 +219,7 @@ fn two_axis(runs: &[RunData], cfg: &BootstrapConfig) -> Option<TwoAxis> {
     })
 }
 
-/// Every pair of runs of different models on the same suite, compared with nmb-score's paired comparison (the
+/// Every pair of runs of different models on the same suite, compared with nmb-results' paired comparison (the
 /// same numbers as `nmb compare`). On a suite with a prompt sweep (`swept`, by suite hash) only runs under the
 /// same template are paired: comparing model A under one prompt with model B under another mixes two effects.
 fn paired(

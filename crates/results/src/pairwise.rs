@@ -43,7 +43,7 @@ pub fn better(text: &str) -> Result<&'static str, String> {
 }
 
 /// The pairwise verdicts judges already gave on the pairs `keys`, read from the judge runs of `scored_run_id`
-/// (one entry per judge run that holds any of them, oldest first): what [`judge_pairs`] stored.
+/// (one entry per judge run that holds any of them, oldest first): what `nmb_judges::pairwise::judge_pairs` stored.
 pub fn stored_verdicts(
     store: &Store,
     scored_run_id: &str,

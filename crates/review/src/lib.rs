@@ -14,7 +14,9 @@
 //! ([`candidates`]).
 //!
 //! It does not store anything itself (`nmb-store` holds sets, grades and tokens' hashes), serve pages
-//! (`nmb-serve`), compute agreement statistics (`nmb-calibration`, `nmb-stats`) or parse command lines (`nmb`).
+//! (`nmb-serve`), compute agreement statistics (`nmb-calibration`, `nmb-stats`), score or ask a model (it reads
+//! scores through `nmb-results`; judges' pairwise votes are asked by `nmb-judges` over [`pairs_to_judge`]) or
+//! parse command lines (`nmb`).
 
 mod assign;
 pub mod bias;
