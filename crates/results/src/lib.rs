@@ -15,8 +15,10 @@
 //! - score reports in the store ([`stored`]), and judges' pairwise votes as they are stored ([`pairwise`]).
 //!
 //! It does not parse answers, match diagnoses or ask judges (that is `nmb-score` and `nmb-judges`), so a reader
-//! of scores (the report, the viewer, review) links no HTTP backend and no recorder. It depends on `nmb-store`
-//! only to read and write stored score reports; the store asks no model.
+//! of scores (the report, the viewer, review) links no HTTP backend and no recorder. Besides `nmb-chat` (model
+//! specs, for model families) and `nmb-stats` (estimates, and the statistics of the comparison and the
+//! efficiency figures), it depends on `nmb-store`, only to read and write stored score reports, and on
+//! `nmb-suite`, for the families and levels every score is grouped by; neither asks a model.
 
 pub mod compare;
 pub mod cost;
