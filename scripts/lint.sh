@@ -14,4 +14,7 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 echo "lint: dependency rules" >&2
 python3 scripts/check-deps.py --self-test
 python3 scripts/check-deps.py
+echo "lint: import circles" >&2
+python3 scripts/check-circles.py --self-test
+python3 scripts/check-circles.py
 echo "lint: ok" >&2

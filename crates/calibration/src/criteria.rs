@@ -170,13 +170,13 @@ impl CriteriaAgreement {
                     "judge {} marks criteria like the clinicians with balanced F1 {} over {} pairs; the median \
                      clinician against the others: {m:.2}",
                     r.rater,
-                    crate::text::interval(e),
+                    crate::estimate::interval(e),
                     r.pairs
                 ),
                 (Some(e), None) => format!(
                     "judge {} marks criteria like the clinicians with balanced F1 {} over {} pairs",
                     r.rater,
-                    crate::text::interval(e),
+                    crate::estimate::interval(e),
                     r.pairs
                 ),
                 (None, _) => format!(

@@ -14,6 +14,7 @@
 
 mod analysis;
 pub mod criteria;
+mod estimate;
 mod ratings;
 mod standing;
 mod text;

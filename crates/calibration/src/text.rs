@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::analysis::{AgreementReport, DimensionReport, MeasureResult};
+use crate::estimate::interval;
 
 /// A plain-text report: one block per dimension, one line per statistic with its interval.
 pub fn render_text(report: &AgreementReport) -> String {
@@ -70,10 +71,6 @@ fn criteria(out: &mut String, c: &crate::criteria::CriteriaAgreement) {
             r.criterion, r.judge, r.pairs
         );
     }
-}
-
-pub(crate) fn interval(e: &nmb_stats::Estimate) -> String {
-    format!("{:.2} [{:.2}, {:.2}]", e.value, e.ci_low, e.ci_high)
 }
 
 fn list(names: &[String]) -> String {

@@ -3,8 +3,6 @@
 
 use std::fmt;
 
-use crate::spec::BackendKind;
-
 /// An API key. Its `Debug` never shows the value.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ApiKey(String);
@@ -42,6 +40,9 @@ pub fn redact(text: &str, secret: &str) -> String {
     text.replace(secret, "[REDACTED]")
 }
 
+/// The environment variables that hold the hosted APIs' keys (`BackendKind::key_env` names the same ones).
+pub const API_KEY_VARS: [&str; 3] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"];
+
 /// Known API keys. `Debug` shows only how many there are.
 #[derive(Clone, Default)]
 pub struct Secrets(Vec<String>);
@@ -49,16 +50,11 @@ pub struct Secrets(Vec<String>);
 impl Secrets {
     /// The keys in `OPENAI_API_KEY`, `ANTHROPIC_API_KEY` and `GEMINI_API_KEY` (those set).
     pub fn from_env() -> Self {
-        let keys = [
-            BackendKind::OpenAi,
-            BackendKind::Anthropic,
-            BackendKind::Gemini,
-        ]
-        .into_iter()
-        .filter_map(BackendKind::key_env)
-        .filter_map(ApiKey::from_env)
-        .map(|k| k.expose().to_string())
-        .collect();
+        let keys = API_KEY_VARS
+            .into_iter()
+            .filter_map(ApiKey::from_env)
+            .map(|k| k.expose().to_string())
+            .collect();
         Secrets(keys)
     }
 

@@ -376,6 +376,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_key_variables_secrets_reads_are_the_backends_own() {
+        let named: Vec<&str> = BackendKind::ALL
+            .into_iter()
+            .filter_map(BackendKind::key_env)
+            .collect();
+        assert_eq!(named, crate::secrets::API_KEY_VARS);
+    }
+
+    #[test]
     fn credentials_in_urls_are_sent_but_never_shown_recorded_or_serialised() {
         let text = "openai:m@http://user:pw-9x@host:8000/v1?api_key=KEY-123456&v=2";
         let spec = ModelSpec::parse(text).unwrap();

@@ -14,7 +14,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -77,6 +77,11 @@ struct Cli {
     /// Most MiB a PNG, JPEG, GIF, WebP, BMP or TIFF image may decode to [default: 512]
     #[arg(long, global = true, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..))]
     max_image_mib: Option<u64>,
+    /// Most MiB a file nmb reads whole may hold: a suite (JSON, JSONL, CSV), an answer key, an import, a run
+    /// file, a rubric; also what a Parquet table's cells may decode to, at least [default: 64]
+    #[arg(long, global = true, value_name = "MIB", env = "NMB_MAX_FILE_MIB",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_file_mib: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -119,6 +124,7 @@ enum Command {
     /// Browse stored runs in a web browser: runs, samples, answers, prompts and images (read-only)
     #[command(after_help = cmd::serve::EXAMPLES)]
     Serve(cmd::serve::ServeArgs),
+    /// Clinicians grade answers blind: review sets, progress, export, review plans, pairwise votes, answer pages
     #[command(subcommand, after_help = cmd::review::EXAMPLES)]
     Review(cmd::review::ReviewCommand),
     /// Criterion rubrics (HealthBench form): check one for sign and point mistakes
@@ -128,18 +134,75 @@ enum Command {
     /// NeuroVLM-Bench's runner made (--format neurovlm-run) as runs of imported:MODEL
     #[command(after_help = cmd::import::EXAMPLES)]
     Import(cmd::import::ImportArgs),
+    /// Print this command line's reference as Markdown (docs/cli.md is its output)
+    #[command(hide = true)]
+    MarkdownHelp,
+}
+
+/// Subcommands that use no store: the global `--runs-dir` and `--store` are left out of their help.
+const STORELESS: [&str; 2] = ["image", "bertscore"];
+
+/// The command line as parsed and documented: clap's, with the store flags hidden where they do nothing. A
+/// subcommand that has its own (hidden) copy of a global argument is not given the global one, and passes its
+/// value up all the same.
+fn command() -> clap::Command {
+    let cli = Cli::command();
+    let hidden: Vec<clap::Arg> = cli
+        .get_arguments()
+        .filter(|a| matches!(a.get_id().as_str(), "runs_dir" | "store"))
+        .map(|a| a.clone().hide(true))
+        .collect();
+    STORELESS.iter().fold(cli, |cli, name| {
+        cli.mut_subcommand(name, |sub| sub.args(hidden.iter().cloned()))
+    })
+}
+
+/// The examples and notes after each command's options, as preformatted Markdown blocks: they are laid out in
+/// lines and columns, and hold `<RUN_ID>`-like words a Markdown reader would take for HTML.
+fn fence_after_help(command: clap::Command) -> clap::Command {
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    let mut command = match command.get_after_help().map(|h| h.to_string()) {
+        Some(text) => command.after_help(format!("```text\n{}\n```", text.trim_end())),
+        None => command,
+    };
+    for name in names {
+        command = command.mut_subcommand(name, fence_after_help);
+    }
+    command
+}
+
+/// The reference `nmb markdown-help` prints: every subcommand's help, as Markdown.
+fn markdown_help() -> String {
+    let options = clap_markdown::MarkdownOptions::new()
+        .title("nmb command-line reference".to_string())
+        .show_footer(false);
+    let intro = "Generated from the command line's own help by `nmb markdown-help > docs/cli.md`; edit the \
+                 help texts in `crates/cli/src`, not this file. The options of `nmb` itself (`--runs-dir`, \
+                 `--store` and the imaging budgets) are global: they may follow any subcommand.\n\n";
+    let text = clap_markdown::help_markdown_command_custom(&fence_after_help(command()), &options);
+    match text.split_once('\n') {
+        Some((title, rest)) => format!("{title}\n\n{intro}{}", rest.trim_start()),
+        None => text,
+    }
 }
 
 fn main() -> ExitCode {
     restore_sigpipe();
     init_tracing();
-    let cli = Cli::parse();
+    let cli = match Cli::from_arg_matches(&command().get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     // 0 keeps a budget's default.
     nmb_imaging::limits::set_budgets(nmb_imaging::limits::Budgets {
         voxels: cli.max_voxels.unwrap_or(0),
         inflated_bytes: cli.max_inflated_mib.unwrap_or(0).saturating_mul(1 << 20),
         raster_bytes: cli.max_image_mib.unwrap_or(0).saturating_mul(1 << 20),
     });
+    nmb_suite::limits::set_max_file_bytes(cli.max_file_mib.unwrap_or(0).saturating_mul(1 << 20));
     let at = match store_at::StoreAt::new(cli.runs_dir, cli.store) {
         Ok(at) => at,
         Err(e) => {
@@ -166,6 +229,10 @@ fn main() -> ExitCode {
         Command::Review(c) => cmd::review::run(c, &at),
         Command::Rubric(c) => cmd::rubric::run(c),
         Command::Import(a) => cmd::import::run(a, &at),
+        Command::MarkdownHelp => {
+            print!("{}", markdown_help());
+            Ok(ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,
@@ -177,7 +244,10 @@ fn main() -> ExitCode {
 }
 
 /// The error and its causes on one line. Many library errors already quote their source in their own message
-/// (`cannot read FILE: No such file`), so a cause whose text is already there is not repeated.
+/// (`cannot read FILE: No such file`), so a cause whose text is already there is not repeated. Only the
+/// errors' `Display` texts are used (never `Debug`, which holds anyhow's backtrace under `RUST_BACKTRACE=1`),
+/// and the result is made inert for the terminal: control characters other than line breaks are escaped and
+/// each line is cut to a bounded excerpt, whatever a file or a server put into the message.
 fn render_error(e: &anyhow::Error) -> String {
     let mut out = e.to_string();
     for cause in e.chain().skip(1) {
@@ -187,8 +257,14 @@ fn render_error(e: &anyhow::Error) -> String {
             out.push_str(&text);
         }
     }
-    out
+    out.split('\n')
+        .map(|line| nmb_table::terminal::excerpt_of(line, ERROR_LINE_CHARS))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
+
+/// The most characters of one line of an error message.
+const ERROR_LINE_CHARS: usize = 2000;
 
 /// Rust ignores SIGPIPE, so `nmb ... | head` would make `println!` panic once the reader is gone. The default
 /// action ends the process quietly instead, as other command-line tools do.

@@ -1,6 +1,6 @@
 //! A seeded mutation fuzzer over every reader of outside data: site JSON, native suites (`suite.toml` and
-//! `cases.jsonl`), NeuroVLM manifests, the answer parsers of every family, the NeuroVLM JSON answer reader, and
-//! NIfTI and DICOM volumes. Each target starts from a valid seed (checked to load, so mutations reach deep
+//! `cases.jsonl`), NeuroVLM manifests, the answer parsers of every family, the NeuroVLM JSON answer reader,
+//! NIfTI and DICOM volumes, and question tables (a Parquet file, its footer included, and a CSV file). Each target starts from a valid seed (checked to load, so mutations reach deep
 //! code), and each case is one seed mutated a few times from a fixed seed: byte flips, interesting values, token
 //! insertions, cut and duplicated ranges, truncation.
 //!
@@ -231,6 +231,59 @@ fn read_dicom(dir: &Path, bytes: &[u8]) -> bool {
     read_volume(dir, bytes, "slice.dcm")
 }
 
+fn read_parquet(dir: &Path, bytes: &[u8]) -> bool {
+    let path = write(dir, "questions.parquet", bytes);
+    load(format!("table:{}", path.display()))
+}
+
+fn read_csv_table(dir: &Path, bytes: &[u8]) -> bool {
+    let path = write(dir, "questions.csv", bytes);
+    load(format!("table:{}", path.display()))
+}
+
+const CSV_TABLE: &str = "id,question,options,choice,answer,image\r\nq1,\"Which artery, given the deficit?\",\"[\"\"MCA\"\", \"\"ACA\"\"]\",A,,img.png\r\nq2,Is it normal?,,,yes,\nq3,What is seen?,,,\"a ring-enhancing \"\"lesion\"\"\",img.png\n";
+
+/// A Parquet file as the parquet crate writes it (snappy, dictionary pages, statistics, a page index): two
+/// string columns and an optional group, as a Hugging Face export has them, three rows.
+fn parquet_seed() -> Vec<u8> {
+    use parquet::basic::Compression;
+    use parquet::data_type::{ByteArray, ByteArrayType};
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::writer::SerializedFileWriter;
+    use parquet::schema::parser::parse_message_type;
+    use std::sync::Arc;
+    let schema =
+        "message hf { REQUIRED BYTE_ARRAY question (UTF8); REQUIRED BYTE_ARRAY answer (UTF8); \
+                  OPTIONAL group image { OPTIONAL BYTE_ARRAY path (UTF8); } }";
+    let schema = Arc::new(parse_message_type(schema).expect("the seed's schema"));
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .build();
+    let mut out = Vec::new();
+    let mut writer =
+        SerializedFileWriter::new(&mut out, schema, Arc::new(props)).expect("a writer");
+    let mut group = writer.next_row_group().expect("a row group");
+    let text = |v: &[&str]| -> Vec<ByteArray> { v.iter().map(|s| ByteArray::from(*s)).collect() };
+    let columns: [(Vec<ByteArray>, Option<Vec<i16>>); 3] = [
+        (
+            text(&["Is it normal?", "Which lobe?", "Is it normal?"]),
+            None,
+        ),
+        (text(&["yes", "frontal", "no"]), None),
+        (text(&["img.png"]), Some(vec![2, 1, 0])),
+    ];
+    for (values, def) in columns {
+        let mut col = group.next_column().expect("a column").expect("a column");
+        col.typed::<ByteArrayType>()
+            .write_batch(&values, def.as_deref(), None)
+            .expect("the seed's values");
+        col.close().expect("the column is closed");
+    }
+    group.close().expect("the row group is closed");
+    writer.close().expect("the seed is written");
+    out
+}
+
 const NATIVE_TOML: &str =
     "id = \"fuzz\"\nversion = \"1\"\n[defaults]\nlevel = \"direct\"\nsamples = 2\n";
 const NATIVE_CASES: &str = r#"{"case_id": "c1", "ehr": {"Age": 68, "Sex": "male"}, "notes": "Left weakness.", "metadata": {"disease_group": "vascular"}, "tasks": [{"id": "c1/dx", "family": "differential", "question": "Diagnosis?", "reference": {"diagnosis": "Stroke", "synonyms": ["infarct"], "differential": ["Stroke", "Bleed"]}}, {"family": "multiple_choice", "question": "Which?", "options": {"A": "FLAIR", "B": "DWI"}, "reference": {"choice": "B"}}, {"family": "lesion", "question": "Lesion?", "turns": [{"text": "ADC now.", "question": "Change?"}], "reference": {"lesion_type": "infarct", "lesion_location": "MCA"}}]}
@@ -330,6 +383,12 @@ fn targets() -> Vec<Target> {
             seed: dicom_seed(),
             read: read_dicom,
         },
+        Target {
+            name: "Parquet table",
+            seed: parquet_seed(),
+            read: read_parquet,
+        },
+        t("CSV table", CSV_TABLE, read_csv_table),
     ]
 }
 
@@ -399,7 +458,8 @@ fn no_input_panics_hangs_or_allocates_past_its_budget() {
         largest_per_target.push(format!("{} {largest}", target.name));
     }
     println!(
-        "fuzz: {cases} cases per target, 7 targets, {:.1} s, {} failure(s); largest allocation (bytes): {}",
+        "fuzz: {cases} cases per target, {} targets, {:.1} s, {} failure(s); largest allocation (bytes): {}",
+        largest_per_target.len(),
         started.elapsed().as_secs_f64(),
         failures.len(),
         largest_per_target.join(", ")

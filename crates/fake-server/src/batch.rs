@@ -14,7 +14,11 @@
 //!   same order as the input requests". As users report, they do not echo the requests' metadata, so neither
 //!   does this server.
 //!
-//! [`BatchConfig`] makes batches take a number of polls, expire part-way, or fail as a whole.
+//! [`BatchConfig`] makes batches take a number of polls, expire part-way, or fail as a whole ([`BatchFailure`]).
+//! An OpenAI batch goes through the statuses its API reference lists: `validating` when created, `in_progress`
+//! while it runs, `finalizing` for one poll once answered, then `completed` (or `failed`, `expired`). A Gemini
+//! batch's inline errors are `google.rpc.Status` objects, whose `code` is a gRPC code (3 INVALID_ARGUMENT, 8
+//! RESOURCE_EXHAUSTED, 13 INTERNAL, 14 UNAVAILABLE), not an HTTP status.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -34,6 +38,23 @@ pub struct BatchConfig {
     /// How long the answer to a batch's creation takes, after the batch is made (a client stopped meanwhile
     /// never learns its id).
     pub create_delay: std::time::Duration,
+    /// The batches created first fail as a whole, the i-th (counted from 0, on every wire) as `fail[i]`.
+    pub fail: Vec<BatchFailure>,
+    /// Outputs no honest provider sends (see [`crate::hostile`]).
+    pub hostile: Option<crate::hostile::HostileBatch>,
+}
+
+/// How a batch fails as a whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchFailure {
+    /// The provider's queue is full. OpenAI: `failed` with `errors.data[].code = "token_limit_exceeded"`,
+    /// "Enqueued token limit reached for {model} in organization org-fake. Limit: 90,000 enqueued tokens. Please
+    /// try again once some in_progress batches have been completed." (the Batch API's `BatchError`, as users
+    /// report it); Gemini: `BATCH_STATE_FAILED` with a `RESOURCE_EXHAUSTED` status.
+    QueueLimit,
+    /// The input was refused. OpenAI: `failed` with `errors.data[].code = "invalid_request"` naming a line;
+    /// Gemini: `BATCH_STATE_FAILED` with an `INVALID_ARGUMENT` status.
+    Invalid,
 }
 
 /// Every file and batch this server was given.
@@ -56,6 +77,12 @@ struct FakeBatch {
     polls_left: u32,
     /// Filled when it ends.
     ended: Option<Ended>,
+    /// It fails as a whole on its first poll, unanswered.
+    failure: Option<BatchFailure>,
+    /// It was polled (an OpenAI batch is `validating` until then).
+    polled: bool,
+    /// It ended on the last poll: an OpenAI batch is `finalizing` for that poll.
+    finalizing: bool,
 }
 
 struct Ended {
@@ -76,6 +103,10 @@ impl Batches {
 
     pub(crate) fn created(&self) -> usize {
         self.batches.len()
+    }
+
+    pub(crate) fn sizes(&self) -> Vec<usize> {
+        self.batches.values().map(|b| b.requests.len()).collect()
     }
 }
 
@@ -172,6 +203,7 @@ fn bad(wire: Wire, msg: &str) -> Response {
 fn create(state: &State, mut batch: FakeBatch) -> u64 {
     batch.polls_left = state.config.batch.polls;
     let mut b = lock(&state.batches);
+    batch.failure = state.config.batch.fail.get(b.batches.len()).copied();
     for (id, _) in &batch.requests {
         *b.submissions.entry(id.clone()).or_insert(0) += 1;
     }
@@ -197,6 +229,9 @@ fn new_batch(
         headers: req.headers.clone(),
         polls_left: 0,
         ended: None,
+        failure: None,
+        polled: false,
+        finalizing: false,
     }
 }
 
@@ -413,10 +448,14 @@ fn poll(state: &State, wire: Wire, rest: &str, req: &Request) -> Response {
         let Some(batch) = b.batches.get_mut(&n).filter(|x| x.wire == wire) else {
             return not_found(wire, id);
         };
+        if !results {
+            batch.finalizing = false;
+            batch.polled = true;
+        }
         if batch.ended.is_none() && !results {
             batch.polls_left = batch.polls_left.saturating_sub(1);
         }
-        batch.ended.is_none() && batch.polls_left == 0
+        batch.ended.is_none() && batch.polls_left == 0 && batch.failure.is_none()
     };
     if ready {
         end(state, n);
@@ -470,6 +509,7 @@ fn end(state: &State, n: u64) {
     }
     if let Some(batch) = b.batches.get_mut(&n) {
         batch.ended = Some(Ended { answers, expired });
+        batch.finalizing = wire == Wire::OpenAi;
     }
 }
 
@@ -584,16 +624,21 @@ fn describe(batch: &FakeBatch, n: u64, host: &str) -> Value {
     let created = crate::support::rfc3339(batch.created_ms);
     match batch.wire {
         Wire::OpenAi => {
-            let status = match ended {
-                None => "in_progress",
-                Some(e) if e.expired => "expired",
-                Some(_) => "completed",
+            let status = match (ended, batch.failure) {
+                _ if !batch.polled => "validating",
+                (_, Some(_)) => "failed",
+                (None, None) => "in_progress",
+                (Some(_), None) if batch.finalizing => "finalizing",
+                (Some(e), None) if e.expired => "expired",
+                (Some(_), None) => "completed",
             };
+            let files = ended.filter(|_| !batch.finalizing);
             json!({
                 "id": format!("batch_{n}"), "object": "batch", "endpoint": "/v1/chat/completions",
+                "errors": batch.failure.filter(|_| batch.polled).map(|f| openai_errors(f, &batch.requests)),
                 "input_file_id": "file", "completion_window": "24h", "status": status,
-                "output_file_id": ended.map(|_| format!("file-out-{n}")),
-                "error_file_id": ended.map(|_| format!("file-err-{n}")),
+                "output_file_id": files.map(|_| format!("file-out-{n}")),
+                "error_file_id": files.map(|_| format!("file-err-{n}")),
                 "created_at": batch.created_ms / 1000,
                 "request_counts": {"total": total, "completed": ok, "failed": failed + expired},
                 "metadata": {"nmb_batch": batch.tag},
@@ -611,10 +656,12 @@ fn describe(batch: &FakeBatch, n: u64, host: &str) -> Value {
             "results_url": ended.map(|_| format!("http://{host}/v1/messages/batches/msgbatch_{n}/results")),
         }),
         Wire::Gemini => {
-            let state = match ended {
-                None => "BATCH_STATE_RUNNING",
-                Some(e) if e.expired => "BATCH_STATE_EXPIRED",
-                Some(_) => "BATCH_STATE_SUCCEEDED",
+            let failure = batch.failure.filter(|_| batch.polled);
+            let state = match (ended, failure) {
+                (_, Some(_)) => "BATCH_STATE_FAILED",
+                (None, None) => "BATCH_STATE_RUNNING",
+                (Some(e), None) if e.expired => "BATCH_STATE_EXPIRED",
+                (Some(_), None) => "BATCH_STATE_SUCCEEDED",
             };
             let mut op = json!({
                 "name": format!("batches/{n}"),
@@ -623,8 +670,16 @@ fn describe(batch: &FakeBatch, n: u64, host: &str) -> Value {
                     "model": format!("models/{}", batch.model), "displayName": batch.tag, "state": state,
                     "createTime": created,
                 },
-                "done": ended.is_some(),
+                "done": ended.is_some() || failure.is_some(),
             });
+            if let Some(f) = failure {
+                op["error"] = match f {
+                    BatchFailure::QueueLimit => json!({"code": 8, "status": "RESOURCE_EXHAUSTED",
+                        "message": "Enqueued token limit reached for this model. Please try again later."}),
+                    BatchFailure::Invalid => json!({"code": 3, "status": "INVALID_ARGUMENT",
+                        "message": "Request 0 is invalid: contents is required."}),
+                };
+            }
             if let Some(e) = ended.filter(|e| !e.expired) {
                 let responses: Vec<Value> = e
                     .answers
@@ -632,10 +687,12 @@ fn describe(batch: &FakeBatch, n: u64, host: &str) -> Value {
                     .map(|(_, a)| match a {
                         Answer::Ok(body) => json!({"response": body}),
                         Answer::Failed(status, body) => json!({"error": {
-                            "code": status, "message": body.pointer("/error/message").cloned().unwrap_or(Value::Null),
+                            "code": grpc_code(*status),
+                            "message": body.pointer("/error/message").cloned().unwrap_or(Value::Null),
                             "status": body.pointer("/error/status").cloned().unwrap_or(Value::Null),
+                            "details": body.pointer("/error/details").cloned().unwrap_or(json!([])),
                         }}),
-                        Answer::Expired => json!({"error": {"code": 504, "message": "expired"}}),
+                        Answer::Expired => json!({"error": {"code": 4, "message": "expired", "status": "DEADLINE_EXCEEDED"}}),
                     })
                     .collect();
                 op["response"] = json!({
@@ -646,4 +703,42 @@ fn describe(batch: &FakeBatch, n: u64, host: &str) -> Value {
             op
         }
     }
+}
+
+/// The gRPC code of an HTTP status, as `google.rpc.Code` maps them (a `google.rpc.Status` carries the gRPC code).
+fn grpc_code(status: u16) -> u32 {
+    match status {
+        400 => 3,
+        401 => 16,
+        403 => 7,
+        404 => 5,
+        409 => 10,
+        429 => 8,
+        499 => 1,
+        501 => 12,
+        503 => 14,
+        504 => 4,
+        402..=498 => 9,
+        _ => 13,
+    }
+}
+
+/// OpenAI's `errors` of a failed batch (a list of `BatchError`: `code`, `message`, `param`, `line`).
+fn openai_errors(failure: BatchFailure, requests: &[(String, Value)]) -> Value {
+    let model = requests
+        .first()
+        .and_then(|(_, body)| body.get("model"))
+        .and_then(Value::as_str)
+        .unwrap_or("the model");
+    let error = match failure {
+        BatchFailure::QueueLimit => json!({
+            "code": "token_limit_exceeded", "param": null, "line": null,
+            "message": format!("Enqueued token limit reached for {model} in organization org-fake. Limit: 90,000 enqueued tokens. Please try again once some in_progress batches have been completed."),
+        }),
+        BatchFailure::Invalid => json!({
+            "code": "invalid_request", "param": "body", "line": 1,
+            "message": "The request body is not valid for /v1/chat/completions.",
+        }),
+    };
+    json!({"object": "list", "data": [error]})
 }

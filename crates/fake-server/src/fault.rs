@@ -29,15 +29,33 @@ pub enum Fault {
     Empty,
     /// HTTP 200 with the wire's refusal: `content_filter`, `stop_reason: refusal`, `blockReason: SAFETY`.
     Refusal,
+    /// HTTP 200 from a model that spent every output token thinking and wrote no answer: OpenAI's reasoning models
+    /// answer no content with `finish_reason: length`; Anthropic a thinking block alone with `stop_reason:
+    /// max_tokens`; Gemini a candidate with no parts and `finishReason: MAX_TOKENS`, `thoughtsTokenCount` near the
+    /// limit (python-genai #811, adk-python #1357).
+    Exhausted,
+    /// Status 429 with Gemini's `google.rpc.RetryInfo` (`retryDelay: "<SECS>s"`) in the body and no Retry-After
+    /// header (the other wires: a plain 429). The text is sent verbatim, so a delay no wait can honour is one too.
+    RetryInfo(String),
+    /// The account's quota or credit is used up: OpenAI 429 `insufficient_quota`, Anthropic 402 `billing_error`,
+    /// Gemini 429 `RESOURCE_EXHAUSTED` with a `QuotaFailure` naming only a daily quota.
+    Quota,
+    /// An error status with `x-should-retry: false`, which the official SDKs obey over the status.
+    NoRetry(u16),
+    /// What no honest server sends (see [`crate::hostile`]).
+    Hostile(crate::hostile::Hostile),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown fault {0:?}; expected 429[:SECS], 429ms:MILLIS, STATUS (e.g. 500, 503, 529), context, reset, slow:MILLIS, hang, malformed, empty or refusal")]
+#[error("unknown fault {0:?}; expected 429[:SECS], 429ms:MILLIS, retryinfo:SECS, STATUS (e.g. 500, 503, 529), noretry:STATUS, context, reset, slow:MILLIS, hang, malformed, empty, refusal, exhausted, quota or a hostile mode (huge:BYTES, huge-close:BYTES, lie:BYTES, drip:MILLIS, gzip-bomb:BYTES, deflate-bomb:BYTES, encoding:NAME, deep:DEPTH, numbers:KIND)")]
 pub struct FaultParseError(pub String);
 
 impl FromStr for Fault {
     type Err = FaultParseError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Ok(h) = s.parse::<crate::hostile::Hostile>() {
+            return Ok(Fault::Hostile(h));
+        }
         let bad = || FaultParseError(s.to_string());
         let (name, arg) = match s.split_once(':') {
             Some((n, a)) => (n, Some(a)),
@@ -62,6 +80,13 @@ impl FromStr for Fault {
             "malformed" => Fault::Malformed,
             "empty" => Fault::Empty,
             "refusal" => Fault::Refusal,
+            "exhausted" => Fault::Exhausted,
+            "quota" => Fault::Quota,
+            "retryinfo" => Fault::RetryInfo(arg.ok_or_else(bad)?.to_string()),
+            "noretry" => match arg.and_then(|a| a.parse::<u16>().ok()) {
+                Some(code) if (400..600).contains(&code) => Fault::NoRetry(code),
+                _ => return Err(bad()),
+            },
             n => match n.parse::<u16>() {
                 Ok(code) if (400..600).contains(&code) && arg.is_none() => Fault::Status(code),
                 _ => return Err(bad()),
@@ -90,6 +115,11 @@ impl fmt::Display for Fault {
             Fault::Malformed => f.write_str("malformed"),
             Fault::Empty => f.write_str("empty"),
             Fault::Refusal => f.write_str("refusal"),
+            Fault::Exhausted => f.write_str("exhausted"),
+            Fault::RetryInfo(secs) => write!(f, "retryinfo:{secs}"),
+            Fault::Quota => f.write_str("quota"),
+            Fault::NoRetry(c) => write!(f, "noretry:{c}"),
+            Fault::Hostile(h) => write!(f, "{h}"),
         }
     }
 }
@@ -158,6 +188,11 @@ mod tests {
             "empty",
             "refusal",
             "401",
+            "exhausted",
+            "quota",
+            "retryinfo:31",
+            "retryinfo:1e20",
+            "noretry:500",
         ] {
             let f: Fault = s.parse().unwrap();
             assert_eq!(f.to_string(), s);

@@ -81,6 +81,10 @@ async fn serve_connection(mut stream: TcpStream, state: Arc<State>) {
                 while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
                 return;
             }
+            Action::Stream(s) => {
+                let _ = write_streamed(&mut stream, s).await;
+                return;
+            }
         }
     }
 }
@@ -89,6 +93,7 @@ enum Action {
     Respond(Response),
     Reset,
     Hang,
+    Stream(crate::hostile::Streamed),
 }
 
 fn plain(status: u16, msg: &str) -> Response {
@@ -102,7 +107,10 @@ fn plain(status: u16, msg: &str) -> Response {
 async fn handle(req: Request, state: &State) -> Action {
     if let Some((response, delay)) = crate::batch::route(&req, state) {
         tokio::time::sleep(delay).await;
-        return Action::Respond(response);
+        return match &state.config.batch.hostile {
+            Some(mode) => Action::Stream(crate::hostile::batch_reply(mode, &req.path, response)),
+            None => Action::Respond(response),
+        };
     }
     let route = Some(&req)
         .filter(|r| r.method == "POST")
@@ -142,6 +150,15 @@ async fn handle(req: Request, state: &State) -> Action {
         }),
         Reply::Fault(Fault::Reset) => Action::Reset,
         Reply::Fault(Fault::Hang) => Action::Hang,
+        Reply::Fault(Fault::Hostile(mode)) => {
+            let texts = match (state.responder)(&received) {
+                Reply::Texts(t) => t,
+                _ => vec!["hostile answer".to_string()],
+            };
+            let normal = wire::success(&received, &texts);
+            let around = |text: &str| wire::success(&received, &[text.to_string()]);
+            Action::Stream(crate::hostile::reply(&mode, normal, around))
+        }
         Reply::Fault(Fault::Slow(d)) => {
             tokio::time::sleep(d).await;
             let texts = (state.responder)(&received);
@@ -299,6 +316,44 @@ async fn read_chunked(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Vec<u
             return Err("chunked body too large".into());
         }
     }
+}
+
+/// Writes a generated response piece by piece (one byte at a time when it drips), then closes the connection.
+async fn write_streamed(
+    stream: &mut TcpStream,
+    s: crate::hostile::Streamed,
+) -> std::io::Result<()> {
+    let mut head = format!("HTTP/1.1 {} {}\r\n", s.status, reason(s.status));
+    if !s
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+    {
+        head.push_str("content-type: application/json\r\n");
+    }
+    if let Some(n) = s.length {
+        head.push_str(&format!("content-length: {n}\r\n"));
+    }
+    head.push_str("connection: close\r\n");
+    for (n, v) in &s.headers {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await?;
+    for piece in s.body {
+        match s.drip {
+            Some(every) => {
+                for byte in piece {
+                    stream.write_all(&[byte]).await?;
+                    stream.flush().await?;
+                    tokio::time::sleep(every).await;
+                }
+            }
+            None => stream.write_all(&piece).await?,
+        }
+    }
+    stream.flush().await?;
+    stream.shutdown().await
 }
 
 async fn write_response(stream: &mut TcpStream, r: &Response, close: bool) -> std::io::Result<()> {

@@ -4,15 +4,21 @@
 //! This crate owns the server: it parses real request JSON (decoding inline images and hashing their bytes),
 //! records every request for assertions (and optionally as JSON lines), answers with real response JSON
 //! (usage fields included), refuses what OpenAI's reasoning models refuse ([`is_reasoning_model`]: `max_tokens`,
-//! a temperature other than 1, `top_p`) as OpenAI does, and injects faults on demand: scripted per request, by
+//! a temperature other than 1, `top_p`) as OpenAI does, what Claude 4.5 models and Gemini's thinking models
+//! refuse (`temperature` with `top_p`, thinking levels and budgets) as Anthropic and Google do, and injects
+//! faults on demand (among them a model out of tokens while thinking, quota refusals and Gemini's `RetryInfo`):
+//! scripted per request, by
 //! `FAULT:<spec>` markers in prompts, or every N-th request; and it runs the three providers' batch APIs over
-//! the same handling ([`batch`]). It is test support: it does not implement any model, and nmb's own code never
+//! the same handling ([`batch`]); its hostile mode ([`hostile`]) sends what no honest server does (bodies of any
+//! size generated as they go, lying lengths, compression bombs, deep nesting, numbers at the limits, dripping
+//! bodies, broken batch outputs). It is test support: it does not implement any model, and nmb's own code never
 //! depends on it outside tests and benches. [`support`] holds what those tests and benches share besides the
 //! server: noise PNGs and process measurements (CPU time, peak memory). [`judge`] plays a judge with injected
 //! leanings (noise, a length bias, an effect of seeing the model's thinking) for tests with known truth.
 
 pub mod batch;
 pub mod fault;
+pub mod hostile;
 mod http;
 pub mod judge;
 pub mod support;
@@ -30,6 +36,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 pub use fault::{find_marker, parse_schedule, Fault, FaultParseError};
+pub use hostile::{Hostile, HostileBatch};
 pub use wire::{
     is_reasoning_model, AuthSeen, ReceivedMessage, ReceivedParams, ReceivedPart, ReceivedRequest,
     Wire,
@@ -137,6 +144,24 @@ pub fn default_reply(req: &ReceivedRequest) -> Reply {
         })
         .collect();
     Reply::Texts(texts)
+}
+
+/// A sampled answer: [`default_reply`]'s, told apart by the request's arrival number, as a real model at a
+/// temperature above 0 answers each call anew. Two calls never get the same text, so answers that should come
+/// from separate calls (samples, judge repeats) can be seen to.
+pub fn varied_reply(req: &ReceivedRequest) -> Reply {
+    let mark = |text: String| match serde_json::from_str::<serde_json::Value>(&text) {
+        // A JSON answer stays JSON of the same shape, with one more field.
+        Ok(serde_json::Value::Object(mut fields)) => {
+            fields.insert("answer".into(), req.seq.into());
+            serde_json::Value::Object(fields).to_string()
+        }
+        _ => format!("{text} (answer {})", req.seq),
+    };
+    match default_reply(req) {
+        Reply::Texts(texts) => Reply::Texts(texts.into_iter().map(mark).collect()),
+        other => other,
+    }
 }
 
 /// One line of the JSON-lines request log.
@@ -401,6 +426,11 @@ impl FakeServer {
         lock(&self.state.batches).created()
     }
 
+    /// How many requests each batch held, in creation order.
+    pub fn batch_sizes(&self) -> Vec<usize> {
+        lock(&self.state.batches).sizes()
+    }
+
     pub fn clear_requests(&self) {
         lock(&self.state.requests).clear();
     }
@@ -481,7 +511,10 @@ pub fn run_cli(args: &[String]) -> Result<(), String> {
 pub const USAGE: &str = "usage: nmb-fake-server [--port N] [--latency-ms N] [--faults LIST] [--fault-every N:FAULT] \
 [--log PATH] [--threads N] [--no-image-hash]
   LIST is comma-separated faults applied to the first requests in order (ok = no fault), e.g. 429:1,ok,500,reset
-  FAULT is one of 429[:SECS] 429ms:MILLIS 500 503 529 (any status) context reset slow:MILLIS hang malformed empty refusal
+  FAULT is one of 429[:SECS] 429ms:MILLIS retryinfo:SECS 500 503 529 (any status) noretry:STATUS context reset
+  slow:MILLIS hang malformed empty refusal exhausted quota,
+  or hostile: huge:BYTES huge-close:BYTES lie:BYTES drip:MILLIS gzip-bomb:BYTES deflate-bomb:BYTES encoding:NAME
+  deep:DEPTH numbers:2^63|max|negative|float|huge-float
   Prompts containing FAULT:<fault>[*K] get that fault (the first K times for the same conversation).";
 
 struct CliOptions {

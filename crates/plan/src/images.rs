@@ -15,20 +15,11 @@ use nmb_suite::Image;
 
 use crate::chat::ImagePart;
 use crate::error::PlanError;
+use crate::loaded::LoadedImage;
 use crate::volumes::{effective_options, load_volume, RenderCache};
 
 /// Default bound on the bytes the cache keeps alive by itself.
 pub const DEFAULT_CACHE_BYTES: usize = 64 * 1024 * 1024;
-
-/// An image ready for a message, with the dimensions its header gave (for token estimates).
-#[derive(Debug, Clone)]
-pub struct LoadedImage {
-    pub part: ImagePart,
-    pub width: Option<u32>,
-    pub height: Option<u32>,
-    /// For a view rendered from a volume: what it shows ("axial slice 45 (S +12.0 mm)").
-    pub view: Option<String>,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum SourceKey {

@@ -90,6 +90,8 @@ pub mod chat;
 mod error;
 pub mod estimate;
 mod images;
+mod jinja;
+mod loaded;
 pub mod output;
 mod plan;
 mod render;
@@ -101,7 +103,8 @@ pub use chat::{
     SamplingParam,
 };
 pub use error::PlanError;
-pub use images::{ImageCache, LoadedImage, DEFAULT_CACHE_BYTES};
+pub use images::{ImageCache, DEFAULT_CACHE_BYTES};
+pub use loaded::LoadedImage;
 pub use plan::{
     conversation_for_turn, plan, recorded_families, InputMode, Plan, PlanOptions, PlanSummary,
     PlannedTask, PlannedTurn, DEFAULT_ANSWER_LANGUAGE, DEFAULT_SAMPLES,

@@ -13,9 +13,11 @@ use sha2::{Digest, Sha256};
 use crate::chat::{ImagePart, Message, OutputFormat, Part, Role};
 use crate::error::PlanError;
 use crate::estimate::{image_tokens, text_tokens, ASSUMED_ANSWER_TOKENS};
-use crate::images::{ImageCache, LoadedImage};
+use crate::images::ImageCache;
+use crate::jinja::{clean, marker};
+use crate::loaded::LoadedImage;
 use crate::output::output_format;
-use crate::render::{clean, marker, split_parts, Renderer};
+use crate::render::{split_parts, Renderer};
 use crate::template::Template;
 
 /// Samples per task when neither the options nor the suite's defaults say (5, so that pass@5 is possible).

@@ -117,7 +117,7 @@ impl Template {
         let id = id.into();
         let version = version.into();
         let source = source.into();
-        crate::render::check_syntax(&id, &source)?;
+        crate::jinja::check_syntax(&id, &source)?;
         let hash = template_hash(&version, &source);
         Ok(Template {
             id,
@@ -181,9 +181,11 @@ impl Template {
     /// its text, trimmed, is the system message word for word (kept from minijinja), and the user message holds
     /// the images alone, as the authors' runner sends them.
     pub fn from_file(path: &Path) -> Result<Template, PlanError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PlanError::TemplateRead {
-            path: path.to_path_buf(),
-            source,
+        let text = nmb_suite::limits::read_to_string_io(path).map_err(|source| {
+            PlanError::TemplateRead {
+                path: path.to_path_buf(),
+                source,
+            }
         })?;
         let source = match has_blocks(&text) {
             true => text,

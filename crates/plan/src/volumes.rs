@@ -8,7 +8,7 @@ use nmb_suite::Image;
 
 use crate::chat::ImagePart;
 use crate::error::PlanError;
-use crate::images::LoadedImage;
+use crate::loaded::LoadedImage;
 
 /// One rendered view as a cache holds it.
 #[derive(Debug, Clone)]

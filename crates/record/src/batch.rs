@@ -6,9 +6,11 @@
 //! before it is submitted. A request whose custom id a stored batch already holds is never submitted again: a
 //! submitted batch is polled, an ended one read again, and one that was being submitted when its process
 //! stopped is looked for at the provider. What a batch leaves unanswered (expired, cancelled) goes into a new
-//! batch. Each caller gets its answer back as if its call had been sent alone, with the batch named.
+//! batch, at most [`RESENDS`] times per request in one process. Each caller gets its answer back as if its call
+//! had been sent alone, with the batch named.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,13 +23,16 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
-/// How long a batcher gathers and how often it polls.
+/// How long a batcher gathers, how often it polls, and how much it keeps enqueued at the provider.
 #[derive(Debug, Clone, Copy)]
 pub struct BatchOptions {
     /// Calls arriving with less than this between them go into one batch.
     pub gather: Duration,
     /// How often a submitted batch is asked where it stands.
     pub poll: Duration,
+    /// Requests in this model's submitted, unfinished batches at once (at least 1): a provider's queue limit
+    /// (OpenAI's enqueued tokens per model and tier) is then not reached by one round.
+    pub max_enqueued: usize,
 }
 
 impl Default for BatchOptions {
@@ -35,6 +40,7 @@ impl Default for BatchOptions {
         BatchOptions {
             gather: Duration::from_secs(1),
             poll: Duration::from_secs(30),
+            max_enqueued: BATCH_IN_FLIGHT,
         }
     }
 }
@@ -59,6 +65,14 @@ pub const BATCH_IN_FLIGHT: usize = 4096;
 /// Polls that may fail in a row (network, server errors) before a batch's callers are given the error.
 const POLL_FAILURES: u32 = 10;
 
+/// Times one request's batch may be refused for a provider's queue limit (each time it goes again, later, in a
+/// batch half the size) before its caller is given the provider's error.
+pub const LIMIT_RESUBMISSIONS: u32 = 6;
+/// Times one process puts a request into a new batch after batches left it unanswered (expired, ended without
+/// its line, lost by the provider); after that its caller gets an error instead, so that a provider that never
+/// answers cannot keep a run submitting batches.
+pub const RESENDS: u32 = 2;
+
 /// Why a model cannot be batched.
 #[derive(Debug, thiserror::Error)]
 #[error("{spec} has no batch API; --batch works with openai:, anthropic: and gemini: models")]
@@ -78,6 +92,23 @@ struct Shared {
     model: String,
     options: BatchOptions,
     queue: Mutex<Queue>,
+    /// One permit per request that may be enqueued at the provider: a submitted batch holds its requests' until
+    /// it ends ([`BatchOptions::max_enqueued`]).
+    enqueued: Arc<tokio::sync::Semaphore>,
+    /// The most requests one new batch holds: the provider's limit, halved each time a batch is refused for a
+    /// queue limit; and how often each request's batch was so refused.
+    limited: Mutex<Limited>,
+    /// The largest response cap of the requests asked: what each line of a batch's output may take.
+    line_cap: AtomicU64,
+    /// How many times each request was put into a new batch after one left it unanswered.
+    resent: Mutex<HashMap<String, u32>>,
+    /// Batches whose polling gave up in this process, with why: a later call in them gets the error at once.
+    gave_up: Mutex<HashMap<String, CallError>>,
+}
+
+struct Limited {
+    round: usize,
+    refusals: BTreeMap<String, u32>,
 }
 
 #[derive(Default)]
@@ -111,12 +142,24 @@ impl Batcher {
                 spec: inner.spec().to_string(),
             });
         }
+        let max_enqueued = options.max_enqueued.max(1);
+        let limits = inner
+            .batch()
+            .map_or(max_enqueued, |b| b.protocol().limits().max_requests);
         let shared = Shared {
             inner,
             store,
             model: model.into(),
             options,
             queue: Mutex::default(),
+            enqueued: Arc::new(tokio::sync::Semaphore::new(max_enqueued)),
+            limited: Mutex::new(Limited {
+                round: limits.min(max_enqueued),
+                refusals: BTreeMap::new(),
+            }),
+            line_cap: AtomicU64::new(0),
+            resent: Mutex::default(),
+            gave_up: Mutex::default(),
         };
         Ok(Batcher {
             shared: Arc::new(shared),
@@ -143,7 +186,8 @@ impl Batcher {
     async fn ask(&self, req: &ChatRequest) -> Result<Completion, CallError> {
         let api = self.shared.api();
         let body = api.body(req)?;
-        let custom_id = custom_id(&self.shared.model, &body);
+        (self.shared.line_cap).fetch_max(api.response_cap(req), Ordering::Relaxed);
+        let custom_id = custom_id(&self.shared.model, &body, &req.samples, req.params.seed);
         let entry = api.entry(&custom_id, body);
         let (reply, answer) = oneshot::channel();
         self.shared.enqueue(Waiting {
@@ -158,12 +202,15 @@ impl Batcher {
     }
 }
 
-/// A request's custom id: the model and the body it sends, hashed, in the characters every provider accepts.
-fn custom_id(model: &str, body: &Value) -> String {
+/// A request's custom id: the model, the body it sends, and the samples and seed it answers, hashed, in the
+/// characters every provider accepts. Samples and judge repeats differ only in their seed, which Anthropic's
+/// Messages body does not carry: without them in the id, k samples would be one request and get one answer.
+fn custom_id(model: &str, body: &Value, samples: &[u32], seed: Option<u64>) -> String {
     let mut h = Sha256::new();
     h.update(model.as_bytes());
     h.update(b"\n");
     h.update(body.to_string().as_bytes());
+    h.update(format!("\nsamples {samples:?} seed {seed:?}").as_bytes());
     format!("nmb-{}", &hex::encode(h.finalize())[..32])
 }
 
@@ -176,6 +223,36 @@ impl Shared {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn limited(&self) -> std::sync::MutexGuard<'_, Limited> {
+        self.limited.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The provider's limits on one batch, with the request count lowered to the current round.
+    fn batch_limits(&self) -> BatchLimits {
+        let mut limits = self.api().protocol().limits();
+        limits.max_requests = limits.max_requests.min(self.limited().round).max(1);
+        limits
+    }
+
+    /// The error a request gets once batches left it unanswered more than [`RESENDS`] times.
+    fn exhausted(&self, custom_id: &str) -> Option<CallError> {
+        let resent = self.resent.lock().unwrap_or_else(|p| p.into_inner());
+        let times = resent.get(custom_id).copied().filter(|n| *n > RESENDS)?;
+        Some(CallError::new(
+            ErrorClass::ServerError,
+            format!(
+                "the provider's batches left this request unanswered {times} times (ended without its \
+                 answer, expired or lost); it is not put into another batch in this run"
+            ),
+        ))
+    }
+
+    /// What each line of a batch's output may take.
+    fn line_cap(&self) -> u64 {
+        let cap = self.line_cap.load(Ordering::Relaxed);
+        cap.max(nmb_requests::body::RESPONSE_OVERHEAD_BYTES)
     }
 
     fn enqueue(self: &Arc<Self>, waiting: Waiting) {
@@ -217,6 +294,10 @@ async fn dispatch(shared: Arc<Shared>, calls: Vec<Waiting>) {
     let mut fresh = Group::new();
     let mut held: BTreeMap<String, (BatchRecord, Group)> = BTreeMap::new();
     for w in calls {
+        if let Some(e) = shared.exhausted(&w.custom_id) {
+            let _ = w.reply.send(Err(e));
+            continue;
+        }
         let found = if w.fresh {
             Ok(None)
         } else {
@@ -241,7 +322,7 @@ async fn dispatch(shared: Arc<Shared>, calls: Vec<Waiting>) {
     for (_, (record, group)) in held {
         tokio::spawn(follow(shared.clone(), record, group));
     }
-    for chunk in chunks(fresh, shared.api().protocol().limits()) {
+    for chunk in chunks(fresh, shared.batch_limits()) {
         tokio::spawn(submit(shared.clone(), chunk));
     }
 }
@@ -269,8 +350,16 @@ fn chunks(group: Group, limits: BatchLimits) -> Vec<Group> {
     out
 }
 
-/// Records a new batch with its custom ids, then submits it and follows it to its end.
+/// Records a new batch with its custom ids, then submits it and follows it to its end, once the provider's queue
+/// has room for its requests ([`BatchOptions::max_enqueued`]).
 async fn submit(shared: Arc<Shared>, group: Group) {
+    let size = u32::try_from(group.len()).unwrap_or(u32::MAX);
+    let Ok(_room) = shared.enqueued.clone().acquire_many_owned(size).await else {
+        return fail(
+            group,
+            &CallError::new(ErrorClass::Other, "the batcher stopped"),
+        );
+    };
     let ids: Vec<String> = group.keys().cloned().collect();
     let batch_id = batch_id(&ids);
     let protocol = shared.api().protocol();
@@ -324,6 +413,13 @@ fn batch_id(ids: &[String]) -> String {
 
 /// Follows a batch found in the store: asks the provider for one that was being submitted, then polls.
 async fn follow(shared: Arc<Shared>, mut record: BatchRecord, group: Group) {
+    let gave_up = (shared.gave_up.lock().unwrap_or_else(|p| p.into_inner()))
+        .get(&record.batch_id)
+        .cloned();
+    if let Some(e) = gave_up {
+        fail(group, &e);
+        return;
+    }
     if record.state == BatchState::Preparing {
         let since = format_utc_ms(record.created_ms - 60_000);
         let api = shared.api();
@@ -361,7 +457,11 @@ async fn poll(shared: Arc<Shared>, record: BatchRecord, ids: Vec<String>, mut gr
     let ended_before = record.state == BatchState::Ended;
     let mut failures = 0;
     loop {
-        match shared.api().poll(&provider_id, &ids).await {
+        match shared
+            .api()
+            .poll(&provider_id, &ids, shared.line_cap())
+            .await
+        {
             Ok(Polled::Running) => {}
             Ok(Polled::Ended(items)) => {
                 let _ = shared
@@ -375,6 +475,9 @@ async fn poll(shared: Arc<Shared>, record: BatchRecord, ids: Vec<String>, mut gr
                 let _ = shared
                     .store
                     .set_batch_state(&record.batch_id, BatchState::Abandoned);
+                if e.class == ErrorClass::RateLimit {
+                    return limited(shared, &record, group, e).await;
+                }
                 fail(group, &e);
                 return;
             }
@@ -395,6 +498,8 @@ async fn poll(shared: Arc<Shared>, record: BatchRecord, ids: Vec<String>, mut gr
                 tracing::warn!(batch = %record.batch_id, error = %e.message, "polling the batch failed; trying again");
             }
             Err(e) => {
+                (shared.gave_up.lock().unwrap_or_else(|p| p.into_inner()))
+                    .insert(record.batch_id.clone(), e.clone());
                 fail(group, &e);
                 return;
             }
@@ -405,11 +510,12 @@ async fn poll(shared: Arc<Shared>, record: BatchRecord, ids: Vec<String>, mut gr
 
 /// Gives each caller its answer, named with the batch and timed from its submission. An error read again from
 /// a batch that had ended before is not given back: the call goes into a new batch, as a failed call is sent
-/// again.
+/// again; except an answer too large to read, which a new batch would pay for again and a larger cap reads.
 fn answer(record: &BatchRecord, items: Vec<BatchItem>, group: &mut Group, ended_before: bool) {
     let waited = Duration::from_millis(u64::try_from(now_ms() - record.created_ms).unwrap_or(0));
     for item in items {
-        if ended_before && item.result.is_err() {
+        let too_large = matches!(&item.result, Err(e) if e.class == ErrorClass::ResponseTooLarge);
+        if ended_before && item.result.is_err() && !too_large {
             continue;
         }
         let Some((_, replies)) = group.remove(&item.custom_id) else {
@@ -426,8 +532,63 @@ fn answer(record: &BatchRecord, items: Vec<BatchItem>, group: &mut Group, ended_
     }
 }
 
-/// Puts calls back in the queue for a new batch.
+/// A batch the provider refused for a queue limit (OpenAI's `token_limit_exceeded`): later batches hold half as
+/// many requests, and its requests go again after a poll's wait, each at most [`LIMIT_RESUBMISSIONS`] times; a
+/// request refused more often ends with the provider's error.
+async fn limited(shared: Arc<Shared>, record: &BatchRecord, group: Group, e: CallError) {
+    let (again, given_up, round) = {
+        let mut l = shared.limited();
+        l.round = (l.round.min(group.len()) / 2).max(1);
+        let (mut again, mut given_up) = (Group::new(), Group::new());
+        for (id, slot) in group {
+            let refusals = l.refusals.entry(id.clone()).or_insert(0);
+            *refusals += 1;
+            let to = if *refusals > LIMIT_RESUBMISSIONS {
+                &mut given_up
+            } else {
+                &mut again
+            };
+            to.insert(id, slot);
+        }
+        (again, given_up, l.round)
+    };
+    tracing::warn!(
+        batch = %record.batch_id,
+        error = %e.message,
+        "the provider refused the batch for a queue limit; its requests go again later in batches of at most {round}"
+    );
+    if !given_up.is_empty() {
+        let mut e = e.clone();
+        e.message = format!(
+            "{} (refused {} times for the provider's queue limit, in batches down to {round} requests)",
+            e.message,
+            LIMIT_RESUBMISSIONS + 1
+        );
+        fail(given_up, &e);
+    }
+    tokio::time::sleep(shared.options.poll).await;
+    requeue(&shared, again);
+}
+
+/// Puts calls back in the queue for a new batch, or gives them an error once batches left them unanswered more
+/// than [`RESENDS`] times.
 fn resend(shared: &Arc<Shared>, group: Group) {
+    for (custom_id, (entry, replies)) in group {
+        *(shared.resent.lock().unwrap_or_else(|p| p.into_inner()))
+            .entry(custom_id.clone())
+            .or_insert(0) += 1;
+        if let Some(e) = shared.exhausted(&custom_id) {
+            for reply in replies {
+                let _ = reply.send(Err(e.clone()));
+            }
+            continue;
+        }
+        requeue(shared, Group::from([(custom_id, (entry, replies))]));
+    }
+}
+
+/// Puts calls back in the queue for a new batch.
+fn requeue(shared: &Arc<Shared>, group: Group) {
     for (custom_id, (entry, replies)) in group {
         for reply in replies {
             shared.enqueue(Waiting {
@@ -546,13 +707,21 @@ mod tests {
     #[test]
     fn a_custom_id_is_the_same_for_the_same_request_and_fits_every_provider() {
         let body = serde_json::json!({"model": "m", "messages": []});
-        let id = custom_id("openai:m", &body);
-        assert_eq!(id, custom_id("openai:m", &body));
-        assert_ne!(id, custom_id("openai:other", &body));
+        let id = custom_id("openai:m", &body, &[0], Some(7));
+        assert_eq!(id, custom_id("openai:m", &body, &[0], Some(7)));
+        assert_ne!(id, custom_id("openai:other", &body, &[0], Some(7)));
         assert_ne!(
             id,
-            custom_id("openai:m", &serde_json::json!({"model": "m"}))
+            custom_id(
+                "openai:m",
+                &serde_json::json!({"model": "m"}),
+                &[0],
+                Some(7)
+            )
         );
+        // The same body for another sample or seed (Anthropic's body carries neither) is another request.
+        assert_ne!(id, custom_id("openai:m", &body, &[1], Some(7)));
+        assert_ne!(id, custom_id("openai:m", &body, &[0], Some(8)));
         // Anthropic: ^[a-zA-Z0-9_-]{1,64}$.
         assert!(
             id.len() <= 64

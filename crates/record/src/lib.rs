@@ -165,6 +165,7 @@ impl Recorder {
             n: spec.samples.len() as u32,
             output: spec.output.clone(),
             replay: spec.replay.to_vec(),
+            samples: spec.samples.to_vec(),
         };
         let started_ms = now_ms();
         let outcome = self.scheduler.run(&self.lane, &request).await;

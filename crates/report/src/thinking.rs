@@ -71,6 +71,9 @@ pub struct ThinkingGroup {
     pub answers: usize,
     /// Answers with thinking text or reasoning tokens (a share of their call's, when it asked for several).
     pub with_thinking: usize,
+    /// Of those, answers with no text: the model thought until the token limit and never answered (an empty
+    /// answer, scored wrong; a larger `--max-tokens` leaves room, see `docs/providers.md`).
+    pub cut_off: usize,
     pub mean: f64,
     pub median: f64,
 }
@@ -91,6 +94,8 @@ pub struct LengthBin {
 struct Answer<'a> {
     length: f64,
     thought: bool,
+    /// It thought and gave no text: cut off at the token limit while thinking.
+    cut_off: bool,
     score: Option<&'a SampleScore>,
 }
 
@@ -110,6 +115,7 @@ fn of_run(run: &RunData, cfg: &BootstrapConfig) -> Option<RunThinking> {
         .map(|s| Answer {
             length: length(s, measure),
             thought: thought(s),
+            cut_off: thought(s) && s.final_text.as_deref().is_none_or(|t| t.trim().is_empty()),
             score: scored.get(&(s.task_id.as_str(), s.sample_index)).copied(),
         })
         .collect();
@@ -190,6 +196,7 @@ fn group_of(level: Option<Level>, family: Option<Family>, group: &[&Answer]) -> 
         family,
         answers: group.len(),
         with_thinking: group.iter().filter(|a| a.thought).count(),
+        cut_off: group.iter().filter(|a| a.cut_off).count(),
         mean: lengths.iter().sum::<f64>() / lengths.len().max(1) as f64,
         median: median(&lengths),
     }
@@ -264,13 +271,16 @@ pub fn table(runs: &[RunThinking]) -> Option<Table> {
     let mut t = Table::new(
         "Thinking before each answered sample's answer (every turn of a consult together): reasoning tokens as \
          the API reported them (a call that asked for several answers shares its count among them), or, where \
-         the API reported none, the words of the thinking it returned, counted by nmb.",
+         the API reported none, the words of the thinking it returned, counted by nmb. Cut off: answers with no \
+         text because the model thought until the token limit (empty answers, scored wrong; a larger \
+         --max-tokens leaves room).",
         &[
             ("model", false),
             ("level", false),
             ("family", false),
             ("answers", true),
             ("with thinking", true),
+            ("cut off while thinking", true),
             ("mean", true),
             ("median", true),
             ("measured as", false),
@@ -289,6 +299,7 @@ pub fn table(runs: &[RunThinking]) -> Option<Table> {
                     g.with_thinking,
                     100.0 * g.with_thinking as f64 / g.answers.max(1) as f64
                 )),
+                Cell::new(g.cut_off.to_string()),
                 Cell::new(trimmed(g.mean)),
                 Cell::new(trimmed(g.median)),
                 Cell::new(r.measure.source()),

@@ -25,23 +25,33 @@ pub enum Adjustment {
     /// A schema's answer tool is offered with `tool_choice: auto` rather than forced (Anthropic's extended
     /// thinking refuses forced tool use).
     ToolChoiceAuto,
+    /// Gemini's `thinkingLevel` is one the model takes, not the one the reasoning effort names
+    /// ([`crate::rules`]: Gemini 3 Pro takes low and high only).
+    ThinkingLevel,
+    /// Gemini's `thinkingBudget` is moved into the model's range ([`crate::rules`]: 2.5 Pro cannot stop
+    /// thinking, so a budget of 0 is sent as its least).
+    ThinkingBudget,
 }
 
 impl Adjustment {
-    pub const ALL: [Adjustment; 4] = [
+    pub const ALL: [Adjustment; 6] = [
         Adjustment::MaxCompletionTokens,
         Adjustment::NoTemperature,
         Adjustment::NoTopP,
         Adjustment::ToolChoiceAuto,
+        Adjustment::ThinkingLevel,
+        Adjustment::ThinkingBudget,
     ];
 
-    /// The name manifests record (`max_completion_tokens`, `no_temperature`, `no_top_p`).
+    /// The name manifests record (`max_completion_tokens`, `no_temperature`, `no_top_p`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             Adjustment::MaxCompletionTokens => "max_completion_tokens",
             Adjustment::NoTemperature => "no_temperature",
             Adjustment::NoTopP => "no_top_p",
             Adjustment::ToolChoiceAuto => "tool_choice_auto",
+            Adjustment::ThinkingLevel => "thinking_level",
+            Adjustment::ThinkingBudget => "thinking_budget",
         }
     }
 

@@ -10,14 +10,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::adjust::{Adjustment, Adjustments};
 use crate::backend::{ChatRequest, Choice, Usage};
-use crate::error::CallError;
+use crate::error::{CallError, ErrorClass};
 use crate::http::{parse_json, system_texts, turns, Answer, KeyHeader, Wire};
-use crate::transport::{malformed, Base64Cache};
+use crate::rules::{self, Sampling};
+use crate::transport::{malformed, snippet, Base64Cache};
 
 #[derive(Debug, Clone)]
 pub struct AnthropicOptions {
     pub version: String,
-    /// Newer Claude models reject requests that set both `temperature` and `top_p`; turn this off for them.
+    /// Never send `top_p` (models that refuse it alongside `temperature` are known by name and left without it
+    /// anyway: [`crate::rules::CLAUDE_ONE_SAMPLER`]).
     pub send_top_p: bool,
     /// Mark the system prompt and the case (the first user message) for Anthropic's prompt cache.
     pub prompt_cache: bool,
@@ -61,6 +63,36 @@ impl AnthropicWire {
             options,
             adjusted: Arc::default(),
         }
+    }
+
+    /// The sampling parameters this model takes together ([`crate::rules`]), after what the server refused.
+    fn sampling(&self, temperature: Option<f64>, top_p: Option<f64>) -> (Option<f64>, Option<f64>) {
+        let (mut temperature, mut top_p) = (temperature, top_p);
+        if self.adjusted.has(Adjustment::NoTemperature) {
+            temperature = None;
+        }
+        if self.adjusted.has(Adjustment::NoTopP) {
+            top_p = None;
+        }
+        match rules::claude_sampling(&self.model) {
+            Sampling::Both => {}
+            Sampling::OneOf if temperature.is_some() && top_p.is_some() => {
+                self.adjusted
+                    .add(Adjustment::NoTopP, rules::CLAUDE_ONE_SAMPLER.reason());
+                top_p = None;
+            }
+            Sampling::OneOf => {}
+            Sampling::Neither => {
+                let why = rules::CLAUDE_NO_SAMPLER.reason();
+                if temperature.take().is_some() {
+                    self.adjusted.add(Adjustment::NoTemperature, why.clone());
+                }
+                if top_p.take().is_some() {
+                    self.adjusted.add(Adjustment::NoTopP, why);
+                }
+            }
+        }
+        (temperature, top_p)
     }
 
     /// Notes what a request with extended thinking leaves out, each with the documented rule.
@@ -137,18 +169,22 @@ impl Wire for AnthropicWire {
             Some(_) => serde_json::json!({"type": "auto"}),
             None => serde_json::json!({"type": "tool", "name": ANSWER_TOOL}),
         };
+        let (temperature, top_p) = self.sampling(
+            (p.sends_temperature() && (thinking.is_none() || p.temperature == 1.0))
+                .then_some(p.temperature),
+            (p.sends_top_p()
+                && self.options.send_top_p
+                && (thinking.is_none() || p.top_p >= MIN_THINKING_TOP_P))
+                .then_some(p.top_p),
+        );
         Body {
             model: &self.model,
             max_tokens: p.max_tokens,
             system: (!system.is_empty())
                 .then(|| System::new(system.join("\n\n"), self.options.prompt_cache)),
             messages,
-            temperature: (p.sends_temperature() && (thinking.is_none() || p.temperature == 1.0))
-                .then_some(p.temperature),
-            top_p: (p.sends_top_p()
-                && self.options.send_top_p
-                && (thinking.is_none() || p.top_p >= MIN_THINKING_TOP_P))
-                .then_some(p.top_p),
+            temperature,
+            top_p,
             tools: schema.map(|input_schema| {
                 [Tool {
                     name: ANSWER_TOOL,
@@ -172,7 +208,9 @@ impl Wire for AnthropicWire {
                 u.cache_read_input_tokens.unwrap_or(0),
                 u.cache_creation_input_tokens.unwrap_or(0),
             );
-            let input = u.input_tokens.map(|i| i + read + write);
+            let input = u
+                .input_tokens
+                .map(|i| i.saturating_add(read).saturating_add(write));
             Usage {
                 cached_input_tokens: read,
                 cache_write_tokens: write,
@@ -187,7 +225,9 @@ impl Wire for AnthropicWire {
         let thinking = thinking_text(&content);
         let replay = thinking.is_some().then(|| thinking_blocks(raw)).flatten();
         let text = answer_text(content);
-        if text.is_none() && !refused {
+        // Cut off at max_tokens before any text (all thinking, or nothing): an empty answer, as OpenAI's reasoning
+        // models give one, never a malformed response to be paid for again.
+        if text.is_none() && !refused && stop != "max_tokens" {
             let what = format!("Anthropic response has no text content (stop_reason {stop:?})");
             return Err(malformed(what, raw.into()));
         }
@@ -226,12 +266,47 @@ impl Wire for AnthropicWire {
         }
         Ok("thinking (extended thinking)")
     }
+    fn adjust(&self, err: &CallError) -> bool {
+        let Some(a) = refused_sampling(err) else {
+            return false;
+        };
+        let why = err.raw.as_deref().and_then(error_message);
+        let why = why.unwrap_or_else(|| err.message.clone());
+        self.adjusted
+            .add(a, format!("the server refused it: {}", snippet(&why, 200)))
+    }
     fn adjustments(&self) -> BTreeMap<Adjustment, String> {
         self.adjusted.all()
     }
     fn adopt(&self, a: Adjustment, why: &str) {
         self.adjusted.add(a, why);
     }
+}
+
+/// The sampling parameter a 400 `invalid_request_error` says the model refuses, in Anthropic's words:
+/// "`temperature` and `top_p` cannot both be specified for this model. Please use only one." (Claude 4.5 and
+/// Opus 4.1: `top_p` is left out) and "`temperature` is deprecated for this model." (Claude Opus 4.7).
+pub fn refused_sampling(err: &CallError) -> Option<Adjustment> {
+    if err.class != ErrorClass::ClientError {
+        return None;
+    }
+    let text = format!("{} {}", err.message, err.raw.as_deref().unwrap_or("")).to_ascii_lowercase();
+    let text = text.replace('`', "");
+    if text.contains("temperature and top_p cannot both be specified") {
+        Some(Adjustment::NoTopP)
+    } else if text.contains("temperature is deprecated") {
+        Some(Adjustment::NoTemperature)
+    } else if text.contains("top_p is deprecated") {
+        Some(Adjustment::NoTopP)
+    } else {
+        None
+    }
+}
+
+/// The `error.message` of an Anthropic error body.
+fn error_message(raw: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(raw).ok()?;
+    v["error"]["message"].as_str().map(str::to_string)
 }
 
 /// The thinking and redacted-thinking blocks of a response, verbatim, as a later turn must send them back.

@@ -26,6 +26,9 @@ pub struct ChatRequest {
     /// assistant messages ([`Choice::replay`]): Anthropic's thinking blocks, which must return unchanged with
     /// their signatures. Not part of the conversation nmb hashes; empty for a first turn.
     pub replay: Vec<Option<serde_json::Value>>,
+    /// The samples of the task this call answers (`n` of them, in choice order), where the caller numbers them:
+    /// what tells apart calls whose bodies are the same (a batch's custom ids). Never sent; empty where unknown.
+    pub samples: Vec<u32>,
 }
 
 impl ChatRequest {
@@ -36,6 +39,7 @@ impl ChatRequest {
             n: 1,
             output: OutputFormat::Text,
             replay: Vec::new(),
+            samples: Vec::new(),
         }
     }
 }
@@ -76,6 +80,18 @@ impl Choice {
             thinking: None,
             replay: None,
         }
+    }
+
+    /// Whether the answer was cut off at the token limit before any text: what a thinking model out of tokens
+    /// while thinking gives on every wire (no text, and the API's finish reason for the limit: `length`,
+    /// Anthropic's `max_tokens`, Gemini's `MAX_TOKENS`). It is an answer (empty, so wrong), never an error.
+    pub fn cut_off(&self) -> bool {
+        self.text.trim().is_empty()
+            && !self.refused
+            && matches!(
+                self.finish_reason.as_str(),
+                "length" | "max_tokens" | "MAX_TOKENS"
+            )
     }
 
     /// Takes a leading `<think>...</think>` block out of the text into `thinking` (after any thinking the API

@@ -1,5 +1,7 @@
 //! Failure classes and call errors. Every failed call ends as exactly one [`ErrorClass`], which is stored with the
-//! sample; the scheduler decides retries from the class alone.
+//! sample; the scheduler decides retries from the class, unless the server said whether to retry
+//! (`x-should-retry`), and waits as long as the server asked ([`parse_retry_after`], Gemini's `RetryInfo`), every
+//! hint read through checked conversions.
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -24,10 +26,18 @@ pub enum ErrorClass {
     /// A human baseline (`human:NAME`) has no stored answer to this task and turn yet. Not retried; a resumed run
     /// asks again once the answer is stored.
     NoAnswer,
+    /// The account's quota or credit is used up (a daily quota, OpenAI's `insufficient_quota`, Anthropic's
+    /// `billing_error`): nothing sent before it is renewed can succeed. Not retried, and the run's other calls to
+    /// the same backend end with it without being sent.
+    QuotaExhausted,
+    /// The response passed its byte cap (or inflated past its ratio) before it was read whole: a server that
+    /// sends more than any honest answer to the request takes. Not retried: the same request gets the same cap;
+    /// a resumed run with a larger `--max-response-mib` asks again.
+    ResponseTooLarge,
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 12] = [
+    pub const ALL: [ErrorClass; 14] = [
         ErrorClass::RateLimit,
         ErrorClass::ServerError,
         ErrorClass::Network,
@@ -40,6 +50,8 @@ impl ErrorClass {
         ErrorClass::ClientError,
         ErrorClass::Other,
         ErrorClass::NoAnswer,
+        ErrorClass::QuotaExhausted,
+        ErrorClass::ResponseTooLarge,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -56,6 +68,8 @@ impl ErrorClass {
             ErrorClass::ClientError => "client_error",
             ErrorClass::Other => "other",
             ErrorClass::NoAnswer => "no_answer",
+            ErrorClass::QuotaExhausted => "quota_exhausted",
+            ErrorClass::ResponseTooLarge => "response_too_large",
         }
     }
 
@@ -82,8 +96,12 @@ impl fmt::Display for ErrorClass {
 pub struct CallError {
     pub class: ErrorClass,
     pub message: String,
-    /// How long the server asked us to wait (Retry-After / retry-after-ms).
+    /// How long the server asked us to wait (Retry-After / retry-after-ms, Gemini's `RetryInfo`); a hint that is no
+    /// usable wait (negative, not a number, beyond what a `Duration` holds) is [`ABSURD_HINT`].
     pub retry_after: Option<Duration>,
+    /// What the server said about trying again (`x-should-retry: true|false`), which the official SDKs obey over
+    /// the status.
+    pub should_retry: Option<bool>,
     pub status: Option<u16>,
     /// The raw response body, when there was one.
     pub raw: Option<String>,
@@ -95,6 +113,7 @@ impl CallError {
             class,
             message: message.into(),
             retry_after: None,
+            should_retry: None,
             status: None,
             raw: None,
         }
@@ -138,8 +157,14 @@ pub fn classify_status(status: u16, body: &str) -> ErrorClass {
     if (400..=599).contains(&status) && mentions_unsupported_input(body) {
         return ErrorClass::UnsupportedInput;
     }
+    if (400..=499).contains(&status) && quota_exhausted(status, body) {
+        return ErrorClass::QuotaExhausted;
+    }
     match status {
         429 => ErrorClass::RateLimit,
+        // A lock timeout or conflict on the server's side: the official SDKs retry it (openai-python's and
+        // anthropic-sdk's `_should_retry`: "Retry on lock timeouts", status 409).
+        409 => ErrorClass::ServerError,
         401 | 403 => ErrorClass::Auth,
         408 => ErrorClass::Timeout,
         400 | 413 | 422 if mentions_context_length(body) => ErrorClass::ContextLength,
@@ -207,7 +232,60 @@ fn mentions_context_length(body: &str) -> bool {
     .any(|p| b.contains(p))
 }
 
-/// Parses `Retry-After` (delta-seconds or an HTTP date) and OpenAI's `retry-after-ms`; the larger wins.
+/// Whether a refusal says the account's quota or credit is used up, as each provider words it:
+/// - OpenAI: HTTP 429 with `"code": "insufficient_quota"` ("You exceeded your current quota, please check your
+///   plan and billing details"), told apart from a rate limit only by that code (OpenAI's error-code guide);
+/// - Anthropic: `billing_error` (HTTP 402, "There is an issue with your account's billing or payment
+///   information", Anthropic's errors page) and HTTP 400 "Your credit balance is too low to access the Anthropic
+///   API";
+/// - Gemini: HTTP 429 `RESOURCE_EXHAUSTED` whose `google.rpc.QuotaFailure` names only daily quotas (`quotaId`
+///   `GenerateRequestsPerDayPerProjectPerModel`...): a per-minute quota in the same answer is a rate limit, to be
+///   waited out (its `RetryInfo` says how long).
+fn quota_exhausted(status: u16, body: &str) -> bool {
+    let lower = body.to_ascii_lowercase();
+    if lower.contains("insufficient_quota")
+        || lower.contains("billing_error")
+        || lower.contains("credit balance is too low")
+        || status == 402
+    {
+        return true;
+    }
+    status == 429 && only_daily_quotas(body)
+}
+
+/// Whether a Gemini error body's `QuotaFailure` violations are all daily quotas (and there is at least one).
+fn only_daily_quotas(body: &str) -> bool {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(body) else {
+        return false;
+    };
+    let details = v["error"]["details"].as_array().into_iter().flatten();
+    let ids: Vec<&str> = details
+        .filter(|d| {
+            d["@type"]
+                .as_str()
+                .is_some_and(|t| t.ends_with("QuotaFailure"))
+        })
+        .flat_map(|d| d["violations"].as_array().into_iter().flatten())
+        .map(|v| v["quotaId"].as_str().unwrap_or(""))
+        .collect();
+    !ids.is_empty() && ids.iter().all(|id| id.contains("PerDay"))
+}
+
+/// The retry hint of a server that is no usable wait: negative, not a number, or longer than a `Duration` holds
+/// (`Retry-After: 1e20`). The scheduler ends the call on it instead of sleeping.
+pub const ABSURD_HINT: Duration = Duration::MAX;
+
+/// `secs` seconds as a wait, or [`ABSURD_HINT`]: a conversion that cannot panic on any number a server sends.
+pub fn hint_seconds(secs: f64) -> Duration {
+    if secs.is_nan() || secs < 0.0 {
+        return ABSURD_HINT;
+    }
+    Duration::try_from_secs_f64(secs).unwrap_or(ABSURD_HINT)
+}
+
+/// Parses `Retry-After` (delta-seconds or an HTTP date) and OpenAI's `retry-after-ms`; the larger wins. A value
+/// that is a number but no usable wait (negative, NaN, infinite, huge) is [`ABSURD_HINT`]; one that is neither a
+/// number nor a date is ignored.
 pub fn parse_retry_after(
     retry_after: Option<&str>,
     retry_after_ms: Option<&str>,
@@ -216,8 +294,7 @@ pub fn parse_retry_after(
     let secs = retry_after.and_then(|v| parse_retry_after_value(v.trim(), now));
     let ms = retry_after_ms
         .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|v| v.is_finite() && *v >= 0.0)
-        .map(|v| Duration::from_secs_f64(v / 1000.0));
+        .map(|v| hint_seconds(v / 1000.0));
     match (secs, ms) {
         (Some(a), Some(b)) => Some(a.max(b)),
         (a, b) => a.or(b),
@@ -226,10 +303,36 @@ pub fn parse_retry_after(
 
 fn parse_retry_after_value(v: &str, now: SystemTime) -> Option<Duration> {
     if let Ok(s) = v.parse::<f64>() {
-        return (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s));
+        return Some(hint_seconds(s));
     }
     let at = httpdate::parse_http_date(v).ok()?;
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// A `google.protobuf.Duration` in its JSON form (`"31s"`, `"0.500s"`), as Gemini's `RetryInfo.retryDelay`
+/// carries it; a number that is no usable wait is [`ABSURD_HINT`].
+pub fn parse_proto_duration(v: &str) -> Option<Duration> {
+    let secs = v.trim().strip_suffix('s')?.parse::<f64>().ok()?;
+    Some(hint_seconds(secs))
+}
+
+/// The HTTP status of a gRPC status code (`google.rpc.Code`, whose comments give each code's HTTP mapping), so
+/// that an error reported as a `google.rpc.Status` (a Gemini batch's inline errors) is classed as the same error
+/// of a single call. An unknown code is a server error (500), as `UNKNOWN` is.
+pub fn grpc_http_status(code: u64) -> u16 {
+    match code {
+        1 => 499,          // CANCELLED
+        3 | 9 | 11 => 400, // INVALID_ARGUMENT, FAILED_PRECONDITION, OUT_OF_RANGE
+        4 => 504,          // DEADLINE_EXCEEDED
+        5 => 404,          // NOT_FOUND
+        6 | 10 => 409,     // ALREADY_EXISTS, ABORTED
+        7 => 403,          // PERMISSION_DENIED
+        8 => 429,          // RESOURCE_EXHAUSTED
+        12 => 501,         // UNIMPLEMENTED
+        14 => 503,         // UNAVAILABLE
+        16 => 401,         // UNAUTHENTICATED
+        _ => 500,          // UNKNOWN, INTERNAL, DATA_LOSS and codes gRPC does not define
+    }
 }
 
 #[cfg(test)]
@@ -262,7 +365,92 @@ mod tests {
             Some(Duration::ZERO)
         );
         assert_eq!(parse_retry_after(Some("soon"), None, now), None);
-        assert_eq!(parse_retry_after(Some("-3"), None, now), None);
+    }
+
+    #[test]
+    fn retry_hints_that_are_no_wait_are_absurd_never_a_panic() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        for v in [
+            "1e20",
+            "-3",
+            "NaN",
+            "inf",
+            "-inf",
+            "1e400",
+            "18446744073709551616",
+        ] {
+            assert_eq!(
+                parse_retry_after(Some(v), None, now),
+                Some(ABSURD_HINT),
+                "{v}"
+            );
+        }
+        for v in ["1e23", "-3", "NaN", "inf"] {
+            assert_eq!(
+                parse_retry_after(None, Some(v), now),
+                Some(ABSURD_HINT),
+                "{v} ms"
+            );
+        }
+        assert_eq!(
+            parse_retry_after(Some("1e9"), None, now),
+            Some(Duration::from_secs(1_000_000_000))
+        );
+        assert_eq!(parse_proto_duration("31s"), Some(Duration::from_secs(31)));
+        assert_eq!(
+            parse_proto_duration("0.5s"),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(parse_proto_duration("1e30s"), Some(ABSURD_HINT));
+        assert_eq!(parse_proto_duration("-1s"), Some(ABSURD_HINT));
+        assert_eq!(parse_proto_duration("31"), None);
+    }
+
+    #[test]
+    fn quota_refusals_are_told_from_rate_limits() {
+        let openai = r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#;
+        assert_eq!(classify_status(429, openai), ErrorClass::QuotaExhausted);
+        let per_minute = r#"{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}"#;
+        assert_eq!(classify_status(429, per_minute), ErrorClass::RateLimit);
+        let billing = r#"{"type":"error","error":{"type":"billing_error","message":"There is an issue with your account's billing or payment information."}}"#;
+        assert_eq!(classify_status(402, billing), ErrorClass::QuotaExhausted);
+        let credit = r#"{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API."}}"#;
+        assert_eq!(classify_status(400, credit), ErrorClass::QuotaExhausted);
+        let gemini = |ids: &[&str]| {
+            let violations: Vec<_> = ids
+                .iter()
+                .map(|id| serde_json::json!({"quotaId": id}))
+                .collect();
+            serde_json::json!({"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "details": [
+                {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": violations},
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "31s"}]}})
+            .to_string()
+        };
+        let daily = gemini(&["GenerateRequestsPerDayPerProjectPerModel"]);
+        assert_eq!(classify_status(429, &daily), ErrorClass::QuotaExhausted);
+        let both = gemini(&[
+            "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+            "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+        ]);
+        assert_eq!(classify_status(429, &both), ErrorClass::RateLimit);
+        assert_eq!(classify_status(429, &gemini(&[])), ErrorClass::RateLimit);
+    }
+
+    #[test]
+    fn grpc_codes_map_to_the_classes_of_their_http_statuses() {
+        let class = |code| classify_status(grpc_http_status(code), "");
+        assert_eq!(class(3), ErrorClass::ClientError);
+        assert_eq!(class(8), ErrorClass::RateLimit);
+        assert_eq!(class(13), ErrorClass::ServerError);
+        assert_eq!(class(14), ErrorClass::ServerError);
+        assert_eq!(class(4), ErrorClass::ServerError);
+        assert_eq!(class(16), ErrorClass::Auth);
+        assert_eq!(class(99), ErrorClass::ServerError);
+        assert_eq!(
+            classify_status(409, ""),
+            ErrorClass::ServerError,
+            "retried as the SDKs do"
+        );
     }
 
     #[test]

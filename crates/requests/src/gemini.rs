@@ -1,15 +1,18 @@
 //! Gemini generateContent (`POST {base}/v1beta/models/{model}:generateContent`). The key travels in the
 //! `x-goog-api-key` header, never in the URL, so it cannot leak through URLs in errors or logs.
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 
 use nmb_chat::{GenParams, OutputFormat, Part, ReasoningEffort};
 use serde::{Deserialize, Serialize};
 
+use crate::adjust::{Adjustment, Adjustments};
 use crate::backend::{ChatRequest, Choice, Usage};
-use crate::error::{CallError, ErrorClass};
+use crate::error::{parse_proto_duration, CallError, ErrorClass};
 use crate::http::{parse_json, system_texts, turns, Answer, KeyHeader, Wire};
-use crate::transport::{malformed, Base64Cache};
+use crate::rules;
+use crate::transport::{malformed, snippet, Base64Cache};
 
 /// Finish reasons that mean the provider withheld the answer.
 const BLOCKED: [&str; 6] = [
@@ -25,6 +28,90 @@ const BLOCKED: [&str; 6] = [
 #[derive(Debug, Clone)]
 pub struct GeminiWire {
     pub model: String,
+    /// How requests differ from their parameters ([`crate::rules`], or what the server refused), for the run
+    /// manifest.
+    adjusted: Arc<Adjustments>,
+    /// Thinking levels the server refused for this model ("Thinking level MEDIUM is not supported").
+    refused_levels: Arc<Mutex<BTreeSet<&'static str>>>,
+}
+
+impl GeminiWire {
+    pub fn new(model: String) -> Self {
+        GeminiWire {
+            model,
+            adjusted: Arc::default(),
+            refused_levels: Arc::default(),
+        }
+    }
+
+    /// The `thinkingConfig` for a token budget, moved into the model's documented range.
+    fn budget_config(&self, asked: u32) -> ThinkingConfig {
+        let sent = match rules::gemini_budget(&self.model) {
+            Some(range) => {
+                let sent = range.clamp(asked);
+                if sent != asked {
+                    let why = format!(
+                        "a thinkingBudget of {asked} is sent as {sent}: {}",
+                        range.rule.reason()
+                    );
+                    self.adjusted.add(Adjustment::ThinkingBudget, why);
+                }
+                sent
+            }
+            // The server refused a budget of 0 ("This model only works in thinking mode"): 128, 2.5 Pro's least.
+            None if asked == 0 && self.adjusted.has(Adjustment::ThinkingBudget) => 128,
+            None => asked,
+        };
+        ThinkingConfig {
+            include_thoughts: sent > 0,
+            thinking_level: None,
+            thinking_budget: Some(sent),
+        }
+    }
+
+    /// The `thinkingConfig` for an effort, with the thought summaries asked for (`includeThoughts`). Gemini 3
+    /// takes a level the model has ([`rules::gemini_levels`]; it cannot stop thinking, so `none` asks the
+    /// least); Gemini 2.5 takes a token budget: `none` is 0, then 128, 1024, 8192 and 24576 (Flash's most),
+    /// moved into the model's range ([`rules::gemini_budget`]).
+    fn effort_config(&self, effort: ReasoningEffort) -> ThinkingConfig {
+        if !takes_thinking_level(&self.model) {
+            let budget = match effort {
+                ReasoningEffort::None => 0,
+                ReasoningEffort::Minimal => 128,
+                ReasoningEffort::Low => 1024,
+                ReasoningEffort::Medium => 8192,
+                ReasoningEffort::High => 24576,
+            };
+            return self.budget_config(budget);
+        }
+        let (documented, rule) = rules::gemini_levels(&self.model);
+        let refused = self
+            .refused_levels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let allowed: Vec<&'static str> = (documented.iter().copied())
+            .filter(|l| !refused.contains(l))
+            .collect();
+        let allowed = if allowed.is_empty() {
+            documented.to_vec()
+        } else {
+            allowed
+        };
+        let level = rules::nearest_level(rules::level_of(effort), &allowed);
+        if level != effort.as_str() {
+            let rule = rule.unwrap_or(&rules::GEMINI_FLASH_LEVELS);
+            let why = format!(
+                "--reasoning-effort {effort} is sent as thinkingLevel {level}: {}",
+                rule.reason()
+            );
+            self.adjusted.add(Adjustment::ThinkingLevel, why);
+        }
+        ThinkingConfig {
+            include_thoughts: true,
+            thinking_level: Some(level),
+            thinking_budget: None,
+        }
+    }
 }
 
 impl Wire for GeminiWire {
@@ -63,14 +150,10 @@ impl Wire for GeminiWire {
                 response_mime_type: mime,
                 response_json_schema: schema,
                 thinking_config: match (p.thinking_budget, p.reasoning_effort) {
-                    (Some(budget), _) => Some(ThinkingConfig {
-                        include_thoughts: budget > 0,
-                        thinking_level: None,
-                        thinking_budget: Some(budget),
-                    }),
-                    (None, Some(e)) => Some(thinking_config(&self.model, e)),
+                    (Some(budget), _) => Some(self.budget_config(budget)),
+                    (None, Some(e)) => Some(self.effort_config(e)),
                     // A thinking model returns its thought summaries only when asked.
-                    (None, None) => thinks(&self.model).then_some(ThinkingConfig {
+                    (None, None) => rules::gemini_thinks(&self.model).then_some(ThinkingConfig {
                         include_thoughts: true,
                         thinking_level: None,
                         thinking_budget: None,
@@ -88,7 +171,7 @@ impl Wire for GeminiWire {
         let usage = resp.usage_metadata.map_or(Usage::default(), |u| {
             // `candidatesTokenCount` leaves the thoughts out; they are billed as output.
             let thoughts = u.thoughts_token_count.unwrap_or(0);
-            let output = u.candidates_token_count.map(|c| c + thoughts);
+            let output = u.candidates_token_count.map(|c| c.saturating_add(thoughts));
             Usage {
                 reasoning_tokens: thoughts,
                 cached_input_tokens: u.cached_content_token_count.unwrap_or(0),
@@ -132,57 +215,91 @@ impl Wire for GeminiWire {
                     .into(),
             );
         }
+        if let (Some(budget), Some(range)) = (p.thinking_budget, rules::gemini_budget(&self.model))
+        {
+            if !range.takes(budget) {
+                let off = if range.off { "0 (no thinking) or " } else { "" };
+                return Err(format!(
+                    "{} takes a thinkingBudget of {off}{} to {}, not {budget} ({})",
+                    self.model, range.min, range.max, range.rule.source
+                ));
+            }
+        }
         Ok("generationConfig.thinkingConfig.thinkingBudget")
     }
-}
-
-/// Whether `model` takes `thinkingLevel` (Gemini 3 and later) rather than `thinkingBudget` (Gemini 2.5). The
-/// API refuses both in one request.
-pub fn takes_thinking_level(model: &str) -> bool {
-    let m = model.trim_start_matches("models/").to_ascii_lowercase();
-    let Some(rest) = m.strip_prefix("gemini-") else {
-        return false;
-    };
-    let major: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    major.parse::<u32>().is_ok_and(|v| v >= 3)
-}
-
-/// Whether `model` thinks (Gemini 2.5 and later), so that its thought summaries can be asked for.
-fn thinks(model: &str) -> bool {
-    let m = model.trim_start_matches("models/").to_ascii_lowercase();
-    m.starts_with("gemini-2.5") || takes_thinking_level(&m)
-}
-
-/// The `thinkingConfig` for an effort, with the thought summaries asked for (`includeThoughts`). Gemini 3 takes the level by name (`minimal` and `medium` on Flash only;
-/// it cannot stop thinking, so `none` asks `minimal`). Gemini 2.5 takes a token budget: `none` is 0 (Flash and
-/// Flash-Lite; Pro refuses it), then 128 (Pro's least), 1024, 8192 and 24576 (Flash's most).
-fn thinking_config(model: &str, effort: ReasoningEffort) -> ThinkingConfig {
-    if takes_thinking_level(model) {
-        let level = match effort {
-            ReasoningEffort::None | ReasoningEffort::Minimal => "minimal",
-            other => other.as_str(),
-        };
-        return ThinkingConfig {
-            include_thoughts: true,
-            thinking_level: Some(level),
-            thinking_budget: None,
-        };
+    fn retry_hint(&self, body: &str) -> Option<std::time::Duration> {
+        retry_delay(body)
     }
-    let budget = match effort {
-        ReasoningEffort::None => 0,
-        ReasoningEffort::Minimal => 128,
-        ReasoningEffort::Low => 1024,
-        ReasoningEffort::Medium => 8192,
-        ReasoningEffort::High => 24576,
-    };
-    ThinkingConfig {
-        include_thoughts: budget > 0,
-        thinking_level: None,
-        thinking_budget: Some(budget),
+    fn adjust(&self, err: &CallError) -> bool {
+        if err.class != ErrorClass::ClientError {
+            return false;
+        }
+        let raw = err.raw.as_deref().unwrap_or("");
+        let words = serde_json::from_str::<serde_json::Value>(raw)
+            .ok()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+            .unwrap_or_else(|| err.message.clone());
+        let why = format!("the server refused it: {}", snippet(&words, 200));
+        let text = format!("{} {raw}", err.message).to_ascii_lowercase();
+        if let Some(level) = refused_level(&text) {
+            let new = (self
+                .refused_levels
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()))
+            .insert(level);
+            self.adjusted.add(Adjustment::ThinkingLevel, why);
+            return new;
+        }
+        if text.contains("budget 0 is invalid") || text.contains("only works in thinking mode") {
+            return self.adjusted.add(Adjustment::ThinkingBudget, why);
+        }
+        false
+    }
+    fn adjustments(&self) -> BTreeMap<Adjustment, String> {
+        self.adjusted.all()
+    }
+    fn adopt(&self, a: Adjustment, why: &str) {
+        self.adjusted.add(a, why);
     }
 }
 
-/// One candidate as a choice; `Err` holds its finish reason when it has no text and was not withheld.
+/// The thinking level a 400 says the model does not take: "Thinking level MEDIUM is not supported for this
+/// model." (the Gemini API) or "thinking_level MEDIUM is not supported by this model" (Vertex AI); `text` is
+/// lowercased.
+fn refused_level(text: &str) -> Option<&'static str> {
+    ["thinking level ", "thinking_level "]
+        .iter()
+        .find_map(|marker| {
+            let at = text.find(marker)? + marker.len();
+            let rest = &text[at..];
+            let word: String = rest.chars().take_while(char::is_ascii_alphabetic).collect();
+            let level = ["minimal", "low", "medium", "high"]
+                .into_iter()
+                .find(|l| *l == word)?;
+            rest.contains("not supported").then_some(level)
+        })
+}
+
+/// The wait a Gemini error body asks for: `error.details[]` of type `google.rpc.RetryInfo`, whose `retryDelay` is
+/// a `google.protobuf.Duration` ("31s"). Gemini sends it with a 429 instead of a Retry-After header.
+pub fn retry_delay(body: &str) -> Option<std::time::Duration> {
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    let details = v.pointer("/error/details")?.as_array()?;
+    details
+        .iter()
+        .filter(|d| {
+            d["@type"]
+                .as_str()
+                .is_some_and(|t| t.ends_with("google.rpc.RetryInfo"))
+        })
+        .find_map(|d| parse_proto_duration(d["retryDelay"].as_str()?))
+}
+
+pub use crate::rules::takes_thinking_level;
+
+/// One candidate as a choice; `Err` holds its finish reason when it has no text and was neither withheld nor cut
+/// off. A thinking model cut off while thinking answers a candidate with no parts and `finishReason: MAX_TOKENS`
+/// (python-genai #811, adk-python #1357): an empty answer, as HELM reads it, never a malformed response.
 fn candidate(c: Candidate) -> Result<Choice, String> {
     let finish_reason = c.finish_reason.unwrap_or_default();
     let refused = BLOCKED.contains(&finish_reason.as_str());
@@ -193,7 +310,7 @@ fn candidate(c: Candidate) -> Result<Choice, String> {
         .into_iter()
         .partition(|p| p.thought);
     let texts: Vec<String> = answers.into_iter().filter_map(|p| p.text).collect();
-    if texts.is_empty() && !refused {
+    if texts.is_empty() && !refused && finish_reason != "MAX_TOKENS" {
         return Err(finish_reason);
     }
     let thoughts: Vec<String> = thoughts.into_iter().filter_map(|p| p.text).collect();

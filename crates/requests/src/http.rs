@@ -61,6 +61,13 @@ pub trait Wire: Send + Sync + 'static {
         classify_status(status, body)
     }
 
+    /// How long an error body asks to wait before trying again, where the API says so in the body rather than
+    /// in a header (Gemini's `RetryInfo.retryDelay`). Default: it never does.
+    fn retry_hint(&self, body: &str) -> Option<std::time::Duration> {
+        let _ = body;
+        None
+    }
+
     /// Whether one call can return several samples (`n`, `candidateCount`).
     fn supports_n(&self) -> bool {
         false
@@ -146,6 +153,8 @@ pub struct HttpBackend<W: Wire> {
     pub(crate) url_secrets: Vec<String>,
     pub(crate) transport: Transport,
     pub(crate) wire: W,
+    /// Whether the warning about a `--max-tokens` too small for a thinking model was given.
+    warned: std::sync::atomic::AtomicBool,
 }
 
 impl<W: Wire> HttpBackend<W> {
@@ -162,6 +171,20 @@ impl<W: Wire> HttpBackend<W> {
             key,
             transport,
             wire,
+            warned: Default::default(),
+        }
+    }
+
+    /// Warns once, before the first request, when `req` leaves a model that thinks by default too few tokens
+    /// ([`crate::rules::room_warning`]).
+    pub(crate) fn warn_once(&self, req: &ChatRequest) {
+        if self.warned.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        if let Some(w) =
+            crate::rules::room_warning(self.spec.backend, &self.spec.model, &req.params)
+        {
+            tracing::warn!("{w}");
         }
     }
 
@@ -181,11 +204,15 @@ impl<W: Wire> HttpBackend<W> {
         check_n(self, req)?;
         let secret = self.key.as_ref().map(ApiKey::expose);
         let classify = |status: u16, body: &str| self.wire.classify(status, body);
+        let limits = self.transport.limits(self.transport.response_cap(req));
         // A refused parameter is left out and the call sent again, at most once per kind of refusal.
         let mut adjusted = 0;
         let reply = loop {
             let http = self.request(replica, req)?;
-            match send(http, secret, classify).await {
+            match send(http, secret, classify, limits)
+                .await
+                .map_err(|e| self.hinted(e))
+            {
                 Err(e) if adjusted < Adjustment::ALL.len() && self.wire.adjust(&e) => {
                     tracing::warn!(
                         "{}: {}; sending the request again without it",
@@ -202,12 +229,21 @@ impl<W: Wire> HttpBackend<W> {
             .map_err(|e| e.redacted(secret))
     }
 
+    /// `e` with the wait its body asks for, where no header said one.
+    pub(crate) fn hinted(&self, mut e: CallError) -> CallError {
+        if e.retry_after.is_none() {
+            e.retry_after = e.raw.as_deref().and_then(|raw| self.wire.retry_hint(raw));
+        }
+        e
+    }
+
     /// The request to replica `replica` (the first for an index out of range): body, headers and key.
     fn request(
         &self,
         replica: usize,
         req: &ChatRequest,
     ) -> Result<reqwest::RequestBuilder, CallError> {
+        self.warn_once(req);
         let encoded = if req.params.extra_body.is_none() {
             // Straight to bytes: a JSON value in between would copy every image's base64 once more.
             serde_json::to_vec(&self.wire.body(req, &self.transport.images))

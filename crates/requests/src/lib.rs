@@ -14,6 +14,10 @@
 //! [`AnthropicWire`] (Messages) and [`GeminiWire`] (generateContent), each in its own module with the request
 //! and response types of its format. A new API is one more `Wire` (plus its spec prefix in `nmb_chat::spec`).
 //!
+//! What each provider documents for its model families (which sampling parameters go together, which thinking
+//! levels and budgets a model takes, how many tokens a model that thinks by default needs) is one table,
+//! [`rules`], which the wires apply when they build a request (`docs/providers.md` prints it).
+//!
 //! API keys come only from `OPENAI_API_KEY`, `ANTHROPIC_API_KEY` and `GEMINI_API_KEY`; they are redacted from
 //! every error this crate produces.
 
@@ -21,11 +25,13 @@ pub mod adjust;
 pub mod anthropic;
 pub mod backend;
 pub mod batch;
+pub mod body;
 pub mod error;
 pub mod gemini;
 pub mod http;
 pub mod openai;
 pub mod replicas;
+pub mod rules;
 pub mod scheduler;
 pub mod transport;
 
@@ -38,6 +44,7 @@ pub use adjust::{is_openai_reasoning_model, refused_parameter, Adjustment};
 pub use anthropic::{AnthropicOptions, AnthropicWire};
 pub use backend::{check_n, Backend, BoxFuture, ChatRequest, Choice, Completion, Usage};
 pub use batch::{BatchApi, BatchItem, BatchLimits, BatchProtocol, Polled};
+pub use body::response_cap;
 pub use error::{rejects_n, CallError, ErrorClass};
 pub use gemini::GeminiWire;
 pub use http::{Answer, HttpBackend, KeyHeader, Wire};
@@ -118,7 +125,7 @@ pub fn connect(
             let options = options.anthropic.clone();
             http(spec, key, transport, AnthropicWire::new(model, options))
         }
-        BackendKind::Gemini => http(spec, key, transport, GeminiWire { model }),
+        BackendKind::Gemini => http(spec, key, transport, GeminiWire::new(model)),
         BackendKind::Local | BackendKind::Human | BackendKind::Imported => {
             return Err(not_http(spec))
         }

@@ -365,8 +365,11 @@ fn choice(c: WireChoice) -> Option<Choice> {
     let choice = match (text, refused) {
         (Some(text), _) => Choice::new(text, finish_reason, refused),
         (None, true) => Choice::new(refusal.unwrap_or_default(), finish_reason, refused),
-        // All thinking and no answer: cut off at the token limit while thinking.
-        (None, false) if thinking.is_some() => Choice::new(String::new(), finish_reason, false),
+        // All thinking and no answer: cut off at the token limit while thinking (OpenAI's reasoning models
+        // report the reasoning only as a count, so no content and finish reason `length` is the same).
+        (None, false) if thinking.is_some() || finish_reason == "length" => {
+            Choice::new(String::new(), finish_reason, false)
+        }
         (None, false) => return None,
     };
     Some(Choice { thinking, ..choice })

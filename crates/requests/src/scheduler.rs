@@ -308,6 +308,8 @@ struct Replicas {
     /// One adaptive limit per replica (one in all for a backend without replicas).
     limits: Vec<Arc<Aimd>>,
     router: Mutex<Router>,
+    /// The account's quota ran out on this backend: every later call ends with this error, unsent.
+    exhausted: Mutex<Option<CallError>>,
 }
 
 impl Replicas {
@@ -369,6 +371,39 @@ impl Lane {
 
     fn replica_name(&self, replica: usize) -> Option<String> {
         self.replicas.names.get(replica).cloned()
+    }
+
+    /// The error every call of this lane ends with, unsent, once the account's quota ran out.
+    fn exhausted(&self) -> Option<CallError> {
+        let e = self
+            .replicas
+            .exhausted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        e.as_ref().map(|e| {
+            let mut e = e.clone();
+            e.message = format!(
+                "not sent: an earlier call found the quota used up ({})",
+                e.message
+            );
+            e
+        })
+    }
+
+    fn exhaust(&self, err: &CallError) {
+        let mut e = self
+            .replicas
+            .exhausted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if e.is_none() {
+            tracing::error!(
+                "{}: {}; the run's other calls to it end without being sent",
+                self.backend.spec(),
+                err.message
+            );
+            *e = Some(err.clone());
+        }
     }
 }
 
@@ -466,6 +501,7 @@ impl Scheduler {
                 names,
                 limits,
                 router,
+                exhausted: Mutex::new(None),
             }),
         }
     }
@@ -479,10 +515,23 @@ impl Scheduler {
         let mut attempts = 0;
         let mut previous = None;
         loop {
+            if let Some(e) = lane.exhausted() {
+                self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                self.counters.failed_by_class[e.class.index()].fetch_add(1, Ordering::Relaxed);
+                return Outcome {
+                    result: Err(e),
+                    attempts,
+                    total_latency: started.elapsed(),
+                    attempt_errors,
+                    replica: None,
+                };
+            }
+            let Some((replica, result)) = self.attempt(lane, req, previous).await else {
+                continue;
+            };
             attempts += 1;
-            let (replica, result) = self.attempt(lane, req, previous).await;
             previous = Some(replica);
-            let err = match result {
+            let mut err = match result {
                 Ok(c) => {
                     self.counters.ok.fetch_add(1, Ordering::Relaxed);
                     self.add_usage(&c);
@@ -499,7 +548,10 @@ impl Scheduler {
             self.counters.attempt_errors_by_class[err.class.index()]
                 .fetch_add(1, Ordering::Relaxed);
             attempt_errors.push(err.class);
-            let wait = self.retry_wait(&err, attempts);
+            if err.class == ErrorClass::QuotaExhausted {
+                lane.exhaust(&err);
+            }
+            let wait = self.retry_wait(&mut err, attempts);
             let Some(wait) = wait else {
                 self.counters.failed.fetch_add(1, Ordering::Relaxed);
                 self.counters.failed_by_class[err.class.index()].fetch_add(1, Ordering::Relaxed);
@@ -517,33 +569,57 @@ impl Scheduler {
         }
     }
 
-    /// How long to wait before the next attempt, or `None` to give up.
-    fn retry_wait(&self, err: &CallError, attempts: u32) -> Option<Duration> {
+    /// How long to wait before the next attempt, or `None` to give up. The class decides, unless the server said
+    /// whether to try again (`x-should-retry`). A wait the server asks for that is longer than the policy honours,
+    /// or no usable wait at all ([`crate::error::ABSURD_HINT`]), ends the call as a rate limit saying so.
+    fn retry_wait(&self, err: &mut CallError, attempts: u32) -> Option<Duration> {
         let retry = &self.config.retry;
-        if attempts > retry.max_retries || !retry.retryable.contains(&err.class) {
+        let retryable = err
+            .should_retry
+            .unwrap_or_else(|| retry.retryable.contains(&err.class));
+        if attempts > retry.max_retries || !retryable {
             return None;
         }
         match err.retry_after {
-            Some(d) if d > retry.max_retry_after => None,
+            Some(d) if d > retry.max_retry_after => {
+                let asked = if d == crate::error::ABSURD_HINT {
+                    "a wait that is no usable time (negative, not a number, or too large)"
+                        .to_string()
+                } else {
+                    format!("{} s", d.as_secs())
+                };
+                err.message = format!(
+                    "the server asked to wait {asked} before trying again, longer than the {} s a call waits \
+                     at most; not waiting ({})",
+                    retry.max_retry_after.as_secs(),
+                    err.message
+                );
+                err.class = ErrorClass::RateLimit;
+                None
+            }
             Some(d) => Some(d),
             None => Some(retry.backoff(attempts)),
         }
     }
 
     /// One attempt, on the replica the lane's router picks (`avoid`: where the previous attempt went). Returns
-    /// the replica with the result.
+    /// the replica with the result, or `None` when the lane's quota ran out before anything was sent.
     async fn attempt(
         &self,
         lane: &Lane,
         req: &ChatRequest,
         avoid: Option<usize>,
-    ) -> (usize, Result<Completion, CallError>) {
+    ) -> Option<(usize, Result<Completion, CallError>)> {
         let ticket = lane.replicas.pick(avoid);
         let replica = ticket.replica();
         // The router has one slot per limit.
         let aimd = &lane.replicas.limits[replica];
         let lane_permit = aimd.acquire().await;
         let _global = self.global.acquire().await.ok();
+        if lane.exhausted().is_some() {
+            // The quota ran out while this call waited for its slot: nothing is sent.
+            return None;
+        }
         let server = lane
             .replica_name(replica)
             .unwrap_or_else(|| lane.backend.spec().to_string());
@@ -576,6 +652,8 @@ impl Scheduler {
         if let (Some(fleet), Err(e)) = (&self.fleet, &result) {
             if e.class == ErrorClass::RateLimit {
                 let pause = e.retry_after.unwrap_or(self.config.retry.backoff(1));
+                // A wait beyond what is honoured ends the call, not the fleet's use of the server.
+                let pause = pause.min(self.config.retry.max_retry_after);
                 fleet.rate_limited(&server, pause);
             }
         }
@@ -587,7 +665,7 @@ impl Scheduler {
                 tracing::warn!(replica = name, class = %e.class, back_in_s = period.as_secs(), "replica failed; leaving it out");
             }
         }
-        (replica, result)
+        Some((replica, result))
     }
 
     fn add_usage(&self, c: &Completion) {

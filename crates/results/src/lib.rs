@@ -18,7 +18,8 @@
 //! of scores (the report, the viewer, review) links no HTTP backend and no recorder. Besides `nmb-chat` (model
 //! specs, for model families) and `nmb-stats` (estimates, and the statistics of the comparison and the
 //! efficiency figures), it depends on `nmb-store`, only to read and write stored score reports, and on
-//! `nmb-suite`, for the families and levels every score is grouped by; neither asks a model.
+//! `nmb-suite`, for the families and levels every score is grouped by and the size caps of the rubric files it
+//! reads, and on `nmb-table`, to quote a line of a bad criteria file in its error; none asks a model.
 
 pub mod compare;
 pub mod cost;

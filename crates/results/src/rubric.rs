@@ -75,10 +75,11 @@ impl Rubric {
     }
 
     pub fn load(path: &Path) -> Result<Rubric, ResultsError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ResultsError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text =
+            nmb_suite::limits::read_to_string_io(path).map_err(|source| ResultsError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Rubric::parse(&text, &path.display().to_string())
     }
 
@@ -87,7 +88,8 @@ impl Rubric {
             source_name: source.to_string(),
             message,
         };
-        let raw: RawRubric = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        let raw: RawRubric =
+            toml::from_str(text).map_err(|e| err(nmb_suite::limits::toml_error(text, &e)))?;
         if raw.min >= raw.max {
             return Err(err(format!(
                 "min ({}) must be below max ({})",

@@ -11,10 +11,11 @@ use crate::{Candidate, ReviewError};
 /// The criterion rubric at `path`, checked, as the set stores it: its name and its text.
 pub fn load_criteria(path: &Path) -> Result<CriteriaFile, ReviewError> {
     let rubric = CriterionRubric::load(path)?;
-    let text = std::fs::read_to_string(path).map_err(|source| ReviewError::RubricRead {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text =
+        nmb_suite::limits::read_to_string_io(path).map_err(|source| ReviewError::RubricRead {
+            path: path.to_path_buf(),
+            source,
+        })?;
     Ok(CriteriaFile {
         name: rubric.source,
         text,
@@ -38,9 +39,11 @@ pub fn load_rubric(path: Option<&Path>) -> Result<(Rubric, String), ReviewError>
             nmb_results::rubric::BUILTIN_NEUROLOGY_V1.to_string(),
         )),
         Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|source| ReviewError::RubricRead {
-                path: p.to_path_buf(),
-                source,
+            let text = nmb_suite::limits::read_to_string_io(p).map_err(|source| {
+                ReviewError::RubricRead {
+                    path: p.to_path_buf(),
+                    source,
+                }
             })?;
             let rubric = Rubric::parse(&text, &p.display().to_string()).map_err(|source| {
                 ReviewError::Rubric {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nmb_plan::{GenParams, InputMode, PlanOptions, Template};
-use nmb_requests::{ModelSpec, RetryPolicy, Scheduler, SchedulerConfig};
+use nmb_requests::{HttpOptions, ModelSpec, RetryPolicy, Scheduler, SchedulerConfig};
 use nmb_store::Store;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -82,6 +82,14 @@ pub struct Limits {
     /// Seconds between polls of a submitted batch [default: 30].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_poll_secs: Option<f64>,
+    /// Requests in the model's submitted, unfinished batches at once [default: `nmb_record::BATCH_IN_FLIGHT`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_max_requests: Option<u32>,
+    /// The most MiB one response (or one line of a batch's output) may take [default: 1 MiB plus 64 bytes per
+    /// token each sample may generate, `nmb_requests::response_cap`]. It cannot change an honest answer, so it
+    /// is not part of the run's configuration hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_response_mib: Option<u64>,
 }
 
 impl Limits {
@@ -96,10 +104,23 @@ impl Limits {
         }
     }
 
+    /// How HTTP models are read: each exchange by the attempt's deadline, each response under its cap.
+    pub fn http_options(&self) -> HttpOptions {
+        HttpOptions {
+            request_timeout: Some(Duration::from_secs_f64(self.timeout_secs)),
+            max_response_bytes: self.max_response_mib.map(|m| m.saturating_mul(1 << 20)),
+            ..HttpOptions::default()
+        }
+    }
+
     /// How the batcher gathers and polls.
     pub fn batch_options(&self) -> nmb_record::BatchOptions {
         let secs = self.batch_poll_secs.unwrap_or(f64::NAN);
-        nmb_record::BatchOptions::polling_every(secs)
+        let mut options = nmb_record::BatchOptions::polling_every(secs);
+        if let Some(n) = self.batch_max_requests {
+            options.max_enqueued = (n as usize).max(1);
+        }
+        options
     }
 
     /// The scheduler's limits.
@@ -125,6 +146,8 @@ impl Default for Limits {
             max_retries: 6,
             batch: false,
             batch_poll_secs: None,
+            batch_max_requests: None,
+            max_response_mib: None,
         }
     }
 }

@@ -143,7 +143,10 @@ async fn connect(
             .map_err(|e| failed(e.into()));
     }
     let owned = spec.clone();
-    let mut options = ConnectOptions::default();
+    let mut options = ConnectOptions {
+        http: config.limits.http_options(),
+        ..ConnectOptions::default()
+    };
     if config.reasoning_model {
         options.backend.openai.reasoning = Some("--reasoning-model".into());
     }

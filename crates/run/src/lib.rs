@@ -141,6 +141,19 @@ fn class_hint(class: &str) -> Option<&'static str> {
         "network" => Some("network: is the server up at the base URL?"),
         "unsupported_input" => Some(nmb_requests::error::UNSUPPORTED_INPUT_HINT),
         "context_length" => Some("context_length: the prompt is too long for the model; try --inputs text"),
+        "quota_exhausted" => Some(
+            "quota_exhausted: the account's quota or credit is used up; --resume RUN_ID asks again once it is \
+             renewed",
+        ),
+        "rate_limit" => Some(
+            "rate_limit: the server kept refusing for its rate limit, or asked to wait longer than a call waits \
+             (`nmb runs show` gives its words); a lower --concurrency or a later --resume may get through",
+        ),
+        "response_too_large" => Some(
+            "response_too_large: the server sent more than any answer to these requests can take (1 MiB plus \
+             64 bytes per token each sample may generate); --max-response-mib raises the cap",
+        ),
+        "timeout" => Some("timeout: no whole answer came within --timeout (headers and body)"),
         _ => None,
     }
 }

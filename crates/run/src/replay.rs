@@ -219,9 +219,12 @@ pub fn connect_replay(
     })
 }
 
-/// The SHA-256 of a file's bytes, lower-case hex (a prompt file, as `sha256sum` prints it).
+/// The SHA-256 of a file's bytes, lower-case hex (a prompt file, as `sha256sum` prints it); the file is
+/// streamed through the hash, never read whole.
 pub fn file_sha256(path: &std::path::Path) -> std::io::Result<String> {
-    Ok(hex::encode(Sha256::digest(std::fs::read(path)?)))
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
+    Ok(hex::encode(hasher.finalize()))
 }
 
 /// The SHA-256 of a set of answers (task, answer or error, tokens), independent of their order.

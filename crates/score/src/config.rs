@@ -76,6 +76,10 @@ pub struct ScoringConfig {
     /// covers, met or not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub criteria: Option<PathBuf>,
+    /// The most MiB one judge response may take (`--max-response-mib`) [default: 1 MiB plus 64 bytes per token
+    /// the judge may generate]. How judges are read, not what: it does not enter the scores' hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_response_mib: Option<u64>,
 }
 
 /// Serde's default for a count that is 1 unless given.
@@ -110,6 +114,7 @@ impl Default for ScoringConfig {
             judge_batch_poll_secs: None,
             judge_repeats: 1,
             criteria: None,
+            max_response_mib: None,
         }
     }
 }
@@ -246,7 +251,10 @@ impl ScoringConfig {
         if self.judges.is_empty() {
             return Ok(Vec::new());
         }
-        let transport = Transport::new(&nmb_requests::HttpOptions::default())?;
+        let transport = Transport::new(&nmb_requests::HttpOptions {
+            max_response_bytes: self.max_response_mib.map(|m| m.saturating_mul(1 << 20)),
+            ..nmb_requests::HttpOptions::default()
+        })?;
         self.judges
             .iter()
             .map(|spec| {
@@ -365,6 +373,7 @@ mod tests {
             judge_repeats: 3,
             judge_batch_poll_secs: Some(0.5),
             criteria: Some(PathBuf::from("criteria.toml")),
+            max_response_mib: Some(64),
             suite: SuiteOverride {
                 spec: Some("sample".into()),
                 answers: Some(PathBuf::from("a.jsonl")),

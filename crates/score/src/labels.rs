@@ -42,7 +42,7 @@ pub struct HumanLabels {
 impl HumanLabels {
     /// Reads `path`, keeping rows for `run_id` (and rows without a run id).
     pub fn load(path: &Path, run_id: &str) -> Result<HumanLabels, ScoreError> {
-        let bytes = std::fs::read(path).map_err(|source| ScoreError::Read {
+        let bytes = nmb_suite::limits::read_io(path).map_err(|source| ScoreError::Read {
             path: path.to_path_buf(),
             source,
         })?;

@@ -15,8 +15,11 @@
 //! What a family needs and did not get is a [`ParseError`]: the sample is then recorded as `parse_failed`,
 //! which counts as a wrong answer (and is counted separately).
 
+use std::cell::Cell;
+
 use nmb_results::{AnswerFormat, ParsedAnswer, RankedDiagnosis};
 use nmb_suite::Family;
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 /// Why an answer could not be read into the shape its family needs.
@@ -232,52 +235,56 @@ const DIFFERENTIAL_KEYS: &[&str] = &[
     "ddx",
 ];
 
-/// The first JSON object in `text`: the whole text, else each `{` tried in turn with a balanced-brace scan.
+/// The first JSON object in `text`: the whole text, else the object that starts at each `{` in turn.
+///
+/// Each try parses from its `{` only as far as the object goes (or as far as it is valid JSON), so an object
+/// followed by prose is found without looking for its end first. The tries share a budget of
+/// 64 bytes read per byte of text, so that answers built to make every try read far (a
+/// hundred thousand nested braces) are read in time linear in their length; serde_json's nesting limit (128)
+/// ends each try through nested braces early, so the budget is only reached by such answers.
 pub fn find_json_object(text: &str) -> Option<Map<String, Value>> {
     let trimmed = text.trim();
     if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(trimmed) {
         return Some(m);
     }
-    let bytes = text.as_bytes();
+    let budget = Cell::new(text.len().saturating_mul(SCAN_BUDGET_PER_BYTE));
     let mut start = 0;
     while let Some(offset) = text[start..].find('{') {
         let open = start + offset;
-        if let Some(close) = balanced_end(bytes, open) {
-            if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(&text[open..=close]) {
-                return Some(m);
-            }
+        let reader = Budgeted {
+            bytes: &text.as_bytes()[open..],
+            budget: &budget,
+        };
+        let mut de = serde_json::Deserializer::from_reader(reader);
+        if let Ok(Value::Object(m)) = Value::deserialize(&mut de) {
+            return Some(m);
+        }
+        if budget.get() == 0 {
+            return None;
         }
         start = open + 1;
     }
     None
 }
 
-/// Index of the `}` closing the `{` at `open`, skipping braces inside JSON strings.
-fn balanced_end(bytes: &[u8], open: usize) -> Option<usize> {
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for (i, &b) in bytes.iter().enumerate().skip(open) {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' => depth += 1,
-            b'}' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(i);
-                }
-            }
-            _ => {}
-        }
+/// Bytes the tries of [`find_json_object`] may read per byte of the text, together.
+const SCAN_BUDGET_PER_BYTE: usize = 64;
+
+/// The bytes from one `{` on, read against a budget shared by every try: reading stops (as the end of the
+/// text would) once the budget is spent.
+struct Budgeted<'a> {
+    bytes: &'a [u8],
+    budget: &'a Cell<usize>,
+}
+
+impl std::io::Read for Budgeted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(self.bytes.len()).min(self.budget.get());
+        buf[..n].copy_from_slice(&self.bytes[..n]);
+        self.bytes = &self.bytes[n..];
+        self.budget.set(self.budget.get() - n);
+        Ok(n)
     }
-    None
 }
 
 /// Looks up the first of `keys` (case-insensitive, spaces or dashes for underscores) holding a non-empty string
@@ -582,6 +589,23 @@ mod tests {
             .iter()
             .map(|d| d.diagnosis.as_str())
             .collect()
+    }
+
+    #[test]
+    fn nested_braces_are_tried_once_each_and_an_object_after_them_is_found() {
+        // Each `{` used to be scanned to its balance: quadratic in the depth (100,000 braces did not finish).
+        let deep = format!("{}{}", "{".repeat(100_000), "}".repeat(100_000));
+        let parsed = parse_answer(Family::Differential, &deep);
+        assert_eq!(parsed.error, Some(ParseError::NoDiagnosis));
+        let after = format!(
+            "{} then {{\"final_diagnosis\": \"Stroke\"}}",
+            "{".repeat(100_000)
+        );
+        let obj = find_json_object(&after).expect("the object after the braces");
+        assert_eq!(obj["final_diagnosis"], "Stroke");
+        // Nested objects that never close stop at serde_json's nesting limit, then at the shared budget.
+        let open = "{\"a\":".repeat(20_000);
+        assert_eq!(find_json_object(&open), None);
     }
 
     #[test]

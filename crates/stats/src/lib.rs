@@ -30,7 +30,13 @@
 //! - a judge's stability and leanings: [`retest_icc`] and [`retest_kappa`] ([`fleiss_kappa`]) between its
 //!   repeats, the [`length_slope`] of its score at a fixed clinician grade, and the [`group_gap`] of its residual
 //!   against clinicians (its own family's answers against the others'), and the [`paired_shift`] of its scores
-//!   of the same answers when it is shown something more (a model's thinking).
+//!   of the same answers when it is shown something more (a model's thinking);
+//! - the conclusions readers draw from a report: [`adjust_family`] (Holm and Benjamini–Hochberg adjusted
+//!   p-values for a family of comparisons), [`PairedVariance`] and [`power_summary`] (the power of a paired
+//!   comparison, the smallest difference a suite detects and the cases a target difference needs),
+//!   [`worst_at_k`] and [`worst_at_k_curve`] (HealthBench's expected worst score of k samples), and
+//!   [`subgroups`] (estimates per subgroup and the gap between the best and the worst, resampled within
+//!   subgroups) with [`Bands`] and [`GroupBy`] for subgroups such as `age:0-40,40-65,65-`.
 //!
 //! Determinism: every random draw comes from a ChaCha8 stream keyed by the explicit `u64` seed in
 //! [`BootstrapConfig`]; the seed, level and resample count are written into every [`Estimate`]. Nothing iterates
@@ -44,14 +50,18 @@ mod classify;
 mod concordance;
 mod confidence;
 mod isotonic;
+mod multiplicity;
 mod paired;
 mod passk;
+mod power;
 mod preference;
 mod prevalence;
 mod proportion;
 mod rank;
 mod rng;
 mod stability;
+mod subgroup;
+mod worst;
 
 pub use agreement::{
     agreement, average_ranks, cohen_kappa, icc_2_1, krippendorff_alpha, pearson, quadratic_kappa,
@@ -78,8 +88,10 @@ pub use confidence::{
     adaptive_ece, auroc, brier, calibration_estimates, ece, reliability, Bin, CalibrationEstimates,
 };
 pub use isotonic::{isotonic, Isotonic};
+pub use multiplicity::{adjust, adjust_family, AdjustedP, Correction};
 pub use paired::{bradley_terry, bradley_terry_styled, Preference, Strengths, StyledStrengths};
 pub use passk::{pass_at_k, top_k_hit};
+pub use power::{power_summary, PairedTest, PairedVariance, PowerSummary, VarianceComponents};
 pub use preference::{position_bias, preference_ranking, PositionBias, PreferenceRanking};
 pub use prevalence::{corrected_pass_rate, rogan_gladen, CorrectedRate};
 pub use proportion::{
@@ -91,6 +103,10 @@ pub use rank::{
 pub use stability::{
     fleiss_kappa, group_gap, length_slope, paired_shift, retest_icc, retest_kappa, PairedShift,
 };
+pub use subgroup::{
+    subgroups, Band, Bands, GroupBy, SubgroupEstimate, SubgroupGap, Subgroups, MIN_SUBGROUP_CASES,
+};
+pub use worst::{worst_at_k, worst_at_k_curve, Average, TaskSamples, WorstAtK};
 
 use serde::{Deserialize, Serialize};
 
@@ -148,6 +164,12 @@ pub enum CiMethod {
     /// McGraw & Wong's (1996) interval for ICC(A,1) from F quantiles with Satterthwaite's degrees of freedom,
     /// the interval pingouin reports for ICC2 (no resampling).
     FDistribution,
+    /// Hesterberg's (2015) expanded percentile interval over resamples of whole clusters within strata (the
+    /// cases of each subgroup): the percentile interval taken at the wider level whose normal quantile is
+    /// sqrt(n / (n − 1))·t₍ₙ₋₁₎ of the nominal one (n clusters; Welch's degrees of freedom for a difference of
+    /// two strata). It corrects the plain percentile interval's undercoverage with few clusters (about 90%
+    /// instead of 95% at 12 cases). The recorded level is the nominal one.
+    ExpandedPercentileBootstrap,
 }
 
 /// A point estimate with its interval and everything needed to reproduce it.

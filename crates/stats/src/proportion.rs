@@ -186,6 +186,12 @@ pub fn mcnemar_clustered(a: &[bool], b: &[bool], clusters: &[&str]) -> Result<Mc
     })
 }
 
+/// The standard normal CDF Φ(x), as `erfc(−x/√2) / 2` (statrs's erfc: about 1e-11 relative in the tails
+/// nmb reads, ample for power and interval levels).
+pub(crate) fn normal_cdf(x: f64) -> f64 {
+    0.5 * statrs::function::erf::erfc(-x / std::f64::consts::SQRT_2)
+}
+
 /// `P(χ²₁ > x)`, which is `erfc(sqrt(x / 2))`.
 fn chi_square_1_sf(x: f64) -> f64 {
     statrs::function::erf::erfc((x / 2.0).sqrt())

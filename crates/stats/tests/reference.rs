@@ -892,3 +892,12 @@ fn balanced_f1_matches_scikit_learn() {
         );
     }
 }
+
+#[path = "reference/multiplicity.rs"]
+mod multiplicity;
+#[path = "reference/power.rs"]
+mod power;
+#[path = "reference/subgroups.rs"]
+mod subgroups;
+#[path = "reference/worst_at_k.rs"]
+mod worst_at_k;

@@ -29,6 +29,19 @@ impl Value {
             Value::Blob(_) => "a blob",
         }
     }
+
+    /// The text behind a column written by `packed::pack` (or plain text from older stores): TEXT as is, BLOB
+    /// inflated. `None` for NULL.
+    pub(crate) fn unpacked(&self) -> Result<Option<String>, String> {
+        match self {
+            Value::Null => Ok(None),
+            Value::Text(t) => Ok(Some(t.clone())),
+            Value::Blob(b) => crate::packed::inflate(b).map(Some),
+            other => Err(format!(
+                "expected text or a compressed blob, found {other:?}"
+            )),
+        }
+    }
 }
 
 impl From<&str> for Value {
@@ -131,7 +144,7 @@ impl Row {
     /// A column written by `packed::pack` (or plain text from older stores), as text.
     pub(crate) fn unpacked(&self, column: usize) -> DbResult<Option<String>> {
         let value = self.0.get(column).unwrap_or(&Value::Null);
-        crate::packed::unpack(value).map_err(|_| DbError::Decode {
+        value.unpacked().map_err(|_| DbError::Decode {
             column,
             expected: "text or zlib-compressed text",
             found: value.kind(),

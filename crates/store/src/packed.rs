@@ -3,7 +3,6 @@
 
 use std::io::{Read, Write};
 
-use crate::db::Value;
 use flate2::read::ZlibDecoder;
 use flate2::write::ZlibEncoder;
 use flate2::Compression;
@@ -16,38 +15,31 @@ pub(crate) fn pack(text: &str) -> Vec<u8> {
     enc.finish().unwrap_or_default()
 }
 
-/// The text behind a stored value: TEXT as is, BLOB inflated. `None` for NULL.
-pub(crate) fn unpack(value: &Value) -> Result<Option<String>, String> {
-    match value {
-        Value::Null => Ok(None),
-        Value::Text(t) => Ok(Some(t.clone())),
-        Value::Blob(b) => {
-            let mut out = String::new();
-            ZlibDecoder::new(b.as_slice())
-                .read_to_string(&mut out)
-                .map_err(|e| format!("stored compressed text does not inflate: {e}"))?;
-            Ok(Some(out))
-        }
-        other => Err(format!(
-            "expected text or a compressed blob, found {other:?}"
-        )),
-    }
+/// The text `pack` stored as `bytes`.
+pub(crate) fn inflate(bytes: &[u8]) -> Result<String, String> {
+    let mut out = String::new();
+    ZlibDecoder::new(bytes)
+        .read_to_string(&mut out)
+        .map_err(|e| format!("stored compressed text does not inflate: {e}"))?;
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::Value;
 
     #[test]
     fn round_trip_and_plain_text() {
         let text = r#"{"messages":[{"role":"user","parts":[{"text":"é and the same text again and again"}]}]}"#;
         let packed = pack(text);
-        assert_eq!(unpack(&Value::Blob(packed)).unwrap().as_deref(), Some(text));
+        let unpack = |v: Value| v.unpacked();
+        assert_eq!(unpack(Value::Blob(packed)).unwrap().as_deref(), Some(text));
         assert_eq!(
-            unpack(&Value::Text(text.into())).unwrap().as_deref(),
+            unpack(Value::Text(text.into())).unwrap().as_deref(),
             Some(text)
         );
-        assert_eq!(unpack(&Value::Null).unwrap(), None);
-        assert!(unpack(&Value::Blob(b"not zlib".to_vec())).is_err());
+        assert_eq!(unpack(Value::Null).unwrap(), None);
+        assert!(unpack(Value::Blob(b"not zlib".to_vec())).is_err());
     }
 }

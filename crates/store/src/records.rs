@@ -27,6 +27,7 @@ pub const KNOWN_ERROR_CLASSES: &[&str] = &[
     "client_error",
     "other",
     "no_answer",
+    "response_too_large",
 ];
 
 /// Image bytes to store, keyed by the SHA-256 of the bytes (lower-case hex).

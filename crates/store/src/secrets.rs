@@ -79,7 +79,8 @@ fn scan_values(db_path: &Path, needle: &[u8]) -> Result<Vec<SecretHit>> {
                     // inflate).
                     v @ ValueRef::Blob(b) => {
                         find(b, needle).is_some()
-                            || crate::packed::unpack(&crate::db::sqlite::value_of(v))
+                            || crate::db::sqlite::value_of(v)
+                                .unpacked()
                                 .ok()
                                 .flatten()
                                 .is_some_and(|t| find(t.as_bytes(), needle).is_some())

@@ -84,6 +84,7 @@ A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--
   concurrency = 8                 # also temperature, top_p, max_tokens, seed,
                                   # reasoning_effort = \"high\", reasoning_model = true,
                                   # thinking_budget = 4096, batch = true,
+                                  # max_response_mib = 64,
                                   # extra_body = { top_k = 20 }, temperature = \"none\"
 
   [[suites]]                      # repeat per suite; paths are relative to the run file
@@ -181,6 +182,8 @@ pub struct ModelEntry {
     pub batch: bool,
     /// As `--extra-body`: fields added to the top level of every request body (a table).
     pub extra_body: Option<BTreeMap<String, serde_json::Value>>,
+    /// As `--max-response-mib`: the most MiB one response of this model may take.
+    pub max_response_mib: Option<u64>,
 }
 
 /// A sampling parameter in a run file: a number, or `"none"` to send none.
@@ -272,7 +275,7 @@ const INPUTS: [&str; 3] = ["full", "text", "images"];
 
 /// Reads and checks a run file.
 pub fn read(path: &Path) -> Result<Study, StudyError> {
-    let text = std::fs::read_to_string(path).map_err(|source| StudyError::Read {
+    let text = nmb_suite::limits::read_to_string_io(path).map_err(|source| StudyError::Read {
         path: path.to_path_buf(),
         source,
     })?;
@@ -283,7 +286,7 @@ pub fn read(path: &Path) -> Result<Study, StudyError> {
 pub fn parse(path: &Path, text: &str) -> Result<Study, StudyError> {
     let file: StudyFile = toml::from_str(text).map_err(|e| StudyError::Parse {
         path: path.to_path_buf(),
-        message: e.to_string().trim_end().to_string(),
+        message: nmb_suite::limits::toml_error(text, &e),
     })?;
     let study = Study {
         path: path.to_path_buf(),
@@ -439,6 +442,10 @@ impl Study {
                     key("concurrency"),
                     "expected at least 1".into(),
                 ));
+            }
+            if model.max_response_mib == Some(0) {
+                let msg = "expected at least 1".into();
+                return Err(invalid(m.span(), key("max_response_mib"), msg));
             }
             let shown = self.model_name(model);
             if let Some(first) = names.insert(shown.clone(), i) {
@@ -636,6 +643,7 @@ impl Study {
         p.thinking_budget = model.thinking_budget;
         c.reasoning_model = model.reasoning_model;
         c.limits.batch = model.batch;
+        c.limits.max_response_mib = model.max_response_mib;
         c.template = template.map(|t| TemplateChoice::parse(&t.to_string_lossy()));
         c
     }

@@ -7,6 +7,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use nmb_table::terminal::{excerpt, excerpt_of, inert, inert_lines, quote};
+
 use crate::{
     check_images, load, Case, Image, LoadOptions, Problem, Reference, Suite, SuiteError,
     SuiteStats, Task,
@@ -78,15 +80,20 @@ pub fn stats_text(s: &SuiteStats) -> String {
             format!("{} error(s), {} warning(s)", s.errors, s.warnings),
         ),
     ];
-    rows.iter().map(|(k, v)| format!("{k:<10} {v}\n")).collect()
+    // The suite's id, version and format names come from its files.
+    rows.iter()
+        .map(|(k, v)| format!("{k:<10} {}\n", inert(v)))
+        .collect()
 }
 
 /// One case readably: metadata, images (each read now to describe it), EHR, notes, and every task with its
-/// options, turns and reference.
+/// options, turns and reference. What the file held is made inert for a terminal (control characters other than
+/// line breaks and tabs escaped; the case id on its one line).
 pub fn case_text(suite_id: &str, case: &Case) -> String {
     let mut out = String::new();
     let lang = case.language.as_deref().unwrap_or("unknown");
-    out += &format!("Case {} (suite {suite_id}, language {lang})\n", case.id);
+    let id = inert(&case.id);
+    out += &format!("Case {id} (suite {suite_id}, language {lang})\n");
     if !case.metadata.is_empty() {
         out += &format!("Metadata: {}\n", pairs(case.metadata.iter()));
     }
@@ -107,7 +114,7 @@ pub fn case_text(suite_id: &str, case: &Case) -> String {
     for task in &case.tasks {
         out += &task_text(task);
     }
-    out
+    inert_lines(&out).into_owned()
 }
 
 /// Why `case_id` cannot be shown: it is an empty placeholder (no text, no images), or the suite has no such case
@@ -115,11 +122,17 @@ pub fn case_text(suite_id: &str, case: &Case) -> String {
 pub fn missing_case(suite: &Suite, case_id: &str) -> String {
     if suite.empty_cases.iter().any(|c| c == case_id) {
         return format!(
-            "{case_id} is an empty placeholder in {} (no text, no images); nothing to show",
-            suite.id
+            "{} is an empty placeholder in {} (no text, no images); nothing to show",
+            excerpt(case_id),
+            inert(&suite.id)
         );
     }
-    let known: Vec<&str> = suite.cases.iter().take(10).map(|c| c.id.as_str()).collect();
+    let known: Vec<String> = suite
+        .cases
+        .iter()
+        .take(10)
+        .map(|c| excerpt(&c.id))
+        .collect();
     let more = suite.cases.len().saturating_sub(known.len());
     let more = if more > 0 {
         format!(" and {more} more")
@@ -127,8 +140,9 @@ pub fn missing_case(suite: &Suite, case_id: &str) -> String {
         String::new()
     };
     format!(
-        "no case {case_id:?} in suite {}; its cases are: {}{more}",
-        suite.id,
+        "no case {} in suite {}; its cases are: {}{more}",
+        quote(case_id),
+        inert(&suite.id),
         known.join(", ")
     )
 }
@@ -367,15 +381,16 @@ impl Validation {
     pub fn by_kind(&self) -> Vec<String> {
         crate::group_problems(&self.problems, 0)
             .into_iter()
-            .map(|g| format!("{} × {}", g.count, g.group))
+            .map(|g| format!("{} × {}", g.count, excerpt_of(&g.group, 1000)))
             .collect()
     }
 
     /// The one-line summary printed after the problems (no newline); `spec` is the suite as it was named.
     pub fn summary(&self, spec: &str) -> String {
         format!(
-            "{spec}: {} error(s), {} warning(s); {} cases with content, {} empty placeholders, {} tasks, {} images \
+            "{}: {} error(s), {} warning(s); {} cases with content, {} empty placeholders, {} tasks, {} images \
              checked",
+            inert(spec),
             self.errors(),
             self.warnings(),
             self.cases,
@@ -437,6 +452,30 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("    Reference:\n      diagnosis: "), "{text}");
+    }
+
+    #[test]
+    fn a_case_from_a_hostile_file_prints_inert() {
+        let mut suite = crate::sample::build();
+        let case = &mut suite.cases[0];
+        case.id = "c\u{1b}[2J".into();
+        case.notes = "first line\nsecond\u{1b}]0;title\u{7} line\r".into();
+        let text = case_text(&suite.id, &suite.cases[0]);
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(text.starts_with("Case c\\u{1b}[2J (suite"), "{text}");
+        assert!(
+            text.contains("  first line\n  second\\u{1b}]0;title\\u{7} line\\r"),
+            "{text}"
+        );
+        let missing = missing_case(&suite, "x\u{9b}y");
+        assert!(
+            missing.starts_with("no case \"x\\u{9b}y\" in suite"),
+            "{missing}"
+        );
+        assert!(!missing.chars().any(char::is_control), "{missing:?}");
     }
 
     #[test]

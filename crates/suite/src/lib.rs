@@ -14,6 +14,7 @@
 pub mod describe;
 pub mod formats;
 mod hash;
+pub mod limits;
 mod model;
 pub mod neurovlm_schema;
 mod problem;
@@ -50,4 +51,16 @@ pub enum SuiteError {
     Invalid(Box<Problem>),
     #[error("{0}")]
     Spec(String),
+    /// A file over the size cap ([`limits::max_file_bytes`]) or not text.
+    #[error("{0}")]
+    File(limits::FileError),
+}
+
+impl From<limits::FileError> for SuiteError {
+    fn from(e: limits::FileError) -> Self {
+        match e {
+            limits::FileError::Read { path, source } => SuiteError::Read { path, source },
+            other => SuiteError::File(other),
+        }
+    }
 }

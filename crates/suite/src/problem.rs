@@ -115,19 +115,49 @@ pub fn group_problems(problems: &[Problem], examples: usize) -> Vec<ProblemGroup
     groups
 }
 
+/// The most characters of a problem's message printed: a message quoting a long value is cut, saying how much
+/// was left out.
+const MESSAGE_CHARS: usize = 1000;
+
+/// One line, whatever the file held: every part is made inert for a terminal (control characters escaped) and
+/// cut to a bounded excerpt, so that an id or a value from the file can neither act on the terminal nor flood it.
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use nmb_table::terminal::{excerpt, excerpt_of};
         let sev = match self.severity {
             Severity::Warning => "warning",
             Severity::Error => "error",
         };
-        write!(f, "{sev}: {}", self.file)?;
+        write!(f, "{sev}: {}", excerpt_of(&self.file, MESSAGE_CHARS))?;
         if let Some(c) = &self.case_id {
-            write!(f, ": case {c}")?;
+            write!(f, ": case {}", excerpt(c))?;
         }
         if let Some(fl) = &self.field {
-            write!(f, ": field {fl}")?;
+            write!(f, ": field {}", excerpt(fl))?;
         }
-        write!(f, ": {}", self.message)
+        write!(f, ": {}", excerpt_of(&self.message, MESSAGE_CHARS))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_problem_prints_as_one_inert_bounded_line() {
+        let p = Problem::error(
+            "key.jsonl:3",
+            format!("unknown case {:?}", "x".repeat(5000)),
+        )
+        .case("c\u{1b}[2J\u{1b}[Hfake\nerror: none")
+        .field("case_id");
+        let text = p.to_string();
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+        assert!(
+            text.contains("case c\\u{1b}[2J\\u{1b}[Hfake\\nerror: none: field case_id"),
+            "{text}"
+        );
+        assert!(text.len() < 1200, "{}", text.len());
+        assert!(text.ends_with("more bytes)"), "{text}");
     }
 }

@@ -5,13 +5,16 @@
 //! ([`Table::markdown`]) and CSV ([`Table::csv`]). A report builds each of its tables once and renders that one
 //! value into every format, so the formats cannot drift apart in their columns, units or labels. It also owns
 //! [`escape`], the one function that makes text safe inside HTML, used for every piece of text a renderer
-//! writes and by every page that writes HTML by hand.
+//! writes and by every page that writes HTML by hand, and [`terminal`], which makes text from outside inert
+//! for a terminal (control characters escaped, long values cut to a bounded excerpt).
 //!
 //! It does not know what a table holds (scores, runs, reviews: the crates that build tables decide their
 //! columns and how numbers are formatted), write files, or decide page layout around a table (headings,
 //! sections, styles).
 
 use std::fmt::Write;
+
+pub mod terminal;
 
 /// Escapes text for HTML: element content, attribute values in double or single quotes, and SVG/XML text.
 ///
@@ -242,12 +245,17 @@ impl Table {
     }
 
     /// Aligned columns for a terminal, two spaces apart, numbers right-aligned; the caption first and the
-    /// footnote last, each set off by a blank line.
+    /// footnote last, each set off by a blank line. Cells are made [`terminal::inert`] (a cell is one line, and
+    /// its text may come from a model or a file).
     pub fn text(&self) -> String {
         let cells: Vec<Vec<String>> = self
             .rows
             .iter()
-            .map(|r| r.iter().map(Cell::plain).collect())
+            .map(|r| {
+                r.iter()
+                    .map(|c| terminal::inert(&c.plain()).into_owned())
+                    .collect()
+            })
             .collect();
         let widths: Vec<usize> = self
             .columns
@@ -375,6 +383,23 @@ mod tests {
         ]);
         t.push(vec![Cell::new("long model name"), Cell::new("1.000")]);
         t
+    }
+
+    #[test]
+    fn terminal_cells_cannot_act_on_the_terminal() {
+        let mut t = Table::new("", &[("id", false), ("answer", false)]);
+        t.push(vec![
+            Cell::new("c1\u{1b}[2J"),
+            Cell::new("line\r\nfake: ok\u{9b}"),
+        ]);
+        let text = t.text();
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(text.contains("c1\\u{1b}[2J"), "{text}");
+        assert!(text.contains("line\\r\\nfake: ok\\u{9b}"), "{text}");
+        assert_eq!(text.lines().count(), 2, "{text}");
     }
 
     #[test]

@@ -10,11 +10,13 @@
 //! - [`llama`]: llama.cpp's real OpenAI-compatible server (PyPI `xllamacpp`) on a GGUF, as a child process.
 //! - [`postgres`]: a real, private PostgreSQL server per test process, and a fresh database per test.
 //! - [`rng`]: a small fixed seeded generator for simulations with known truth.
+//! - [`fuzz`]: a seeded mutator for fuzz tests.
 //!
 //! It is for tests and benches only: no crate of nmb's depends on it outside `[dev-dependencies]`.
 
 pub mod assets;
 pub mod browser;
+pub mod fuzz;
 pub mod hostile;
 pub mod images;
 pub mod llama;

@@ -88,7 +88,7 @@ pub struct EvalArgs {
         hide_default_value = true
     )]
     suite: String,
-    /// Answer-key JSONL joined by case_id (format: see the README, "Answer keys")
+    /// Answer-key JSONL joined by case_id (format: docs/formats.md, "Answer keys")
     #[arg(long, value_name = "FILE")]
     answers: Option<PathBuf>,
     /// Keep only tasks whose task or case metadata has KEY=VALUE (or not, with KEY!=VALUE); repeatable, all
@@ -169,9 +169,10 @@ pub struct EvalArgs {
     /// with the parameters and hashed
     #[arg(long, value_name = "JSON", value_parser = json_object)]
     extra_body: Option<BTreeMap<String, serde_json::Value>>,
-    /// Most tokens per answer
-    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_tokens: u32,
+    /// Most tokens per answer, thinking included where the API counts it [default: 1024; 25000 for OpenAI's
+    /// reasoning models, 65536 for Gemini models that think by default (docs/providers.md)]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tokens: Option<u32>,
     /// Ask as OpenAI's reasoning models require: max_completion_tokens, no temperature (unless 1), no top_p
     /// [default: for o-series and GPT-5 on OpenAI's API; elsewhere after the server's first refusal]
     #[arg(long)]
@@ -198,7 +199,8 @@ pub struct EvalArgs {
     /// Language the prompts ask answers in [default: the suite's, else English]; "" for no instruction
     #[arg(long, value_name = "LANG")]
     answer_language: Option<String>,
-    /// Seconds one attempt may take before it counts as a timeout (and is retried)
+    /// Seconds one attempt may take, from sending the request to the last byte of its answer, before it counts as
+    /// a timeout (and is retried); with --batch, each request to the batch API
     #[arg(long, value_name = "SECS", default_value_t = 300.0, value_parser = positive)]
     timeout: f64,
     /// Retries of a failed request (rate limit, server error, network, timeout, malformed response)
@@ -212,6 +214,11 @@ pub struct EvalArgs {
     /// With --batch: seconds between polls of a submitted batch
     #[arg(long, value_name = "SECS", default_value_t = 30.0, requires = "batch")]
     pub batch_poll: f64,
+    /// With --batch: at most N requests in the model's submitted, unfinished batches at once [default: 4096].
+    /// A batch the provider refuses for its queue limit (OpenAI's enqueued-token limit) goes again later in
+    /// batches half the size (see docs/providers.md)
+    #[arg(long, value_name = "N", requires = "batch", value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch_max_requests: Option<u32>,
     /// Print one JSON object at the end (the run summary) instead of text
     #[arg(long)]
     pub json: bool,
@@ -226,6 +233,13 @@ pub struct EvalArgs {
     /// Also write the run's report (HTML, Markdown, CSV, JSON) into DIR and print the HTML file's path
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
+}
+
+/// `--max-tokens` when none is given: room for the thinking of a model that thinks by default
+/// ([`nmb_requests::rules::thinking_room`]), else [`GenParams::default`]'s.
+pub fn default_max_tokens(model: &ModelSpec) -> u32 {
+    nmb_requests::rules::thinking_room(model.backend, &model.model)
+        .map_or(GenParams::default().max_tokens, |room| room.max_tokens)
 }
 
 fn non_negative(s: &str) -> Result<f64, String> {
@@ -302,7 +316,9 @@ impl EvalArgs {
         config.params = GenParams {
             temperature: self.temperature.0.unwrap_or(defaults.temperature),
             top_p: self.top_p.0.unwrap_or(defaults.top_p),
-            max_tokens: self.max_tokens,
+            max_tokens: self
+                .max_tokens
+                .unwrap_or_else(|| default_max_tokens(&config.model)),
             seed: self.seed,
             reasoning_effort: self.reasoning_effort,
             thinking_budget: self.thinking_budget,
@@ -326,6 +342,8 @@ impl EvalArgs {
             max_retries: self.max_retries,
             batch: self.batch,
             batch_poll_secs: self.batch.then_some(self.batch_poll),
+            batch_max_requests: self.batch_max_requests,
+            max_response_mib: self.scoring.max_response_mib,
         }
     }
 

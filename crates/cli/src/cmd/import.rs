@@ -143,12 +143,12 @@ pub fn run(args: ImportArgs, at: &StoreAt) -> Result<ExitCode> {
     };
     let spec = human::human_spec(human).context("--as")?;
     let suite = load_suite(&args.suite, args.answer_key.as_deref())?;
-    let text = std::fs::read_to_string(&args.file)
+    let text = nmb_suite::limits::read_to_string_io(&args.file)
         .with_context(|| format!("cannot read {}", args.file.display()))?;
     let label = args.file.display().to_string();
     let checked = human::check_answers(&label, &text, &suite, unreadable);
     for w in &checked.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", nmb_table::terminal::excerpt_of(w, 2000));
     }
     let answers = checked.answers()?;
     let source = args

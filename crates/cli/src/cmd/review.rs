@@ -65,6 +65,9 @@ pub struct JudgeArgs {
     /// Bootstrap resamples of the intervals
     #[arg(long, default_value_t = nmb_stats::DEFAULT_RESAMPLES)]
     resamples: usize,
+    /// Most MiB one judge response may take [default: 1 MiB plus 64 bytes per token the judge may generate]
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    max_response_mib: Option<u64>,
     /// Print one JSON object
     #[arg(long)]
     json: bool,
@@ -291,6 +294,7 @@ fn judge(args: JudgeArgs, at: &StoreAt) -> Result<ExitCode> {
         .collect::<Result<Vec<_>>>()?;
     let config = nmb_score::ScoringConfig {
         judges: specs,
+        max_response_mib: args.max_response_mib,
         ..nmb_score::ScoringConfig::default()
     };
     let judges = config

@@ -170,6 +170,12 @@ pub struct ScoringArgs {
     /// the answers and errored samples (a bug of the reference, reproduced only on request)
     #[arg(long)]
     pub paper_json_validity_bug: bool,
+    /// Most MiB one response of a model or judge may take, read as it arrives (gzip or deflate decoded, at most
+    /// 100:1); a larger one errors `response_too_large` without being read further, and is not retried. With
+    /// --batch, also each line of a batch's output [default: 1 MiB plus 64 bytes per token each sample may
+    /// generate, which every honest answer fits]
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub max_response_mib: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -241,6 +247,7 @@ impl ScoringArgs {
             judge_batch_poll_secs: self.judge_batch.then_some(self.judge_batch_poll),
             judge_repeats: self.judge_repeats,
             criteria: self.criteria.clone(),
+            max_response_mib: self.max_response_mib,
         })
     }
 

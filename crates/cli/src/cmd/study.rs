@@ -16,7 +16,12 @@ use crate::progress::Terminal;
 
 pub fn run(config: &Path, top: &EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     let study = nmb_study::read(config)?;
-    let cells = study.cells();
+    let mut cells = study.cells();
+    // --max-response-mib holds for every model the run file gives no cap of its own.
+    for cell in &mut cells {
+        let limits = &mut cell.config.limits;
+        limits.max_response_mib = limits.max_response_mib.or(top.limits().max_response_mib);
+    }
     let cap = top.max_cost.or(study.max_cost());
     if cap.is_some() {
         nmb_study::check_cap(&study, &cells)?;
@@ -31,7 +36,10 @@ pub fn run(config: &Path, top: &EvalArgs, at: &StoreAt) -> Result<ExitCode> {
         claiming: top.invocation(at).claiming,
         scoring: match top.no_score {
             true => None,
-            false => Some(nmb_study::scoring_config(&study, &cells)?),
+            false => Some(nmb_score::ScoringConfig {
+                max_response_mib: top.limits().max_response_mib,
+                ..nmb_study::scoring_config(&study, &cells)?
+            }),
         },
         cap,
     };

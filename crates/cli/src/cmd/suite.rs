@@ -79,7 +79,7 @@ enum Action {
 pub struct SuiteSource {
     #[arg(value_name = "SUITE", help = SUITE_HELP)]
     pub suite: String,
-    /// Answer-key JSONL joined by case_id (format: see the README, "Answer keys")
+    /// Answer-key JSONL joined by case_id (format: docs/formats.md, "Answer keys")
     #[arg(long, value_name = "FILE")]
     pub answers: Option<PathBuf>,
     /// Keep only tasks whose task or case metadata has KEY=VALUE (or not, with KEY!=VALUE); repeatable,

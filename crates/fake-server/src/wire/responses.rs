@@ -158,6 +158,9 @@ fn anthropic_error_type(status: u16) -> &'static str {
     match status {
         429 => "rate_limit_error",
         401 => "authentication_error",
+        402 => "billing_error",
+        413 => "request_too_large",
+        504 => "timeout_error",
         403 => "permission_error",
         404 => "not_found_error",
         529 => "overloaded_error",
@@ -172,7 +175,9 @@ fn gemini_status(status: u16) -> &'static str {
         401 => "UNAUTHENTICATED",
         403 => "PERMISSION_DENIED",
         404 => "NOT_FOUND",
+        409 => "ABORTED",
         503 => "UNAVAILABLE",
+        504 => "DEADLINE_EXCEEDED",
         400..=499 => "INVALID_ARGUMENT",
         _ => "INTERNAL",
     }
@@ -204,8 +209,106 @@ pub(crate) fn fault_response(req: &ReceivedRequest, fault: &Fault) -> Option<Res
         },
         Fault::Empty => Response::json(200, empty_body(req)),
         Fault::Refusal => Response::json(200, refusal_body(req)),
-        Fault::Reset | Fault::Slow(_) | Fault::Hang => return None,
+        Fault::Exhausted => Response::json(200, exhausted_body(req)),
+        Fault::RetryInfo(secs) => retry_info(wire, secs),
+        Fault::Quota => quota(wire),
+        Fault::NoRetry(code) => {
+            let mut r = error(
+                wire,
+                *code,
+                &format!("fake server fault: status {code}, not to be retried"),
+            );
+            r.headers.push(("x-should-retry".into(), "false".into()));
+            r
+        }
+        Fault::Reset | Fault::Slow(_) | Fault::Hang | Fault::Hostile(_) => return None,
     })
+}
+
+/// A 429 whose wait is in the body: Gemini's error model puts a `google.rpc.RetryInfo` in `error.details`
+/// (`{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "31s"}`, a `google.protobuf.Duration`)
+/// and sends no Retry-After header. The other wires have no such detail: a plain 429.
+fn retry_info(wire: Wire, secs: &str) -> Response {
+    if wire != Wire::Gemini {
+        return error(wire, 429, "Rate limit reached for requests (fake server)");
+    }
+    Response::json(
+        429,
+        json!({"error": {
+            "code": 429,
+            "message": "You exceeded your current quota, please check your plan and billing details. Please retry in 31s.",
+            "status": "RESOURCE_EXHAUSTED",
+            "details": [
+                {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{
+                    "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+                    "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]},
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": format!("{secs}s")},
+            ],
+        }}),
+    )
+}
+
+/// The account's quota used up, in each provider's words: OpenAI's 429 with code `insufficient_quota` ("You
+/// exceeded your current quota, please check your plan and billing details"); Anthropic's 402 `billing_error`
+/// (its errors page: "There is an issue with your account's billing or payment information"); Gemini's 429
+/// `RESOURCE_EXHAUSTED` whose `google.rpc.QuotaFailure` names a daily quota
+/// (`GenerateRequestsPerDayPerProjectPerModel`).
+fn quota(wire: Wire) -> Response {
+    let body = match wire {
+        Wire::OpenAi => json!({"error": {
+            "message": "You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.",
+            "type": "insufficient_quota", "param": null, "code": "insufficient_quota",
+        }}),
+        Wire::Anthropic => json!({"type": "error", "error": {
+            "type": "billing_error",
+            "message": "There is an issue with your account's billing or payment information.",
+        }}),
+        Wire::Gemini => json!({"error": {
+            "code": 429,
+            "message": "You exceeded your current quota, please check your plan and billing details.",
+            "status": "RESOURCE_EXHAUSTED",
+            "details": [
+                {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{
+                    "quotaMetric": "generativelanguage.googleapis.com/generate_requests_per_model_per_day",
+                    "quotaId": "GenerateRequestsPerDayPerProjectPerModel"}]},
+                {"@type": "type.googleapis.com/google.rpc.Help", "links": [{
+                    "description": "Learn more about Gemini API quotas",
+                    "url": "https://ai.google.dev/gemini-api/docs/rate-limits"}]},
+            ],
+        }}),
+    };
+    let status = if wire == Wire::Anthropic { 402 } else { 429 };
+    Response::json(status, body)
+}
+
+/// A model that used every output token thinking: what each wire answers (see [`Fault::Exhausted`]).
+fn exhausted_body(req: &ReceivedRequest) -> serde_json::Value {
+    let limit = req.params.max_tokens.unwrap_or(1024);
+    let (input, _) = usage(req, &[]);
+    let thinking =
+        "The lesion pattern suggests several possibilities; weighing each in turn".to_string();
+    match req.wire {
+        Wire::OpenAi => {
+            json!({"id": "chatcmpl-exhausted", "object": "chat.completion", "model": req.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "reasoning_content": thinking},
+                         "finish_reason": "length"}],
+            "usage": {"prompt_tokens": input, "completion_tokens": limit, "total_tokens": input + limit,
+                      "completion_tokens_details": {"reasoning_tokens": limit}}})
+        }
+        Wire::Anthropic => {
+            let signature = super::anthropic::thinking_signature(&thinking);
+            json!({"id": "msg_exhausted", "type": "message", "role": "assistant", "model": req.model,
+                "content": [{"type": "thinking", "thinking": thinking, "signature": signature}],
+                "stop_reason": "max_tokens", "stop_sequence": null,
+                "usage": {"input_tokens": input, "output_tokens": limit}})
+        }
+        Wire::Gemini => json!({
+            "candidates": [{"content": {"role": "model"}, "finishReason": "MAX_TOKENS", "index": 0}],
+            "usageMetadata": {"promptTokenCount": input, "thoughtsTokenCount": limit.saturating_sub(1),
+                              "totalTokenCount": input + limit.saturating_sub(1)},
+            "modelVersion": req.model,
+        }),
+    }
 }
 
 fn context_message(wire: Wire) -> &'static str {

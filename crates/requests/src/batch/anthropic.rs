@@ -7,7 +7,8 @@
 
 use serde_json::{json, Value};
 
-use super::{field, jsonl, text_field, Line, Progress};
+use super::stream::{output_cap, Wanted};
+use super::{field, read_jsonl, text_field, Line, Progress};
 use crate::error::CallError;
 use crate::http::{HttpBackend, Wire};
 
@@ -59,7 +60,12 @@ pub(super) async fn find<W: Wire>(
     })
 }
 
-pub(super) async fn poll<W: Wire>(b: &HttpBackend<W>, id: &str) -> Result<Progress, CallError> {
+pub(super) async fn poll<W: Wire>(
+    b: &HttpBackend<W>,
+    id: &str,
+    custom_ids: &[String],
+    line_cap: u64,
+) -> Result<Progress, CallError> {
     let batch = b.get_json(&b.batch_url(&format!("{PATH}/{id}"))).await?;
     if text_field(&batch, "/processing_status")? != "ended" {
         return Ok(Progress::Running);
@@ -72,11 +78,11 @@ pub(super) async fn poll<W: Wire>(b: &HttpBackend<W>, id: &str) -> Result<Progre
             "the batch's results_url is not on the server it was submitted to; not sending the API key there",
         ));
     }
-    let body = b.batch_send(b.transport.client.get(url)).await?;
-    let lines = jsonl(&body)?
-        .iter()
-        .map(|l| read_line(b, l))
-        .collect::<Result<_, _>>()?;
+    let cap = output_cap(custom_ids.len(), line_cap);
+    let body = b.batch_open(b.transport.client.get(url), cap).await?;
+    let what = format!("the results of batch {id}");
+    let mut wanted = Wanted::new(custom_ids);
+    let lines = read_jsonl(body, what, line_cap, &mut wanted, |l| read_line(b, l)).await?;
     Ok(Progress::Ended(lines))
 }
 
@@ -115,8 +121,10 @@ fn status_of(kind: &str) -> u16 {
         "authentication_error" => 401,
         "permission_error" => 403,
         "not_found_error" => 404,
+        "billing_error" => 402,
         "request_too_large" => 413,
         "rate_limit_error" => 429,
+        "timeout_error" => 504,
         "overloaded_error" => 529,
         _ => 500,
     }

@@ -4,21 +4,29 @@
 //! This module speaks the three protocols: OpenAI's Batch API (a JSONL file uploaded to `/files`, a job on
 //! `/batches`, output and error files), Anthropic's Message Batches, and Gemini's batch mode with inlined
 //! requests. Each request of a batch is the body a single call would send, wrapped with its custom id; each
-//! answer is read by the same [`Wire::parse`] a single call's answer is. It does not decide which requests go
-//! together, record batches, or wait for them: `nmb-record`'s batcher does.
+//! answer is read by the same [`Wire::parse`] a single call's answer is. Outputs are read as they arrive
+//! ([`stream`]): each line or inlined response under the cap of one answer, the whole under the most its
+//! requests' answers can take. It does not decide which requests go together, record batches, or wait for them:
+//! `nmb-record`'s batcher does.
 
 mod anthropic;
 mod gemini;
 mod openai;
+mod stream;
 
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::backend::{finish, BoxFuture, ChatRequest, Completion};
+use crate::body::Body;
 use crate::error::{CallError, ErrorClass};
 use crate::http::{endpoint, HttpBackend, Wire};
-use crate::transport::send;
+use crate::transport::{open, send};
+
+/// The most bytes a batch API answer that is not an output may take (a created batch, a page of batches, an
+/// uploaded file's record).
+pub const CONTROL_BYTES: u64 = 64 << 20;
 
 /// Which provider's batch protocol a wire speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,11 +45,12 @@ impl BatchProtocol {
         }
     }
 
-    /// The most requests and bytes one batch may hold, as each provider documents them: OpenAI 50,000
-    /// requests in a file of at most 200 MB; Anthropic 100,000 requests or 256 MB; Gemini's inlined requests
-    /// 20 MB in all.
+    /// The most requests and bytes one batch may hold, as each provider documents them, in bytes as the
+    /// providers count them (a megabyte is 1,000,000 bytes): OpenAI "up to 50,000 requests" in an input file "up
+    /// to 200 MB" (the Files API refuses an upload over 200,000,000 bytes); Anthropic "100,000 Message requests
+    /// or 256 MB in size, whichever is reached first"; Gemini's inlined requests "under 20MB" in all.
     pub fn limits(self) -> BatchLimits {
-        const MB: usize = 1 << 20;
+        const MB: usize = 1_000_000;
         match self {
             BatchProtocol::OpenAi => BatchLimits {
                 max_requests: 50_000,
@@ -82,7 +91,10 @@ pub enum Polled {
     /// Done (or expired, or cancelled): the outcome of every request that has one. A request left out (expired,
     /// cancelled) has no answer and must be sent again.
     Ended(Vec<BatchItem>),
-    /// The provider refused the batch as a whole (a file that failed validation): every request fails so.
+    /// The provider refused the batch as a whole: every request fails so. Class `rate_limit` when it refused it
+    /// for a limit that clears as other batches finish (OpenAI's `token_limit_exceeded`, Gemini's
+    /// `RESOURCE_EXHAUSTED`), so that its requests can go again later in smaller batches; otherwise the
+    /// provider's own message (a file that failed validation).
     Failed(CallError),
 }
 
@@ -93,6 +105,8 @@ pub trait BatchApi: Send + Sync {
     fn body(&self, req: &ChatRequest) -> Result<Value, CallError>;
     /// A request's `body` as it goes into a batch, wrapped with its custom id.
     fn entry(&self, custom_id: &str, body: Value) -> Value;
+    /// The most bytes the answer to `req` may take, in a batch's output as in a single call.
+    fn response_cap(&self, req: &ChatRequest) -> u64;
     /// Submits `entries` as one batch, telling the provider `tag` where it keeps one; returns the provider's id.
     fn submit<'a>(
         &'a self,
@@ -109,10 +123,13 @@ pub trait BatchApi: Send + Sync {
         requests: u64,
     ) -> BoxFuture<'a, Result<Option<String>, CallError>>;
     /// Where batch `id` stands; `custom_ids` are its requests in submission order (Gemini answers by position).
+    /// Its output is read line by line, each line at most `line_cap` bytes ([`BatchApi::response_cap`] of its
+    /// requests), the whole at most one line cap per request and one more.
     fn poll<'a>(
         &'a self,
         id: &'a str,
         custom_ids: &'a [String],
+        line_cap: u64,
     ) -> BoxFuture<'a, Result<Polled, CallError>>;
 }
 
@@ -134,22 +151,38 @@ impl<W: Wire> HttpBackend<W> {
         endpoint(bases.first().copied().unwrap_or(""), path)
     }
 
-    /// Sends a batch API request with the key and returns its 2xx body; errors are classified and redacted.
+    /// Sends a batch API request with the key and returns its 2xx body (at most [`CONTROL_BYTES`]); errors are
+    /// classified and redacted.
     pub(crate) async fn batch_send(
         &self,
         http: reqwest::RequestBuilder,
     ) -> Result<String, CallError> {
         let secret = self.key.as_ref().map(|k| k.expose());
         let classify = |status: u16, body: &str| self.wire.classify(status, body);
-        let reply = send(self.authorised(http), secret, classify).await;
-        let reply = reply.map_err(|e| {
-            let mut e = e;
-            for s in &self.url_secrets {
-                e = e.redacted(Some(s));
-            }
-            e
-        })?;
-        Ok(reply.body)
+        let limits = self.transport.limits(CONTROL_BYTES);
+        let reply = send(self.authorised(http), secret, classify, limits).await;
+        Ok(reply.map_err(|e| self.redact_urls(self.hinted(e)))?.body)
+    }
+
+    /// Sends a batch API request with the key and returns its 2xx body unread, to be read as it arrives (at
+    /// most `max_bytes` of it, by the transport's deadline).
+    pub(crate) async fn batch_open(
+        &self,
+        http: reqwest::RequestBuilder,
+        max_bytes: u64,
+    ) -> Result<Body, CallError> {
+        let secret = self.key.as_ref().map(|k| k.expose());
+        let classify = |status: u16, body: &str| self.wire.classify(status, body);
+        let limits = self.transport.limits(max_bytes);
+        let body = open(self.authorised(http), secret, classify, limits).await;
+        body.map_err(|e| self.redact_urls(self.hinted(e)))
+    }
+
+    fn redact_urls(&self, mut e: CallError) -> CallError {
+        for s in &self.url_secrets {
+            e = e.redacted(Some(s));
+        }
+        e
     }
 
     pub(crate) async fn get_json(&self, url: &str) -> Result<Value, CallError> {
@@ -170,6 +203,7 @@ impl<W: Wire> HttpBackend<W> {
     /// The body a single call would send, as JSON.
     pub(crate) fn body_json(&self, req: &ChatRequest) -> Result<Value, CallError> {
         crate::backend::check_n(self, req)?;
+        self.warn_once(req);
         self.body_value(req)
     }
 
@@ -186,12 +220,18 @@ impl<W: Wire> HttpBackend<W> {
     pub(crate) fn line_error(&self, status: u16, body: &str) -> CallError {
         let class = self.wire.classify(status, body);
         let message = format!("batch request failed (status {status}): {body}");
-        // The body goes with it, as with a single call's error, so that a refused parameter is recognised.
-        self.redact_all(Err(
-            CallError::new(class, message).with_raw(body.to_string())
-        ))
-        .err()
-        .unwrap_or_else(|| CallError::new(class, "batch request failed"))
+        // The body goes with it, as with a single call's error, so that a refused parameter is recognised; both
+        // are cut to what a single call's error keeps once the keys are out of them.
+        let error = CallError::new(class, message).with_raw(body.to_string());
+        self.redact_all(Err(error))
+            .map_err(|mut e| {
+                e.message = crate::transport::snippet(&e.message, 400);
+                e.raw = (e.raw)
+                    .map(|r| crate::transport::snippet(&r, crate::body::ERROR_BODY_BYTES as usize));
+                e
+            })
+            .err()
+            .unwrap_or_else(|| CallError::new(class, "batch request failed"))
     }
 
     fn items(&self, lines: Vec<Line>) -> Vec<BatchItem> {
@@ -215,6 +255,10 @@ impl<W: Wire> BatchApi for HttpBackend<W> {
 
     fn body(&self, req: &ChatRequest) -> Result<Value, CallError> {
         self.body_json(req)
+    }
+
+    fn response_cap(&self, req: &ChatRequest) -> u64 {
+        self.transport.response_cap(req)
     }
 
     fn entry(&self, custom_id: &str, body: Value) -> Value {
@@ -258,12 +302,13 @@ impl<W: Wire> BatchApi for HttpBackend<W> {
         &'a self,
         id: &'a str,
         custom_ids: &'a [String],
+        line_cap: u64,
     ) -> BoxFuture<'a, Result<Polled, CallError>> {
         Box::pin(async move {
             let state = match self.protocol() {
-                BatchProtocol::OpenAi => openai::poll(self, id).await?,
-                BatchProtocol::Anthropic => anthropic::poll(self, id).await?,
-                BatchProtocol::Gemini => gemini::poll(self, id, custom_ids).await?,
+                BatchProtocol::OpenAi => openai::poll(self, id, custom_ids, line_cap).await?,
+                BatchProtocol::Anthropic => anthropic::poll(self, id, custom_ids, line_cap).await?,
+                BatchProtocol::Gemini => gemini::poll(self, id, custom_ids, line_cap).await?,
             };
             Ok(match state {
                 Progress::Running => Polled::Running,
@@ -291,7 +336,7 @@ pub(crate) fn json(body: &str) -> Result<Value, CallError> {
             ErrorClass::MalformedResponse,
             format!("batch API answered something that is not JSON: {e}"),
         )
-        .with_raw(body.to_string())
+        .with_raw(crate::transport::snippet(body, 4096))
     })
 }
 
@@ -302,7 +347,7 @@ pub(crate) fn field<'a>(v: &'a Value, pointer: &str) -> Result<&'a Value, CallEr
             ErrorClass::MalformedResponse,
             format!("batch API answer has no {pointer}"),
         )
-        .with_raw(v.to_string())
+        .with_raw(stream::head(v))
     })
 }
 
@@ -318,10 +363,54 @@ pub(crate) fn text_field(v: &Value, pointer: &str) -> Result<String, CallError> 
         })
 }
 
-/// The JSON lines of a JSONL file; a line that is not JSON is a malformed answer.
-pub(crate) fn jsonl(body: &str) -> Result<Vec<Value>, CallError> {
-    body.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(json)
-        .collect()
+/// Reads a JSONL output line by line, handing `read` the line of each request the batch holds (the first one
+/// for it); a line too long to read, or not JSON, is its request's error where its first bytes name the request,
+/// and is left out where they do not (the request is then unanswered, and sent again).
+pub(crate) async fn read_jsonl(
+    body: Body,
+    what: String,
+    line_cap: u64,
+    wanted: &mut stream::Wanted,
+    mut read: impl FnMut(&Value) -> Result<Line, CallError>,
+) -> Result<Vec<Line>, CallError> {
+    let mut lines = Vec::new();
+    let mut reader = stream::Lines::new(body, what.clone(), line_cap);
+    while let Some(raw) = reader.next().await? {
+        let id = match &raw {
+            stream::RawLine::Json(v) => v
+                .get("custom_id")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            _ => raw.head_custom_id(),
+        };
+        let Some(id) = id else {
+            tracing::warn!("{what}: a line that names no request was left out");
+            continue;
+        };
+        if !wanted.take(&id) {
+            continue;
+        }
+        lines.push(match raw {
+            stream::RawLine::Json(v) => read(&v)?,
+            stream::RawLine::TooLong { bytes, .. } => {
+                Line::Answer(id, Err(stream::line_too_large(&what, bytes, line_cap)))
+            }
+            stream::RawLine::NotJson { error, .. } => {
+                Line::Answer(id, Err(stream::line_not_json(&what, &error)))
+            }
+        });
+    }
+    Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BatchProtocol;
+
+    #[test]
+    fn byte_limits_are_counted_as_the_providers_count_them() {
+        assert_eq!(BatchProtocol::OpenAi.limits().max_bytes, 200_000_000);
+        assert_eq!(BatchProtocol::Anthropic.limits().max_bytes, 256_000_000);
+        assert_eq!(BatchProtocol::Gemini.limits().max_bytes, 20_000_000);
+    }
 }

@@ -3,11 +3,14 @@
 //! the batch with that `input_file_id`, `endpoint` and `completion_window: "24h"`; poll `GET /batches/{id}`
 //! until its status is `completed`, `expired`, `cancelled` or `failed`; then read `output_file_id` and
 //! `error_file_id`. "Requests that were not completed in time are written to the error file with code
-//! `batch_expired`."
+//! `batch_expired`." A batch `completed` that names neither file has nothing to read and cannot be: its poll is a
+//! malformed answer (polled again a few times, then given up), never an empty end that would send every request
+//! again.
 
 use serde_json::{json, Value};
 
-use super::{field, jsonl, text_field, Line, Progress};
+use super::stream::{output_cap, Wanted};
+use super::{field, read_jsonl, text_field, Line, Progress};
 use crate::error::{CallError, ErrorClass};
 use crate::http::{HttpBackend, Wire};
 
@@ -71,34 +74,84 @@ pub(super) async fn find<W: Wire>(
         .and_then(|d| d.get("id")?.as_str().map(str::to_string)))
 }
 
-pub(super) async fn poll<W: Wire>(b: &HttpBackend<W>, id: &str) -> Result<Progress, CallError> {
+pub(super) async fn poll<W: Wire>(
+    b: &HttpBackend<W>,
+    id: &str,
+    custom_ids: &[String],
+    line_cap: u64,
+) -> Result<Progress, CallError> {
     let batch = b.get_json(&b.batch_url(&format!("/batches/{id}"))).await?;
     let status = text_field(&batch, "/status")?;
     match status.as_str() {
         "completed" | "expired" | "cancelled" => {}
-        "failed" => {
-            let why = batch
-                .get("errors")
-                .map_or_else(String::new, Value::to_string);
-            return Ok(Progress::Failed(CallError::new(
-                ErrorClass::ClientError,
-                format!("OpenAI refused batch {id}: {why}"),
-            )));
-        }
+        "failed" => return Ok(Progress::Failed(failure(id, &batch))),
+        // validating, in_progress, finalizing, cancelling
         _ => return Ok(Progress::Running),
     }
+    let files: Vec<(&str, &str)> = [("output", "/output_file_id"), ("error", "/error_file_id")]
+        .into_iter()
+        .filter_map(|(kind, pointer)| Some((kind, batch.pointer(pointer)?.as_str()?)))
+        .collect();
+    if status == "completed" && files.is_empty() {
+        return Err(CallError::new(
+            ErrorClass::MalformedResponse,
+            format!(
+                "OpenAI reports batch {id} completed but names neither an output nor an error file"
+            ),
+        )
+        .with_raw(super::stream::head(&batch)));
+    }
+    let mut wanted = Wanted::new(custom_ids);
     let mut lines = Vec::new();
-    for file in ["/output_file_id", "/error_file_id"] {
-        let Some(file_id) = batch.pointer(file).and_then(Value::as_str) else {
-            continue;
-        };
+    for (kind, file_id) in files {
         let url = b.batch_url(&format!("/files/{file_id}/content"));
-        let body = b.batch_send(b.transport.client.get(url)).await?;
-        for line in jsonl(&body)? {
-            lines.push(read_line(b, &line)?);
-        }
+        let cap = output_cap(custom_ids.len(), line_cap);
+        let body = b.batch_open(b.transport.client.get(url), cap).await?;
+        let what = format!("the {kind} file of batch {id}");
+        let read = |line: &Value| read_line(b, line);
+        lines.extend(read_jsonl(body, what, line_cap, &mut wanted, read).await?);
     }
     Ok(Progress::Ended(lines))
+}
+
+/// Why OpenAI failed a batch, from its `errors.data[]` (`{"code", "message", "param", "line"}`). A batch refused
+/// for the organisation's enqueued-token limit ("token_limit_exceeded": "Enqueued token limit reached for
+/// gpt-4o ... Please try again once some in_progress batches have been completed.") is a rate limit, to be sent
+/// again later in smaller batches; any other failure is a client error with OpenAI's messages.
+fn failure(id: &str, batch: &Value) -> CallError {
+    let errors = batch.pointer("/errors/data").and_then(Value::as_array);
+    let errors = errors.map(Vec::as_slice).unwrap_or_default();
+    let code = |e: &Value| {
+        e.get("code")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let said: Vec<String> = errors
+        .iter()
+        .map(|e| {
+            let message = e.get("message").and_then(Value::as_str).unwrap_or("");
+            let line = e.get("line").and_then(Value::as_u64);
+            let line = line.map_or_else(String::new, |l| format!(" (line {l})"));
+            format!("{}: {message}{line}", code(e))
+        })
+        .collect();
+    let said = if said.is_empty() {
+        "no reason given".to_string()
+    } else {
+        said.join("; ")
+    };
+    let limited = errors.iter().any(|e| code(e) == "token_limit_exceeded");
+    let class = if limited {
+        ErrorClass::RateLimit
+    } else {
+        ErrorClass::ClientError
+    };
+    CallError::new(class, format!("OpenAI failed batch {id}: {said}")).with_raw(
+        batch
+            .get("errors")
+            .map_or_else(String::new, Value::to_string),
+    )
 }
 
 fn read_line<W: Wire>(b: &HttpBackend<W>, line: &Value) -> Result<Line, CallError> {
@@ -107,7 +160,8 @@ fn read_line<W: Wire>(b: &HttpBackend<W>, line: &Value) -> Result<Line, CallErro
         let status = response
             .get("status_code")
             .and_then(Value::as_u64)
-            .unwrap_or(0) as u16;
+            .and_then(|s| u16::try_from(s).ok())
+            .unwrap_or(0);
         let body = response
             .get("body")
             .map_or_else(String::new, Value::to_string);

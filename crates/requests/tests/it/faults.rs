@@ -44,6 +44,7 @@ fn simple_request() -> ChatRequest {
         n: 1,
         output: OutputFormat::Text,
         replay: Vec::new(),
+        samples: Vec::new(),
     }
 }
 

@@ -14,6 +14,7 @@ fn ask() -> ChatRequest {
         n: 1,
         output: OutputFormat::Text,
         replay: Vec::new(),
+        samples: Vec::new(),
     }
 }
 

@@ -25,6 +25,7 @@ fn request() -> ChatRequest {
         n: 1,
         output: OutputFormat::Text,
         replay: Vec::new(),
+        samples: Vec::new(),
     }
 }
 

@@ -20,6 +20,7 @@ fn request(n: u32, output: OutputFormat) -> (ChatRequest, [String; 2]) {
         n,
         output,
         replay: Vec::new(),
+        samples: Vec::new(),
     };
     (req, hashes)
 }

@@ -101,10 +101,11 @@ impl CriterionRubric {
     }
 
     pub fn load(path: &Path) -> Result<CriterionRubric, ResultsError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ResultsError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text =
+            nmb_suite::limits::read_to_string_io(path).map_err(|source| ResultsError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
         CriterionRubric::parse(&text, &path.display().to_string())
     }
 
@@ -224,8 +225,10 @@ type Entries = Vec<(String, Criterion)>;
 fn parse_toml(text: &str, source: &str) -> Result<(String, String, Entries), ResultsError> {
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(1, |s| line_of(text, s.start));
-        let written = text.lines().nth(line - 1).unwrap_or_default().trim();
-        invalid(source, line, format!("{} (at `{written}`)", e.message()))
+        let written =
+            nmb_table::terminal::excerpt(text.lines().nth(line - 1).unwrap_or_default().trim());
+        let message = nmb_table::terminal::excerpt_of(e.message().trim_end(), 500);
+        invalid(source, line, format!("{message} (at `{written}`)"))
     })?;
     let _ = raw.title;
     let mut out = Vec::new();
@@ -265,8 +268,13 @@ fn parse_jsonl(text: &str, source: &str) -> Result<(String, String, Entries), Re
         if line.trim().is_empty() {
             continue;
         }
-        let row: Value = serde_json::from_str(line)
-            .map_err(|e| invalid(source, n, format!("not valid JSON ({e})")))?;
+        let row: Value = serde_json::from_str(line).map_err(|e| {
+            invalid(
+                source,
+                n,
+                format!("not valid JSON ({})", nmb_suite::limits::json_error(&e)),
+            )
+        })?;
         let Value::Object(obj) = row else {
             return Err(invalid(source, n, "expected a JSON object".into()));
         };

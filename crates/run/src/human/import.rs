@@ -135,7 +135,10 @@ fn check_line(
     let obj: Map<String, Value> = match serde_json::from_str(raw) {
         Ok(Value::Object(m)) => m,
         Ok(_) => return Err(vec![format!("{at}: expected a JSON object per line")]),
-        Err(e) => return Err(vec![format!("{at}: not JSON: {e}")]),
+        Err(e) => {
+            let e = nmb_suite::limits::json_error(&e);
+            return Err(vec![format!("{at}: not JSON: {e}")]);
+        }
     };
     let mut problems = Vec::new();
     let task = match obj.get("task_id") {

@@ -289,6 +289,7 @@ fn identity(lines: &[&Line], parameters: &Map<String, Value>) -> Map<String, Val
 fn line(file: &str, number: usize, raw: &str) -> Result<Line, String> {
     let at = |field: &str, what: String| format!("{file}:{number}: {field}: {what}");
     let value: Value = serde_json::from_str(&python_json(raw)).map_err(|e| {
+        let e = nmb_suite::limits::json_error(&e);
         format!(
             "{file}:{number}: not JSON ({e}); expected one object per line as run_async.py writes"
         )

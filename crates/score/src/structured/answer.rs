@@ -112,7 +112,10 @@ fn json_object(text: &str) -> Result<Map<String, Value>, String> {
     match serde_json::from_str::<Value>(inner) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(other) => Err(format!("expected a JSON object, got {}", kind(&other))),
-        Err(e) => Err(format!("not valid JSON: {e}")),
+        Err(e) => Err(format!(
+            "not valid JSON: {}",
+            nmb_suite::limits::json_error(&e)
+        )),
     }
 }
 

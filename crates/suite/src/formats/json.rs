@@ -5,22 +5,22 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use crate::limits::json_error;
 use crate::{Problem, SuiteError};
 
-/// Reads and parses a whole JSON file. Unreadable, empty or unparseable files are fatal.
+/// Reads and parses a whole JSON file. Unreadable, empty, unparseable or too large files are fatal.
 pub(super) fn read(path: &Path) -> Result<Value, SuiteError> {
     let bytes = read_bytes(path)?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(fatal(path, "the file is empty; expected a JSON array"));
     }
-    serde_json::from_slice(&bytes).map_err(|e| fatal(path, format!("not valid JSON: {e}")))
+    serde_json::from_slice(&bytes)
+        .map_err(|e| fatal(path, format!("not valid JSON: {}", json_error(&e))))
 }
 
+/// The whole file, refused over the size cap ([`crate::limits::read`]).
 pub(super) fn read_bytes(path: &Path) -> Result<Vec<u8>, SuiteError> {
-    std::fs::read(path).map_err(|source| SuiteError::Read {
-        path: path.display().to_string(),
-        source,
-    })
+    Ok(crate::limits::read(path)?)
 }
 
 pub(super) fn fatal(path: &Path, message: impl Into<String>) -> SuiteError {
@@ -132,7 +132,7 @@ pub(super) fn jsonl_object(line: &[u8]) -> Result<Map<String, Value>, String> {
     match serde_json::from_slice::<Value>(line) {
         Ok(Value::Object(obj)) => Ok(obj),
         Ok(other) => Err(format!("expected a JSON object, found {}", kind(&other))),
-        Err(e) => Err(format!("not valid JSON: {e}")),
+        Err(e) => Err(format!("not valid JSON: {}", json_error(&e))),
     }
 }
 

@@ -43,6 +43,7 @@ mod json;
 mod mcq;
 mod native;
 pub mod neurovlm;
+mod parquet_footer;
 mod paths;
 pub mod pubmedqa;
 mod rows;

@@ -26,7 +26,8 @@ use serde_json::Value;
 
 use super::columns::Columns;
 use super::rows::{self, Cell, Row};
-use super::{file_name, json, paths, Loaded};
+use super::{file_name, json, parquet_footer, paths, Loaded};
+use crate::limits;
 use crate::{Case, Family, Image, Level, Metadata, Problem, Reference, Suite, SuiteError, Task};
 
 /// The fields a row may carry.
@@ -178,7 +179,22 @@ fn json_rows(path: &Path) -> Result<Vec<Row>, SuiteError> {
         .collect())
 }
 
+/// Rows of a Parquet file whose footer was checked first ([`parquet_footer::check`]); the cells read may add up
+/// to [`limits::parquet_budget`] bytes (each row counted as [`ROW_OVERHEAD`] bytes more), and no more rows than
+/// the footer claims are read.
 fn parquet_rows(path: &Path) -> Result<Vec<Row>, SuiteError> {
+    let footer = parquet_footer::check(path)
+        .map_err(|e| json::fatal(path, format!("not a Parquet file nmb can read safely: {e}")))?;
+    parquet_footer::guard(|| read_parquet(path, footer)).unwrap_or_else(|e| {
+        Err(json::fatal(
+            path,
+            format!("not a readable Parquet file: {e}"),
+        ))
+    })
+}
+
+/// The rows of a Parquet file whose footer says `footer`.
+fn read_parquet(path: &Path, footer: parquet_footer::Footer) -> Result<Vec<Row>, SuiteError> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     let file = file_name(path);
     let bad = |e: parquet::errors::ParquetError| {
@@ -188,14 +204,39 @@ fn parquet_rows(path: &Path) -> Result<Vec<Row>, SuiteError> {
         path: path.display().to_string(),
         source,
     })?;
+    let len = handle.metadata().map(|m| m.len()).unwrap_or(0);
+    let budget = limits::parquet_budget(len);
+    let mut spent: u64 = 0;
     let reader = SerializedFileReader::new(handle).map_err(bad)?;
     let mut rows = Vec::new();
     for (i, row) in reader.get_row_iter(None).map_err(bad)?.enumerate() {
+        if i as u64 >= footer.rows {
+            return Err(json::fatal(
+                path,
+                format!("holds more rows than the {} its footer claims", footer.rows),
+            ));
+        }
         let row = row.map_err(bad)?;
-        let cells = row
+        let cells: BTreeMap<String, Cell> = row
             .get_column_iter()
             .map(|(name, field)| (name.clone(), parquet_cell(field)))
             .collect();
+        spent += ROW_OVERHEAD
+            + cells
+                .iter()
+                .map(|(k, c)| k.len() as u64 + c.size())
+                .sum::<u64>();
+        if spent > budget {
+            return Err(json::fatal(
+                path,
+                format!(
+                    "its cells decode to more than {budget} bytes by row {} (a {len}-byte file); nmb reads \
+                     at most {} times a Parquet file's size, or --max-file-mib, whichever is more",
+                    i + 1,
+                    limits::PARQUET_DECODE_RATIO
+                ),
+            ));
+        }
         rows.push(Row {
             at: format!("{file}: row {}", i + 1),
             number: i + 1,
@@ -204,6 +245,9 @@ fn parquet_rows(path: &Path) -> Result<Vec<Row>, SuiteError> {
     }
     Ok(rows)
 }
+
+/// What a row costs beyond its cells' bytes, as counted against a Parquet table's budget.
+const ROW_OVERHEAD: u64 = 64;
 
 /// A Parquet value as a cell. Hugging Face stores an image as a struct `{bytes, path}`: its bytes win.
 fn parquet_cell(field: &parquet::record::Field) -> Cell {

@@ -269,3 +269,24 @@ fn a_table_image_that_leads_outside_its_folder_is_an_error_naming_it() {
         "{all:?}"
     );
 }
+
+#[test]
+fn a_parquet_dictionary_that_decodes_to_far_more_than_the_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bomb.parquet");
+    // One 100 KB question stored once in the dictionary, referenced by 2,000 rows: a file of about 100 KB whose
+    // cells would decode to 200 MB.
+    let long: String = (0..100_000u32)
+        .map(|i| char::from(b'a' + (i.wrapping_mul(2_654_435_761) >> 27) as u8 % 26))
+        .collect();
+    let rows: Vec<HfRow<'_>> = (0..2000)
+        .map(|_| (long.as_str(), "yes", Vec::new()))
+        .collect();
+    write_parquet(&path, &rows);
+    assert!(std::fs::metadata(&path).unwrap().len() < 1 << 20);
+    let err =
+        load_as(&format!("table:{}", path.display()), &[], true).expect_err("a dictionary bomb");
+    let text = err.to_string();
+    assert!(text.contains("bomb.parquet"), "{text}");
+    assert!(text.contains("decode to more than"), "{text}");
+}

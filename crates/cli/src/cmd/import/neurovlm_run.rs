@@ -29,12 +29,12 @@ pub(super) fn run(args: ImportArgs, at: &StoreAt) -> Result<ExitCode> {
         ..nmb_suite::Source::new(&args.suite)
     };
     let suite = source.load_checked(false)?.suite;
-    let text = std::fs::read_to_string(&args.file)
+    let text = nmb_suite::limits::read_to_string_io(&args.file)
         .with_context(|| format!("cannot read {}", args.file.display()))?;
     let label = args.file.display().to_string();
     let read = neurovlm_run::read(&label, &text, &suite, &GenParams::default());
     for w in &read.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", nmb_table::terminal::excerpt_of(w, 2000));
     }
     if !read.problems.is_empty() {
         anyhow::bail!(

@@ -38,7 +38,7 @@ pub(super) fn read(dir: &Path, path: &Path) -> Result<Manifest, SuiteError> {
     let table: toml::Table = toml::from_str(&text).map_err(|e| {
         json::fatal(
             path,
-            format!("not valid TOML: {}", e.to_string().trim_end()),
+            format!("not valid TOML: {}", crate::limits::toml_error(&text, &e)),
         )
     })?;
     let mut m = Manifest {

@@ -264,7 +264,7 @@ fn parse_line(line: &[u8]) -> Result<RawCase, Problem> {
     let mut de = serde_json::Deserializer::from_slice(line);
     let raw = serde_path_to_error::deserialize::<_, RawCase>(&mut de).map_err(|e| {
         let path = e.path().to_string();
-        let problem = Problem::error("", e.inner().to_string());
+        let problem = Problem::error("", crate::limits::json_error(e.inner()));
         let problem = match line_case_id(line) {
             Some(id) => problem.case(id),
             None => problem,
