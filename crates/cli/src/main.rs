@@ -227,7 +227,7 @@ fn main() -> ExitCode {
         Command::Worker(a) => cmd::worker::run(a, &at),
         Command::Serve(a) => cmd::serve::run(a, &at),
         Command::Review(c) => cmd::review::run(c, &at),
-        Command::Rubric(c) => cmd::rubric::run(c),
+        Command::Rubric(c) => cmd::rubric::run(c, &at),
         Command::Import(a) => cmd::import::run(a, &at),
         Command::MarkdownHelp => {
             print!("{}", markdown_help());

@@ -11,6 +11,9 @@
 //! - `thinking_effect` points when the prompt shows the model's thinking ([`THINKING_MARKER`]).
 //!
 //! The grade is clamped to the rubric's 1 to 5; tests choose parts that stay inside it.
+//!
+//! Asked which way a rubric criterion points (`nmb rubric lint --judge`), it reads the criterion as harmful when
+//! its text holds one of [`HARMFUL_PHRASES`], as wanted otherwise: a reading the test knows in advance.
 
 use std::sync::Arc;
 
@@ -21,6 +24,14 @@ pub const THINKING_MARKER: &str = "[the model's thinking before its answer]";
 
 /// What follows the thinking in such a prompt: the answer itself.
 const ANSWER_MARKER: &str = "[its answer]";
+
+/// What marks nmb's question about which way a criterion points, and ends the criterion's text.
+const CRITERION_MARKER: &str = "<<<CRITERION\n";
+const CRITERION_END: &str = "\nCRITERION>>>";
+
+/// Phrases the simulated judge reads as a harm in a criterion (case-insensitive).
+pub const HARMFUL_PHRASES: &[&str] =
+    &["before imaging", "without excluding", "withholds", "delays"];
 
 /// Answers this long get no length points.
 pub const LENGTH_REFERENCE: f64 = 16.0;
@@ -60,6 +71,11 @@ impl SimJudge {
         let text = req.all_text();
         let answer = if text.contains("Candidate") && text.contains("\"equivalent\"") {
             r#"{"equivalent": false, "rationale": "simulated"}"#.to_string()
+        } else if let Some(criterion) = criterion_of(&text) {
+            let lower = criterion.to_lowercase();
+            let harmful = HARMFUL_PHRASES.iter().any(|p| lower.contains(p));
+            let direction = if harmful { "harmful" } else { "wanted" };
+            format!(r#"{{"direction": "{direction}", "explanation": "simulated"}}"#)
         } else if text.contains("Grade the MODEL ANSWER") {
             let g = self.grade(&text, &format!("{} {}", req.model, req.conversation_sha256));
             format!(
@@ -87,6 +103,12 @@ impl SimJudge {
         let grade = true_grade(answer) + noise(asking, self.noise) + length + thinking;
         grade.clamp(1, 5)
     }
+}
+
+/// The criterion of a question about which way one points.
+fn criterion_of(prompt: &str) -> Option<&str> {
+    let (_, rest) = prompt.split_once(CRITERION_MARKER)?;
+    rest.split_once(CRITERION_END).map(|(c, _)| c)
 }
 
 /// The text of every `<<<ANSWER ... ANSWER>>>` block of a judge prompt, in order.

@@ -165,6 +165,14 @@ pub fn repeat_params(params: &GenParams, r: u32) -> GenParams {
     p
 }
 
+/// What a panel's judge runs are about: a stored run they score, or a subject of their own (`rubric-lint`:
+/// questions about a rubric, not about any run's answers).
+#[derive(Debug, Clone, Copy)]
+pub enum JudgeRunOf<'a> {
+    Run(&'a RunInfo),
+    Subject(&'a str),
+}
+
 /// The judges of one scoring, with their judge runs.
 pub struct Panel {
     store: Arc<Store>,
@@ -185,6 +193,17 @@ impl Panel {
         scored: &RunInfo,
         asking: Asking,
     ) -> Result<Panel, JudgeError> {
+        Panel::open_for(store, scheduler, judges, JudgeRunOf::Run(scored), asking)
+    }
+
+    /// Opens (or finds again) one judge run per judge (and repeat) for `of`, and prepares its lane.
+    pub fn open_for(
+        store: Arc<Store>,
+        scheduler: Scheduler,
+        judges: &[JudgeModel],
+        of: JudgeRunOf<'_>,
+        asking: Asking,
+    ) -> Result<Panel, JudgeError> {
         let Asking {
             params,
             max_reasks,
@@ -198,7 +217,10 @@ impl Panel {
         } else {
             concurrency
         };
-        let graded = scored.manifest.model.clone();
+        let graded = match of {
+            JudgeRunOf::Run(scored) => scored.manifest.model.clone(),
+            JudgeRunOf::Subject(_) => String::new(),
+        };
         let mut slots = Vec::new();
         for j in judges {
             let identity = Value::Object(j.identity.clone());
@@ -211,7 +233,7 @@ impl Panel {
             let mut runs = Vec::new();
             for r in 0..repeats.max(1) {
                 let params = repeat_params(&params, r);
-                let run_id = judge_run(&store, scored, j.spec.as_str(), &identity, &params)?;
+                let run_id = judge_run(&store, of, j.spec.as_str(), &identity, &params)?;
                 let recorder = Recorder::new(
                     store.clone(),
                     scheduler.clone(),
@@ -486,14 +508,20 @@ fn reask(why: &str) -> String {
     )
 }
 
-/// Finds the judge run of `judge` for `scored`, or creates it.
+/// Finds the judge run of `judge` for `of`, or creates it.
 fn judge_run(
     store: &Store,
-    scored: &RunInfo,
+    of: JudgeRunOf<'_>,
     judge: &str,
     model_identity: &Value,
     params: &GenParams,
 ) -> Result<String, JudgeError> {
+    let scored = match of {
+        JudgeRunOf::Run(scored) => scored,
+        JudgeRunOf::Subject(subject) => {
+            return subject_run(store, subject, judge, model_identity, params)
+        }
+    };
     let identity = json!({
         "kind": "judge",
         "scored_run_id": scored.run_id,
@@ -519,6 +547,41 @@ fn judge_run(
         input_mode: nmb_store::InputMode::Text,
         samples: 1,
         dropped_inputs: vec!["images (judges read text only)".into()],
+        ..Manifest::default()
+    };
+    Ok(store.create_run(&config_hash, &manifest)?.run_id)
+}
+
+/// Finds the judge run of `judge` for questions about `subject` rather than a run, or creates it.
+fn subject_run(
+    store: &Store,
+    subject: &str,
+    judge: &str,
+    model_identity: &Value,
+    params: &GenParams,
+) -> Result<String, JudgeError> {
+    let identity = json!({
+        "kind": "judge",
+        "subject": subject,
+        "judge": judge,
+        "model_identity": model_identity,
+        "params": params,
+    });
+    let config_hash = hex::encode(Sha256::digest(canonical_json(&identity).as_bytes()));
+    if let Some(run_id) = store.first_run_with_config(&config_hash)? {
+        store.set_status(&run_id, nmb_store::RunStatus::Running)?;
+        return Ok(run_id);
+    }
+    let manifest = Manifest {
+        nmb_version: env!("CARGO_PKG_VERSION").into(),
+        kind: RunKind::Judge,
+        suite_id: subject.into(),
+        template_id: "judge".into(),
+        model: judge.into(),
+        model_identity: Some(model_identity.as_object().cloned().unwrap_or_default()),
+        params: serde_json::to_value(params).unwrap_or(Value::Null),
+        input_mode: nmb_store::InputMode::Text,
+        samples: 1,
         ..Manifest::default()
     };
     Ok(store.create_run(&config_hash, &manifest)?.run_id)

@@ -44,7 +44,7 @@ Reply with only this JSON object and nothing else: {\"category\": \"<one of the 
 \"<one line>\"}";
 
 /// Hash of a template's fixed parts.
-pub(crate) fn template_hash(parts: &[&str]) -> String {
+pub fn template_hash(parts: &[&str]) -> String {
     let mut h = Sha256::new();
     for p in parts {
         h.update((p.len() as u64).to_le_bytes());

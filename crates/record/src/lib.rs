@@ -21,11 +21,12 @@ use std::sync::{Arc, Mutex};
 
 use nmb_chat::{messages_hash, GenParams, Message, OutputFormat, Part, StoredConversation};
 use nmb_requests::{
-    CallError, ChatRequest, Completion, Lane, ModelIdentity, Outcome, Scheduler, Secrets, Usage,
+    CallError, ChatRequest, Completion, ErrorClass, Lane, ModelIdentity, Outcome, Scheduler,
+    Secrets, Usage,
 };
 use nmb_store::{
-    cache_key, now_ms, CachedResponse, CallRecord, ChoiceRecord, ErrorInfo, ImageInput, Store,
-    StoreError, TokenDetail,
+    cache_key, limits, now_ms, CachedResponse, CallRecord, ChoiceRecord, ErrorInfo, ImageInput,
+    Store, StoreError, TokenDetail,
 };
 
 /// Why a choice of a successful call holds no answer.
@@ -168,7 +169,7 @@ impl Recorder {
             samples: spec.samples.to_vec(),
         };
         let started_ms = now_ms();
-        let outcome = self.scheduler.run(&self.lane, &request).await;
+        let outcome = in_range(self.scheduler.run(&self.lane, &request).await);
         let finished_ms = now_ms();
         // Answers are redacted before anyone sees them, so that a later turn's prompt, built from them, is the
         // same whether the answer came from this call or, after a resume, from the store.
@@ -291,6 +292,32 @@ fn token_detail(u: &Usage) -> TokenDetail {
         cached_in: some(u.cached_input_tokens),
         cache_write: some(u.cache_write_tokens),
     }
+}
+
+/// A success whose numbers are out of range ([`nmb_store::limits`]) becomes a failure of its call
+/// (`malformed_response`, naming the field and the value, its raw body kept), so no such number is stored.
+fn in_range(mut outcome: Outcome) -> Outcome {
+    let Ok(c) = &outcome.result else {
+        return outcome;
+    };
+    let u = &c.usage;
+    let tokens = [
+        ("usage.input_tokens", u.input_tokens),
+        ("usage.output_tokens", u.output_tokens),
+        ("usage.reasoning_tokens", u.reasoning_tokens),
+        ("usage.cached_input_tokens", u.cached_input_tokens),
+        ("usage.cache_write_tokens", u.cache_write_tokens),
+    ];
+    let latency = u64::try_from(c.latency.as_millis()).unwrap_or(u64::MAX);
+    let checked = (tokens.into_iter())
+        .try_for_each(|(field, v)| limits::check_tokens(field, v))
+        .and_then(|()| limits::check_latency_ms("latency_ms", latency));
+    if let Err(e) = checked {
+        let mut error = CallError::new(ErrorClass::MalformedResponse, format!("the answer's {e}"));
+        error.raw = Some(c.raw.clone());
+        outcome.result = Err(error);
+    }
+    outcome
 }
 
 /// Maps the completion's choices onto the samples in order; refused choices become errors.

@@ -99,7 +99,7 @@ pub fn samples(runs: &[RunData]) -> String {
                 if v.is_empty() {
                     String::new()
                 } else {
-                    v.iter().sum::<u64>().to_string()
+                    v.iter().fold(0u64, |a, b| a.saturating_add(*b)).to_string()
                 }
             };
             let status = sc.map_or_else(|| s.status.as_str().to_string(), |x| enum_text(&x.status));

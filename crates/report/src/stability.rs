@@ -133,6 +133,11 @@ fn sentence(
     added: &nmb_results::stability::RepeatCost,
 ) -> String {
     let steadiness = match overall.and_then(|m| m.icc.as_ref().map(|e| (m, e))) {
+        Some((m, e)) if (e.value, e.ci_low, e.ci_high) == (1.0, 1.0, 1.0) => format!(
+            "asked {} times, {} gave each of {} answers the same overall grade on every repeat: its test–retest \
+             ICC is 1 [1, 1], perfectly repeatable.",
+            s.repeats, added.judge, m.items
+        ),
         Some((m, e)) => format!(
             "asked {} times, {} gave {} of {} answers ({:.0}%) an overall grade that moved by 2 points or more; its \
              test–retest ICC is {:.2} [{:.2}, {:.2}] (1 would be perfectly repeatable).",
@@ -145,6 +150,11 @@ fn sentence(
             e.ci_low,
             e.ci_high
         ),
+        None if overall.is_some_and(|m| m.items > 1 && m.mean_spread == Some(0.0)) => format!(
+            "asked {} times, {} gave each answer the same overall grade on every repeat, but also the same grade \
+             to every answer, so its test–retest ICC is undefined (the answers' grades do not vary).",
+            s.repeats, added.judge
+        ),
         None => format!(
             "asked {} times, {}'s repeatability of the overall grade could not be measured.",
             s.repeats, added.judge
@@ -153,9 +163,9 @@ fn sentence(
     format!(
         "{run}: {steadiness} The repeats added {} calls and {} tokens to the {} calls and {} tokens of one asking.",
         added.calls,
-        added.tokens_in + added.tokens_out,
+        added.tokens_in.saturating_add(added.tokens_out),
         added.first_calls,
-        added.first_tokens_in + added.first_tokens_out
+        added.first_tokens_in.saturating_add(added.first_tokens_out)
     )
 }
 

@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::adjust::{Adjustment, Adjustments};
 use crate::backend::{ChatRequest, Choice, Usage};
-use crate::error::{CallError, ErrorClass};
+use crate::error::{snippet, CallError, ErrorClass};
 use crate::http::{parse_json, system_texts, turns, Answer, KeyHeader, Wire};
 use crate::rules::{self, Sampling};
-use crate::transport::{malformed, snippet, Base64Cache};
+use crate::transport::{malformed, Base64Cache};
 
 #[derive(Debug, Clone)]
 pub struct AnthropicOptions {
@@ -131,8 +131,8 @@ impl Wire for AnthropicWire {
     fn path(&self) -> String {
         "/v1/messages".into()
     }
-    fn batch_protocol(&self) -> Option<crate::batch::BatchProtocol> {
-        Some(crate::batch::BatchProtocol::Anthropic)
+    fn batch_protocol(&self) -> Option<crate::backend::BatchProtocol> {
+        Some(crate::backend::BatchProtocol::Anthropic)
     }
     fn headers(&self) -> Vec<(&'static str, &str)> {
         vec![("anthropic-version", &self.options.version)]
@@ -208,6 +208,7 @@ impl Wire for AnthropicWire {
                 u.cache_read_input_tokens.unwrap_or(0),
                 u.cache_creation_input_tokens.unwrap_or(0),
             );
+            // Saturating: counts near 2^64 make a sum the recorder refuses as out of range, not a panic.
             let input = u
                 .input_tokens
                 .map(|i| i.saturating_add(read).saturating_add(write));

@@ -18,6 +18,10 @@ pub struct Price {
     pub cache_write_per_mtok: Option<f64>,
 }
 
+/// The highest rate a price may give, in dollars per million tokens ($1 a token, thousands of times any
+/// provider's list price), so that every cost nmb computes from stored token counts stays a finite number.
+pub const MAX_RATE: f64 = 1_000_000.0;
+
 /// The share of the listed rates a call answered through a batch API pays: OpenAI ("50% lower costs"),
 /// Anthropic ("50% of standard API prices") and Gemini ("50% of the standard cost") all bill batches at half.
 pub const BATCH_RATE: f64 = 0.5;
@@ -74,7 +78,8 @@ impl From<&nmb_store::RunSummary> for Tokens {
 
 impl Price {
     /// A price from its rates in the order `--price` and a run file's `price` give them: input and output, then
-    /// optionally cached input and cache writes, each a number of dollars per million tokens >= 0.
+    /// optionally cached input and cache writes, each a number of dollars per million tokens from 0 to
+    /// [`MAX_RATE`].
     pub fn from_rates(rates: &[f64]) -> Result<Price, String> {
         let [input, output, rest @ ..] = rates else {
             return Err(format!(
@@ -92,9 +97,16 @@ impl Price {
         if let Some((v, what)) = rates
             .iter()
             .zip(names)
-            .find(|(v, _)| !(v.is_finite() && **v >= 0.0))
+            .find(|(v, _)| !(v.is_finite() && **v >= 0.0 && **v <= MAX_RATE))
         {
-            return Err(format!("the {what} rate {v} is not a non-negative number"));
+            let v = if v.abs() >= 1e15 {
+                format!("{v:e}")
+            } else {
+                v.to_string()
+            };
+            return Err(format!(
+                "the {what} rate {v} is not a number of dollars per million tokens from 0 to at most {MAX_RATE}"
+            ));
         }
         Ok(Price {
             input_per_mtok: *input,

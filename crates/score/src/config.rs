@@ -186,7 +186,7 @@ impl ScoringConfig {
             check_judge(spec)?;
         }
         for (model, price) in &self.prices.0 {
-            let ok = |v: f64| v.is_finite() && v >= 0.0;
+            let ok = |v: f64| v.is_finite() && (0.0..=nmb_results::cost::MAX_RATE).contains(&v);
             if model.trim().is_empty() || !ok(price.input_per_mtok) || !ok(price.output_per_mtok) {
                 return Err(ScoreError::Price {
                     model: model.clone(),

@@ -58,7 +58,7 @@ pub enum ScoreError {
     LoadSuite(#[from] nmb_suite::SourceError),
     #[error("judge {spec} cannot judge: {reason}")]
     BadJudge { spec: String, reason: String },
-    #[error("price of {model}: prices are non-negative numbers of dollars per million tokens, for a named model or *")]
+    #[error("price of {model}: prices are numbers of dollars per million tokens from 0 to at most 1000000, for a named model or *")]
     Price { model: String },
     #[error(transparent)]
     Transport(#[from] nmb_requests::TransportError),

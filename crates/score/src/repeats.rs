@@ -10,7 +10,7 @@ use nmb_results::stability::{
     repeat_scores, spread, unstable_item, JudgeStability, RepeatCost, StabilityReport,
     UNSTABLE_SPREAD,
 };
-use nmb_results::{JudgeInfo, SampleScore};
+use nmb_results::{JudgeInfo, RepeatRun, SampleScore};
 use nmb_stats::{retest_icc, retest_kappa, BootstrapConfig, Design};
 
 /// Each repeat's yes/no per question and judge (`[question][judge][repeat]`).
@@ -148,11 +148,17 @@ fn measure(
 }
 
 fn added_cost(j: &JudgeInfo) -> RepeatCost {
+    // Saturating: a store may hold counts near 2^64 from before they were range-checked.
+    let total = |f: fn(&RepeatRun) -> u64| {
+        j.repeat_runs
+            .iter()
+            .fold(0u64, |a, r| a.saturating_add(f(r)))
+    };
     RepeatCost {
         judge: j.spec.clone(),
-        calls: j.repeat_runs.iter().map(|r| r.calls).sum(),
-        tokens_in: j.repeat_runs.iter().map(|r| r.tokens_in).sum(),
-        tokens_out: j.repeat_runs.iter().map(|r| r.tokens_out).sum(),
+        calls: total(|r| r.calls),
+        tokens_in: total(|r| r.tokens_in),
+        tokens_out: total(|r| r.tokens_out),
         first_calls: j.calls,
         first_tokens_in: j.tokens_in,
         first_tokens_out: j.tokens_out,

@@ -134,8 +134,7 @@ impl Bound {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
         let app = answers(store, session, self.gate);
-        axum::serve(self.listener, app)
-            .with_graceful_shutdown(shutdown)
+        crate::listen::serve(self.listener, app, self.limits, shutdown)
             .await
             .map_err(ServeError::Serve)
     }

@@ -46,6 +46,7 @@ mod compare;
 mod forms;
 mod hosts;
 mod html;
+mod listen;
 mod pages;
 mod repeats;
 mod review;
@@ -71,6 +72,10 @@ pub use answer::{
 pub use case::CaseQuery;
 pub use compare::CompareQuery;
 pub use hosts::Hosts;
+pub use listen::{
+    ConnectionLimits, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+};
 pub use pages::{RunQuery, SampleQuery};
 pub use review::CSP as REVIEW_CSP;
 
@@ -100,6 +105,8 @@ pub struct ServeOptions {
     /// A TLS proxy is in front: cookies are marked `Secure`, and the token's is `__Host-nmb_token`, which a
     /// browser binds to the one origin (no other port or subdomain can set or read it).
     pub behind_tls: bool,
+    /// When idle, slow and surplus connections are closed.
+    pub connections: ConnectionLimits,
 }
 
 impl Default for ServeOptions {
@@ -110,6 +117,7 @@ impl Default for ServeOptions {
             token: None,
             allowed_hosts: Vec::new(),
             behind_tls: false,
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -143,6 +151,7 @@ pub struct Bound {
     listener: tokio::net::TcpListener,
     addr: SocketAddr,
     gate: Gate,
+    limits: ConnectionLimits,
 }
 
 impl Bound {
@@ -159,7 +168,7 @@ impl Bound {
     /// Answers requests until the process ends.
     pub async fn run(self, store: Arc<Store>) -> Result<(), ServeError> {
         let app = viewer(store, self.gate);
-        axum::serve(self.listener, app)
+        listen::serve(self.listener, app, self.limits, std::future::pending())
             .await
             .map_err(ServeError::Serve)
     }
@@ -209,6 +218,7 @@ pub async fn bind(options: &ServeOptions) -> Result<Bound, ServeError> {
         listener,
         addr,
         gate,
+        limits: options.connections,
     })
 }
 

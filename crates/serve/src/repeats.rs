@@ -132,11 +132,11 @@ pub(crate) fn run_block(body: &mut String, run_id: &str, head: Option<&Headline>
              calls and {} tokens of one asking.</p>",
             escape(&a.judge),
             a.calls,
-            a.tokens_in + a.tokens_out,
+            a.tokens_in.saturating_add(a.tokens_out),
             a.tokens_in,
             a.tokens_out,
             a.first_calls,
-            a.first_tokens_in + a.first_tokens_out
+            a.first_tokens_in.saturating_add(a.first_tokens_out)
         );
     }
     if s.unstable.is_empty() {

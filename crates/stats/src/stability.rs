@@ -24,6 +24,11 @@ use crate::{check_finite, check_same_len, CiMethod, Estimate, Result, StatsError
 /// The interval is McGraw & Wong's F interval at `level`, not a bootstrap: in simulations with known truth the
 /// percentile bootstrap over items covered the true ICC in about 92% of runs at the 95% level, the F interval
 /// in about 95%.
+///
+/// A judge whose repeats always agree (the common case at temperature 0) has no variance within items: its ICC
+/// is exactly 1, and the interval is [1, 1], the limit of McGraw & Wong's bounds as the error mean square goes
+/// to 0 (their formula itself divides by 1 − ICC and is undefined there; pingouin gives NaN). Only scores that do
+/// not vary at all, between items either, leave the ICC undefined.
 pub fn retest_icc(repeats: &[Vec<f64>], level: f64) -> Result<Estimate> {
     let k = check_repeats("retest_icc", repeats)?;
     for row in repeats {
@@ -49,7 +54,14 @@ pub fn retest_icc(repeats: &[Vec<f64>], level: f64) -> Result<Estimate> {
         why: "the scores have no variance",
     };
     let value = icc_raw(&rows).ok_or(undefined.clone())?;
-    let (low, high) = ms.mcgraw_wong(value, 1.0 - level).ok_or(undefined)?;
+    // Decided on the scores themselves: their mean squares carry rounding that 1 - ICC would magnify.
+    let agree = rows.iter().all(|r| r.iter().all(|x| *x == r[0]));
+    let (value, low, high) = if agree {
+        (1.0, 1.0, 1.0)
+    } else {
+        let (low, high) = ms.mcgraw_wong(value, 1.0 - level).ok_or(undefined)?;
+        (value, low, high)
+    };
     Ok(Estimate {
         value,
         ci_low: low,
@@ -324,6 +336,31 @@ mod tests {
             fleiss_kappa(&ragged),
             Err(StatsError::Invalid { .. })
         ));
+    }
+
+    #[test]
+    fn repeats_that_always_agree_have_an_icc_of_one_with_a_point_interval() {
+        let agreeing = vec![
+            vec![0.1, 0.1, 0.1],
+            vec![4.0, 4.0, 4.0],
+            vec![3.0, 3.0, 3.0],
+        ];
+        let e = retest_icc(&agreeing, 0.95).unwrap();
+        assert_eq!((e.value, e.ci_low, e.ci_high), (1.0, 1.0, 1.0));
+        // No variance anywhere: nothing to measure.
+        let flat = vec![vec![3.0, 3.0], vec![3.0, 3.0]];
+        assert!(matches!(
+            retest_icc(&flat, 0.95),
+            Err(StatsError::Undefined { .. })
+        ));
+        // One repeat apart from the others is not perfect agreement.
+        let offset = vec![
+            vec![2.0, 2.0, 3.0],
+            vec![4.0, 4.0, 5.0],
+            vec![3.0, 3.0, 4.0],
+        ];
+        let e = retest_icc(&offset, 0.95).unwrap();
+        assert!(e.value < 1.0 && e.ci_low < e.value, "{e:?}");
     }
 
     #[test]

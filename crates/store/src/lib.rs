@@ -26,6 +26,7 @@ mod error;
 mod fleet;
 mod keys;
 mod leases;
+pub mod limits;
 mod manifest;
 mod packed;
 mod pages;

@@ -225,24 +225,24 @@ impl Store {
             samples_ok: get(&samples, "ok"),
             samples_errored: get(&samples, "errored"),
             samples_pending: get(&samples, "pending"),
-            requests_sent: nonneg(totals[1]),
-            calls: nonneg(totals[0]),
+            requests_sent: totals[1],
+            calls: totals[0],
             calls_errored: call_errors.values().sum(),
             cache_hits: nonneg(cache_hits),
             errors_by_class: sample_errors,
             call_errors_by_class: call_errors,
-            tokens_in: nonneg(totals[2]),
-            tokens_out: nonneg(totals[3]),
-            tokens_reasoning: nonneg(totals[4]),
-            tokens_cached_in: nonneg(totals[5]),
-            tokens_cache_write: nonneg(totals[6]),
+            tokens_in: totals[2],
+            tokens_out: totals[3],
+            tokens_reasoning: totals[4],
+            tokens_cached_in: totals[5],
+            tokens_cache_write: totals[6],
             batch: BatchUsage {
-                calls: nonneg(batched[0]),
-                tokens_in: nonneg(batched[2]),
-                tokens_out: nonneg(batched[3]),
-                tokens_reasoning: nonneg(batched[4]),
-                tokens_cached_in: nonneg(batched[5]),
-                tokens_cache_write: nonneg(batched[6]),
+                calls: batched[0],
+                tokens_in: batched[2],
+                tokens_out: batched[3],
+                tokens_reasoning: batched[4],
+                tokens_cached_in: batched[5],
+                tokens_cache_write: batched[6],
             },
             latency_ms: LatencyStats::from_values(latencies.into_iter().map(nonneg).collect()),
             created_at: format_utc_ms(run.created_ms),
@@ -456,25 +456,50 @@ pub(crate) fn nonneg(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
-/// Calls, attempts and token sums of a run's calls (`filter`: more conditions on `calls`).
-fn call_totals(db: &mut dyn Db, run_id: &str, filter: &str) -> DbResult<[i64; 7]> {
+/// Calls, attempts and token sums of a run's calls (`filter`: more conditions on `calls`), each clamped into
+/// `u64`.
+///
+/// A plain `sum()` overflows on a store holding a count near 2^63 (SQLite fails with "integer overflow", and
+/// PostgreSQL's cast of its numeric sum back to BIGINT fails), and one bad row would then break every summary of
+/// its run. So each column's values are summed as their high and low halves (`v / 2^32` and `v % 2^32`, both
+/// engines truncating toward zero), which no run of fewer than 2^31 calls can overflow, and the halves are
+/// combined exactly in 128 bits.
+fn call_totals(db: &mut dyn Db, run_id: &str, filter: &str) -> DbResult<[u64; 7]> {
+    const COLUMNS: [&str; 6] = [
+        "attempts",
+        "tokens_in",
+        "tokens_out",
+        "tokens_reasoning",
+        "tokens_cached_in",
+        "tokens_cache_write",
+    ];
+    let halves: Vec<String> = COLUMNS
+        .iter()
+        .map(|c| {
+            format!(
+                "CAST(coalesce(sum({c} / {HALF}), 0) AS BIGINT), CAST(coalesce(sum({c} % {HALF}), 0) AS BIGINT)"
+            )
+        })
+        .collect();
     let row = db.query_opt(
         &format!(
-            "SELECT count(*), CAST(coalesce(sum(attempts), 0) AS BIGINT),
-                    CAST(coalesce(sum(tokens_in), 0) AS BIGINT),
-                    CAST(coalesce(sum(tokens_out), 0) AS BIGINT),
-                    CAST(coalesce(sum(tokens_reasoning), 0) AS BIGINT),
-                    CAST(coalesce(sum(tokens_cached_in), 0) AS BIGINT),
-                    CAST(coalesce(sum(tokens_cache_write), 0) AS BIGINT)
-             FROM calls WHERE run_id = ?1 {filter}"
+            "SELECT count(*), {} FROM calls WHERE run_id = ?1 {filter}",
+            halves.join(", ")
         ),
         args![run_id],
     )?;
     let mut t = [0; 7];
     if let Some(r) = row {
-        for (i, v) in t.iter_mut().enumerate() {
-            *v = r.get(i)?;
+        t[0] = nonneg(r.get(0)?);
+        for (i, v) in t.iter_mut().enumerate().skip(1) {
+            let high = i128::from(r.get::<i64>(2 * i - 1)?);
+            let low = i128::from(r.get::<i64>(2 * i)?);
+            let sum = high * i128::from(HALF) + low;
+            *v = u64::try_from(sum.max(0)).unwrap_or(u64::MAX);
         }
     }
     Ok(t)
 }
+
+/// 2^32: where [`call_totals`] splits each value.
+const HALF: i64 = 1 << 32;

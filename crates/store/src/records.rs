@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 use crate::db::{args, scalar, Db, DbResult};
 use crate::error::{Result, StoreError};
 use crate::keys::{canonical_json_str, now_ms};
+use crate::limits::{self, OutOfRange};
 use crate::{Store, WriteError};
 
 /// The error classes nmb's scheduler produces. The store accepts any lower-case snake_case class, so a new
@@ -522,6 +523,8 @@ impl Store {
                 ));
             }
         }
+        self.check_numbers(call)
+            .map_err(|e| self.invalid("calls", format!("{}: {e}", at())))?;
         for e in call
             .error
             .iter()
@@ -535,6 +538,24 @@ impl Store {
             }
         }
         Ok(())
+    }
+}
+
+impl Store {
+    /// Every number of a call within its range ([`crate::limits`]).
+    fn check_numbers(&self, call: &CallRecord<'_>) -> Result<(), OutOfRange> {
+        let tokens = [
+            ("tokens_in", call.tokens_in),
+            ("tokens_out", call.tokens_out),
+            ("tokens_reasoning", call.tokens.reasoning),
+            ("tokens_cached_in", call.tokens.cached_in),
+            ("tokens_cache_write", call.tokens.cache_write),
+        ];
+        for (field, value) in tokens {
+            value.map_or(Ok(()), |v| limits::check_tokens(field, v))?;
+        }
+        call.latency_ms
+            .map_or(Ok(()), |v| limits::check_latency_ms("latency_ms", v))
     }
 }
 
@@ -705,7 +726,8 @@ fn update_sample_after_ok(
     )?;
     Ok(())
 }
-/// SQLite integers are signed; token counts and latencies never come near 2^63, so saturate rather than fail.
+/// SQLite integers are signed; the numbers stored through this are checked against [`crate::limits`] first,
+/// far below 2^63.
 fn sql_u64(v: Option<u64>) -> Option<i64> {
     v.map(|x| i64::try_from(x).unwrap_or(i64::MAX))
 }

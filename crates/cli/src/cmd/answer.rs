@@ -75,6 +75,8 @@ pub struct AnswerArgs {
     /// Score without BERTScore
     #[arg(long)]
     no_bertscore: bool,
+    #[command(flatten)]
+    connections: super::serve::ConnectionArgs,
 }
 
 pub fn run(args: AnswerArgs, at: &StoreAt) -> Result<ExitCode> {
@@ -105,6 +107,7 @@ pub fn run(args: AnswerArgs, at: &StoreAt) -> Result<ExitCode> {
         token: nmb_serve::token_from(args.token_file.as_deref())?,
         allowed_hosts: args.allowed_hosts.clone(),
         behind_tls: args.behind_tls,
+        connections: args.connections.limits(),
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {

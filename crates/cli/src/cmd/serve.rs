@@ -3,6 +3,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -20,7 +21,12 @@ Pages: the runs list; a run (manifest, headline pass@1/pass@5 with CIs, level x 
 of samples); a sample (every turn, the prompt as sent with its images, its score row). Nothing is written to the
 store. It listens on loopback unless --host says otherwise; any other address needs a token (--token-file FILE
 or NMB_SERVE_TOKEN), which every request must then carry: `Authorization: Bearer TOKEN`, or open
-http://HOST:PORT/?token=TOKEN once in a browser (it sets a cookie).";
+http://HOST:PORT/?token=TOKEN once in a browser (it sets a cookie).
+
+Connections (HTTP/1.1): a request's headers must arrive within --header-timeout, its body within
+--body-timeout after them; a connection waiting for its next request, or whose client reads nothing of a
+response, is closed after --idle-timeout. At most --max-connections are open; a newcomer beyond them takes the
+place of the connection that has waited longest for a request, or gets 503 when every one is busy answering.";
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -41,6 +47,53 @@ pub struct ServeArgs {
     /// named __Host-nmb_token
     #[arg(long)]
     behind_tls: bool,
+    #[command(flatten)]
+    connections: ConnectionArgs,
+}
+
+/// When the server closes idle, slow and surplus connections (`nmb serve`, `nmb review answer`).
+#[derive(Args, Debug, Clone)]
+pub struct ConnectionArgs {
+    /// Seconds a request's headers have to arrive in full, from the connection opening or the request's
+    /// first byte
+    #[arg(long, value_name = "SECS", default_value_t = nmb_serve::DEFAULT_HEADER_TIMEOUT.as_secs_f64(), value_parser = seconds)]
+    header_timeout: f64,
+    /// Seconds a request's body has to arrive in full after its headers
+    #[arg(long, value_name = "SECS", default_value_t = nmb_serve::DEFAULT_BODY_TIMEOUT.as_secs_f64(), value_parser = seconds)]
+    body_timeout: f64,
+    /// Seconds a kept-alive connection may wait for its next request, and a response may wait for its client
+    /// to read, before the connection is closed
+    #[arg(long, value_name = "SECS", default_value_t = nmb_serve::DEFAULT_IDLE_TIMEOUT.as_secs_f64(), value_parser = seconds)]
+    idle_timeout: f64,
+    /// Connections open at once
+    #[arg(long, value_name = "N", default_value_t = nmb_serve::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    max_connections: u32,
+}
+
+impl ConnectionArgs {
+    pub fn limits(&self) -> nmb_serve::ConnectionLimits {
+        let secs = Duration::from_secs_f64;
+        nmb_serve::ConnectionLimits {
+            header_timeout: secs(self.header_timeout),
+            body_timeout: secs(self.body_timeout),
+            idle_timeout: secs(self.idle_timeout),
+            max_connections: self.max_connections as usize,
+        }
+    }
+}
+
+/// A timeout in seconds: more than 0, at most a day.
+fn seconds(text: &str) -> Result<f64, String> {
+    let v: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if v > 0.0 && v <= 86_400.0 {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{text} seconds: expected more than 0 and at most 86400 (a day)"
+        ))
+    }
 }
 
 pub fn run(args: ServeArgs, at: &StoreAt) -> Result<ExitCode> {
@@ -52,6 +105,7 @@ pub fn run(args: ServeArgs, at: &StoreAt) -> Result<ExitCode> {
         token,
         allowed_hosts: args.allowed_hosts,
         behind_tls: args.behind_tls,
+        connections: args.connections.limits(),
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(nmb_serve::serve(store, options))?;

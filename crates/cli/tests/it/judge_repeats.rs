@@ -235,3 +235,84 @@ fn repeats_are_asked_with_distinct_seeds_measured_and_never_paid_twice() {
     assert!(once.get("stability").is_none());
     assert!(once["config"].get("judge_repeats").is_none());
 }
+
+/// The fake server's simulated judge without noise grades from the answer and the conversation only, never the
+/// seed, so its repeats always agree: the ICC is 1 with the interval [1, 1], and the summary and the report say
+/// it is perfectly repeatable.
+#[test]
+fn a_judge_whose_repeats_always_agree_has_an_icc_of_one() {
+    let model_server = FakeServer::start_in_background(Config::default(), 1).unwrap();
+    let judge_server = FakeServer::start_in_background(
+        Config {
+            responder: nmb_fake_server::judge::SimJudge::default().responder(),
+            ..Config::default()
+        },
+        1,
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().to_str().unwrap();
+    let run_id = stored_run(dir.path(), &model_server, "model-a");
+    let judge = format!("openai:judge-x@{}/v1", judge_server.url());
+    let score = |json: bool| {
+        let mut args = vec![
+            "score",
+            &run_id,
+            "--runs-dir",
+            runs,
+            "--judge",
+            &judge,
+            "--judge-repeats",
+            "3",
+            "--resamples",
+            "200",
+            "--no-bertscore",
+        ];
+        if json {
+            args.push("--json");
+        }
+        nmb(&args)
+    };
+    let report = ok_json(&score(true));
+    let overall = report["stability"]["measures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["quantity"] == "rubric:overall")
+        .expect("overall measured")
+        .clone();
+    assert_eq!(overall["unstable_items"], 0, "{overall}");
+    assert_eq!(overall["mean_spread"], 0.0, "{overall}");
+    let icc = &overall["icc"];
+    assert_eq!(
+        (
+            icc["value"].as_f64(),
+            icc["ci_low"].as_f64(),
+            icc["ci_high"].as_f64()
+        ),
+        (Some(1.0), Some(1.0), Some(1.0)),
+        "{overall}"
+    );
+    assert!(overall.get("notes").is_none(), "{overall}");
+
+    let said = String::from_utf8_lossy(&score(false).stdout).to_string();
+    assert!(
+        said.contains("ICC is 1 [1, 1], perfectly repeatable"),
+        "{said}"
+    );
+    assert!(!said.contains("could not be measured"), "{said}");
+    let out = dir.path().join("report");
+    let written = nmb(&[
+        "report",
+        &run_id,
+        "--runs-dir",
+        runs,
+        "--out",
+        out.to_str().unwrap(),
+        "--format",
+        "md",
+    ]);
+    assert!(written.status.success(), "{written:?}");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("perfectly repeatable"), "{md}");
+}

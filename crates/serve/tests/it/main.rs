@@ -2,5 +2,6 @@
 //! listener, and plain HTTP requests against it.
 
 mod cases;
+mod connections;
 mod pages;
 mod review;

@@ -856,6 +856,7 @@ async fn beyond_loopback_it_needs_a_token() {
         token: None,
         allowed_hosts: Vec::new(),
         behind_tls: false,
+        connections: Default::default(),
     };
     let err = nmb_serve::bind(&options).await.err().expect("refused");
     assert!(matches!(err, ServeError::NoToken { .. }), "{err}");

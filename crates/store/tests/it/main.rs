@@ -7,6 +7,7 @@ mod copy;
 mod crash;
 mod dedup;
 mod leases;
+mod limits;
 mod open;
 mod pages;
 mod postgres;
