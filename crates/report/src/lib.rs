@@ -23,7 +23,8 @@
 //! `nmb-table`'s); images are
 //! decoded and re-encoded as small PNG thumbnails, never embedded as stored.
 //!
-//! It does not score (that is `nmb-score`, whose [`ScoreReport`] it reads), call models, or change the store.
+//! It does not score (that is `nmb-score`; it reads the [`ScoreReport`] of `nmb-results`), call models, or change
+//! the store.
 //! Cross-run numbers it derives itself — the breadth-versus-depth rank correlation and paired comparisons between
 //! models — come from `nmb-stats` with a recorded seed.
 
@@ -61,7 +62,7 @@ pub use leaderboard::{
     leaderboard, model_data, read_data_js, vendor, Leaderboard, LeaderboardEntry,
     LeaderboardOptions, MergeError,
 };
-pub use nmb_score::results::ScoreReport;
+pub use nmb_results::ScoreReport;
 pub use paired::paired_table;
 pub use table::{Cell, Column, Table};
 

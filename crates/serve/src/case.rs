@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use axum::extract::{Path, Query, State};
 use axum::response::{Html, IntoResponse, Response};
 use nmb_chat::{Role, StoredConversation, StoredPart};
-use nmb_score::results::SampleScore;
+use nmb_results::SampleScore;
 use nmb_store::{CaseLookup, CasePage, Store};
 use serde::Deserialize;
 

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use nmb_chat::{StoredConversation, StoredPart};
-use nmb_score::results::ErrorCategory;
-use nmb_score::results::GroupAggregate;
+use nmb_results::ErrorCategory;
+use nmb_results::GroupAggregate;
 use nmb_stats::Estimate;
 use nmb_store::{
     RunInfo, SampleFilter, SampleRecord, SampleScoreRow, SampleStatus, ScoreOutcome, Store,
