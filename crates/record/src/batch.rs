@@ -68,9 +68,10 @@ const POLL_FAILURES: u32 = 10;
 /// Times one request's batch may be refused for a provider's queue limit (each time it goes again, later, in a
 /// batch half the size) before its caller is given the provider's error.
 pub const LIMIT_RESUBMISSIONS: u32 = 6;
-/// Times one process puts a request into a new batch after batches left it unanswered (expired, ended without
-/// its line, lost by the provider); after that its caller gets an error instead, so that a provider that never
-/// answers cannot keep a run submitting batches.
+/// Times one process puts a request into a new batch after batches left it unanswered while answering none of
+/// their requests (expired, ended without a line, lost by the provider); after that its caller gets an error
+/// instead, so that a provider that never answers cannot keep a run submitting batches. A batch that answered
+/// some of its requests made progress, and what it left goes into a new batch without counting.
 pub const RESENDS: u32 = 2;
 
 /// Why a model cannot be batched.
@@ -467,8 +468,15 @@ async fn poll(shared: Arc<Shared>, record: BatchRecord, ids: Vec<String>, mut gr
                 let _ = shared
                     .store
                     .set_batch_state(&record.batch_id, BatchState::Ended);
+                let asked = group.len();
                 answer(&record, items, &mut group, ended_before);
-                resend(&shared, group);
+                // A batch that answered some of its requests made progress (a provider expiring the rest of a
+                // busy window); only batches that answer nothing count towards giving a request up.
+                if group.len() < asked {
+                    requeue(&shared, group);
+                } else {
+                    resend(&shared, group);
+                }
                 return;
             }
             Ok(Polled::Failed(e)) => {
