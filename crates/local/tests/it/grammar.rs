@@ -54,16 +54,16 @@ fn the_fixture_holds_every_schema_the_families_send() {
     }
 }
 
-/// At temperature 0 the answers to JSON-schema requests of the sample suites (the first three of each schema, `sample` and
-/// `sample-structured`, text inputs, first turn) equal llama.cpp's server's, token for token, when the server
-/// is given the same prompt ids and the grammar llama.cpp's converter writes for the schema (`grammar`, which its
-/// server decodes with llama.cpp's own grammar sampler; xllamacpp's build would hand a `json_schema` to
+/// At temperature 0 the answers to JSON-schema requests of the sample suites (the first four of each schema;
+/// `sample` and `sample-structured`, text inputs, first turn) equal llama.cpp's server's, token for token, when
+/// the server is given the same prompt ids and the grammar llama.cpp's converter writes for the schema
+/// (`grammar`, which its server decodes with llama.cpp's own grammar sampler; xllamacpp's build would hand a `json_schema` to
 /// LLGuidance instead, see docs/evaluate.md).
 fn answers_equal_llama_cpps(gguf: Option<std::path::PathBuf>) {
     use nmb_chat::{GenParams, OutputFormat};
     use nmb_test_support::llama::LlamaServer;
     const MAX_TOKENS: u32 = 64;
-    const PER_SCHEMA: usize = 3;
+    const PER_SCHEMA: usize = 4;
     let Some(gguf) = gguf else { return };
     let Some(server) = LlamaServer::start(&gguf) else {
         return;
@@ -148,7 +148,7 @@ fn answers_equal_llama_cpps(gguf: Option<std::path::PathBuf>) {
         }
     }
     assert!(asked >= 10, "only {asked} JSON-schema requests");
-    assert!(per_schema.len() >= 4, "{} schemas asked", per_schema.len());
+    assert!(per_schema.len() >= 3, "{} schemas asked", per_schema.len());
     assert!(
         differ.is_empty(),
         "{} of {asked} answers differ:\n{}",
