@@ -17,7 +17,6 @@ use nmb_stats::{
 };
 use serde::Serialize;
 
-use crate::analysis::task_pass;
 use crate::input::RunData;
 use crate::table::{percent, Cell, Table};
 
@@ -633,4 +632,13 @@ mod tests {
         let here: BTreeSet<&str> = BUILTIN_IDS.into_iter().collect();
         assert_eq!(plan, here);
     }
+}
+
+/// Per-task pass@k reading (a) as the score report holds it.
+pub(crate) fn task_pass(t: &nmb_score::results::TaskScore, k: usize) -> Option<f64> {
+    let keys = [k.to_string(), format!("pass@{k}"), format!("pass_at_{k}")];
+    keys.iter()
+        .find_map(|key| t.pass_at_k_unbiased.get(key))
+        .copied()
+        .flatten()
 }
