@@ -59,7 +59,11 @@ fn errored_samples_by_family_have_their_share_and_wilson_interval_apart_from_wro
     }
     let errored: u64 = expected.values().map(|e| e.1).sum();
     let wrong: u64 = expected.values().map(|e| e.2).sum();
-    assert_eq!(errored, 7, "each failed call is one errored sample");
+    assert!(errored > 0, "the failed calls left errored samples");
+    assert_eq!(
+        errored, run.summary.samples_errored,
+        "the store counts the same"
+    );
     assert!(wrong > 0, "the half-skilled model answers some wrong");
 
     let (json, md, html) = report(dir.path(), run);
