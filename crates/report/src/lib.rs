@@ -23,6 +23,11 @@
 //! `nmb-table`'s); images are
 //! decoded and re-encoded as small PNG thumbnails, never embedded as stored.
 //!
+//! Layout: `input` reads the runs; `sections` builds each section's data once (tables, estimates, chart points,
+//! the cross-run analysis); `render` lays them out, one module per format (`html`, `markdown`, `csv`, `json`, and
+//! `svg` for the charts), escaping in one place. A section that is one table is listed in
+//! `sections::under_headline`, and every renderer shows it without further code.
+//!
 //! It does not score (that is `nmb-score`, whose [`ScoreReport`] it reads), call models, or change the store.
 //! Cross-run numbers it derives itself — the breadth-versus-depth rank correlation and paired comparisons between
 //! models — come from `nmb-stats` with a recorded seed.
