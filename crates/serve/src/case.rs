@@ -43,8 +43,6 @@ pub(crate) async fn handler(
     .await
 }
 
-/// A task's reference answer, as the score report recorded it.
-
 /// `/runs/{id}/cases/{case}`: the case's images at full size, EHR fields and notes, references, samples (each
 /// answer's thinking collapsed above it), and each task's prompt as sent.
 pub(crate) fn case(

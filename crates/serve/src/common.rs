@@ -91,6 +91,7 @@ pub(crate) fn headline(store: &Store, run_id: &str) -> Result<Option<Headline>, 
         .and_then(|json| serde_json::from_str(&json).ok()))
 }
 
+/// A task's reference answer, as the score report recorded it.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(crate) struct TaskReference {
     pub diagnosis: Option<String>,

@@ -31,10 +31,17 @@ pub(crate) struct TableSection {
     pub json: serde_json::Value,
 }
 
-/// The table sections shown under the headline, in order, each built once; one that has nothing to show is
-/// left out. A new table section is a module here and one entry in this list.
+/// What builds a table section: `None` when it has nothing to show.
+type Builder = fn(&[RunData], &Analysis) -> Option<TableSection>;
+
+/// The table sections under the headline, in the order shown. A new table section is a module here and one
+/// entry in this list.
+const UNDER_HEADLINE: &[Builder] = &[errored_by_family::section];
+
+/// The table sections shown under the headline, each built once; one that has nothing to show is left out.
 pub(crate) fn under_headline(runs: &[RunData], analysis: &Analysis) -> Vec<TableSection> {
-    let builders: [fn(&[RunData], &Analysis) -> Option<TableSection>; 1] =
-        [errored_by_family::section];
-    builders.iter().filter_map(|b| b(runs, analysis)).collect()
+    UNDER_HEADLINE
+        .iter()
+        .filter_map(|b| b(runs, analysis))
+        .collect()
 }

@@ -608,6 +608,15 @@ pub fn rows(groups: &[SweepGroup]) -> Vec<SweepRow> {
     out
 }
 
+/// Per-task pass@k reading (a) as the score report holds it.
+pub(crate) fn task_pass(t: &nmb_score::results::TaskScore, k: usize) -> Option<f64> {
+    let keys = [k.to_string(), format!("pass@{k}"), format!("pass_at_{k}")];
+    keys.iter()
+        .find_map(|key| t.pass_at_k_unbiased.get(key))
+        .copied()
+        .flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -632,13 +641,4 @@ mod tests {
         let here: BTreeSet<&str> = BUILTIN_IDS.into_iter().collect();
         assert_eq!(plan, here);
     }
-}
-
-/// Per-task pass@k reading (a) as the score report holds it.
-pub(crate) fn task_pass(t: &nmb_score::results::TaskScore, k: usize) -> Option<f64> {
-    let keys = [k.to_string(), format!("pass@{k}"), format!("pass_at_{k}")];
-    keys.iter()
-        .find_map(|key| t.pass_at_k_unbiased.get(key))
-        .copied()
-        .flatten()
 }

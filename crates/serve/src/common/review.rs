@@ -29,7 +29,7 @@ pub(crate) enum Refused {
     NotFound,
     /// The body could not be read as a form (too large, wrong type).
     Body(StatusCode, String),
-    /// The grade's problems; the HTML answer re-shows the form (see [`save`]), so this is for the script.
+    /// The grade's problems; the HTML answer re-shows the form (`review::save`), so this is for the script.
     Invalid(Vec<String>),
     Page(PageError),
 }
@@ -96,7 +96,7 @@ pub(crate) fn item_path(set_id: &str, position: u32) -> String {
     format!("{}/items/{position}", set_path(set_id))
 }
 
-/// [`turns`] of any stored sample (a pairwise item's B answer too).
+/// Each turn of a stored sample as a reviewer sees it (`review::turns`; a pairwise item's B answer too).
 pub(crate) fn sample_turns(
     store: &Store,
     run_id: &str,
