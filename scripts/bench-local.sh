@@ -4,7 +4,8 @@
 # other (never at once, so they do not compete for cores), and prints one JSON object:
 #   {"nmb": {...}, "llama_cpp": {...}, "ratios": {...}, "targets_met": {...}}
 # Targets (the "targets_met" fields): prefill at least llama.cpp's, decode at least 0.9x llama.cpp's, 5 samples
-# of one prompt in at most 2x the wall time of 1.
+# of one prompt in at most 2x the wall time of 1, and decoding under a JSON schema's grammar at most 1.15x the
+# time per token of decoding without (nmb's grammar_one and grammar_five rows against one and five).
 #
 # Env: NMB_BENCH_GGUF (the model both sides run; default SmolLM2-135M-Instruct Q4_1 from the assets; e.g. a
 # tiny file of one weight type from scripts/tiny-gguf.py; `gemma3` names Gemma 3 270M Q4_K_M from the assets), NMB_THREADS (default: the number of cores), NMB_BENCH_PROMPT_FILE (default: crates/local/benches/prompt.txt,
@@ -84,6 +85,9 @@ ratios = {
     "five_over_one_wall": ratio(get(nmb, "five.wall_s"), get(nmb, "one.wall_s")),
     # For comparison only: the same ratio for llama.cpp.
     "llama_cpp_five_over_one_wall": ratio(get(llama, "five.wall_s"), get(llama, "one.wall_s")),
+    # Time per decoded token under the differential schema's grammar over time per token without (nmb only).
+    "grammar_one_cost": ratio(get(nmb, "one.decode_tok_s"), get(nmb, "grammar_one.decode_tok_s")),
+    "grammar_five_cost": ratio(get(nmb, "five.decode_tok_s"), get(nmb, "grammar_five.decode_tok_s")),
 }
 report = {
     "nmb": nmb,
@@ -93,6 +97,9 @@ report = {
         "prefill>=1.0": ratios["prefill"] is not None and ratios["prefill"] >= 1.0,
         "decode>=0.9": ratios["decode"] is not None and ratios["decode"] >= 0.9,
         "five<=2x_one": ratios["five_over_one_wall"] is not None and ratios["five_over_one_wall"] <= 2.0,
+        "grammar<=1.15x": all(
+            ratios[k] is not None and ratios[k] <= 1.15 for k in ("grammar_one_cost", "grammar_five_cost")
+        ),
     },
 }
 missing = [k for k, v in ratios.items() if v is None]

@@ -24,8 +24,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{json, Value};
 
-use crate::http::Request;
-use crate::wire::{self, Head, Response, Wire};
+use crate::exchange::{Request, Response};
+use crate::wire::{self, Head, Wire};
 use crate::{lock, Fault, Reply, State};
 
 /// How batches behave.

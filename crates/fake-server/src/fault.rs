@@ -5,6 +5,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+pub use crate::fault_error::FaultParseError;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fault {
     /// Status 429. `retry_after` is sent verbatim as the Retry-After header (seconds or an HTTP date), and
@@ -45,10 +47,6 @@ pub enum Fault {
     /// What no honest server sends (see [`crate::hostile`]).
     Hostile(crate::hostile::Hostile),
 }
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown fault {0:?}; expected 429[:SECS], 429ms:MILLIS, retryinfo:SECS, STATUS (e.g. 500, 503, 529), noretry:STATUS, context, reset, slow:MILLIS, hang, malformed, empty, refusal, exhausted, quota or a hostile mode (huge:BYTES, huge-close:BYTES, lie:BYTES, drip:MILLIS, gzip-bomb:BYTES, deflate-bomb:BYTES, encoding:NAME, deep:DEPTH, numbers:KIND)")]
-pub struct FaultParseError(pub String);
 
 impl FromStr for Fault {
     type Err = FaultParseError;

@@ -16,8 +16,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::fault::FaultParseError;
-use crate::wire::{Response, Wire};
+use crate::exchange::Response;
+use crate::fault_error::FaultParseError;
+use crate::wire::Wire;
 
 /// What an answer's text is padded with: a sentence, so a compressed bomb inflates to plausible text.
 const PAD: &[u8] = b"The lesion enhances. ";

@@ -7,8 +7,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::exchange::{Request, Response};
 use crate::fault::Fault;
-use crate::wire::{self, Head, Response, Wire};
+use crate::wire::{self, Head, Wire};
 use crate::{Reply, State};
 
 const MAX_HEAD: usize = 64 * 1024;
@@ -37,14 +38,6 @@ pub(crate) async fn accept_loop(listener: TcpListener, state: Arc<State>) {
             Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
         }
     }
-}
-
-pub(crate) struct Request {
-    pub(crate) method: String,
-    pub(crate) path: String,
-    pub(crate) headers: Vec<(String, String)>,
-    pub(crate) body: Vec<u8>,
-    close: bool,
 }
 
 enum ReadOutcome {

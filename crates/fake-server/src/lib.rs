@@ -17,7 +17,9 @@
 //! leanings (noise, a length bias, an effect of seeing the model's thinking) for tests with known truth.
 
 pub mod batch;
+mod exchange;
 pub mod fault;
+mod fault_error;
 pub mod hostile;
 mod http;
 pub mod judge;

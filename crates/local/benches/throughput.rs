@@ -6,12 +6,14 @@
 //! `scripts/tiny-gguf.py`, or Gemma 3 270M, measures that type's kernels), `NMB_THREADS` (default: every core),
 //! `NMB_BENCH_RUNS` (default 3), `NMB_BENCH_MAX_TOKENS` (default 128), `NMB_BENCH_PROMPT_FILE` (default
 //! `benches/prompt.txt`, a case already in SmolLM2's chat format), `NMB_ASSETS_DIR`. Every run decodes exactly
-//! the maximum, as llama.cpp's `ignore_eos` does.
+//! the maximum, as llama.cpp's `ignore_eos` does, except the grammar rows (`grammar_one`, `grammar_five`): the
+//! same prompt and parameters with the differential task's JSON schema, decoded under its grammar until the JSON
+//! ends (stop tokens on, since the grammar allows nothing after it), to set against `one` and `five` per token.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use nmb_chat::GenParams;
+use nmb_chat::{GenParams, OutputFormat};
 use nmb_local::LocalModel;
 use serde_json::json;
 
@@ -31,9 +33,15 @@ fn median(mut xs: Vec<f64>) -> f64 {
 }
 
 /// Prefill tokens/s, decode tokens/s (all samples together) and wall seconds of one generation.
-fn measure(model: &LocalModel, prompt: &[u32], params: &GenParams, n: usize) -> (f64, f64, f64) {
+fn measure(
+    model: &LocalModel,
+    prompt: &[u32],
+    params: &GenParams,
+    n: usize,
+    output: &OutputFormat,
+) -> (f64, f64, f64) {
     let (runs, t) = model
-        .sample_tokens_timed(prompt, params, n)
+        .sample_tokens_as(prompt, params, n, output)
         .expect("generates");
     let decoded: usize = runs.iter().map(|r| r.tokens.len()).sum();
     let decode_s = (t.total - t.prefill).as_secs_f64();
@@ -90,11 +98,20 @@ fn main() {
         top_p: 0.95,
         ..params.clone()
     };
+    let constrained = LocalModel::load(&path).expect("model loads");
+    let json = OutputFormat::Json {
+        schema: Some(nmb_plan::output::differential_schema()),
+    };
     let mut report = serde_json::Map::new();
-    for (name, n, p) in [("one", 1, &params), ("five", 5, &sampled)] {
+    for (name, n, p, m, output) in [
+        ("one", 1, &params, &model, &OutputFormat::Text),
+        ("five", 5, &sampled, &model, &OutputFormat::Text),
+        ("grammar_one", 1, &params, &constrained, &json),
+        ("grammar_five", 5, &sampled, &constrained, &json),
+    ] {
         let (mut pre, mut dec, mut wall) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..runs {
-            let (a, b, c) = measure(&model, &prompt, p, n);
+            let (a, b, c) = measure(m, &prompt, p, n, output);
             pre.push(a);
             dec.push(b);
             wall.push(c);
@@ -121,6 +138,8 @@ fn main() {
         "max_tokens": max_tokens,
         "one": report["one"],
         "five": report["five"],
+        "grammar_one": report["grammar_one"],
+        "grammar_five": report["grammar_five"],
     });
     println!("{out}");
 }

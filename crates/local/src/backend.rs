@@ -220,6 +220,11 @@ impl Backend for LocalBackend {
     fn max_in_flight(&self) -> Option<usize> {
         Some(MAX_IN_FLIGHT)
     }
+    fn constrained_output(&self) -> Option<&'static str> {
+        self.model
+            .grammar()
+            .then_some("json_schema grammar (llama.cpp GBNF)")
+    }
     fn complete<'a>(
         &'a self,
         req: &'a ChatRequest,

@@ -22,6 +22,7 @@ use rayon::prelude::*;
 
 use crate::attention::{self, PROMPT_CHUNK};
 use crate::engine::{Cache, Column, Engine, Sequence};
+use crate::grammar::{self, Grammar, Vocab};
 use crate::quant::KPaths;
 use crate::sample::{Sampler, Sampling};
 use crate::FinishReason;
@@ -37,6 +38,15 @@ pub(crate) struct Job {
     pub seed: u64,
     /// Most tokens to sample per sequence.
     pub budget: usize,
+    /// The grammar every sample keeps to, if any.
+    pub constraint: Option<Constraint>,
+}
+
+/// A grammar and the tokens as it reads them.
+#[derive(Clone)]
+pub(crate) struct Constraint {
+    pub grammar: Arc<Grammar>,
+    pub vocab: Arc<Vocab>,
 }
 
 /// One finished sample.
@@ -78,6 +88,7 @@ impl<T> Done<T> {
 struct Sample {
     seq: Sequence,
     sampler: Sampler,
+    grammar: Option<grammar::State>,
     seed: u64,
     tokens: Vec<u32>,
     finish: Option<FinishReason>,
@@ -383,6 +394,10 @@ impl<'e, T> Batch<'e, T> {
                     Sample {
                         seq: Sequence::after(prefix.clone()),
                         sampler: Sampler::new(job.sampling, seed),
+                        grammar: job
+                            .constraint
+                            .as_ref()
+                            .map(|c| grammar::State::new(c.grammar.clone(), c.vocab.clone())),
                         seed,
                         tokens: Vec::new(),
                         finish: None,
@@ -425,15 +440,45 @@ fn prompt_columns(prompt: &[u32], done: usize, seq: usize) -> (Vec<Column>, usiz
 
 /// Samples the next token of `s` from `logits` and records whether the sequence is done.
 fn advance(s: &mut Sample, logits: &[f32], stop_ids: &[u32], budget: usize) {
-    let next = s.sampler.sample(logits);
+    let next = match &s.grammar {
+        None => Some(s.sampler.sample(logits)),
+        Some(g) => constrained(&mut s.sampler, g, logits),
+    };
+    // A grammar that allows no token at all (a vocabulary that cannot spell what it asks for) ends the sample.
+    let Some(next) = next else {
+        s.finish = Some(FinishReason::Stop);
+        return;
+    };
     if stop_ids.contains(&next) {
         s.finish = Some(FinishReason::Stop);
         return;
+    }
+    if let Some(g) = &mut s.grammar {
+        g.accept(next);
     }
     s.tokens.push(next);
     if s.tokens.len() >= budget {
         s.finish = Some(FinishReason::Length);
     }
+}
+
+/// llama.cpp's grammar-based rejection sampling: the token sampled from every logit when the grammar allows it,
+/// else one sampled again from the tokens the grammar allows (`None` when it allows none).
+pub(crate) fn constrained(
+    sampler: &mut Sampler,
+    g: &grammar::State,
+    logits: &[f32],
+) -> Option<u32> {
+    let first = sampler.sample(logits);
+    if g.allows(first) {
+        return Some(first);
+    }
+    let mut masked = logits.to_vec();
+    g.mask(&mut masked);
+    if masked.iter().all(|&l| l == f32::NEG_INFINITY) || g.is_dead() {
+        return None;
+    }
+    Some(sampler.sample(&masked))
 }
 
 fn done<T>(a: Active<T>) -> Done<T> {

@@ -26,7 +26,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Arc;
 
-use candle_core::quantized::gguf_file::Content;
+use candle_core::quantized::gguf_file::{Content, TensorInfo};
 use candle_core::quantized::GgmlDType;
 use candle_core::Device;
 use rayon::prelude::*;
@@ -34,7 +34,7 @@ use rayon::prelude::*;
 use crate::activation;
 use crate::arch::{self, Arch, Config};
 use crate::attention::{self, Keys};
-use crate::gguf::Meta;
+use crate::gguf::{self, Meta};
 use crate::quant::{round_f16, Acts, Batch, Format, KPaths, Kernel, QMatrix, BLOCK};
 use crate::scratch::{self, Buf};
 use crate::LocalError;
@@ -248,13 +248,18 @@ impl Engine {
             file,
             formats: Vec::new(),
         };
-        let embed = loader.matrix("token_embd.weight", cfg.dim)?;
-        let output = if loader.has("output.weight") {
-            loader.matrix("output.weight", cfg.dim)?
-        } else {
-            loader.matrix("token_embd.weight", cfg.dim)?
+        // llama.cpp sizes the embedding by the vocabulary; a file without one gets the embedding's own rows.
+        let vocab = match meta.opt_array_len("tokenizer.ggml.tokens")? {
+            Some(n) => n,
+            None => loader.rows("token_embd.weight")?,
         };
-        let mut layers = Vec::with_capacity(cfg.layers);
+        let embed = loader.matrix("token_embd.weight", vocab, cfg.dim)?;
+        let output = if loader.has("output.weight") {
+            loader.matrix("output.weight", vocab, cfg.dim)?
+        } else {
+            loader.matrix("token_embd.weight", vocab, cfg.dim)?
+        };
+        let mut layers = Vec::new();
         for l in 0..cfg.layers {
             layers.push(loader.layer(&cfg, l)?);
         }
@@ -799,46 +804,78 @@ impl Loader<'_> {
                 false => Ok(None),
             }
         };
+        let ffn = cfg.ffn;
         Ok(Layer {
             attn_norm: self.vector(&name("attn_norm.weight"), dim)?,
             qkv: Linear::new(vec![
-                self.matrix(&name("attn_q.weight"), dim)?,
-                self.matrix(&name("attn_k.weight"), dim)?,
-                self.matrix(&name("attn_v.weight"), dim)?,
+                self.matrix(&name("attn_q.weight"), q_dim, dim)?,
+                self.matrix(&name("attn_k.weight"), kv_dim, dim)?,
+                self.matrix(&name("attn_v.weight"), kv_dim, dim)?,
             ]),
             qkv_bias,
             q_norm,
             k_norm,
-            out: Linear::new(vec![self.matrix(&name("attn_output.weight"), q_dim)?]),
+            out: Linear::new(vec![self.matrix(
+                &name("attn_output.weight"),
+                dim,
+                q_dim,
+            )?]),
             post_attn_norm: post(self, "post_attention_norm.weight")?,
             ffn_norm: self.vector(&name("ffn_norm.weight"), dim)?,
             gate_up: Linear::new(vec![
-                self.matrix(&name("ffn_gate.weight"), dim)?,
-                self.matrix(&name("ffn_up.weight"), dim)?,
+                self.matrix(&name("ffn_gate.weight"), ffn, dim)?,
+                self.matrix(&name("ffn_up.weight"), ffn, dim)?,
             ]),
-            down: Linear::new(vec![self.matrix(&name("ffn_down.weight"), cfg.ffn)?]),
+            down: Linear::new(vec![self.matrix(&name("ffn_down.weight"), dim, ffn)?]),
             post_ffn_norm: post(self, "post_ffw_norm.weight")?,
         })
     }
 
-    /// A 2-D weight of `cols` columns (its input width).
-    fn matrix(&mut self, name: &str, cols: usize) -> Result<QMatrix, LocalError> {
+    /// The tensor `name`, which must have exactly `shape` (outermost first: `[rows, columns]`). The header
+    /// reader has already placed its bytes inside the file; this holds it to what the architecture's
+    /// hyperparameters say, before anything is read or allocated for it.
+    fn info(&self, name: &str, shape: &[usize]) -> Result<&TensorInfo, LocalError> {
         let info = self.content.tensor_infos.get(name).ok_or_else(|| {
             self.err(
                 name,
                 "missing; expected it in this architecture's GGUF".into(),
             )
         })?;
-        let dims = info.shape.dims().to_vec();
-        if dims.len() != 2 || dims[1] != cols || !cols.is_multiple_of(BLOCK) {
+        let dims = info.shape.dims();
+        if dims != shape {
             return Err(self.err(
                 name,
                 format!(
-                    "shape {dims:?}; expected [rows, {cols}] with {cols} a multiple of {BLOCK}"
+                    "shape {dims:?}; expected {shape:?} from the file's hyperparameters (embedding length, \
+                     heads, key length, feed-forward length) and its vocabulary"
                 ),
             ));
         }
-        let rows = dims[0];
+        Ok(info)
+    }
+
+    /// The rows of a 2-D tensor (the embedding of a file with no vocabulary).
+    fn rows(&self, name: &str) -> Result<usize, LocalError> {
+        match self.content.tensor_infos.get(name).map(|i| i.shape.dims()) {
+            Some([rows, _]) => Ok(*rows),
+            Some(dims) => Err(self.err(name, format!("shape {dims:?}; expected [rows, columns]"))),
+            None => Err(self.err(
+                name,
+                "missing; expected it in this architecture's GGUF".into(),
+            )),
+        }
+    }
+
+    /// A 2-D weight of `rows` outputs and `cols` columns (its input width).
+    fn matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<QMatrix, LocalError> {
+        if !cols.is_multiple_of(BLOCK) {
+            return Err(self.err(
+                name,
+                format!("{cols} columns; the engine takes widths that are a multiple of {BLOCK}"),
+            ));
+        }
+        let info = self.info(name, &[rows, cols])?;
+        let dims = info.shape.dims().to_vec();
         let format = match info.ggml_dtype {
             GgmlDType::Q4_1 => Some(Format::Q4_1),
             GgmlDType::Q8_0 => Some(Format::Q8_0),
@@ -852,6 +889,7 @@ impl Loader<'_> {
             GgmlDType::Q4_0 => Some(Format::Q4_0),
             _ => None,
         };
+        let (dtype, offset) = (info.ggml_dtype, info.offset);
         if let Some(format) = format {
             let block = format.block_values();
             if !cols.is_multiple_of(block) {
@@ -863,27 +901,20 @@ impl Loader<'_> {
                     ),
                 ));
             }
-            let bytes = self.raw(
-                name,
-                info.offset,
-                rows * cols / block * format.block_bytes(),
-            )?;
+            // The header reader checked these bytes lie inside the file, so the product cannot overflow.
+            let bytes = self.raw(name, offset, rows * (cols / block) * format.block_bytes())?;
             self.formats.push(format.name().to_string());
             return Ok(QMatrix::new(format, rows, cols, bytes));
         }
         let values = self.dequantized(name)?;
-        self.formats
-            .push(format!("Q8_0 (from {:?})", info.ggml_dtype));
+        self.formats.push(format!("Q8_0 (from {dtype:?})"));
         Ok(QMatrix::quantize_q8_0(&values, rows, cols))
     }
 
     /// A 1-D f32 weight (a norm) of `len` values.
     fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, LocalError> {
-        let values = self.dequantized(name)?;
-        if values.len() != len {
-            return Err(self.err(name, format!("{} values; expected {len}", values.len())));
-        }
-        Ok(values)
+        self.info(name, &[len])?;
+        self.dequantized(name)
     }
 
     fn dequantized(&mut self, name: &str) -> Result<Vec<f32>, LocalError> {
@@ -892,7 +923,12 @@ impl Loader<'_> {
             .and_then(|q| q.dequantize(&Device::Cpu))
             .and_then(|t| t.flatten_all())
             .and_then(|t| t.to_vec1::<f32>())
-            .map_err(|e| self.err(name, format!("cannot read it: {e}")))
+            .map_err(|e| {
+                self.err(
+                    name,
+                    format!("cannot read it: {}", gguf::candle_message(&e)),
+                )
+            })
     }
 
     fn raw(&mut self, name: &str, offset: u64, len: usize) -> Result<Vec<u8>, LocalError> {

@@ -2,7 +2,7 @@
 //!
 //! This crate owns loading GGUF quantized models (architectures `llama`, `mistral3`, `qwen2`, `qwen3` and `gemma3`; see
 //! `arch`) from a file path or an `hf://OWNER/NAME/FILE.gguf`
-//! spec (candle reads the GGUF header), building their tokenizer and chat template from the GGUF's own
+//! spec (the header read and checked here, in candle's types), building their tokenizer and chat template from the GGUF's own
 //! metadata, running the model on its quantised weights, generating n answers for a conversation, and
 //! [`LocalBackend`], which puts a loaded model behind `nmb_requests::Backend` with one batch for every request.
 //! It does not own prompts (`nmb-plan`), scheduling or retries (`nmb-requests`), or storage (`nmb-store`).
@@ -25,10 +25,22 @@
 //!   ([`GEMMA_TEMPLATE`], llama.cpp's `gemma` template: the system prompt goes into the first user turn), ChatML
 //!   otherwise. llama.cpp's server uses ChatML for every model without a template, Gemma included; nmb does not,
 //!   since a Gemma model never saw ChatML.
+//! - **Files from outside.** Nothing a GGUF header claims is used before it is checked (module `gguf`): counts
+//!   and lengths against the bytes left in the file, the alignment, each tensor's extent (checked arithmetic,
+//!   inside the file, apart from the others) and shape (against the architecture's hyperparameters and the
+//!   vocabulary); the vocabulary must have tokens and its special ids must be among them. Each refusal names the
+//!   key or tensor. The chat template renders under minijinja's fuel and an output cap ([`TEMPLATE_FUEL`],
+//!   [`TEMPLATE_OUTPUT_CAP`], both growing with the conversation) and is rendered once at load, so a hostile one
+//!   is refused before any request. No error text carries a backtrace, whatever `RUST_BACKTRACE` says.
 //! - **Images.** Models here are text-only. Each image part is replaced by [`IMAGE_OMITTED_MARKER`] where it
 //!   stood, and [`LocalCompletion::images_dropped`] counts them so the run manifest can record it.
-//! - **JSON output.** [`OutputFormat::Json`] changes nothing: there is no grammar-constrained decoding, so the
-//!   model sees only what the prompt asks for, and the answer parser must be tolerant.
+//! - **JSON output.** An [`OutputFormat::Json`] request is decoded under its schema's grammar (any JSON object
+//!   without a schema), as llama.cpp's server decodes a `response_format`: the schema becomes a GBNF grammar by
+//!   the rules of llama.cpp's `json-schema-to-grammar` ([`LocalModel::schema_grammar`]), every sample keeps
+//!   llama.cpp's grammar stacks, a token is sampled first and, only when the grammar refuses it, sampled again
+//!   from the tokens it allows; the end of the turn is allowed only where the grammar can end (module
+//!   `grammar`). A schema outside the subset is [`LocalError::InvalidParams`]. [`LocalModel::without_grammar`]
+//!   turns it off.
 //! - **Sampling.** Temperature 0 is greedy; otherwise temperature with top-p (every token when `top_p` is 1),
 //!   from a SplitMix64 stream seeded from [`GenParams::seed`], so a given seed gives the same text; with no seed
 //!   a random one is drawn and reported in [`LocalCompletion::seed`]. Generation stops at the end-of-turn
@@ -68,6 +80,7 @@ mod batch;
 mod engine;
 mod error;
 mod gguf;
+mod grammar;
 mod quant;
 mod sample;
 mod scratch;
@@ -79,6 +92,7 @@ mod weights;
 
 use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use nmb_chat::{GenParams, Message, OutputFormat};
@@ -91,16 +105,20 @@ pub use error::LocalError;
 pub use spec::resolve_model_path;
 pub use template::{
     RenderedPrompt, TemplateKwargs, TemplateSource, CHATML_TEMPLATE, GEMMA_TEMPLATE,
-    IMAGE_OMITTED_MARKER,
+    IMAGE_OMITTED_MARKER, TEMPLATE_FUEL, TEMPLATE_OUTPUT_CAP,
 };
 pub use tokenizer::{Tokenizer, TokenizerSource};
 pub use weights::LocalWeights;
 
-use batch::{Batch, Done, Job};
+use batch::{Batch, Constraint, Done, Job};
 use engine::Engine;
 use gguf::Meta;
 use sample::Sampling;
 use template::ChatTemplate;
+
+/// What a model identity records for a `local:` model that decodes JSON tasks under their schema's grammar:
+/// llama.cpp's JSON-schema-to-GBNF conversion and its grammar sampler.
+pub const GRAMMAR_IDENTITY: &str = "json-schema GBNF (llama.cpp rules)";
 
 /// End-of-turn tokens of common chat formats; each one present in the vocabulary also stops generation.
 const END_OF_TURN_TOKENS: [&str; 6] = [
@@ -186,6 +204,10 @@ pub struct LocalModel {
     context_length: usize,
     architecture: String,
     load_time: Duration,
+    /// Whether a request with a JSON schema is decoded under its grammar ([`LocalModel::without_grammar`]).
+    grammar: bool,
+    /// The tokens as the grammar reads them, built on the first constrained request.
+    grammar_vocab: OnceLock<Arc<grammar::Vocab>>,
 }
 
 impl std::fmt::Debug for LocalModel {
@@ -225,6 +247,8 @@ impl LocalModel {
             tokens.bos_text.clone(),
             tokens.eos_text.clone(),
         )?;
+        // Rendered once now, so that a template past its budget is refused before any request.
+        template.check()?;
         let context_length = context_length(&meta, arch)?;
         let model_id = model_id(
             path,
@@ -244,6 +268,8 @@ impl LocalModel {
             context_length,
             architecture,
             load_time: started.elapsed(),
+            grammar: true,
+            grammar_vocab: OnceLock::new(),
         })
     }
 
@@ -332,8 +358,7 @@ impl LocalModel {
         self.tokenizer.encode_prompt(prompt)
     }
 
-    /// Generates one answer. `output` is accepted for the backend interface but adds nothing: there is no
-    /// grammar-constrained decoding (see the crate docs).
+    /// Generates one answer; a JSON `output` is decoded under its schema's grammar (see the crate docs).
     pub fn generate(
         &self,
         messages: &[Message],
@@ -376,7 +401,19 @@ impl LocalModel {
         params: &GenParams,
         n: usize,
     ) -> Result<(Vec<TokenRun>, Timings), LocalError> {
-        let job = self.job(prompt.to_vec(), params, n)?;
+        self.sample_tokens_as(prompt, params, n, &OutputFormat::Text)
+    }
+
+    /// [`LocalModel::sample_tokens_timed`] with an output format: a JSON one is decoded under its schema's
+    /// grammar, as [`LocalModel::generate_n`] decodes it.
+    pub fn sample_tokens_as(
+        &self,
+        prompt: &[u32],
+        params: &GenParams,
+        n: usize,
+        output: &OutputFormat,
+    ) -> Result<(Vec<TokenRun>, Timings), LocalError> {
+        let job = self.job(prompt.to_vec(), params, n, output)?;
         let done = self.run_alone(job, ());
         let timings = Timings {
             prefill: done.prefill,
@@ -394,7 +431,6 @@ impl LocalModel {
         output: &OutputFormat,
         n: usize,
     ) -> Result<Request, LocalError> {
-        let _ = output;
         let rendered = self.render_prompt_with(messages, &template_kwargs(params)?)?;
         let prompt = self.prompt_tokens(&rendered.text)?;
         Ok(Request {
@@ -402,19 +438,27 @@ impl LocalModel {
                 tokens_in: prompt.len(),
                 images_dropped: rendered.images_dropped,
             },
-            job: self.job(prompt, params, n)?,
+            job: self.job(prompt, params, n, output)?,
         })
     }
 
-    fn job(&self, prompt: Vec<u32>, params: &GenParams, n: usize) -> Result<Job, LocalError> {
+    fn job(
+        &self,
+        prompt: Vec<u32>,
+        params: &GenParams,
+        n: usize,
+        output: &OutputFormat,
+    ) -> Result<Job, LocalError> {
         let sampling = sampling(params)?;
+        let constraint = self.constraint(output)?;
         if n == 0 {
             return Err(LocalError::InvalidParams {
                 field: "n",
                 message: "expected at least 1 sample".into(),
             });
         }
-        if prompt.is_empty() || prompt.len() >= self.context_length {
+        no_empty_prompt(&prompt)?;
+        if prompt.len() >= self.context_length {
             return Err(LocalError::ContextTooLong {
                 prompt_tokens: prompt.len(),
                 context_length: self.context_length,
@@ -428,6 +472,57 @@ impl LocalModel {
             sampling,
             seed: params.seed.unwrap_or_else(random_seed),
             budget,
+            constraint,
+        })
+    }
+
+    /// The grammar a request's output format asks for: a JSON schema's (any JSON object without one, as
+    /// llama.cpp's server reads `json_object`), or none for text or when grammar is off.
+    fn constraint(&self, output: &OutputFormat) -> Result<Option<Constraint>, LocalError> {
+        let OutputFormat::Json { schema } = output else {
+            return Ok(None);
+        };
+        if !self.grammar {
+            return Ok(None);
+        }
+        let any_object = serde_json::json!({});
+        let schema = schema.as_ref().unwrap_or(&any_object);
+        let grammar =
+            grammar::Grammar::from_schema(schema).map_err(|message| LocalError::InvalidParams {
+                field: "response_format",
+                message: format!(
+                    "{message}; grammar-constrained decoding cannot follow it (--no-grammar decodes without)"
+                ),
+            })?;
+        let vocab = self.grammar_vocab.get_or_init(|| {
+            Arc::new(grammar::Vocab::new(
+                self.tokenizer.pieces(),
+                self.stop_ids.clone(),
+            ))
+        });
+        Ok(Some(Constraint {
+            grammar: Arc::new(grammar),
+            vocab: vocab.clone(),
+        }))
+    }
+
+    /// Decodes every request without grammar, whatever output format it asks for (`--no-grammar`).
+    pub fn without_grammar(mut self) -> LocalModel {
+        self.grammar = false;
+        self
+    }
+
+    /// Whether requests with a JSON schema are decoded under its grammar.
+    pub fn grammar(&self) -> bool {
+        self.grammar
+    }
+
+    /// The GBNF grammar a JSON schema becomes, by the rules of llama.cpp's `json-schema-to-grammar` (rule names
+    /// and text as it writes them, one `name ::= rule` line per rule, sorted by name).
+    pub fn schema_grammar(schema: &serde_json::Value) -> Result<String, LocalError> {
+        grammar::schema::to_grammar(schema).map_err(|e| LocalError::InvalidParams {
+            field: "response_format",
+            message: e.to_string(),
         })
     }
 
@@ -488,7 +583,8 @@ impl LocalModel {
 
     /// The next-token logits after `prompt` (token ids), one per vocabulary entry.
     pub fn prompt_logits(&self, prompt: &[u32]) -> Result<Vec<f32>, LocalError> {
-        if prompt.is_empty() || prompt.len() > self.context_length {
+        no_empty_prompt(prompt)?;
+        if prompt.len() > self.context_length {
             return Err(LocalError::ContextTooLong {
                 prompt_tokens: prompt.len(),
                 context_length: self.context_length,
@@ -515,6 +611,18 @@ impl LocalModel {
             path: self.path.clone(),
             message,
         }
+    }
+}
+
+/// Refuses a prompt of no tokens as what it is, not as a prompt too long for the window.
+fn no_empty_prompt(prompt: &[u32]) -> Result<(), LocalError> {
+    match prompt.is_empty() {
+        true => Err(LocalError::InvalidParams {
+            field: "prompt",
+            message: "expected at least one token; the chat template and tokenizer gave none"
+                .into(),
+        }),
+        false => Ok(()),
     }
 }
 
@@ -561,9 +669,22 @@ impl SpecialTokens {
                     }),
             }
         };
-        let bos_id = id("tokenizer.ggml.bos_token_id")?;
-        let eos_id = id("tokenizer.ggml.eos_token_id")?;
-        let eot_id = id("tokenizer.ggml.eot_token_id")?;
+        let vocab = tok.vocab_size();
+        let in_vocab = |key: &str| -> Result<Option<u32>, LocalError> {
+            match id(key)? {
+                Some(i) if i as usize >= vocab => Err(LocalError::Metadata {
+                    path: meta.path.to_path_buf(),
+                    key: key.into(),
+                    expected: format!(
+                        "a token id below the vocabulary's {vocab} tokens, found {i}"
+                    ),
+                }),
+                found => Ok(found),
+            }
+        };
+        let bos_id = in_vocab("tokenizer.ggml.bos_token_id")?;
+        let eos_id = in_vocab("tokenizer.ggml.eos_token_id")?;
+        let eot_id = in_vocab("tokenizer.ggml.eot_token_id")?;
         let text = |id: Option<u32>| id.and_then(|i| tok.id_to_token(i)).unwrap_or_default();
         let mut stop_ids: Vec<u32> = [eos_id, eot_id].into_iter().flatten().collect();
         stop_ids.extend(END_OF_TURN_TOKENS.iter().filter_map(|t| tok.token_to_id(t)));
@@ -578,8 +699,18 @@ impl SpecialTokens {
 }
 
 pub(crate) fn context_length(meta: &Meta<'_>, arch: arch::Arch) -> Result<usize, LocalError> {
-    let declared = meta.uint(&arch.key("context_length"))?;
-    Ok(usize::try_from(declared).unwrap_or(usize::MAX))
+    let key = arch.key("context_length");
+    match arch::hyperparameter(meta, &key)? {
+        Some(n) if n >= 2 => Ok(n),
+        found => Err(LocalError::Metadata {
+            path: meta.path.to_path_buf(),
+            key,
+            expected: format!(
+                "a context window of at least 2 tokens (a prompt and an answer), found {}",
+                found.map_or_else(|| "none".to_string(), |n| n.to_string())
+            ),
+        }),
+    }
 }
 
 fn model_id(

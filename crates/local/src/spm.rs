@@ -155,23 +155,32 @@ impl Spm {
         let mut bytes = Vec::new();
         for &id in ids {
             let i = id as usize;
-            let (Some(piece), Some(&kind)) = (self.pieces.get(i), self.kinds.get(i)) else {
+            let Some(&kind) = self.kinds.get(i) else {
                 return Err(format!(
                     "token id {id} is outside the vocabulary of {} tokens",
                     self.pieces.len()
                 ));
             };
-            match kind {
-                k if k.is_special() && skip_special => {}
-                Kind::Control | Kind::Unknown | Kind::UserDefined => {
-                    bytes.extend_from_slice(piece.as_bytes())
-                }
-                Kind::Normal => bytes.extend_from_slice(piece.replace(SPACE, " ").as_bytes()),
-                Kind::Byte => bytes.push(byte_value(piece).unwrap_or(0)),
-                Kind::Unused | Kind::Undefined => {}
+            if !(kind.is_special() && skip_special) {
+                bytes.extend(self.piece(id));
             }
         }
         Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// One token's bytes as llama.cpp's `token_to_piece(id, special = true)` gives them (nothing for an id
+    /// outside the vocabulary).
+    pub fn piece(&self, id: u32) -> Vec<u8> {
+        let i = id as usize;
+        let (Some(piece), Some(&kind)) = (self.pieces.get(i), self.kinds.get(i)) else {
+            return Vec::new();
+        };
+        match kind {
+            Kind::Control | Kind::Unknown | Kind::UserDefined => piece.as_bytes().to_vec(),
+            Kind::Normal => piece.replace(SPACE, " ").into_bytes(),
+            Kind::Byte => vec![byte_value(piece).unwrap_or(0)],
+            Kind::Unused | Kind::Undefined => Vec::new(),
+        }
     }
 
     /// `tokenizer_st_partition`: for each special token, longest first, cut every occurrence out of every piece

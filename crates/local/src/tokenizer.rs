@@ -60,6 +60,8 @@ pub struct Tokenizer {
     path: PathBuf,
     /// The BOS token when the GGUF asks for one in front of every prompt.
     bos: Option<u32>,
+    /// `tokenizer.ggml.token_type` of a byte-level BPE vocabulary built from the GGUF (for [`Tokenizer::pieces`]).
+    bpe_types: Option<Vec<i64>>,
 }
 
 enum Inner {
@@ -152,6 +154,35 @@ impl Tokenizer {
         }
     }
 
+    /// Every token's bytes as llama.cpp's `token_to_piece(id, special = true)` gives them: control, unknown and
+    /// user-defined tokens as their text, normal ones decoded (SentencePiece's `▁` as a space, byte-level BPE's
+    /// characters as the bytes they stand for), byte tokens as their byte, unused ones as nothing. A
+    /// `tokenizer.json` has no GGUF token types: its added tokens count as control tokens, the rest as normal.
+    pub fn pieces(&self) -> Vec<Vec<u8>> {
+        match &self.inner {
+            Inner::Spm(s) => (0..s.len() as u32).map(|id| s.piece(id)).collect(),
+            Inner::Hf(t) => {
+                let added = t.get_added_tokens_decoder();
+                let table = byte_level_table();
+                (0..t.get_vocab_size(true) as u32)
+                    .map(|id| {
+                        let text = t.id_to_token(id).unwrap_or_default();
+                        let kind = match &self.bpe_types {
+                            Some(types) => types.get(id as usize).copied().unwrap_or(1),
+                            None if added.contains_key(&id) => TOKEN_TYPE_CONTROL,
+                            None => 1,
+                        };
+                        match kind {
+                            1 => byte_level_decode(&text, &table),
+                            2 | TOKEN_TYPE_CONTROL | TOKEN_TYPE_USER_DEFINED => text.into_bytes(),
+                            _ => Vec::new(),
+                        }
+                    })
+                    .collect()
+            }
+        }
+    }
+
     fn error(&self, message: String) -> LocalError {
         LocalError::Tokenizer {
             path: self.path.clone(),
@@ -191,12 +222,49 @@ pub(crate) fn load(meta: &Meta<'_>, override_file: Option<&Path>) -> Result<Toke
             }
         },
     };
-    Ok(Tokenizer {
+    let bpe_types = match (&inner, override_file) {
+        (Inner::Hf(_), None) => meta.opt_ints("tokenizer.ggml.token_type")?,
+        _ => None,
+    };
+    let tokenizer = Tokenizer {
         inner,
+        bpe_types,
         bos: bos_to_add(meta)?,
         source,
         path: meta.path.to_path_buf(),
-    })
+    };
+    tokenizer.check_usable(meta)?;
+    Ok(tokenizer)
+}
+
+impl Tokenizer {
+    /// Refuses a vocabulary no prompt can be written in: no tokens, or a BOS to add that is not one of them.
+    fn check_usable(&self, meta: &Meta<'_>) -> Result<(), LocalError> {
+        let n = self.vocab_size();
+        if n == 0 {
+            return Err(match &self.source {
+                TokenizerSource::File(file) => LocalError::Tokenizer {
+                    path: file.clone(),
+                    message: "the vocabulary has no tokens".into(),
+                },
+                _ => LocalError::Metadata {
+                    path: meta.path.to_path_buf(),
+                    key: "tokenizer.ggml.tokens".into(),
+                    expected: "a vocabulary of at least one token, found none".into(),
+                },
+            });
+        }
+        match self.bos {
+            Some(bos) if bos as usize >= n => Err(LocalError::Metadata {
+                path: meta.path.to_path_buf(),
+                key: "tokenizer.ggml.bos_token_id".into(),
+                expected: format!(
+                    "a token id below the vocabulary's {n} tokens (BOS goes in front of every prompt), found {bos}"
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// llama.cpp's rule: `tokenizer.ggml.add_bos_token` when present, otherwise on for SentencePiece GGUFs and for
@@ -267,6 +335,7 @@ fn bpe_from_gguf(meta: &Meta<'_>) -> Result<(Inner, TokenizerSource), LocalError
         .unwrap_or("gpt2")
         .to_string();
     let tokens = meta.strings("tokenizer.ggml.tokens")?;
+    same_length(meta, "tokenizer.ggml.token_type", tokens.len())?;
     let merges = parse_merges(meta, meta.strings("tokenizer.ggml.merges")?)?;
     let vocab: Vocab = tokens
         .iter()
@@ -361,6 +430,48 @@ fn add_special(
     tok.add_tokens(pick(TOKEN_TYPE_USER_DEFINED, false))
         .map_err(|e| tok_err(meta, format!("cannot add user-defined tokens: {e}")))?;
     Ok(())
+}
+
+/// GPT-2's byte-level alphabet: the character that stands for each byte.
+fn byte_level_table() -> std::collections::HashMap<char, u8> {
+    let printable = |b: u8| matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+    let mut table = std::collections::HashMap::with_capacity(256);
+    let mut next = 0u32;
+    for b in 0..=255u8 {
+        let c = if printable(b) {
+            u32::from(b)
+        } else {
+            next += 1;
+            255 + next
+        };
+        table.insert(char::from_u32(c).expect("a valid character"), b);
+    }
+    table
+}
+
+/// A byte-level token's bytes (llama.cpp's `llama_decode_text`); a character outside the alphabet stays as its
+/// UTF-8.
+fn byte_level_decode(text: &str, table: &std::collections::HashMap<char, u8>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    for c in text.chars() {
+        match table.get(&c) {
+            Some(&b) => out.push(b),
+            None => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+        }
+    }
+    out
+}
+
+/// An optional per-token array must hold one item per token, as llama.cpp reads it.
+fn same_length(meta: &Meta<'_>, key: &str, tokens: usize) -> Result<(), LocalError> {
+    match meta.opt_array_len(key)? {
+        Some(n) if n != tokens => Err(LocalError::Metadata {
+            path: meta.path.to_path_buf(),
+            key: key.into(),
+            expected: format!("one item per token ({tokens}), found {n}"),
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn unsupported(meta: &Meta<'_>, message: String) -> LocalError {

@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::adjust::{Adjustment, Adjustments};
 use crate::backend::{ChatRequest, Choice, Usage};
-use crate::error::{CallError, ErrorClass};
+use crate::error::{snippet, CallError, ErrorClass};
 use crate::http::{parse_json, system_texts, turns, Answer, KeyHeader, Wire};
 use crate::rules::{self, Sampling};
-use crate::transport::{malformed, snippet, Base64Cache};
+use crate::transport::{malformed, Base64Cache};
 
 #[derive(Debug, Clone)]
 pub struct AnthropicOptions {
@@ -131,8 +131,8 @@ impl Wire for AnthropicWire {
     fn path(&self) -> String {
         "/v1/messages".into()
     }
-    fn batch_protocol(&self) -> Option<crate::batch::BatchProtocol> {
-        Some(crate::batch::BatchProtocol::Anthropic)
+    fn batch_protocol(&self) -> Option<crate::backend::BatchProtocol> {
+        Some(crate::backend::BatchProtocol::Anthropic)
     }
     fn headers(&self) -> Vec<(&'static str, &str)> {
         vec![("anthropic-version", &self.options.version)]

@@ -1,4 +1,5 @@
-//! The backend trait every model implements, and the request/answer types it speaks.
+//! The backend trait every model implements, the request/answer types it speaks, and the provider batch API a
+//! backend may hand out ([`BatchApi`], implemented in [`crate::batch`]), which speaks the same types.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -234,7 +235,7 @@ pub trait Backend: Send + Sync {
         false
     }
     /// The provider's batch API, where it has one.
-    fn batch(&self) -> Option<&dyn crate::batch::BatchApi> {
+    fn batch(&self) -> Option<&dyn BatchApi> {
         None
     }
     /// How long one attempt may take, where this backend's own answers take longer than the scheduler's
@@ -259,6 +260,111 @@ pub trait Backend: Send + Sync {
         let _ = replica;
         self.complete(req)
     }
+}
+
+/// Which provider's batch protocol a wire speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchProtocol {
+    OpenAi,
+    Anthropic,
+    Gemini,
+}
+
+impl BatchProtocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BatchProtocol::OpenAi => "openai",
+            BatchProtocol::Anthropic => "anthropic",
+            BatchProtocol::Gemini => "gemini",
+        }
+    }
+
+    /// The most requests and bytes one batch may hold, as each provider documents them, in bytes as the
+    /// providers count them (a megabyte is 1,000,000 bytes): OpenAI "up to 50,000 requests" in an input file "up
+    /// to 200 MB" (the Files API refuses an upload over 200,000,000 bytes); Anthropic "100,000 Message requests
+    /// or 256 MB in size, whichever is reached first"; Gemini's inlined requests "under 20MB" in all.
+    pub fn limits(self) -> BatchLimits {
+        const MB: usize = 1_000_000;
+        match self {
+            BatchProtocol::OpenAi => BatchLimits {
+                max_requests: 50_000,
+                max_bytes: 200 * MB,
+            },
+            BatchProtocol::Anthropic => BatchLimits {
+                max_requests: 100_000,
+                max_bytes: 256 * MB,
+            },
+            BatchProtocol::Gemini => BatchLimits {
+                max_requests: 50_000,
+                max_bytes: 20 * MB,
+            },
+        }
+    }
+}
+
+/// How much one batch may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchLimits {
+    pub max_requests: usize,
+    /// Of the encoded requests, each counted as its JSON line plus a newline.
+    pub max_bytes: usize,
+}
+
+/// One request's outcome in an ended batch.
+#[derive(Debug)]
+pub struct BatchItem {
+    pub custom_id: String,
+    pub result: Result<Completion, CallError>,
+}
+
+/// Where a submitted batch stands.
+#[derive(Debug)]
+pub enum Polled {
+    /// Still being worked on.
+    Running,
+    /// Done (or expired, or cancelled): the outcome of every request that has one. A request left out (expired,
+    /// cancelled) has no answer and must be sent again.
+    Ended(Vec<BatchItem>),
+    /// The provider refused the batch as a whole: every request fails so. Class `rate_limit` when it refused it
+    /// for a limit that clears as other batches finish (OpenAI's `token_limit_exceeded`, Gemini's
+    /// `RESOURCE_EXHAUSTED`), so that its requests can go again later in smaller batches; otherwise the
+    /// provider's own message (a file that failed validation).
+    Failed(CallError),
+}
+
+/// A provider's batch API for one model. Object safe, like [`Backend`], which hands it out.
+pub trait BatchApi: Send + Sync {
+    fn protocol(&self) -> BatchProtocol;
+    /// The body a single call would send for `req`.
+    fn body(&self, req: &ChatRequest) -> Result<serde_json::Value, CallError>;
+    /// A request's `body` as it goes into a batch, wrapped with its custom id.
+    fn entry(&self, custom_id: &str, body: serde_json::Value) -> serde_json::Value;
+    /// The most bytes the answer to `req` may take, in a batch's output as in a single call.
+    fn response_cap(&self, req: &ChatRequest) -> u64;
+    /// Submits `entries` as one batch, telling the provider `tag` where it keeps one; returns the provider's id.
+    fn submit<'a>(
+        &'a self,
+        tag: &'a str,
+        entries: &'a [serde_json::Value],
+    ) -> BoxFuture<'a, Result<String, CallError>>;
+    /// The provider's id of a batch this process may have submitted before it was stopped: the one tagged
+    /// `tag` (OpenAI's metadata, Gemini's display name), or for Anthropic, which keeps no tag, the one batch of
+    /// `requests` requests created since `since` (RFC 3339, UTC). `None`: it never reached the provider.
+    fn find<'a>(
+        &'a self,
+        tag: &'a str,
+        since: &'a str,
+        requests: u64,
+    ) -> BoxFuture<'a, Result<Option<String>, CallError>>;
+    /// Where batch `id` stands; `custom_ids` are its requests in submission order (Gemini answers by position).
+    /// Its output is read line by line, each line at most `line_cap` bytes ([`BatchApi::response_cap`] of its
+    /// requests), the whole at most one line cap per request and one more.
+    fn poll<'a>(
+        &'a self,
+        id: &'a str,
+        custom_ids: &'a [String],
+        line_cap: u64,
+    ) -> BoxFuture<'a, Result<Polled, CallError>>;
 }
 
 /// Refuses `n > 1` for backends without a native `n`, so samples are never silently lost. For every backend,

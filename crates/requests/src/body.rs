@@ -219,7 +219,7 @@ impl Body {
 /// A body that stopped arriving: reqwest calls every such failure a decoding error, but it decodes nothing here
 /// (its compression features are off), so the connection failed.
 fn cut_short(e: reqwest::Error) -> CallError {
-    let mut e = crate::transport::from_reqwest(e);
+    let mut e = crate::error::from_reqwest(e);
     if e.class == ErrorClass::MalformedResponse {
         e.class = ErrorClass::Network;
     }
@@ -260,7 +260,7 @@ impl Decoder {
                     format!(
                         "the response is encoded as {:?}, which nmb neither asked for nor decodes (it reads \
                          gzip, deflate or none)",
-                        crate::transport::snippet(other, 40)
+                        crate::error::snippet(other, 40)
                     ),
                 ))
             }

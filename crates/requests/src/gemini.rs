@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::adjust::{Adjustment, Adjustments};
 use crate::backend::{ChatRequest, Choice, Usage};
-use crate::error::{parse_proto_duration, CallError, ErrorClass};
+use crate::error::{parse_proto_duration, snippet, CallError, ErrorClass};
 use crate::http::{parse_json, system_texts, turns, Answer, KeyHeader, Wire};
 use crate::rules;
-use crate::transport::{malformed, snippet, Base64Cache};
+use crate::transport::{malformed, Base64Cache};
 
 /// Finish reasons that mean the provider withheld the answer.
 const BLOCKED: [&str; 6] = [
@@ -122,8 +122,8 @@ impl Wire for GeminiWire {
         let model = self.model.trim_start_matches("models/");
         format!("/v1beta/models/{model}:generateContent")
     }
-    fn batch_protocol(&self) -> Option<crate::batch::BatchProtocol> {
-        Some(crate::batch::BatchProtocol::Gemini)
+    fn batch_protocol(&self) -> Option<crate::backend::BatchProtocol> {
+        Some(crate::backend::BatchProtocol::Gemini)
     }
     fn body<'a>(&'a self, req: &'a ChatRequest, images: &Base64Cache) -> Body<'a> {
         let system: Vec<WirePart> = system_texts(&req.messages)

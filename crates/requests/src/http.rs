@@ -120,7 +120,7 @@ pub trait Wire: Send + Sync + 'static {
     }
 
     /// The provider's batch API, if it has one (`None`: calls go one at a time).
-    fn batch_protocol(&self) -> Option<crate::batch::BatchProtocol> {
+    fn batch_protocol(&self) -> Option<crate::backend::BatchProtocol> {
         None
     }
 }
@@ -351,10 +351,10 @@ impl<W: Wire> Backend for HttpBackend<W> {
     fn adjust_after(&self, err: &CallError) -> bool {
         self.wire.adjust(err)
     }
-    fn batch(&self) -> Option<&dyn crate::batch::BatchApi> {
+    fn batch(&self) -> Option<&dyn crate::backend::BatchApi> {
         self.wire
             .batch_protocol()
-            .map(|_| self as &dyn crate::batch::BatchApi)
+            .map(|_| self as &dyn crate::backend::BatchApi)
     }
     fn complete<'a>(
         &'a self,

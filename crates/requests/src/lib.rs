@@ -42,8 +42,10 @@ use std::sync::Arc;
 
 pub use adjust::{is_openai_reasoning_model, refused_parameter, Adjustment};
 pub use anthropic::{AnthropicOptions, AnthropicWire};
-pub use backend::{check_n, Backend, BoxFuture, ChatRequest, Choice, Completion, Usage};
-pub use batch::{BatchApi, BatchItem, BatchLimits, BatchProtocol, Polled};
+pub use backend::{
+    check_n, Backend, BatchApi, BatchItem, BatchLimits, BatchProtocol, BoxFuture, ChatRequest,
+    Choice, Completion, Polled, Usage,
+};
 pub use body::response_cap;
 pub use error::{rejects_n, CallError, ErrorClass};
 pub use gemini::GeminiWire;

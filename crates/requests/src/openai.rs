@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::adjust::{refused_parameter, Adjustment, Adjustments};
 use crate::backend::{ChatRequest, Choice, Usage};
-use crate::error::{classify_status, CallError};
+use crate::error::{classify_status, snippet, CallError};
 use crate::http::{parse_json, Answer, KeyHeader, Wire};
-use crate::transport::{malformed, snippet, Base64Cache};
+use crate::transport::{malformed, Base64Cache};
 
 /// Which field carries the token limit: `max_tokens` (what compatible servers read) or `max_completion_tokens`
 /// (what OpenAI's reasoning models require).
@@ -80,8 +80,8 @@ impl Wire for OpenAiWire {
     fn path(&self) -> String {
         "/chat/completions".into()
     }
-    fn batch_protocol(&self) -> Option<crate::batch::BatchProtocol> {
-        Some(crate::batch::BatchProtocol::OpenAi)
+    fn batch_protocol(&self) -> Option<crate::backend::BatchProtocol> {
+        Some(crate::backend::BatchProtocol::OpenAi)
     }
     fn body<'a>(&'a self, req: &'a ChatRequest, images: &Base64Cache) -> Body<'a> {
         let p = &req.params;

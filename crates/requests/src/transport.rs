@@ -11,7 +11,9 @@ use nmb_chat::ImagePart;
 
 use crate::backend::ChatRequest;
 use crate::body::{response_cap, Body, Limits, ERROR_BODY_BYTES};
-use crate::error::{parse_retry_after, CallError, ErrorClass, UNSUPPORTED_INPUT_HINT};
+use crate::error::{
+    from_reqwest, parse_retry_after, snippet, CallError, ErrorClass, UNSUPPORTED_INPUT_HINT,
+};
 
 pub use nmb_chat::ApiKey;
 
@@ -284,43 +286,6 @@ pub(crate) fn without_partial(mut text: String, secret: &str) -> String {
         text.truncate(text.len() - n);
     }
     text
-}
-
-/// Maps a transport failure to a class. The URL is removed first: a base URL can carry credentials.
-pub(crate) fn from_reqwest(e: reqwest::Error) -> CallError {
-    let class = if e.is_timeout() {
-        ErrorClass::Timeout
-    } else if e.is_decode() {
-        ErrorClass::MalformedResponse
-    } else if e.is_connect() || e.is_request() || e.is_body() {
-        ErrorClass::Network
-    } else {
-        ErrorClass::Other
-    };
-    let e = e.without_url();
-    CallError::new(class, error_chain(&e))
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(src) = cur {
-        let part = src.to_string();
-        if !s.contains(&part) {
-            s.push_str(": ");
-            s.push_str(&part);
-        }
-        cur = src.source();
-    }
-    s
-}
-
-/// The first `max` characters of `s`, on a char boundary.
-pub(crate) fn snippet(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}...", &s[..i]),
-        None => s.to_string(),
-    }
 }
 
 /// A JSON body that parsed but lacks what the wire format promises.

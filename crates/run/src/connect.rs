@@ -1,5 +1,6 @@
 //! From a model name on the command line to a backend: `BACKEND:MODEL[@BASE_URL]`, `local:PATH.gguf` included.
-//! `human:NAME` is built by [`crate::connect_human`], which reads the person's answers from the store.
+//! `human:NAME` and `imported:MODEL` answer with stored answers, which need the store and the suite (and an
+//! import's answers): the evaluation connects them through [`crate::stored`], and [`connect_model`] refuses them.
 
 use std::sync::Arc;
 
@@ -17,6 +18,11 @@ pub struct ConnectOptions {
     pub transport: Option<Transport>,
     pub http: HttpOptions,
     pub backend: BackendOptions,
+    /// A `local:` model decodes without grammar: a request's JSON schema no longer constrains its answer.
+    /// With grammar (the default) the model identity records `"grammar"`, so runs and cached answers made with
+    /// and without it never mix; without, the identity is what nmb recorded before it had grammar, so runs made
+    /// then resume only with `--no-grammar`.
+    pub no_grammar: bool,
 }
 
 /// A model ready to be asked, and what identifies it beyond its spec.
@@ -50,18 +56,12 @@ pub enum ConnectError {
         #[source]
         source: LocalError,
     },
-    #[error(transparent)]
-    Human(Box<crate::human::HumanError>),
-    #[error(transparent)]
-    Replay(#[from] crate::replay::ReplayError),
+    #[error("{spec}: a human's answers are read from the run store together with the suite (nmb eval, nmb import, nmb review answer); it cannot be used here (e.g. as a judge)")]
+    NeedsStore { spec: String },
+    #[error("{spec}: an imported model's answers come from the file it was imported from (nmb import FILE); it cannot be asked, so this run cannot be resumed or worked on here")]
+    NoAnswers { spec: String },
     #[error("connecting stopped unexpectedly: {0}")]
     Stopped(String),
-}
-
-impl From<crate::human::HumanError> for ConnectError {
-    fn from(e: crate::human::HumanError) -> Self {
-        ConnectError::Human(Box::new(e))
-    }
 }
 
 /// Builds the backend for `spec` (`openai:`, `anthropic:`, `gemini:` or `local:`). A `local:` model is loaded
@@ -73,16 +73,15 @@ pub fn connect_model(
 ) -> Result<ConnectedModel, ConnectError> {
     let spec = spec.clone();
     if spec.backend == BackendKind::Local {
-        return connect_local(spec);
+        return connect_local(spec, options.no_grammar);
     }
     if spec.backend == BackendKind::Human {
-        // Its answers need the store and the suite: see `crate::connect_human`.
         let spec = spec.to_string();
-        return Err(crate::human::HumanError::NeedsStore { spec }.into());
+        return Err(ConnectError::NeedsStore { spec });
     }
     if spec.backend == BackendKind::Imported {
         let spec = spec.to_string();
-        return Err(crate::replay::ReplayError::NoAnswers { spec }.into());
+        return Err(ConnectError::NoAnswers { spec });
     }
     let transport = match &options.transport {
         Some(t) => t.clone(),
@@ -96,11 +95,14 @@ pub fn connect_model(
     })
 }
 
-fn connect_local(spec: ModelSpec) -> Result<ConnectedModel, ConnectError> {
-    let model = LocalModel::open(&spec.model).map_err(|source| ConnectError::Local {
+fn connect_local(spec: ModelSpec, no_grammar: bool) -> Result<ConnectedModel, ConnectError> {
+    let mut model = LocalModel::open(&spec.model).map_err(|source| ConnectError::Local {
         spec: spec.to_string(),
         source,
     })?;
+    if no_grammar {
+        model = model.without_grammar();
+    }
     let info = model.info();
     tracing::info!(model = %info.model_id, load_ms = model.load_time().as_millis() as u64, "local model loaded");
     let identity = json!({
@@ -110,10 +112,13 @@ fn connect_local(spec: ModelSpec) -> Result<ConnectedModel, ConnectError> {
         "chat_template_sha256": info.chat_template_sha256,
         "weights": info.weights,
     });
-    let identity = match identity {
+    let mut identity = match identity {
         Value::Object(m) => m,
         _ => Map::new(),
     };
+    if model.grammar() {
+        identity.insert("grammar".into(), json!(nmb_local::GRAMMAR_IDENTITY));
+    }
     let backend = Arc::new(LocalBackend::new(spec.clone(), Arc::new(model)));
     Ok(ConnectedModel {
         spec,

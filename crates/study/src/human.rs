@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use nmb_requests::ModelSpec;
-use nmb_run::{human, Claiming, EvalConfig, EvalError, Invocation, Resume, RunError};
+use nmb_run::stored::latest_run;
+use nmb_run::{Claiming, EvalConfig, EvalError, Invocation, Resume, RunError};
 use nmb_score::ScoringConfig;
 use nmb_store::Store;
 
@@ -27,7 +28,7 @@ pub struct HumanRun {
 
 impl HumanRun {
     /// Builds the run, or resumes the person's newest run on the suite when its configuration is this one (it
-    /// is unless an answer it recorded was changed since; see `nmb_run::human`).
+    /// is unless an answer it recorded was changed since; see `nmb_run::stored::human`).
     pub fn build(
         &self,
         store: &Arc<Store>,
@@ -35,7 +36,7 @@ impl HumanRun {
         claiming: Option<Claiming>,
         watch: &dyn Watch,
     ) -> Result<Done, HumanRunError> {
-        let latest = human::latest_human_run(store, &self.spec, suite_hash)
+        let latest = latest_run(store, &self.spec, suite_hash)
             .map_err(|e| HumanRunError::Latest(Box::new(e)))?;
         if let Some(run) = latest {
             let resume = Resume::Run(run.run_id.clone());

@@ -1,12 +1,13 @@
 //! The run of a model's answers imported from another program's output (`imported:MODEL`, `nmb import
 //! --format neurovlm-run`), built by the same evaluation every run takes, its answers brought by the invocation
-//! ([`nmb_run::replay`]): nothing is sent to any server.
+//! ([`nmb_run::stored::replay`]): nothing is sent to any server.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use nmb_run::replay::neurovlm_run::ImportedModel;
-use nmb_run::{human, EvalConfig, EvalError, Invocation, Replay, Resume, RunError, TemplateChoice};
+use nmb_run::import::neurovlm_run::ImportedModel;
+use nmb_run::stored::latest_run;
+use nmb_run::{EvalConfig, EvalError, Invocation, Replay, Resume, RunError, TemplateChoice};
 use nmb_score::ScoringConfig;
 use nmb_store::{RunInfo, RunStatus, Store};
 
@@ -63,15 +64,11 @@ impl ImportedRun {
 
     /// The answers with what the file says of the model, and the prompt file's SHA-256 when one was given.
     fn replay(&self) -> Result<Replay, ImportedRunError> {
-        let mut replay = self.model.replay.clone();
-        if let Some(path) = &self.template {
-            let sha = nmb_run::replay::file_sha256(path).map_err(|source| {
-                let path = path.clone();
-                ImportedRunError::Prompt { path, source }
-            })?;
-            replay.identity.insert("prompt_sha256".into(), sha.into());
-        }
-        Ok(replay)
+        let prompt = self.template.as_deref();
+        self.model.replay_with_prompt(prompt).map_err(|source| {
+            let path = self.template.clone().unwrap_or_default();
+            ImportedRunError::Prompt { path, source }
+        })
     }
 
     /// Builds the run; leaves it as it is when this very import finished before (asking again would only
@@ -84,7 +81,7 @@ impl ImportedRun {
     ) -> Result<Imported, ImportedRunError> {
         let config = self.config();
         let replay = Arc::new(self.replay()?);
-        let latest = human::latest_human_run(store, &self.model.spec, suite_hash)
+        let latest = latest_run(store, &self.model.spec, suite_hash)
             .map_err(|e| ImportedRunError::Store(Box::new(e)))?;
         if let Some(run) = latest {
             if same_import(&run, &config, &replay) && run.status == RunStatus::Finished {

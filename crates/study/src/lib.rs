@@ -83,7 +83,7 @@ A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--
                                   # cached input, cache writes: [3.0, 15.0, 0.3, 3.75]
   concurrency = 8                 # also temperature, top_p, max_tokens, seed,
                                   # reasoning_effort = \"high\", reasoning_model = true,
-                                  # thinking_budget = 4096, batch = true,
+                                  # thinking_budget = 4096, batch = true, no_grammar = true,
                                   # max_response_mib = 64,
                                   # extra_body = { top_k = 20 }, temperature = \"none\"
 
@@ -177,6 +177,9 @@ pub struct ModelEntry {
     /// As `--reasoning-model`.
     #[serde(default)]
     pub reasoning_model: bool,
+    /// As `--no-grammar`: a `local:` model decodes JSON tasks without their schema's grammar.
+    #[serde(default)]
+    pub no_grammar: bool,
     /// As `--batch`: through the provider's batch API.
     #[serde(default)]
     pub batch: bool,
@@ -642,6 +645,7 @@ impl Study {
         p.reasoning_effort = model.reasoning_effort;
         p.thinking_budget = model.thinking_budget;
         c.reasoning_model = model.reasoning_model;
+        c.no_grammar = model.no_grammar;
         c.limits.batch = model.batch;
         c.limits.max_response_mib = model.max_response_mib;
         c.template = template.map(|t| TemplateChoice::parse(&t.to_string_lossy()));

@@ -5,6 +5,7 @@
 //! - [`mod@need`]: a test that needs something absent (a browser, a server, weights) skips with a message locally,
 //!   and fails under `CI=true`: a skipped check is not a passed one.
 //! - [`images`]: small PNGs made on the fly.
+//! - [`gguf`]: GGUF files written from Rust: a tiny model the local engine runs, and variants whose headers lie.
 //! - [`hostile`]: a corpus of hostile volumes and images (lying headers, bombs, escapes), one suite each.
 //! - [`browser`]: headless Chromium: a page's DOM, screenshots, and a WebDriver session to click and type.
 //! - [`llama`]: llama.cpp's real OpenAI-compatible server (PyPI `xllamacpp`) on a GGUF, as a child process.
@@ -17,6 +18,7 @@
 pub mod assets;
 pub mod browser;
 pub mod fuzz;
+pub mod gguf;
 pub mod hostile;
 pub mod images;
 pub mod llama;

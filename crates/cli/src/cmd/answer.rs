@@ -1,7 +1,7 @@
 //! `nmb review answer`: a clinician answers a suite's cases in the browser, for a human baseline.
 //!
 //! This side takes each task's opening turn as the models got it, planned as a human run plans it and its
-//! images stored (`nmb_run::human::questions`), hands it to the pages (`nmb_serve`'s answer module) with a way
+//! images stored (`nmb_run::stored::questions`), hands it to the pages (`nmb_serve`'s answer module) with a way
 //! to finish: building or resuming the run of `human:NAME` through the same [`HumanRun`] `nmb import`
 //! uses. The command ends on Ctrl-C, and builds the run from whatever is stored then.
 
@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use nmb_run::human;
+use nmb_run::import::human::human_spec;
+use nmb_run::stored::questions;
 use nmb_serve::{AnswerSession, AnswerTask, Finish, PromptPart};
 use nmb_store::Store;
 use nmb_suite::Suite;
@@ -80,7 +81,7 @@ pub struct AnswerArgs {
 }
 
 pub fn run(args: AnswerArgs, at: &StoreAt) -> Result<ExitCode> {
-    let spec = human::human_spec(&format!("human:{}", args.reviewer)).context("--reviewer")?;
+    let spec = human_spec(&format!("human:{}", args.reviewer)).context("--reviewer")?;
     let suite = load_suite(&args.suite, args.answer_key.as_deref())?;
     let suite_hash = nmb_suite::suite_hash(&suite)?;
     let store = Arc::new(at.open()?);
@@ -155,21 +156,21 @@ fn builder(human: HumanRun, at: StoreAt, store: Arc<Store>, suite_hash: String) 
     })
 }
 
-/// Each task's opening turn as the models get it (`nmb_run::human::questions`), as the pages take it.
+/// Each task's opening turn as the models get it (`nmb_run::stored::questions`), as the pages take it.
 fn questions(store: &Arc<Store>, suite: &Suite) -> Result<Vec<AnswerTask>> {
-    let questions = human::questions(store, suite)?;
+    let questions = questions::questions(store, suite)?;
     for e in &questions.left_out {
         eprintln!("warning: {e}; that question is left out");
     }
-    let task = |q: human::Question| AnswerTask {
+    let task = |q: questions::Question| AnswerTask {
         task_id: q.task_id,
         family: q.family.as_str().to_string(),
         turns: q.turns,
         instructions: q.instructions,
         parts: (q.parts.into_iter())
             .map(|p| match p {
-                human::QuestionPart::Text(t) => PromptPart::Text(t),
-                human::QuestionPart::Image { sha256 } => PromptPart::Image { sha256 },
+                questions::QuestionPart::Text(t) => PromptPart::Text(t),
+                questions::QuestionPart::Image { sha256 } => PromptPart::Image { sha256 },
             })
             .collect(),
     };

@@ -127,6 +127,11 @@ pub struct EvalArgs {
     /// that reject `n` (llama.cpp, Ollama, ...) get this automatically after their first refusal
     #[arg(long)]
     no_n: bool,
+    /// For `local:` models: decode without grammar. By default a task that asks for JSON (differential,
+    /// lesion, structured) is decoded under its JSON schema's grammar, as llama.cpp's server does; runs made with
+    /// and without grammar are kept apart, and runs from before nmb had grammar resume only with this flag
+    #[arg(long)]
+    no_grammar: bool,
     /// What the model sees: `full` (EHR, notes and images), `text` (no images), `images` (images and question)
     #[arg(long, value_name = "MODE", default_value = "full")]
     inputs: InputMode,
@@ -304,6 +309,7 @@ impl EvalArgs {
         config.samples = self.samples;
         config.no_n = self.no_n;
         config.reasoning_model = self.reasoning_model;
+        config.no_grammar = self.no_grammar;
         config.limit = self.limit;
         let defaults = GenParams::default();
         let mut unsent = BTreeSet::new();

@@ -16,7 +16,7 @@ use clap::Args;
 use nmb_store::Store;
 use nmb_suite::{Family, Suite};
 
-use nmb_run::human;
+use nmb_run::import::human;
 use nmb_score::ScoringConfig;
 use nmb_study::HumanRun;
 
@@ -143,23 +143,17 @@ pub fn run(args: ImportArgs, at: &StoreAt) -> Result<ExitCode> {
     };
     let spec = human::human_spec(human).context("--as")?;
     let suite = load_suite(&args.suite, args.answer_key.as_deref())?;
-    let text = nmb_suite::limits::read_to_string_io(&args.file)
-        .with_context(|| format!("cannot read {}", args.file.display()))?;
-    let label = args.file.display().to_string();
-    let checked = human::check_answers(&label, &text, &suite, unreadable);
+    let checked = human::read(&args.file, &suite, unreadable)?;
     for w in &checked.warnings {
         eprintln!("warning: {}", nmb_table::terminal::excerpt_of(w, 2000));
     }
     let answers = checked.answers()?;
-    let source = args
-        .file
-        .file_name()
-        .map_or_else(|| label.clone(), |n| n.to_string_lossy().into_owned());
     let store = Arc::new(at.open()?);
     let suite_hash = nmb_suite::suite_hash(&suite)?;
-    let added = human::record_answers(&store, &spec, &suite_hash, answers, &source)?;
+    let added = human::record_answers(&store, &spec, &suite_hash, answers, &checked.source)?;
     eprintln!(
-        "{added} answer(s) stored from {label} ({} already stored)",
+        "{added} answer(s) stored from {} ({} already stored)",
+        checked.file,
         answers.len() - added
     );
     let human = HumanRun {

@@ -18,7 +18,7 @@ use gemini::parse_gemini;
 use openai::parse_openai;
 pub use refusals::is_reasoning_model;
 pub(crate) use refusals::refusal;
-pub(crate) use responses::{error, fault_response, success, Response};
+pub(crate) use responses::{error, fault_response, success};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -5,24 +5,8 @@ use serde_json::json;
 use super::ReceivedPart;
 use super::ReceivedRequest;
 use super::Wire;
+use crate::exchange::Response;
 use crate::fault::Fault;
-
-/// An HTTP response ready to write.
-pub(crate) struct Response {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-}
-
-impl Response {
-    fn json(status: u16, body: serde_json::Value) -> Response {
-        Response {
-            status,
-            headers: Vec::new(),
-            body: body.to_string(),
-        }
-    }
-}
 
 /// Rough token counts, so usage fields are plausible and depend on the input.
 fn usage(req: &ReceivedRequest, texts: &[String]) -> (u64, u64) {

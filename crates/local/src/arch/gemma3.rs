@@ -35,10 +35,8 @@ pub(super) fn config(meta: &Meta<'_>, mut cfg: Config) -> Result<Config, LocalEr
         cfg.head_dim as f32
     };
     cfg.query_scale = Some(1.0 / scaled_by.sqrt());
-    let window = meta
-        .opt_uint(&cfg.arch.key("attention.sliding_window"))?
-        .map(|w| usize::try_from(w).unwrap_or(usize::MAX))
-        .filter(|&w| w > 0);
+    let window =
+        super::hyperparameter(meta, &cfg.arch.key("attention.sliding_window"))?.filter(|&w| w > 0);
     match window {
         Some(window) => {
             cfg.swa = Some(Swa {

@@ -181,16 +181,33 @@ impl Config {
     }
 }
 
+/// The most layers a model may have (llama.cpp's `LLAMA_MAX_LAYERS`).
+pub(crate) const MAX_LAYERS: usize = 512;
+
+/// A hyperparameter (a width, a count, a length) under `key`, when present: an unsigned integer of at most
+/// 32 bits, as llama.cpp reads every one of them, so that the products of two fit in a `usize`.
+pub(crate) fn hyperparameter(meta: &Meta<'_>, key: &str) -> Result<Option<usize>, LocalError> {
+    match meta.opt_uint(key)? {
+        None => Ok(None),
+        Some(v) if v <= u64::from(u32::MAX) => Ok(Some(v as usize)),
+        Some(v) => Err(LocalError::Metadata {
+            path: meta.path.to_path_buf(),
+            key: key.into(),
+            expected: format!("an unsigned 32-bit integer, as llama.cpp reads it, found {v}"),
+        }),
+    }
+}
+
 /// What every family reads the same way: Llama's layout under the family's own key prefix.
 fn common(meta: &Meta<'_>, arch: Arch) -> Result<Config, LocalError> {
     let key = |k: &str| arch.key(k);
+    let opt_uint = |k: &str| hyperparameter(meta, &key(k));
     let uint = |k: &str| -> Result<usize, LocalError> {
-        Ok(usize::try_from(meta.uint(&key(k))?).unwrap_or(usize::MAX))
-    };
-    let opt_uint = |k: &str| -> Result<Option<usize>, LocalError> {
-        Ok(meta
-            .opt_uint(&key(k))?
-            .map(|v| usize::try_from(v).unwrap_or(usize::MAX)))
+        opt_uint(k)?.ok_or_else(|| LocalError::Metadata {
+            path: meta.path.to_path_buf(),
+            key: key(k),
+            expected: "an unsigned integer (key missing)".into(),
+        })
     };
     let bad = |k: &str, expected: &str| LocalError::Metadata {
         path: meta.path.to_path_buf(),
@@ -229,10 +246,17 @@ fn common(meta: &Meta<'_>, arch: Arch) -> Result<Config, LocalError> {
             &format!("an even number of rotated dimensions of at most the head size {head_dim}"),
         ));
     }
+    let layers = uint("block_count")?;
+    if layers == 0 || layers > MAX_LAYERS {
+        return Err(bad(
+            "block_count",
+            &format!("between 1 and {MAX_LAYERS} layers (llama.cpp's limit), found {layers}"),
+        ));
+    }
     Ok(Config {
         arch,
         dim,
-        layers: uint("block_count")?,
+        layers,
         heads,
         kv_heads,
         head_dim,

@@ -5,14 +5,19 @@
 //! `/batches`, output and error files), Anthropic's Message Batches, and Gemini's batch mode with inlined
 //! requests. Each request of a batch is the body a single call would send, wrapped with its custom id; each
 //! answer is read by the same [`Wire::parse`] a single call's answer is. Outputs are read as they arrive
-//! ([`stream`]): each line or inlined response under the cap of one answer, the whole under the most its
+//! (`stream`): each line or inlined response under the cap of one answer, the whole under the most its
 //! requests' answers can take. It does not decide which requests go together, record batches, or wait for them:
 //! `nmb-record`'s batcher does.
+//!
+//! What a caller sees of a batch API, [`BatchApi`] and its types, is declared beside [`crate::Backend`], which
+//! hands it out, and re-exported here; this module implements it for [`HttpBackend`].
 
 mod anthropic;
 mod gemini;
 mod openai;
 mod stream;
+
+pub use crate::backend::{BatchApi, BatchItem, BatchLimits, BatchProtocol, Polled};
 
 use std::time::Duration;
 
@@ -27,111 +32,6 @@ use crate::transport::{open, send};
 /// The most bytes a batch API answer that is not an output may take (a created batch, a page of batches, an
 /// uploaded file's record).
 pub const CONTROL_BYTES: u64 = 64 << 20;
-
-/// Which provider's batch protocol a wire speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BatchProtocol {
-    OpenAi,
-    Anthropic,
-    Gemini,
-}
-
-impl BatchProtocol {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BatchProtocol::OpenAi => "openai",
-            BatchProtocol::Anthropic => "anthropic",
-            BatchProtocol::Gemini => "gemini",
-        }
-    }
-
-    /// The most requests and bytes one batch may hold, as each provider documents them, in bytes as the
-    /// providers count them (a megabyte is 1,000,000 bytes): OpenAI "up to 50,000 requests" in an input file "up
-    /// to 200 MB" (the Files API refuses an upload over 200,000,000 bytes); Anthropic "100,000 Message requests
-    /// or 256 MB in size, whichever is reached first"; Gemini's inlined requests "under 20MB" in all.
-    pub fn limits(self) -> BatchLimits {
-        const MB: usize = 1_000_000;
-        match self {
-            BatchProtocol::OpenAi => BatchLimits {
-                max_requests: 50_000,
-                max_bytes: 200 * MB,
-            },
-            BatchProtocol::Anthropic => BatchLimits {
-                max_requests: 100_000,
-                max_bytes: 256 * MB,
-            },
-            BatchProtocol::Gemini => BatchLimits {
-                max_requests: 50_000,
-                max_bytes: 20 * MB,
-            },
-        }
-    }
-}
-
-/// How much one batch may hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BatchLimits {
-    pub max_requests: usize,
-    /// Of the encoded requests, each counted as its JSON line plus a newline.
-    pub max_bytes: usize,
-}
-
-/// One request's outcome in an ended batch.
-#[derive(Debug)]
-pub struct BatchItem {
-    pub custom_id: String,
-    pub result: Result<Completion, CallError>,
-}
-
-/// Where a submitted batch stands.
-#[derive(Debug)]
-pub enum Polled {
-    /// Still being worked on.
-    Running,
-    /// Done (or expired, or cancelled): the outcome of every request that has one. A request left out (expired,
-    /// cancelled) has no answer and must be sent again.
-    Ended(Vec<BatchItem>),
-    /// The provider refused the batch as a whole: every request fails so. Class `rate_limit` when it refused it
-    /// for a limit that clears as other batches finish (OpenAI's `token_limit_exceeded`, Gemini's
-    /// `RESOURCE_EXHAUSTED`), so that its requests can go again later in smaller batches; otherwise the
-    /// provider's own message (a file that failed validation).
-    Failed(CallError),
-}
-
-/// A provider's batch API for one model. Object safe, like [`crate::Backend`], which hands it out.
-pub trait BatchApi: Send + Sync {
-    fn protocol(&self) -> BatchProtocol;
-    /// The body a single call would send for `req`.
-    fn body(&self, req: &ChatRequest) -> Result<Value, CallError>;
-    /// A request's `body` as it goes into a batch, wrapped with its custom id.
-    fn entry(&self, custom_id: &str, body: Value) -> Value;
-    /// The most bytes the answer to `req` may take, in a batch's output as in a single call.
-    fn response_cap(&self, req: &ChatRequest) -> u64;
-    /// Submits `entries` as one batch, telling the provider `tag` where it keeps one; returns the provider's id.
-    fn submit<'a>(
-        &'a self,
-        tag: &'a str,
-        entries: &'a [Value],
-    ) -> BoxFuture<'a, Result<String, CallError>>;
-    /// The provider's id of a batch this process may have submitted before it was stopped: the one tagged
-    /// `tag` (OpenAI's metadata, Gemini's display name), or for Anthropic, which keeps no tag, the one batch of
-    /// `requests` requests created since `since` (RFC 3339, UTC). `None`: it never reached the provider.
-    fn find<'a>(
-        &'a self,
-        tag: &'a str,
-        since: &'a str,
-        requests: u64,
-    ) -> BoxFuture<'a, Result<Option<String>, CallError>>;
-    /// Where batch `id` stands; `custom_ids` are its requests in submission order (Gemini answers by position).
-    /// Its output is read line by line, each line at most `line_cap` bytes ([`BatchApi::response_cap`] of its
-    /// requests), the whole at most one line cap per request and one more.
-    fn poll<'a>(
-        &'a self,
-        id: &'a str,
-        custom_ids: &'a [String],
-        line_cap: u64,
-    ) -> BoxFuture<'a, Result<Polled, CallError>>;
-}
 
 /// A batch line's answer before it is parsed: its custom id and the response body, or why it has none.
 pub(crate) enum Line {
@@ -225,9 +125,9 @@ impl<W: Wire> HttpBackend<W> {
         let error = CallError::new(class, message).with_raw(body.to_string());
         self.redact_all(Err(error))
             .map_err(|mut e| {
-                e.message = crate::transport::snippet(&e.message, 400);
+                e.message = crate::error::snippet(&e.message, 400);
                 e.raw = (e.raw)
-                    .map(|r| crate::transport::snippet(&r, crate::body::ERROR_BODY_BYTES as usize));
+                    .map(|r| crate::error::snippet(&r, crate::body::ERROR_BODY_BYTES as usize));
                 e
             })
             .err()
@@ -336,7 +236,7 @@ pub(crate) fn json(body: &str) -> Result<Value, CallError> {
             ErrorClass::MalformedResponse,
             format!("batch API answered something that is not JSON: {e}"),
         )
-        .with_raw(crate::transport::snippet(body, 4096))
+        .with_raw(crate::error::snippet(body, 4096))
     })
 }
 

@@ -26,7 +26,7 @@ pub(crate) fn output_cap(requests: usize, line_cap: u64) -> u64 {
 
 /// A bounded excerpt of a batch API answer, kept with an error about it.
 pub(crate) fn head(v: &Value) -> String {
-    crate::transport::snippet(&v.to_string(), HEAD_BYTES)
+    crate::error::snippet(&v.to_string(), HEAD_BYTES)
 }
 
 /// One line of a JSONL output.
@@ -145,7 +145,7 @@ impl Wanted {
         let taken = self.0.remove(id);
         if !taken {
             tracing::warn!(
-                custom_id = %crate::transport::snippet(id, 80),
+                custom_id = %crate::error::snippet(id, 80),
                 "a batch output line for a request the batch does not hold, or one already answered; left out"
             );
         }

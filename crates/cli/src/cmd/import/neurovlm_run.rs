@@ -1,5 +1,5 @@
 //! `nmb import FILE --format neurovlm-run`: the JSONL of NeuroVLM-Bench's `run_async.py`, one run per model it
-//! asked, each built by [`ImportedRun`] without asking anything (see `nmb_run::replay`).
+//! asked, each built by [`ImportedRun`] without asking anything (see `nmb_run::stored::replay`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use nmb_plan::GenParams;
 use nmb_requests::ModelSpec;
-use nmb_run::replay::neurovlm_run;
+use nmb_run::import::neurovlm_run;
 use nmb_score::ScoringConfig;
 use nmb_store::Store;
 use nmb_study::job::Done;
@@ -29,39 +29,27 @@ pub(super) fn run(args: ImportArgs, at: &StoreAt) -> Result<ExitCode> {
         ..nmb_suite::Source::new(&args.suite)
     };
     let suite = source.load_checked(false)?.suite;
-    let text = nmb_suite::limits::read_to_string_io(&args.file)
-        .with_context(|| format!("cannot read {}", args.file.display()))?;
-    let label = args.file.display().to_string();
-    let read = neurovlm_run::read(&label, &text, &suite, &GenParams::default());
+    let read = neurovlm_run::read_file(&args.file, &suite, &GenParams::default())?;
     for w in &read.warnings {
         eprintln!("warning: {}", nmb_table::terminal::excerpt_of(w, 2000));
     }
-    if !read.problems.is_empty() {
-        anyhow::bail!(
-            "{} problem(s) in {label}; nothing was imported:\n  {}",
-            read.problems.len(),
-            read.problems.join("\n  ")
-        );
-    }
-    if read.models.is_empty() {
-        anyhow::bail!("{label}: no line matches a case of the suite; nothing was imported");
-    }
+    let models = read.models()?;
     let store = Arc::new(at.open()?);
     let suite_hash = nmb_suite::suite_hash(&suite)?;
     let scoring = scoring(&args);
     let mut runs = Vec::new();
-    for model in read.models {
+    for model in models {
         let imported = ImportedRun {
             suite: source.clone(),
             template: args.template.clone(),
-            model,
+            model: model.clone(),
             name: None,
             scoring: scoring.clone(),
         };
         runs.push(build(&imported, &store, &suite_hash, &args)?);
     }
     if args.json {
-        let out = json!({ "file": label, "format": neurovlm_run::FORMAT, "runs": runs, "warnings": read.warnings });
+        let out = json!({ "file": read.file, "format": neurovlm_run::FORMAT, "runs": runs, "warnings": read.warnings });
         println!("{out}");
     }
     Ok(ExitCode::SUCCESS)

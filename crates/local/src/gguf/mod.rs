@@ -1,4 +1,7 @@
-//! Reading GGUF metadata with typed errors, and the cheap content identity of a GGUF file.
+//! Reading GGUF files: the header, checked before use ([`header`]), typed access to the metadata, and the cheap
+//! content identity of a file.
+
+mod header;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -96,6 +99,15 @@ impl<'a> Meta<'a> {
             .collect()
     }
 
+    /// How many items the array under `key` holds, when there is one.
+    pub fn opt_array_len(&self, key: &str) -> Result<Option<usize>, LocalError> {
+        match self.map.get(key) {
+            None => Ok(None),
+            Some(Value::Array(items)) => Ok(Some(items.len())),
+            Some(_) => Err(self.err(key, "an array")),
+        }
+    }
+
     /// An optional array of integers (token types).
     pub fn opt_ints(&self, key: &str) -> Result<Option<Vec<i64>>, LocalError> {
         let items = match self.map.get(key) {
@@ -157,63 +169,27 @@ fn as_int(v: &Value) -> Option<i64> {
     }
 }
 
-fn as_uint(v: &Value) -> Option<u64> {
+pub(crate) fn as_uint(v: &Value) -> Option<u64> {
     as_int(v).and_then(|x| u64::try_from(x).ok())
 }
 
-/// Opens a GGUF file and parses its header (metadata and tensor table; no tensor data).
+/// Opens a GGUF file and reads its header (metadata and tensor table; no tensor data), checked as
+/// [`header`] says.
 pub(crate) fn read_content(path: &Path) -> Result<(File, Content), LocalError> {
-    let mut file = File::open(path).map_err(|source| io_err(path, source))?;
-    let content = Content::read(&mut file).map_err(|e| {
-        let message = e.to_string();
-        match unknown_type(&message) {
-            Some(id) => LocalError::UnsupportedType {
-                path: path.to_path_buf(),
-                type_name: ggml_type_name(id).to_string(),
-                id,
-                supported: crate::quant::supported_types(),
-            },
-            None => LocalError::Gguf {
-                path: path.to_path_buf(),
-                message,
-            },
-        }
-    })?;
+    let file = File::open(path).map_err(|source| io_err(path, source))?;
+    let content = header::read(path, &file)?;
     Ok((file, content))
 }
 
-/// The GGML type id in candle's refusal of a tensor type it cannot read (the IQ types, MXFP4, ...), which is
-/// the only way it reports one.
-fn unknown_type(message: &str) -> Option<u32> {
-    let at = message.find("unknown dtype for tensor ")?;
-    message[at + "unknown dtype for tensor ".len()..]
-        .split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// GGML's name for a tensor type that candle cannot read.
-fn ggml_type_name(id: u32) -> &'static str {
-    match id {
-        16 => "IQ2_XXS",
-        17 => "IQ2_XS",
-        18 => "IQ3_XXS",
-        19 => "IQ1_S",
-        20 => "IQ4_NL",
-        21 => "IQ3_S",
-        22 => "IQ2_S",
-        23 => "IQ4_XS",
-        24 => "I8",
-        25 => "I16",
-        26 => "I32",
-        27 => "I64",
-        28 => "F64",
-        29 => "IQ1_M",
-        34 => "TQ1_0",
-        35 => "TQ2_0",
-        39 => "MXFP4",
-        _ => "unknown",
+/// A candle error's message without the backtrace candle appends to it when `RUST_BACKTRACE` is set: an error
+/// text is for people, whatever the environment says.
+pub(crate) fn candle_message(e: &candle_core::Error) -> String {
+    use candle_core::Error as E;
+    match e {
+        E::WithBacktrace { inner, .. } => candle_message(inner),
+        E::Context { inner, context } => format!("{context}: {}", candle_message(inner)),
+        E::WithPath { inner, path } => format!("{}: {}", path.display(), candle_message(inner)),
+        other => other.to_string(),
     }
 }
 
@@ -282,4 +258,31 @@ pub(crate) fn file_label(path: &Path) -> String {
 pub(crate) fn sibling_tokenizer(path: &Path) -> Option<PathBuf> {
     let candidate = path.with_file_name("tokenizer.json");
     candidate.is_file().then_some(candidate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// candle appends a backtrace to its errors' text when `RUST_BACKTRACE` is set; no error of this crate carries
+    /// it on.
+    #[test]
+    fn candle_messages_leave_backtraces_out() {
+        let inner = candle_core::Error::Msg("tensor needs 64 bytes".into());
+        let e = candle_core::Error::WithBacktrace {
+            inner: Box::new(inner),
+            backtrace: Box::new(std::backtrace::Backtrace::force_capture()),
+        };
+        assert!(
+            e.to_string()
+                .contains("candle_messages_leave_backtraces_out"),
+            "{e}"
+        );
+        assert_eq!(candle_message(&e), "tensor needs 64 bytes");
+        let with_context = e.context("reading `output.weight`");
+        assert_eq!(
+            candle_message(&with_context),
+            "reading `output.weight`: tensor needs 64 bytes"
+        );
+    }
 }

@@ -6,7 +6,8 @@ use futures::future::join_all;
 use nmb_plan::{conversation_for_turn, PlannedTask};
 use nmb_record::{CallResult, CallSpec, Prompt};
 
-use crate::{config, Ctx, RunError};
+use super::{Ctx, RunError};
+use crate::config::params_json;
 
 /// Runs the samples `todo` of one task. Failures of calls are recorded as errored samples; only store failures
 /// come back as errors, because then nothing more can be recorded safely.
@@ -15,7 +16,7 @@ pub(crate) async fn run_task(
     planned: &PlannedTask,
     todo: &[u32],
 ) -> Result<(), RunError> {
-    let params_json = config::params_json(&ctx.settings, &planned.output);
+    let params_json = params_json(&ctx.settings, &planned.output);
     if planned.turn_count() <= 1 {
         return single_turn(ctx, planned, todo, &params_json).await;
     }

@@ -90,3 +90,28 @@ fn local_models_load_with_a_content_identity() {
     assert!(id.starts_with("SmolLM2-135M-Instruct.Q4_1.gguf@"), "{id}");
     assert_eq!(m.identity["context_length"], 8192);
 }
+
+/// Grammar is on by default and recorded in the identity; `no_grammar` leaves the identity as nmb recorded it
+/// before it had grammar, so the two never share a configuration hash or a cached answer.
+#[test]
+fn a_local_models_identity_says_whether_it_decodes_under_grammar() {
+    let Some(path) = smollm2() else { return };
+    let spec = parse(&format!("local:{}", path.display()));
+    let with = connect_model(&spec, &ConnectOptions::default()).expect("SmolLM2 loads");
+    assert_eq!(with.identity["grammar"], nmb_local::GRAMMAR_IDENTITY);
+    assert!(with.backend.constrained_output().is_some());
+    let options = ConnectOptions {
+        no_grammar: true,
+        ..ConnectOptions::default()
+    };
+    let without = connect_model(&spec, &options).expect("SmolLM2 loads");
+    assert!(
+        !without.identity.contains_key("grammar"),
+        "{:?}",
+        without.identity
+    );
+    assert_eq!(without.backend.constrained_output(), None);
+    let mut rest = with.identity.clone();
+    rest.remove("grammar");
+    assert_eq!(rest, without.identity, "nothing else differs");
+}

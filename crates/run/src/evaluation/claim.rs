@@ -11,7 +11,8 @@ use nmb_plan::{ImageCache, Plan};
 use nmb_store::{Store, StoreError};
 use nmb_suite::Suite;
 
-use crate::{drive, Claiming, Ctx, RunError};
+use super::{drive, Ctx, RunError};
+use crate::config::Claiming;
 
 /// What a worker's passes share.
 pub(crate) struct Shared<'a> {

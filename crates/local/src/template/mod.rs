@@ -35,7 +35,35 @@ pub const GEMMA_TEMPLATE: &str = "{%- set ws = ' \t\n\u{b}\u{c}\r' -%}\
 {%- endfor -%}\
 {%- if add_generation_prompt -%}{{- '<start_of_turn>model\n' -}}{%- endif -%}";
 
+mod budget;
+
+use budget::{Budget, Capped};
+pub use budget::{TEMPLATE_FUEL, TEMPLATE_OUTPUT_CAP};
+
 const NAME: &str = "chat_template";
+
+/// The conversations a template must render when the model loads ([`ChatTemplate::check`]): the shapes a run
+/// sends (a question; a system prompt; a consult's later turn with an image left out).
+fn probes() -> [Vec<Message>; 4] {
+    let system = || Message::text(Role::System, "You are a neurologist. Answer briefly.");
+    let user = || {
+        Message::text(
+            Role::User,
+            format!(
+                "A 54-year-old woman has sudden left arm weakness.\n\n{IMAGE_OMITTED_MARKER}\n\n\
+                 What is the most likely diagnosis?"
+            ),
+        )
+    };
+    let answer = || Message::text(Role::Assistant, "Right MCA ischaemic stroke.");
+    let later = || Message::text(Role::User, "Where is the lesion?");
+    [
+        vec![user()],
+        vec![system(), user()],
+        vec![user(), answer(), later()],
+        vec![system(), user(), answer(), later()],
+    ]
+}
 
 /// Which chat template a model renders with; recorded so a run can say which one it used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,8 +141,9 @@ impl ChatTemplate {
         {
             env.set_syntax(syntax);
         }
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.set_unknown_method_callback(budget::python_methods);
         env.add_function("raise_exception", raise_exception);
+        env.add_filter("tojson", budget::tojson);
         env.add_template_owned(NAME, source.clone())
             .map_err(|e| LocalError::Template {
                 path: path.to_path_buf(),
@@ -132,13 +161,47 @@ impl ChatTemplate {
 
     /// Renders a conversation, ending with the assistant's generation prompt. `kwargs` are further template
     /// variables (a request's `chat_template_kwargs`, such as Qwen3's `enable_thinking`); they cannot replace
-    /// `messages`, `add_generation_prompt`, `bos_token` or `eos_token`.
+    /// `messages`, `add_generation_prompt`, `bos_token` or `eos_token`. The render runs under a budget sized from
+    /// the conversation ([`TEMPLATE_FUEL`], [`TEMPLATE_OUTPUT_CAP`]); going past it is an error.
     pub fn render(
         &self,
         messages: &[Message],
         kwargs: &TemplateKwargs,
     ) -> Result<RenderedPrompt, LocalError> {
+        self.render_within(messages, kwargs)
+            .map_err(|failure| self.error(failure.message(self)))
+    }
+
+    fn render_within(
+        &self,
+        messages: &[Message],
+        kwargs: &TemplateKwargs,
+    ) -> Result<RenderedPrompt, Failure> {
         let images_dropped = messages.iter().map(Message::image_count).sum();
+        let input = input_bytes(messages, kwargs);
+        let budget = Budget::for_input(input);
+        let rendered = budget::on_big_stack(|| Ok(self.render_bytes(messages, kwargs, budget)))
+            .map_err(Failure::Error)?;
+        match rendered {
+            Err(RenderError::OverCap) => Err(Failure::TooLong { input, budget }),
+            Err(RenderError::Engine(e)) if e.kind() == ErrorKind::OutOfFuel => {
+                Err(Failure::OutOfFuel { input, budget })
+            }
+            Err(RenderError::Engine(e)) => Err(Failure::Error(describe(&e))),
+            Ok(bytes) => Ok(RenderedPrompt {
+                text: String::from_utf8_lossy(&bytes).into_owned(),
+                images_dropped,
+            }),
+        }
+    }
+
+    /// The template's output for a conversation, under `budget`.
+    fn render_bytes(
+        &self,
+        messages: &[Message],
+        kwargs: &TemplateKwargs,
+        budget: Budget,
+    ) -> Result<Vec<u8>, RenderError> {
         let msgs: Vec<Value> = messages.iter().map(message_value).collect();
         let ctx = minijinja::context! {
             messages => msgs,
@@ -147,19 +210,113 @@ impl ChatTemplate {
             eos_token => self.eos_token.as_str(),
             ..map_value(kwargs)
         };
-        let text = self
-            .env
+        let mut env = self.env.clone();
+        env.set_fuel(Some(budget.fuel));
+        let mut out = Capped::new(budget.output);
+        let rendered = env
             .get_template(NAME)
-            .and_then(|t| t.render(ctx))
-            .map_err(|e| LocalError::Template {
-                path: self.path.clone(),
-                message: format!("cannot render: {}", describe(&e)),
-            })?;
-        Ok(RenderedPrompt {
-            text,
-            images_dropped,
-        })
+            .and_then(|t| t.render_captured_to(ctx, &mut out));
+        match rendered {
+            Err(_) if out.over => Err(RenderError::OverCap),
+            Err(e) => Err(RenderError::Engine(e)),
+            Ok(_) => Ok(out.bytes),
+        }
     }
+
+    /// Renders the [`probes`] once, as the model loads, so that a template that runs past its budget is refused
+    /// before any request, and one that renders none of them (a broken template) too. A template that refuses
+    /// some shapes on purpose (`raise_exception` on a system message, say) is accepted while another renders.
+    pub fn check(&self) -> Result<(), LocalError> {
+        let mut first_error = None;
+        let mut rendered = false;
+        for probe in probes() {
+            match self.render_within(&probe, &TemplateKwargs::new()) {
+                Ok(_) => rendered = true,
+                Err(Failure::Error(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(budget) => {
+                    return Err(self.error(format!(
+                        "refused at load, on a sample conversation of {} messages: {}",
+                        probe.len(),
+                        budget.message(self)
+                    )))
+                }
+            }
+        }
+        match (rendered, first_error) {
+            (false, Some(e)) => Err(self.error(format!(
+                "refused at load: {} renders none of {} sample conversations (a question, with a system \
+                 prompt, a later turn); the first fails with: {e}",
+                self.name(),
+                probes().len()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    fn error(&self, message: String) -> LocalError {
+        LocalError::Template {
+            path: self.path.clone(),
+            message,
+        }
+    }
+
+    /// Which template this is, as errors name it.
+    fn name(&self) -> String {
+        match self.kind {
+            TemplateSource::Gguf => "tokenizer.chat_template".into(),
+            other => format!("the built-in template ({})", other.label()),
+        }
+    }
+}
+
+/// Why the engine stopped rendering.
+enum RenderError {
+    OverCap,
+    Engine(Error),
+}
+
+/// Why a render failed.
+enum Failure {
+    /// Past its fuel: the template loops or builds text without end.
+    OutOfFuel { input: usize, budget: Budget },
+    /// Past its output cap.
+    TooLong { input: usize, budget: Budget },
+    /// Any other error (a syntax error at run time, `raise_exception`, a wrong type).
+    Error(String),
+}
+
+impl Failure {
+    fn message(&self, t: &ChatTemplate) -> String {
+        let name = t.name();
+        match self {
+            Failure::OutOfFuel { input, budget } => format!(
+                "{name} ran past its budget of {} fuel on a {input}-byte conversation (every step and every \
+                 64 bytes it builds cost one): it loops or builds text without end",
+                budget.fuel
+            ),
+            Failure::TooLong { input, budget } => format!(
+                "{name} wrote more than {} bytes for a {input}-byte conversation (the cap is {})",
+                budget.output,
+                Budget::output_rule()
+            ),
+            Failure::Error(e) => format!("cannot render: {e}"),
+        }
+    }
+}
+
+/// The bytes of text a render is given: every text part, and the request's template variables.
+fn input_bytes(messages: &[Message], kwargs: &TemplateKwargs) -> usize {
+    let text: usize = messages
+        .iter()
+        .flat_map(|m| &m.parts)
+        .map(|p| match p {
+            Part::Text(t) => t.len(),
+            Part::Image(_) => IMAGE_OMITTED_MARKER.len(),
+        })
+        .sum();
+    text + serde_json::Value::Object(kwargs.clone()).to_string().len()
 }
 
 /// `{"role": ..., "content": ...}` with text parts joined by blank lines and images replaced by the marker.
@@ -317,6 +474,147 @@ mod tests {
         assert!(matches!(err, Err(LocalError::Template { .. })));
     }
 
+    /// The hostile templates a GGUF can carry end at load with an error naming the template and its budget, in
+    /// a fraction of a second, however they fail: text doubled without end, loops nested past any need, a flood
+    /// of output.
+    #[test]
+    fn templates_past_their_budget_are_refused_when_checked() {
+        let hostile = [
+            (
+                "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}\
+                 {% endfor %}{{ ns.s }}",
+                "fuel",
+            ),
+            (
+                "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+                "fuel",
+            ),
+            (
+                "{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}",
+                "more than",
+            ),
+        ];
+        for (src, says) in hostile {
+            let started = std::time::Instant::now();
+            let err = tpl(Some(src)).check().expect_err("refused");
+            let text = err.to_string();
+            for word in ["t.gguf", "tokenizer.chat_template", "refused at load", says] {
+                assert!(text.contains(word), "`{word}` missing from: {text}");
+            }
+            assert!(
+                started.elapsed().as_secs() < 10,
+                "{src} took {:?}",
+                started.elapsed()
+            );
+        }
+    }
+
+    /// What fuel alone leaves open, found by fuzzing: `tojson` with a huge indent, `str.format` with a huge width
+    /// (each allocated near a gigabyte before any charge), and values nested too deep for the stack to print.
+    #[test]
+    fn what_fuel_leaves_open_is_closed() {
+        for (src, says) in [
+            (
+                "{{ messages | tojson(indent=99999999) }}",
+                "tojson would write more than",
+            ),
+            (
+                "{{ '{:>900000000}'.format('x') }}",
+                "str.format asks for a width",
+            ),
+        ] {
+            let err = tpl(Some(src)).check().expect_err("refused");
+            assert!(err.to_string().contains(says), "{src}: {err}");
+        }
+        assert!(tpl(Some(
+            "{{ messages | tojson(indent=2) }}{{ '{:>8}'.format('x') }}"
+        ))
+        .check()
+        .is_ok());
+        // With the most fuel a render gets, every depth it can build prints, compares and drops without
+        // overflowing the stack, or the fuel runs out first.
+        let long = [Message::text(Role::User, "x".repeat(8 << 20))];
+        for depth in [100_000, 200_000, 300_000] {
+            let src = format!(
+                "{{% set ns = namespace(l=[]) %}}{{% for k in range(100) %}}\
+                 {{% for i in range({}) %}}{{% set ns.l = [ns.l] %}}{{% endfor %}}{{% endfor %}}\
+                 {{{{ (ns.l == ns.l) ~ (ns.l | length) }}}}{{{{ ns.l }}}}",
+                depth / 100
+            );
+            match tpl(Some(&src)).render(&long, &TemplateKwargs::new()) {
+                Ok(out) => assert!(
+                    out.text.starts_with("True1[[[["),
+                    "{depth}: {}",
+                    &out.text[..out.text.len().min(80)]
+                ),
+                Err(e) => assert!(e.to_string().contains("fuel"), "{depth}: {e}"),
+            }
+        }
+    }
+
+    /// A request's render is held to the same budget.
+    #[test]
+    fn a_render_past_its_budget_is_an_error() {
+        let t = tpl(Some(
+            "{% for m in messages %}{% for i in range(100000) %}{{ m.content ~ m.content }}{% endfor %}\
+             {% endfor %}",
+        ));
+        let err = t
+            .render(
+                &[Message::text(Role::User, "0123456789")],
+                &TemplateKwargs::new(),
+            )
+            .expect_err("two million bytes from ten are refused");
+        assert!(err.to_string().contains("more than"), "{err}");
+    }
+
+    /// Real templates pass the check, and the budget grows with the conversation: a few megabytes of consult
+    /// render through Qwen3's template, which walks the messages more than once.
+    #[test]
+    fn real_templates_and_long_conversations_stay_within_budget() {
+        for src in [
+            None,
+            Some(include_str!(
+                "../../tests/fixtures/qwen3_chat_template.jinja"
+            )),
+            Some(include_str!(
+                "../../tests/fixtures/gemma3_chat_template.jinja"
+            )),
+        ] {
+            tpl(src).check().expect("within budget");
+        }
+        built(None, "gemma3").check().expect("within budget");
+        let long = "The MRI shows a periventricular lesion. ".repeat(50_000);
+        let msgs: Vec<Message> = (0..4)
+            .flat_map(|_| {
+                [
+                    Message::text(Role::User, long.clone()),
+                    Message::text(Role::Assistant, "<think>\nHmm.\n</think>\n\nDemyelination."),
+                ]
+            })
+            .chain([Message::text(Role::User, "And now?")])
+            .collect();
+        let t = tpl(Some(include_str!(
+            "../../tests/fixtures/qwen3_chat_template.jinja"
+        )));
+        let out = t.render(&msgs, &TemplateKwargs::new()).expect("renders");
+        assert!(out.text.len() > 4 * long.len(), "{}", out.text.len());
+    }
+
+    /// A template that refuses some shapes on purpose loads; one that renders nothing is refused at load.
+    #[test]
+    fn a_template_that_renders_no_sample_conversation_is_refused() {
+        let no_system = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}\
+                         {% endif %}{% for m in messages %}{{ m['content'] }}{% endfor %}";
+        tpl(Some(no_system))
+            .check()
+            .expect("renders the conversations without a system prompt");
+        let err = tpl(Some("{{ raise_exception('never') }}"))
+            .check()
+            .expect_err("renders nothing");
+        assert!(err.to_string().contains("never"), "{err}");
+    }
+
     /// llama.cpp's `LLM_CHAT_TEMPLATE_GEMMA` (src/llama-chat.cpp) on this conversation: the system prompt trimmed
     /// and put before the first user turn, every message trimmed, `assistant` as `model`.
     #[test]
@@ -352,7 +650,7 @@ mod tests {
     /// raising, and writes BOS itself.
     #[test]
     fn gemma3_own_template_takes_a_system_message() {
-        let src = include_str!("../tests/fixtures/gemma3_chat_template.jinja");
+        let src = include_str!("../../tests/fixtures/gemma3_chat_template.jinja");
         let t = built(Some(src), "gemma3");
         assert_eq!(t.kind, TemplateSource::Gguf);
         assert_eq!(
@@ -368,7 +666,7 @@ mod tests {
     #[test]
     fn chat_template_kwargs_reach_the_template() {
         let t = tpl(Some(include_str!(
-            "../tests/fixtures/qwen3_chat_template.jinja"
+            "../../tests/fixtures/qwen3_chat_template.jinja"
         )));
         let msgs = [Message::text(Role::User, "Hi")];
         let with = |v: serde_json::Value| {

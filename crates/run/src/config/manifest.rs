@@ -1,27 +1,19 @@
-//! What identifies a run: the manifest recorded with it, and the configuration hash used to resume it.
+//! What identifies a run: the settings an [`EvalConfig`](super::EvalConfig) resolves to once its model is
+//! connected, the manifest recorded with the run, and the configuration hash it is found and resumed by.
 
 use std::collections::BTreeMap;
 
 use nmb_plan::{GenParams, OutputFormat, PlanOptions};
-use nmb_requests::{Backend, ModelIdentity};
+use nmb_requests::{Adjustment, Backend, ModelIdentity, Secrets};
 use nmb_store::{Manifest, Recorded, SuiteSource, TemplateRef};
 use nmb_suite::{Family, Suite};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::RunError;
+use super::{Claiming, Resume};
 
-/// How to pick the run an invocation writes into.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Resume {
-    /// Resume the latest unfinished run with the same configuration, else start a new one.
-    #[default]
-    Auto,
-    /// Always start a new run (stored answers are still reused through the response cache).
-    Fresh,
-    /// Resume this run; it must have the same configuration.
-    Run(String),
-}
+/// What `--no-n` records in the manifest.
+pub const FORCED: &str = "--no-n: one request per sample";
 
 /// Everything an evaluation needs besides the suite, the store and the backend.
 #[derive(Debug, Clone)]
@@ -55,40 +47,8 @@ pub struct EvalSettings {
     pub plan_only: bool,
     /// Share the run with other processes: claim samples under a lease instead of taking every unfinished one.
     pub claiming: Option<Claiming>,
-    /// The [`crate::EvalConfig`] the run was made with, recorded so that `nmb worker` can run it again.
+    /// The [`EvalConfig`](super::EvalConfig) the run was made with, recorded so that `nmb worker` can run it again.
     pub eval_config: Option<Value>,
-}
-
-/// How a process shares a run with others (`nmb worker`, or `nmb eval` on a shared store).
-#[derive(Debug, Clone)]
-pub struct Claiming {
-    /// Unique among the workers: host, process id and start time.
-    pub worker_id: String,
-    /// How long a claim lasts without renewal; a killed worker's samples come back after this.
-    pub lease: std::time::Duration,
-    /// When this worker started: samples that errored before are worth one more try, later ones are not.
-    pub started_ms: i64,
-}
-
-impl Claiming {
-    /// How long a claim lasts without renewal, unless a worker says otherwise.
-    pub const DEFAULT_LEASE: std::time::Duration = std::time::Duration::from_secs(30);
-
-    /// This process's claims, unique across machines and restarts: host, process id and start time.
-    pub fn for_this_process(lease: std::time::Duration) -> Claiming {
-        let host = std::fs::read_to_string("/etc/hostname")
-            .ok()
-            .or_else(|| std::env::var("HOSTNAME").ok())
-            .map(|h| h.trim().to_string())
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "host".into());
-        let started_ms = nmb_store::now_ms();
-        Claiming {
-            worker_id: format!("{host}:{}:{started_ms}", std::process::id()),
-            lease,
-            started_ms,
-        }
-    }
 }
 
 impl EvalSettings {
@@ -114,13 +74,13 @@ impl EvalSettings {
     }
 }
 
-/// The manifest recorded with a run.
-pub(crate) fn manifest(
+/// The manifest recorded with a run (the suite hash is computed here, which can fail).
+pub(crate) fn build_manifest(
     suite: &Suite,
     settings: &EvalSettings,
     samples: u32,
     backend: &dyn Backend,
-) -> Result<Manifest, RunError> {
+) -> Result<Manifest, nmb_suite::SuiteError> {
     let mut dropped = settings.dropped_inputs.clone();
     if !backend.supports_images() && settings.plan.input_mode.includes_images() {
         let note = "images (text-only model: image parts are not sent)".to_string();
@@ -157,8 +117,8 @@ pub(crate) fn manifest(
         answer_language: Recorded::Present(settings.plan.answer_language.clone()),
         samples,
         dropped_inputs: dropped,
-        n_unsupported: settings.no_n.then(|| crate::sampling::FORCED.to_string()),
-        params_adjusted: crate::sampling::params_adjusted(&backend.adjustments()),
+        n_unsupported: settings.no_n.then(|| FORCED.to_string()),
+        params_adjusted: params_adjusted(&backend.adjustments()),
         constrained_output: constrained,
         eval_config: settings.eval_config.clone(),
         ..Manifest::default()
@@ -226,6 +186,18 @@ pub(crate) fn describe_difference(old: &Manifest, new: &Manifest) -> String {
     }
 }
 
+/// The manifest's record of a backend's adjustments (`None` when it made none), reasons redacted.
+pub(crate) fn params_adjusted(
+    adjustments: &BTreeMap<Adjustment, String>,
+) -> Option<BTreeMap<String, String>> {
+    let secrets = Secrets::from_env();
+    let recorded: BTreeMap<String, String> = adjustments
+        .iter()
+        .map(|(a, why)| (a.to_string(), secrets.redact(why)))
+        .collect();
+    (!recorded.is_empty()).then_some(recorded)
+}
+
 /// Decoding parameters as they enter cache keys and call records: everything besides the prompt that can change
 /// an answer, including the output format the task asks for.
 pub(crate) fn params_json(settings: &EvalSettings, output: &OutputFormat) -> String {
@@ -268,7 +240,7 @@ mod tests {
         let suite = nmb_suite::sample::build();
         let manifest_of = |spec: &str| {
             let backend = Named(ModelSpec::parse(spec).unwrap());
-            manifest(
+            build_manifest(
                 &suite,
                 &EvalSettings::new(ModelIdentity::of_text(spec)),
                 1,

@@ -1,4 +1,6 @@
-//! A file of a person's answers (`nmb import`), checked whole against the suite and appended to the store.
+//! A file of a person's answers (`nmb import`), checked whole against the suite ([`read`], [`check_answers`]) and
+//! appended to the store's human answers ([`record_answers`]), which the run of `human:NAME` answers with
+//! ([`crate::stored::human`]).
 //!
 //! Each line is one JSON object: `{"task_id", "answer" | "differential", "turn"}`. `answer` is free text,
 //! scored as a model's answer would be; `differential` is a ranked list, written into the answer as the JSON
@@ -7,19 +9,20 @@
 //! nothing may be stored ([`Checked::answers`]).
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 
 use nmb_requests::{BackendKind, ModelSpec};
 use nmb_store::{now_ms, HumanAnswer, Store, StoreError};
 use nmb_suite::{Family, Suite, Task};
 use serde_json::{Map, Value};
 
-use super::HumanError;
+use super::{read_text, ImportError};
 
 /// `human:NAME`, refusing any other kind of model.
-pub fn human_spec(text: &str) -> Result<ModelSpec, HumanError> {
+pub fn human_spec(text: &str) -> Result<ModelSpec, ImportError> {
     let spec = ModelSpec::parse(text)?;
     if spec.backend != BackendKind::Human {
-        return Err(HumanError::NotAPerson { text: text.into() });
+        return Err(ImportError::NotAPerson { text: text.into() });
     }
     Ok(spec)
 }
@@ -43,6 +46,9 @@ pub struct CheckedAnswer {
 pub struct Checked {
     /// The file as named in the problems.
     pub file: String,
+    /// The file's name as each stored answer records it ([`record_answers`]'s `source`): without its folders
+    /// when [`read`] read it.
+    pub source: String,
     /// Every answer that passed, in file order.
     pub answers: Vec<CheckedAnswer>,
     /// `FILE:LINE: FIELD: what is wrong`; any one means nothing is stored.
@@ -53,16 +59,31 @@ pub struct Checked {
 
 impl Checked {
     /// The answers to store, or every problem found, as one error.
-    pub fn answers(&self) -> Result<&[CheckedAnswer], HumanError> {
+    pub fn answers(&self) -> Result<&[CheckedAnswer], ImportError> {
         if self.problems.is_empty() {
             Ok(&self.answers)
         } else {
-            Err(HumanError::Problems {
+            Err(ImportError::Problems {
                 file: self.file.clone(),
                 problems: self.problems.clone(),
+                kept: "stored",
             })
         }
     }
+}
+
+/// Reads the file at `path` and checks every line against the suite ([`check_answers`]).
+pub fn read(
+    path: &Path,
+    suite: &Suite,
+    unreadable: impl Fn(Family, &str) -> Option<String>,
+) -> Result<Checked, ImportError> {
+    let (file, text) = read_text(path)?;
+    let mut checked = check_answers(&file, &text, suite, unreadable);
+    if let Some(name) = path.file_name() {
+        checked.source = name.to_string_lossy().into_owned();
+    }
+    Ok(checked)
 }
 
 /// Checks every line of `text`, the file named `file`, against the suite.
@@ -85,6 +106,7 @@ pub fn check_answers(
         .unwrap_or("");
     let mut out = Checked {
         file: file.to_string(),
+        source: file.to_string(),
         ..Checked::default()
     };
     let mut seen: BTreeMap<(String, u32), usize> = BTreeMap::new();

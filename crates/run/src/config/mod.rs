@@ -1,6 +1,13 @@
-//! [`EvalConfig`]: one evaluation described as data. `nmb eval`, run-file cells, workers, human imports and the
-//! answer pages all build one and hand it to [`crate::evaluate`]; the run's manifest records it, so a worker on
-//! another machine can run the same evaluation without anyone writing command lines.
+//! What a run is. [`EvalConfig`] is one evaluation described as data: `nmb eval`, run-file cells, workers, human
+//! imports and the answer pages all build one and hand it to [`crate::evaluate`], with what one invocation adds
+//! ([`Invocation`]: resume, a request budget, claiming, an import's answers), which is never recorded.
+//!
+//! Once its model is connected, a configuration becomes the [`EvalSettings`] the loop runs with, and those the
+//! run's manifest: the suite, template and model recorded, the [`EvalConfig`] itself (so a worker
+//! on another machine runs the same evaluation without anyone writing command lines), and the configuration hash
+//! a run is found and resumed by.
+
+mod manifest;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,7 +18,14 @@ use nmb_requests::{HttpOptions, ModelSpec, RetryPolicy, Scheduler, SchedulerConf
 use nmb_store::Store;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::{Claiming, Resume, StoreFleet};
+use crate::fleet::StoreFleet;
+use crate::stored::Replay;
+
+pub use manifest::EvalSettings;
+pub use manifest::FORCED;
+pub(crate) use manifest::{
+    build_manifest, config_hash, describe_difference, params_adjusted, params_json,
+};
 
 /// The layout version of a recorded [`EvalConfig`]; a reader refuses a newer one instead of misreading it.
 pub const EVAL_CONFIG_VERSION: u32 = 1;
@@ -43,6 +57,10 @@ pub struct EvalConfig {
     /// the server to refuse them. Models on OpenAI's own API are known by name.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reasoning_model: bool,
+    /// Decode a `local:` model without grammar: answers asked for JSON are not held to their schema. Recorded
+    /// in the model identity either way (see [`crate::ConnectOptions::no_grammar`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_grammar: bool,
     /// Only the first N tasks, in suite order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
@@ -164,8 +182,52 @@ pub struct Invocation {
     /// Share the run with other processes, claiming samples under a lease.
     pub claiming: Option<Claiming>,
     /// The answers of an imported model (`imported:MODEL`), read from another program's output by `nmb import`;
-    /// the only way such a model answers (see [`crate::replay`]).
-    pub replay: Option<Arc<crate::Replay>>,
+    /// the only way such a model answers (see [`crate::stored::replay`]).
+    pub replay: Option<Arc<Replay>>,
+}
+
+/// How to pick the run an invocation writes into.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Resume {
+    /// Resume the latest unfinished run with the same configuration, else start a new one.
+    #[default]
+    Auto,
+    /// Always start a new run (stored answers are still reused through the response cache).
+    Fresh,
+    /// Resume this run; it must have the same configuration.
+    Run(String),
+}
+
+/// How a process shares a run with others (`nmb worker`, or `nmb eval` on a shared store).
+#[derive(Debug, Clone)]
+pub struct Claiming {
+    /// Unique among the workers: host, process id and start time.
+    pub worker_id: String,
+    /// How long a claim lasts without renewal; a killed worker's samples come back after this.
+    pub lease: Duration,
+    /// When this worker started: samples that errored before are worth one more try, later ones are not.
+    pub started_ms: i64,
+}
+
+impl Claiming {
+    /// How long a claim lasts without renewal, unless a worker says otherwise.
+    pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+    /// This process's claims, unique across machines and restarts: host, process id and start time.
+    pub fn for_this_process(lease: Duration) -> Claiming {
+        let host = std::fs::read_to_string("/etc/hostname")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "host".into());
+        let started_ms = nmb_store::now_ms();
+        Claiming {
+            worker_id: format!("{host}:{}:{started_ms}", std::process::id()),
+            lease,
+            started_ms,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -197,6 +259,7 @@ impl EvalConfig {
             samples: None,
             no_n: false,
             reasoning_model: false,
+            no_grammar: false,
             limit: None,
             params: GenParams::default(),
             template: None,

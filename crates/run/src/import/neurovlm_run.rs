@@ -1,5 +1,5 @@
 //! The JSONL that NeuroVLM-Bench's runner (`run_async.py`, also called by `run_async_splits.py`, of
-//! ChatMED/neurovlm-bench at 6e87ba4) writes, read into one [`Replay`] per model it asked.
+//! ChatMED/neurovlm-bench at 6e87ba4) writes, read into one [`Replay`] per model it asked ([`read_file`]).
 //!
 //! Each line is one object: `input.image_path` (the dataset folder's prefix, then the manifest's `file_path`),
 //! `input.model_requested`, `input.system_prompt_type`, `output.status` (`success` or `error`),
@@ -12,17 +12,23 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
 use std::time::Duration;
 
 use nmb_chat::GenParams;
 use nmb_requests::{ModelSpec, Usage};
 use nmb_suite::Suite;
 use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
 
-use super::{Replay, ReplayAnswer};
+use super::{read_text, ImportError};
+use crate::stored::{Replay, StoredAnswer};
 
 /// The format's name, as `nmb import --format` takes it and the model identity records it.
 pub const FORMAT: &str = "neurovlm-run";
+
+/// The key in an imported run's model identity that holds the SHA-256 of the prompt file the runner sent.
+pub const PROMPT_KEY: &str = "prompt_sha256";
 
 /// How many lines of one kind a warning lists before it only counts the rest.
 const EXAMPLES: usize = 10;
@@ -41,9 +47,32 @@ pub struct ImportedModel {
     pub unanswered: usize,
 }
 
+impl ImportedModel {
+    /// The answers with what the file says of the model, and with `prompt` (the prompt file the runner sent)
+    /// the SHA-256 of its bytes ([`PROMPT_KEY`]), so another prompt is another run.
+    pub fn replay_with_prompt(&self, prompt: Option<&Path>) -> std::io::Result<Replay> {
+        let mut replay = self.replay.clone();
+        if let Some(path) = prompt {
+            let sha = file_sha256(path)?;
+            replay.identity.insert(PROMPT_KEY.into(), sha.into());
+        }
+        Ok(replay)
+    }
+}
+
+/// The SHA-256 of a file's bytes, lower-case hex (as `sha256sum` prints it); the file is streamed through the
+/// hash, never read whole.
+fn file_sha256(path: &Path) -> std::io::Result<String> {
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
+    Ok(hex::encode(hasher.finalize()))
+}
+
 /// What reading a file found.
 #[derive(Debug, Default)]
 pub struct RunFile {
+    /// The file as named in problems and warnings.
+    pub file: String,
     /// One per model, in the order the file first names them.
     pub models: Vec<ImportedModel>,
     /// `FILE:LINE: FIELD: what is wrong`; any one means nothing may be imported.
@@ -66,10 +95,38 @@ struct Line {
     raw: String,
 }
 
+impl RunFile {
+    /// The models to import, or every problem found as one error (nothing may be imported then), or an error
+    /// when no line matched a case of the suite.
+    pub fn models(&self) -> Result<&[ImportedModel], ImportError> {
+        if !self.problems.is_empty() {
+            return Err(ImportError::Problems {
+                file: self.file.clone(),
+                problems: self.problems.clone(),
+                kept: "imported",
+            });
+        }
+        if self.models.is_empty() {
+            let file = self.file.clone();
+            return Err(ImportError::NoMatch { file });
+        }
+        Ok(&self.models)
+    }
+}
+
+/// Reads the runner's JSONL at `path` against `suite` ([`read`]).
+pub fn read_file(path: &Path, suite: &Suite, base: &GenParams) -> Result<RunFile, ImportError> {
+    let (file, text) = read_text(path)?;
+    Ok(read(&file, &text, suite, base))
+}
+
 /// Reads the runner's JSONL `text` (named `file` in messages) against `suite`; `base` holds the parameters a
 /// field the runner did not record keeps.
 pub fn read(file: &str, text: &str, suite: &Suite, base: &GenParams) -> RunFile {
-    let mut out = RunFile::default();
+    let mut out = RunFile {
+        file: file.to_string(),
+        ..RunFile::default()
+    };
     let mut lines = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let raw = raw.trim();
@@ -213,9 +270,10 @@ fn model_run(
     })
 }
 
-fn answer(task: &str, l: Line) -> ReplayAnswer {
-    ReplayAnswer {
+fn answer(task: &str, l: Line) -> StoredAnswer {
+    StoredAnswer {
         task_id: task.to_string(),
+        turn: 0,
         outcome: l.outcome,
         usage: l.usage,
         latency: l.latency,

@@ -11,10 +11,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use nmb_requests::{Adjustment, Backend, CallError, Secrets};
-use nmb_store::{Manifest, Store, StoreError};
 
-/// What `--no-n` records in the manifest.
-pub const FORCED: &str = "--no-n: one request per sample";
+use crate::config::params_adjusted;
+use nmb_store::{Manifest, Store, StoreError};
 
 pub(crate) struct Sampling {
     store: Arc<Store>,
@@ -86,18 +85,6 @@ impl Sampling {
         change(&mut manifest);
         self.store.update_manifest(&self.run_id, &manifest)
     }
-}
-
-/// The manifest's record of a backend's adjustments (`None` when it made none), reasons redacted.
-pub(crate) fn params_adjusted(
-    adjustments: &BTreeMap<Adjustment, String>,
-) -> Option<BTreeMap<String, String>> {
-    let secrets = Secrets::from_env();
-    let recorded: BTreeMap<String, String> = adjustments
-        .iter()
-        .map(|(a, why)| (a.to_string(), secrets.redact(why)))
-        .collect();
-    (!recorded.is_empty()).then_some(recorded)
 }
 
 /// The adjustments a manifest records (names this version does not know are left out).

@@ -1,5 +1,5 @@
 //! The questions a person answers in the browser (`nmb review answer`): each task's opening turn exactly as the
-//! models get it, planned as the person's run plans it ([`human_plan`]), its images put into the store for the
+//! models get it, planned as the person's run plans it ([`answer_plan`]), its images put into the store for the
 //! pages to show.
 
 use std::sync::Arc;
@@ -8,7 +8,7 @@ use nmb_plan::{Part, PlanError, PlanOptions, Role};
 use nmb_store::{ImageInput, Store};
 use nmb_suite::{Family, Suite};
 
-use super::{human_plan, opening, HumanError};
+use super::{answer_plan, opening, HumanError};
 
 /// A task as the person sees it: its opening turn exactly as the models got it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +48,7 @@ pub fn questions(store: &Arc<Store>, suite: &Suite) -> Result<Questions, HumanEr
         samples: Some(1),
         ..PlanOptions::default()
     };
-    let plan = human_plan(store.clone(), suite, &options).map_err(HumanError::PlanSuite)?;
+    let plan = answer_plan(store.clone(), suite, &options).map_err(HumanError::PlanSuite)?;
     let mut out = Questions::default();
     for planned in plan {
         let planned = match planned {
