@@ -197,6 +197,31 @@ pub fn cost(runs: &[RunData], analysis: &Analysis) -> Option<Table> {
     Some(t)
 }
 
+/// One priced run on the accuracy-against-cost chart.
+pub(crate) struct CostAccuracy {
+    pub label: String,
+    /// Dollars per 100 answered samples.
+    pub dollars: f64,
+    pub accuracy: Estimate,
+}
+
+/// Each priced run with an accuracy and answers: its dollars per 100 answered samples against its accuracy.
+pub(crate) fn accuracy_against_cost(runs: &[RunData], analysis: &Analysis) -> Vec<CostAccuracy> {
+    runs.iter()
+        .zip(&analysis.costs)
+        .filter_map(|(r, c)| {
+            let accuracy = r.scores.as_ref()?.overall.accuracy.as_ref()?;
+            let answered = r.summary.samples_ok;
+            let dollars = c.dollars.filter(|_| answered > 0)? * 100.0 / answered as f64;
+            Some(CostAccuracy {
+                label: r.name(),
+                dollars,
+                accuracy: accuracy.clone(),
+            })
+        })
+        .collect()
+}
+
 /// The accuracy, with the clinician-corrected rate as its note when a review measured the scoring's decisions.
 fn accuracy(r: &RunData, e: Option<&Estimate>) -> Cell {
     let cell = percent(e);

@@ -2,6 +2,7 @@
 
 use super::escape;
 use crate::input::RunData;
+use crate::render::svg::{cost_scatter, CostPoint, Value};
 use crate::sections::analysis::Analysis;
 use crate::sections::summary::{self, ScoredRun};
 use crate::sections::TableSection;
@@ -35,9 +36,16 @@ pub(super) fn cost(h: &mut String, runs: &[RunData], analysis: &Analysis) {
     };
     h.push_str("<h2 id=\"cost\">Cost</h2>");
     h.push_str(&t.html());
-    let points = accuracy_against_cost(runs, analysis);
+    let points: Vec<CostPoint> = summary::accuracy_against_cost(runs, analysis)
+        .into_iter()
+        .map(|p| CostPoint {
+            label: p.label,
+            dollars: p.dollars,
+            accuracy: Value::from_estimate(&p.accuracy),
+        })
+        .collect();
     if points.len() >= 2 {
-        h.push_str(&crate::render::svg::cost_scatter(
+        h.push_str(&cost_scatter(
             "Accuracy against cost",
             "Each point is a run: its dollars per 100 answered samples (x) against its accuracy (y), with the \
              accuracy's 95% CI.",
@@ -80,24 +88,4 @@ pub(super) fn criteria(h: &mut String, runs: &[RunData]) {
         }
         h.push_str(&t.html());
     }
-}
-
-/// Each priced run with an accuracy and answers: its dollars per 100 answered samples against its accuracy.
-pub fn accuracy_against_cost(
-    runs: &[RunData],
-    analysis: &Analysis,
-) -> Vec<crate::render::svg::CostPoint> {
-    runs.iter()
-        .zip(&analysis.costs)
-        .filter_map(|(r, c)| {
-            let accuracy = r.scores.as_ref()?.overall.accuracy.as_ref()?;
-            let answered = r.summary.samples_ok;
-            let dollars = c.dollars.filter(|_| answered > 0)? * 100.0 / answered as f64;
-            Some(crate::render::svg::CostPoint {
-                label: r.name(),
-                dollars,
-                accuracy: crate::render::svg::Value::from_estimate(accuracy),
-            })
-        })
-        .collect()
 }
