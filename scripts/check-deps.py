@@ -21,7 +21,12 @@ NO_WORKSPACE_DEPS = {  # crate -> why it depends on no workspace crate
 NEVER_REACHES = [  # (crates, forbidden even transitively, why)
     (["nmb-report", "nmb-serve"], ["nmb-run", "nmb-local"],
      "the report and the viewer read stored results; they never run an evaluation or a model"),
-    (["nmb-score"], ["nmb-local"],
+    (["nmb-report", "nmb-serve", "nmb-review"], ["nmb-score", "nmb-judges", "nmb-requests", "nmb-record"],
+     "readers of scores read them through nmb-results; they never score, ask a judge, hold a backend or record "
+     "a call"),
+    (["nmb-results"], ["nmb-requests", "nmb-record", "nmb-local", "nmb-run", "nmb-judges", "nmb-score"],
+     "the read model of scores asks no model: every reader links it, and through it nothing that does"),
+    (["nmb-score", "nmb-judges"], ["nmb-local"],
      "scoring is handed its judges as backends by its caller; it must not build or link the in-process engine"),
 ]
 NO_DIRECT = [  # (crates, workspace crates they may not name directly, why)
@@ -123,14 +128,16 @@ def check_sql(root, dirs):
 
 def self_test():
     """Each rule catches a made-up violation, and a clean graph passes."""
-    members = ["nmb-chat", "nmb-suite", "nmb-requests", "nmb-local", "nmb-run", "nmb-store", "nmb-score",
-               "nmb-report", "nmb-serve", "nmb"]
+    members = ["nmb-chat", "nmb-suite", "nmb-requests", "nmb-local", "nmb-run", "nmb-store", "nmb-record",
+               "nmb-results", "nmb-judges", "nmb-score", "nmb-review", "nmb-report", "nmb-serve", "nmb"]
     clean = {
         "nmb-chat": {"serde"}, "nmb-suite": {"serde"}, "nmb-requests": {"nmb-chat", "reqwest"},
         "nmb-local": {"nmb-chat", "nmb-requests"}, "nmb-run": {"nmb-requests", "nmb-local", "nmb-suite"},
-        "nmb-store": {"rusqlite", "postgres"}, "nmb-score": {"nmb-store", "nmb-chat"},
-        "nmb-report": {"nmb-score", "nmb-store"}, "nmb-serve": {"nmb-report"},
-        "nmb": {"clap", "nmb-run", "nmb-serve"},
+        "nmb-store": {"rusqlite", "postgres"}, "nmb-record": {"nmb-requests", "nmb-store"},
+        "nmb-results": {"nmb-store", "nmb-chat"}, "nmb-judges": {"nmb-record", "nmb-results"},
+        "nmb-score": {"nmb-judges", "nmb-results", "nmb-store", "nmb-chat"},
+        "nmb-review": {"nmb-results", "nmb-store"}, "nmb-report": {"nmb-results", "nmb-review", "nmb-store"},
+        "nmb-serve": {"nmb-report"}, "nmb": {"clap", "nmb-run", "nmb-serve", "nmb-score"},
     }
     assert check_graph(members, clean) == [], check_graph(members, clean)
     cases = [  # (crate, dependency added, words the message must contain)
@@ -140,6 +147,11 @@ def self_test():
         ("nmb-report", "nmb-run", "nmb-report never depends on"),
         ("nmb-score", "nmb-run", "nmb-score depends on nmb-local (nmb-score -> nmb-run -> nmb-local)"),
         ("nmb-serve", "nmb-run", "nmb-serve depends on nmb-run (nmb-serve -> nmb-run)"),
+        ("nmb-report", "nmb-score", "nmb-report depends on nmb-score (nmb-report -> nmb-score)"),
+        ("nmb-review", "nmb-judges", "nmb-review depends on nmb-record (nmb-review -> nmb-judges -> nmb-record)"),
+        ("nmb-serve", "nmb-requests", "nmb-serve depends on nmb-requests (nmb-serve -> nmb-requests)"),
+        ("nmb-results", "nmb-record", "nmb-results depends on nmb-record (nmb-results -> nmb-record)"),
+        ("nmb-judges", "nmb-run", "nmb-judges depends on nmb-local (nmb-judges -> nmb-run -> nmb-local)"),
         ("nmb-report", "tokio-postgres", "only nmb-store depends on tokio-postgres"),
         ("nmb-suite", "clap", "only nmb depends on clap"),
         ("nmb-suite", "nmb-requests", "nmb-suite depends on nmb-requests, listed after it"),

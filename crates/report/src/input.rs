@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use nmb_chat::StoredConversation;
-use nmb_score::results::{SampleScore, ScoreReport};
+use nmb_results::{SampleScore, ScoreReport};
 use nmb_store::{Manifest, RunInfo, RunSummary, SampleRecord, Store};
 use serde::Serialize;
 
@@ -43,8 +43,8 @@ pub struct RunData {
     /// from `nmb_review::run_pairwise`; empty otherwise).
     pub pairwise: Vec<nmb_review::PairwiseRanking>,
     /// What showing the model's thinking did to the judges, when the run was scored both ways (filled by the
-    /// caller, from `nmb_score::thinking_probe::stored_probe`; `None` otherwise).
-    pub thinking_probe: Option<nmb_score::thinking_probe::ThinkingProbe>,
+    /// caller, from `nmb_score::stored_probe`; `None` otherwise).
+    pub thinking_probe: Option<nmb_results::thinking_probe::ThinkingProbe>,
 }
 
 impl RunData {
@@ -180,7 +180,7 @@ fn parse_prompt(body: &str) -> TaskPrompt {
 
 /// The newest score report stored for a run (written by `nmb score`), or `None` when it was never scored.
 pub fn stored_scores(store: &Store, run_id: &str) -> Result<Option<ScoreReport>, ReportError> {
-    nmb_score::stored::latest(store, run_id).map_err(|e| ReportError::Scores {
+    nmb_results::stored::latest(store, run_id).map_err(|e| ReportError::Scores {
         what: format!("the stored score report of run {run_id}"),
         message: e.to_string(),
     })

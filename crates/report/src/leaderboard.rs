@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use nmb_chat::{BackendKind, ModelSpec};
-use nmb_score::results::{GroupAggregate, ScoreReport};
+use nmb_results::{GroupAggregate, ScoreReport};
 use nmb_suite::{Family, Level};
 use serde::Serialize;
 use serde_json::{Map, Value};

@@ -28,7 +28,8 @@
 //! `svg` for the charts), escaping in one place. A section that is one table is listed in
 //! `sections::under_headline`, and every renderer shows it without further code.
 //!
-//! It does not score (that is `nmb-score`, whose [`ScoreReport`] it reads), call models, or change the store.
+//! It does not score (that is `nmb-score`; it reads the [`ScoreReport`] of `nmb-results`), call models, or change
+//! the store.
 //! Cross-run numbers it derives itself — the breadth-versus-depth rank correlation and paired comparisons between
 //! models — come from `nmb-stats` with a recorded seed.
 
@@ -51,7 +52,7 @@ pub use leaderboard::{
     leaderboard, model_data, read_data_js, vendor, Leaderboard, LeaderboardEntry,
     LeaderboardOptions, MergeError,
 };
-pub use nmb_score::results::ScoreReport;
+pub use nmb_results::ScoreReport;
 pub use render::html;
 pub use render::json::json_report;
 pub use sections::analysis::{build, Analysis, CostEstimate, ModelPoint, Price, Prices, TwoAxis};

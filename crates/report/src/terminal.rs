@@ -4,9 +4,9 @@
 
 use std::fmt::Write;
 
-use nmb_score::results::ScoreReport;
-use nmb_score::revision::{Rate, RevisionReport};
-use nmb_score::structured::StructuredReport;
+use nmb_results::revision::{Rate, RevisionReport};
+use nmb_results::structured::StructuredReport;
+use nmb_results::ScoreReport;
 use nmb_stats::Estimate;
 use nmb_suite::Level;
 
@@ -171,7 +171,7 @@ fn structured(out: &mut String, s: &StructuredReport) {
         "{:<22} {:>4}  {:<22} {:<22} {:<22} {:<22}",
         "field", "n", "accuracy", "balanced accuracy", "macro-F1", "abstained"
     );
-    for field in nmb_score::structured::FIELDS {
+    for field in nmb_results::structured::FIELDS {
         let Some(f) = s.fields.get(field) else {
             continue;
         };

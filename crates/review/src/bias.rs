@@ -2,7 +2,7 @@
 //! - **length bias**: the slope of the judge's overall score on log2 of the answer's words, holding the
 //!   clinicians' overall grade fixed (one intercept per grade), so "points per doubling of length";
 //! - **self-preference**: the judge's residual against the clinicians (judge minus clinicians' median grade)
-//!   on answers of its own family or vendor (`nmb_score::judge::self_grading`) minus on the others'.
+//!   on answers of its own family or vendor (`nmb_results::family::self_grading`) minus on the others'.
 //!
 //! Both come with a percentile bootstrap interval over cases ([`nmb_stats::length_slope`],
 //! [`nmb_stats::group_gap`]) and one sentence a clinician can read.
@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use nmb_calibration::Ratings;
-use nmb_score::results::ScoreReport;
+use nmb_results::ScoreReport;
 use nmb_stats::{group_gap, length_slope, BootstrapConfig, Design, Estimate};
 use serde::Serialize;
 

@@ -1,7 +1,7 @@
 //! Judges measured against a review's clinicians, for one run: what `nmb report` and the run page show.
 
 use nmb_calibration::{analyse, AgreementOptions, AgreementReport};
-use nmb_score::results::ScoreReport;
+use nmb_results::ScoreReport;
 use nmb_store::Store;
 use serde::Serialize;
 
@@ -56,7 +56,7 @@ pub fn run_calibrations(
     let report = match scores {
         Some(r) => Some(r),
         None => {
-            read = nmb_score::stored::latest(store, run_id)?;
+            read = nmb_results::stored::latest(store, run_id)?;
             read.as_ref()
         }
     };
@@ -94,7 +94,7 @@ fn set_bias(
 ) -> Result<Vec<crate::bias::BiasProbe>, ReviewError> {
     let mut read = Vec::new();
     for r in set.runs.iter().filter(|r| *r != run_id) {
-        if let Some(report) = nmb_score::stored::latest(store, r)? {
+        if let Some(report) = nmb_results::stored::latest(store, r)? {
             read.push(report);
         }
     }

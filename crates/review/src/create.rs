@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use nmb_score::Rubric;
+use nmb_results::Rubric;
 use nmb_store::{NewReviewSet, NewReviewer, Store};
 use serde_json::{json, Value};
 

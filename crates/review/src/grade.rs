@@ -3,9 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nmb_score::criteria::Criterion;
-use nmb_score::results::ErrorCategory;
-use nmb_score::Rubric;
+use nmb_results::criteria::Criterion;
+use nmb_results::ErrorCategory;
+use nmb_results::Rubric;
 use nmb_store::Grade;
 
 /// The verdicts a reviewer can give. `skip` means "unsure / skip": stored, but not a grade.
@@ -120,7 +120,7 @@ mod tests {
 
     #[test]
     fn criteria_listed_on_the_page_are_met_when_checked_and_not_met_otherwise() {
-        let rubric = nmb_score::criteria::CriterionRubric::sample();
+        let rubric = nmb_results::criteria::CriterionRubric::sample();
         let criteria = rubric.for_task("stroke_left_mca/dx");
         let mut f = form("correct", &[], "");
         f.criteria = Some([criteria[0].id.clone()].into());

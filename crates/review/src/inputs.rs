@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use nmb_score::criteria::CriterionRubric;
-use nmb_score::Rubric;
+use nmb_results::criteria::CriterionRubric;
+use nmb_results::Rubric;
 use nmb_store::{CriteriaFile, ReviewSet, SampleStatus, Store};
 
 use crate::{Candidate, ReviewError};
@@ -36,7 +36,7 @@ pub fn load_rubric(path: Option<&Path>) -> Result<(Rubric, String), ReviewError>
     match path {
         None => Ok((
             Rubric::builtin(),
-            nmb_score::rubric::BUILTIN_NEUROLOGY_V1.to_string(),
+            nmb_results::rubric::BUILTIN_NEUROLOGY_V1.to_string(),
         )),
         Some(p) => {
             let text = nmb_suite::limits::read_to_string_io(p).map_err(|source| {

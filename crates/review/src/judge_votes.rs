@@ -1,21 +1,20 @@
-//! Judges voting on a pairwise set's pairs, beside the clinicians: each judge is asked every pair in both orders
-//! (`nmb_score::pairwise`), and this module measures its position bias and how often its verdict matches the
-//! clinicians' majority.
+//! Judges voting on a pairwise set's pairs, beside the clinicians: the pairs as judges are asked them
+//! ([`pairs_to_judge`]; `nmb_judges::pairwise` asks each in both orders), and how each judge's votes compare
+//! with the clinicians' ([`judges_beside_clinicians`], or [`stored_judge_pairwise`] for the votes already in the
+//! store): its position bias and how often its verdict matches the clinicians' majority.
 //!
 //! A judge's verdict on a pair is the one it gives in both orders; a verdict that flips with the order counts as
 //! a tie. The clinicians' verdict is their mean vote (A 1, tie ½, B 0) above, at or below ½; "neither acceptable"
 //! votes are left out, as in the ranking.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use nmb_chat::{Role, StoredConversation, StoredPart};
-use nmb_score::pairwise::{judge_pairs, PairToJudge, PairVerdicts};
-use nmb_score::JudgeModel;
+use nmb_results::pairwise::{PairToJudge, PairVerdicts};
 use nmb_stats::{
     bootstrap_mean, position_bias, BootstrapConfig, Design, Estimate, PositionBias, Preference,
 };
-use nmb_store::Store;
+use nmb_store::{RunInfo, Store};
 use serde::{Deserialize, Serialize};
 
 use crate::ReviewError;
@@ -65,14 +64,20 @@ fn answer_of(store: &Store, run: &str, task: &str, sample: u32) -> Result<String
         .unwrap_or_default())
 }
 
-/// Asks `judges` about every pair of pairwise set `set_id` in both orders and sets their votes beside the
-/// clinicians'.
-pub async fn judge_pairwise_set(
-    store: &Arc<Store>,
-    set_id: &str,
-    judges: &[JudgeModel],
-    cfg: &BootstrapConfig,
-) -> Result<Vec<JudgePairwise>, ReviewError> {
+/// The pairs of a pairwise set as judges are asked them.
+#[derive(Debug, Clone)]
+pub struct SetPairs {
+    pub set_id: String,
+    /// The set's first run: the judges' judge runs belong to it.
+    pub scored: RunInfo,
+    /// One per item with a pair, in item order.
+    pub pairs: Vec<PairToJudge>,
+    /// Each pair's item number and task, in the same order.
+    tasks: Vec<(u32, String)>,
+}
+
+/// The pairs of pairwise set `set_id`, each with its question and its two answers, for judges to vote on.
+pub fn pairs_to_judge(store: &Store, set_id: &str) -> Result<SetPairs, ReviewError> {
     let set = store
         .review_set(set_id)?
         .ok_or_else(|| ReviewError::Invalid(format!("no review set {set_id:?}")))?;
@@ -100,15 +105,30 @@ pub async fn judge_pairwise_set(
         });
         tasks.push((i.item_no, i.task_id.clone()));
     }
-    let scored = store.run(&set.runs[0])?;
-    let (specs, verdicts) = judge_pairs(store, judges, &scored, &asked).await?;
-    let clinicians = clinicians_verdicts(store, set_id)?;
+    Ok(SetPairs {
+        set_id: set_id.to_string(),
+        scored: store.run(&set.runs[0])?,
+        pairs: asked,
+        tasks,
+    })
+}
+
+/// Each judge's votes on `set`'s pairs (`verdicts[p][j]`: judge `specs[j]` on pair `p`, as
+/// `nmb_judges::pairwise::judge_pairs` gives them) set beside the clinicians'.
+pub fn judges_beside_clinicians(
+    store: &Store,
+    set: &SetPairs,
+    specs: &[String],
+    verdicts: &[Vec<PairVerdicts>],
+    cfg: &BootstrapConfig,
+) -> Result<Vec<JudgePairwise>, ReviewError> {
+    let clinicians = clinicians_verdicts(store, &set.set_id)?;
     Ok(specs
         .iter()
         .enumerate()
         .map(|(j, spec)| {
             let of_judge: Vec<PairVerdicts> = verdicts.iter().map(|v| v[j]).collect();
-            measure(spec, &tasks, &of_judge, &clinicians, cfg)
+            measure(spec, &set.tasks, &of_judge, &clinicians, cfg)
         })
         .collect())
 }
@@ -131,7 +151,7 @@ pub fn stored_judge_pairwise(
         .map(|i| (i.item_no, i.task_id.clone()))
         .collect();
     let clinicians = clinicians_verdicts(store, &set.set_id)?;
-    let stored = nmb_score::pairwise::stored_verdicts(store, scored, &keys)?;
+    let stored = nmb_results::pairwise::stored_verdicts(store, scored, &keys)?;
     Ok(stored
         .iter()
         .map(|(judge, verdicts)| measure(judge, &tasks, verdicts, &clinicians, cfg))

@@ -14,7 +14,9 @@
 //! ([`candidates`]).
 //!
 //! It does not store anything itself (`nmb-store` holds sets, grades and tokens' hashes), serve pages
-//! (`nmb-serve`), compute agreement statistics (`nmb-calibration`, `nmb-stats`) or parse command lines (`nmb`).
+//! (`nmb-serve`), compute agreement statistics (`nmb-calibration`, `nmb-stats`), score or ask a model (it reads
+//! scores through `nmb-results`; judges' pairwise votes are asked by `nmb-judges` over [`pairs_to_judge`]) or
+//! parse command lines (`nmb`).
 
 mod assign;
 pub mod bias;
@@ -36,7 +38,9 @@ pub use calibration::{review_options, run_calibrations, RunCalibration, DEFAULT_
 pub use create::{create_set, CreatedSet, NewSet};
 pub use grade::{check_grade, GradeForm, COMMENT_LIMIT, TAXONOMY, VERDICTS};
 pub use inputs::{candidates, load_criteria, load_rubric, set_criteria};
-pub use judge_votes::{judge_pairwise_set, stored_judge_pairwise, JudgePairwise};
+pub use judge_votes::{
+    judges_beside_clinicians, pairs_to_judge, stored_judge_pairwise, JudgePairwise, SetPairs,
+};
 pub use pairwise::{
     assign_pairs, check_vote, pair_candidates, PairAssignment, PairCandidate, VoteForm,
 };
@@ -58,7 +62,7 @@ pub enum ReviewError {
     #[error(transparent)]
     Store(#[from] nmb_store::StoreError),
     #[error(transparent)]
-    Score(Box<nmb_score::ScoreError>),
+    Results(Box<nmb_results::ResultsError>),
     #[error("review of run {run_id}: {source}")]
     Run {
         run_id: String,
@@ -75,12 +79,12 @@ pub enum ReviewError {
     Rubric {
         path: std::path::PathBuf,
         #[source]
-        source: Box<nmb_score::ScoreError>,
+        source: Box<nmb_results::ResultsError>,
     },
 }
 
-impl From<nmb_score::ScoreError> for ReviewError {
-    fn from(e: nmb_score::ScoreError) -> Self {
-        ReviewError::Score(Box::new(e))
+impl From<nmb_results::ResultsError> for ReviewError {
+    fn from(e: nmb_results::ResultsError) -> Self {
+        ReviewError::Results(Box::new(e))
     }
 }

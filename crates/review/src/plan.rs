@@ -4,7 +4,7 @@
 //! The reviews needed come from each judge's learning curve ([`nmb_stats::reviews_for_width`]: the width taken
 //! to shrink as one over the square root of the reviews). The items to review first are the unreviewed ones
 //! where the judges disagree on the verdict dimension or a judge is unstable across its repeats (the report's
-//! rule, [`nmb_score::stability::unstable_item`]), most disagreement first, then widest repeat spread, then
+//! rule, [`nmb_results::stability::unstable_item`]), most disagreement first, then widest repeat spread, then
 //! those whose calibrated chance of passing is nearest one half: where a clinician's verdict teaches the map
 //! most.
 
@@ -135,7 +135,7 @@ fn most_telling(
     let Some(set) = sets.first() else {
         return Ok(Vec::new());
     };
-    let report = nmb_score::stored::latest(store, run_id)?;
+    let report = nmb_results::stored::latest(store, run_id)?;
     let ratings = ratings_of(store, set, Some(run_id), &[(run_id, report.as_ref())])?;
     // item -> (judge -> score), and item -> clinicians' scores, on the verdict dimension.
     let mut judged: BTreeMap<&str, BTreeMap<&str, f64>> = BTreeMap::new();
@@ -165,7 +165,7 @@ fn most_telling(
 /// Items (`run/task#sample`) some judge is unstable on across its repeats, with the widest such spread.
 fn unstable_items(
     run_id: &str,
-    report: Option<&nmb_score::results::ScoreReport>,
+    report: Option<&nmb_results::ScoreReport>,
 ) -> BTreeMap<String, f64> {
     let mut out: BTreeMap<String, f64> = BTreeMap::new();
     let listed = report.and_then(|r| r.stability.as_ref());

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use nmb_calibration::criteria::CRITERION_PREFIX;
 use nmb_calibration::{Rating, Ratings};
-use nmb_score::results::{SampleStatus, ScoreReport};
+use nmb_results::{SampleStatus, ScoreReport};
 use nmb_store::{ReviewItem, ReviewSet, Store};
 use sha2::{Digest, Sha256};
 
@@ -71,7 +71,7 @@ pub fn review_ratings(
     let set = stored_set(store, set_id)?;
     let mut reports = Vec::new();
     for run_id in set.runs.iter().filter(|r| only_run.is_none_or(|o| o == *r)) {
-        reports.push((run_id.as_str(), nmb_score::stored::latest(store, run_id)?));
+        reports.push((run_id.as_str(), nmb_results::stored::latest(store, run_id)?));
     }
     let reports: Vec<(&str, Option<&ScoreReport>)> =
         reports.iter().map(|(run, r)| (*run, r.as_ref())).collect();

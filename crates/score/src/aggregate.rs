@@ -11,14 +11,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nmb_stats::{bootstrap, bootstrap_mean, pass_at_k, BootstrapConfig, Design, Estimate};
-use nmb_suite::Family;
-
-use crate::results::{
+use nmb_results::{
     BertScoreAggregate, BreadthAggregate, Breakdown, CategoryShare, DimensionMean, ErrorCategory,
     GroupAggregate, LabelSource, LesionAggregate, MatchOutcome, PassAtK, RubricAggregate,
     SampleScore, SampleStatus, TaskScore, TaxonomyDistribution, KS,
 };
+use nmb_stats::{bootstrap, bootstrap_mean, pass_at_k, BootstrapConfig, Design, Estimate};
+use nmb_suite::Family;
+
 use crate::ScoreError;
 
 /// Per-task rows, in the order the samples come (by task id).
@@ -240,7 +240,7 @@ fn lesion(
     if lesions.is_empty() {
         return Ok(None);
     }
-    let hit = |m: Option<&crate::results::FieldMatch>| {
+    let hit = |m: Option<&nmb_results::FieldMatch>| {
         Some(f64::from(u8::from(
             m.is_some_and(|m| m.outcome == MatchOutcome::Match),
         )))
@@ -312,7 +312,7 @@ fn bertscore(
     if with.is_empty() {
         return Ok(None);
     }
-    let get = |f: fn(&crate::results::BertScoreResult) -> f64| {
+    let get = |f: fn(&nmb_results::BertScoreResult) -> f64| {
         move |s: &SampleScore| s.bertscore.as_ref().map(f).filter(|v| v.is_finite())
     };
     Ok(Some(BertScoreAggregate {
@@ -442,7 +442,7 @@ pub fn estimate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{DiagnosisScore, SampleScore};
+    use nmb_results::{DiagnosisScore, SampleScore};
     use nmb_suite::Level;
 
     fn sample(
@@ -453,20 +453,9 @@ mod tests {
         rank: Option<u32>,
     ) -> SampleScore {
         SampleScore {
-            task_id: task.into(),
-            sample_index: i,
-            case_id: task.split('/').next().unwrap().into(),
-            family: Family::Differential,
-            level: Level::Direct,
-            disease_group: None,
             modality: "MRI".into(),
-            case_metadata: Default::default(),
             status,
-            error_class: None,
-            parsed: None,
-            parse_error: None,
             correct: status.is_scored().then_some(correct),
-            unresolved: false,
             diagnosis: Some(DiagnosisScore {
                 reference: "x".into(),
                 matched_rank: rank,
@@ -475,15 +464,13 @@ mod tests {
                 top_5: rank.is_some_and(|r| r <= 5),
                 candidates: Vec::new(),
             }),
-            lesion: None,
-            rubric: None,
-            bertscore: None,
-            taxonomy: None,
-            breadth: None,
-            structured: None,
-            turns: None,
-            criteria: None,
-            facts: Default::default(),
+            ..SampleScore::new(
+                task,
+                i,
+                task.split('/').next().unwrap(),
+                Family::Differential,
+                Level::Direct,
+            )
         }
     }
 

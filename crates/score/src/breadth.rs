@@ -21,28 +21,11 @@
 pub mod chinese;
 pub mod text;
 
+use nmb_results::BreadthVerdict;
 use nmb_suite::{Family, Task};
-use serde::{Deserialize, Serialize};
-
 use text::{
     content_tokens, find_runs, lead, sentence_prefixes, strip_answer_prefix, tokens, NEGATORS,
 };
-
-/// The verdict on one answer to one breadth item.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BreadthVerdict {
-    /// Counts towards accuracy.
-    pub correct: bool,
-    /// What was taken from the answer: the choice letter, the yes/no polarity, or the normalised short answer.
-    pub extracted: Option<String>,
-    /// No answer could be extracted (multiple choice: no letter or option text found; closed yes/no: neither
-    /// yes nor no). Counted separately; such an answer is also not correct.
-    pub extraction_failed: bool,
-    /// Open VQA: share of normalised reference tokens present in the answer.
-    pub token_recall: Option<f64>,
-    /// Open VQA: the whole normalised answer equals the normalised reference.
-    pub exact_match: Option<bool>,
-}
 
 /// Why a breadth item could not be scored.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,18 +7,19 @@
 
 use std::path::PathBuf;
 
+use nmb_judges::judge::JudgeModel;
 use nmb_requests::{BackendKind, ModelSpec, Transport};
+use nmb_results::cost::Prices;
+use nmb_results::criteria::CriterionRubric;
+use nmb_results::rubric::Rubric;
+use nmb_results::structured::paper::PaperOptions;
+use nmb_results::Aggregation;
 use nmb_stats::BootstrapConfig;
 use nmb_suite::{Filter, Level};
 use serde::{Deserialize, Serialize};
 
-use crate::cost::Prices;
-use crate::criteria::CriterionRubric;
-use crate::judge::JudgeModel;
-use crate::results::Aggregation;
-use crate::rubric::Rubric;
+use crate::error::ConnectError;
 use crate::semantic::BertScoreSetting;
-use crate::structured::paper::PaperOptions;
 use crate::{ScoreError, ScoreOptions};
 
 /// Everything that decides how a run is scored: judges, jury aggregation, rubric, error taxonomy, BERTScore,
@@ -81,13 +82,13 @@ pub struct ScoringConfig {
     pub max_response_mib: Option<u64>,
 }
 
-/// Serde's default for a count that is 1 unless given (also the recorded config's, in `results`).
-pub(crate) fn one() -> u32 {
+/// Serde's default for a count that is 1 unless given.
+fn one() -> u32 {
     1
 }
 
 /// Leaves a count of 1 out of what is serialised, so configs from before the count keep their bytes.
-pub(crate) fn is_one(v: &u32) -> bool {
+fn is_one(v: &u32) -> bool {
     *v == 1
 }
 
@@ -159,9 +160,6 @@ impl SuiteOverride {
     }
 }
 
-/// Errors a [`ConnectJudges`] gives back, whatever their type.
-pub type ConnectError = Box<dyn std::error::Error + Send + Sync>;
-
 /// Turns a judge spec into a backend. Scoring calls it once per judge, with one HTTP transport shared by all
 /// judges of a scoring. Any `Fn(&ModelSpec, &Transport) -> Result<JudgeModel, E>` is one; the spec a judge is
 /// recorded by is its identity ([`ModelSpec::identity`]), whatever the returned [`JudgeModel::spec`] says.
@@ -188,7 +186,7 @@ impl ScoringConfig {
             check_judge(spec)?;
         }
         for (model, price) in &self.prices.0 {
-            let ok = |v: f64| v.is_finite() && (0.0..=crate::cost::MAX_RATE).contains(&v);
+            let ok = |v: f64| v.is_finite() && (0.0..=nmb_results::cost::MAX_RATE).contains(&v);
             if model.trim().is_empty() || !ok(price.input_per_mtok) || !ok(price.output_per_mtok) {
                 return Err(ScoreError::Price {
                     model: model.clone(),

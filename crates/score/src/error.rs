@@ -3,28 +3,22 @@
 
 use std::path::PathBuf;
 
+/// Errors a [`crate::ConnectJudges`] gives back, whatever their type.
+pub type ConnectError = Box<dyn std::error::Error + Send + Sync>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ScoreError {
     #[error(transparent)]
     Store(#[from] nmb_store::StoreError),
-    #[error("a judge cannot batch: {0}")]
-    JudgeBatch(String),
+    #[error(transparent)]
+    Results(#[from] nmb_results::ResultsError),
+    #[error(transparent)]
+    Judge(#[from] nmb_judges::JudgeError),
     #[error("run {run_id} has answers for task {task_id}, which suite {suite_id} does not contain; score it against the suite (and answer key, filters) it was run on")]
     UnknownTask {
         run_id: String,
         task_id: String,
         suite_id: String,
-    },
-    #[error("rubric {source_name}: {message}")]
-    Rubric {
-        source_name: String,
-        message: String,
-    },
-    #[error("criterion rubric {source_name}, line {line}: {message}")]
-    Criteria {
-        source_name: String,
-        line: usize,
-        message: String,
     },
     #[error("taxonomy labels {path}, line {line}: {message}")]
     Labels {
@@ -46,10 +40,6 @@ pub enum ScoreError {
     Stats(#[from] nmb_stats::StatsError),
     #[error("suite: {0}")]
     Suite(#[from] nmb_suite::SuiteError),
-    #[error("stored score report for run {run_id} cannot be read: {message}")]
-    StoredReport { run_id: String, message: String },
-    #[error("no stored scores for run {run_id}; run `nmb score {run_id}` first")]
-    NotScored { run_id: String },
     #[error(
         "run {run_id} holds judge calls, not model answers; score the run it judged ({judged})"
     )]
@@ -76,6 +66,6 @@ pub enum ScoreError {
     ConnectJudge {
         spec: String,
         #[source]
-        source: crate::config::ConnectError,
+        source: ConnectError,
     },
 }

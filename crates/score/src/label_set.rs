@@ -6,30 +6,14 @@
 //! Runs whose multiple-choice items differ in their options (MedQA's are per question) get none of this: a
 //! letter is not a label there.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
-use nmb_stats::{classification_estimates, BootstrapConfig, ClassEstimates, Design, Estimate};
+use nmb_results::label_set::LabelSetReport;
+use nmb_results::SampleScore;
+use nmb_stats::{classification_estimates, BootstrapConfig, Design};
 use nmb_suite::{Family, Task};
-use serde::{Deserialize, Serialize};
 
-use crate::results::SampleScore;
 use crate::ScoreError;
-
-/// The label-set numbers of a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LabelSetReport {
-    /// The option texts, in option order.
-    pub labels: Vec<String>,
-    /// Scored answers.
-    pub n: usize,
-    pub accuracy: Estimate,
-    pub macro_f1: Estimate,
-    pub weighted_f1: Estimate,
-    /// Answers with no recognisable choice.
-    pub extraction_failures: usize,
-    /// By label.
-    pub per_label: BTreeMap<String, ClassEstimates>,
-}
 
 /// The report for the scored multiple-choice samples of `samples`, when every one of their tasks offers the same
 /// options; `None` otherwise or without any.

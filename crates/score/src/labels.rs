@@ -15,9 +15,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use nmb_results::ErrorCategory;
 use sha2::{Digest, Sha256};
 
-use crate::results::ErrorCategory;
 use crate::ScoreError;
 
 #[derive(Debug, Clone, PartialEq)]

@@ -1,21 +1,23 @@
 //! Scoring: stored answers in, numbers out.
 //!
-//! This crate owns turning a stored run into a [`results::ScoreReport`]: how a run is scored, as one typed
+//! This crate owns turning a stored run into a [`nmb_results::ScoreReport`]: how a run is scored, as one typed
 //! [`ScoringConfig`] checked before any model is asked; scoring a run by its id ([`score_run`]: the suite its
 //! manifest records, the judges connected, the report stored); reading answers ([`parse`]), matching
-//! diagnoses, lesion types and locations ([`lexicon`], [`matching`]), asking LLM judges what rules cannot decide
-//! ([`judge`], [`prompts`], [`jury`]), rubric grading ([`rubric`]), criterion rubrics in HealthBench's form with
-//! their scoring rule and `nmb rubric lint` ([`criteria`]), the error taxonomy with human labels from CSV
-//! ([`labels`]), BERTScore of rationales ([`semantic`]), breadth answers ([`breadth`]), pass@k in both readings,
-//! aggregates with bootstrap CIs ([`aggregate`]), a judge's stability across repeats ([`stability`]), revision across the turns of multi-turn consults
-//! ([`revision`]), paired comparison of two runs ([`compare`]), what showing a model's thinking does to the judges
-//! ([`thinking_probe`]) and keeping reports in the store ([`stored`]).
+//! diagnoses, lesion types and locations ([`lexicon`], [`matching`]), putting to the judges what rules cannot
+//! decide (through `nmb-judges`), the error taxonomy with human labels from CSV ([`labels`]), BERTScore of
+//! rationales ([`semantic`]), breadth answers ([`breadth`]), structured (NeuroVLM-Bench) answers
+//! ([`structured`]), pass@k in both readings, aggregates with bootstrap CIs ([`aggregate`]), the sections built
+//! from them (a judge's stability across repeats, [`repeats`]; revision across the turns of multi-turn consults,
+//! [`revision`]; label sets, [`label_set`]), `nmb rubric lint` ([`criteria`]) and finding a report's thinking
+//! probe in the store ([`stored_probe`]).
 //!
-//! It does not own the statistics themselves (`nmb-stats`), BERTScore's arithmetic (`nmb-bertscore`), talking to
-//! APIs (`nmb-requests`), recording calls (`nmb-record`), the tables of answers (`nmb-store`), or rendering
-//! reports (`nmb-report`). Nor does it know how a judge is loaded: the caller connects judges ([`ConnectJudges`];
-//! the CLI through `nmb-run`, which can load `local:` models), so scoring never depends on the evaluation loop or
-//! the local engine. Command-line flags are parsed into a [`ScoringConfig`] by the CLI; nothing here reads them.
+//! It does not own the types it writes (`nmb-results`, which every reader of scores uses instead of this
+//! crate), the judges (`nmb-judges`: their questions, panel, jury and pairwise votes), the statistics themselves
+//! (`nmb-stats`), BERTScore's arithmetic (`nmb-bertscore`), talking to APIs (`nmb-requests`), recording calls
+//! (`nmb-record`), the tables of answers (`nmb-store`), or rendering reports (`nmb-report`). Nor does it know
+//! how a judge is loaded: the caller connects judges ([`ConnectJudges`]; the CLI through `nmb-run`, which can
+//! load `local:` models), so scoring never depends on the evaluation loop or the local engine. Command-line
+//! flags are parsed into a [`ScoringConfig`] by the CLI; nothing here reads them.
 //!
 //! # What is scored how
 //!
@@ -35,41 +37,31 @@
 //! parser and rules, reusing judge verdicts already given, never asking new ones) for first- and last-turn
 //! accuracy, changed top diagnoses and wrong → right / right → wrong steps.
 //!
-//! Judge calls go through the same backends, scheduler and store as model calls (see [`judge`] for how they are
-//! stored, cached and resumed). Scoring is deterministic: the same stored answers (the model's and the judges')
+//! Judge calls go through the same backends, scheduler and store as model calls (see `nmb_judges::judge` for how
+//! they are stored, cached and resumed). Scoring is deterministic: the same stored answers (the model's and the judges')
 //! and the same options give the same report, byte for byte.
 
 pub mod aggregate;
 pub mod breadth;
-pub mod compare;
 mod config;
-pub mod cost;
 pub mod criteria;
 mod error;
-pub mod judge;
-pub mod jury;
 pub mod label_set;
 pub mod labels;
 pub mod lexicon;
 pub mod matching;
-pub mod pairwise;
 pub mod parse;
-pub mod prompts;
-pub mod results;
+pub mod repeats;
 pub mod revision;
-pub mod rubric;
 mod run;
 mod scorer;
 pub mod semantic;
-pub mod stability;
-pub mod stored;
 pub mod structured;
-pub mod thinking_probe;
+mod thinking;
 
-pub use config::{ConnectError, ConnectJudges, RubricChoice, ScoringConfig, SuiteOverride};
-pub use error::ScoreError;
-pub use judge::{JudgeModel, Panel};
-pub use rubric::Rubric;
+pub use config::{ConnectJudges, RubricChoice, ScoringConfig, SuiteOverride};
+pub use error::{ConnectError, ScoreError};
 pub use run::{score_run, score_suite, suite_source};
 pub use scorer::{score_loaded, ScoreOptions, MAX_RANK};
 pub use semantic::BertScoreSetting;
+pub use thinking::stored_probe;

@@ -20,8 +20,9 @@
 //! anatomical structure shared (with laterality stated where the reference states it) → match; structures named
 //! on both sides but none shared → no match; else inconclusive.
 
+use nmb_results::{MatchMethod, MatchOutcome};
+
 use crate::lexicon::{Lexicon, Relation};
-use crate::results::{MatchMethod, MatchOutcome};
 
 /// The rules' verdict on one pair.
 #[derive(Debug, Clone, PartialEq, Eq)]

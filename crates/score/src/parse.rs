@@ -17,11 +17,10 @@
 
 use std::cell::Cell;
 
+use nmb_results::{AnswerFormat, ParsedAnswer, RankedDiagnosis};
+use nmb_suite::Family;
 use serde::Deserialize;
 use serde_json::{Map, Value};
-
-use crate::results::{AnswerFormat, ParsedAnswer, RankedDiagnosis};
-use nmb_suite::Family;
 
 /// Why an answer could not be read into the shape its family needs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

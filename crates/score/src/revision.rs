@@ -36,69 +36,17 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use nmb_stats::{BootstrapConfig, Estimate};
+use nmb_results::revision::{Rate, RevisionGroup, RevisionReport, TurnAccuracy};
+use nmb_results::{MatchMethod, MatchOutcome, SampleScore, TurnOutcome, TurnScore};
+use nmb_stats::BootstrapConfig;
 use nmb_store::SampleRecord;
 use nmb_suite::{Family, Level, Task};
-use serde::{Deserialize, Serialize};
 
 use crate::aggregate::{estimate, has_ranked_answer};
 use crate::lexicon::{builtin, Lexicon};
 use crate::matching::match_diagnosis;
 use crate::parse::{parse_answer, ranked_diagnoses};
-use crate::results::{MatchMethod, MatchOutcome, SampleScore};
 use crate::ScoreError;
-
-/// What one turn's answer was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TurnOutcome {
-    /// The top diagnosis matches the reference.
-    Correct,
-    /// It does not.
-    Wrong,
-    /// No diagnosis could be read from the turn's answer; counts as wrong.
-    Unparseable,
-    /// The rules cannot decide the match and no judge verdict on the same candidate exists; neither right nor
-    /// wrong.
-    Unresolved,
-}
-
-impl TurnOutcome {
-    /// `Some(true)` correct, `Some(false)` wrong or unparseable, `None` unresolved.
-    pub fn correct(self) -> Option<bool> {
-        match self {
-            TurnOutcome::Correct => Some(true),
-            TurnOutcome::Wrong | TurnOutcome::Unparseable => Some(false),
-            TurnOutcome::Unresolved => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TurnOutcome::Correct => "correct",
-            TurnOutcome::Wrong => "wrong",
-            TurnOutcome::Unparseable => "unparseable",
-            TurnOutcome::Unresolved => "unresolved",
-        }
-    }
-}
-
-/// One answered turn of a consult sample.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TurnScore {
-    /// 0 is the opening question.
-    pub turn_index: u32,
-    pub outcome: TurnOutcome,
-    /// The top-ranked diagnosis as written; `None` when the turn is unparseable.
-    pub top_diagnosis: Option<String>,
-    /// It after normalisation (what the rules compared).
-    pub normalised: Option<String>,
-    /// How the match was decided: a rule (`normalisation`, `synonym`), or `judge` when a judge verdict on the
-    /// same candidate for this task's final answers was reused.
-    pub method: Option<MatchMethod>,
-    /// Why the rules decided as they did (or could not), or why the turn could not be read.
-    pub note: Option<String>,
-}
 
 /// What one consult sample did across its turns; `None` where it cannot be decided (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,66 +59,6 @@ pub struct Consult {
     pub wrong_to_right: Option<bool>,
     /// Some consecutive pair of turns went from correct to wrong (or unparseable).
     pub right_to_wrong: Option<bool>,
-}
-
-/// The revision numbers of a run: all consults, then per level.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RevisionReport {
-    pub overall: RevisionGroup,
-    pub by_level: Vec<RevisionGroup>,
-    /// What was left out and why (lesion consults, unresolved turns).
-    #[serde(default)]
-    pub notes: Vec<String>,
-}
-
-/// The consults of one group (all, or one level).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RevisionGroup {
-    /// `None` for all levels together.
-    pub level: Option<Level>,
-    /// Consult samples with answered turns (answered, parse failures included).
-    pub consults: usize,
-    /// Cases behind them (the bootstrap's clusters).
-    pub cases: usize,
-    /// Consult samples left out: errored, pending, or without a reference diagnosis.
-    pub left_out: usize,
-    /// Answered turns of those consults, and of them unparseable and unresolved.
-    pub turns: usize,
-    pub unparseable_turns: usize,
-    pub unresolved_turns: usize,
-    pub first_turn: TurnAccuracy,
-    pub last_turn: TurnAccuracy,
-    /// Share of consults whose top diagnosis changed between the first and the last turn.
-    pub changed_top_diagnosis: Rate,
-    /// Share of consults with at least one wrong → right step between consecutive turns.
-    pub wrong_to_right: Rate,
-    /// Share of consults with at least one right → wrong step between consecutive turns (anchoring's cost).
-    pub right_to_wrong: Rate,
-}
-
-/// Accuracy at one turn position over the consults whose turn was decided.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TurnAccuracy {
-    /// Consults whose turn counts (correct, wrong or unparseable).
-    pub n: usize,
-    pub correct: usize,
-    /// Counted in `n`, as wrong.
-    pub unparseable: usize,
-    /// Not counted in `n`.
-    pub unresolved: usize,
-    pub accuracy: Option<Estimate>,
-}
-
-/// A share of consults with a case-clustered bootstrap CI.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Rate {
-    /// Consults decided either way.
-    pub n: usize,
-    /// Of those, consults where it happened.
-    pub count: usize,
-    /// Consults left out because it could not be decided.
-    pub undecided: usize,
-    pub share: Option<Estimate>,
 }
 
 /// Whether `task` is a consult this report covers: later turns, and a family with a top diagnosis.
@@ -457,7 +345,8 @@ fn group(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::SampleStatus;
+    use nmb_results::SampleStatus;
+    use nmb_stats::Estimate;
     use nmb_suite::{Reference, Turn};
 
     const REFERENCE: &str = "Multiple sclerosis";
@@ -688,30 +577,16 @@ mod tests {
 
     fn score(t: &Task, sample: u32, status: SampleStatus) -> SampleScore {
         SampleScore {
-            task_id: t.id.clone(),
-            sample_index: sample,
-            case_id: t.id.split('/').next().unwrap().into(),
-            family: t.family,
-            level: t.level,
-            disease_group: None,
             modality: "MRI".into(),
-            case_metadata: Default::default(),
             status,
-            error_class: None,
-            parsed: None,
-            parse_error: None,
             correct: status.is_scored().then_some(false),
-            unresolved: false,
-            diagnosis: None,
-            lesion: None,
-            rubric: None,
-            bertscore: None,
-            taxonomy: None,
-            breadth: None,
-            structured: None,
-            turns: None,
-            criteria: None,
-            facts: Default::default(),
+            ..SampleScore::new(
+                t.id.clone(),
+                sample,
+                t.id.split('/').next().unwrap(),
+                t.family,
+                t.level,
+            )
         }
     }
 
@@ -851,7 +726,7 @@ mod tests {
 
     #[test]
     fn judge_verdicts_on_final_answers_decide_the_same_candidate_at_any_turn_of_the_task() {
-        use crate::results::{CandidateMatch, DiagnosisScore};
+        use nmb_results::{CandidateMatch, DiagnosisScore};
         let a = task("a/dx", Family::Differential, Level::MultiTurn, 2);
         let tasks: HashMap<&str, &Task> = [(a.id.as_str(), &a)].into_iter().collect();
         // Sample 0 ended on "Susac syndrome" and the judges said it is not MS; sample 1 opened with it.

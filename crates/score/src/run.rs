@@ -5,12 +5,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use nmb_requests::{Scheduler, SchedulerConfig};
+use nmb_results::stored;
+use nmb_results::ScoreReport;
 use nmb_store::{Manifest, Store};
 use nmb_suite::{Filter, Level, Source, Suite};
 
 use crate::config::{ConnectJudges, ScoringConfig, SuiteOverride};
-use crate::results::ScoreReport;
-use crate::{score_loaded, stored, ScoreError};
+use crate::{score_loaded, ScoreError};
 
 /// Scores `run_id` as `config` says and stores the report (replacing one with the same configuration hash).
 ///

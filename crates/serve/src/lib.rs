@@ -20,7 +20,7 @@
 //! for them. They alone load a script (`/review.js`: autosave and keyboard shortcuts) and work without it.
 //!
 //! It does not own SQL or the store's tables (`nmb-store`), scoring (`nmb-score`: it only reads the stored
-//! report's headline, and a small report's samples), the published report (`nmb-report`, which it does not
+//! report's headline, and a small report's samples, through `nmb-results`), the published report (`nmb-report`, which it does not
 //! depend on), tables and HTML escaping (`nmb-table`, whose `Table` and `escape` its pages use), or the rules of
 //! a review (`nmb-review`:
 //! tokens, who grades what, what a valid grade is, and the judges-against-clinicians tables a run page shows).

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use axum::http::header;
 use axum::response::{Html, IntoResponse, Response};
 use nmb_chat::{StoredConversation, StoredPart};
-use nmb_score::results::ErrorCategory;
+use nmb_results::ErrorCategory;
 use nmb_stats::Estimate;
 use nmb_store::{
     RunInfo, SampleFilter, SampleRecord, SampleScoreRow, SampleStatus, ScoreOutcome, Store,

@@ -2,7 +2,7 @@
 //! repeats of one answer spread [`UNSTABLE_SPREAD`] rubric points or more), each linked to its sample, and what
 //! the repeats added; a sample's page shows each judge's repeats (grade, seed, a link to the judge's stored call)
 //! beside the median the jury used, and marks the answer unstable by the rule the report follows
-//! ([`nmb_score::stability::unstable_item`]). With one asking there is no section at all.
+//! ([`nmb_results::stability::unstable_item`]). With one asking there is no section at all.
 //!
 //! The run page reads only the report's headline, which keeps the stability section and the judges' runs. A
 //! sample's page reads its verdicts from the report when the report is small enough to read for one page
@@ -11,10 +11,10 @@
 
 use std::fmt::Write as _;
 
-use nmb_score::results::{JudgeDecision, JudgeInfo, RubricVerdict, SampleScore};
-use nmb_score::stability::{
+use nmb_results::stability::{
     repeat_rows, spread, unstable_item, StabilityReport, UnstableItem, UNSTABLE_SPREAD,
 };
+use nmb_results::{JudgeDecision, JudgeInfo, RubricVerdict, SampleScore};
 use nmb_store::Store;
 use nmb_table::{Cell, Table};
 
@@ -61,7 +61,7 @@ impl Repeats {
     }
 
     /// The viewer's page of the call `judge` made for repeat `r` of the rubric grading of a sample (the judge
-    /// run keeps each question as a sample named after it; see `nmb_score::judge`).
+    /// run keeps each question as a sample named after it; see `nmb_judges::judge`).
     fn call_path(&self, judge: &str, r: usize, task_id: &str, sample_index: u32) -> Option<String> {
         let run = self.judge_run(judge, r)?;
         Some(sample_path(

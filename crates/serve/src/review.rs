@@ -18,9 +18,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::{Form, Router};
 use nmb_chat::StoredPart;
+use nmb_results::criteria::Criterion;
+use nmb_results::Rubric;
 use nmb_review::GradeForm;
-use nmb_score::criteria::Criterion;
-use nmb_score::Rubric;
 use nmb_store::{AssignedItem, Grade, ReviewSet, Store};
 
 use crate::common::review::{

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use axum::response::Html;
 use nmb_chat::{Role, StoredMessage, StoredPart};
+use nmb_results::Rubric;
 use nmb_review::{GradeForm, COMMENT_LIMIT, TAXONOMY, VERDICTS};
-use nmb_score::Rubric;
 
 use crate::html::{escape, thinking_block, url_encode};
 
@@ -123,7 +123,7 @@ pub(crate) struct ItemView<'a> {
     pub turns: &'a [TurnView],
     pub rubric: &'a Rubric,
     /// The criteria of the item's task, from the set's criterion rubric (empty without one).
-    pub criteria: &'a [nmb_score::criteria::Criterion],
+    pub criteria: &'a [nmb_results::criteria::Criterion],
     /// Filled in: the reviewer's newest grade, or what they just sent.
     pub form: &'a GradeForm,
     pub csrf: &'a str,

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use nmb_score::cost::Price;
+use nmb_results::cost::Price;
 use nmb_store::{Store, StoreError};
 
 use crate::{Cell, Study};

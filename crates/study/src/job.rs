@@ -9,14 +9,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use nmb_judges::JudgeModel;
 use nmb_requests::{BackendKind, CountersSnapshot, ModelSpec, Scheduler, Transport};
+use nmb_results::ScoreReport;
 use nmb_run::summary::Finished;
 use nmb_run::{
     connect_model, ConnectError, ConnectOptions, EvalConfig, EvalError, Invocation, Progress,
     ProgressSnapshot, RunOutcome,
 };
-use nmb_score::results::ScoreReport;
-use nmb_score::{JudgeModel, ScoreError, ScoringConfig};
+use nmb_score::{ScoreError, ScoringConfig};
 use nmb_store::Store;
 use tokio::sync::watch;
 

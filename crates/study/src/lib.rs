@@ -45,8 +45,8 @@ use std::path::{Path, PathBuf};
 
 use nmb_plan::InputMode;
 use nmb_requests::ModelSpec;
+use nmb_results::cost::Price;
 use nmb_run::{EvalConfig, TemplateChoice};
-use nmb_score::cost::Price;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -749,7 +749,8 @@ bertscore = false
             );
         let s = parse(Path::new("/studies/s.toml"), &text).unwrap();
         let cells = s.cells();
-        let flag = nmb_score::cost::Prices::from_specs(&["a=3,15,0.3,3.75", "b=1,4,0.1"]).unwrap();
+        let flag =
+            nmb_results::cost::Prices::from_specs(&["a=3,15,0.3,3.75", "b=1,4,0.1"]).unwrap();
         assert_eq!(cells[0].price, flag.for_model("a"), "as --price makes it");
         assert_eq!(cells[1].price, flag.for_model("b"));
         assert_eq!(cells[1].price.unwrap().cache_write_per_mtok, None);

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use nmb_score::results::Comparison;
-use nmb_score::stored;
+use nmb_results::stored;
+use nmb_results::Comparison;
 
 use super::score::{open_store, BootstrapArgs};
 
@@ -47,13 +47,13 @@ pub fn run(args: CompareArgs, at: &StoreAt) -> Result<ExitCode> {
     let load = |run: &str| -> Result<_> {
         store.run(run)?;
         stored::latest(&store, run)?
-            .ok_or_else(|| nmb_score::ScoreError::NotScored {
+            .ok_or_else(|| nmb_results::ResultsError::NotScored {
                 run_id: run.to_string(),
             })
             .context("cannot compare")
     };
     let (a, b) = (load(&args.run_a)?, load(&args.run_b)?);
-    let cmp = nmb_score::compare::compare(&a, &b, &args.bootstrap.config())?;
+    let cmp = nmb_results::compare::compare(&a, &b, &args.bootstrap.config())?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&cmp)?);
     } else {

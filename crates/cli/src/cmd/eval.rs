@@ -475,7 +475,7 @@ fn dry_run(config: &EvalConfig, as_json: bool) -> Result<ExitCode> {
 }
 
 /// The scores as `nmb eval --json` prints them in its one object.
-pub(super) fn scores_json(r: &nmb_score::results::ScoreReport) -> serde_json::Value {
+pub(super) fn scores_json(r: &nmb_results::ScoreReport) -> serde_json::Value {
     json!({
         "config_hash": r.config.config_hash,
         "overall": r.overall,
@@ -491,7 +491,7 @@ pub(super) fn scores_json(r: &nmb_score::results::ScoreReport) -> serde_json::Va
 fn report(
     out: &Output,
     done: &nmb_run::summary::Finished,
-    scores: Option<&nmb_score::results::ScoreReport>,
+    scores: Option<&nmb_results::ScoreReport>,
 ) -> Result<()> {
     if out.json {
         println!("{}", done.json(scores.map(scores_json)));

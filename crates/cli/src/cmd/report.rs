@@ -116,7 +116,7 @@ pub fn run(args: ReportArgs, at: &StoreAt) -> Result<ExitCode> {
         };
         // Two stored scorings that differ only in whether the judges saw the thinking: the probe pairs them.
         if let Some(scores) = run.scores.as_ref().filter(|_| stored) {
-            run.thinking_probe = nmb_score::thinking_probe::stored_probe(
+            run.thinking_probe = nmb_score::stored_probe(
                 &store,
                 scores,
                 nmb_review::DEFAULT_RUBRIC_PASS,

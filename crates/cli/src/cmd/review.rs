@@ -305,11 +305,18 @@ fn judge(args: JudgeArgs, at: &StoreAt) -> Result<ExitCode> {
         ..nmb_stats::BootstrapConfig::default()
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    let results = runtime
-        .block_on(nmb_review::judge_pairwise_set(
-            &store, &args.set, &judges, &cfg,
+    let cannot = || format!("cannot judge the pairs of review set {}", args.set);
+    let pairs = nmb_review::pairs_to_judge(&store, &args.set).with_context(cannot)?;
+    let (specs, verdicts) = runtime
+        .block_on(nmb_judges::pairwise::judge_pairs(
+            &store,
+            &judges,
+            &pairs.scored,
+            &pairs.pairs,
         ))
-        .with_context(|| format!("cannot judge the pairs of review set {}", args.set))?;
+        .with_context(cannot)?;
+    let results = nmb_review::judges_beside_clinicians(&store, &pairs, &specs, &verdicts, &cfg)
+        .with_context(cannot)?;
     if args.json {
         let doc = serde_json::json!({"set_id": args.set, "judges": results});
         println!("{}", serde_json::to_string_pretty(&doc)?);

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use nmb_requests::ModelSpec;
+use nmb_results::criteria::CriterionRubric;
+use nmb_score::criteria::direction;
 use nmb_score::criteria::lint::{judged, lint, unread_safety, Finding, Severity};
-use nmb_score::criteria::{direction, CriterionRubric};
 use nmb_score::ScoringConfig;
 use serde_json::json;
 

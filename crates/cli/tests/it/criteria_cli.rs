@@ -9,7 +9,7 @@ use crate::common;
 
 use common::*;
 use nmb_fake_server::{Config, ReceivedRequest, Reply, Wire};
-use nmb_score::criteria::CriterionRubric;
+use nmb_results::criteria::CriterionRubric;
 use serde_json::Value;
 
 pub(crate) fn repo_file(rel: &str) -> String {
@@ -301,7 +301,7 @@ fn report_shows_each_criterion_worst_first(
             slot.1 += 1;
         }
     }
-    let mut rows: Vec<(String, &nmb_score::criteria::Criterion, f64, usize)> = counts
+    let mut rows: Vec<(String, &nmb_results::criteria::Criterion, f64, usize)> = counts
         .iter()
         .map(|((task, id), (met, decided))| {
             let c = rubric.for_task(task).iter().find(|c| &c.id == id).unwrap();
@@ -309,7 +309,7 @@ fn report_shows_each_criterion_worst_first(
         })
         .collect();
     // Harms by falling rate, then the rest by rising rate; ties to the larger points, then task and id.
-    let rank = |r: &(String, &nmb_score::criteria::Criterion, f64, usize)| {
+    let rank = |r: &(String, &nmb_results::criteria::Criterion, f64, usize)| {
         if r.1.points < 0.0 {
             (0, -r.2)
         } else {

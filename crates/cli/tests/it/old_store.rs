@@ -9,7 +9,7 @@ use std::path::Path;
 
 use common::*;
 use nmb_fake_server::Config;
-use nmb_score::results::ScoreReport;
+use nmb_results::ScoreReport;
 use serde_json::Value;
 
 const FIXTURE: &str = concat!(

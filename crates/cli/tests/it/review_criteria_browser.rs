@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use fantoccini::{Client, Locator};
 use nmb_fake_server::Config;
-use nmb_score::criteria::CriterionRubric;
+use nmb_results::criteria::CriterionRubric;
 use nmb_test_support::browser::WebDriver;
 
 use crate::common::*;

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use nmb_score::results::{Breakdown, GroupAggregate, SampleScore};
+use nmb_results::{Breakdown, GroupAggregate, SampleScore};
 use nmb_stats::Estimate;
 
 use crate::input::RunData;

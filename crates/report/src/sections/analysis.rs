@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nmb_score::results::Comparison;
+use nmb_results::Comparison;
 use nmb_stats::{
     bootstrap_mean, model_rank_correlation, BootstrapConfig, Design, Estimate, RankCorrelation,
 };
@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::input::RunData;
 use crate::sections::sweep::task_pass;
 
-pub use nmb_score::cost::{CostSplit, Price, Prices, Tokens};
+pub use nmb_results::cost::{CostSplit, Price, Prices, Tokens};
 
 /// The price `prices` gives `run`'s model.
 pub fn price_for(prices: &Prices, run: &RunData) -> Option<Price> {
@@ -211,7 +211,7 @@ fn two_axis(runs: &[RunData], cfg: &BootstrapConfig) -> Option<TwoAxis> {
     })
 }
 
-/// Every pair of runs of different models on the same suite, compared with nmb-score's paired comparison (the
+/// Every pair of runs of different models on the same suite, compared with nmb-results' paired comparison (the
 /// same numbers as `nmb compare`). On a suite with a prompt sweep (`swept`, by suite hash) only runs under the
 /// same template are paired: comparing model A under one prompt with model B under another mixes two effects.
 fn paired(
@@ -234,7 +234,7 @@ fn paired(
             {
                 continue;
             }
-            match nmb_score::compare::compare(sa, sb, cfg) {
+            match nmb_results::compare::compare(sa, sb, cfg) {
                 Ok(c) if c.groups.first().is_some_and(|g| g.items > 0) => out.push(c),
                 Ok(_) => notes.push(format!(
                     "runs {} and {} share a suite but no item scored in both; no paired comparison",

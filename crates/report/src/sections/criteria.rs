@@ -3,7 +3,7 @@
 
 use std::cmp::Ordering;
 
-use nmb_score::criteria::score::CriterionRate;
+use nmb_results::criteria::score::CriterionRate;
 
 use crate::sections::summary::{run_columns, ScoredRun};
 use crate::table::{percent, Cell, Table};

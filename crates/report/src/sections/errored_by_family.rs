@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use nmb_score::results::SampleStatus;
+use nmb_results::SampleStatus;
 use nmb_stats::{wilson, Estimate};
 use serde::Serialize;
 

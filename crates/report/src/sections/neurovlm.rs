@@ -2,9 +2,9 @@
 //! Markdown and CSV copies cannot drift apart. The numbers are the score report's; only the efficiency is
 //! recomputed, when scoring had no price and the report has one.
 
-use nmb_score::structured::report::FieldReport;
-use nmb_score::structured::safety::CONFIDENT;
-use nmb_score::structured::{efficiency, Efficiency, StructuredReport, Usage, FIELDS, FLAGS};
+use nmb_results::structured::FieldReport;
+use nmb_results::structured::CONFIDENT;
+use nmb_results::structured::{efficiency, Efficiency, StructuredReport, Usage, FIELDS, FLAGS};
 use nmb_stats::{Bin, Estimate};
 
 use crate::input::RunData;

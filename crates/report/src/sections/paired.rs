@@ -1,7 +1,7 @@
 //! The paired-comparison table (two models on the same suite), built once for the HTML and Markdown reports and
 //! `nmb compare`'s terminal output.
 
-use nmb_score::results::Comparison;
+use nmb_results::Comparison;
 use nmb_stats::{McNemar, PairedComparison};
 
 use crate::table::{Cell, Table};

@@ -1,8 +1,8 @@
 //! The revision table: per run and level, how multi-turn consults moved as evidence arrived (first- and
 //! last-turn accuracy, changed top diagnosis, wrong → right and right → wrong), built once for HTML and
-//! Markdown. The numbers are the score report's ([`nmb_score::revision`]).
+//! Markdown. The numbers are the score report's ([`nmb_results::revision`]).
 
-use nmb_score::revision::{Rate, RevisionGroup};
+use nmb_results::revision::{Rate, RevisionGroup};
 use nmb_suite::Level;
 
 use crate::input::RunData;

@@ -1,9 +1,9 @@
 //! Judge stability (`nmb score --judge-repeats K`): per run, judge and quantity, the test–retest ICC and
 //! Fleiss' kappa between the judge's repeats; the items whose repeats disagree; what the repeats added; and one
 //! sentence per judge a clinician can read. Built once as tables for HTML, Markdown and the terminal; the numbers
-//! are the score report's ([`nmb_score::stability`]).
+//! are the score report's ([`nmb_results::stability`]).
 
-use nmb_score::stability::{JudgeStability, StabilityReport};
+use nmb_results::stability::{JudgeStability, StabilityReport};
 use nmb_stats::Estimate;
 
 use crate::sections::summary::{run_columns, ScoredRun};
@@ -129,7 +129,7 @@ fn sentence(
     run: &str,
     s: &StabilityReport,
     overall: Option<&JudgeStability>,
-    added: &nmb_score::stability::RepeatCost,
+    added: &nmb_results::stability::RepeatCost,
 ) -> String {
     let steadiness = match overall.and_then(|m| m.icc.as_ref().map(|e| (m, e))) {
         Some((m, e)) if (e.value, e.ci_low, e.ci_high) == (1.0, 1.0, 1.0) => format!(

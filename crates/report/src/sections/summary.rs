@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use nmb_score::results::{GroupAggregate, ScoreReport};
+use nmb_results::{GroupAggregate, ScoreReport};
 use nmb_stats::Estimate;
 use nmb_store::SampleRecord;
 use nmb_suite::{Family, Level};

@@ -609,7 +609,7 @@ pub fn rows(groups: &[SweepGroup]) -> Vec<SweepRow> {
 }
 
 /// Per-task pass@k reading (a) as the score report holds it.
-pub(crate) fn task_pass(t: &nmb_score::results::TaskScore, k: usize) -> Option<f64> {
+pub(crate) fn task_pass(t: &nmb_results::TaskScore, k: usize) -> Option<f64> {
     let keys = [k.to_string(), format!("pass@{k}"), format!("pass_at_{k}")];
     keys.iter()
         .find_map(|key| t.pass_at_k_unbiased.get(key))

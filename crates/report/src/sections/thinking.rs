@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use nmb_score::results::SampleScore;
+use nmb_results::SampleScore;
 use nmb_stats::{bootstrap_mean, BootstrapConfig, Design, Estimate};
 use nmb_store::{SampleRecord, SampleStatus, TurnRecord};
 use nmb_suite::{Family, Level};

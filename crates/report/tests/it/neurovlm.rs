@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use nmb_fake_server::{ReceivedRequest, Reply};
 use nmb_report::{load_run, write_report, Prices, ReportOptions, RunData, Written};
-use nmb_score::results::ScoreReport;
-use nmb_score::structured::StructuredReport;
+use nmb_results::structured::StructuredReport;
+use nmb_results::ScoreReport;
 use nmb_stats::Estimate;
 use nmb_store::Store;
 use nmb_suite::{Reference, Suite};
@@ -287,7 +287,7 @@ fn structured_runs_get_the_neurovlm_section_in_every_format() {
         assert!(s.cost.price.is_none(), "scored without a price");
         assert!(s.calibration.is_some(), "confidences were given");
     }
-    for flag in nmb_score::structured::FLAGS {
+    for flag in nmb_results::structured::FLAGS {
         assert!(
             runs.iter()
                 .any(|r| report_of(r).safety_flags[flag].value > 0.0),

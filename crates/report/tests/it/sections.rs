@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use nmb_report::{load_run, write_report, Format, ReportOptions, RunData};
-use nmb_score::results::SampleStatus;
+use nmb_results::SampleStatus;
 use nmb_store::Store;
 
 /// One run of the sample suite by a half-skilled model, its first `faults` calls failing with a 400 that the

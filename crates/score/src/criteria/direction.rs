@@ -16,11 +16,12 @@ use nmb_store::Store;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::CriterionRubric;
-use crate::judge::{default_judge_params, Asking, JudgeModel, JudgeRunOf, Panel, Question};
-use crate::jury::Repeated;
-use crate::prompts::template_hash;
-use crate::rubric::{check_keys, strict_json_object};
+use nmb_judges::judge::Repeated;
+use nmb_judges::judge::{default_judge_params, Asking, JudgeModel, JudgeRunOf, Panel, Question};
+use nmb_judges::prompts::template_hash;
+use nmb_judges::rubric::{check_keys, strict_json_object};
+use nmb_results::criteria::CriterionRubric;
+
 use crate::ScoreError;
 
 pub const DIRECTION_ID: &str = "judge-criterion-direction-v1";

@@ -32,8 +32,9 @@
 
 use std::fmt;
 
+use nmb_results::criteria::{Criterion, CriterionRubric};
+
 use super::direction::{Direction, JudgeReadings, Reading as JudgeReading};
-use super::{Criterion, CriterionRubric};
 
 /// The tag that marks a criterion's sign as checked by a person.
 pub const SIGN_CHECKED: &str = "lint:sign-checked";
@@ -363,6 +364,12 @@ fn check_one(c: &Criterion) -> Vec<(Severity, &'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sample_criteria_lint_clean() {
+        let findings = lint(&CriterionRubric::sample());
+        assert!(findings.is_empty(), "{findings:#?}");
+    }
 
     #[test]
     fn harms_are_read_as_harms_unless_avoided() {

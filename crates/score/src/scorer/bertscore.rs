@@ -7,7 +7,7 @@ use crate::ScoreError;
 pub(super) fn bertscore(
     setting: &BertScoreSetting,
     work: &mut [Work<'_>],
-) -> Result<crate::results::BertScoreConfig, ScoreError> {
+) -> Result<nmb_results::BertScoreConfig, ScoreError> {
     let mut targets = Vec::new();
     let mut pairs = Vec::new();
     for (i, w) in work.iter().enumerate() {

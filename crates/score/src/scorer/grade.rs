@@ -1,15 +1,16 @@
 //! Rubric grading by the judges, and their agreement.
 
+use nmb_judges::judge::{Answer, Panel, Question};
+use nmb_judges::jury::{agreement_rows, Jury};
+use nmb_judges::prompts::{self, Context};
+use nmb_judges::rubric::Grade;
+use nmb_results::rubric::Rubric;
+use nmb_results::{DimensionScore, JuryAgreement, RubricResult};
 use nmb_stats::{BootstrapConfig, Measure};
 use nmb_store::SampleRecord;
 
 use super::resolve::count_failures;
 use super::Work;
-use crate::judge::{Answer, Panel, Question};
-use crate::jury::{agreement_rows, Jury};
-use crate::prompts::{self, Context};
-use crate::results::{DimensionScore, JuryAgreement, RubricResult};
-use crate::rubric::{Grade, Rubric};
 use crate::ScoreError;
 
 /// The answers of every turn of a sample, for judges: the answer alone, or with `thinking` the model's thinking
@@ -51,19 +52,7 @@ pub(super) async fn grade_rubric(
         .collect();
     let questions: Vec<Question> = targets
         .iter()
-        .map(|&i| {
-            let w = &work[i];
-            let answers = turn_answers(w.record, thinking);
-            prompts::rubric(
-                rubric,
-                &Context {
-                    case: w.case,
-                    task: w.task,
-                    answers: &answers,
-                },
-                w.record.sample_index,
-            )
-        })
+        .map(|&i| rubric_question(rubric, &work[i], thinking))
         .collect();
     let answers: Vec<Vec<Answer<Grade>>> = if questions.is_empty() {
         Vec::new()
@@ -73,50 +62,76 @@ pub(super) async fn grade_rubric(
             .await?
     };
     count_failures(&answers, failed);
-    let dims = rubric.dimension_ids();
     let mut rows = Vec::new();
     for (&i, a) in targets.iter().zip(&answers) {
-        let verdicts = jury.rubric_verdicts(a);
-        let scores: Vec<DimensionScore> = dims
-            .iter()
-            .map(|d| DimensionScore {
-                dimension: d.clone(),
-                score: jury.combine_scores(
-                    &verdicts
-                        .iter()
-                        .filter_map(|v| v.scores.get(d).copied())
-                        .collect::<Vec<_>>(),
-                ),
-            })
-            .collect();
-        let overall = jury.combine_scores(
-            &verdicts
-                .iter()
-                .filter_map(|v| v.overall)
-                .collect::<Vec<_>>(),
-        );
-        let mut per_dim: Vec<Vec<Option<f64>>> = dims
-            .iter()
-            .map(|d| {
-                verdicts
-                    .iter()
-                    .map(|v| v.scores.get(d).map(|s| f64::from(*s)))
-                    .collect()
-            })
-            .collect();
-        per_dim.push(verdicts.iter().map(|v| v.overall.map(f64::from)).collect());
+        let (result, per_dim) = rubric_result(jury, rubric, a);
         rows.push(per_dim);
-        work[i].score.rubric = Some(RubricResult {
-            rubric_id: rubric.id.clone(),
-            rubric_version: rubric.version.clone(),
-            rubric_hash: rubric.hash.clone(),
-            aggregation: jury.aggregation,
-            scores,
-            overall,
-            judges: verdicts,
-        });
+        work[i].score.rubric = Some(result);
     }
     Ok(rows)
+}
+
+/// The rubric question of one sample's answers.
+fn rubric_question(rubric: &Rubric, w: &Work<'_>, thinking: bool) -> Question {
+    let answers = turn_answers(w.record, thinking);
+    prompts::rubric(
+        rubric,
+        &Context {
+            case: w.case,
+            task: w.task,
+            answers: &answers,
+        },
+        w.record.sample_index,
+    )
+}
+
+/// The jury's rubric result from the judges' answers on one sample, and each judge's score per dimension (rubric
+/// order, then overall) for agreement.
+fn rubric_result(
+    jury: &Jury<'_>,
+    rubric: &Rubric,
+    answers: &[Answer<Grade>],
+) -> (RubricResult, Vec<Vec<Option<f64>>>) {
+    let dims = rubric.dimension_ids();
+    let verdicts = jury.rubric_verdicts(answers);
+    let scores: Vec<DimensionScore> = dims
+        .iter()
+        .map(|d| DimensionScore {
+            dimension: d.clone(),
+            score: jury.combine_scores(
+                &verdicts
+                    .iter()
+                    .filter_map(|v| v.scores.get(d).copied())
+                    .collect::<Vec<_>>(),
+            ),
+        })
+        .collect();
+    let overall = jury.combine_scores(
+        &verdicts
+            .iter()
+            .filter_map(|v| v.overall)
+            .collect::<Vec<_>>(),
+    );
+    let mut per_dim: Vec<Vec<Option<f64>>> = dims
+        .iter()
+        .map(|d| {
+            verdicts
+                .iter()
+                .map(|v| v.scores.get(d).map(|s| f64::from(*s)))
+                .collect()
+        })
+        .collect();
+    per_dim.push(verdicts.iter().map(|v| v.overall.map(f64::from)).collect());
+    let result = RubricResult {
+        rubric_id: rubric.id.clone(),
+        rubric_version: rubric.version.clone(),
+        rubric_hash: rubric.hash.clone(),
+        aggregation: jury.aggregation,
+        scores,
+        overall,
+        judges: verdicts,
+    };
+    (result, per_dim)
 }
 
 pub(super) fn rubric_agreement(

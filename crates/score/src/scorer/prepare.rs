@@ -2,8 +2,12 @@
 
 use std::collections::BTreeSet;
 
+use nmb_judges::prompts::Field;
+use nmb_results::{
+    AnswerFacts, MatchMethod, MatchOutcome, ParsedAnswer, SampleScore, SampleStatus,
+};
 use nmb_store::SampleRecord;
-use nmb_suite::{Case, Family, Task};
+use nmb_suite::{Case, Family, Reference, Task};
 
 use super::Work;
 use super::MAX_RANK;
@@ -11,8 +15,6 @@ use crate::breadth::{self, BreadthError};
 use crate::lexicon::Lexicon;
 use crate::matching::{match_diagnosis, match_lesion_type, match_location, RuleVerdict};
 use crate::parse::{parse_answer, ranked_diagnoses};
-use crate::prompts::Field;
-use crate::results::{AnswerFacts, MatchMethod, MatchOutcome, SampleScore, SampleStatus};
 
 pub(super) fn prepare<'a>(
     lex: &Lexicon,
@@ -20,54 +22,23 @@ pub(super) fn prepare<'a>(
     case: &'a Case,
     task: &'a Task,
 ) -> Work<'a> {
-    let mut score = SampleScore {
-        task_id: task.id.clone(),
-        sample_index: record.sample_index,
-        case_id: case.id.clone(),
-        family: task.family,
-        level: task.level,
-        disease_group: task
-            .metadata
-            .get("disease_group")
-            .or_else(|| case.metadata.get("disease_group"))
-            .cloned(),
-        modality: modality(case, task),
-        case_metadata: case.metadata.clone(),
-        status: SampleStatus::Ok,
-        error_class: None,
-        parsed: None,
-        parse_error: None,
-        correct: None,
-        unresolved: false,
-        diagnosis: None,
-        lesion: None,
-        rubric: None,
-        bertscore: None,
-        taxonomy: None,
-        breadth: None,
-        structured: None,
-        turns: None,
-        criteria: None,
-        facts: Default::default(),
-    };
     let mut w = Work {
         record,
         case,
         task,
-        score: score.clone(),
+        score: unscored(record, case, task),
         rules: Vec::new(),
         lesion_rules: Vec::new(),
     };
+    let score = &mut w.score;
     match record.status {
         nmb_store::SampleStatus::Errored => {
             score.status = SampleStatus::Errored;
             score.error_class = record.error_class.clone();
-            w.score = score;
             return w;
         }
         nmb_store::SampleStatus::Pending => {
             score.status = SampleStatus::Pending;
-            w.score = score;
             return w;
         }
         nmb_store::SampleStatus::Ok => {}
@@ -77,26 +48,12 @@ pub(super) fn prepare<'a>(
     let text = nmb_chat::split_thinking(stored).answer.to_string();
     score.facts = AnswerFacts::of(&text);
     if task.family.is_breadth() {
-        match breadth::score_answer(task, &text) {
-            Ok(v) => {
-                score.correct = Some(v.correct);
-                score.breadth = Some(v);
-            }
-            Err(BreadthError::NoReference) | Err(BreadthError::NotBreadth(_)) => {
-                score.status = SampleStatus::NoReference;
-            }
-        }
-        w.score = score;
+        score_breadth(score, task, &text);
         return w;
     }
     let reference = task.reference.clone().unwrap_or_default();
-    let has_reference = match task.family {
-        Family::Lesion => reference.lesion_type.is_some() || reference.lesion_location.is_some(),
-        _ => reference.diagnosis.is_some(),
-    };
-    if !has_reference {
+    if !has_reference(task.family, &reference) {
         score.status = SampleStatus::NoReference;
-        w.score = score;
         return w;
     }
     let parsed = parse_answer(task.family, &text);
@@ -105,56 +62,110 @@ pub(super) fn prepare<'a>(
         score.status = SampleStatus::ParseFailed;
         score.parse_error = Some(e.to_string());
         score.correct = Some(false);
-        w.score = score;
         return w;
     }
-    let answer = parsed.answer;
     match task.family {
-        Family::Lesion => {
-            for (field, cand, refr) in [
-                (
-                    Field::LesionType,
-                    &answer.lesion_type,
-                    &reference.lesion_type,
-                ),
-                (
-                    Field::Location,
-                    &answer.lesion_location,
-                    &reference.lesion_location,
-                ),
-            ] {
-                let verdict = refr.as_ref().map(|r| {
-                    let c = cand.as_deref().unwrap_or("");
-                    match field {
-                        Field::LesionType => match_lesion_type(lex, c, r),
-                        _ => match_location(lex, c, r),
-                    }
-                });
-                w.lesion_rules.push((field, cand.clone(), verdict));
-            }
-        }
-        Family::Structured => w.rules.push(structured_verdict(&answer, &reference)),
-        _ => {
-            let refr = reference.diagnosis.as_deref().unwrap_or("");
-            for entry in ranked_diagnoses(&answer).into_iter().take(MAX_RANK) {
-                let v = match_diagnosis(lex, &entry.diagnosis, refr, &reference.synonyms);
-                let matched = v.outcome == MatchOutcome::Match;
-                w.rules.push((entry.rank, entry.diagnosis, v));
-                if matched {
-                    break; // later entries cannot change the first matching rank
-                }
-            }
-        }
+        Family::Lesion => w.lesion_rules = lesion_rules(lex, &parsed.answer, &reference),
+        Family::Structured => w.rules.push(structured_verdict(&parsed.answer, &reference)),
+        _ => w.rules = diagnosis_rules(lex, &parsed.answer, &reference),
     }
-    w.score = score;
     w
 }
 
+/// The sample's score before anything is read: its task, case and their metadata.
+fn unscored(record: &SampleRecord, case: &Case, task: &Task) -> SampleScore {
+    SampleScore {
+        disease_group: task
+            .metadata
+            .get("disease_group")
+            .or_else(|| case.metadata.get("disease_group"))
+            .cloned(),
+        modality: modality(case, task),
+        case_metadata: case.metadata.clone(),
+        ..SampleScore::new(
+            task.id.clone(),
+            record.sample_index,
+            case.id.clone(),
+            task.family,
+            task.level,
+        )
+    }
+}
+
+/// A breadth answer's verdict; a task without the reference its family needs has none.
+fn score_breadth(score: &mut SampleScore, task: &Task, text: &str) {
+    match breadth::score_answer(task, text) {
+        Ok(v) => {
+            score.correct = Some(v.correct);
+            score.breadth = Some(v);
+        }
+        Err(BreadthError::NoReference) | Err(BreadthError::NotBreadth(_)) => {
+            score.status = SampleStatus::NoReference;
+        }
+    }
+}
+
+/// The reference has what the family is scored on.
+fn has_reference(family: Family, reference: &Reference) -> bool {
+    match family {
+        Family::Lesion => reference.lesion_type.is_some() || reference.lesion_location.is_some(),
+        _ => reference.diagnosis.is_some(),
+    }
+}
+
+/// The rules' verdicts on a lesion answer's type and location, each with the candidate text.
+fn lesion_rules(
+    lex: &Lexicon,
+    answer: &ParsedAnswer,
+    reference: &Reference,
+) -> Vec<(Field, Option<String>, Option<RuleVerdict>)> {
+    [
+        (
+            Field::LesionType,
+            &answer.lesion_type,
+            &reference.lesion_type,
+        ),
+        (
+            Field::Location,
+            &answer.lesion_location,
+            &reference.lesion_location,
+        ),
+    ]
+    .into_iter()
+    .map(|(field, cand, refr)| {
+        let verdict = refr.as_ref().map(|r| {
+            let c = cand.as_deref().unwrap_or("");
+            match field {
+                Field::LesionType => match_lesion_type(lex, c, r),
+                _ => match_location(lex, c, r),
+            }
+        });
+        (field, cand.clone(), verdict)
+    })
+    .collect()
+}
+
+/// The rules' verdicts on the ranked diagnoses, in rank order up to the first match (within [`MAX_RANK`]).
+fn diagnosis_rules(
+    lex: &Lexicon,
+    answer: &ParsedAnswer,
+    reference: &Reference,
+) -> Vec<(u32, String, RuleVerdict)> {
+    let refr = reference.diagnosis.as_deref().unwrap_or("");
+    let mut out = Vec::new();
+    for entry in ranked_diagnoses(answer).into_iter().take(MAX_RANK) {
+        let v = match_diagnosis(lex, &entry.diagnosis, refr, &reference.synonyms);
+        let matched = v.outcome == MatchOutcome::Match;
+        out.push((entry.rank, entry.diagnosis, v));
+        if matched {
+            break; // later entries cannot change the first matching rank
+        }
+    }
+    out
+}
+
 /// A structured answer is right when the class it names is the reference's class: exact, never judged.
-fn structured_verdict(
-    answer: &crate::results::ParsedAnswer,
-    reference: &nmb_suite::Reference,
-) -> (u32, String, RuleVerdict) {
+fn structured_verdict(answer: &ParsedAnswer, reference: &Reference) -> (u32, String, RuleVerdict) {
     let schema = crate::structured::Schema::bundled();
     let want = reference
         .diagnosis

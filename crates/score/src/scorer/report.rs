@@ -2,23 +2,23 @@
 
 use std::collections::BTreeSet;
 
+use nmb_judges::prompts;
+use nmb_results::criteria::CriterionRubric;
+use nmb_results::rubric::Rubric;
+use nmb_results::{
+    BertScoreConfig, Breakdown, GroupAggregate, JudgeInfo, JuryAgreement, MatchingConfig,
+    SampleScore, ScoreReport, ScoringConfig, TaskScore, TaxonomyConfig, KS, SCHEMA_VERSION,
+};
 use nmb_stats::BootstrapConfig;
 use nmb_store::{canonical_json, RunInfo};
-use nmb_suite::{Family, Level, Suite};
+use nmb_suite::Suite;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use super::ScoreOptions;
 use super::MAX_RANK;
 use crate::aggregate::{aggregate, task_scores, GroupKey};
-use crate::criteria::CriterionRubric;
 use crate::lexicon::Lexicon;
-use crate::prompts;
-use crate::results::{
-    BertScoreConfig, Breakdown, GroupAggregate, JudgeInfo, JuryAgreement, MatchingConfig,
-    SampleScore, ScoreReport, ScoringConfig, TaskScore, TaxonomyConfig, KS, SCHEMA_VERSION,
-};
-use crate::rubric::Rubric;
 use crate::ScoreError;
 
 #[allow(clippy::too_many_arguments)]
@@ -68,7 +68,7 @@ pub(super) fn scoring_config(
         criteria: criteria.map(CriterionRubric::info),
     };
     if criteria.is_some() {
-        let (id, hash) = crate::criteria::judge::template_version();
+        let (id, hash) = nmb_judges::criteria::template_version();
         config.judge_prompts.insert(id, hash);
     }
     config.config_hash = config_hash(&config);
@@ -140,83 +140,51 @@ pub(super) fn build_report(
     cfg: &BootstrapConfig,
 ) -> Result<ScoreReport, ScoreError> {
     let tasks = task_scores(&samples)?;
-    let group = |by: Breakdown,
-                 key: GroupKey,
-                 keep: &dyn Fn(&TaskScore) -> bool|
-     -> Result<Option<GroupAggregate>, ScoreError> {
-        let ts: Vec<&TaskScore> = tasks.iter().filter(|t| keep(t)).collect();
-        if ts.is_empty() {
-            return Ok(None);
-        }
-        let ids: BTreeSet<&str> = ts.iter().map(|t| t.task_id.as_str()).collect();
-        let ss: Vec<&SampleScore> = samples
-            .iter()
-            .filter(|s| ids.contains(s.task_id.as_str()))
-            .collect();
-        Ok(Some(aggregate(
-            GroupKey {
-                by: Some(by),
-                ..key
-            },
-            &ts,
-            &ss,
-            cfg,
-        )?))
+    let groups = Groups {
+        tasks: &tasks,
+        samples: &samples,
+        cfg,
     };
-    let levels: BTreeSet<Level> = tasks.iter().map(|t| t.level).collect();
-    let families: BTreeSet<Family> = tasks.iter().map(|t| t.family).collect();
-    let diseases: BTreeSet<String> = tasks.iter().map(disease).collect();
-    let modalities: BTreeSet<String> = tasks.iter().map(|t| t.modality.clone()).collect();
-
-    let overall = match group(Breakdown::Overall, GroupKey::default(), &|_| true)? {
-        Some(g) => g,
-        None => empty_group(),
-    };
-    let mut by_level_family = Vec::new();
-    for &l in &levels {
-        for &f in &families {
-            let key = GroupKey {
-                level: Some(l),
-                family: Some(f),
-                ..GroupKey::default()
-            };
-            by_level_family.extend(group(Breakdown::LevelFamily, key, &|t| {
-                t.level == l && t.family == f
-            })?);
-        }
-    }
-    let mut by_family = Vec::new();
-    for &f in &families {
-        let key = GroupKey {
+    let overall = groups
+        .group(Breakdown::Overall, GroupKey::default(), &|_| true)?
+        .unwrap_or_else(empty_group);
+    let by_level_family = groups.each(
+        Breakdown::LevelFamily,
+        |t| (t.level, t.family),
+        |&(l, f)| GroupKey {
+            level: Some(l),
             family: Some(f),
             ..GroupKey::default()
-        };
-        by_family.extend(group(Breakdown::Family, key, &|t| t.family == f)?);
-    }
-    let mut by_level = Vec::new();
-    for &l in &levels {
-        let key = GroupKey {
+        },
+    )?;
+    let by_family = groups.each(
+        Breakdown::Family,
+        |t| t.family,
+        |&f| GroupKey {
+            family: Some(f),
+            ..GroupKey::default()
+        },
+    )?;
+    let by_level = groups.each(
+        Breakdown::Level,
+        |t| t.level,
+        |&l| GroupKey {
             level: Some(l),
             ..GroupKey::default()
-        };
-        by_level.extend(group(Breakdown::Level, key, &|t| t.level == l)?);
-    }
-    let mut by_disease_group = Vec::new();
-    for d in &diseases {
-        let key = GroupKey {
-            disease_group: Some(d.clone()),
-            ..GroupKey::default()
-        };
-        by_disease_group.extend(group(Breakdown::DiseaseGroup, key, &|t| disease(t) == *d)?);
-    }
-    let mut by_modality = Vec::new();
-    for m in &modalities {
-        let key = GroupKey {
+        },
+    )?;
+    let by_disease_group = groups.each(Breakdown::DiseaseGroup, disease, |d| GroupKey {
+        disease_group: Some(d.clone()),
+        ..GroupKey::default()
+    })?;
+    let by_modality = groups.each(
+        Breakdown::Modality,
+        |t| t.modality.clone(),
+        |m| GroupKey {
             modality: Some(m.clone()),
             ..GroupKey::default()
-        };
-        by_modality.extend(group(Breakdown::Modality, key, &|t| t.modality == *m)?);
-    }
+        },
+    )?;
     Ok(ScoreReport {
         schema_version: SCHEMA_VERSION,
         run_id: run_id.to_string(),
@@ -239,12 +207,60 @@ pub(super) fn build_report(
     })
 }
 
+/// A run's task scores and samples, aggregated group by group.
+struct Groups<'a> {
+    tasks: &'a [TaskScore],
+    samples: &'a [SampleScore],
+    cfg: &'a BootstrapConfig,
+}
+
+impl Groups<'_> {
+    /// The aggregate of the tasks `keep` accepts (and their samples) under `key`; `None` without such a task.
+    fn group(
+        &self,
+        by: Breakdown,
+        key: GroupKey,
+        keep: &dyn Fn(&TaskScore) -> bool,
+    ) -> Result<Option<GroupAggregate>, ScoreError> {
+        let ts: Vec<&TaskScore> = self.tasks.iter().filter(|t| keep(t)).collect();
+        if ts.is_empty() {
+            return Ok(None);
+        }
+        let ids: BTreeSet<&str> = ts.iter().map(|t| t.task_id.as_str()).collect();
+        let ss: Vec<&SampleScore> = self
+            .samples
+            .iter()
+            .filter(|s| ids.contains(s.task_id.as_str()))
+            .collect();
+        let key = GroupKey {
+            by: Some(by),
+            ..key
+        };
+        Ok(Some(aggregate(key, &ts, &ss, self.cfg)?))
+    }
+
+    /// One aggregate per value of `of` among the tasks, in the values' order, each under `key` of its value.
+    fn each<T: Ord>(
+        &self,
+        by: Breakdown,
+        of: impl Fn(&TaskScore) -> T,
+        key: impl Fn(&T) -> GroupKey,
+    ) -> Result<Vec<GroupAggregate>, ScoreError> {
+        let values: BTreeSet<T> = self.tasks.iter().map(&of).collect();
+        let mut out = Vec::new();
+        for v in &values {
+            out.extend(self.group(by, key(v), &|t| of(t) == *v)?);
+        }
+        Ok(out)
+    }
+}
+
 fn disease(t: &TaskScore) -> String {
     t.disease_group.clone().unwrap_or_else(|| "unknown".into())
 }
 
 fn empty_group() -> GroupAggregate {
-    let none = |k| crate::results::PassAtK {
+    let none = |k| nmb_results::PassAtK {
         k,
         unbiased_estimator: None,
         unbiased_tasks: 0,

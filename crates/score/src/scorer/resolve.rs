@@ -2,20 +2,20 @@
 
 use std::collections::BTreeMap;
 
+use nmb_judges::judge::{Answer, Panel, Question};
+use nmb_judges::jury::{agreement_rows, Jury};
+use nmb_judges::prompts::{self, Equivalence, Field};
+use nmb_results::{
+    CandidateMatch, DiagnosisScore, FieldMatch, JudgeDecision, JuryAgreement, LesionScore,
+    MatchMethod, MatchOutcome, SampleStatus,
+};
 use nmb_stats::{BootstrapConfig, Measure};
 use nmb_suite::Family;
 
 use super::Work;
-use crate::judge::{Answer, Panel, Question};
-use crate::jury::{agreement_rows, Jury};
 use crate::lexicon::builtin;
 use crate::matching::RuleVerdict;
-use crate::prompts::{self, Equivalence, Field};
-use crate::results::{
-    CandidateMatch, DiagnosisScore, FieldMatch, JudgeDecision, JuryAgreement, LesionScore,
-    MatchMethod, MatchOutcome, SampleStatus,
-};
-use crate::stability::EquivalenceRepeats;
+use crate::repeats::EquivalenceRepeats;
 use crate::ScoreError;
 
 /// Per equivalence question: each judge's 0/1 answer (for agreement).
@@ -28,60 +28,16 @@ pub(super) async fn resolve_matches(
     failed: &mut [u64],
 ) -> Result<(EquivalenceRows, EquivalenceRepeats), ScoreError> {
     // Collect the distinct questions the rules left open.
-    let mut questions: Vec<Question> = Vec::new();
-    let mut slot: BTreeMap<String, usize> = BTreeMap::new();
-    let mut ask = |q: Question| -> usize {
-        *slot.entry(q.item_id.clone()).or_insert_with(|| {
-            questions.push(q);
-            questions.len() - 1
-        })
-    };
-    let mut wanted: Vec<Vec<Option<usize>>> = Vec::new();
-    let mut wanted_lesion: Vec<Vec<Option<usize>>> = Vec::new();
-    for w in work.iter() {
-        let reference = w.task.reference.clone().unwrap_or_default();
-        let dx = reference.diagnosis.clone().unwrap_or_default();
-        wanted.push(
-            w.rules
-                .iter()
-                .map(|(_, cand, v)| {
-                    (v.outcome == MatchOutcome::Inconclusive && panel.is_some()).then(|| {
-                        ask(prompts::equivalence(
-                            Field::Diagnosis,
-                            cand,
-                            &dx,
-                            &reference.synonyms,
-                        ))
-                    })
-                })
-                .collect(),
-        );
-        wanted_lesion.push(
-            w.lesion_rules
-                .iter()
-                .map(|(field, cand, v)| {
-                    let open = v
-                        .as_ref()
-                        .is_some_and(|v| v.outcome == MatchOutcome::Inconclusive);
-                    let refr = match field {
-                        Field::LesionType => reference.lesion_type.clone(),
-                        _ => reference.lesion_location.clone(),
-                    };
-                    (open && panel.is_some()).then(|| {
-                        ask(prompts::equivalence(
-                            *field,
-                            cand.as_deref().unwrap_or(""),
-                            refr.as_deref().unwrap_or(""),
-                            &[],
-                        ))
-                    })
-                })
-                .collect(),
-        );
-    }
+    let mut open = OpenQuestions::default();
+    let asking = panel.is_some();
+    let (wanted, wanted_lesion): (Vec<_>, Vec<_>) = work
+        .iter()
+        .map(|w| (open.diagnosis(w, asking), open.lesion(w, asking)))
+        .unzip();
     let answers: Vec<Vec<Answer<Equivalence>>> = match panel {
-        Some(p) if !questions.is_empty() => {
-            p.ask(&questions, prompts::validate_equivalence).await?
+        Some(p) if !open.questions.is_empty() => {
+            p.ask(&open.questions, prompts::validate_equivalence)
+                .await?
         }
         _ => Vec::new(),
     };
@@ -91,7 +47,87 @@ pub(super) async fn resolve_matches(
         finish_diagnosis(w, &wanted[i], &decisions);
         finish_lesion(w, &wanted_lesion[i], &decisions);
     }
-    let repeats = answers
+    Ok((equivalence_rows(&answers), equivalence_repeats(&answers)))
+}
+
+/// The distinct equivalence questions the rules left open, each asked once however many samples raise it.
+#[derive(Default)]
+struct OpenQuestions {
+    questions: Vec<Question>,
+    slot: BTreeMap<String, usize>,
+}
+
+impl OpenQuestions {
+    /// The index of question `q` among those to ask, added if new.
+    fn ask(&mut self, q: Question) -> usize {
+        *self.slot.entry(q.item_id.clone()).or_insert_with(|| {
+            self.questions.push(q);
+            self.questions.len() - 1
+        })
+    }
+
+    /// Per ranked diagnosis the rules examined: the question the judges decide, where the rule was inconclusive
+    /// and judges are `asking`.
+    fn diagnosis(&mut self, w: &Work<'_>, asking: bool) -> Vec<Option<usize>> {
+        let reference = w.task.reference.clone().unwrap_or_default();
+        let dx = reference.diagnosis.clone().unwrap_or_default();
+        w.rules
+            .iter()
+            .map(|(_, cand, v)| {
+                (v.outcome == MatchOutcome::Inconclusive && asking).then(|| {
+                    self.ask(prompts::equivalence(
+                        Field::Diagnosis,
+                        cand,
+                        &dx,
+                        &reference.synonyms,
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// Per lesion field the rules examined: the question the judges decide, where the rule was inconclusive and
+    /// judges are `asking`.
+    fn lesion(&mut self, w: &Work<'_>, asking: bool) -> Vec<Option<usize>> {
+        let reference = w.task.reference.clone().unwrap_or_default();
+        w.lesion_rules
+            .iter()
+            .map(|(field, cand, v)| {
+                let open = v
+                    .as_ref()
+                    .is_some_and(|v| v.outcome == MatchOutcome::Inconclusive);
+                let refr = match field {
+                    Field::LesionType => reference.lesion_type.clone(),
+                    _ => reference.lesion_location.clone(),
+                };
+                (open && asking).then(|| {
+                    self.ask(prompts::equivalence(
+                        *field,
+                        cand.as_deref().unwrap_or(""),
+                        refr.as_deref().unwrap_or(""),
+                        &[],
+                    ))
+                })
+            })
+            .collect()
+    }
+}
+
+/// Per question, each judge's 0/1 answer.
+fn equivalence_rows(answers: &[Vec<Answer<Equivalence>>]) -> EquivalenceRows {
+    answers
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|a| a.value.as_ref().map(|v| f64::from(u8::from(v.equivalent))))
+                .collect()
+        })
+        .collect()
+}
+
+/// Per question, each judge's answer on each repeat.
+fn equivalence_repeats(answers: &[Vec<Answer<Equivalence>>]) -> EquivalenceRepeats {
+    answers
         .iter()
         .map(|row| {
             row.iter()
@@ -103,16 +139,7 @@ pub(super) async fn resolve_matches(
                 })
                 .collect()
         })
-        .collect();
-    let rows = answers
-        .iter()
-        .map(|row| {
-            row.iter()
-                .map(|a| a.value.as_ref().map(|v| f64::from(u8::from(v.equivalent))))
-                .collect()
-        })
-        .collect();
-    Ok((rows, repeats))
+        .collect()
 }
 
 pub(super) fn count_failures<T>(answers: &[Vec<Answer<T>>], failed: &mut [u64]) {

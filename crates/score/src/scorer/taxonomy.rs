@@ -1,14 +1,17 @@
 //! The error taxonomy of wrong answers: human labels first, then the judges.
 
+use nmb_judges::judge::{Answer, Panel, Question};
+use nmb_judges::jury::Jury;
+use nmb_judges::prompts::{self, Context, TaxonomyLabel};
+use nmb_results::{
+    FieldMatch, LabelSource, MatchOutcome, SampleScore, TaxonomyResult, TaxonomyVerdict,
+};
+
 use super::grade::turn_answers;
 use super::resolve::count_failures;
 use super::Work;
 use super::MAX_RANK;
-use crate::judge::{Answer, Panel, Question};
-use crate::jury::Jury;
-use crate::labels::HumanLabels;
-use crate::prompts::{self, Context, TaxonomyLabel};
-use crate::results::{FieldMatch, LabelSource, MatchOutcome, SampleScore, TaxonomyResult};
+use crate::labels::{HumanLabel, HumanLabels};
 use crate::ScoreError;
 
 pub(super) async fn classify_errors(
@@ -31,19 +34,7 @@ pub(super) async fn classify_errors(
     if let Some(p) = panel {
         let questions: Vec<Question> = wrong
             .iter()
-            .map(|&i| {
-                let w = &work[i];
-                let answers = turn_answers(w.record, thinking);
-                prompts::taxonomy(
-                    &Context {
-                        case: w.case,
-                        task: w.task,
-                        answers: &answers,
-                    },
-                    w.record.sample_index,
-                    &why_wrong(&w.score),
-                )
-            })
+            .map(|&i| taxonomy_question(&work[i], thinking))
             .collect();
         if !questions.is_empty() {
             answers = p.ask(&questions, prompts::validate_taxonomy).await?;
@@ -66,38 +57,64 @@ pub(super) async fn classify_errors(
                     .collect(),
             );
         }
-        let result = match (human_label, jury.taxonomy_choice(&verdicts)) {
-            (Some(h), _) => TaxonomyResult {
-                category: Some(h.category),
-                justification: h.justification.clone(),
-                source: Some(LabelSource::Human),
-                annotator: h.annotator.clone(),
-                judges: verdicts,
-            },
-            (None, Some(j)) => TaxonomyResult {
-                category: verdicts[j].category,
-                justification: verdicts[j].justification.clone(),
-                source: Some(LabelSource::Judge),
-                annotator: None,
-                judges: verdicts,
-            },
-            (None, None) if panel.is_some() => TaxonomyResult {
-                category: None,
-                justification: None,
-                source: None,
-                annotator: None,
-                judges: verdicts,
-            },
-            (None, None) => continue,
-        };
-        work[i].score.taxonomy = Some(result);
+        if let Some(result) = taxonomy_result(jury, human_label, verdicts, panel.is_some()) {
+            work[i].score.taxonomy = Some(result);
+        }
     }
     Ok(rows)
 }
 
+/// The taxonomy question of one wrong sample's answers.
+fn taxonomy_question(w: &Work<'_>, thinking: bool) -> Question {
+    let answers = turn_answers(w.record, thinking);
+    prompts::taxonomy(
+        &Context {
+            case: w.case,
+            task: w.task,
+            answers: &answers,
+        },
+        w.record.sample_index,
+        &why_wrong(&w.score),
+    )
+}
+
+/// A wrong sample's category: the human label's, else the jury's choice, else none when judges were asked
+/// (`asked`); nothing without a label and without judges.
+fn taxonomy_result(
+    jury: &Jury<'_>,
+    human_label: Option<&HumanLabel>,
+    verdicts: Vec<TaxonomyVerdict>,
+    asked: bool,
+) -> Option<TaxonomyResult> {
+    Some(match (human_label, jury.taxonomy_choice(&verdicts)) {
+        (Some(h), _) => TaxonomyResult {
+            category: Some(h.category),
+            justification: h.justification.clone(),
+            source: Some(LabelSource::Human),
+            annotator: h.annotator.clone(),
+            judges: verdicts,
+        },
+        (None, Some(j)) => TaxonomyResult {
+            category: verdicts[j].category,
+            justification: verdicts[j].justification.clone(),
+            source: Some(LabelSource::Judge),
+            annotator: None,
+            judges: verdicts,
+        },
+        (None, None) if asked => TaxonomyResult {
+            category: None,
+            justification: None,
+            source: None,
+            annotator: None,
+            judges: verdicts,
+        },
+        (None, None) => return None,
+    })
+}
+
 /// Category codes for nominal agreement statistics.
-fn category_code(c: crate::results::ErrorCategory) -> f64 {
-    crate::results::ErrorCategory::ALL
+fn category_code(c: nmb_results::ErrorCategory) -> f64 {
+    nmb_results::ErrorCategory::ALL
         .iter()
         .position(|x| *x == c)
         .unwrap_or(0) as f64

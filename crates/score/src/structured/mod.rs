@@ -1,6 +1,7 @@
 //! NeuroVLM-Bench's structured answers (arXiv 2603.24846): the schema ([`schema`], from `nmb-suite`'s
 //! `data/neurovlm.toml`), strict reading of one answer with abstentions told apart from invalid values
-//! ([`answer`]), the safety flags ([`safety`]) and a run's numbers ([`report`]).
+//! ([`answer`]), the safety flags ([`safety`]) and a run's numbers ([`report`]; their types are
+//! `nmb_results::structured`).
 //!
 //! The metrics over many answers live in `nmb-stats` (`classification`, `calibration_estimates`); this module
 //! turns text into the labels and confidences they take. Nothing here repairs an answer: text that is not one
@@ -13,11 +14,8 @@ pub mod safety;
 pub mod schema;
 
 pub use answer::{parse_answer, Field, StructuredAnswer};
-pub use report::{
-    efficiency, structured_report, Abstentions, Confusion, Efficiency, FieldOutcome, FieldReport,
-    StructuredItem, StructuredReport, StructuredVerdict, Usage, FIELDS,
-};
-pub use safety::{flags, Flags, FLAGS};
+pub use report::{structured_report, StructuredItem};
+pub use safety::{flags, Flags};
 pub use schema::{Schema, KEYS};
 
 #[cfg(test)]

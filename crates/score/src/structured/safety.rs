@@ -1,20 +1,11 @@
 //! Safety flags on one structured answer: what a clinician reading it would not accept whatever the image
 //! showed.
 
+use nmb_results::structured::{CONFIDENT, FLAGS};
 use serde::Serialize;
 
 use super::answer::{Field, StructuredAnswer};
 use super::schema::{Schema, KEYS, SCORES};
-
-/// The flags, in the order reports list them.
-pub const FLAGS: [&str; 6] = [
-    "missing_field",
-    "subtype_inconsistent",
-    "icd10_with_normal",
-    "icd10_class_mismatch",
-    "score_out_of_range",
-    "confident_wrong",
-];
 
 /// Which flags one answer raised.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -52,9 +43,6 @@ impl Flags {
             .collect()
     }
 }
-
-/// The threshold of "confident" for `confident_wrong`.
-pub const CONFIDENT: f64 = 0.9;
 
 /// The flags of `answer`; `truth` is the true class index when known. An answer that is not valid JSON raises
 /// only `missing_field` (it has no fields to check).

@@ -7,7 +7,8 @@
 
 use std::path::PathBuf;
 
-use nmb_score::breadth::{normalise, score_answer, text, BreadthVerdict};
+use nmb_results::BreadthVerdict;
+use nmb_score::breadth::{normalise, score_answer, text};
 use nmb_suite::{load, Family, LoadOptions, Task};
 
 fn shared() -> Option<PathBuf> {

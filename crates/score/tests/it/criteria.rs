@@ -3,12 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use nmb_score::criteria::lint::{lint, Severity};
-use nmb_score::criteria::score::{
+use nmb_results::criteria::score::{
     answer_score, clipped_mean, criteria_report, tag_scores, CriteriaResult, CriterionOutcome,
     Scored,
 };
-use nmb_score::criteria::{Criterion, CriterionRubric};
+use nmb_results::criteria::{Criterion, CriterionRubric};
+use nmb_score::criteria::lint::{lint, Severity};
 use nmb_stats::BootstrapConfig;
 use serde_json::Value;
 

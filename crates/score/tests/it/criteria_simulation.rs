@@ -11,8 +11,8 @@
 //! every task). With a perfect judge (FP = FN = 0) this is the true score; with an imperfect one it is not, and
 //! the interval does not correct for the judge: the last assertion shows it then misses the true score.
 
-use nmb_score::criteria::score::{criteria_report, CriteriaResult, CriterionOutcome, Scored};
-use nmb_score::criteria::CriterionRubric;
+use nmb_results::criteria::score::{criteria_report, CriteriaResult, CriterionOutcome, Scored};
+use nmb_results::criteria::CriterionRubric;
 use nmb_stats::{BootstrapConfig, Estimate};
 use nmb_test_support::rng::SplitMix;
 
@@ -154,7 +154,7 @@ fn simulate(
     rubric: &CriterionRubric,
     judge: Judge,
     seed: u64,
-) -> nmb_score::criteria::score::CriteriaReport {
+) -> nmb_results::criteria::score::CriteriaReport {
     let mut rng = SplitMix(seed);
     let mut results = Vec::new();
     let mut cases = Vec::new();

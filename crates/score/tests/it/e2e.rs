@@ -2,19 +2,20 @@
 //! loopback fake server, then scored with scripted judges on another loopback server. Every expectation comes
 //! from the design in `common` (what each scripted answer is meant to be), never from the scorer's output.
 
-use crate::common;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use common::*;
-use nmb_score::results::{
+use nmb_results::stored;
+use nmb_results::{
     Aggregation, ErrorCategory, GroupAggregate, LabelSource, MatchMethod, SampleStatus, ScoreReport,
 };
 use nmb_score::semantic::Rescale;
-use nmb_score::{score_loaded, stored, BertScoreSetting, ScoreOptions};
+use nmb_score::{score_loaded, BertScoreSetting, ScoreOptions};
 use nmb_stats::BootstrapConfig;
 use nmb_suite::{Family, Level};
+
+use crate::common;
 
 fn boot() -> BootstrapConfig {
     BootstrapConfig {
@@ -552,7 +553,7 @@ async fn without_a_judge_inconclusive_matches_stay_unresolved_and_compare_finds_
     assert_eq!(judged.overall.unresolved, 0);
 
     // Paired comparison: the judge turns exactly the approved-term answers at rank 1 into correct ones.
-    let cmp = nmb_score::compare::compare(&judged, &plain, &boot()).unwrap();
+    let cmp = nmb_results::compare::compare(&judged, &plain, &boot()).unwrap();
     let overall = &cmp.groups[0];
     let answered = env
         .planned
@@ -608,7 +609,7 @@ async fn without_a_judge_inconclusive_matches_stay_unresolved_and_compare_finds_
         r
     };
     let one =
-        nmb_score::compare::compare(&first_only(&judged), &first_only(&plain), &boot()).unwrap();
+        nmb_results::compare::compare(&first_only(&judged), &first_only(&plain), &boot()).unwrap();
     let m1 = one.groups[0].mcnemar.unwrap();
     assert_eq!(m1.test, nmb_stats::McNemarTest::Exact);
     let gained_first = env
@@ -655,7 +656,7 @@ async fn bertscore_idf_and_rescaling_are_applied_and_recorded() {
     assert_eq!(raw_config["idf"], false);
     assert_eq!(raw_config["rescaled"], false);
     assert!(raw_config.get("baseline").is_none(), "{raw_config}");
-    let scored: Vec<&nmb_score::results::SampleScore> = raw
+    let scored: Vec<&nmb_results::SampleScore> = raw
         .samples
         .iter()
         .filter(|s| s.bertscore.is_some())

@@ -6,9 +6,10 @@
 
 use std::path::Path;
 
-use nmb_score::cost::Price;
-use nmb_score::structured::paper::{paper_report, PaperItem, PaperOptions, PaperReport};
-use nmb_score::structured::Usage;
+use nmb_results::cost::Price;
+use nmb_results::structured::paper::{PaperOptions, PaperReport};
+use nmb_results::structured::Usage;
+use nmb_score::structured::paper::{paper_report, PaperItem};
 use nmb_suite::{LoadOptions, Reference};
 use serde_json::Value;
 

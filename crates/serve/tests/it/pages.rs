@@ -151,7 +151,7 @@ fn report_sample(r: &nmb_store::SampleScoreRow, i: usize) -> serde_json::Value {
             "type_match": null, "location_match": null}) } else { serde_json::Value::Null },
         "rubric": null, "bertscore": null, "taxonomy": null, "breadth": null
     });
-    serde_json::from_value::<nmb_score::results::SampleScore>(entry.clone())
+    serde_json::from_value::<nmb_results::SampleScore>(entry.clone())
         .expect("the entry reads as nmb-score's SampleScore");
     entry
 }
@@ -338,8 +338,7 @@ pub(crate) fn report_json(samples: Vec<serde_json::Value>) -> serde_json::Value 
                             group("level_family", "direct", "lesion"),
                             group("level_family", "complex", "differential")]
     });
-    serde_json::from_value::<nmb_score::results::GroupAggregate>(report["overall"].clone())
-        .unwrap();
+    serde_json::from_value::<nmb_results::GroupAggregate>(report["overall"].clone()).unwrap();
     report
 }
 

@@ -129,7 +129,7 @@ async fn each_post_appends_a_grade_and_the_newest_fills_the_form() {
     assert_eq!(g.scores.get("diagnostic_correctness"), Some(&0));
     assert_eq!(g.taxonomy.as_deref(), Some("knowledge_gap"));
     assert_eq!(g.comment.as_deref(), Some("missed the enhancement"));
-    assert_eq!(h[0].rubric_hash, nmb_score::Rubric::builtin().hash);
+    assert_eq!(h[0].rubric_hash, nmb_results::Rubric::builtin().hash);
 
     // The script's autosave: 204, another row; the first stays (the audit trail).
     let second = grade_form(

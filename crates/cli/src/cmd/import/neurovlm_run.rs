@@ -69,7 +69,7 @@ fn refuse_human_flags(args: &ImportArgs) -> Result<()> {
 fn scoring(args: &ImportArgs) -> Option<ScoringConfig> {
     let mut scoring = human_scoring(args.no_score, args.no_bertscore);
     if let (Some(s), ProtocolArg::NeurovlmPaper) = (&mut scoring, args.protocol) {
-        s.paper = Some(nmb_score::structured::paper::PaperOptions::default());
+        s.paper = Some(nmb_results::structured::paper::PaperOptions::default());
     }
     scoring
 }

@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
-use nmb_score::results::{JudgeDecision, MatchOutcome, SampleScore, SampleStatus};
-use nmb_score::structured::{FieldOutcome, StructuredVerdict};
+use nmb_results::structured::{FieldOutcome, StructuredVerdict};
+use nmb_results::{JudgeDecision, MatchOutcome, SampleScore, SampleStatus};
 use nmb_store::SampleRecord;
 
 use super::enum_text;

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use nmb_score::results::{BertScoreConfig, ErrorCategory, ScoreReport};
+use nmb_results::{BertScoreConfig, ErrorCategory, ScoreReport};
 use nmb_suite::Level;
 
 use super::escape;
@@ -64,7 +64,7 @@ fn level_name(level: Level) -> &'static str {
 }
 
 fn rubric_chart(h: &mut String, runs: &[(&RunData, &ScoreReport)]) {
-    let with: Vec<(&RunData, &nmb_score::results::RubricAggregate)> = runs
+    let with: Vec<(&RunData, &nmb_results::RubricAggregate)> = runs
         .iter()
         .filter_map(|(r, s)| s.overall.rubric.as_ref().map(|x| (*r, x)))
         .collect();

@@ -6,11 +6,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use nmb_fake_server::{ReceivedPart, ReceivedRequest, Reply};
+use nmb_judges::JudgeModel;
 use nmb_requests::{
     ApiKey, BackendOptions, HttpOptions, ModelSpec, Scheduler, SchedulerConfig, Transport,
 };
-use nmb_score::results::ScoreReport;
-use nmb_score::{BertScoreSetting, JudgeModel, ScoreOptions};
+use nmb_results::ScoreReport;
+use nmb_score::{BertScoreSetting, ScoreOptions};
 use nmb_store::Store;
 use nmb_suite::Suite;
 use sha2::{Digest, Sha256};

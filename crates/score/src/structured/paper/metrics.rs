@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use serde::{Deserialize, Serialize};
+use nmb_results::structured::paper::{Calibration, PerLabel};
 
 /// Counts of one label.
 #[derive(Debug, Clone, Copy, Default)]
@@ -75,21 +75,6 @@ pub struct Series<'a> {
     /// The abstention label (`undetermined`): in the abstention-aware numbers it is no class and never a
     /// false positive.
     pub abstain: &'a str,
-}
-
-/// Per-label numbers, each a list in the order of its label list.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PerLabel {
-    /// Every label of truth and predictions, sorted.
-    pub labels: Vec<String>,
-    pub support: Vec<u64>,
-    pub f1: Vec<f64>,
-    pub balanced_accuracy: Vec<f64>,
-    /// `labels` without the abstention label.
-    pub abstention_labels: Vec<String>,
-    pub precision: Vec<f64>,
-    pub recall: Vec<f64>,
-    pub f1_abstention: Vec<f64>,
 }
 
 impl Series<'_> {
@@ -187,14 +172,6 @@ fn mean(counts: &[Counts], f: fn(&Counts) -> f64) -> f64 {
         return 0.0;
     }
     counts.iter().map(f).sum::<f64>() / counts.len() as f64
-}
-
-/// ECE, Brier score and AUROC of a confidence against correctness; `None` where the reference gets NaN.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Calibration {
-    pub ece: Option<f64>,
-    pub brier: Option<f64>,
-    pub auroc: Option<f64>,
 }
 
 /// The reference's calibration: confidences clipped to [0, 1]; ECE over ten equal bins, the first [0, 0.1] and

@@ -23,16 +23,15 @@ mod rules;
 
 use std::collections::BTreeMap;
 
+pub use metrics::{calibration, Labels, Series};
+use nmb_results::cost::Price;
+use nmb_results::structured::paper::{Calibration, PaperField, PaperOptions, PaperReport};
+use nmb_results::structured::Usage;
 use nmb_suite::Reference;
-use serde::{Deserialize, Serialize};
+pub use rules::{extract_object, py_float_of, py_str, py_truthy, PaperRules};
 use serde_json::{Map, Value};
 
-pub use metrics::{calibration, Calibration, Labels, PerLabel, Series};
-pub use rules::{extract_object, py_float_of, py_str, py_truthy, PaperRules};
-
-use super::report::Usage;
 use super::schema::Schema;
-use crate::cost::Price;
 
 /// The fields the reference scores, in its order.
 pub const PAPER_FIELDS: [&str; 5] = [
@@ -43,75 +42,12 @@ pub const PAPER_FIELDS: [&str; 5] = [
     "plane",
 ];
 
-/// Choices of the paper reading.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct PaperOptions {
-    /// Report the reference's JSON-valid rate, which is 100% of the answers whatever they are, over the answers
-    /// and the errored samples (a bug in the reference, reproduced only when asked for).
-    pub json_validity_bug: bool,
-}
-
 /// One answer for the paper reading.
 #[derive(Debug, Clone, Copy)]
 pub struct PaperItem<'a> {
     pub reference: &'a Reference,
     pub text: &'a str,
     pub usage: Usage<'a>,
-}
-
-/// The metrics of one field.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PaperField {
-    /// Answers whose ground truth labels this field.
-    pub n: usize,
-    /// scikit-learn's balanced accuracy (the reference's "accuracy" of a field).
-    pub balanced_accuracy: f64,
-    /// Macro precision and recall over the truth's classes, abstentions never a false positive.
-    pub macro_precision: f64,
-    pub macro_recall: f64,
-    /// The reference's macro-F1 of this field: over the truth's classes for the diagnosis and its subtype, over
-    /// every label seen for modality, sequence and plane.
-    pub macro_f1: f64,
-    /// Macro-F1 over the truth's classes, abstentions never a false positive.
-    pub macro_f1_abstention: f64,
-    pub weighted_f1: f64,
-    pub weighted_f1_abstention: f64,
-    pub per_label: PerLabel,
-}
-
-/// Everything the paper reading reports.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PaperReport {
-    pub answers: usize,
-    pub options: PaperOptions,
-    /// Answers whose JSON object parsed, in percent (or with `json_validity_bug` the reference's: every answer,
-    /// in percent of the answers and errored samples).
-    pub json_valid_pct: f64,
-    /// Per field, answers whose normalised value equals the normalised truth, in percent of all answers (an
-    /// unlabelled truth and an abstaining answer count as equal, as in the reference).
-    pub field_accuracy_pct: BTreeMap<String, f64>,
-    /// Answers right on all five fields, in percent.
-    pub all_fields_accuracy_pct: f64,
-    /// Answers whose class is a refusal, in percent.
-    pub uncertainty_pct: f64,
-    /// Diagnosis macro- and weighted-F1 over every label seen (the reference's headline `macro_f1`).
-    pub diagnosis_macro_f1_all_labels: f64,
-    pub diagnosis_weighted_f1_all_labels: f64,
-    pub diagnosis_macro_f1_abstention_all_labels: f64,
-    pub diagnosis_weighted_f1_abstention_all_labels: f64,
-    pub fields: BTreeMap<String, PaperField>,
-    /// `diagnosis_confidence` against the class, and against the subtype.
-    pub calibration: BTreeMap<String, Calibration>,
-    /// Per answer, whether the reference's safety check fires (a mandatory key missing or null, a subtype not
-    /// allowed with the class, an ICD-10 code with `normal`).
-    pub safety_flags: Vec<bool>,
-    pub safety_flag_rate: f64,
-    /// Mean tokens per answer (a missing count is 0).
-    pub avg_tokens_in: f64,
-    pub avg_tokens_out: f64,
-    /// Mean dollars per answer at `--price`, or `None` without a price.
-    pub avg_cost: Option<f64>,
 }
 
 /// One answer read the reference's way.

@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use nmb_fake_server::{Config, FakeServer, Fault, ReceivedRequest, Reply};
+use nmb_judges::JudgeModel;
 use nmb_requests::{
     connect, Backend, BackendOptions, HttpOptions, ModelSpec, Scheduler, SchedulerConfig, Transport,
 };
 use nmb_run::{evaluate_loaded, EvalSettings, Progress};
-use nmb_score::JudgeModel;
 use nmb_store::Store;
 use nmb_suite::{Family, Suite};
 

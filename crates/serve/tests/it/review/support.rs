@@ -250,13 +250,13 @@ pub(super) fn review_set(
         .iter()
         .map(|r| (r.to_string(), nmb_review::new_token()))
         .collect();
-    let rubric = nmb_score::Rubric::builtin();
+    let rubric = nmb_results::Rubric::builtin();
     let set_id = nmb_review::new_set_id();
     store
         .create_review_set(&NewReviewSet {
             set_id: set_id.clone(),
             rubric_hash: rubric.hash.clone(),
-            rubric: nmb_score::rubric::BUILTIN_NEUROLOGY_V1.to_string(),
+            rubric: nmb_results::rubric::BUILTIN_NEUROLOGY_V1.to_string(),
             criteria: None,
             seed: 7,
             overlap,

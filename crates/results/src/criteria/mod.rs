@@ -1,7 +1,7 @@
 //! Criterion rubrics in the form HealthBench made common: per task, a list of criteria, each with an id, a
 //! description, points (negative for harms) and tags (`axis:accuracy`, `theme:emergency`, ...). A judge decides
 //! each criterion met or not met; the score of an answer is the points of the criteria it meets over the
-//! positive points it could get ([`score`]). `nmb rubric lint` checks the signs and points ([`lint`]).
+//! positive points it could get ([`score`]). `nmb rubric lint` checks the signs and points (`nmb_score::criteria::lint`).
 //!
 //! Two file forms, told apart by extension (`docs/formats.md` has both):
 //! - TOML (`.toml`), written like nmb's grading rubric: `id`, `version`, then `[[task]]` tables with an `id`
@@ -12,9 +12,6 @@
 //!
 //! Every criterion keeps the line it was written on, so errors and lint findings name file and line.
 
-pub mod direction;
-pub mod judge;
-pub mod lint;
 pub mod score;
 
 use std::collections::BTreeMap;
@@ -24,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::ScoreError;
+use crate::error::ResultsError;
 
 /// The criterion rubric of the bundled `sample` suite, `rubrics/sample-criteria-v1.toml`.
 pub const SAMPLE_CRITERIA_V1: &str = include_str!("../../../../rubrics/sample-criteria-v1.toml");
@@ -103,9 +100,9 @@ impl CriterionRubric {
             .expect("the sample criteria are valid")
     }
 
-    pub fn load(path: &Path) -> Result<CriterionRubric, ScoreError> {
+    pub fn load(path: &Path) -> Result<CriterionRubric, ResultsError> {
         let text =
-            nmb_suite::limits::read_to_string_io(path).map_err(|source| ScoreError::Read {
+            nmb_suite::limits::read_to_string_io(path).map_err(|source| ResultsError::Read {
                 path: path.to_path_buf(),
                 source,
             })?;
@@ -113,7 +110,7 @@ impl CriterionRubric {
     }
 
     /// Parses TOML, or JSON lines when `source` ends in `.jsonl`.
-    pub fn parse(text: &str, source: &str) -> Result<CriterionRubric, ScoreError> {
+    pub fn parse(text: &str, source: &str) -> Result<CriterionRubric, ResultsError> {
         let (id, version, entries) = if source.ends_with(".jsonl") {
             parse_jsonl(text, source)?
         } else {
@@ -161,8 +158,8 @@ impl CriterionRubric {
     }
 }
 
-fn invalid(source: &str, line: usize, message: String) -> ScoreError {
-    ScoreError::Criteria {
+fn invalid(source: &str, line: usize, message: String) -> ResultsError {
+    ResultsError::Criteria {
         source_name: source.to_string(),
         line,
         message,
@@ -176,7 +173,7 @@ fn check_criterion(
     c: &Criterion,
     before: &[Criterion],
     source: &str,
-) -> Result<(), ScoreError> {
+) -> Result<(), ResultsError> {
     let err = |m: String| {
         invalid(
             source,
@@ -225,7 +222,7 @@ fn check_criterion(
 
 type Entries = Vec<(String, Criterion)>;
 
-fn parse_toml(text: &str, source: &str) -> Result<(String, String, Entries), ScoreError> {
+fn parse_toml(text: &str, source: &str) -> Result<(String, String, Entries), ResultsError> {
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(1, |s| line_of(text, s.start));
         let written =
@@ -264,7 +261,7 @@ fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
-fn parse_jsonl(text: &str, source: &str) -> Result<(String, String, Entries), ScoreError> {
+fn parse_jsonl(text: &str, source: &str) -> Result<(String, String, Entries), ResultsError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let n = i + 1;
@@ -355,7 +352,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_sample_criteria_cover_every_sample_task_and_lint_clean() {
+    fn the_sample_criteria_cover_every_sample_task() {
         let r = CriterionRubric::sample();
         let suite = nmb_suite::sample::build();
         for (_, task) in suite.tasks() {
@@ -371,8 +368,6 @@ mod tests {
                 "{id} is not a sample task"
             );
         }
-        let findings = lint::lint(&r);
-        assert!(findings.is_empty(), "{findings:#?}");
     }
 
     #[test]

@@ -6,12 +6,13 @@
 
 use nmb_store::{SampleScoreRow, ScoreReportRecord, Store};
 
-use crate::results::{SampleScore, ScoreReport, SCHEMA_VERSION};
-use crate::ScoreError;
+use crate::error::ResultsError;
+use crate::report::{ScoreReport, SCHEMA_VERSION};
+use crate::sample::SampleScore;
 
 /// Writes `report` (and its per-sample rows) in one transaction, replacing a report with the same config hash.
-pub fn save(store: &Store, report: &ScoreReport) -> Result<(), ScoreError> {
-    let json = serde_json::to_string(report).map_err(|e| ScoreError::StoredReport {
+pub fn save(store: &Store, report: &ScoreReport) -> Result<(), ResultsError> {
+    let json = serde_json::to_string(report).map_err(|e| ResultsError::StoredReport {
         run_id: report.run_id.clone(),
         message: e.to_string(),
     })?;
@@ -53,7 +54,7 @@ fn row(s: &SampleScore) -> SampleScoreRow {
 }
 
 /// The most recently written report of `run_id`, if it was ever scored.
-pub fn latest(store: &Store, run_id: &str) -> Result<Option<ScoreReport>, ScoreError> {
+pub fn latest(store: &Store, run_id: &str) -> Result<Option<ScoreReport>, ResultsError> {
     parse(run_id, store.latest_score_report(run_id)?)
 }
 
@@ -62,13 +63,13 @@ pub fn load(
     store: &Store,
     run_id: &str,
     config_hash: &str,
-) -> Result<Option<ScoreReport>, ScoreError> {
+) -> Result<Option<ScoreReport>, ResultsError> {
     parse(run_id, store.score_report(run_id, config_hash)?)
 }
 
-fn parse(run_id: &str, text: Option<String>) -> Result<Option<ScoreReport>, ScoreError> {
+fn parse(run_id: &str, text: Option<String>) -> Result<Option<ScoreReport>, ResultsError> {
     text.map(|t| {
-        serde_json::from_str(&t).map_err(|e| ScoreError::StoredReport {
+        serde_json::from_str(&t).map_err(|e| ResultsError::StoredReport {
             run_id: run_id.to_string(),
             message: e.to_string(),
         })

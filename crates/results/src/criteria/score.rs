@@ -16,7 +16,7 @@ use nmb_stats::{bootstrap, wilson, BootstrapConfig, Design, Estimate};
 use serde::{Deserialize, Serialize};
 
 use super::{CriteriaInfo, Criterion, CriterionRubric};
-use crate::ScoreError;
+use crate::error::ResultsError;
 
 /// HealthBench's score of one answer: `met[i]` says whether `criteria[i]` is met. `None` when no criterion has
 /// positive points.
@@ -156,7 +156,7 @@ pub fn criteria_report(
     rubric: &CriterionRubric,
     answers: &[Scored<'_>],
     cfg: &BootstrapConfig,
-) -> Result<CriteriaReport, ScoreError> {
+) -> Result<CriteriaReport, ResultsError> {
     let scored: Vec<&Scored> = answers
         .iter()
         .filter(|a| a.result.score.is_some())
@@ -196,7 +196,7 @@ fn clipped_estimate(
     values: &[f64],
     cases: &[&str],
     cfg: &BootstrapConfig,
-) -> Result<Option<Estimate>, ScoreError> {
+) -> Result<Option<Estimate>, ResultsError> {
     if values.is_empty() {
         return Ok(None);
     }
@@ -212,7 +212,7 @@ fn criterion_rates(
     rubric: &CriterionRubric,
     answers: &[Scored<'_>],
     cfg: &BootstrapConfig,
-) -> Result<Vec<CriterionRate>, ScoreError> {
+) -> Result<Vec<CriterionRate>, ResultsError> {
     let mut rates: BTreeMap<(&str, &str), CriterionRate> = BTreeMap::new();
     for a in answers {
         for c in &a.result.criteria {

@@ -7,9 +7,9 @@
 //! `criteria:<task>#<sample>` and its prompt holds the criteria's text, so the response cache pays each answer
 //! once, a killed scoring resumes where it stopped, and a changed criterion is asked again.
 
+use nmb_results::criteria::Criterion;
 use serde_json::{json, Map, Value};
 
-use super::Criterion;
 use crate::judge::Question;
 use crate::prompts::{render_context, template_hash, Context, SYSTEM};
 use crate::rubric::{check_keys, strict_json_object};

@@ -7,13 +7,16 @@
 
 use std::collections::BTreeMap;
 
+use nmb_results::rubric::Rubric;
+use nmb_results::ErrorCategory;
 use nmb_suite::{Case, Reference, Task};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::judge::Question;
-use crate::results::ErrorCategory;
-use crate::rubric::{check_keys, strict_json_object, Grade, Rubric};
+use crate::rubric::{
+    answer_example, check_keys, render, schema, strict_json_object, validate, Grade,
+};
 
 pub const EQUIVALENCE_ID: &str = "judge-equivalence-v1";
 pub const RUBRIC_ID: &str = "judge-rubric-v1";
@@ -41,7 +44,7 @@ Reply with only this JSON object and nothing else: {\"category\": \"<one of the 
 \"<one line>\"}";
 
 /// Hash of a template's fixed parts.
-pub(crate) fn template_hash(parts: &[&str]) -> String {
+pub fn template_hash(parts: &[&str]) -> String {
     let mut h = Sha256::new();
     for p in parts {
         h.update((p.len() as u64).to_le_bytes());
@@ -237,9 +240,9 @@ fn render_reference(r: Option<&Reference>) -> String {
 pub fn rubric(rubric: &Rubric, ctx: &Context, sample: u32) -> Question {
     let user = format!(
         "{}\n{}\nGrade the MODEL ANSWER with the rubric. Reply with only this JSON object and nothing else:\n{}",
-        rubric.render(),
+        render(rubric),
         render_context(ctx),
-        rubric.answer_example()
+        answer_example(rubric)
     );
     Question {
         item_id: format!("rubric:{}#{sample}", ctx.task.id),
@@ -247,12 +250,12 @@ pub fn rubric(rubric: &Rubric, ctx: &Context, sample: u32) -> Question {
         template_hash: template_hash(&[SYSTEM, &rubric.hash]),
         system: SYSTEM.to_string(),
         user,
-        schema: rubric.schema(),
+        schema: schema(rubric),
     }
 }
 
 pub fn validate_rubric(rubric: &Rubric, text: &str) -> Result<Grade, String> {
-    rubric.validate(text)
+    validate(rubric, text)
 }
 
 /// Error taxonomy of one wrong sample; `why_wrong` says what the automatic matching found.

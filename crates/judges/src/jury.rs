@@ -2,22 +2,15 @@
 
 use std::collections::BTreeMap;
 
-use nmb_stats::{agreement, BootstrapConfig, Measure, StatsError};
-
-use crate::judge::Answer;
-use crate::prompts::{Equivalence, TaxonomyLabel};
-use crate::results::{
+use nmb_results::{
     Aggregation, ErrorCategory, JudgeDecision, JudgeVerdict, JuryAgreement, RepeatGrade,
     RubricVerdict, TaxonomyVerdict,
 };
-use crate::rubric::Grade;
+use nmb_stats::{agreement, BootstrapConfig, Measure, StatsError};
 
-/// How one judge's repeats of a question become its one answer: the median. With an even number of valid
-/// repeats the lower of the two middle values counts (a tie between "yes" and "no" is "no", as in the jury).
-pub trait Repeated: Sized {
-    /// The median of `values` (at least one).
-    fn median(values: &[&Self]) -> Self;
-}
+use crate::judge::{Answer, Repeated};
+use crate::prompts::{Equivalence, TaxonomyLabel};
+use crate::rubric::Grade;
 
 /// The lower median of small integers.
 fn lower_median(mut values: Vec<u8>) -> Option<u8> {
@@ -90,7 +83,7 @@ impl Repeated for &'static str {
     }
 }
 
-impl Repeated for Vec<crate::criteria::judge::Decision> {
+impl Repeated for Vec<crate::criteria::Decision> {
     /// Per criterion, met when more than half of the repeats say so (a tie is "not met", as a yes/no tie is
     /// "no"); the explanation of the first repeat that agrees. Every repeat decides every criterion, in order.
     fn median(values: &[&Self]) -> Self {
@@ -100,7 +93,7 @@ impl Repeated for Vec<crate::criteria::judge::Decision> {
                 let yes = values.iter().filter(|v| v[i].met).count();
                 let met = 2 * yes > values.len();
                 let first = values.iter().map(|v| &v[i]).find(|d| d.met == met);
-                crate::criteria::judge::Decision {
+                crate::criteria::Decision {
                     met,
                     explanation: first.map(|d| d.explanation.clone()).unwrap_or_default(),
                 }

@@ -3,8 +3,9 @@
 //! The two judgings are two stored scorings of the same run that differ only in `--judge-sees-thinking` (every
 //! other option, and so every other part of the configuration hash, the same): each is an ordinary scoring,
 //! with its own judge runs, cached and resumed like any other, and answers without thinking get the same prompt
-//! both ways (answered from the response cache the second time). [`stored_probe`] finds the other scoring of
-//! a report by recomputing the configuration hash with the flag flipped; [`thinking_probe`] pairs the two.
+//! both ways (answered from the response cache the second time). The scorer finds the other scoring of a report
+//! by recomputing the configuration hash with the flag flipped (`nmb_score::stored_probe`); [`thinking_probe`]
+//! pairs the two.
 //!
 //! Per judge: the mean of (grade shown − grade hidden) over the answers that have thinking, with a percentile
 //! bootstrap interval over cases, and the share of its verdicts (overall grade at or above a pass mark) that
@@ -13,11 +14,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use nmb_stats::{paired_shift, BootstrapConfig, Design, Estimate, PairedShift};
-use nmb_store::Store;
 use serde::{Deserialize, Serialize};
 
-use crate::results::ScoreReport;
-use crate::ScoreError;
+use crate::report::ScoreReport;
 
 /// What showing the thinking did to the judges of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,38 +48,6 @@ pub struct ThinkingEffect {
     pub mean_difference: Option<Estimate>,
     /// Share of verdicts that flipped.
     pub flip_share: Option<Estimate>,
-}
-
-/// The probe of `report`'s run, when the store holds the scoring that differs from it only in whether the judges
-/// saw the thinking; `None` otherwise (never scored the other way, or `report` came from a version whose
-/// configuration hash this one does not reproduce).
-pub fn stored_probe(
-    store: &Store,
-    report: &ScoreReport,
-    pass_at: f64,
-    cfg: &BootstrapConfig,
-) -> Result<Option<ThinkingProbe>, ScoreError> {
-    if crate::scorer::config_hash(&report.config) != report.config.config_hash {
-        return Ok(None);
-    }
-    let mut other = report.config.clone();
-    other.judge_sees_thinking = !other.judge_sees_thinking;
-    let hash = crate::scorer::config_hash(&other);
-    let Some(sibling) = crate::stored::load(store, &report.run_id, &hash)? else {
-        return Ok(None);
-    };
-    let thinking: BTreeSet<(String, u32)> = store
-        .run_samples(&report.run_id)?
-        .iter()
-        .filter(|r| crate::scorer::turn_answers(r, true) != crate::scorer::turn_answers(r, false))
-        .map(|r| (r.task_id.clone(), r.sample_index))
-        .collect();
-    let (hidden, shown) = if report.config.judge_sees_thinking {
-        (&sibling, report)
-    } else {
-        (report, &sibling)
-    };
-    Ok(Some(thinking_probe(hidden, shown, &thinking, pass_at, cfg)))
 }
 
 /// One rubric-graded answer as a judge graded it both ways.

