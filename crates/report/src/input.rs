@@ -9,6 +9,7 @@ use nmb_store::{Manifest, RunInfo, RunSummary, SampleRecord, Store};
 use serde::Serialize;
 
 use crate::thumbs;
+pub use crate::thumbs::Thumbnail;
 use crate::ReportError;
 
 /// The prompt of one task as sent at its last turn: the user text of every turn and every image it carried (by
@@ -19,19 +20,6 @@ pub struct TaskPrompt {
     pub text: String,
     /// Image content hashes, in prompt order.
     pub images: Vec<String>,
-}
-
-/// A small PNG made by nmb from a stored image: decoded, resized and re-encoded, so that nothing from the
-/// stored bytes reaches the page except pixels.
-#[derive(Debug, Clone, Serialize)]
-pub struct Thumbnail {
-    pub width: u32,
-    pub height: u32,
-    /// Base64 of the PNG; `None` when the stored image could not be decoded.
-    #[serde(skip)]
-    pub png_base64: Option<String>,
-    /// Why there is no thumbnail.
-    pub problem: Option<String>,
 }
 
 /// One run as a report sees it.

@@ -28,8 +28,8 @@ use nmb_suite::{Family, Level};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::html::escape;
 use crate::input::RunData;
+use crate::render::html::escape;
 
 /// Every field the site's rows have.
 pub const SITE_FIELDS: [&str; 13] = [

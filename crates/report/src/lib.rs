@@ -23,38 +23,28 @@
 //! `nmb-table`'s); images are
 //! decoded and re-encoded as small PNG thumbnails, never embedded as stored.
 //!
+//! Layout: `input` reads the runs; `sections` builds each section's data once (tables, estimates, chart points,
+//! the cross-run analysis); `render` lays them out, one module per format (`html`, `markdown`, `csv`, `json`, and
+//! `svg` for the charts), escaping in one place. A section that is one table is listed in
+//! `sections::under_headline`, and every renderer shows it without further code.
+//!
 //! It does not score (that is `nmb-score`; it reads the [`ScoreReport`] of `nmb-results`), call models, or change
 //! the store.
 //! Cross-run numbers it derives itself — the breadth-versus-depth rank correlation and paired comparisons between
 //! models — come from `nmb-stats` with a recorded seed.
 
-mod analysis;
-mod calibration;
-mod criteria;
-mod csv_out;
-pub mod html;
 mod input;
-mod label_set;
 pub mod leaderboard;
-mod markdown;
-mod neurovlm;
-mod paired;
-mod preference;
-mod revision;
+mod render;
 pub mod runs;
-mod stability;
-mod summary;
-mod svg;
-pub mod sweep;
+mod sections;
 mod table;
 pub mod terminal;
-pub mod thinking;
 mod thumbs;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-pub use analysis::{build, Analysis, CostEstimate, ModelPoint, Price, Prices, TwoAxis};
 pub use input::{
     load_run, score_files, scores_from_file, stored_scores, RunData, TaskPrompt, Thumbnail,
 };
@@ -63,7 +53,11 @@ pub use leaderboard::{
     LeaderboardOptions, MergeError,
 };
 pub use nmb_results::ScoreReport;
-pub use paired::paired_table;
+pub use render::html;
+pub use render::json::json_report;
+pub use sections::analysis::{build, Analysis, CostEstimate, ModelPoint, Price, Prices, TwoAxis};
+pub use sections::paired::paired_table;
+pub use sections::{sweep, thinking};
 pub use table::{Cell, Column, Table};
 
 /// Why a report could not be written.
@@ -210,31 +204,36 @@ pub fn write_report(runs: &[RunData], opts: &ReportOptions) -> Result<Written, R
         source,
     })?;
     let analysis = build(runs, &opts.prices, &opts.bootstrap);
+    let tables = sections::under_headline(runs, &analysis);
     let mut written = Written::default();
     let file = |name: &str| opts.out_dir.join(name);
     if opts.formats.contains(&Format::Html) {
         let path = file("report.html");
-        write_text(&path, &html::render(runs, &analysis, opts), opts)?;
+        write_text(&path, &html::render(runs, &analysis, &tables, opts), opts)?;
         written.html = Some(path);
     }
     if opts.formats.contains(&Format::Markdown) {
         let path = file("report.md");
-        write_text(&path, &markdown::render(runs, &analysis), opts)?;
+        write_text(
+            &path,
+            &render::markdown::render(runs, &analysis, &tables),
+            opts,
+        )?;
         written.markdown = Some(path);
     }
     if opts.formats.contains(&Format::Csv) {
         let samples = file("samples.csv");
-        write_text(&samples, &csv_out::samples(runs), opts)?;
+        write_text(&samples, &render::csv::samples(runs), opts)?;
         let aggregate = file("aggregate.csv");
-        write_text(&aggregate, &csv_out::aggregate(runs, &analysis), opts)?;
+        write_text(&aggregate, &render::csv::aggregate(runs, &analysis), opts)?;
         written.csv_samples = Some(samples);
         written.csv_aggregate = Some(aggregate);
-        if let Some(text) = csv_out::structured(runs, &analysis) {
+        if let Some(text) = render::csv::structured(runs, &analysis) {
             let structured = file("structured.csv");
             write_text(&structured, &text, opts)?;
             written.structured_csv = Some(structured);
         }
-        if let Some(text) = csv_out::sweep(&analysis) {
+        if let Some(text) = render::csv::sweep(&analysis) {
             let sweep = file("sweep.csv");
             write_text(&sweep, &text, opts)?;
             written.sweep_csv = Some(sweep);
@@ -242,7 +241,11 @@ pub fn write_report(runs: &[RunData], opts: &ReportOptions) -> Result<Written, R
     }
     if opts.formats.contains(&Format::Json) {
         let path = file("report.json");
-        write_text(&path, &json_report(runs, &analysis), opts)?;
+        write_text(
+            &path,
+            &render::json::document(runs, &analysis, &tables),
+            opts,
+        )?;
         written.json = Some(path);
     }
     if opts.leaderboard {
@@ -257,38 +260,6 @@ pub fn write_report(runs: &[RunData], opts: &ReportOptions) -> Result<Written, R
         written.leaderboard_js = Some(js_path);
     }
     Ok(written)
-}
-
-/// The full results as one JSON document: every run's manifest, summary, cost, scores and stored answers, and
-/// the cross-run analysis.
-pub fn json_report(runs: &[RunData], analysis: &Analysis) -> String {
-    let preference_rankings = preference::rankings(runs);
-    let runs: Vec<serde_json::Value> = runs
-        .iter()
-        .zip(&analysis.costs)
-        .map(|(r, cost)| {
-            serde_json::json!({
-                "run_id": r.info.run_id,
-                "status": r.info.status,
-                "created_at": nmb_store::format_utc_ms(r.info.created_ms),
-                "manifest": r.info.manifest,
-                "summary": r.summary,
-                "cost": cost,
-                "scores": r.scores,
-                "prompts": r.prompts,
-                "samples": r.samples,
-                "review_calibrations": r.calibrations,
-                "thinking_probe": r.thinking_probe,
-            })
-        })
-        .collect();
-    let doc = serde_json::json!({
-        "nmb_version": env!("CARGO_PKG_VERSION"),
-        "runs": runs,
-        "analysis": analysis,
-        "pairwise_rankings": preference_rankings,
-    });
-    serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
 fn write_text(path: &Path, text: &str, opts: &ReportOptions) -> Result<(), ReportError> {

@@ -18,3 +18,9 @@ pub fn number(e: Option<&Estimate>, scale: f64, digits: usize, unit: &str) -> Ce
         None => Cell::muted("–"),
     }
 }
+
+/// A length with at most one decimal (a share of a call's tokens may be fractional), without a trailing `.0`.
+pub fn trimmed(v: f64) -> String {
+    let s = format!("{v:.1}");
+    s.strip_suffix(".0").map_or(s.clone(), str::to_string)
+}

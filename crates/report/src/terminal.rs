@@ -10,7 +10,7 @@ use nmb_results::ScoreReport;
 use nmb_stats::Estimate;
 use nmb_suite::Level;
 
-use crate::summary::{self, ScoredRun};
+use crate::sections::summary::{self, ScoredRun};
 use crate::table::percent;
 
 /// The whole summary of one score report, as printed by `nmb score`.
@@ -48,14 +48,14 @@ pub fn score_report(report: &ScoreReport) -> String {
     if let Some(r) = &report.revision {
         revision(&mut out, r);
     }
-    if let Some(t) = crate::stability::table(&run) {
+    if let Some(t) = crate::sections::stability::table(&run) {
         out.push('\n');
         out.push_str(&t.text());
-        for s in crate::stability::sentences(&run) {
+        for s in crate::sections::stability::sentences(&run) {
             let _ = writeln!(out, "stability  {s}");
         }
     }
-    if let Some(t) = crate::criteria::table(&run) {
+    if let Some(t) = crate::sections::criteria::table(&run) {
         out.push('\n');
         out.push_str(&t.text());
     }

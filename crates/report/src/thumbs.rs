@@ -6,7 +6,20 @@ use std::io::Cursor;
 
 use base64::Engine;
 
-use crate::input::Thumbnail;
+use serde::Serialize;
+
+/// A small PNG made by nmb from a stored image: decoded, resized and re-encoded, so that nothing from the
+/// stored bytes reaches the page except pixels.
+#[derive(Debug, Clone, Serialize)]
+pub struct Thumbnail {
+    pub width: u32,
+    pub height: u32,
+    /// Base64 of the PNG; `None` when the stored image could not be decoded.
+    #[serde(skip)]
+    pub png_base64: Option<String>,
+    /// Why there is no thumbnail.
+    pub problem: Option<String>,
+}
 
 /// Longest side of a thumbnail, in pixels.
 pub const MAX_SIDE: u32 = 192;

@@ -27,9 +27,9 @@ use axum::{Form, Router};
 use nmb_store::{now_ms, HumanAnswer, Store};
 use serde_json::Value;
 
+use crate::common::PageError;
 use crate::forms::{field, same_origin, CROSS_SITE};
 use crate::html::escape;
-use crate::pages::PageError;
 use crate::{App, Bound, ServeError};
 
 /// The `source` of an answer saved on these pages.

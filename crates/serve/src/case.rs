@@ -3,26 +3,23 @@
 //! and questions as the template rendered them) and from the run's latest score report (levels, families,
 //! disease group, and the reference answers when the report is small enough to read for one page).
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use axum::extract::{Path, Query, State};
 use axum::response::{Html, IntoResponse, Response};
 use nmb_chat::{Role, StoredConversation, StoredPart};
-use nmb_results::SampleScore;
 use nmb_store::{CaseLookup, CasePage, Store};
 use serde::Deserialize;
 
-use crate::html::{escape, page, url_encode};
-use crate::pages::{
-    case_path, render_prompt, run_link, sample_href, sample_table, verdict, PageError,
+use crate::common::{
+    case_path, references, references_note, run_link, sample_href, verdict, PageError, References,
+    TaskReference,
 };
+use crate::html::{escape, page, url_encode};
+use crate::pages::{render_prompt, sample_table};
 
 /// Samples per page of a case.
 pub const CASE_PAGE_SIZE: u64 = 100;
-/// The largest score report a page reads whole for its reference answers (2 MiB, about 2,000 samples). A larger
-/// one is not read: a run of 100,000 samples has a report of about 100 MB.
-pub const REPORT_READ_LIMIT: u64 = 2 * 1024 * 1024;
 /// The heading under which the built-in templates list a case's EHR fields, one `key: value` per line.
 const EHR_HEADING: &str = "Electronic health record:";
 /// The heading before a case's clinical notes in the built-in templates.
@@ -44,114 +41,6 @@ pub(crate) async fn handler(
         case(s, &id, &case_id, &q).map(IntoResponse::into_response)
     })
     .await
-}
-
-/// A task's reference answer, as the score report recorded it.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub(crate) struct TaskReference {
-    pub diagnosis: Option<String>,
-    pub lesion_type: Option<String>,
-    pub lesion_location: Option<String>,
-}
-
-/// What the latest score report says about a case's references, or why it was not read.
-pub(crate) enum References {
-    NotScored,
-    TooLarge(u64),
-    Unreadable(String),
-    Read {
-        tasks: BTreeMap<String, TaskReference>,
-        /// The case's metadata (source, organ, …), verbatim.
-        metadata: BTreeMap<String, String>,
-    },
-}
-
-/// The samples of the run's latest score report, or why they were not read.
-pub(crate) enum ReportSamples {
-    NotScored,
-    TooLarge(u64),
-    Unreadable(String),
-    Read(Vec<SampleScore>),
-}
-
-/// The samples of the latest score report, read only when the report is at most [`REPORT_READ_LIMIT`] bytes:
-/// the report keeps them inside one JSON document, which cannot be read in part.
-pub(crate) fn report_samples(store: &Store, run_id: &str) -> Result<ReportSamples, PageError> {
-    let Some(bytes) = store.latest_score_report_bytes(run_id)? else {
-        return Ok(ReportSamples::NotScored);
-    };
-    if bytes > REPORT_READ_LIMIT {
-        return Ok(ReportSamples::TooLarge(bytes));
-    }
-    let Some(json) = store.latest_score_report(run_id)? else {
-        return Ok(ReportSamples::NotScored);
-    };
-    /// Only the samples of the report, as nmb-score wrote them.
-    #[derive(Deserialize)]
-    struct Samples {
-        #[serde(default)]
-        samples: Vec<SampleScore>,
-    }
-    Ok(match serde_json::from_str::<Samples>(&json) {
-        Ok(s) => ReportSamples::Read(s.samples),
-        Err(e) => ReportSamples::Unreadable(e.to_string()),
-    })
-}
-
-/// The case's entries of the latest score report (see [`report_samples`]).
-pub(crate) fn references(
-    store: &Store,
-    run_id: &str,
-    case_id: &str,
-) -> Result<References, PageError> {
-    let samples = match report_samples(store, run_id)? {
-        ReportSamples::NotScored => return Ok(References::NotScored),
-        ReportSamples::TooLarge(bytes) => return Ok(References::TooLarge(bytes)),
-        ReportSamples::Unreadable(why) => return Ok(References::Unreadable(why)),
-        ReportSamples::Read(samples) => samples,
-    };
-    let mut tasks: BTreeMap<String, TaskReference> = BTreeMap::new();
-    let mut metadata = BTreeMap::new();
-    for s in samples.into_iter().filter(|s| s.case_id == case_id) {
-        let r = tasks.entry(s.task_id.clone()).or_default();
-        if let Some(d) = &s.diagnosis {
-            r.diagnosis.get_or_insert_with(|| d.reference.clone());
-        }
-        if let Some(l) = &s.lesion {
-            r.lesion_type = r.lesion_type.take().or_else(|| l.reference_type.clone());
-            r.lesion_location = r
-                .lesion_location
-                .take()
-                .or_else(|| l.reference_location.clone());
-        }
-        if metadata.is_empty() {
-            metadata = s.case_metadata;
-        }
-    }
-    Ok(References::Read { tasks, metadata })
-}
-
-/// Why a case page shows no reference answers, as a sentence (HTML), or `None` when it shows them.
-pub(crate) fn references_note(refs: &References) -> Option<String> {
-    match refs {
-        References::Read { .. } => None,
-        References::NotScored => Some(
-            "This run is not scored, so no reference answers are shown: they come from the score report \
-             (<code>nmb score RUN_ID</code>) or the suite's answer key."
-                .to_string(),
-        ),
-        References::TooLarge(bytes) => Some(format!(
-            "The reference answers are in the run's latest score report (under <code>samples[].diagnosis</code> \
-             and <code>samples[].lesion</code>), which at {:.1} MB is too large to read for one page; the \
-             score rows below hold the level, family, disease group and each answer's outcome, and the suite's \
-             answer key holds the references.",
-            *bytes as f64 / 1_048_576.0
-        )),
-        References::Unreadable(why) => Some(format!(
-            "The run's latest score report could not be read for its reference answers ({}).",
-            escape(why)
-        )),
-    }
 }
 
 /// `/runs/{id}/cases/{case}`: the case's images at full size, EHR fields and notes, references, samples (each

@@ -9,9 +9,11 @@ use axum::response::{Html, IntoResponse, Response};
 use nmb_store::{CasePage, RunInfo, SampleRecord, SampleScoreRow, Store};
 use serde::Deserialize;
 
-use crate::case::{references, references_note, References};
+use crate::common::{
+    case_href, nonempty, references, references_note, run_link, sample_href, verdict, PageError,
+    References,
+};
 use crate::html::{escape, page};
-use crate::pages::{case_href, nonempty, run_link, sample_href, verdict, PageError};
 
 /// Samples of each run shown for one case (a case holds a few tasks of a few samples each).
 pub const COMPARE_LIMIT: u64 = 100;

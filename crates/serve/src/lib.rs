@@ -42,6 +42,7 @@
 
 mod answer;
 mod case;
+mod common;
 mod compare;
 mod forms;
 mod hosts;
@@ -426,19 +427,19 @@ async fn style() -> Response {
 }
 
 async fn not_found() -> Response {
-    pages::PageError::NotFound("no such page".into()).into_response()
+    common::PageError::NotFound("no such page".into()).into_response()
 }
 
 /// Runs a page's store queries off the async threads.
 async fn blocking<F>(app: &App, f: F) -> Response
 where
-    F: FnOnce(&Store) -> Result<Response, pages::PageError> + Send + 'static,
+    F: FnOnce(&Store) -> Result<Response, common::PageError> + Send + 'static,
 {
     let store = app.store.clone();
     match tokio::task::spawn_blocking(move || f(&store)).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => e.into_response(),
-        Err(_) => pages::PageError::Internal.into_response(),
+        Err(_) => common::PageError::Internal.into_response(),
     }
 }
 

@@ -3,19 +3,20 @@
 
 use std::fmt::Write as _;
 
-use axum::http::{header, StatusCode};
+use axum::http::header;
 use axum::response::{Html, IntoResponse, Response};
 use nmb_chat::{StoredConversation, StoredPart};
 use nmb_results::ErrorCategory;
-use nmb_results::GroupAggregate;
 use nmb_stats::Estimate;
 use nmb_store::{
     RunInfo, SampleFilter, SampleRecord, SampleScoreRow, SampleStatus, ScoreOutcome, Store,
-    StoreError,
 };
 use nmb_table::{Cell, Table};
 use serde::Deserialize;
 
+use crate::common::{
+    case_href, headline, nonempty, run_link, sample_href, verdict, Headline, PageError,
+};
 use crate::html::{escape, num, opt, page, thinking_block, url_encode};
 
 /// Samples per page of a run's table.
@@ -23,92 +24,11 @@ pub const PAGE_SIZE: u64 = 50;
 /// Characters of an answer shown in a run's table.
 const EXCERPT_CHARS: usize = 160;
 
-/// Why a page cannot be shown.
-#[derive(Debug)]
-pub(crate) enum PageError {
-    NotFound(String),
-    BadRequest(String),
-    Store(StoreError),
-    Internal,
-}
-
-impl From<StoreError> for PageError {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::UnknownRun { run_id, .. } => {
-                PageError::NotFound(format!("no run {run_id}"))
-            }
-            e => PageError::Store(e),
-        }
-    }
-}
-
-impl IntoResponse for PageError {
-    fn into_response(self) -> Response {
-        let (status, text) = match self {
-            PageError::NotFound(m) => (StatusCode::NOT_FOUND, m),
-            PageError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
-            PageError::Store(e) => {
-                // The details (paths, the query that failed) go to the log, not to the browser.
-                tracing::error!("nmb serve: {e}");
-                (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "the run store could not be read; the server's log says why".to_string(),
-                )
-            }
-            PageError::Internal => (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the page could not be made".to_string(),
-            ),
-        };
-        let title = format!(
-            "{} {}",
-            status.as_u16(),
-            status.canonical_reason().unwrap_or("")
-        );
-        (status, crate::html::error_page(&title, &text)).into_response()
-    }
-}
-
-/// What a score report's headline needs. The store keeps these members of each report apart from it, so the
-/// report itself (every sample's scoring, tens of megabytes for a large run) is never read.
-#[derive(Deserialize)]
-pub(crate) struct Headline {
-    overall: GroupAggregate,
-    #[serde(default, deserialize_with = "null_as_empty")]
-    by_level_family: Vec<GroupAggregate>,
-    /// The report's stability section and its judges, when they were asked more than once; read apart
-    /// ([`crate::repeats::Repeats::of`]) so that a layout this version cannot read hides only them.
-    #[serde(default)]
-    pub(crate) stability: Option<serde_json::Value>,
-    #[serde(default)]
-    pub(crate) judges: Option<serde_json::Value>,
-}
-
-/// A missing or null list as an empty one.
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<GroupAggregate>, D::Error> {
-    Ok(Option::<Vec<GroupAggregate>>::deserialize(d)?.unwrap_or_default())
-}
-
-pub(crate) fn headline(store: &Store, run_id: &str) -> Result<Option<Headline>, PageError> {
-    Ok(store
-        .latest_score_headline(run_id)?
-        .and_then(|json| serde_json::from_str(&json).ok()))
-}
-
 /// `0.420 [0.300, 0.550]`, or an em dash.
 fn estimate(e: Option<&Estimate>) -> String {
     e.map_or_else(
         || "—".to_string(),
         |e| format!("{:.3} [{:.3}, {:.3}]", e.value, e.ci_low, e.ci_high),
-    )
-}
-
-pub(crate) fn run_link(run_id: &str) -> String {
-    format!(
-        "<a href=\"/runs/{}\">{}</a>",
-        url_encode(run_id),
-        escape(run_id)
     )
 }
 
@@ -186,13 +106,6 @@ pub struct RunQuery {
     pub family: Option<String>,
     /// A disease group, in the latest score report.
     pub group: Option<String>,
-}
-
-pub(crate) fn nonempty(v: &Option<String>) -> Option<String> {
-    v.as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
 }
 
 impl RunQuery {
@@ -610,26 +523,6 @@ pub(crate) fn case_of(task_id: &str, score: Option<&SampleScoreRow>) -> Option<S
     }
 }
 
-/// `/runs/RUN/cases/CASE`.
-pub(crate) fn case_path(run_id: &str, case_id: &str) -> String {
-    format!("/runs/{}/cases/{}", url_encode(run_id), url_encode(case_id))
-}
-
-/// [`case_path`], escaped for an attribute.
-pub(crate) fn case_href(run_id: &str, case_id: &str) -> String {
-    escape(&case_path(run_id, case_id))
-}
-
-/// How a score row reads in a table: a CSS class and a word.
-pub(crate) fn verdict(r: &SampleScoreRow) -> (&'static str, String) {
-    match (r.status.as_str(), r.correct) {
-        ("parse_failed", _) => ("wrong", "unparseable".to_string()),
-        (_, Some(true)) => ("ok", "correct".to_string()),
-        (_, Some(false)) => ("wrong", "wrong".to_string()),
-        (status, None) => ("muted", status.replace('_', " ")),
-    }
-}
-
 /// A table of samples with links to each sample (and, when `with_case`, to its case), their status, score and
 /// the start of their answer.
 /// The samples of a page, one row each: `with_case` adds a column linking each to its case, `with_thinking`
@@ -653,20 +546,6 @@ pub(crate) fn sample_table(
         sample_row(body, run_id, s, score, with_case, with_thinking);
     }
     body.push_str("</table>");
-}
-
-/// `/runs/RUN/samples/INDEX?task=TASK`.
-pub(crate) fn sample_path(run_id: &str, task_id: &str, sample_index: u32) -> String {
-    format!(
-        "/runs/{}/samples/{sample_index}?task={}",
-        url_encode(run_id),
-        url_encode(task_id)
-    )
-}
-
-/// [`sample_path`], escaped for an attribute.
-pub(crate) fn sample_href(run_id: &str, task_id: &str, sample_index: u32) -> String {
-    escape(&sample_path(run_id, task_id, sample_index))
 }
 
 pub(crate) fn excerpt(text: &str) -> String {

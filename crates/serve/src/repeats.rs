@@ -6,7 +6,7 @@
 //!
 //! The run page reads only the report's headline, which keeps the stability section and the judges' runs. A
 //! sample's page reads its verdicts from the report when the report is small enough to read for one page
-//! ([`crate::case::REPORT_READ_LIMIT`]); past that it shows what the headline holds (the unstable list and the
+//! ([`crate::common::REPORT_READ_LIMIT`]); past that it shows what the headline holds (the unstable list and the
 //! judge calls).
 
 use std::fmt::Write as _;
@@ -18,9 +18,8 @@ use nmb_results::{JudgeDecision, JudgeInfo, RubricVerdict, SampleScore};
 use nmb_store::Store;
 use nmb_table::{Cell, Table};
 
-use crate::case::{report_samples, ReportSamples};
+use crate::common::{headline, report_samples, sample_path, Headline, PageError, ReportSamples};
 use crate::html::escape;
-use crate::pages::{headline, sample_path, Headline, PageError};
 
 /// Unstable items listed on a run page, at most; the score report's JSON has all of them.
 const LISTED: usize = 200;

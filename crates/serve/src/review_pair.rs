@@ -9,9 +9,9 @@ use axum::response::{IntoResponse, Response};
 use nmb_review::{VoteForm, COMMENT_LIMIT};
 use nmb_store::{AssignedItem, Store};
 
+use crate::common::review::{csrf_key, go_on, sample_turns, set_path, Refused, Reviewer};
 use crate::forms::field;
 use crate::html::{escape, thinking_block};
-use crate::review::{csrf_key, go_on, sample_turns, set_path, Refused, Reviewer};
 use crate::review_html::{frame, progress_nav, prompt_message, TurnView};
 
 /// The choices as the page offers them: stored value, label, key.

@@ -3,6 +3,7 @@
 mod common;
 mod neurovlm;
 mod sample_report;
+mod sections;
 mod sweep;
 mod two_axis;
 mod xss;

@@ -1,7 +1,7 @@
 //! Paired comparisons between models run on the same suite (the table of [`crate::paired_table`]).
 
-use crate::analysis::Analysis;
 use crate::paired_table;
+use crate::sections::analysis::Analysis;
 
 pub(super) fn paired(h: &mut String, analysis: &Analysis) {
     if analysis.paired.is_empty() {

@@ -1,13 +1,13 @@
-//! The NeuroVLM-Bench section: per run with structured scores, the tables of [`crate::neurovlm`], the
+//! The NeuroVLM-Bench section: per run with structured scores, the tables of [`crate::sections::neurovlm`], the
 //! diagnosis_name confusion heat map and the reliability diagram of the stated confidence.
 
 use std::fmt::Write;
 
 use super::escape;
-use crate::analysis::Analysis;
 use crate::input::RunData;
-use crate::neurovlm::{self, Section};
-use crate::svg;
+use crate::render::svg;
+use crate::sections::analysis::Analysis;
+use crate::sections::neurovlm::{self, Section};
 use crate::table::Table;
 
 pub(super) fn neurovlm(h: &mut String, runs: &[RunData], analysis: &Analysis) {

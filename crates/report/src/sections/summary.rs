@@ -9,8 +9,8 @@ use nmb_stats::Estimate;
 use nmb_store::SampleRecord;
 use nmb_suite::{Family, Level};
 
-use crate::analysis::{Analysis, TwoAxis};
 use crate::input::RunData;
+use crate::sections::analysis::{Analysis, TwoAxis};
 use crate::table::{number, percent, Cell, Table};
 
 /// What the per-group tables need of a scored run: the name it is shown under, its suite and its scores.
@@ -197,18 +197,26 @@ pub fn cost(runs: &[RunData], analysis: &Analysis) -> Option<Table> {
     Some(t)
 }
 
+/// One priced run on the accuracy-against-cost chart.
+pub(crate) struct CostAccuracy {
+    pub label: String,
+    /// Dollars per 100 answered samples.
+    pub dollars: f64,
+    pub accuracy: Estimate,
+}
+
 /// Each priced run with an accuracy and answers: its dollars per 100 answered samples against its accuracy.
-pub fn accuracy_against_cost(runs: &[RunData], analysis: &Analysis) -> Vec<crate::svg::CostPoint> {
+pub(crate) fn accuracy_against_cost(runs: &[RunData], analysis: &Analysis) -> Vec<CostAccuracy> {
     runs.iter()
         .zip(&analysis.costs)
         .filter_map(|(r, c)| {
             let accuracy = r.scores.as_ref()?.overall.accuracy.as_ref()?;
             let answered = r.summary.samples_ok;
             let dollars = c.dollars.filter(|_| answered > 0)? * 100.0 / answered as f64;
-            Some(crate::svg::CostPoint {
+            Some(CostAccuracy {
                 label: r.name(),
                 dollars,
-                accuracy: crate::svg::Value::from_estimate(accuracy),
+                accuracy: accuracy.clone(),
             })
         })
         .collect()
@@ -217,7 +225,7 @@ pub fn accuracy_against_cost(runs: &[RunData], analysis: &Analysis) -> Vec<crate
 /// The accuracy, with the clinician-corrected rate as its note when a review measured the scoring's decisions.
 fn accuracy(r: &RunData, e: Option<&Estimate>) -> Cell {
     let cell = percent(e);
-    match crate::calibration::corrected_note(r) {
+    match crate::sections::calibration::corrected_note(r) {
         Some(note) => cell.noted(note),
         None => cell,
     }

@@ -5,20 +5,24 @@
 //! escaping could not run code; escaping is still applied to every piece of text that reaches the page
 //! ([`escape`]), model output or not.
 
+mod calibration;
 mod cases;
 mod charts;
 mod manifests;
 mod neurovlm;
 mod paired;
+mod preference;
 mod revision;
+mod stability;
 mod summary;
 mod sweep;
 mod thinking;
 
 use std::fmt::Write;
 
-use crate::analysis::Analysis;
 use crate::input::RunData;
+use crate::sections::analysis::Analysis;
+use crate::sections::TableSection;
 use crate::ReportOptions;
 use cases::cases;
 use cases::thumbnail_styles;
@@ -40,8 +44,9 @@ pub const CSP: &str =
     "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; \
                        form-action 'none'; frame-ancestors 'none'";
 
-/// Escapes text for HTML element content and quoted attribute values (and SVG/XML); see [`nmb_table::escape`].
-pub use nmb_table::escape;
+/// Escapes text for HTML element content and quoted attribute values (and SVG/XML); the renderers' one
+/// escaping ([`crate::render::escape`]).
+pub use super::escape;
 
 const STYLE: &str = r#"
 body{font-family:"DejaVu Sans",Arial,sans-serif;margin:24px auto;max-width:1180px;color:#1d1d1d;line-height:1.4;padding:0 16px}
@@ -65,18 +70,24 @@ dl.manifest{display:grid;grid-template-columns:220px 1fr;gap:2px 12px;font-size:
 dl.manifest dt{font-weight:bold}dl.manifest dd{margin:0;word-break:break-all}
 "#;
 
-pub fn render(runs: &[RunData], analysis: &Analysis, opts: &ReportOptions) -> String {
+/// The HTML page; `tables` are the table sections under the headline.
+pub(crate) fn render(
+    runs: &[RunData],
+    analysis: &Analysis,
+    tables: &[TableSection],
+    opts: &ReportOptions,
+) -> String {
     let mut h = String::with_capacity(256 * 1024);
     head(&mut h, runs);
     notes(&mut h, runs, analysis);
-    headline(&mut h, runs, analysis);
+    headline(&mut h, runs, analysis, tables);
     summary::cost(&mut h, runs, analysis);
     thinking(&mut h, analysis);
     level_family(&mut h, runs);
     breadth_tables(&mut h, runs);
     criteria(&mut h, runs);
     revision(&mut h, runs);
-    h.push_str(&crate::stability::html(runs));
+    h.push_str(&stability::html(runs));
     charts(&mut h, runs);
     neurovlm(&mut h, runs, analysis);
     if let Some(t) = &analysis.two_axis {
@@ -84,8 +95,8 @@ pub fn render(runs: &[RunData], analysis: &Analysis, opts: &ReportOptions) -> St
     }
     sweep(&mut h, analysis);
     paired(&mut h, analysis);
-    h.push_str(&crate::calibration::html(runs));
-    h.push_str(&crate::preference::html(runs));
+    h.push_str(&calibration::html(runs));
+    h.push_str(&preference::html(runs));
     cases(&mut h, runs, opts);
     manifests(&mut h, runs);
     h.push_str("</body></html>\n");

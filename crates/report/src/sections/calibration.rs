@@ -3,12 +3,11 @@
 //! how the judges lean when shown the model's thinking (which needs no review: the section opens for it alone).
 
 use nmb_review::tables::{self as review_tables, CalibrationTables};
-use nmb_table::escape;
 
 use crate::input::RunData;
 
 /// Every run's review tables, in run order.
-fn tables(runs: &[RunData]) -> Vec<CalibrationTables> {
+pub(crate) fn tables(runs: &[RunData]) -> Vec<CalibrationTables> {
     runs.iter()
         .flat_map(|r| {
             r.calibrations
@@ -47,51 +46,11 @@ pub(crate) fn corrected_note(run: &RunData) -> Option<String> {
 }
 
 /// Each run with a thinking probe: its name and the probe's sentences.
-fn thinking(runs: &[RunData]) -> Vec<(String, &[String])> {
+pub(crate) fn thinking(runs: &[RunData]) -> Vec<(String, &[String])> {
     runs.iter()
         .filter_map(|r| {
             let p = r.thinking_probe.as_ref()?;
             Some((r.name(), p.sentences.as_slice()))
         })
         .collect()
-}
-
-/// The section in HTML (empty when no review covers any run and no run was scored both with and without the
-/// thinking shown).
-pub(crate) fn html(runs: &[RunData]) -> String {
-    let mut h = review_tables::section_html(&tables(runs));
-    let probes = thinking(runs);
-    if !probes.is_empty() && h.is_empty() {
-        h.push_str("<h2 id=\"review\">Judges against clinicians</h2>");
-    }
-    for (name, sentences) in probes {
-        h.push_str(&format!(
-            "<h4>How the judges lean when shown the thinking · {}</h4><ul>",
-            escape(&name)
-        ));
-        for s in sentences {
-            h.push_str(&format!("<li>{}</li>", escape(s)));
-        }
-        h.push_str("</ul>");
-    }
-    h
-}
-
-/// The section in Markdown (empty as [`html`] is).
-pub(crate) fn markdown(runs: &[RunData]) -> String {
-    let mut m = review_tables::section_markdown(&tables(runs));
-    let probes = thinking(runs);
-    if !probes.is_empty() && m.is_empty() {
-        m.push_str("## Judges against clinicians\n\n");
-    }
-    for (name, sentences) in probes {
-        m.push_str(&format!(
-            "#### How the judges lean when shown the thinking · {name}\n\n"
-        ));
-        for s in sentences {
-            m.push_str(&format!("- {s}\n"));
-        }
-        m.push('\n');
-    }
-    m
 }

@@ -6,7 +6,7 @@ use nmb_results::revision::{Rate, RevisionGroup};
 use nmb_suite::Level;
 
 use crate::input::RunData;
-use crate::summary::{run_columns, ScoredRun};
+use crate::sections::summary::{run_columns, ScoredRun};
 use crate::table::{percent, Cell, Table};
 
 /// One row per run with consults and level (and one for all levels when a run has several), or `None` when no

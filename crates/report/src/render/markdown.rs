@@ -2,9 +2,17 @@
 
 use std::fmt::Write;
 
-use crate::analysis::Analysis;
+use nmb_review::tables as review_tables;
+
 use crate::input::RunData;
-use crate::summary::{self, ScoredRun};
+use crate::sections::analysis::Analysis;
+use crate::sections::calibration::{tables as review_tables_of, thinking as thinking_probes};
+use crate::sections::preference::{judges_table, ranking_table, rankings, title, win_rate_table};
+use crate::sections::stability::{
+    sentences as stability_sentences, table as stability_table, unstable_table,
+};
+use crate::sections::summary::{self, ScoredRun};
+use crate::sections::TableSection;
 use crate::table::Table;
 
 /// Table cells: no pipes or line breaks from any text.
@@ -12,7 +20,8 @@ fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace(['\n', '\r'], " ")
 }
 
-pub fn render(runs: &[RunData], analysis: &Analysis) -> String {
+/// The Markdown report; `tables` are the table sections under the headline.
+pub(crate) fn render(runs: &[RunData], analysis: &Analysis, tables: &[TableSection]) -> String {
     let mut m = String::new();
     let _ = writeln!(m, "# nmb report\n");
     let _ = writeln!(
@@ -24,28 +33,31 @@ pub fn render(runs: &[RunData], analysis: &Analysis) -> String {
     for n in &analysis.notes {
         let _ = writeln!(m, "> {}\n", cell(n));
     }
-    headline(&mut m, runs, analysis);
+    headline(&mut m, runs, analysis, tables);
     cost(&mut m, runs, analysis);
     thinking(&mut m, analysis);
     levels(&mut m, runs);
     breadth(&mut m, runs);
     criteria(&mut m, runs);
     revision(&mut m, runs);
-    m.push_str(&crate::stability::markdown(runs));
+    m.push_str(&stability(runs));
     neurovlm(&mut m, runs, analysis);
     two_axis(&mut m, analysis);
     sweep(&mut m, analysis);
     paired(&mut m, analysis);
-    m.push_str(&crate::calibration::markdown(runs));
-    m.push_str(&crate::preference::markdown(runs));
+    m.push_str(&calibration(runs));
+    m.push_str(&preference(runs));
     manifests(&mut m, runs);
     m
 }
 
-fn headline(m: &mut String, runs: &[RunData], analysis: &Analysis) {
+fn headline(m: &mut String, runs: &[RunData], analysis: &Analysis, tables: &[TableSection]) {
     section(m, "## Headline", &summary::headline(runs, analysis));
     if let Some(t) = summary::errors_by_class(runs) {
         section(m, "### Errored samples by class", &t);
+    }
+    for s in tables {
+        section(m, &format!("### {}", s.title), &s.table);
     }
 }
 
@@ -57,10 +69,10 @@ fn cost(m: &mut String, runs: &[RunData], analysis: &Analysis) {
 
 /// The thinking tables, as in the HTML report (which adds the chart).
 fn thinking(m: &mut String, analysis: &Analysis) {
-    if let Some(t) = crate::thinking::table(&analysis.thinking) {
+    if let Some(t) = crate::sections::thinking::table(&analysis.thinking) {
         section(m, "## Thinking", &t);
     }
-    if let Some(t) = crate::thinking::bins_table(&analysis.thinking) {
+    if let Some(t) = crate::sections::thinking::bins_table(&analysis.thinking) {
         section(m, "### Accuracy by thinking length", &t);
     }
 }
@@ -76,19 +88,19 @@ fn breadth(m: &mut String, runs: &[RunData]) {
     if let Some(t) = summary::breadth(&ScoredRun::of(runs)) {
         section(m, "## Breadth", &t);
     }
-    if let Some(t) = crate::label_set::table(runs) {
+    if let Some(t) = crate::sections::label_set::table(runs) {
         section(m, "### Fixed label sets (accuracy and macro-F1)", &t);
     }
 }
 
 fn criteria(m: &mut String, runs: &[RunData]) {
     let scored = ScoredRun::of(runs);
-    if let Some(t) = crate::criteria::table(&scored) {
+    if let Some(t) = crate::sections::criteria::table(&scored) {
         section(m, "## Criterion rubric", &t);
     }
-    if let Some(t) = crate::criteria::criterion_table(&scored) {
+    if let Some(t) = crate::sections::criteria::criterion_table(&scored) {
         m.push_str("### By criterion\n\n");
-        for s in crate::criteria::sentences(&scored) {
+        for s in crate::sections::criteria::sentences(&scored) {
             let _ = write!(m, "{s}\n\n");
         }
         let _ = writeln!(m, "{}", t.markdown());
@@ -102,7 +114,7 @@ fn section(m: &mut String, heading: &str, t: &Table) {
 
 /// Revision in multi-turn consults, as in the HTML report.
 fn revision(m: &mut String, runs: &[RunData]) {
-    if let Some(t) = crate::revision::table(runs) {
+    if let Some(t) = crate::sections::revision::table(runs) {
         m.push_str("## Revision in consults\n\n");
         m.push_str(&t.markdown());
         m.push('\n');
@@ -111,7 +123,7 @@ fn revision(m: &mut String, runs: &[RunData]) {
 
 /// The NeuroVLM-Bench tables of every run with structured scores, as in the HTML report.
 fn neurovlm(m: &mut String, runs: &[RunData], analysis: &Analysis) {
-    let sections = crate::neurovlm::sections(runs, analysis);
+    let sections = crate::sections::neurovlm::sections(runs, analysis);
     if sections.is_empty() {
         return;
     }
@@ -123,7 +135,7 @@ fn neurovlm(m: &mut String, runs: &[RunData], analysis: &Analysis) {
             cell(&s.run.name()),
             cell(&s.run.manifest.suite_id)
         );
-        for (heading, t) in crate::neurovlm::tables(s) {
+        for (heading, t) in crate::sections::neurovlm::tables(s) {
             let _ = writeln!(m, "#### {heading}\n\n{}", t.markdown());
         }
         if s.report.calibration.is_none() {
@@ -163,7 +175,7 @@ fn sweep(m: &mut String, analysis: &Analysis) {
     if analysis.sweep.is_empty() {
         return;
     }
-    let (groups, ranking) = crate::sweep::tables(&analysis.sweep);
+    let (groups, ranking) = crate::sections::sweep::tables(&analysis.sweep);
     m.push_str("## Prompt sensitivity\n\n");
     for (heading, t) in &groups {
         let _ = writeln!(m, "### {}\n\n{}", cell(heading), t.markdown());
@@ -200,4 +212,69 @@ fn manifests(m: &mut String, runs: &[RunData]) {
             cell(&x.dropped_inputs.join("; ")),
         );
     }
+}
+
+/// The section in Markdown, empty when no run was scored with repeats.
+fn stability(runs: &[RunData]) -> String {
+    let scored = ScoredRun::of(runs);
+    let Some(t) = stability_table(&scored) else {
+        return String::new();
+    };
+    let mut m = String::from("## Judge stability\n\n");
+    for s in stability_sentences(&scored) {
+        m.push_str(&format!("{s}\n\n"));
+    }
+    m.push_str(&t.markdown());
+    m.push('\n');
+    if let Some(u) = unstable_table(&scored) {
+        m.push_str(&u.markdown());
+        m.push('\n');
+    }
+    m
+}
+
+/// The section in Markdown (empty as the HTML one is).
+fn calibration(runs: &[RunData]) -> String {
+    let mut m = review_tables::section_markdown(&review_tables_of(runs));
+    let probes = thinking_probes(runs);
+    if !probes.is_empty() && m.is_empty() {
+        m.push_str("## Judges against clinicians\n\n");
+    }
+    for (name, sentences) in probes {
+        m.push_str(&format!(
+            "#### How the judges lean when shown the thinking · {name}\n\n"
+        ));
+        for s in sentences {
+            m.push_str(&format!("- {s}\n"));
+        }
+        m.push('\n');
+    }
+    m
+}
+
+/// The section in Markdown, empty without a pairwise review.
+fn preference(runs: &[RunData]) -> String {
+    let all = rankings(runs);
+    if all.is_empty() {
+        return String::new();
+    }
+    let mut m = String::from("## Clinicians' pairwise preference\n\n");
+    for p in all {
+        m.push_str(&format!("### {}\n\n{}\n\n", title(p), p.sentence));
+        for n in &p.notes {
+            m.push_str(&format!("> {n}\n\n"));
+        }
+        m.push_str(&ranking_table(p).markdown());
+        m.push('\n');
+        m.push_str(&win_rate_table(p).markdown());
+        m.push('\n');
+        if let Some(t) = judges_table(p) {
+            for j in &p.judges {
+                m.push_str(&format!("{}\n\n", j.sentence));
+            }
+            m.push_str(&t.markdown());
+            m.push('\n');
+        }
+    }
+    m
 }

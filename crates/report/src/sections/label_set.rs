@@ -2,7 +2,7 @@
 //! maybe), with the macro-F1 and per-label F1 their official scoring reports beside accuracy.
 
 use crate::input::RunData;
-use crate::summary::{run_columns, ScoredRun};
+use crate::sections::summary::{run_columns, ScoredRun};
 use crate::table::{percent, Cell, Table};
 
 /// One row per run with label-set scores, or `None` when no run has them.

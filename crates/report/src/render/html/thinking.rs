@@ -1,10 +1,10 @@
-//! The thinking section (built in [`crate::thinking`]): the table per level and family, one chart of accuracy
+//! The thinking section (built in [`crate::sections::thinking`]): the table per level and family, one chart of accuracy
 //! against thinking length per unit of measure, and the table behind the charts.
 
-use crate::analysis::Analysis;
-use crate::svg::thinking::{accuracy_by_length, Bin, Series};
-use crate::svg::Value;
-use crate::thinking::{self as data, Measure, RunThinking};
+use crate::render::svg::thinking::{accuracy_by_length, Bin, Series};
+use crate::render::svg::Value;
+use crate::sections::analysis::Analysis;
+use crate::sections::thinking::{self as data, Measure, RunThinking};
 
 pub(super) fn thinking(h: &mut String, analysis: &Analysis) {
     let runs = &analysis.thinking;

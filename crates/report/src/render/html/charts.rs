@@ -7,9 +7,9 @@ use nmb_results::{BertScoreConfig, ErrorCategory, ScoreReport};
 use nmb_suite::Level;
 
 use super::escape;
-use crate::analysis::TwoAxis;
 use crate::input::RunData;
-use crate::svg::{self, Value};
+use crate::render::svg::{self, Value};
+use crate::sections::analysis::TwoAxis;
 
 pub(super) fn charts(h: &mut String, runs: &[RunData]) {
     h.push_str("<h2 id=\"charts\">Charts</h2><div class=\"charts\">");
@@ -223,5 +223,5 @@ pub(super) fn two_axis(h: &mut String, t: &TwoAxis) {
     if t.correlation.is_some() {
         h.push_str("<p class=\"muted\">The interval resamples models, so with few models it is wide; the permutation p-value is exact for up to nine models.</p>");
     }
-    h.push_str(&crate::summary::two_axis(t).html());
+    h.push_str(&crate::sections::summary::two_axis(t).html());
 }

@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use nmb_results::{Breakdown, GroupAggregate, SampleScore};
 use nmb_stats::Estimate;
 
-use crate::analysis::Analysis;
 use crate::input::RunData;
+use crate::sections::analysis::Analysis;
 use crate::table::{Cell, Table};
 
 const SAMPLE_COLUMNS: &[&str] = &[
@@ -330,13 +330,13 @@ const STRUCTURED_COLUMNS: &[&str] = &[
 
 /// `structured.csv`: one row per run and NeuroVLM-Bench number, or `None` when no run has structured scores.
 pub fn structured(runs: &[RunData], analysis: &Analysis) -> Option<String> {
-    let sections = crate::neurovlm::sections(runs, analysis);
+    let sections = crate::sections::neurovlm::sections(runs, analysis);
     if sections.is_empty() {
         return None;
     }
     let mut t = csv_table(STRUCTURED_COLUMNS);
     for s in &sections {
-        for row in crate::neurovlm::rows(s) {
+        for row in crate::sections::neurovlm::rows(s) {
             let (lo, hi) = row.ci.map_or((None, None), |(l, h)| (Some(l), Some(h)));
             t.push(record([
                 s.run.info.run_id.clone(),
@@ -379,7 +379,7 @@ pub fn sweep(analysis: &Analysis) -> Option<String> {
         return None;
     }
     let mut t = csv_table(SWEEP_COLUMNS);
-    for r in crate::sweep::rows(&analysis.sweep) {
+    for r in crate::sections::sweep::rows(&analysis.sweep) {
         let [value, low, high] = est(r.estimate.as_ref());
         t.push(record([
             r.suite_id,

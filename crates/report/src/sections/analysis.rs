@@ -1,16 +1,17 @@
 //! Numbers a report derives across runs: cost, the breadth-versus-depth view, paired comparisons between
-//! models evaluated on the same items, prompt sensitivity ([`crate::sweep`]) and thinking
-//! ([`crate::thinking`]). Per-run numbers come from the score report as they are.
+//! models evaluated on the same items, prompt sensitivity ([`crate::sections::sweep`]) and thinking
+//! ([`crate::sections::thinking`]). Per-run numbers come from the score report as they are.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nmb_results::{Comparison, TaskScore};
+use nmb_results::Comparison;
 use nmb_stats::{
     bootstrap_mean, model_rank_correlation, BootstrapConfig, Design, Estimate, RankCorrelation,
 };
 use serde::Serialize;
 
 use crate::input::RunData;
+use crate::sections::sweep::task_pass;
 
 pub use nmb_results::cost::{CostSplit, Price, Prices, Tokens};
 
@@ -76,10 +77,10 @@ pub struct Analysis {
     pub paired: Vec<Comparison>,
     /// Prompt sweeps: per suite and score, models under several template variants (empty without a sweep).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub sweep: Vec<crate::sweep::SweepGroup>,
+    pub sweep: Vec<crate::sections::sweep::SweepGroup>,
     /// The runs whose answers thought: how much, and accuracy by how much (empty without thinking).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub thinking: Vec<crate::thinking::RunThinking>,
+    pub thinking: Vec<crate::sections::thinking::RunThinking>,
     pub bootstrap: BootstrapConfig,
     pub notes: Vec<String>,
 }
@@ -92,14 +93,14 @@ pub fn build(runs: &[RunData], prices: &Prices, cfg: &BootstrapConfig) -> Analys
             r.info.run_id, r.info.run_id
         ));
     }
-    let sweep = crate::sweep::build(runs, cfg, &mut notes);
+    let sweep = crate::sections::sweep::build(runs, cfg, &mut notes);
     let swept: BTreeSet<&str> = sweep.iter().map(|g| g.suite_hash.as_str()).collect();
     Analysis {
         costs: runs.iter().map(|r| cost(r, prices)).collect(),
         two_axis: two_axis(runs, cfg),
         paired: paired(runs, &swept, cfg, &mut notes),
         sweep,
-        thinking: crate::thinking::build(runs, cfg),
+        thinking: crate::sections::thinking::build(runs, cfg),
         bootstrap: *cfg,
         notes,
     }
@@ -125,15 +126,6 @@ fn cost(run: &RunData, prices: &Prices) -> CostEstimate {
             .zip(correct.filter(|c| *c > 0))
             .map(|(d, c)| d / c as f64),
     }
-}
-
-/// Per-task pass@k reading (a) as the score report holds it.
-pub(crate) fn task_pass(t: &TaskScore, k: usize) -> Option<f64> {
-    let keys = [k.to_string(), format!("pass@{k}"), format!("pass_at_{k}")];
-    keys.iter()
-        .find_map(|key| t.pass_at_k_unbiased.get(key))
-        .copied()
-        .flatten()
 }
 
 #[derive(Default)]

@@ -1,15 +1,15 @@
-//! Prompt sensitivity (the tables of [`crate::sweep::tables`]).
+//! Prompt sensitivity (the tables of [`crate::sections::sweep::tables`]).
 
 use std::fmt::Write;
 
 use super::escape;
-use crate::analysis::Analysis;
+use crate::sections::analysis::Analysis;
 
 pub(super) fn sweep(h: &mut String, analysis: &Analysis) {
     if analysis.sweep.is_empty() {
         return;
     }
-    let (groups, ranking) = crate::sweep::tables(&analysis.sweep);
+    let (groups, ranking) = crate::sections::sweep::tables(&analysis.sweep);
     h.push_str("<h2 id=\"prompt-sensitivity\">Prompt sensitivity</h2>");
     for (heading, t) in &groups {
         let _ = write!(h, "<h3>{}</h3>", escape(heading));

@@ -6,7 +6,8 @@ use std::fmt::Write;
 use super::{
     colour, describe, frame, legend, legend_rows, line, open, round_up, whisker_v, Area, Value, W,
 };
-use crate::html::escape;
+use crate::render::escape;
+use crate::table::trimmed;
 
 /// One run on the chart.
 pub struct Series {
@@ -95,10 +96,4 @@ fn point(out: &mut String, b: &Bin, c: &str, label: &str, unit: &str, (x, y): (S
         "<circle class=\"point\" cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"5\" fill=\"{c}\" stroke=\"#fff\"><title>{}</title></circle>",
         escape(&what)
     );
-}
-
-/// A length with at most one decimal (a share of a call's tokens may be fractional), without a trailing `.0`.
-pub fn trimmed(v: f64) -> String {
-    let s = format!("{v:.1}");
-    s.strip_suffix(".0").map_or(s.clone(), str::to_string)
 }

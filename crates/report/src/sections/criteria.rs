@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 
 use nmb_results::criteria::score::CriterionRate;
 
-use crate::summary::{run_columns, ScoredRun};
+use crate::sections::summary::{run_columns, ScoredRun};
 use crate::table::{percent, Cell, Table};
 
 /// Rows of the per-criterion table per run: a HealthBench-sized rubric has thousands of criteria, and the

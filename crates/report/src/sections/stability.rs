@@ -6,8 +6,7 @@
 use nmb_results::stability::{JudgeStability, StabilityReport};
 use nmb_stats::Estimate;
 
-use crate::input::RunData;
-use crate::summary::{run_columns, ScoredRun};
+use crate::sections::summary::{run_columns, ScoredRun};
 use crate::table::{Cell, Table};
 
 /// Unstable items listed per run, at most; the score report's JSON has all of them.
@@ -167,40 +166,4 @@ fn sentence(
         added.first_calls,
         added.first_tokens_in.saturating_add(added.first_tokens_out)
     )
-}
-
-/// The section in HTML, empty when no run was scored with repeats.
-pub(crate) fn html(runs: &[RunData]) -> String {
-    let scored = ScoredRun::of(runs);
-    let Some(t) = table(&scored) else {
-        return String::new();
-    };
-    let mut h = String::from("<h2 id=\"stability\">Judge stability</h2>");
-    for s in sentences(&scored) {
-        h.push_str(&format!("<p>{}</p>", nmb_table::escape(&s)));
-    }
-    h.push_str(&t.html());
-    if let Some(u) = unstable_table(&scored) {
-        h.push_str(&u.html());
-    }
-    h
-}
-
-/// The section in Markdown, empty when no run was scored with repeats.
-pub(crate) fn markdown(runs: &[RunData]) -> String {
-    let scored = ScoredRun::of(runs);
-    let Some(t) = table(&scored) else {
-        return String::new();
-    };
-    let mut m = String::from("## Judge stability\n\n");
-    for s in sentences(&scored) {
-        m.push_str(&format!("{s}\n\n"));
-    }
-    m.push_str(&t.markdown());
-    m.push('\n');
-    if let Some(u) = unstable_table(&scored) {
-        m.push_str(&u.markdown());
-        m.push('\n');
-    }
-    m
 }

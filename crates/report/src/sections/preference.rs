@@ -3,7 +3,7 @@
 //! matrix and one sentence, from `nmb_review::run_pairwise`.
 
 use nmb_review::PairwiseRanking;
-use nmb_table::{escape, Cell, Table};
+use nmb_table::{Cell, Table};
 
 use crate::input::RunData;
 
@@ -18,7 +18,7 @@ pub(crate) fn rankings(runs: &[RunData]) -> Vec<&PairwiseRanking> {
     out
 }
 
-fn ranking_table(p: &PairwiseRanking) -> Table {
+pub(crate) fn ranking_table(p: &PairwiseRanking) -> Table {
     let mut t = Table::new(
         "Ratings from the clinicians' votes: Bradley–Terry with Davidson's ties, on the Elo-like scale (1000 is \
          the average model; 400 points are a factor of 10 in the odds of being preferred), answer length and \
@@ -52,7 +52,7 @@ fn ranking_table(p: &PairwiseRanking) -> Table {
     t
 }
 
-fn win_rate_table(p: &PairwiseRanking) -> Table {
+pub(crate) fn win_rate_table(p: &PairwiseRanking) -> Table {
     let names: Vec<&str> = p.models.iter().map(|m| m.model.as_str()).collect();
     let mut columns: Vec<(&str, bool)> = vec![("row beats column", false)];
     columns.extend(names.iter().map(|n| (*n, true)));
@@ -72,7 +72,7 @@ fn win_rate_table(p: &PairwiseRanking) -> Table {
     t
 }
 
-fn judges_table(p: &PairwiseRanking) -> Option<Table> {
+pub(crate) fn judges_table(p: &PairwiseRanking) -> Option<Table> {
     if p.judges.is_empty() {
         return None;
     }
@@ -103,7 +103,7 @@ fn judges_table(p: &PairwiseRanking) -> Option<Table> {
     Some(t)
 }
 
-fn title(p: &PairwiseRanking) -> String {
+pub(crate) fn title(p: &PairwiseRanking) -> String {
     format!(
         "review set {} · clinicians: {} · {} votes ({} neither acceptable)",
         p.set_id,
@@ -111,62 +111,4 @@ fn title(p: &PairwiseRanking) -> String {
         p.votes + p.neither,
         p.neither
     )
-}
-
-/// The section in HTML, empty without a pairwise review; every text escaped.
-pub(crate) fn html(runs: &[RunData]) -> String {
-    let all = rankings(runs);
-    if all.is_empty() {
-        return String::new();
-    }
-    let mut h = String::from("<h2 id=\"preference\">Clinicians' pairwise preference</h2>");
-    for p in all {
-        h.push_str(&format!("<h3>{}</h3>", escape(&title(p))));
-        h.push_str(&format!(
-            "<p class=\"sentence\">{}</p>",
-            escape(&p.sentence)
-        ));
-        for n in &p.notes {
-            h.push_str(&format!("<p class=\"muted\">{}</p>", escape(n)));
-        }
-        h.push_str(&ranking_table(p).html());
-        h.push_str(&win_rate_table(p).html());
-        if let Some(t) = judges_table(p) {
-            for j in &p.judges {
-                h.push_str(&format!(
-                    "<p class=\"sentence\">{}</p>",
-                    escape(&j.sentence)
-                ));
-            }
-            h.push_str(&t.html());
-        }
-    }
-    h
-}
-
-/// The section in Markdown, empty without a pairwise review.
-pub(crate) fn markdown(runs: &[RunData]) -> String {
-    let all = rankings(runs);
-    if all.is_empty() {
-        return String::new();
-    }
-    let mut m = String::from("## Clinicians' pairwise preference\n\n");
-    for p in all {
-        m.push_str(&format!("### {}\n\n{}\n\n", title(p), p.sentence));
-        for n in &p.notes {
-            m.push_str(&format!("> {n}\n\n"));
-        }
-        m.push_str(&ranking_table(p).markdown());
-        m.push('\n');
-        m.push_str(&win_rate_table(p).markdown());
-        m.push('\n');
-        if let Some(t) = judges_table(p) {
-            for j in &p.judges {
-                m.push_str(&format!("{}\n\n", j.sentence));
-            }
-            m.push_str(&t.markdown());
-            m.push('\n');
-        }
-    }
-    m
 }

@@ -18,7 +18,7 @@ use nmb_suite::{Family, Level};
 use serde::Serialize;
 
 use crate::input::RunData;
-use crate::svg::thinking::trimmed;
+use crate::table::trimmed;
 use crate::table::{percent, Cell, Table};
 
 /// How a run's thinking was measured.

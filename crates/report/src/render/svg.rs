@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::html::escape;
+use super::escape;
 
 pub mod thinking;
 

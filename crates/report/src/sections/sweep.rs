@@ -17,7 +17,6 @@ use nmb_stats::{
 };
 use serde::Serialize;
 
-use crate::analysis::task_pass;
 use crate::input::RunData;
 use crate::table::{percent, Cell, Table};
 
@@ -607,6 +606,15 @@ pub fn rows(groups: &[SweepGroup]) -> Vec<SweepRow> {
         }
     }
     out
+}
+
+/// Per-task pass@k reading (a) as the score report holds it.
+pub(crate) fn task_pass(t: &nmb_results::TaskScore, k: usize) -> Option<f64> {
+    let keys = [k.to_string(), format!("pass@{k}"), format!("pass_at_{k}")];
+    keys.iter()
+        .find_map(|key| t.pass_at_k_unbiased.get(key))
+        .copied()
+        .flatten()
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@ use nmb_results::structured::CONFIDENT;
 use nmb_results::structured::{efficiency, Efficiency, StructuredReport, Usage, FIELDS, FLAGS};
 use nmb_stats::{Bin, Estimate};
 
-use crate::analysis::{Analysis, Price};
 use crate::input::RunData;
+use crate::sections::analysis::{Analysis, Price};
 use crate::table::{percent, Cell, Table};
 
 /// What the efficiency table says when neither scoring nor the report had a price.
