@@ -15,12 +15,14 @@ pub struct CliArgs {
     pub idf: bool,
     pub baseline: Option<[f64; 3]>,
     pub batch_size: usize,
+    /// The most bytes either line file may hold; a larger file is refused before it is read.
+    pub max_file_bytes: u64,
 }
 
 /// Reads both files (one text per line), checks they pair up, loads the model and scores.
 pub fn run_cli(args: &CliArgs) -> Result<Vec<Prf>, BertScoreError> {
-    let cands = read_lines(&args.cands)?;
-    let refs = read_lines(&args.refs)?;
+    let cands = read_lines(&args.cands, args.max_file_bytes)?;
+    let refs = read_lines(&args.refs, args.max_file_bytes)?;
     if cands.len() != refs.len() {
         return Err(BertScoreError::LineMismatch {
             cands_path: args.cands.display().to_string(),
@@ -40,11 +42,33 @@ pub fn run_cli(args: &CliArgs) -> Result<Vec<Prf>, BertScoreError> {
 }
 
 /// One text per line; `\r\n` endings are accepted and a final newline does not add an empty
-/// text, but empty lines in between are kept as empty texts (they score 0).
-pub fn read_lines(path: &Path) -> Result<Vec<String>, BertScoreError> {
-    let text = std::fs::read_to_string(path).map_err(|source| BertScoreError::Read {
+/// text, but empty lines in between are kept as empty texts (they score 0). A file of more than
+/// `max_bytes` is refused, having read at most one byte past the cap.
+pub fn read_lines(path: &Path, max_bytes: u64) -> Result<Vec<String>, BertScoreError> {
+    use std::io::Read as _;
+    let read_err = |source| BertScoreError::Read {
         path: path.display().to_string(),
         source,
+    };
+    let file = std::fs::File::open(path).map_err(read_err)?;
+    let mut bytes = Vec::new();
+    (file.take(max_bytes.saturating_add(1)))
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(BertScoreError::TooLarge {
+            path: path.display().to_string(),
+            cap: match max_bytes % (1 << 20) {
+                0 => format!("{} MiB", max_bytes >> 20),
+                _ => format!("{max_bytes} bytes"),
+            },
+        });
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        read_err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not UTF-8 text (at byte {})", e.utf8_error().valid_up_to()),
+        ))
     })?;
     Ok(text.lines().map(str::to_string).collect())
 }
@@ -104,7 +128,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("c.txt");
         std::fs::write(&p, "a\r\n\nb\n").unwrap();
-        assert_eq!(read_lines(&p).unwrap(), vec!["a", "", "b"]);
+        assert_eq!(read_lines(&p, 1 << 20).unwrap(), vec!["a", "", "b"]);
+        assert!(matches!(
+            read_lines(&p, 3),
+            Err(BertScoreError::TooLarge { .. })
+        ));
     }
 
     #[test]

@@ -53,6 +53,8 @@ pub enum BertScoreError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{path} is larger than {cap}, the most nmb reads of a text file; raise the cap with --max-file-mib (or NMB_MAX_FILE_MIB)")]
+    TooLarge { path: String, cap: String },
     #[error("{path}: {msg}")]
     Config { path: String, msg: String },
     #[error("tokenizer {path}: {msg}")]

@@ -188,7 +188,7 @@ pub fn stored_scores(store: &Store, run_id: &str) -> Result<Option<ScoreReport>,
 
 /// A score report from a JSON file (`nmb score RUN --json > FILE`).
 pub fn scores_from_file(path: &std::path::Path) -> Result<ScoreReport, ReportError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Read {
+    let text = nmb_suite::limits::read_to_string_io(path).map_err(|source| ReportError::Read {
         path: path.to_path_buf(),
         source,
     })?;

@@ -374,7 +374,8 @@ pub fn read_data_js(path: &Path) -> Result<Value, MergeError> {
         path: path.to_path_buf(),
         message,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read it: {e}")))?;
+    let text = nmb_suite::limits::read_to_string_io(path)
+        .map_err(|e| err(format!("cannot read it: {e}")))?;
     let expected =
         "expected a site data.js: `const modelData = { \"1.0\": { verified: [...], ... } };`";
     let start = text

@@ -70,6 +70,7 @@ pub fn run(args: BertScoreArgs) -> Result<ExitCode> {
         idf: args.idf,
         baseline,
         batch_size: args.batch_size,
+        max_file_bytes: nmb_suite::limits::max_file_bytes(),
     };
     let scores = run_cli(&cli)?;
     if args.json {

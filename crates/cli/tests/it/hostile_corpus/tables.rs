@@ -22,6 +22,7 @@ pub fn cases(dir: &Path) -> Vec<Case> {
         site_file_of_100_mb(dir),
         single_line_json_of_30_mb(dir),
         answer_key_over_a_lowered_cap(dir),
+        bertscore_lines_over_a_lowered_cap(dir),
         answer_of_100k_nested_braces(dir),
     ]
 }
@@ -377,6 +378,27 @@ fn answer_key_over_a_lowered_cap(dir: &Path) -> Case {
         c,
         &runs,
         &["big-key.jsonl is larger than 1 MiB", "--max-file-mib"],
+    )
+}
+
+/// Refused before the encoder is looked for: the model directory does not exist.
+fn bertscore_lines_over_a_lowered_cap(dir: &Path) -> Case {
+    let cands = file(dir, "cands.txt", "an answer\n".repeat(210_000).as_bytes());
+    let refs = file(dir, "refs.txt", b"a reference\n");
+    let runs = dir.join("bertscore-runs");
+    let mut c = nmb_command(&runs);
+    c.args(["--max-file-mib", "1", "bertscore", "--layer", "6"])
+        .arg("--model-dir")
+        .arg(dir.join("no-model"))
+        .arg("--cands")
+        .arg(&cands)
+        .arg("--refs")
+        .arg(&refs);
+    Case::refused(
+        "BERTScore candidates of 2 MB with --max-file-mib 1",
+        c,
+        &runs,
+        &["cands.txt is larger than 1 MiB", "--max-file-mib"],
     )
 }
 
