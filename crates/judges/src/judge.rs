@@ -24,13 +24,14 @@
 //! `claude`, `gemini`, `gemma`, `llama`, `qwen`, ...; see [`nmb_results::family::model_family`]) or from the same vendor API at its
 //! public endpoint. The flag is on the judge ([`JudgeInfo`]) and on each of its verdicts.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures::stream::{self, StreamExt};
 use nmb_chat::{GenParams, Message, OutputFormat, Role};
 use nmb_record::{BatchOptions, Batcher, CallSpec, Recorder, BATCH_IN_FLIGHT};
-use nmb_requests::{Backend, ModelIdentity, ModelSpec, Scheduler};
+use nmb_requests::{Adjustment, Backend, ModelIdentity, ModelSpec, Scheduler, Secrets};
 use nmb_results::family::{model_family, self_grading};
 use nmb_results::{JudgeInfo, RepeatRun};
 use nmb_store::{canonical_json, Manifest, RunInfo, RunKind, Store};
@@ -133,6 +134,9 @@ struct Repeat {
 
 struct Slot {
     spec: String,
+    /// What asks it: its adjustments to the parameters ([`nmb_requests::rules`], what a server refused) are
+    /// recorded with its judge runs.
+    backend: Arc<dyn Backend>,
     identity: Value,
     /// Records this judge's calls, one judge run per repeat (repeat 0 is the judge run of a single asking).
     repeats: Vec<Repeat>,
@@ -229,11 +233,13 @@ impl Panel {
                 None => j.backend.clone(),
             };
             // One lane per judge: its repeats share the judge's concurrency.
-            let lane = scheduler.lane(backend, concurrency.max(1));
+            let lane = scheduler.lane(backend.clone(), concurrency.max(1));
             let mut runs = Vec::new();
             for r in 0..repeats.max(1) {
                 let params = repeat_params(&params, r);
                 let run_id = judge_run(&store, of, j.spec.as_str(), &identity, &params)?;
+                // A judge run asked again starts with what it recorded, so a server is not refused twice.
+                backend.adopt_adjustments(&recorded_adjustments(&store.run(&run_id)?.manifest));
                 let recorder = Recorder::new(
                     store.clone(),
                     scheduler.clone(),
@@ -248,6 +254,7 @@ impl Panel {
                 family: model_family(j.spec.as_str()),
                 provider: provider(j.spec.as_str()),
                 spec: j.spec.to_string(),
+                backend,
                 identity,
                 repeats: runs,
             });
@@ -449,8 +456,10 @@ impl Panel {
         let mut out = Vec::new();
         for (j, slot) in self.slots.iter().enumerate() {
             let mut runs = Vec::new();
+            let mut adjusted = BTreeMap::new();
             for repeat in &slot.repeats {
                 let run_id = repeat.recorder.run_id();
+                adjusted.extend(self.note_adjustments(run_id, &slot.backend)?);
                 self.store
                     .set_status(run_id, nmb_store::RunStatus::Finished)?;
                 let summary = self.store.summary(run_id)?;
@@ -475,10 +484,44 @@ impl Panel {
                 tokens_out: first.tokens_out,
                 failed_items: failed_items.get(j).copied().unwrap_or(0),
                 repeat_runs: runs,
+                params_adjusted: adjusted,
             });
         }
         Ok(out)
     }
+
+    /// Records in a judge run's manifest what the judge's backend changed in the parameters it was given (as a
+    /// model run's manifest records it, reasons redacted), and gives everything the manifest now records: what
+    /// earlier scorings recorded included, so that a scoring answered from the store reports the same.
+    fn note_adjustments(
+        &self,
+        run_id: &str,
+        backend: &Arc<dyn Backend>,
+    ) -> Result<BTreeMap<String, String>, JudgeError> {
+        let mut manifest = self.store.run(run_id)?.manifest;
+        let mut recorded = manifest.params_adjusted.clone().unwrap_or_default();
+        let secrets = Secrets::from_env();
+        let mut changed = false;
+        for (a, why) in backend.adjustments() {
+            if !recorded.contains_key(&a.to_string()) {
+                recorded.insert(a.to_string(), secrets.redact(&why));
+                changed = true;
+            }
+        }
+        if changed {
+            manifest.params_adjusted = Some(recorded.clone());
+            self.store.update_manifest(run_id, &manifest)?;
+        }
+        Ok(recorded)
+    }
+}
+
+/// The adjustments a judge run's manifest records (names this version does not know are left out).
+fn recorded_adjustments(manifest: &Manifest) -> BTreeMap<Adjustment, String> {
+    let recorded = manifest.params_adjusted.iter().flatten();
+    recorded
+        .filter_map(|(name, why)| Some((Adjustment::parse(name)?, why.clone())))
+        .collect()
 }
 
 /// One judge's repeats of one question as one answer: the median of the valid repeats, with every repeat kept.

@@ -18,7 +18,7 @@ use nmb_requests::{
     Adjustment, Backend, BatchApi, BatchItem, BatchLimits, BoxFuture, CallError, ChatRequest,
     Completion, ErrorClass, ModelSpec, Polled,
 };
-use nmb_store::{format_utc_ms, now_ms, BatchRecord, BatchState, Store};
+use nmb_store::{format_utc_ms, now_ms, BatchRecord, BatchState, Resubmission, Store};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
@@ -105,6 +105,9 @@ struct Shared {
     resent: Mutex<HashMap<String, u32>>,
     /// Batches whose polling gave up in this process, with why: a later call in them gets the error at once.
     gave_up: Mutex<HashMap<String, CallError>>,
+    /// Requests whose batch the provider refused for a queue limit, with why: the batch that takes them up
+    /// records it.
+    resubmitted: Mutex<HashMap<String, Resubmission>>,
 }
 
 struct Limited {
@@ -161,6 +164,7 @@ impl Batcher {
             line_cap: AtomicU64::new(0),
             resent: Mutex::default(),
             gave_up: Mutex::default(),
+            resubmitted: Mutex::default(),
         };
         Ok(Batcher {
             shared: Arc::new(shared),
@@ -248,6 +252,30 @@ impl Shared {
                  answer, expired or lost); it is not put into another batch in this run"
             ),
         ))
+    }
+
+    /// Why a new batch of `ids` is a resubmission, if any of them was refused before: every refused batch they
+    /// came from, each distinct reason, the smallest round. Taken, so a later batch of the same requests (one
+    /// that expired) is not called a resubmission again.
+    fn resubmission_of(&self, ids: &[String]) -> Option<Resubmission> {
+        let mut known = self.resubmitted.lock().unwrap_or_else(|p| p.into_inner());
+        let mut found: Option<Resubmission> = None;
+        for r in ids.iter().filter_map(|id| known.remove(id)) {
+            let Some(all) = found.as_mut() else {
+                found = Some(r);
+                continue;
+            };
+            for id in r.replaces {
+                if !all.replaces.contains(&id) {
+                    all.replaces.push(id);
+                }
+            }
+            if !all.reason.contains(&r.reason) {
+                all.reason = format!("{}; {}", all.reason, r.reason);
+            }
+            all.round = all.round.min(r.round);
+        }
+        found
     }
 
     /// What each line of a batch's output may take.
@@ -364,10 +392,14 @@ async fn submit(shared: Arc<Shared>, group: Group) {
     let ids: Vec<String> = group.keys().cloned().collect();
     let batch_id = batch_id(&ids);
     let protocol = shared.api().protocol();
-    if let Err(e) = shared
-        .store
-        .create_batch(&batch_id, &shared.model, protocol.as_str(), &ids)
-    {
+    let resubmission = shared.resubmission_of(&ids);
+    if let Err(e) = shared.store.create_batch(
+        &batch_id,
+        &shared.model,
+        protocol.as_str(),
+        &ids,
+        resubmission.as_ref(),
+    ) {
         fail(group, &store_error(&e));
         return;
     }
@@ -386,6 +418,7 @@ async fn submit(shared: Arc<Shared>, group: Group) {
                 state: BatchState::Submitted,
                 requests: ids.len() as u64,
                 created_ms: now_ms(),
+                resubmission,
             };
             poll(shared, record, ids, group).await;
         }
@@ -565,6 +598,17 @@ async fn limited(shared: Arc<Shared>, record: &BatchRecord, group: Group, e: Cal
         error = %e.message,
         "the provider refused the batch for a queue limit; its requests go again later in batches of at most {round}"
     );
+    {
+        let why = Resubmission {
+            replaces: vec![record.batch_id.clone()],
+            reason: nmb_requests::Secrets::from_env().redact(&e.message),
+            round: round as u64,
+        };
+        let mut known = shared.resubmitted.lock().unwrap_or_else(|p| p.into_inner());
+        for id in again.keys() {
+            known.insert(id.clone(), why.clone());
+        }
+    }
     if !given_up.is_empty() {
         let mut e = e.clone();
         e.message = format!(

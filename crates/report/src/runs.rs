@@ -139,7 +139,26 @@ pub fn show_text(s: &RunSummary, info: &RunInfo) -> String {
             ),
         ),
     ];
-    rows.iter().map(|(k, v)| format!("{k:<13} {v}\n")).collect()
+    let mut text: String = rows.iter().map(|(k, v)| format!("{k:<13} {v}\n")).collect();
+    for b in &s.batch_resubmissions {
+        text += &format!("{:<13} {}\n", "resubmitted", resubmitted(b));
+    }
+    text
+}
+
+/// A batch submitted again: which refused batches it replaced, the provider's words, and the round size.
+fn resubmitted(b: &nmb_store::BatchRecord) -> String {
+    let Some(r) = &b.resubmission else {
+        return b.batch_id.clone();
+    };
+    format!(
+        "batch {} ({} requests) replaced {}, refused by the provider: {} (batches of at most {} requests from then on)",
+        b.batch_id,
+        b.requests,
+        r.replaces.join(", "),
+        r.reason,
+        r.round
+    )
 }
 
 #[cfg(test)]
@@ -176,6 +195,7 @@ mod tests {
             tokens_cached_in: 0,
             tokens_cache_write: 0,
             batch: Default::default(),
+            batch_resubmissions: Vec::new(),
             latency_ms: LatencyStats::default(),
         };
         let info = RunInfo {

@@ -90,6 +90,13 @@ fn config(out: &mut String, report: &ScoreReport) {
             "judge      {} ({} calls in judge run {}){flag}",
             j.spec, j.calls, j.judge_run_id
         );
+        if !j.params_adjusted.is_empty() {
+            let _ = writeln!(
+                out,
+                "           parameters adjusted: {}",
+                nmb_results::adjusted_text(&j.params_adjusted)
+            );
+        }
     }
     if let Some(r) = &c.rubric {
         let _ = writeln!(

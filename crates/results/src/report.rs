@@ -146,6 +146,15 @@ impl ScoringConfig {
     }
 }
 
+/// Adjusted parameters as the reports show them: `no_top_p (why); ...`.
+pub fn adjusted_text(adjusted: &BTreeMap<String, String>) -> String {
+    adjusted
+        .iter()
+        .map(|(what, why)| format!("{what} ({why})"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Serde's default for a count that is 1 unless recorded.
 fn one() -> u32 {
     1
@@ -181,6 +190,11 @@ pub struct JudgeInfo {
     /// each question was asked once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repeat_runs: Vec<RepeatRun>,
+    /// What nmb changed in the judge's parameters before sending them, by adjustment (`no_top_p`, ...), with
+    /// why: a provider's documented per-family rule (Claude takes `temperature` or `top_p`, not both) or what
+    /// its server refused. As its judge runs' manifests record it; empty (and left out) where nothing changed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params_adjusted: BTreeMap<String, String>,
 }
 
 /// The judge run of one repeat beyond the first, and what it cost.

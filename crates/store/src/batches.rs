@@ -12,7 +12,8 @@ use crate::keys::now_ms;
 use crate::Store;
 
 /// Where a batch stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum BatchState {
     /// Recorded; the submission may or may not have reached the provider.
     Preparing,
@@ -45,7 +46,7 @@ impl BatchState {
 }
 
 /// One recorded batch.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct BatchRecord {
     /// nmb's own id, which the provider is told where it can keep one (metadata, display name).
     pub batch_id: String,
@@ -57,14 +58,39 @@ pub struct BatchRecord {
     pub state: BatchState,
     pub requests: u64,
     pub created_ms: i64,
+    /// Why it was submitted again, when its requests were in batches the provider refused (`None` for a first
+    /// submission, and for batches stored before schema v16).
+    pub resubmission: Option<Resubmission>,
+}
+
+/// A batch submitted again: its requests were in batches the provider refused for a queue limit (OpenAI's
+/// `token_limit_exceeded`, Gemini's `RESOURCE_EXHAUSTED`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Resubmission {
+    /// The refused batches (nmb's ids) whose requests it holds.
+    pub replaces: Vec<String>,
+    /// The provider's code and message, as the refusal said them.
+    pub reason: String,
+    /// The most requests one batch held after the refusal (halved at each refusal).
+    pub round: u64,
 }
 
 const COLUMNS: &str =
-    "b.batch_id, b.model, b.provider, b.provider_id, b.state, b.requests, b.created_ms";
+    "b.batch_id, b.model, b.provider, b.provider_id, b.state, b.requests, b.created_ms, \
+                       b.resubmit_of, b.resubmit_reason, b.resubmit_round";
 
 fn read_record(r: &Row) -> DbResult<BatchRecord> {
     let state: String = r.get(4)?;
     let requests: i64 = r.get(5)?;
+    let replaces: Option<String> = r.get(7)?;
+    let resubmission = match replaces {
+        Some(replaces) => Some(Resubmission {
+            replaces: replaces.split_whitespace().map(String::from).collect(),
+            reason: r.get::<Option<String>>(8)?.unwrap_or_default(),
+            round: u64::try_from(r.get::<Option<i64>>(9)?.unwrap_or(0)).unwrap_or(0),
+        }),
+        None => None,
+    };
     Ok(BatchRecord {
         batch_id: r.get(0)?,
         model: r.get(1)?,
@@ -73,25 +99,31 @@ fn read_record(r: &Row) -> DbResult<BatchRecord> {
         state: BatchState::parse(&state),
         requests: u64::try_from(requests).unwrap_or(0),
         created_ms: r.get(6)?,
+        resubmission,
     })
 }
 
 impl Store {
-    /// Records a batch of `custom_ids` for `model` as preparing, in one transaction, before it is submitted.
+    /// Records a batch of `custom_ids` for `model` as preparing, in one transaction, before it is submitted; with
+    /// why, when it is submitted again after a refusal.
     pub fn create_batch(
         &self,
         batch_id: &str,
         model: &str,
         provider: &str,
         custom_ids: &[String],
+        resubmission: Option<&Resubmission>,
     ) -> Result<()> {
         let now = now_ms();
+        let of = resubmission.map(|r| r.replaces.join(" "));
+        let reason = resubmission.map(|r| r.reason.as_str());
+        let round = resubmission.map(|r| i64::try_from(r.round).unwrap_or(i64::MAX));
         self.write("record a batch", |db| {
             db.exec(
                 "INSERT INTO batches (batch_id, model, provider, provider_id, state, requests, created_ms,
-                                      updated_ms)
-                 VALUES (?1, ?2, ?3, NULL, 'preparing', ?4, ?5, ?5)",
-                args![batch_id, model, provider, custom_ids.len() as i64, now],
+                                      updated_ms, resubmit_of, resubmit_reason, resubmit_round)
+                 VALUES (?1, ?2, ?3, NULL, 'preparing', ?4, ?5, ?5, ?6, ?7, ?8)",
+                args![batch_id, model, provider, custom_ids.len() as i64, now, of.as_deref(), reason, round],
             )?;
             for (position, id) in custom_ids.iter().enumerate() {
                 db.exec(
@@ -141,6 +173,47 @@ impl Store {
                 &[],
             )?;
             Ok(rows.iter().map(read_record).collect::<DbResult<Vec<_>>>()?)
+        })
+    }
+
+    /// The resubmitted batches a run's calls were answered in, and the resubmitted batches those replaced, each
+    /// with why: oldest first.
+    pub fn run_resubmissions(&self, run_id: &str) -> Result<Vec<BatchRecord>> {
+        self.read("list a run's resubmitted batches", |db| {
+            let rows = db.query(
+                &format!(
+                    "SELECT {COLUMNS} FROM batches b
+                     WHERE b.resubmit_of IS NOT NULL
+                       AND b.batch_id IN (SELECT batch_id FROM calls WHERE run_id = ?1 AND batch_id IS NOT NULL)"
+                ),
+                args![run_id],
+            )?;
+            let mut found = rows.iter().map(read_record).collect::<DbResult<Vec<_>>>()?;
+            // Follow each one back through the batches it replaced that were themselves resubmitted.
+            let mut next = 0;
+            while next < found.len() {
+                let replaces = (found[next].resubmission.as_ref())
+                    .map(|r| r.replaces.clone())
+                    .unwrap_or_default();
+                next += 1;
+                for id in replaces {
+                    if found.iter().any(|b| b.batch_id == id) {
+                        continue;
+                    }
+                    let row = db.query_opt(
+                        &format!(
+                            "SELECT {COLUMNS} FROM batches b
+                             WHERE b.batch_id = ?1 AND b.resubmit_of IS NOT NULL"
+                        ),
+                        args![id.as_str()],
+                    )?;
+                    if let Some(row) = row {
+                        found.push(read_record(&row)?);
+                    }
+                }
+            }
+            found.sort_by(|a, b| (a.created_ms, &a.batch_id).cmp(&(b.created_ms, &b.batch_id)));
+            Ok(found)
         })
     }
 

@@ -50,7 +50,7 @@ use db::pg::PgStore;
 use db::sqlite::SqliteDb;
 use db::{Db, DbError};
 
-pub use batches::{BatchRecord, BatchState};
+pub use batches::{BatchRecord, BatchState, Resubmission};
 pub use copy::CopyStats;
 pub use error::{Result, StoreError};
 pub use keys::{cache_key, canonical_json, canonical_json_str, format_utc_ms, now_ms};

@@ -43,6 +43,10 @@ pub struct RunSummary {
     pub tokens_cache_write: u64,
     /// Of the above, what calls answered through a provider batch used (billed at the batch discount).
     pub batch: BatchUsage,
+    /// The batches this run's answers came through that were submitted again after the provider refused their
+    /// requests' batch for a queue limit, and the resubmitted batches those replaced, each with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub batch_resubmissions: Vec<crate::BatchRecord>,
     /// Latency of this run's successful calls.
     pub latency_ms: LatencyStats,
 }
@@ -244,6 +248,7 @@ impl Store {
                 tokens_cached_in: batched[5],
                 tokens_cache_write: batched[6],
             },
+            batch_resubmissions: self.run_resubmissions(run_id)?,
             latency_ms: LatencyStats::from_values(latencies.into_iter().map(nonneg).collect()),
             created_at: format_utc_ms(run.created_ms),
             updated_at: format_utc_ms(run.updated_ms),

@@ -109,6 +109,12 @@ pub const MIGRATIONS: &[Migration] = &[
                       a reviewer's criterion marks",
         sql: V15_CRITERIA,
     },
+    Migration {
+        version: 16,
+        description: "batches.resubmit_of, resubmit_reason, resubmit_round: why a batch was submitted again \
+                      (the refused batches it replaces, the provider's words, the round size)",
+        sql: V16_RESUBMISSIONS,
+    },
 ];
 
 /// The newest schema version this build writes.
@@ -481,6 +487,15 @@ const V15_CRITERIA: &str = r#"
 ALTER TABLE review_sets ADD COLUMN criteria_name TEXT;
 ALTER TABLE review_sets ADD COLUMN criteria TEXT;
 ALTER TABLE review_grades ADD COLUMN criteria TEXT;
+"#;
+
+/// A batch submitted again after the provider refused its requests' batch for a queue limit names the batches it
+/// replaces, the provider's code and message, and the most requests one batch then held. NULL for every batch
+/// submitted the first time, and for everything stored before.
+const V16_RESUBMISSIONS: &str = r#"
+ALTER TABLE batches ADD COLUMN resubmit_of TEXT;
+ALTER TABLE batches ADD COLUMN resubmit_reason TEXT;
+ALTER TABLE batches ADD COLUMN resubmit_round INTEGER;
 "#;
 
 const V3: &str = r#"

@@ -27,6 +27,7 @@ const STEPS: &[&str] = &[
     V13,
     V14_PAIRWISE,
     V15_CRITERIA,
+    V16_RESUBMISSIONS,
 ];
 
 const V1: &str = r#"
@@ -305,6 +306,12 @@ const V15_CRITERIA: &str = r#"
 ALTER TABLE review_sets ADD COLUMN criteria_name TEXT;
 ALTER TABLE review_sets ADD COLUMN criteria TEXT;
 ALTER TABLE review_grades ADD COLUMN criteria TEXT;
+"#;
+
+const V16_RESUBMISSIONS: &str = r#"
+ALTER TABLE batches ADD COLUMN resubmit_of TEXT;
+ALTER TABLE batches ADD COLUMN resubmit_reason TEXT;
+ALTER TABLE batches ADD COLUMN resubmit_round BIGINT;
 "#;
 
 /// Checks that the database is empty or an nmb store no newer than this build, then applies what is missing.

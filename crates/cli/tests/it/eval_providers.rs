@@ -319,6 +319,116 @@ fn batches_refused_for_a_queue_limit_go_again_smaller() {
     }
 }
 
+/// `nmb score --judge anthropic:claude-sonnet-4-5`: the judge's temperature 0 and top_p 1 go out as temperature
+/// alone (Claude's one-sampler rule), and the score report's judge, its judge run's manifest and the printed
+/// report say so; a rescoring answered from the store reports the same.
+#[test]
+fn a_judges_adjusted_parameters_are_recorded() {
+    let server = batch_server(Vec::new());
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_spec(Wire::OpenAi, &server);
+    let out = run_ok(
+        dir.path(),
+        &eval_args("sample", &model, &["--limit", "2", "--no-score"]),
+    );
+    let run_id = out["run_id"].as_str().unwrap();
+    let judge = format!("anthropic:claude-sonnet-4-5@{}", server.url());
+    let score = |json: bool| {
+        let mut args = vec!["score", run_id, "--judge", &judge, "--no-bertscore"];
+        if json {
+            args.push("--json");
+        }
+        let out = nmb(dir.path(), &args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        out
+    };
+    for _ in 0..2 {
+        let report = json_of(&score(true));
+        let adjusted = &report["config"]["judges"][0]["params_adjusted"];
+        let why = adjusted["no_top_p"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{report}"));
+        assert!(why.contains("Migrating to Claude 4.5"), "{adjusted}");
+        let judge_run = report["config"]["judges"][0]["judge_run_id"]
+            .as_str()
+            .unwrap();
+        let manifest = store(dir.path()).run(judge_run).unwrap().manifest;
+        assert_eq!(
+            manifest
+                .params_adjusted
+                .as_ref()
+                .map(|a| a.contains_key("no_top_p")),
+            Some(true),
+            "{manifest:?}"
+        );
+    }
+    let printed = text(&score(false).stdout);
+    assert!(
+        printed.contains("parameters adjusted: no_top_p (")
+            && printed.contains("Migrating to Claude 4.5"),
+        "{printed}"
+    );
+    let sent = server.requests();
+    let judged: Vec<_> = sent.iter().filter(|r| r.wire == Wire::Anthropic).collect();
+    assert!(!judged.is_empty());
+    assert!(judged.iter().all(|r| r.params.top_p.is_none()));
+}
+
+/// A batch refused for the provider's queue limit and then answered: the store records the new batch with the
+/// refused one it replaced, the provider's code and message and the round size, and `nmb runs show` says so.
+#[test]
+fn a_resubmitted_batch_records_why() {
+    let server = batch_server(vec![BatchFailure::QueueLimit]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = eval_args(
+        "sample",
+        &model_spec(Wire::OpenAi, &server),
+        &["--limit", "4", "--no-score"],
+    );
+    args.extend(strings(&BATCHED));
+    let out = run_ok(dir.path(), &args);
+    assert_eq!(out["summary"]["samples_errored"], 0, "{out}");
+    let run_id = out["run_id"].as_str().unwrap();
+    let batches = store(dir.path()).batches().unwrap();
+    let refused: Vec<_> = batches
+        .iter()
+        .filter(|b| b.state == nmb_store::BatchState::Abandoned)
+        .collect();
+    assert_eq!(refused.len(), 1, "{batches:?}");
+    let again: Vec<_> = batches
+        .iter()
+        .filter_map(|b| Some((b, b.resubmission.as_ref()?)))
+        .collect();
+    assert!(!again.is_empty(), "{batches:?}");
+    for (b, why) in &again {
+        assert_eq!(why.replaces, [refused[0].batch_id.clone()], "{b:?}");
+        assert!(why.reason.contains("token_limit_exceeded"), "{why:?}");
+        assert!(why.reason.contains("Enqueued token limit"), "{why:?}");
+        assert_eq!(why.round, refused[0].requests / 2, "{why:?}");
+        assert!(b.requests <= why.round, "{b:?}");
+    }
+    assert!(!batches
+        .iter()
+        .any(|b| b.resubmission.is_some() && b.state == nmb_store::BatchState::Abandoned));
+
+    let shown = json_of(&nmb(dir.path(), &["runs", "show", run_id, "--json"]));
+    let listed = shown["batch_resubmissions"].as_array().expect("listed");
+    assert_eq!(listed.len(), again.len(), "{shown}");
+    assert_eq!(
+        listed[0]["resubmission"]["replaces"][0],
+        refused[0].batch_id.as_str()
+    );
+    let text = text(&nmb(dir.path(), &["runs", "show", run_id]).stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("resubmitted"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains(&refused[0].batch_id) && line.contains("token_limit_exceeded"),
+        "{line}"
+    );
+}
+
 /// `--batch-max-requests`: no batch, and no set of unfinished batches, holds more requests than that.
 #[test]
 fn the_enqueued_size_stays_under_the_configured_limit() {

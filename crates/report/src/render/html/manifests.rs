@@ -46,12 +46,7 @@ fn recorded_rows(m: &nmb_store::Manifest) -> Vec<(&'static str, String)> {
     push("one request per sample", m.n_unsupported.clone());
     push(
         "parameters adjusted",
-        m.params_adjusted.as_ref().map(|a| {
-            a.iter()
-                .map(|(what, why)| format!("{what} ({why})"))
-                .collect::<Vec<_>>()
-                .join("; ")
-        }),
+        m.params_adjusted.as_ref().map(nmb_results::adjusted_text),
     );
     push("scored run (judge run)", m.judged_run().map(str::to_string));
     rows
@@ -98,8 +93,16 @@ pub(super) fn manifests(h: &mut String, runs: &[RunData]) {
                 .judges
                 .iter()
                 .map(|j| {
+                    let adjusted = if j.params_adjusted.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " (parameters adjusted: {})",
+                            nmb_results::adjusted_text(&j.params_adjusted)
+                        )
+                    };
                     format!(
-                        "{}{}",
+                        "{}{}{adjusted}",
                         j.spec,
                         if j.self_grading {
                             " (self-grading)"
