@@ -1,5 +1,6 @@
 //! The integration tests of `nmb-store`, one module per concern, linked into one test binary.
 
+mod batches;
 mod cache;
 mod common;
 mod concurrency;
