@@ -31,9 +31,9 @@ fn every_suite_runs_with_every_model_and_every_template() {
         names[..4],
         [
             "A [terse]",
-            "A [paraphrase-1]",
+            "A [bundled:paraphrase-1]",
             "B [terse]",
-            "B [paraphrase-1]"
+            "B [bundled:paraphrase-1]"
         ]
     );
     for c in &cells {

