@@ -40,7 +40,7 @@ fn every_cell_runs_once_and_the_report_compares_breadth_with_depth() {
     let srv = server();
     let study = read(&write(dir.path(), &text(&srv.url(), ""))).unwrap();
     let cells = study.cells();
-    let store = Arc::new(Store::open_dir(&dir.path().join("runs")).unwrap());
+    let store = Arc::new(Store::open_dir(dir.path().join("runs")).unwrap());
     let how = running(&study, None);
 
     let ran = run_cells(&study, &cells, &how, &store, &Unwatched).unwrap();
@@ -123,7 +123,7 @@ fn a_cap_stops_the_study_before_its_spending_could_pass_it() {
         .replace("name = \"B\"", "name = \"B\"\nprice = [1000.0, 1000.0]");
     let study = read(&write(dir.path(), &priced)).unwrap();
     let cells = study.cells();
-    let store = Arc::new(Store::open_dir(&dir.path().join("runs")).unwrap());
+    let store = Arc::new(Store::open_dir(dir.path().join("runs")).unwrap());
     let cap = 5.0;
 
     let ran = run_cells(
