@@ -42,7 +42,7 @@ fn every_answer_is_shared_out_blind_and_only_token_hashes_are_stored() {
         .review_set(&created.set_id)
         .unwrap()
         .expect("the set is stored");
-    assert_eq!(set.runs, [run.clone()]);
+    assert_eq!(set.runs, std::slice::from_ref(&run));
     assert_eq!(set.rubric_hash, nmb_results::Rubric::builtin().hash);
     let items = store.review_items(&created.set_id).unwrap();
     assert_eq!(items.len(), answered);

@@ -128,7 +128,7 @@ fn the_newest_grade_counts_and_judges_are_rated_beside_the_clinicians() {
     let truth = judged(&report);
     assert!(!truth.is_empty());
     let after = review_ratings(&store, &set, None).unwrap();
-    assert_eq!(after.scored_runs, [run.clone()]);
+    assert_eq!(after.scored_runs, std::slice::from_ref(&run));
     assert!(after.notes.is_empty(), "{:?}", after.notes);
     let of = |annotator: &str, dimension: &str| -> BTreeMap<String, f64> {
         (after.ratings.rows.iter())
