@@ -59,7 +59,7 @@ pub struct BatchRecord {
     pub requests: u64,
     pub created_ms: i64,
     /// Why it was submitted again, when its requests were in batches the provider refused (`None` for a first
-    /// submission, and for batches stored before schema v16).
+    /// submission, and for batches stored before schema v17).
     pub resubmission: Option<Resubmission>,
 }
 

@@ -111,9 +111,14 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 16,
+        description: "turns.finish_reason: why the model stopped (the API's finish reason, verbatim)",
+        sql: V16_FINISH,
+    },
+    Migration {
+        version: 17,
         description: "batches.resubmit_of, resubmit_reason, resubmit_round: why a batch was submitted again \
                       (the refused batches it replaces, the provider's words, the round size)",
-        sql: V16_RESUBMISSIONS,
+        sql: V17_RESUBMISSIONS,
     },
 ];
 
@@ -489,10 +494,17 @@ ALTER TABLE review_sets ADD COLUMN criteria TEXT;
 ALTER TABLE review_grades ADD COLUMN criteria TEXT;
 "#;
 
+/// Why an answer ended, as the API said it (`stop`, `length`, `max_tokens`, `MAX_TOKENS`, ...): an answer cut
+/// at the token limit is told apart from one the model ended. NULL for everything stored before, and where the
+/// API gave none.
+const V16_FINISH: &str = r#"
+ALTER TABLE turns ADD COLUMN finish_reason TEXT;
+"#;
+
 /// A batch submitted again after the provider refused its requests' batch for a queue limit names the batches it
 /// replaces, the provider's code and message, and the most requests one batch then held. NULL for every batch
 /// submitted the first time, and for everything stored before.
-const V16_RESUBMISSIONS: &str = r#"
+const V17_RESUBMISSIONS: &str = r#"
 ALTER TABLE batches ADD COLUMN resubmit_of TEXT;
 ALTER TABLE batches ADD COLUMN resubmit_reason TEXT;
 ALTER TABLE batches ADD COLUMN resubmit_round INTEGER;

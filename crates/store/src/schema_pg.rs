@@ -27,7 +27,8 @@ const STEPS: &[&str] = &[
     V13,
     V14_PAIRWISE,
     V15_CRITERIA,
-    V16_RESUBMISSIONS,
+    V16_FINISH,
+    V17_RESUBMISSIONS,
 ];
 
 const V1: &str = r#"
@@ -308,7 +309,7 @@ ALTER TABLE review_sets ADD COLUMN criteria TEXT;
 ALTER TABLE review_grades ADD COLUMN criteria TEXT;
 "#;
 
-const V16_RESUBMISSIONS: &str = r#"
+const V17_RESUBMISSIONS: &str = r#"
 ALTER TABLE batches ADD COLUMN resubmit_of TEXT;
 ALTER TABLE batches ADD COLUMN resubmit_reason TEXT;
 ALTER TABLE batches ADD COLUMN resubmit_round BIGINT;
@@ -410,4 +411,8 @@ CREATE TABLE review_votes (
     FOREIGN KEY (set_id, reviewer, item_no) REFERENCES review_assignments (set_id, reviewer, item_no)
 );
 CREATE INDEX review_votes_latest ON review_votes (set_id, reviewer, item_no, id);
+"#;
+
+const V16_FINISH: &str = r#"
+ALTER TABLE turns ADD COLUMN finish_reason TEXT;
 "#;

@@ -1,5 +1,5 @@
 //! Provider batches as stored: a batch submitted again after a refusal records why, a run finds the resubmitted
-//! batches its answers came through, and batches stored before schema v16 read back unchanged, on both engines.
+//! batches its answers came through, and batches stored before schema v17 read back unchanged, on both engines.
 
 use crate::common;
 
@@ -82,9 +82,9 @@ fn a_resubmitted_batch_records_why_and_its_run_finds_the_chain() {
     });
 }
 
-/// A batch stored, the store taken back to schema v15 (no resubmission columns) and opened again by `reopen`:
+/// A batch stored, the store taken back to schema v16 (no resubmission columns) and opened again by `reopen`:
 /// the batch reads back as it was.
-fn migrated_from_v15(store: Store, reopen: impl FnOnce(Store) -> Store) {
+fn migrated_from_v16(store: Store, reopen: impl FnOnce(Store) -> Store) {
     store
         .create_batch("b-old", MODEL_ID, "anthropic", &ids(3, "o"), None)
         .unwrap();
@@ -101,19 +101,19 @@ fn migrated_from_v15(store: Store, reopen: impl FnOnce(Store) -> Store) {
     );
 }
 
-const UNDO_V16: &str = "ALTER TABLE batches DROP COLUMN resubmit_of;
+const UNDO_V17: &str = "ALTER TABLE batches DROP COLUMN resubmit_of;
      ALTER TABLE batches DROP COLUMN resubmit_reason;
      ALTER TABLE batches DROP COLUMN resubmit_round;
-     DELETE FROM migrations WHERE version >= 16;";
+     DELETE FROM migrations WHERE version >= 17;";
 
 #[test]
-fn batches_stored_before_v16_read_back_unchanged_on_sqlite() {
+fn batches_stored_before_v17_read_back_unchanged_on_sqlite() {
     let (dir, store) = temp_store();
     let path = dir.path().join("runs").join(nmb_store::DB_FILE_NAME);
-    migrated_from_v15(store, |store| {
+    migrated_from_v16(store, |store| {
         drop(store);
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(&format!("{UNDO_V16} PRAGMA user_version = 15;"))
+        conn.execute_batch(&format!("{UNDO_V17} PRAGMA user_version = 16;"))
             .unwrap();
         drop(conn);
         Store::open(&path).unwrap()
@@ -121,14 +121,14 @@ fn batches_stored_before_v16_read_back_unchanged_on_sqlite() {
 }
 
 #[test]
-fn batches_stored_before_v16_read_back_unchanged_on_postgres() {
+fn batches_stored_before_v17_read_back_unchanged_on_postgres() {
     let Some(pg) = cluster() else { return };
     let url = pg.fresh_database();
     let store = Store::connect(&url).unwrap();
-    migrated_from_v15(store, |store| {
+    migrated_from_v16(store, |store| {
         drop(store);
-        pg.psql(&url, UNDO_V16);
-        assert_eq!(pg.psql(&url, "SELECT max(version) FROM migrations"), "15");
+        pg.psql(&url, UNDO_V17);
+        assert_eq!(pg.psql(&url, "SELECT max(version) FROM migrations"), "16");
         Store::connect(&url).unwrap()
     });
 }
