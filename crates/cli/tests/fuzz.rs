@@ -9,65 +9,18 @@
 //! sets the cases per target (default 300, what CI runs); `NMB_FUZZ_SEED` another seed, `NMB_FUZZ_TARGET` one target by name. It is its own test binary
 //! because it installs its own global allocator.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+
+use nmb_test_support::fuzz::{mutate, Campaign, Counting, Outcome, XorShift};
 
 /// The most one allocation of a case may ask for: far more than any seed and its mutations need (under 1 MB),
 /// far less than a header can claim.
 const BUDGET: usize = 64 << 20;
 /// Past this, an allocation is refused outright (which aborts the run) rather than risk the machine.
 const REFUSED: usize = 4 << 30;
-const CASE_LIMIT: Duration = Duration::from_secs(5);
-
-struct Counting;
-
-static LARGEST: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator; only refuses (null) requests over the budget, which callers handle
-// as allocation failure.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if layout.size() > REFUSED {
-            return std::ptr::null_mut();
-        }
-        LARGEST.fetch_max(layout.size(), Ordering::Relaxed);
-        // SAFETY: the caller's layout contract is passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if new_size > REFUSED {
-            return std::ptr::null_mut();
-        }
-        LARGEST.fetch_max(new_size, Ordering::Relaxed);
-        // SAFETY: as for `alloc`; `ptr` came from this allocator with `layout`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+static ALLOCATOR: Counting = Counting::new(REFUSED);
 
 const TOKENS: &[&[u8]] = &[
     b"{",
@@ -94,76 +47,6 @@ const TOKENS: &[&[u8]] = &[
     b"[[",
     b"\xe4\xb8\xad",
 ];
-const INTERESTING: &[u32] = &[
-    0,
-    1,
-    0x7f,
-    0x80,
-    0xff,
-    0x7fff,
-    0x8000,
-    0xffff,
-    0x7fff_ffff,
-    0xffff_ffff,
-];
-
-/// One seed mutated 1 to 4 times.
-fn mutate(seed: &[u8], rng: &mut Rng) -> Vec<u8> {
-    let mut b = seed.to_vec();
-    for _ in 0..1 + rng.below(4) {
-        let at = rng.below(b.len() + 1);
-        match rng.below(7) {
-            0 if !b.is_empty() => {
-                let i = at.min(b.len() - 1);
-                b[i] ^= 1 << rng.below(8);
-            }
-            1 => {
-                let v = INTERESTING[rng.below(INTERESTING.len())].to_le_bytes();
-                let width = [1, 2, 4][rng.below(3)];
-                for (i, byte) in v.iter().take(width).enumerate() {
-                    if let Some(slot) = b.get_mut(at + i) {
-                        *slot = *byte;
-                    }
-                }
-            }
-            2 => {
-                let token = TOKENS[rng.below(TOKENS.len())];
-                b.splice(at..at, token.iter().copied());
-            }
-            3 => {
-                let end = (at + 1 + rng.below(64)).min(b.len());
-                b.drain(at.min(end)..end);
-            }
-            4 => {
-                let end = (at + 1 + rng.below(256)).min(b.len());
-                let copy = b[at.min(end)..end].to_vec();
-                b.splice(at..at, copy);
-            }
-            5 => b.truncate(at),
-            _ => {
-                let n = 1 + rng.below(8);
-                let fill: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
-                b.splice(at..at, fill);
-            }
-        }
-    }
-    b
-}
-
-/// Runs `case` on a thread of its own: `Err` on a panic or when it takes longer than [`CASE_LIMIT`].
-fn run_case(case: impl FnOnce() -> bool + Send + 'static) -> Result<bool, String> {
-    let (done, finished) = mpsc::channel();
-    std::thread::spawn(move || {
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(case));
-        let _ = done.send(outcome.ok());
-    });
-    match finished.recv_timeout(CASE_LIMIT) {
-        Ok(Some(read)) => Ok(read),
-        Ok(None) => Err("panicked".into()),
-        Err(_) => Err(format!("took longer than {CASE_LIMIT:?}")),
-    }
-}
-
 /// Reads one case; true when it was read without an error (what a valid seed must give).
 type Reader = fn(&Path, &[u8]) -> bool;
 
@@ -392,77 +275,41 @@ fn targets() -> Vec<Target> {
     ]
 }
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 #[test]
 fn no_input_panics_hangs_or_allocates_past_its_budget() {
-    let cases = env_u64("NMB_FUZZ_CASES", 300);
-    let seed = env_u64("NMB_FUZZ_SEED", 0x6e6d_6266_757a_7a31);
-    // The PNG the NeuroVLM manifest names, so that its rows reach the label checks.
-    let mut failures = Vec::new();
-    let mut largest_per_target = Vec::new();
-    let started = Instant::now();
-    let kept = nmb_test_support::assets::repo_root().join("target/fuzz-failures");
-    let only = std::env::var("NMB_FUZZ_TARGET").ok();
+    let mut fuzz = Campaign::from_env(0x6e6d_6266_757a_7a31, BUDGET).keeping_failures("bin");
+    let mut ran = 0;
     for target in targets() {
-        if only.as_deref().is_some_and(|o| o != target.name) {
+        if !fuzz.runs(target.name) {
             continue;
         }
-        let mut largest = 0;
+        ran += 1;
         let dir = tempfile::tempdir().unwrap();
+        // The PNG the NeuroVLM manifest names, so that its rows reach the label checks.
         write(dir.path(), "img.png", &nmb_test_support::images::png(8, 1));
-        let mut rng = Rng(seed ^ target.name.len() as u64);
-        for case in 0..cases {
+        let mut rng = XorShift(fuzz.seed_of(target.name));
+        for case in 0..fuzz.cases {
             let bytes = if case == 0 {
                 target.seed.clone()
             } else {
-                mutate(&target.seed, &mut rng)
+                mutate(&mut rng, &target.seed, TOKENS, None)
             };
-            eprintln!("fuzz: {} case {case} ({} bytes)", target.name, bytes.len());
             let (read, path, input) = (target.read, dir.path().to_path_buf(), bytes.clone());
-            LARGEST.store(0, Ordering::Relaxed);
-            let outcome = run_case(move || read(&path, &input)).and_then(|read| {
-                let asked = LARGEST.load(Ordering::Relaxed);
-                largest = largest.max(asked);
-                match asked > BUDGET {
-                    true => Err(format!(
-                        "asked for {asked} bytes at once, over the {BUDGET}-byte budget"
-                    )),
-                    false => Ok(read),
-                }
-            });
-            match outcome {
-                Ok(read) => assert!(
+            match fuzz.case(&ALLOCATOR, target.name, case, &bytes, move || {
+                read(&path, &input)
+            }) {
+                Outcome::Read(read) => assert!(
                     read || case > 0,
                     "the {} seed itself does not read",
                     target.name
                 ),
-                Err(why) => {
-                    // Kept for replaying: the input itself.
-                    std::fs::create_dir_all(&kept).unwrap();
-                    let file = kept.join(format!("{}-{case}.bin", target.name.replace(' ', "_")));
-                    std::fs::write(&file, &bytes).unwrap();
-                    let name = target.name;
-                    failures.push(format!("{name} case {case} ({}): {why}", file.display()));
-                    if why.starts_with("took") {
-                        break; // the stuck thread keeps the directory busy
-                    }
-                }
+                Outcome::Failed => {}
+                Outcome::Stuck => break, // the stuck thread keeps the directory busy
             }
         }
-        largest_per_target.push(format!("{} {largest}", target.name));
     }
-    println!(
-        "fuzz: {cases} cases per target, {} targets, {:.1} s, {} failure(s); largest allocation (bytes): {}",
-        largest_per_target.len(),
-        started.elapsed().as_secs_f64(),
-        failures.len(),
-        largest_per_target.join(", ")
-    );
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let largest = fuzz.largest_per_target();
+    fuzz.finish(&format!(
+        "{ran} targets; largest allocation (bytes): {largest}"
+    ));
 }

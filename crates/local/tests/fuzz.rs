@@ -14,14 +14,11 @@
 //! culprit). `NMB_FUZZ_CASES` sets the cases per target (default 300, what CI runs), `NMB_FUZZ_SEED` another seed,
 //! `NMB_FUZZ_TARGET` one target by name. It is its own test binary because it installs its own global allocator.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
 use nmb_chat::{GenParams, Message, OutputFormat, Role};
 use nmb_local::LocalModel;
+use nmb_test_support::fuzz::{Campaign, Counting, Draw, Outcome, XorShift};
 use nmb_test_support::gguf::{ty, Gguf, Value};
 
 /// The most one allocation of a case may ask for: a template's fuel lets it build a string of up to about
@@ -29,57 +26,9 @@ use nmb_test_support::gguf::{ty, Gguf, Value};
 const BUDGET: usize = 128 << 20;
 /// Past this, an allocation is refused outright (which aborts the run) rather than risk the machine.
 const REFUSED: usize = 4 << 30;
-const CASE_LIMIT: Duration = Duration::from_secs(5);
-
-struct Counting;
-
-static LARGEST: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator; only refuses (null) requests over the limit, which callers handle
-// as allocation failure.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if layout.size() > REFUSED {
-            return std::ptr::null_mut();
-        }
-        LARGEST.fetch_max(layout.size(), Ordering::Relaxed);
-        // SAFETY: the caller's layout contract is passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if new_size > REFUSED {
-            return std::ptr::null_mut();
-        }
-        LARGEST.fetch_max(new_size, Ordering::Relaxed);
-        // SAFETY: as for `alloc`; `ptr` came from this allocator with `layout`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
+static ALLOCATOR: Counting = Counting::new(REFUSED);
 
 /// Integers at the limits a header's counts, lengths, offsets and dimensions are checked against.
 const INTERESTING: &[u64] = &[
@@ -106,7 +55,7 @@ const INTERESTING: &[u64] = &[
 ];
 
 /// The tiny model's bytes mutated 1 to 4 times, nine times in ten inside the header.
-fn mutate_bytes(seed: &[u8], header: usize, rng: &mut Rng) -> Vec<u8> {
+fn mutate_bytes(seed: &[u8], header: usize, rng: &mut XorShift) -> Vec<u8> {
     let mut b = seed.to_vec();
     for _ in 0..1 + rng.below(4) {
         let span = if rng.below(10) < 9 { header } else { b.len() };
@@ -143,7 +92,7 @@ fn mutate_bytes(seed: &[u8], header: usize, rng: &mut Rng) -> Vec<u8> {
             4 => b.truncate(at.max(rng.below(b.len() + 1))),
             _ => {
                 let n = 1 + rng.below(8);
-                let fill: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+                let fill: Vec<u8> = (0..n).map(|_| rng.next_u64() as u8).collect();
                 b.splice(at..at, fill);
             }
         }
@@ -152,13 +101,13 @@ fn mutate_bytes(seed: &[u8], header: usize, rng: &mut Rng) -> Vec<u8> {
 }
 
 /// A value of the kind a header field might be given: a limit, another type, a lying raw value.
-fn odd_value(rng: &mut Rng) -> Value {
+fn odd_value(rng: &mut XorShift) -> Value {
     let n = *rng.pick(INTERESTING);
     match rng.below(9) {
         0 => Value::U32(n as u32),
         1 => Value::U64(n),
         2 => Value::I32(n as i32),
-        3 => Value::F32(f32::from_bits(rng.next() as u32)),
+        3 => Value::F32(f32::from_bits(rng.next_u64() as u32)),
         4 => Value::Bool(rng.below(2) == 0),
         5 => Value::Str("\u{0}x".repeat(rng.below(4))),
         6 => Value::Strs(vec![String::new(); rng.below(3)]),
@@ -176,7 +125,7 @@ fn odd_value(rng: &mut Rng) -> Value {
 }
 
 /// The tiny model's header rewritten with 1 to 3 fields changed.
-fn mutate_fields(rng: &mut Rng) -> Vec<u8> {
+fn mutate_fields(rng: &mut XorShift) -> Vec<u8> {
     let mut g = Gguf::tiny();
     for _ in 0..1 + rng.below(3) {
         match rng.below(7) {
@@ -261,7 +210,7 @@ const JINJA: &[&str] = &[
 ];
 
 /// A real template with 1 to 4 Jinja pieces inserted, or cut short.
-fn mutate_template(seeds: &[&str], rng: &mut Rng) -> String {
+fn mutate_template(seeds: &[&str], rng: &mut XorShift) -> String {
     let mut t = rng.pick(seeds).to_string();
     for _ in 0..1 + rng.below(4) {
         let mut at = rng.below(t.len() + 1);
@@ -284,20 +233,6 @@ fn mutate_template(seeds: &[&str], rng: &mut Rng) -> String {
     t
 }
 
-/// Runs `case` on a thread of its own: `Err` on a panic or when it takes longer than [`CASE_LIMIT`].
-fn run_case(case: impl FnOnce() -> bool + Send + 'static) -> Result<bool, String> {
-    let (done, finished) = mpsc::channel();
-    std::thread::spawn(move || {
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(case));
-        let _ = done.send(outcome.ok());
-    });
-    match finished.recv_timeout(CASE_LIMIT) {
-        Ok(Some(loaded)) => Ok(loaded),
-        Ok(None) => Err("panicked".into()),
-        Err(_) => Err(format!("took longer than {CASE_LIMIT:?}")),
-    }
-}
-
 /// Loads the file and, where it loads, asks it one short question; true when it loaded.
 fn load_and_ask(path: &Path) -> bool {
     let Ok(model) = LocalModel::load(path) else {
@@ -317,15 +252,8 @@ fn load_and_ask(path: &Path) -> bool {
     true
 }
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// How each target makes its cases' files.
-type Make = Box<dyn FnMut(&mut Rng) -> Vec<u8>>;
+type Make = Box<dyn FnMut(&mut XorShift) -> Vec<u8>>;
 
 fn targets() -> Vec<(&'static str, Make)> {
     let seed = Gguf::tiny().bytes();
@@ -343,12 +271,12 @@ fn targets() -> Vec<(&'static str, Make)> {
     vec![
         (
             "GGUF bytes",
-            Box::new(move |rng: &mut Rng| mutate_bytes(&seed, header, rng)) as Make,
+            Box::new(move |rng: &mut XorShift| mutate_bytes(&seed, header, rng)) as Make,
         ),
         ("GGUF fields", Box::new(mutate_fields)),
         (
             "chat template",
-            Box::new(move |rng: &mut Rng| {
+            Box::new(move |rng: &mut XorShift| {
                 let mut g = Gguf::tiny();
                 g.set(
                     "tokenizer.chat_template",
@@ -362,67 +290,39 @@ fn targets() -> Vec<(&'static str, Make)> {
 
 #[test]
 fn no_model_file_or_template_panics_hangs_or_allocates_past_its_budget() {
-    let cases = env_u64("NMB_FUZZ_CASES", 300);
-    let seed = env_u64("NMB_FUZZ_SEED", 0x6767_7566_6675_7a7a);
-    let only = std::env::var("NMB_FUZZ_TARGET").ok();
-    let kept = nmb_test_support::assets::repo_root().join("target/fuzz-failures");
-    let started = Instant::now();
-    let mut failures = Vec::new();
+    let mut fuzz = Campaign::from_env(0x6767_7566_6675_7a7a, BUDGET).keeping_failures("gguf");
     let mut summary = Vec::new();
     for (name, mut make) in targets() {
-        if only.as_deref().is_some_and(|o| o != name) {
+        if !fuzz.runs(name) {
             continue;
         }
         let dir = tempfile::tempdir().unwrap();
-        let mut rng = Rng(seed ^ name.len() as u64);
-        let (mut largest, mut loaded) = (0, 0);
-        for case in 0..cases {
+        let mut rng = XorShift(fuzz.seed_of(name));
+        let mut loaded = 0;
+        for case in 0..fuzz.cases {
             let bytes = if case == 0 {
                 Gguf::tiny().bytes()
             } else {
                 make(&mut rng)
             };
-            eprintln!("fuzz: {name} case {case} ({} bytes)", bytes.len());
             let path = dir.path().join(format!("case-{case}.gguf"));
             std::fs::write(&path, &bytes).unwrap();
-            LARGEST.store(0, Ordering::Relaxed);
             let file = path.clone();
-            let outcome = run_case(move || load_and_ask(&file)).and_then(|ok| {
-                let asked = LARGEST.load(Ordering::Relaxed);
-                largest = largest.max(asked);
-                match asked > BUDGET {
-                    true => Err(format!(
-                        "asked for {asked} bytes at once, over the {BUDGET}-byte budget"
-                    )),
-                    false => Ok(ok),
-                }
-            });
-            match outcome {
-                Ok(ok) => {
+            match fuzz.case(&ALLOCATOR, name, case, &bytes, move || load_and_ask(&file)) {
+                Outcome::Read(ok) => {
                     assert!(ok || case > 0, "the tiny model itself does not load");
                     loaded += usize::from(ok);
                     let _ = std::fs::remove_file(&path);
                 }
-                Err(why) => {
-                    std::fs::create_dir_all(&kept).unwrap();
-                    let file = kept.join(format!("{}-{case}.gguf", name.replace(' ', "_")));
-                    std::fs::write(&file, &bytes).unwrap();
-                    failures.push(format!("{name} case {case} ({}): {why}", file.display()));
-                    if why.starts_with("took") {
-                        break; // the stuck thread keeps its file busy
-                    }
-                }
+                Outcome::Failed => {}
+                Outcome::Stuck => break, // the stuck thread keeps its file busy
             }
         }
         summary.push(format!(
-            "{name}: {loaded} of {cases} loaded, largest allocation {largest} bytes"
+            "{name}: {loaded} of {} loaded, largest allocation {} bytes",
+            fuzz.cases,
+            fuzz.largest(name)
         ));
     }
-    println!(
-        "fuzz: {cases} cases per target, {:.1} s, {} failure(s); {}",
-        started.elapsed().as_secs_f64(),
-        failures.len(),
-        summary.join("; ")
-    );
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    fuzz.finish(&summary.join("; "));
 }

@@ -9,58 +9,26 @@
 //! `NMB_FUZZ_CASES` sets the cases per target (default 300, what CI runs), `NMB_FUZZ_SEED` another seed,
 //! `NMB_FUZZ_TARGET` one target by name. Its own test binary, because it installs its own global allocator.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use nmb_chat::{Message, OutputFormat, Role};
 use nmb_requests::{
     connect, AnthropicOptions, AnthropicWire, ApiKey, Backend, BackendOptions, ChatRequest,
     GeminiWire, HttpOptions, ModelSpec, OpenAiOptions, OpenAiWire, Transport, Wire,
 };
-use nmb_test_support::fuzz::Mutator;
+use nmb_test_support::fuzz::{Campaign, Counting, Mutator, Outcome};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The most one allocation of a case may ask for: far more than any body and its mutations need.
 const BUDGET: usize = 64 << 20;
 /// Past this, an allocation is refused outright (which aborts the run) rather than risk the machine.
 const REFUSED: usize = 4 << 30;
-const CASE_LIMIT: Duration = Duration::from_secs(5);
-
-struct Counting;
-
-static LARGEST: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator; only refuses (null) requests over the budget, which callers handle
-// as allocation failure.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if layout.size() > REFUSED {
-            return std::ptr::null_mut();
-        }
-        LARGEST.fetch_max(layout.size(), Ordering::Relaxed);
-        // SAFETY: the caller's layout contract is passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if new_size > REFUSED {
-            return std::ptr::null_mut();
-        }
-        LARGEST.fetch_max(new_size, Ordering::Relaxed);
-        // SAFETY: as for `alloc`; `ptr` came from this allocator with `layout`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: Counting = Counting::new(REFUSED);
 
 const OPENAI: &str = r#"{"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m", "choices": [{"index": 0, "message": {"role": "assistant", "content": "<think>weighing it</think>Multiple sclerosis", "reasoning_content": "DWI first"}, "finish_reason": "stop"}, {"index": 1, "message": {"role": "assistant", "content": null, "refusal": "no"}, "finish_reason": "content_filter"}], "usage": {"prompt_tokens": 12, "completion_tokens": 30, "total_tokens": 42, "prompt_tokens_details": {"cached_tokens": 4}, "completion_tokens_details": {"reasoning_tokens": 9}}}"#;
 const ANTHROPIC: &str = r#"{"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [{"type": "thinking", "thinking": "Consider the DWI", "signature": "c2lnbmF0dXJl"}, {"type": "text", "text": "Glioblastoma"}, {"type": "tool_use", "id": "toolu_1", "name": "answer", "input": {"differential": [{"rank": 1, "diagnosis": "GBM"}]}}], "stop_reason": "end_turn", "stop_sequence": null, "usage": {"input_tokens": 10, "cache_read_input_tokens": 5, "cache_creation_input_tokens": 2, "output_tokens": 20}}"#;
@@ -321,32 +289,9 @@ fn batch_routes(
     }
 }
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// Runs `case` on a thread of its own: `Err` on a panic or when it takes longer than [`CASE_LIMIT`].
-fn run_case(case: impl FnOnce() -> bool + Send + 'static) -> Result<bool, String> {
-    let (done, finished) = mpsc::channel();
-    std::thread::spawn(move || {
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(case));
-        let _ = done.send(outcome.ok());
-    });
-    match finished.recv_timeout(CASE_LIMIT) {
-        Ok(Some(read)) => Ok(read),
-        Ok(None) => Err("panicked".into()),
-        Err(_) => Err(format!("took longer than {CASE_LIMIT:?}")),
-    }
-}
-
 #[test]
 fn no_response_panics_hangs_or_allocates_past_its_budget() {
-    let cases = env_u64("NMB_FUZZ_CASES", 300);
-    let seed = env_u64("NMB_FUZZ_SEED", 0x6e6d_6268_7474_7031);
-    let only = std::env::var("NMB_FUZZ_TARGET").ok();
+    let mut fuzz = Campaign::from_env(0x6e6d_6268_7474_7031, BUDGET);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -355,27 +300,23 @@ fn no_response_panics_hangs_or_allocates_past_its_budget() {
     let routes: Routes = Arc::default();
     let addr = loopback(&rt, routes.clone());
     let ids: Vec<String> = ["nmb-a", "nmb-b", "nmb-c"].map(String::from).to_vec();
-    let started = Instant::now();
-    let mut failures = Vec::new();
-    let mut largest_per_target = Vec::new();
     let all = targets();
     for target in &all {
-        if only.as_deref().is_some_and(|o| o != target.name) {
+        if !fuzz.runs(&target.name) {
             continue;
         }
-        let mut rng = Mutator::new(seed ^ target.name.len() as u64);
-        let mut largest = 0;
-        for case in 0..cases {
+        let mut rng = Mutator::new(fuzz.seed_of(&target.name));
+        for case in 0..fuzz.cases {
             let bytes = if case == 0 {
                 target.seed.clone()
             } else {
                 rng.mutate(&target.seed)
             };
-            eprintln!("fuzz: {} case {case} ({} bytes)", target.name, bytes.len());
             let handle = rt.handle().clone();
+            let input = bytes.clone();
             let read: Box<dyn FnOnce() -> bool + Send> = match target.read {
                 Read::Parse(kind) => {
-                    Box::new(move || parse(kind, &String::from_utf8_lossy(&bytes)))
+                    Box::new(move || parse(kind, &String::from_utf8_lossy(&input)))
                 }
                 Read::Call(kind) => {
                     let raw = envelope(&bytes, &mut rng, case == 0);
@@ -398,39 +339,20 @@ fn no_response_panics_hangs_or_allocates_past_its_budget() {
                     })
                 }
             };
-            LARGEST.store(0, Ordering::Relaxed);
-            let outcome = run_case(read).and_then(|read| {
-                let asked = LARGEST.load(Ordering::Relaxed);
-                largest = largest.max(asked);
-                match asked > BUDGET {
-                    true => Err(format!(
-                        "asked for {asked} bytes at once, over the {BUDGET}-byte budget"
-                    )),
-                    false => Ok(read),
-                }
-            });
-            match outcome {
-                Ok(read) => assert!(
+            match fuzz.case(&ALLOCATOR, &target.name, case, &bytes, read) {
+                Outcome::Read(read) => assert!(
                     read || case > 0,
                     "the {} seed itself does not read",
                     target.name
                 ),
-                Err(why) => {
-                    failures.push(format!("{} case {case}: {why}", target.name));
-                    if why.starts_with("took") {
-                        break;
-                    }
-                }
+                Outcome::Failed => {}
+                Outcome::Stuck => break,
             }
         }
-        largest_per_target.push(format!("{} {largest}", target.name));
     }
-    println!(
-        "fuzz: {cases} cases per target, {} targets, {:.1} s, {} failure(s); largest allocation (bytes): {}",
-        all.len(),
-        started.elapsed().as_secs_f64(),
-        failures.len(),
-        largest_per_target.join(", ")
-    );
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let largest = fuzz.largest_per_target();
+    fuzz.finish(&format!(
+        "{} targets; largest allocation (bytes): {largest}",
+        all.len()
+    ));
 }
