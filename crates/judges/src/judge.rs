@@ -503,8 +503,9 @@ impl Panel {
         let secrets = Secrets::from_env();
         let mut changed = false;
         for (a, why) in backend.adjustments() {
-            if !recorded.contains_key(&a.to_string()) {
-                recorded.insert(a.to_string(), secrets.redact(&why));
+            if let std::collections::btree_map::Entry::Vacant(slot) = recorded.entry(a.to_string())
+            {
+                slot.insert(secrets.redact(&why));
                 changed = true;
             }
         }
