@@ -65,6 +65,10 @@ pub struct ReportArgs {
     /// Bootstrap resamples for cross-run numbers
     #[arg(long, default_value_t = nmb_stats::DEFAULT_RESAMPLES)]
     resamples: usize,
+    /// Level at which the paired comparisons' adjusted p-values are marked significant, and of their power
+    /// figures (two-sided)
+    #[arg(long, value_name = "ALPHA", default_value_t = nmb_results::multiplicity::DEFAULT_ALPHA, value_parser = super::power::level)]
+    alpha: f64,
 }
 
 pub fn run(args: ReportArgs, at: &StoreAt) -> Result<ExitCode> {
@@ -89,6 +93,7 @@ pub fn run(args: ReportArgs, at: &StoreAt) -> Result<ExitCode> {
     opts.prices = Prices::from_specs(&args.prices).map_err(anyhow::Error::msg)?;
     opts.bootstrap.seed = args.seed;
     opts.bootstrap.resamples = args.resamples;
+    opts.alpha = args.alpha;
     let store = super::score::open_store(at)?;
     let mut from_files = nmb_report::score_files(&args.scores)?;
     let mut runs = Vec::new();

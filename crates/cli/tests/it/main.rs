@@ -28,6 +28,7 @@ mod local_model;
 mod neurovlm_import;
 mod old_store;
 mod postgres_store;
+mod power;
 mod pubmedqa;
 mod replicas;
 mod report_cli;

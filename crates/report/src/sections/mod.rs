@@ -9,12 +9,14 @@ pub(crate) mod errored_by_family;
 pub(crate) mod label_set;
 pub(crate) mod neurovlm;
 pub(crate) mod paired;
+pub(crate) mod power;
 pub(crate) mod preference;
 pub(crate) mod revision;
 pub(crate) mod stability;
 pub(crate) mod summary;
 pub mod sweep;
 pub mod thinking;
+pub mod worst;
 
 use crate::input::RunData;
 use crate::table::Table;
