@@ -161,7 +161,9 @@ fn power(s: &str) -> Result<f64, String> {
 fn difference(s: &str) -> Result<f64, String> {
     let v = number(s)?;
     (v > 0.0 && v <= 1.0).then_some(v).ok_or_else(|| {
-        format!("expected a difference in accuracy above 0 and at most 1 (0.05 is 5 points), got {v}")
+        format!(
+            "expected a difference in accuracy above 0 and at most 1 (0.05 is 5 points), got {v}"
+        )
     })
 }
 

@@ -54,11 +54,9 @@ fn suite(dir: &Path, id: &str, cases: usize) -> PathBuf {
 /// A number in [0, 1) from the model, the conversation and the sample: each model's own draws.
 fn draw(req: &ReceivedRequest, i: usize, salt: &str) -> f64 {
     let key = format!("{}|{}|{i}|{salt}", req.model, req.conversation_sha256);
-    let h = key
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
+    let h = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
     (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
@@ -68,7 +66,11 @@ fn server() -> FakeServer {
     crate::common::server(Config {
         responder: Arc::new(|req| {
             let hard = draw(req, 0, "difficulty") < 0.5;
-            let base = if req.model.contains("strong") { 0.8 } else { 0.55 };
+            let base = if req.model.contains("strong") {
+                0.8
+            } else {
+                0.55
+            };
             let chance = if hard { base - 0.3 } else { base };
             let texts = (0..req.samples() as usize)
                 .map(|i| {
@@ -89,16 +91,35 @@ fn server() -> FakeServer {
 }
 
 fn eval(runs: &Path, suite: &Path, spec: &str, extra: &[&str]) -> String {
+    let (out, run_id) = eval_output(runs, suite, spec, extra);
+    assert!(
+        out.status.success(),
+        "{:?} {}{}",
+        out.status,
+        text(&out.stderr),
+        text(&out.stdout)
+    );
+    run_id
+}
+
+/// `nmb eval`'s output and the run id it printed (also when every sample errored, which exits 1).
+fn eval_output(
+    runs: &Path,
+    suite: &Path,
+    spec: &str,
+    extra: &[&str],
+) -> (std::process::Output, String) {
     let out = nmb_command(runs)
         .args(["eval", "--suite"])
         .arg(suite)
         .args(["--model", spec, "--samples", SAMPLES, "--max-retries", "0"])
-        .args(["--no-bertscore", "--resamples", "200", "--json", "-q"])
+        .args(["--no-bertscore", "--json", "-q"])
         .args(extra)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    json_of(&out)["run_id"].as_str().unwrap().to_string()
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let run_id = doc["run_id"].as_str().unwrap_or_default().to_string();
+    (out, run_id)
 }
 
 /// Two scored runs of different models on one suite, and the store's score reports of both.
@@ -138,7 +159,10 @@ fn latest(runs: &Path, run: &str) -> nmb_results::ScoreReport {
 #[test]
 fn compare_adjusts_every_p_value_of_its_table_and_states_the_family() {
     let f = fixture();
-    let out = nmb(&f.runs, &["compare", &f.a, &f.b, "--json", "--alpha", "0.1"]);
+    let out = nmb(
+        &f.runs,
+        &["compare", &f.a, &f.b, "--json", "--alpha", "0.1"],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let doc = json_of(&out);
     let groups = doc["groups"].as_array().unwrap();
@@ -167,7 +191,9 @@ fn compare_adjusts_every_p_value_of_its_table_and_states_the_family() {
             assert!(w.holm >= w.raw && w.bh >= w.raw);
         }
     }
-    assert!(rows.iter().any(|r| r["bootstrap"]["holm"].as_f64() != r["bootstrap"]["raw"].as_f64()));
+    assert!(rows
+        .iter()
+        .any(|r| r["bootstrap"]["holm"].as_f64() != r["bootstrap"]["raw"].as_f64()));
 
     let out = nmb(&f.runs, &["compare", &f.a, &f.b]);
     let table = text(&out.stdout);
@@ -187,7 +213,10 @@ fn compare_adjusts_every_p_value_of_its_table_and_states_the_family() {
 }
 
 /// The per-item scores of the answers both runs scored, as `nmb compare` pairs them.
-fn paired_items(a: &nmb_results::ScoreReport, b: &nmb_results::ScoreReport) -> Vec<(f64, f64, String, String)> {
+fn paired_items(
+    a: &nmb_results::ScoreReport,
+    b: &nmb_results::ScoreReport,
+) -> Vec<(f64, f64, String, String)> {
     let scored = |r: &nmb_results::ScoreReport| -> BTreeMap<(String, u32), (f64, String)> {
         (r.samples.iter())
             .filter(|s| s.status.is_scored())
@@ -215,12 +244,18 @@ fn power_of_two_runs_is_nmb_stats_on_the_stored_scores_and_its_errors_name_the_r
     let cases: Vec<&str> = items.iter().map(|i| i.2.as_str()).collect();
     let tasks: Vec<&str> = items.iter().map(|i| i.3.as_str()).collect();
     let v = nmb_stats::PairedVariance::estimate(&a, &b, &cases, &tasks).unwrap();
-    let want =
-        nmb_stats::power_summary(&v, nmb_stats::PairedTest::Bootstrap, 0.05, 0.8, Some(0.1)).unwrap();
+    let want = nmb_stats::power_summary(&v, nmb_stats::PairedTest::Bootstrap, 0.05, 0.8, Some(0.1))
+        .unwrap();
     let got = &doc["tests"][0];
     assert_eq!(got["test"], "bootstrap");
-    assert_eq!(got["detectable_difference"].as_f64().unwrap(), want.detectable_difference);
-    assert_eq!(got["cases_needed"].as_u64().unwrap() as usize, want.cases_needed.unwrap());
+    assert_eq!(
+        got["detectable_difference"].as_f64().unwrap(),
+        want.detectable_difference
+    );
+    assert_eq!(
+        got["cases_needed"].as_u64().unwrap() as usize,
+        want.cases_needed.unwrap()
+    );
     assert_eq!(got["variance"]["cases"], CASES);
     assert_eq!(got["variance"]["samples_per_task"], 3.0);
     assert!(want.detectable_difference > 0.0 && want.detectable_difference < 1.0);
@@ -236,22 +271,51 @@ fn power_of_two_runs_is_nmb_stats_on_the_stored_scores_and_its_errors_name_the_r
     assert!(t.contains(&sentence), "{t}");
 
     // One run: the correlation assumption is stated.
-    let one = json_of(&nmb(&f.runs, &["power", &f.a, "--json", "--correlation", "0.3"]));
-    assert!(one["assumption"].as_str().unwrap().contains("ρ = 0.3"), "{one}");
+    let one = json_of(&nmb(
+        &f.runs,
+        &["power", &f.a, "--json", "--correlation", "0.3"],
+    ));
+    assert!(
+        one["assumption"].as_str().unwrap().contains("ρ = 0.3"),
+        "{one}"
+    );
 
     // An unscored run, a run on another suite, and a run with no scored answer in common are refused by name.
     let spec = model_spec(Wire::OpenAi, &f.server);
-    let unscored = eval(&f.runs, &f.suite, &spec.replace("test-model", "other"), &["--no-score"]);
+    let unscored = eval(
+        &f.runs,
+        &f.suite,
+        &spec.replace("test-model", "other"),
+        &["--no-score"],
+    );
     let dir = tempfile::tempdir().unwrap();
     let other_suite = suite(dir.path(), "other-suite", 3);
-    let elsewhere = eval(&f.runs, &other_suite, &spec.replace("test-model", "weak"), &[]);
+    let elsewhere = eval(
+        &f.runs,
+        &other_suite,
+        &spec.replace("test-model", "weak"),
+        &[],
+    );
     let refusing = always(400, "{\"error\": {\"message\": \"no\"}}".into());
-    let errored = eval(&f.runs, &f.suite, &model_spec(Wire::OpenAi, &refusing), &[]);
+    let (out, errored) = eval_output(&f.runs, &f.suite, &model_spec(Wire::OpenAi, &refusing), &[]);
+    assert!(text(&out.stdout).contains("\"all_errored\":true"));
     for (args, words) in [
-        (vec![f.a.as_str(), unscored.as_str()], vec![unscored.as_str(), "nmb score"]),
-        (vec![f.a.as_str(), elsewhere.as_str()], vec![f.a.as_str(), elsewhere.as_str(), "different suites"]),
-        (vec![f.a.as_str(), errored.as_str()], vec![errored.as_str(), "no case scored in both"]),
-        (vec![errored.as_str()], vec![errored.as_str(), "no scored answer"]),
+        (
+            vec![f.a.as_str(), unscored.as_str()],
+            vec![unscored.as_str(), "nmb score"],
+        ),
+        (
+            vec![f.a.as_str(), elsewhere.as_str()],
+            vec![f.a.as_str(), elsewhere.as_str(), "different suites"],
+        ),
+        (
+            vec![f.a.as_str(), errored.as_str()],
+            vec![errored.as_str(), "no case scored in both"],
+        ),
+        (
+            vec![errored.as_str()],
+            vec![errored.as_str(), "no scored answer"],
+        ),
     ] {
         let out = nmb(&f.runs, &[&["power"], args.as_slice()].concat());
         assert_eq!(out.status.code(), Some(1), "{args:?}");
@@ -265,17 +329,25 @@ fn power_of_two_runs_is_nmb_stats_on_the_stored_scores_and_its_errors_name_the_r
 /// Worst-at-k of every task straight from its samples: C(c, k) / C(n, k), averaged over tasks with n >= k.
 fn direct_worst(samples: &[Value], k: usize) -> f64 {
     let mut tasks: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-    for s in samples.iter().filter(|s| matches!(s["status"].as_str(), Some("ok" | "parse_failed"))) {
+    for s in samples
+        .iter()
+        .filter(|s| matches!(s["status"].as_str(), Some("ok" | "parse_failed")))
+    {
         let e = tasks.entry(s["task_id"].as_str().unwrap()).or_default();
         e.0 += 1;
         e.1 += usize::from(s["correct"] == true);
     }
-    let choose = |n: usize, k: usize| -> f64 {
-        (0..k).map(|i| (n - i) as f64 / (k - i) as f64).product()
-    };
+    let choose =
+        |n: usize, k: usize| -> f64 { (0..k).map(|i| (n - i) as f64 / (k - i) as f64).product() };
     let values: Vec<f64> = (tasks.values())
         .filter(|(n, _)| *n >= k)
-        .map(|&(n, c)| if c < k { 0.0 } else { choose(c, k) / choose(n, k) })
+        .map(|&(n, c)| {
+            if c < k {
+                0.0
+            } else {
+                choose(c, k) / choose(n, k)
+            }
+        })
         .collect();
     values.iter().sum::<f64>() / values.len() as f64
 }
@@ -285,14 +357,23 @@ fn the_report_shows_worst_at_k_beside_pass_at_k_adjusted_p_values_and_the_power_
     let f = fixture();
     let out_dir = f.runs.parent().unwrap().join("report");
     let o = nmb_command(&f.runs)
-        .args(["report", &f.a, &f.b, "--format", "html,md,json", "--resamples", "200"])
+        .args([
+            "report",
+            &f.a,
+            &f.b,
+            "--format",
+            "html,md,json",
+            "--resamples",
+            "200",
+        ])
         .arg("--out")
         .arg(&out_dir)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
     let doc: Value =
-        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
+            .unwrap();
     let analysis = &doc["analysis"];
     let curves = analysis["worst_at_k"].as_array().unwrap();
     assert_eq!(curves.len(), 2, "one accuracy curve per run");
@@ -307,14 +388,21 @@ fn the_report_shows_worst_at_k_beside_pass_at_k_adjusted_p_values_and_the_power_
             .collect();
         for (k, (p, v)) in points.iter().zip(&values).enumerate() {
             assert_eq!(p["k"], k + 1);
-            assert!((v - direct_worst(samples, k + 1)).abs() < 1e-12, "k={}", k + 1);
+            assert!(
+                (v - direct_worst(samples, k + 1)).abs() < 1e-12,
+                "k={}",
+                k + 1
+            );
             let pass = p["pass_at_k"]["value"].as_f64().unwrap();
             assert!(pass >= *v, "pass@k is never below worst-at-k");
             let e = &p["worst_at_k"];
             assert!(e["ci_low"].as_f64().unwrap() <= *v && *v <= e["ci_high"].as_f64().unwrap());
         }
         assert!(values.windows(2).all(|w| w[1] <= w[0]), "{values:?}");
-        assert!(values[2] < values[0], "three samples disagree somewhere: {values:?}");
+        assert!(
+            values[2] < values[0],
+            "three samples disagree somewhere: {values:?}"
+        );
     }
     let m = &analysis["multiplicity"];
     assert_eq!(m["comparisons"], 1);
@@ -340,10 +428,16 @@ fn the_report_shows_worst_at_k_beside_pass_at_k_adjusted_p_values_and_the_power_
     };
     let page = out_dir.join("report.html");
     let (dom, log) = browser::dump_dom(&chromium, &page);
-    assert!(dom.contains("id=\"worst-at-k-table\""), "rendered; log:\n{log}");
+    assert!(
+        dom.contains("id=\"worst-at-k-table\""),
+        "rendered; log:\n{log}"
+    );
     assert!(dom.contains("aria-label=\"Worst-at-k and pass@k, accuracy\""));
     // Per run: three worst-at-k points and three pass@k points.
-    assert!(dom.matches("class=\"point\"").count() >= 12, "the curves' points are rendered");
+    assert!(
+        dom.matches("class=\"point\"").count() >= 12,
+        "the curves' points are rendered"
+    );
     assert!(dom.contains("Multiple comparisons: each p-value column is one family"));
     let png = browser::screenshot_dir().join("report-worst-at-k.png");
     browser::screenshot(&chromium, &page, &png, 1280, 2600);

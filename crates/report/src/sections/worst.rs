@@ -142,7 +142,11 @@ fn curve(
 }
 
 /// pass@k (reading (a)) averaged over the tasks with at least k samples, resampling cases.
-fn pass_curve_point(tasks: &[(String, Vec<f64>)], k: usize, cfg: &BootstrapConfig) -> Option<Estimate> {
+fn pass_curve_point(
+    tasks: &[(String, Vec<f64>)],
+    k: usize,
+    cfg: &BootstrapConfig,
+) -> Option<Estimate> {
     let (values, cases): (Vec<f64>, Vec<&str>) = tasks
         .iter()
         .filter(|(_, s)| s.len() >= k)

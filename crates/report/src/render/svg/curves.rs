@@ -37,7 +37,11 @@ pub fn over_k(title: &str, description: &str, y_label: &str, curves: &[Curve]) -
     let span = (max_k - 1) as f64;
     let x = |k: usize| area.left + area.width * ((k - 1) as f64 / span);
     let y = |v: f64| area.top + area.height * (1.0 - v.clamp(0.0, 1.0));
-    let tick = |f: f64| format!("{:.1}", 1.0 + f * span).trim_end_matches(".0").to_string();
+    let tick = |f: f64| {
+        format!("{:.1}", 1.0 + f * span)
+            .trim_end_matches(".0")
+            .to_string()
+    };
     frame(&mut out, &area, &tick, "k (samples drawn)", y_label);
     for c in curves {
         let stroke = colour(c.colour);
@@ -53,7 +57,15 @@ pub fn over_k(title: &str, description: &str, y_label: &str, curves: &[Curve]) -
                     y(b.value)
                 );
             } else {
-                line(&mut out, x(*ka), y(a.value), x(*kb), y(b.value), stroke, 1.5);
+                line(
+                    &mut out,
+                    x(*ka),
+                    y(a.value),
+                    x(*kb),
+                    y(b.value),
+                    stroke,
+                    1.5,
+                );
             }
         }
         for (k, v) in &c.points {
