@@ -435,7 +435,7 @@ fn the_report_shows_worst_at_k_beside_pass_at_k_adjusted_p_values_and_the_power_
     assert!(dom.contains("aria-label=\"Worst-at-k and pass@k, accuracy\""));
     // Per run: three worst-at-k points and three pass@k points.
     assert!(
-        dom.matches("class=\"point\"").count() >= 12,
+        dom.matches("class=\"curve-point\"").count() >= 12,
         "the curves' points are rendered"
     );
     assert!(dom.contains("Multiple comparisons: each p-value column is one family"));

@@ -72,7 +72,7 @@ pub fn over_k(title: &str, description: &str, y_label: &str, curves: &[Curve]) -
             whisker_v(&mut out, x(*k), v, &y);
             let _ = write!(
                 out,
-                "<circle class=\"point\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"4\" fill=\"{}\" stroke=\"{stroke}\"><title>{}</title></circle>",
+                "<circle class=\"curve-point\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"4\" fill=\"{}\" stroke=\"{stroke}\"><title>{}</title></circle>",
                 x(*k),
                 y(v.value),
                 if c.dashed { "#fff" } else { stroke },
