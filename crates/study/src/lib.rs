@@ -94,6 +94,7 @@ A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--
   [scoring]
   judges = [\"openai:gpt-4o-mini\"]
   bertscore = false               # also rubric = false
+  by = [\"sex\", \"age:0-40,40-65,65-\"]   # headline numbers per subgroup, as --by
 
 Every suite runs with every model (and template), each exactly as the `nmb eval` it stands for, the
 models at once through one scheduler (--concurrency caps the study, each model keeps its own limit);
@@ -248,6 +249,9 @@ pub struct ScoringEntry {
     pub bertscore: Option<bool>,
     /// Rubric grading by the judges (on by default when there are judges).
     pub rubric: Option<bool>,
+    /// Subgroup fields, as `nmb eval --by` takes them (`["sex", "age:0-40,40-65,65-"]`).
+    #[serde(default)]
+    pub by: Vec<String>,
 }
 
 /// A checked run file and where it lives.
