@@ -768,6 +768,24 @@ bertscore = false
     }
 
     #[test]
+    fn scoring_by_is_the_scoring_configs_by_as_the_flag_gives_it() {
+        let text = GOOD.replace(
+            "bertscore = false",
+            "bertscore = false\nby = [\"sex\", \" age:0-40,40- \"]",
+        );
+        let s = parse(Path::new("/studies/s.toml"), &text).unwrap();
+        let scoring = scoring_config(&s, &s.cells()).unwrap();
+        assert_eq!(scoring.by, vec!["sex", "age:0-40,40-"]);
+        scoring.check().unwrap();
+        let bad = text.replace("40-", "50-");
+        let s = parse(Path::new("/studies/s.toml"), &bad).unwrap();
+        let err = scoring_config(&s, &s.cells()).unwrap().check().unwrap_err();
+        assert!(err.to_string().contains("`50-`"), "{err}");
+        let default = scoring_config(&parse(Path::new("/s.toml"), GOOD).unwrap(), &[]).unwrap();
+        assert!(default.by.is_empty());
+    }
+
+    #[test]
     fn a_model_can_leave_sampling_parameters_unsent_and_add_body_fields() {
         let text = GOOD.replace(
             "spec = \"openai:b@http://127.0.0.1:1/v1\"",
