@@ -471,7 +471,7 @@ mod tests {
             e.contains("none of the bands 18-") && e.contains("age = 7"),
             "{e}"
         );
-        let e = assign(&s, "sex:0-1,1-").unwrap_err().to_string();
+        let e = assign(&suite(), "sex:0-1,1-").unwrap_err().to_string();
         assert!(e.contains("expected a number") && e.contains("male"), "{e}");
     }
 
