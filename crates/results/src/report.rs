@@ -337,6 +337,10 @@ pub struct GroupAggregate {
     pub no_reference: usize,
     /// Counted in `n` (as wrong).
     pub parse_failed: usize,
+    /// Of `parse_failed`, the answers that stopped at the token limit (cut off mid-answer rather than written
+    /// in another format). Absent from reports stored before it was counted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub parse_failed_at_limit: usize,
     /// Counted in `n` (as wrong): a needed match stayed inconclusive.
     pub unresolved: usize,
     /// Share of the `n` samples that are correct, with a case-clustered bootstrap CI.
@@ -536,4 +540,8 @@ pub struct GroupComparison {
     /// McNemar's test on the discordant items: exact where every item is the only answer of its task, else
     /// cluster-adjusted with cases as clusters; `test` says which.
     pub mcnemar: Option<nmb_stats::McNemar>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
