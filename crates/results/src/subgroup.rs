@@ -350,7 +350,7 @@ fn pass_units<'a>(report: &'a ScoreReport, a: &Assignment, k: usize) -> Vec<Unit
         .tasks
         .iter()
         .filter_map(|t| {
-            let v = (*t.pass_at_k_unbiased.get(&k.to_string())?)?;
+            let v = (*t.pass_at_k_unbiased.get(&format!("pass_at_{k}"))?)?;
             let g = *a.tasks.get(&t.task_id)?;
             Some((v, t.case_id.as_str(), g))
         })

@@ -110,12 +110,10 @@ fn label(spec: &str, i: usize) -> String {
 
 fn eval(runs: &Path, suite: &Path, spec: &str, extra: &[&str]) -> std::process::Output {
     let suite = suite.to_str().unwrap();
+    let head = ["eval", "--suite", suite, "--model", spec, "--samples", "5"];
+    let tail = ["--no-bertscore", "--json", "-q"];
     nmb_command(runs)
-        .args(eval_args(
-            suite,
-            spec,
-            &[&["--samples", "5", "--no-bertscore", "--json", "-q"], extra].concat(),
-        ))
+        .args(head.iter().chain(&tail).chain(extra))
         .output()
         .unwrap()
 }
@@ -154,7 +152,7 @@ fn pass_at_5(report: &Value) -> Vec<(f64, usize)> {
         .unwrap()
         .iter()
         .filter_map(|t| {
-            let v = t["pass_at_k_unbiased"]["5"].as_f64()?;
+            let v = t["pass_at_k_unbiased"]["pass_at_5"].as_f64()?;
             Some((v, case_index(t["case_id"].as_str().unwrap())))
         })
         .collect()
@@ -236,7 +234,13 @@ fn check_breakdown(report: &Value, specs: &[&str]) {
             assert_eq!(group.as_str().unwrap(), label(spec, i), "{task}");
         }
         let numbers = field["numbers"].as_array().unwrap();
-        let named = |n: &str| numbers.iter().find(|x| x["number"] == n).unwrap();
+        let named = |n: &str| {
+            let names: Vec<&Value> = numbers.iter().map(|x| &x["number"]).collect();
+            numbers
+                .iter()
+                .find(|x| x["number"] == n)
+                .unwrap_or_else(|| panic!("no {n} in {names:?}"))
+        };
         check_number(spec, named("accuracy"), &answers(report));
         check_number(spec, named("pass@5"), &pass_at_5(report));
     }
