@@ -36,6 +36,7 @@ pub mod stability;
 pub mod stored;
 pub mod structured;
 pub mod subgroup;
+pub mod subgroup_breakdown;
 pub mod thinking_probe;
 
 pub use error::ResultsError;

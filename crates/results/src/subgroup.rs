@@ -1,7 +1,7 @@
 //! Scores broken down by a field of the cases (`--by sex`, `--by age:0-40,40-65,65-`): which subgroup each
-//! task falls in ([`assign`], read from the suite), and each headline number per subgroup with its
-//! case-clustered interval and the gap between the best and the worst subgroup ([`breakdown`], the arithmetic of
-//! [`nmb_stats::subgroups`]).
+//! task falls in ([`assign`], read from the suite), and the types of each headline number per subgroup with its
+//! case-clustered interval and the gap between the best and the worst subgroup (computed by the module
+//! `subgroup_breakdown` with [`nmb_stats::subgroups`]).
 //!
 //! A field is looked up, with its name compared without regard to case, in the task's metadata, then the case's
 //! metadata, then the case's EHR fields; the first that has it gives the value. Every case must have the field:
@@ -12,11 +12,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nmb_stats::{Average, Bands, BootstrapConfig, GroupBy, Subgroups};
+use nmb_stats::{Bands, GroupBy, Subgroups};
 use nmb_suite::{Case, Family, Suite, Task};
 use serde::{Deserialize, Serialize};
-
-use crate::report::{ScoreReport, KS};
 
 /// Cases named in an error about cases that lack a field; the rest are counted.
 const NAMED: usize = 5;
@@ -26,7 +24,7 @@ const NAMED: usize = 5;
 pub enum SubgroupError {
     #[error("--by {spec}: {source}")]
     Spec {
-        spec: String,
+        spec: Box<str>,
         #[source]
         source: nmb_stats::StatsError,
     },
@@ -35,27 +33,27 @@ pub enum SubgroupError {
          every case to have it as a task metadata key, a case metadata key or an EHR field{known}"
     )]
     Missing {
-        spec: String,
-        field: String,
-        suite: String,
+        spec: Box<str>,
+        field: Box<str>,
+        suite: Box<str>,
         missing: usize,
         cases: usize,
         /// The first few cases that lack it.
-        named: String,
+        named: Box<str>,
         /// The fields the first such case does have, as a hint.
-        known: String,
+        known: Box<str>,
     },
     #[error(
         "--by {spec}: case `{case}` of suite `{suite}` has {field} = `{value}`; expected a number for the bands \
          {bands}"
     )]
     NotNumber {
-        spec: String,
-        field: String,
-        suite: String,
-        case: String,
-        value: String,
-        bands: String,
+        spec: Box<str>,
+        field: Box<str>,
+        suite: Box<str>,
+        case: Box<str>,
+        value: Box<str>,
+        bands: Box<str>,
     },
     #[error(
         "--by {spec}: case `{case}` of suite `{suite}` has {field} = {value}, which falls in none of the bands \
@@ -63,19 +61,19 @@ pub enum SubgroupError {
          limit)"
     )]
     OutOfBands {
-        spec: String,
-        field: String,
-        suite: String,
-        case: String,
-        value: String,
-        bands: String,
+        spec: Box<str>,
+        field: Box<str>,
+        suite: Box<str>,
+        case: Box<str>,
+        value: Box<str>,
+        bands: Box<str>,
     },
 }
 
 /// Parses a `--by` spec, naming it in the error.
 pub fn parse(spec: &str) -> Result<GroupBy, SubgroupError> {
     GroupBy::parse(spec).map_err(|source| SubgroupError::Spec {
-        spec: spec.to_string(),
+        spec: spec.into(),
         source,
     })
 }
@@ -187,13 +185,13 @@ fn missing_error(
         format!("; case `{}` has {}", first.id, list.join(", "))
     };
     SubgroupError::Missing {
-        spec: spec.to_string(),
-        field: field.to_string(),
-        suite: suite.id.clone(),
+        spec: spec.into(),
+        field: field.into(),
+        suite: suite.id.as_str().into(),
         missing: missing.len(),
         cases: suite.cases.len(),
-        named: named.join(", "),
-        known,
+        named: named.join(", ").into(),
+        known: known.into(),
     }
 }
 
@@ -215,21 +213,21 @@ fn band_of(
     };
     let Some(x) = leading_number(value) else {
         return Err(SubgroupError::NotNumber {
-            spec: spec.to_string(),
-            field: field.to_string(),
-            suite: suite.id.clone(),
-            case: case.id.clone(),
-            value: value.to_string(),
-            bands: list(),
+            spec: spec.into(),
+            field: field.into(),
+            suite: suite.id.as_str().into(),
+            case: case.id.as_str().into(),
+            value: value.into(),
+            bands: list().into(),
         });
     };
     bands.index_of(x).ok_or_else(|| SubgroupError::OutOfBands {
-        spec: spec.to_string(),
-        field: field.to_string(),
-        suite: suite.id.clone(),
-        case: case.id.clone(),
-        value: value.to_string(),
-        bands: list(),
+        spec: spec.into(),
+        field: field.into(),
+        suite: suite.id.as_str().into(),
+        case: case.id.as_str().into(),
+        value: value.into(),
+        bands: list().into(),
     })
 }
 
@@ -272,135 +270,6 @@ pub struct NumberSubgroups {
     /// Per subgroup (with answers) and the gap between the best and the worst of those with at least
     /// [`nmb_stats::MIN_SUBGROUP_CASES`] cases.
     pub subgroups: Subgroups<String>,
-}
-
-/// Each headline number of `report` per subgroup of every assignment: accuracy overall and per family (when the
-/// run has more than one), and pass@k's unbiased estimator for each k > 1 some task has enough samples for.
-pub fn breakdown(
-    report: &ScoreReport,
-    assignments: &[Assignment],
-    cfg: &BootstrapConfig,
-) -> Result<SubgroupsReport, nmb_stats::StatsError> {
-    let mut fields = Vec::new();
-    for a in assignments {
-        fields.push(field_breakdown(report, a, cfg)?);
-    }
-    Ok(SubgroupsReport { fields })
-}
-
-fn field_breakdown(
-    report: &ScoreReport,
-    a: &Assignment,
-    cfg: &BootstrapConfig,
-) -> Result<FieldSubgroups, nmb_stats::StatsError> {
-    let families: BTreeSet<Family> = report.tasks.iter().map(|t| t.family).collect();
-    let mut scopes = vec![None];
-    if families.len() > 1 {
-        scopes.extend(families.iter().copied().map(Some));
-    }
-    let mut numbers = Vec::new();
-    for family in scopes {
-        let units = accuracy_units(report, a, family);
-        numbers.extend(number("accuracy", family, &units, a, cfg)?);
-    }
-    for k in KS.iter().filter(|&&k| k > 1) {
-        let units = pass_units(report, a, *k);
-        numbers.extend(number(&format!("pass@{k}"), None, &units, a, cfg)?);
-    }
-    Ok(FieldSubgroups {
-        spec: a.spec.clone(),
-        field: a.field.clone(),
-        labels: a.labels.clone(),
-        tasks: a
-            .tasks
-            .iter()
-            .map(|(t, &i)| (t.clone(), a.labels[i].clone()))
-            .collect(),
-        numbers,
-    })
-}
-
-/// One unit of a number: its value, its case and its subgroup (an index into the labels).
-type Unit<'a> = (f64, &'a str, usize);
-
-/// Every scored answer (of `family`, when given) of a task the assignment places: 1 when correct, else 0.
-fn accuracy_units<'a>(
-    report: &'a ScoreReport,
-    a: &Assignment,
-    family: Option<Family>,
-) -> Vec<Unit<'a>> {
-    report
-        .samples
-        .iter()
-        .filter(|s| s.status.is_scored() && family.is_none_or(|f| s.family == f))
-        .filter_map(|s| {
-            let g = *a.tasks.get(&s.task_id)?;
-            Some((
-                f64::from(u8::from(s.correct == Some(true))),
-                s.case_id.as_str(),
-                g,
-            ))
-        })
-        .collect()
-}
-
-/// Every task's unbiased pass@k (tasks with fewer than k scored answers left out).
-fn pass_units<'a>(report: &'a ScoreReport, a: &Assignment, k: usize) -> Vec<Unit<'a>> {
-    report
-        .tasks
-        .iter()
-        .filter_map(|t| {
-            let v = (*t.pass_at_k_unbiased.get(&format!("pass_at_{k}"))?)?;
-            let g = *a.tasks.get(&t.task_id)?;
-            Some((v, t.case_id.as_str(), g))
-        })
-        .collect()
-}
-
-/// The number per subgroup; `None` without a unit.
-fn number(
-    name: &str,
-    family: Option<Family>,
-    units: &[Unit],
-    a: &Assignment,
-    cfg: &BootstrapConfig,
-) -> Result<Option<NumberSubgroups>, nmb_stats::StatsError> {
-    if units.is_empty() {
-        return Ok(None);
-    }
-    let values: Vec<f64> = units.iter().map(|u| u.0).collect();
-    let cases: Vec<&str> = units.iter().map(|u| u.1).collect();
-    let groups: Vec<usize> = units.iter().map(|u| u.2).collect();
-    let by_index = nmb_stats::subgroups(&values, &cases, &groups, Average::Mean, cfg)?;
-    Ok(Some(NumberSubgroups {
-        number: name.to_string(),
-        family,
-        subgroups: labelled(by_index, &a.labels),
-    }))
-}
-
-/// Subgroups by label index → by label.
-fn labelled(s: Subgroups<usize>, labels: &[String]) -> Subgroups<String> {
-    let label = |i: usize| labels.get(i).cloned().unwrap_or_default();
-    Subgroups {
-        groups: s
-            .groups
-            .into_iter()
-            .map(|g| nmb_stats::SubgroupEstimate {
-                group: label(g.group),
-                cases: g.cases,
-                units: g.units,
-                estimate: g.estimate,
-                few_cases: g.few_cases,
-            })
-            .collect(),
-        gap: s.gap.map(|g| nmb_stats::SubgroupGap {
-            best: label(g.best),
-            worst: label(g.worst),
-            gap: g.gap,
-            compared: g.compared,
-        }),
-    }
 }
 
 #[cfg(test)]

@@ -172,7 +172,7 @@ fn break_down(run: &mut nmb_report::RunData, by: &[String]) -> Result<()> {
         .map(|spec| nmb_results::subgroup::assign(&suite, spec.trim()))
         .collect::<Result<Vec<_>, _>>()?;
     let cfg = scores.config.bootstrap;
-    scores.subgroups = Some(nmb_results::subgroup::breakdown(
+    scores.subgroups = Some(nmb_results::subgroup_breakdown::breakdown(
         scores,
         &assignments,
         &cfg,

@@ -18,7 +18,7 @@ use serde_json::Value;
 const CASES: usize = 24;
 
 fn sex(i: usize) -> &'static str {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         "female"
     } else {
         "male"
@@ -37,9 +37,9 @@ fn site(i: usize) -> &'static str {
 /// server answering "Multiple sclerosis" is right at different rates by sex.
 fn reference(i: usize) -> &'static str {
     let ms = if sex(i) == "female" {
-        i % 3 != 0
+        !i.is_multiple_of(3)
     } else {
-        i % 3 == 0
+        i.is_multiple_of(3)
     };
     if ms {
         "Multiple sclerosis"

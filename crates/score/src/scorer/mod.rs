@@ -186,7 +186,7 @@ pub async fn score_loaded(
         opts,
     )?;
     if !assignments.is_empty() {
-        report.subgroups = Some(nmb_results::subgroup::breakdown(
+        report.subgroups = Some(nmb_results::subgroup_breakdown::breakdown(
             &report,
             &assignments,
             &opts.bootstrap,
