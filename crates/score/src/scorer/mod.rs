@@ -71,6 +71,8 @@ pub struct ScoreOptions {
     pub judge_repeats: u32,
     /// Judges decide the criteria of the tasks this rubric covers.
     pub criteria: Option<nmb_results::criteria::CriterionRubric>,
+    /// Subgroup fields (`--by`): each headline number is also given per subgroup.
+    pub by: Vec<String>,
 }
 
 impl Default for ScoreOptions {
@@ -95,6 +97,7 @@ impl Default for ScoreOptions {
             judge_batch: None,
             judge_repeats: 1,
             criteria: None,
+            by: Vec::new(),
         }
     }
 }
@@ -124,6 +127,12 @@ pub async fn score_loaded(
     opts: &ScoreOptions,
 ) -> Result<ScoreReport, ScoreError> {
     let run = store.run(run_id)?;
+    // Before anything is asked: a field the cases lack is an error, not a judge bill.
+    let assignments = opts
+        .by
+        .iter()
+        .map(|spec| nmb_results::subgroup::assign(suite, spec))
+        .collect::<Result<Vec<_>, _>>()?;
     let records = store.run_samples(run_id)?;
     let index: TaskIndex = suite
         .tasks()
@@ -176,6 +185,13 @@ pub async fn score_loaded(
         &index,
         opts,
     )?;
+    if !assignments.is_empty() {
+        report.subgroups = Some(nmb_results::subgroup_breakdown::breakdown(
+            &report,
+            &assignments,
+            &opts.bootstrap,
+        )?);
+    }
     Ok(report)
 }
 
