@@ -203,8 +203,10 @@ fn subgroup_field(
             items: row.items,
             paired: row.paired,
             mcnemar: row.mcnemar,
+            p_adjusted: None,
         });
     }
+    adjust_subgroups(&mut subgroups)?;
     let gap = if placed.is_empty() {
         None
     } else {
@@ -365,4 +367,18 @@ fn mcnemar_notes(groups: &[GroupComparison]) -> Vec<String> {
         ));
     }
     notes
+}
+
+/// Holm and BH adjusted values of the subgroups' bootstrap p-values: one field's subgroups are one family (the
+/// reader scans them together for the subgroup where the runs differ).
+fn adjust_subgroups(subgroups: &mut [SubgroupComparison]) -> Result<(), ResultsError> {
+    let p: Vec<f64> = subgroups
+        .iter()
+        .filter_map(|s| s.paired.as_ref().map(|p| p.p_value))
+        .collect();
+    let mut adjusted = nmb_stats::adjust_family(&p)?.into_iter();
+    for s in subgroups.iter_mut().filter(|s| s.paired.is_some()) {
+        s.p_adjusted = adjusted.next();
+    }
+    Ok(())
 }

@@ -513,6 +513,10 @@ pub struct SubgroupComparison {
     pub paired: Option<nmb_stats::PairedComparison>,
     /// As in [`GroupComparison::mcnemar`].
     pub mcnemar: Option<nmb_stats::McNemar>,
+    /// `paired`'s p-value adjusted (Holm, Benjamini–Hochberg) over this field's subgroups, one family: every
+    /// subgroup with paired items. Absent where `paired` is, and in comparisons made before it was computed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_adjusted: Option<nmb_stats::AdjustedP>,
 }
 
 /// Two runs on one field of their structured answers: correct on that field or not.

@@ -98,15 +98,15 @@ fn print_subgroups(c: &Comparison) {
         println!();
         println!("by {}", nmb_table::terminal::excerpt_of(&f.by, 80));
         println!(
-            "{:<16} {:>6} {:>6} {:>7} {:>7}  {:<24} {:>8}",
-            "subgroup", "cases", "items", "A", "B", "A - B [95% CI]", "p boot"
+            "{:<16} {:>6} {:>6} {:>7} {:>7}  {:<24} {:>8} {:>8} {:>8}",
+            "subgroup", "cases", "items", "A", "B", "A - B [95% CI]", "p boot", "Holm", "BH"
         );
         for s in &f.subgroups {
             let mark = if s.few_cases { " *" } else { "" };
             let name = format!("{}{mark}", nmb_table::terminal::excerpt_of(&s.subgroup, 14));
             match &s.paired {
                 Some(p) => println!(
-                    "{name:<16} {:>6} {:>6} {:>6.1}% {:>6.1}%  {:<24} {:>8.4}",
+                    "{name:<16} {:>6} {:>6} {:>6.1}% {:>6.1}%  {:<24} {:>8.4} {:>8} {:>8}",
                     s.cases,
                     s.items,
                     100.0 * p.mean_a,
@@ -117,7 +117,9 @@ fn print_subgroups(c: &Comparison) {
                         100.0 * p.diff.ci_low,
                         100.0 * p.diff.ci_high
                     ),
-                    p.p_value
+                    p.p_value,
+                    adjusted(s.p_adjusted.map(|a| a.holm)),
+                    adjusted(s.p_adjusted.map(|a| a.bh)),
                 ),
                 None => println!("{name:<16} {:>6} {:>6}", s.cases, s.items),
             }
@@ -136,5 +138,16 @@ fn print_subgroups(c: &Comparison) {
         if f.subgroups.iter().any(|s| s.few_cases) {
             println!("* under 10 cases: a wide interval, left out of the gap");
         }
+        println!(
+            "Holm and BH adjust the p-values of this field's subgroups as one family ({} p-values)",
+            f.subgroups
+                .iter()
+                .filter(|s| s.p_adjusted.is_some())
+                .count()
+        );
     }
+}
+
+fn adjusted(p: Option<f64>) -> String {
+    p.map_or_else(|| "-".into(), |p| format!("{p:.4}"))
 }

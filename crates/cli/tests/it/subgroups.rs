@@ -427,6 +427,25 @@ fn check_compare(runs: &Path, ids: &[String], reports: &[Value]) {
             assert!((p["mean_b"].as_f64().unwrap() - mb).abs() < 1e-12, "{row}");
             assert!((p["diff"]["value"].as_f64().unwrap() - (ma - mb)).abs() < 1e-12);
         }
+        // The field's subgroups are one family: their p-values adjusted together, as nmb-stats adjusts them.
+        let rows = f["subgroups"].as_array().unwrap();
+        let raw: Vec<f64> = rows
+            .iter()
+            .filter_map(|r| r["paired"]["p_value"].as_f64())
+            .collect();
+        let want = nmb_stats::adjust_family(&raw).unwrap();
+        let got: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r["paired"].is_object())
+            .map(|r| {
+                let a = &r["p_adjusted"];
+                (a["holm"].as_f64().unwrap(), a["bh"].as_f64().unwrap())
+            })
+            .collect();
+        assert_eq!(got.len(), want.len(), "{spec}");
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(*g, (w.holm, w.bh), "{spec}");
+        }
     }
     let out = nmb_command(runs)
         .args(["compare", &ids[0], &ids[1]])
@@ -438,6 +457,10 @@ fn check_compare(runs: &Path, ids: &[String], reports: &[Value]) {
         "{table}"
     );
     assert!(table.contains("gap in A - B between"), "{table}");
+    assert!(
+        table.contains("adjust the p-values of this field's subgroups as one family"),
+        "{table}"
+    );
 }
 
 #[test]
