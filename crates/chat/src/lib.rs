@@ -30,7 +30,7 @@ pub mod thinking;
 pub use secrets::{public_url, redact, url_secrets, ApiKey, Secrets};
 pub use spec::{replica_name, BackendKind, ModelIdentity, ModelSpec, SpecError};
 pub use stored::{StoredConversation, StoredMessage, StoredPart};
-pub use thinking::{split_thinking, Thought};
+pub use thinking::{split_thinking, stopped_at_token_limit, Thought};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -16,6 +16,12 @@ pub struct Thought<'a> {
     pub unclosed: bool,
 }
 
+/// The API's finish reason says the answer stopped at the token limit: OpenAI's (and llama.cpp's, vLLM's,
+/// nmb's local engine's) `length`, Anthropic's `max_tokens`, Gemini's `MAX_TOKENS`.
+pub fn stopped_at_token_limit(finish_reason: &str) -> bool {
+    matches!(finish_reason, "length" | "max_tokens" | "MAX_TOKENS")
+}
+
 const OPEN: &str = "<think>";
 const CLOSE: &str = "</think>";
 

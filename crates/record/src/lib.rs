@@ -246,6 +246,12 @@ impl Recorder {
                 choice_index: j as u32,
                 text: r.as_ref().ok().map(String::as_str),
                 thinking: r.as_ref().ok().and(thinking[j].as_deref()),
+                finish_reason: r.as_ref().ok().and(
+                    completion
+                        .and_then(|c| c.choices.get(j))
+                        .map(|c| c.finish_reason.as_str())
+                        .filter(|f| !f.is_empty()),
+                ),
                 error: match r {
                     Err(class) if class == "refusal" && completion.is_some() => Some(refused),
                     _ => None,

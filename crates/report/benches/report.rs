@@ -176,6 +176,7 @@ fn build_store(dir: &std::path::Path, suite: &Suite) -> (Store, String) {
             .enumerate()
             .map(|(s, text)| ChoiceRecord {
                 thinking: None,
+                finish_reason: None,
                 sample_index: s as u32,
                 choice_index: s as u32,
                 text: Some(text),

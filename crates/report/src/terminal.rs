@@ -13,6 +13,14 @@ use nmb_suite::Level;
 use crate::sections::summary::{self, ScoredRun};
 use crate::table::percent;
 
+/// How many of the unparseable answers were cut at the token limit, when any were.
+fn at_limit(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        n => format!(" ({n} cut at the token limit)"),
+    }
+}
+
 /// The whole summary of one score report, as printed by `nmb score`.
 pub fn score_report(report: &ScoreReport) -> String {
     let mut out = String::new();
@@ -27,9 +35,16 @@ pub fn score_report(report: &ScoreReport) -> String {
     let o = &report.overall;
     let _ = write!(
         out,
-        "\nsamples    {} planned, {} scored, {} errored, {} pending, {} without reference, {} unparseable, {} \
+        "\nsamples    {} planned, {} scored, {} errored, {} pending, {} without reference, {} unparseable{}, {} \
          unresolved\n",
-        o.samples, o.n, o.errored, o.pending, o.no_reference, o.parse_failed, o.unresolved
+        o.samples,
+        o.n,
+        o.errored,
+        o.pending,
+        o.no_reference,
+        o.parse_failed,
+        at_limit(o.parse_failed_at_limit),
+        o.unresolved
     );
     if let Some(s) = &report.structured {
         structured(&mut out, s);

@@ -89,10 +89,7 @@ impl Choice {
     pub fn cut_off(&self) -> bool {
         self.text.trim().is_empty()
             && !self.refused
-            && matches!(
-                self.finish_reason.as_str(),
-                "length" | "max_tokens" | "MAX_TOKENS"
-            )
+            && nmb_chat::stopped_at_token_limit(&self.finish_reason)
     }
 
     /// Takes a leading `<think>...</think>` block out of the text into `thinking` (after any thinking the API

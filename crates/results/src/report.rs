@@ -81,6 +81,9 @@ pub struct ScoreReport {
     /// Criterion-rubric scores (HealthBench's rule) with breakdowns by tag, when scored with `--criteria`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub criteria: Option<crate::criteria::score::CriteriaReport>,
+    /// The headline numbers per subgroup of each `--by` field, when scored (or reported) with `--by`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subgroups: Option<crate::subgroup::SubgroupsReport>,
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -137,6 +140,9 @@ pub struct ScoringConfig {
     /// The criterion rubric the judges decided, when scored with `--criteria`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub criteria: Option<crate::criteria::CriteriaInfo>,
+    /// The subgroup fields (`--by`), as given; empty (and left out) without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by: Vec<String>,
 }
 
 impl ScoringConfig {
@@ -331,6 +337,10 @@ pub struct GroupAggregate {
     pub no_reference: usize,
     /// Counted in `n` (as wrong).
     pub parse_failed: usize,
+    /// Of `parse_failed`, the answers that stopped at the token limit (cut off mid-answer rather than written
+    /// in another format). Absent from reports stored before it was counted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub parse_failed_at_limit: usize,
     /// Counted in `n` (as wrong): a needed match stayed inconclusive.
     pub unresolved: usize,
     /// Share of the `n` samples that are correct, with a case-clustered bootstrap CI.
@@ -469,8 +479,40 @@ pub struct Comparison {
     /// Structured answers: one row per NeuroVLM-Bench field, on the answers both runs gave for that field.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub structured_fields: Vec<FieldComparison>,
+    /// Per subgroup of each `--by` field both runs were scored with: the same paired tests on the subgroup's
+    /// items.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subgroups: Vec<SubgroupFieldComparison>,
     #[serde(default)]
     pub notes: Vec<String>,
+}
+
+/// Two runs compared within each subgroup of one field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubgroupFieldComparison {
+    /// The `--by` spec both scorings were made with.
+    pub by: String,
+    pub subgroups: Vec<SubgroupComparison>,
+    /// The subgroups with the largest and the smallest difference A − B (of those with at least 10 cases) and
+    /// how far apart those differences are, with a stratified case-clustered interval: how much the difference
+    /// itself varies between subgroups. `None` with fewer than two such subgroups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap: Option<nmb_stats::SubgroupGap<String>>,
+}
+
+/// Two runs on the paired items of one subgroup.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubgroupComparison {
+    pub subgroup: String,
+    /// Cases behind the paired items.
+    pub cases: usize,
+    /// Fewer than 10 cases: shown, with a wide interval, and left out of the gap.
+    pub few_cases: bool,
+    pub items: usize,
+    /// As in [`GroupComparison::paired`].
+    pub paired: Option<nmb_stats::PairedComparison>,
+    /// As in [`GroupComparison::mcnemar`].
+    pub mcnemar: Option<nmb_stats::McNemar>,
 }
 
 /// Two runs on one field of their structured answers: correct on that field or not.
@@ -498,4 +540,8 @@ pub struct GroupComparison {
     /// McNemar's test on the discordant items: exact where every item is the only answer of its task, else
     /// cluster-adjusted with cases as clusters; `test` says which.
     pub mcnemar: Option<nmb_stats::McNemar>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }

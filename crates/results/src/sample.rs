@@ -165,13 +165,19 @@ pub struct AnswerFacts {
     /// Words in the final answer, split at white space.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_words: Option<usize>,
+    /// The final answer stopped at the token limit (the API's finish reason said so). `false` where the API
+    /// gave no reason, and for answers stored before finish reasons were.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_token_limit: bool,
 }
 
 impl AnswerFacts {
-    /// The counts of one final answer.
-    pub fn of(text: &str) -> AnswerFacts {
+    /// The counts of one final answer, and whether it stopped at the token limit (its finish reason as the
+    /// API gave it; `None` when unknown).
+    pub fn of(text: &str, finish_reason: Option<&str>) -> AnswerFacts {
         AnswerFacts {
             answer_words: Some(text.split_whitespace().count()),
+            at_token_limit: finish_reason.is_some_and(nmb_chat::stopped_at_token_limit),
         }
     }
 }

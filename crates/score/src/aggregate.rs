@@ -130,6 +130,10 @@ pub fn aggregate(
         pending: count(SampleStatus::Pending),
         no_reference: count(SampleStatus::NoReference),
         parse_failed: count(SampleStatus::ParseFailed),
+        parse_failed_at_limit: samples
+            .iter()
+            .filter(|s| s.status == SampleStatus::ParseFailed && s.facts.at_token_limit)
+            .count(),
         unresolved: scored.iter().filter(|s| s.unresolved).count(),
         accuracy,
         pass_at_1: pass_at(1, tasks, &scored, cfg)?,

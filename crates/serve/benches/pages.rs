@@ -153,6 +153,7 @@ fn second_run(store: &Store, manifest: &nmb_store::Manifest, prompt: &str) {
     let choices: Vec<ChoiceRecord<'_>> = (0..SAMPLES)
         .map(|s| ChoiceRecord {
             thinking: None,
+            finish_reason: None,
             sample_index: s,
             choice_index: s,
             text: Some(texts[s as usize].as_str()),
@@ -252,6 +253,7 @@ fn build(dir: &Path) -> Synthetic {
         let choices: Vec<ChoiceRecord<'_>> = (0..SAMPLES)
             .map(|s| ChoiceRecord {
                 thinking: None,
+                finish_reason: None,
                 sample_index: s,
                 choice_index: s,
                 text: (!failed).then_some(texts[s as usize].as_str()),

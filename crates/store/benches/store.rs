@@ -124,6 +124,7 @@ fn run_workload(dir: &std::path::Path, samples: u32, per_task: u32) -> serde_jso
         };
         let choice = ChoiceRecord {
             thinking: None,
+            finish_reason: None,
             sample_index: sample,
             choice_index: 0,
             text: Some(&text),

@@ -125,6 +125,7 @@ const TURN_COLUMNS: &[&str] = &[
     "error_message",
     "text",
     "thinking",
+    "finish_reason",
 ];
 const REPORT_COLUMNS: &[&str] = &[
     "run_id",

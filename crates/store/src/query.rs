@@ -129,6 +129,9 @@ pub struct TurnRecord {
     /// A reasoning model's thinking before the answer in `text` (stored from schema v11 on).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thinking: Option<String>,
+    /// Why the answer ended, as the API said it (stored from schema v16 on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
     /// Reused from a stored response; `call` is then the call that produced it (maybe in another run).
     pub cached: bool,
     pub cache_key: String,
@@ -167,7 +170,7 @@ pub(crate) fn sample_columns() -> String {
     format!(
         "s.task_id, s.sample_index, s.status, s.turns_done, s.error_class, s.error_message,
          t.turn_index, t.status, t.error_class, t.error_message, t.text, t.cached, t.cache_key,
-         t.choice_index, {CALL_COLUMNS}, t.thinking"
+         t.choice_index, {CALL_COLUMNS}, t.thinking, t.finish_reason"
     )
 }
 
@@ -403,6 +406,7 @@ fn sample_row(r: &Row) -> DbResult<(SampleHead, Option<TurnRecord>)> {
         choice_index: r.get(13)?,
         call: call_info(r, 14)?,
         thinking: r.get(14 + CALL_COLUMN_COUNT)?,
+        finish_reason: r.get(15 + CALL_COLUMN_COUNT)?,
     };
     Ok((head, Some(turn)))
 }

@@ -103,6 +103,8 @@ pub struct ChoiceRecord<'a> {
     pub text: Option<&'a str>,
     /// A reasoning model's thinking before the answer, kept apart from it.
     pub thinking: Option<&'a str>,
+    /// Why the answer ended, as the API said it (`stop`, `length`, ...); `None` when it gave none.
+    pub finish_reason: Option<&'a str>,
     /// A failure of this choice only (for example one choice stopped by a content filter). When the call
     /// failed, every choice fails with the call's error unless it names its own.
     pub error: Option<ErrorInfo<'a>>,
@@ -121,6 +123,8 @@ pub struct CachedResponse {
     pub text: String,
     /// The thinking stored with the answer, which a cache hit keeps too.
     pub thinking: Option<String>,
+    /// The finish reason stored with the answer, which a cache hit keeps too.
+    pub finish_reason: Option<String>,
     pub tokens_in: Option<u64>,
     pub tokens_out: Option<u64>,
     pub latency_ms: Option<u64>,
@@ -176,6 +180,7 @@ struct TurnWrite<'a> {
     error: Option<ErrorInfo<'a>>,
     text: Option<&'a str>,
     thinking: Option<&'a str>,
+    finish_reason: Option<&'a str>,
     cached: bool,
     final_turn: bool,
 }
@@ -290,6 +295,7 @@ impl Store {
                         error: choice.error.or(call.error),
                         text: choice.text,
                         thinking: choice.thinking,
+                        finish_reason: choice.finish_reason,
                         cached: false,
                         final_turn: choice.final_turn,
                     },
@@ -305,7 +311,7 @@ impl Store {
         self.read("look up the response cache", |db| {
             let Some(r) = db.query_opt(
                 "SELECT t.call_id, t.choice_index, t.text, c.run_id, c.tokens_in, c.tokens_out, c.latency_ms,
-                        t.thinking
+                        t.thinking, t.finish_reason
                  FROM turns t JOIN calls c ON c.id = t.call_id
                  WHERE t.cache_key = ?1 AND t.status = 'ok'
                  ORDER BY t.call_id, t.id LIMIT 1",
@@ -324,6 +330,7 @@ impl Store {
                 tokens_out: opt_u64(r.get(5)?),
                 latency_ms: opt_u64(r.get(6)?),
                 thinking: r.get(7)?,
+                finish_reason: r.get(8)?,
             }))
         })
     }
@@ -373,6 +380,7 @@ impl Store {
                     error: None,
                     text: Some(&hit.text),
                     thinking: hit.thinking.as_deref(),
+                    finish_reason: hit.finish_reason.as_deref(),
                     cached: true,
                     final_turn,
                 },
@@ -635,14 +643,15 @@ fn write_turn(db: &mut dyn Db, t: &TurnWrite<'_>) -> DbResult<()> {
     ensure_sample(db, t.run_id, t.task_id, t.sample_index)?;
     db.exec(
         "INSERT INTO turns (run_id, task_id, sample_index, turn_index, cache_key, call_id, choice_index,
-                            status, cached, recorded_ms, error_class, error_message, text, thinking)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+                            status, cached, recorded_ms, error_class, error_message, text, thinking,
+                            finish_reason)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
          ON CONFLICT (run_id, task_id, sample_index, turn_index) DO UPDATE SET
              cache_key = excluded.cache_key, call_id = excluded.call_id,
              choice_index = excluded.choice_index, status = excluded.status, cached = excluded.cached,
              recorded_ms = excluded.recorded_ms, error_class = excluded.error_class,
              error_message = excluded.error_message, text = excluded.text,
-             thinking = excluded.thinking",
+             thinking = excluded.thinking, finish_reason = excluded.finish_reason",
         args![
             t.run_id,
             t.task_id,
@@ -658,6 +667,7 @@ fn write_turn(db: &mut dyn Db, t: &TurnWrite<'_>) -> DbResult<()> {
             t.error.map(|e| e.message),
             t.text,
             t.thinking,
+            t.finish_reason,
         ],
     )?;
     db.exec(

@@ -109,6 +109,11 @@ pub const MIGRATIONS: &[Migration] = &[
                       a reviewer's criterion marks",
         sql: V15_CRITERIA,
     },
+    Migration {
+        version: 16,
+        description: "turns.finish_reason: why the model stopped (the API's finish reason, verbatim)",
+        sql: V16_FINISH,
+    },
 ];
 
 /// The newest schema version this build writes.
@@ -481,6 +486,13 @@ const V15_CRITERIA: &str = r#"
 ALTER TABLE review_sets ADD COLUMN criteria_name TEXT;
 ALTER TABLE review_sets ADD COLUMN criteria TEXT;
 ALTER TABLE review_grades ADD COLUMN criteria TEXT;
+"#;
+
+/// Why an answer ended, as the API said it (`stop`, `length`, `max_tokens`, `MAX_TOKENS`, ...): an answer cut
+/// at the token limit is told apart from one the model ended. NULL for everything stored before, and where the
+/// API gave none.
+const V16_FINISH: &str = r#"
+ALTER TABLE turns ADD COLUMN finish_reason TEXT;
 "#;
 
 const V3: &str = r#"

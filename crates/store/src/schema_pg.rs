@@ -27,6 +27,7 @@ const STEPS: &[&str] = &[
     V13,
     V14_PAIRWISE,
     V15_CRITERIA,
+    V16_FINISH,
 ];
 
 const V1: &str = r#"
@@ -403,4 +404,8 @@ CREATE TABLE review_votes (
     FOREIGN KEY (set_id, reviewer, item_no) REFERENCES review_assignments (set_id, reviewer, item_no)
 );
 CREATE INDEX review_votes_latest ON review_votes (set_id, reviewer, item_no, id);
+"#;
+
+const V16_FINISH: &str = r#"
+ALTER TABLE turns ADD COLUMN finish_reason TEXT;
 "#;

@@ -74,7 +74,56 @@ fn print_table(c: &Comparison) {
         "{}",
         nmb_report::paired_table(std::slice::from_ref(c)).text()
     );
+    print_subgroups(c);
     for n in &c.notes {
         println!("note  {n}");
+    }
+}
+
+/// Per subgroup of each `--by` field both runs were scored with: items, cases, A, B and A − B with its CI and
+/// bootstrap p; a subgroup under 10 cases is marked `*`.
+fn print_subgroups(c: &Comparison) {
+    for f in &c.subgroups {
+        println!();
+        println!("by {}", nmb_table::terminal::excerpt_of(&f.by, 80));
+        println!(
+            "{:<16} {:>6} {:>6} {:>7} {:>7}  {:<24} {:>8}",
+            "subgroup", "cases", "items", "A", "B", "A - B [95% CI]", "p boot"
+        );
+        for s in &f.subgroups {
+            let mark = if s.few_cases { " *" } else { "" };
+            let name = format!("{}{mark}", nmb_table::terminal::excerpt_of(&s.subgroup, 14));
+            match &s.paired {
+                Some(p) => println!(
+                    "{name:<16} {:>6} {:>6} {:>6.1}% {:>6.1}%  {:<24} {:>8.4}",
+                    s.cases,
+                    s.items,
+                    100.0 * p.mean_a,
+                    100.0 * p.mean_b,
+                    format!(
+                        "{:+.1} [{:+.1}, {:+.1}] pts",
+                        100.0 * p.diff.value,
+                        100.0 * p.diff.ci_low,
+                        100.0 * p.diff.ci_high
+                    ),
+                    p.p_value
+                ),
+                None => println!("{name:<16} {:>6} {:>6}", s.cases, s.items),
+            }
+        }
+        if let Some(g) = &f.gap {
+            println!(
+                "gap in A - B between {} and {}: {:+.1} [{:+.1}, {:+.1}] pts ({} subgroups of 10+ cases)",
+                nmb_table::terminal::excerpt_of(&g.best, 40),
+                nmb_table::terminal::excerpt_of(&g.worst, 40),
+                100.0 * g.gap.value,
+                100.0 * g.gap.ci_low,
+                100.0 * g.gap.ci_high,
+                g.compared
+            );
+        }
+        if f.subgroups.iter().any(|s| s.few_cases) {
+            println!("* under 10 cases: a wide interval, left out of the gap");
+        }
     }
 }

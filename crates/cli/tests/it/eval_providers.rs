@@ -212,6 +212,22 @@ fn thinking_out_of_tokens_is_an_empty_answer_the_report_counts() {
             .unwrap()
             .clone();
         assert_eq!(all["cut_off"], 1, "{wire:?}: {thinking}");
+
+        // The API's finish reason is stored with each answer.
+        let finish = cut.turns[0].finish_reason.as_deref();
+        assert!(
+            matches!(finish, Some("length" | "max_tokens" | "MAX_TOKENS")),
+            "{wire:?}: {finish:?}"
+        );
+        let ok = samples
+            .iter()
+            .find(|s| s.task_id.ends_with("t_ok"))
+            .unwrap();
+        let finish = ok.turns[0].finish_reason.as_deref();
+        assert!(
+            matches!(finish, Some("stop" | "end_turn" | "tool_use" | "STOP")),
+            "{wire:?}: {finish:?}"
+        );
     }
 }
 

@@ -148,3 +148,57 @@ fn smollm2_answers_two_sample_tasks() {
     let list = text(&nmb(dir.path(), &["runs", "list"]).stdout);
     assert!(list.contains("Smol <Q4>") && list.contains(stem), "{list}");
 }
+
+/// JSON answers cut at the token limit: the engine's finish reason `length` is stored with each, and the score
+/// counts the unparseable ones that stopped there apart, in the stored report and in `nmb score`'s summary.
+#[test]
+fn json_answers_cut_at_the_token_limit_are_counted_apart() {
+    let Some(path) = smollm2() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let model = format!("local:{}", path.display());
+    let args = [
+        "eval",
+        "--suite",
+        "sample",
+        "--model",
+        &model,
+        "--samples",
+        "1",
+        "--limit",
+        "3",
+        "--max-tokens",
+        "6",
+        "--seed",
+        "7",
+        "--no-bertscore",
+        "--json",
+        "-q",
+    ];
+    let result = json_of(&nmb(dir.path(), &args));
+    let run_id = result["run_id"].as_str().unwrap().to_string();
+    let store = store(dir.path());
+    let mut cut = 0;
+    for s in store.run_samples(&run_id).expect("samples") {
+        let finish = s.turns.last().and_then(|t| t.finish_reason.clone());
+        assert!(finish.is_some(), "{}: no finish reason stored", s.task_id);
+        cut += usize::from(finish.as_deref() == Some("length"));
+    }
+    drop(store);
+    assert!(cut > 0, "six tokens cut no answer: {result}");
+
+    let scored = json_of(&nmb(
+        dir.path(),
+        &["score", &run_id, "--no-bertscore", "--json"],
+    ));
+    let overall = &scored["overall"];
+    let failed = overall["parse_failed"].as_u64().unwrap();
+    assert!(failed > 0, "{overall}");
+    assert_eq!(overall["parse_failed_at_limit"], failed, "{overall}");
+    assert!(failed <= cut as u64, "{overall}");
+    let summary = nmb(dir.path(), &["score", &run_id, "--no-bertscore"]);
+    let line = format!("{failed} unparseable ({failed} cut at the token limit)");
+    assert!(
+        String::from_utf8_lossy(&summary.stdout).contains(&line),
+        "{line}"
+    );
+}

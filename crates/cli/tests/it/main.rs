@@ -49,6 +49,7 @@ mod store_copy;
 mod structured;
 mod study;
 mod study_whole;
+mod subgroups;
 mod suite_cli;
 mod sweep;
 mod text_only_server;

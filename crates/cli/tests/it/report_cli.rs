@@ -74,6 +74,7 @@ fn store_with_run(dir: &Path) -> String {
     let (ok, text) = call(None, Some("Multiple sclerosis <b>bold</b>"));
     let choice = ChoiceRecord {
         thinking: None,
+        finish_reason: None,
         sample_index: 0,
         choice_index: 0,
         text,
@@ -88,6 +89,7 @@ fn store_with_run(dir: &Path) -> String {
     let (bad, _) = call(Some(err), None);
     let choice = ChoiceRecord {
         thinking: None,
+        finish_reason: None,
         sample_index: 1,
         choice_index: 0,
         text: None,

@@ -278,6 +278,7 @@ fn reports_cut_keys_out_of_an_older_store() {
         };
         let choice = ChoiceRecord {
             thinking: None,
+            finish_reason: None,
             sample_index: i as u32,
             choice_index: 0,
             text: error.is_none().then_some(answer.as_str()),

@@ -86,6 +86,14 @@ fn count(n: impl ToString) -> Cell {
     Cell::new(n.to_string())
 }
 
+/// Unparseable answers, and how many of them stopped at the token limit when any did.
+fn parse_failures(g: &GroupAggregate) -> Cell {
+    match g.parse_failed_at_limit {
+        0 => count(g.parse_failed),
+        n => Cell::new(format!("{} ({n} at the token limit)", g.parse_failed)),
+    }
+}
+
 /// One row per run: status, sample counts, pass@k in both readings and accuracy over the whole run, usage, cost
 /// and latency.
 pub fn headline(runs: &[RunData], analysis: &Analysis) -> Table {
@@ -132,7 +140,7 @@ pub fn headline(runs: &[RunData], analysis: &Analysis) -> Table {
         }
         row.extend([
             accuracy(r, overall.and_then(|o| o.accuracy.as_ref())),
-            count(overall.map_or(0, |o| o.parse_failed)),
+            overall.map_or_else(|| count(0), parse_failures),
             Cell::new(format!("{} / {}", s.tokens_in, s.tokens_out)),
             match cost.dollars {
                 Some(d) => Cell::new(format!("${d:.4}")),
@@ -300,7 +308,7 @@ pub fn level_family(runs: &[ScoredRun], overall: bool) -> Table {
             row.extend([
                 percent(g.accuracy.as_ref()),
                 count(g.errored),
-                count(g.parse_failed),
+                parse_failures(g),
                 count(g.unresolved),
                 number(
                     g.rubric.as_ref().and_then(|x| x.overall.as_ref()),

@@ -74,6 +74,8 @@ pub struct ScoreOptions {
     pub judge_repeats: u32,
     /// Judges decide the criteria of the tasks this rubric covers.
     pub criteria: Option<nmb_results::criteria::CriterionRubric>,
+    /// Subgroup fields (`--by`): each headline number is also given per subgroup.
+    pub by: Vec<String>,
 }
 
 impl Default for ScoreOptions {
@@ -98,6 +100,7 @@ impl Default for ScoreOptions {
             judge_batch: None,
             judge_repeats: 1,
             criteria: None,
+            by: Vec::new(),
         }
     }
 }
@@ -127,6 +130,12 @@ pub async fn score_loaded(
     opts: &ScoreOptions,
 ) -> Result<ScoreReport, ScoreError> {
     let run = store.run(run_id)?;
+    // Before anything is asked: a field the cases lack is an error, not a judge bill.
+    let assignments = opts
+        .by
+        .iter()
+        .map(|spec| nmb_results::subgroup::assign(suite, spec))
+        .collect::<Result<Vec<_>, _>>()?;
     let records = store.run_samples(run_id)?;
     let index: TaskIndex = suite
         .tasks()
@@ -144,6 +153,12 @@ pub async fn score_loaded(
     let mut report = build_report(run_id, config, samples, agreement, notes, &opts.bootstrap)?;
     let seeds = judges.repeat_seeds();
     add_sections(&mut report, &judged, seeds, &records, &index, opts)?;
+    if !assignments.is_empty() {
+        let bootstrap = &opts.bootstrap;
+        let breakdown =
+            nmb_results::subgroup_breakdown::breakdown(&report, &assignments, bootstrap)?;
+        report.subgroups = Some(breakdown);
+    }
     Ok(report)
 }
 

@@ -46,7 +46,8 @@ pub(super) fn prepare<'a>(
     // An answer stored with its thinking in front (by an nmb that kept it there) is scored without it.
     let stored = record.final_text.as_deref().unwrap_or_default();
     let text = nmb_chat::split_thinking(stored).answer.to_string();
-    score.facts = AnswerFacts::of(&text);
+    let finish = record.turns.last().and_then(|t| t.finish_reason.as_deref());
+    score.facts = AnswerFacts::of(&text, finish);
     if task.family.is_breadth() {
         score_breadth(score, task, &text);
         return w;

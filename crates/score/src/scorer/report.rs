@@ -66,6 +66,7 @@ pub(super) fn scoring_config(
             opts.judge_repeats.max(1)
         },
         criteria: criteria.map(CriterionRubric::info),
+        by: opts.by.clone(),
     };
     if criteria.is_some() {
         let (id, hash) = nmb_judges::criteria::template_version();
@@ -114,6 +115,10 @@ pub(crate) fn config_hash(c: &ScoringConfig) -> String {
     if let Some(criteria) = &c.criteria {
         identity["criteria"] =
             json!({"id": criteria.id, "version": criteria.version, "hash": criteria.hash});
+    }
+    // And the subgroup fields, which add the breakdown by subgroup.
+    if !c.by.is_empty() {
+        identity["by"] = json!(c.by);
     }
     hex::encode(Sha256::digest(canonical_json(&identity).as_bytes()))
 }
@@ -170,6 +175,7 @@ pub(super) fn build_report(
         criteria: None,
         revision: None,
         stability: None,
+        subgroups: None,
     })
 }
 

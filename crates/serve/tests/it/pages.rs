@@ -199,6 +199,7 @@ fn record(store: &Store, run_id: &str, t: &str, prompt: &str, sample: u32, text:
     };
     let choice = ChoiceRecord {
         thinking: thinks.then_some(XSS_THINKING),
+        finish_reason: None,
         sample_index: sample,
         choice_index: 0,
         text,

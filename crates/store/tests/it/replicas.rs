@@ -98,7 +98,8 @@ fn a_store_from_schema_v4_migrates_and_keeps_its_calls() {
              DROP TRIGGER turns_text_insert; DROP TRIGGER turns_text_delete; DROP TRIGGER turns_text_update;
              DROP TABLE turns_text; DROP INDEX sample_scores_by_outcome; DROP INDEX turns_cached;
              DROP TABLE batch_items; DROP TABLE batches; ALTER TABLE calls DROP COLUMN batch_id;
-             ALTER TABLE turns DROP COLUMN thinking; ALTER TABLE calls DROP COLUMN tokens_reasoning;
+             ALTER TABLE turns DROP COLUMN thinking; ALTER TABLE turns DROP COLUMN finish_reason;
+             ALTER TABLE calls DROP COLUMN tokens_reasoning;
              ALTER TABLE calls DROP COLUMN tokens_cached_in; ALTER TABLE calls DROP COLUMN tokens_cache_write;
              DELETE FROM migrations WHERE version >= 5;
              PRAGMA user_version = 4;",

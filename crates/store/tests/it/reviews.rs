@@ -196,6 +196,7 @@ fn a_set_stored_before_v13_hides_the_thinking() {
              ALTER TABLE review_sets DROP COLUMN criteria_name; ALTER TABLE review_sets DROP COLUMN criteria;
              ALTER TABLE review_grades DROP COLUMN criteria;
              DROP TABLE batch_items; DROP TABLE batches; ALTER TABLE calls DROP COLUMN batch_id;
+             ALTER TABLE turns DROP COLUMN finish_reason;
              DELETE FROM migrations WHERE version >= 12;
              PRAGMA user_version = 11;",
         )

@@ -231,7 +231,8 @@ fn migrating_to_v10_indexes_the_answers_already_stored() {
              DROP TRIGGER turns_text_insert; DROP TRIGGER turns_text_delete; DROP TRIGGER turns_text_update;
              DROP TABLE turns_text; DROP INDEX sample_scores_by_outcome; DROP INDEX turns_cached;
              DROP TABLE batch_items; DROP TABLE batches; ALTER TABLE calls DROP COLUMN batch_id;
-             ALTER TABLE turns DROP COLUMN thinking; ALTER TABLE calls DROP COLUMN tokens_reasoning;
+             ALTER TABLE turns DROP COLUMN thinking; ALTER TABLE turns DROP COLUMN finish_reason;
+             ALTER TABLE calls DROP COLUMN tokens_reasoning;
              ALTER TABLE calls DROP COLUMN tokens_cached_in; ALTER TABLE calls DROP COLUMN tokens_cache_write;
              ALTER TABLE review_sets DROP COLUMN show_thinking;
              ALTER TABLE review_sets DROP COLUMN criteria_name; ALTER TABLE review_sets DROP COLUMN criteria;
@@ -304,6 +305,7 @@ fn every_way_of_searching_finds_what_reading_every_answer_finds() {
             let choices: Vec<_> = (0..10u32)
                 .map(|s| nmb_store::ChoiceRecord {
                     thinking: None,
+                    finish_reason: None,
                     sample_index: s,
                     choice_index: s,
                     text: Some(texts[s as usize].as_str()),

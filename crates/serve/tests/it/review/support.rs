@@ -214,6 +214,7 @@ pub(super) fn record(
     let thought = thinking(text);
     let choice = ChoiceRecord {
         thinking: Some(&thought),
+        finish_reason: None,
         sample_index: 0,
         choice_index: 0,
         text: Some(text),

@@ -122,6 +122,7 @@ pub fn call<'a>(run_id: &'a str, task: &'a str, turn: u32, prompt_hash: &'a str)
 pub fn ok_choice(sample_index: u32, text: &str, final_turn: bool) -> ChoiceRecord<'_> {
     ChoiceRecord {
         thinking: None,
+        finish_reason: None,
         sample_index,
         choice_index: 0,
         text: Some(text),
@@ -133,6 +134,7 @@ pub fn ok_choice(sample_index: u32, text: &str, final_turn: bool) -> ChoiceRecor
 pub fn failed_choice(sample_index: u32) -> ChoiceRecord<'static> {
     ChoiceRecord {
         thinking: None,
+        finish_reason: None,
         sample_index,
         choice_index: 0,
         text: None,
