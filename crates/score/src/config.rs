@@ -23,8 +23,8 @@ use crate::semantic::BertScoreSetting;
 use crate::{ScoreError, ScoreOptions};
 
 /// Everything that decides how a run is scored: judges, jury aggregation, rubric, error taxonomy, BERTScore,
-/// re-asks, concurrency, prices and the bootstrap, and, for [`crate::score_run`], where the run's suite is when
-/// its manifest is not to be followed. `Default` is what `nmb score` does without options.
+/// re-asks, concurrency, prices and the bootstrap, and, for scoring a stored run (`score_run`), where the run's
+/// suite is when its manifest is not to be followed. `Default` is what `nmb score` does without options.
 ///
 /// Serialised with judges as spec text (`openai:gpt-4o@http://127.0.0.1:8000/v1`); fields left out take their
 /// default.

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-/// Errors a [`crate::ConnectJudges`] gives back, whatever their type.
+/// Errors a judge connector (`ConnectJudges`) gives back, whatever their type.
 pub type ConnectError = Box<dyn std::error::Error + Send + Sync>;
 
 #[derive(Debug, thiserror::Error)]

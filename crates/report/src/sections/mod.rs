@@ -1,6 +1,6 @@
 //! The report's sections as data: each module builds what its section shows (tables, estimates, chart
 //! points) once from the runs and their score reports, including the cross-run statistics (the two-axis
-//! comparison, sweep spread, thinking bins, paired tests). The renderers (`crate::render`) only lay them out.
+//! comparison, sweep spread, thinking bins, paired tests). The renderers only lay them out.
 
 pub(crate) mod analysis;
 pub(crate) mod calibration;
