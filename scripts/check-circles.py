@@ -2,9 +2,13 @@
 """Import circles between the modules of each crate, checked on the sources.
 
 A module is one file under a crate's `src/` (its inline modules belong to it; `#[cfg(test)]` modules are left
-out, and so are comments and strings). Module A imports module B when A's code names a path that leads into B:
-`use crate::b::X`, `use super::X`, `self::b::f()`, or `crate::b::f()` in an expression. A path to a name that a
-module re-exports (`pub use`) leads to where the name comes from. A module contains its submodules, so naming
+out, and so are plain comments and strings). Module A imports module B when A's code names a path that leads
+into B: `use crate::b::X`, `use super::X`, `self::b::f()`, or `crate::b::T` anywhere else (an expression, a type,
+a signature, an impl), or when a doc comment of A (`///`, `//!`, `/** */`, `/*! */`) names one, as an intra-doc
+link (`[`crate::b::X`]`, `[text](super::b)`, `[text]: crate::b`) or in a code span: docs that name a module tie
+A to it as code does (`cargo doc -D warnings` resolves the links). A path to a name that a module re-exports
+(`pub use a::X`, or `pub use a::*` for the names `a` defines or re-exports) leads to where the name comes from,
+through any chain of re-exports. A module contains its submodules, so naming
 them is not an import: `lib.rs` and a `mod.rs` that re-export or call their own children are never in a circle
 through them. A circle is a set of two or more modules that each reach the others (a strongly connected
 component of the import graph).
@@ -30,13 +34,23 @@ CHAR_RE = re.compile(r"'(?:\\(?:x[0-9a-fA-F]{2}|u\{[0-9a-fA-F]{1,6}\}|.)|[^\\'\n
 
 def strip(src):
     """The source with comments, strings and char literals blanked out (newlines kept, so lines still count)."""
-    out, i, n = [], 0, len(src)
+    return scan(src)[0]
+
+
+def scan(src):
+    """(code, docs): the source with comments, strings and char literals blanked out, and the text of its doc
+    comments (`///`, `//!`, `/** */`, `/*! */`) with everything else blanked out; both keep every character's
+    place, so offsets and lines are the same in both."""
+    out, docs, i, n = [], [], 0, len(src)
     while i < n:
         c = src[i]
         if src.startswith("//", i):
             j = src.find("\n", i)
             j = n if j < 0 else j
             out.append(" " * (j - i))
+            doc = src.startswith(("///", "//!"), i) and not src.startswith("////", i)
+            if doc:
+                docs.append((i, j))
             i = j
         elif src.startswith("/*", i):
             depth, j = 1, i + 2
@@ -48,6 +62,9 @@ def strip(src):
                 else:
                     j += 1
             out.append(blank(src[i:j]))
+            doc = src.startswith(("/**", "/*!"), i) and not src.startswith(("/***", "/**/"), i)
+            if doc:
+                docs.append((i, j))
             i = j
         elif raw := re.match(r'b?r(#*)"', src[i:i + 260]) if c in "br" and not word_before(src, i) else None:
             end = '"' + raw.group(1)
@@ -68,7 +85,11 @@ def strip(src):
         else:
             out.append(c)
             i += 1
-    return "".join(out)
+    code = "".join(out)
+    doc_text = list(blank(src))
+    for a, b in docs:
+        doc_text[a:b] = src[a:b]
+    return code, "".join(doc_text)
 
 
 def word_before(src, i):
@@ -93,6 +114,7 @@ def matching_brace(text, open_at):
 
 MOD_RE = re.compile(r"\bmod\s+(\w+)\s*([;{])")
 USE_RE = re.compile(r"(\bpub\s*(?:\([^)]*\))?\s*)?\buse\s+([^;]*);")
+ITEM_RE = re.compile(r"\b(?:struct|enum|union|trait|fn|type|const|static|macro_rules!)\s+(\w+)")
 PATH_RE = re.compile(r"(?<![\w:])(\$?crate|super|self|\w+)((?:\s*::\s*(?:super|\w+|\{))+)")
 
 
@@ -143,14 +165,16 @@ class Module:
         self.file = file
         self.children_dir = children_dir
         self.children = {}  # name -> Module
-        self.refs = []  # (segments as written, line, text, inline depth, is a pub use)
+        self.refs = []  # (segments as written, line, text, inline depth, is a pub use, name it binds)
+        self.items = set()  # names its own items define (outside inline modules)
+        self.globs = []  # (segments, inline depth) of its `pub use path::*`
 
 
 def read_module(path, file, children_dir, modules):
     """Reads `file` as the module at `path`, its declared children recursively, into `modules`."""
     mod = Module(tuple(path), file, children_dir)
     modules[mod.path] = mod
-    text = strip(file.read_text(encoding="utf-8"))
+    text, docs = scan(file.read_text(encoding="utf-8"))
     skip, inline = [], []  # (start, end) of test modules; of other inline modules
     for m in MOD_RE.finditer(text):
         if m.group(2) == "{":
@@ -175,14 +199,22 @@ def read_module(path, file, children_dir, modules):
         depth = sum(a <= m.start() <= b for a, b in inline)
         for segs, name in use_paths(m.group(2)):
             mod.refs.append((segs, line, "use " + "::".join(segs), depth, bool(m.group(1)), name))
+            if m.group(1) and segs[-1:] == ["*"]:
+                mod.globs.append((segs[:-1], depth))
         uses.append((m.start(), m.end()))
-    for m in PATH_RE.finditer(text):
-        if any(a <= m.start() <= b for a, b in skip + uses):
-            continue
-        segs = [m.group(1).lstrip("$")] + [s for s in re.split(r"\s*::\s*", m.group(2)) if s and s != "{"]
-        line = text.count("\n", 0, m.start()) + 1
-        depth = sum(a <= m.start() <= b for a, b in inline)
-        mod.refs.append((segs, line, "::".join(segs), depth, False, None))
+    # Paths in code (expressions, types, signatures, attributes), then paths in doc comments: an intra-doc link
+    # (`[`crate::b::X`]`, `[text](super::b)`) or a code span naming a path documents the module in terms of
+    # another, and `cargo doc -D warnings` breaks when the other one moves, so it counts as an import too.
+    for source, label in ((text, ""), (docs, "doc: ")):
+        for m in PATH_RE.finditer(source):
+            if any(a <= m.start() <= b for a, b in skip + uses):
+                continue
+            segs = [m.group(1).lstrip("$")] + [s for s in re.split(r"\s*::\s*", m.group(2)) if s and s != "{"]
+            line = text.count("\n", 0, m.start()) + 1
+            depth = sum(a <= m.start() <= b for a, b in inline)
+            mod.refs.append((segs, line, label + "::".join(segs), depth, False, None))
+    outside = "".join(" " if any(a <= k <= b for a, b in skip + inline) else ch for k, ch in enumerate(text))
+    mod.items = set(ITEM_RE.findall(outside))
     return mod
 
 
@@ -212,6 +244,17 @@ def graph(root_file):
         for segs, _, _, depth, pub, name in mod.refs:
             if pub and name and (target := absolute(mod, segs, depth)) is not None:
                 reexports[mod.path][name] = target
+    # A glob re-export (`pub use a::*`) re-exports each name its source defines or re-exports in turn.
+    for _ in range(8):
+        for mod in modules.values():
+            for segs, depth in mod.globs:
+                source = absolute(mod, segs, depth)
+                source = tuple(source) if source is not None else None
+                if source not in modules:
+                    continue
+                names = {n: list(source) + [n] for n in modules[source].items} | reexports[source]
+                for n, target in names.items():
+                    reexports[mod.path].setdefault(n, target)
     edges = {p: {} for p in modules}
     for mod in modules.values():
         for segs, line, text, depth, _, _ in mod.refs:
@@ -375,6 +418,9 @@ def self_test():
     assert use_paths("crate::{a::{self, B}, c::D as E, f::*}") == [
         (["crate", "a"], "a"), (["crate", "a", "B"], "B"), (["crate", "c", "D"], "E"), (["crate", "f", "*"], None)]
     assert strip('let s = "use crate::x;"; // crate::y\nlet c = \'{\';').count("crate") == 0
+    code, docs = scan("/// [`crate::a`]\n//! crate::b\n/** crate::c */ //// crate::x\n/* crate::y */ fn f() {}\n")
+    assert "fn f()" in code and "crate" not in code and len(code) == len(docs), (code, docs)
+    assert docs.split() == ["///", "[`crate::a`]", "//!", "crate::b", "/**", "crate::c", "*/"], docs
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         manifest = '[package]\nname = "{}"\nversion = "0.1.0"\n'
@@ -414,6 +460,31 @@ def self_test():
         write(root, {"crates/one/src/b.rs": "pub struct Other;\n"})
         problems, _ = check(root, allow)
         assert len(problems) == 1 and "no longer exists" in problems[0] and "one: a b" in problems[0], problems
+        write(root, {
+            "crates/two/Cargo.toml": manifest.format("two"),
+            "crates/two/src/lib.rs": "pub mod a;\npub mod b;\npub mod c;\npub mod d;\npub mod e;\npub mod m;\n"
+                                     "pub mod n;\npub mod s;\npub mod t;\npub mod u;\npub use m::*;\npub use s::Chain;\n",
+            # a -> b in a signature, b -> a in an impl's trait path: a circle.
+            "crates/two/src/a.rs": "pub trait Tr {}\npub fn f(_b: &crate::b::B) -> Option<()> { None }\n",
+            "crates/two/src/b.rs": "pub struct B;\nimpl super::a::Tr for B {}\n",
+            # c -> d in a doc comment's code span, d -> c in a doc link's definition: a circle (docs count).
+            "crates/two/src/c.rs": "//! Built into `crate::d::D`.\npub struct C;\n",
+            "crates/two/src/d.rs": "/// Holds a [`C`].\n///\n/// [`C`]: crate::c::C\npub struct D;\n"
+                                   "//// crate::e::E\n/* crate::e::E */\nconst S: &str = \"crate::e::E\";\n",
+            # e imports d; d names e only in a `////` comment, a block comment and a string: e stays out.
+            "crates/two/src/e.rs": "pub struct E(crate::d::D);\n",
+            # n names m's M through the crate root's glob re-export; m calls n: a circle.
+            "crates/two/src/m.rs": "pub struct M;\npub fn m() { crate::n::n(); }\n",
+            "crates/two/src/n.rs": "pub fn n() { let _ = crate::M; }\n",
+            # u names crate::Chain, re-exported from s, which re-exports it from t; t calls u: t and u, not s.
+            "crates/two/src/s.rs": "pub use crate::t::Chain;\n",
+            "crates/two/src/t.rs": "pub struct Chain;\npub fn t() { crate::u::u(); }\n",
+            "crates/two/src/u.rs": "pub fn u() -> crate::Chain { crate::Chain }\n",
+        })
+        found = {k: d for k, d in find_all(root) if k.startswith("two:")}
+        assert set(found) == {"two: a b", "two: c d", "two: m n", "two: t u"}, found
+        assert "crates/two/src/d.rs:3: doc: crate::c::C" in found["two: c d"], found["two: c d"]
+        assert "crates/two/src/c.rs:1: doc: crate::d::D" in found["two: c d"], found["two: c d"]
     print("check-circles: self-test ok", file=sys.stderr)
 
 

@@ -103,6 +103,10 @@ enum Command {
     /// Compare two scored runs on the same items: paired bootstrap and exact McNemar test
     #[command(after_help = cmd::compare::EXAMPLES)]
     Compare(cmd::compare::CompareArgs),
+    /// What a paired comparison on this suite can detect: the smallest difference in accuracy, the cases a
+    /// target difference needs
+    #[command(after_help = cmd::power::EXAMPLES)]
+    Power(cmd::power::PowerArgs),
     /// BERTScore (P, R, F1) of candidate lines against reference lines, with a local encoder
     #[command(after_help = cmd::bertscore::EXAMPLES)]
     Bertscore(cmd::bertscore::BertScoreArgs),
@@ -219,6 +223,7 @@ fn main() -> ExitCode {
         Command::Runs(c) => cmd::runs::run(c, &at),
         Command::Score(c) => cmd::score::run(c, &at),
         Command::Compare(c) => cmd::compare::run(c, &at),
+        Command::Power(a) => cmd::power::run(a, &at),
         Command::Bertscore(a) => cmd::bertscore::run(a),
         Command::Report(a) => cmd::report::run(a, &at),
         Command::Agreement(a) => cmd::agreement::run(a, &at),

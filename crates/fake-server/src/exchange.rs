@@ -1,6 +1,6 @@
-//! An HTTP request as the server loop ([`crate::http`]) read it and a response ready for it to write, shared by
-//! what answers: the single-call wires ([`crate::wire`]), the batch APIs ([`crate::batch`]) and the hostile mode
-//! ([`crate::hostile`]).
+//! An HTTP request as the server loop read it and a response ready for it to write, shared by the loop and what
+//! answers: the single-call wires, the batch APIs and the hostile mode (each imports this module, so it names none
+//! of them).
 
 pub(crate) struct Request {
     pub(crate) method: String,

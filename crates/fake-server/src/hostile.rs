@@ -5,7 +5,7 @@
 //! can drip one byte at a time. Batch outputs ([`HostileBatch`]) can be huge, malformed, or missing from a batch
 //! that says it is done.
 //!
-//! The single-call modes are faults ([`crate::Fault::Hostile`], textual forms in [`Hostile`]'s `FromStr`), so
+//! The single-call modes are faults (`Fault::Hostile`, textual forms in [`Hostile`]'s `FromStr`), so
 //! they can be queued, scheduled every N requests or put in a prompt as `FAULT:huge:3000000000`.
 
 use std::fmt;

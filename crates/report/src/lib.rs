@@ -8,6 +8,9 @@
 //!   variant, their spread with CIs, rank flips and Kendall's W ([`sweep`], also in `sweep.csv`);
 //! - for runs whose answers have a reasoning model's thinking, a thinking section: reasoning tokens (or, where
 //!   the API counted none, thinking words) per level and family, and accuracy by thinking length ([`thinking`]);
+//! - beside pass@k, worst-at-k (HealthBench's expected worst of k samples) for k = 1..n, as a table and a curve
+//!   ([`worst`]); under the paired comparisons, each p-value's Holm and Benjamini–Hochberg adjusted values with
+//!   the family counted, and per pair of runs the smallest difference the suite detects;
 //! - for runs with multi-turn consults, a revision table (first- and last-turn accuracy, changed top diagnosis,
 //!   wrong → right and right → wrong);
 //! - for runs with NeuroVLM-Bench (`structured`) scores, a section with per-field metrics, the diagnosis_name
@@ -57,7 +60,7 @@ pub use render::html;
 pub use render::json::json_report;
 pub use sections::analysis::{build, Analysis, CostEstimate, ModelPoint, Price, Prices, TwoAxis};
 pub use sections::paired::paired_table;
-pub use sections::{sweep, thinking};
+pub use sections::{sweep, thinking, worst};
 pub use table::{Cell, Column, Table};
 
 /// Why a report could not be written.
@@ -125,6 +128,8 @@ pub struct ReportOptions {
     pub prices: Prices,
     /// Seed, level and resamples of the bootstrap behind cross-run numbers.
     pub bootstrap: nmb_stats::BootstrapConfig,
+    /// The level at which adjusted p-values are marked significant and power figures are computed.
+    pub alpha: f64,
     /// Cases whose section starts expanded in HTML when the report has at most this many cases.
     pub expand_cases_up_to: usize,
     /// API keys cut out of every file written (a store from before keys were redacted may still hold one).
@@ -140,6 +145,7 @@ impl ReportOptions {
             leaderboard_options: LeaderboardOptions::default(),
             prices: Prices::default(),
             bootstrap: nmb_stats::BootstrapConfig::default(),
+            alpha: nmb_results::multiplicity::DEFAULT_ALPHA,
             expand_cases_up_to: 20,
             secrets: nmb_chat::Secrets::from_env(),
         }
@@ -203,7 +209,7 @@ pub fn write_report(runs: &[RunData], opts: &ReportOptions) -> Result<Written, R
         path: opts.out_dir.clone(),
         source,
     })?;
-    let analysis = build(runs, &opts.prices, &opts.bootstrap);
+    let analysis = build(runs, &opts.prices, &opts.bootstrap, opts.alpha);
     let tables = sections::under_headline(runs, &analysis);
     let mut written = Written::default();
     let file = |name: &str| opts.out_dir.join(name);

@@ -76,21 +76,6 @@ impl std::fmt::Display for Adjustment {
     }
 }
 
-/// Whether OpenAI's own API knows `model` as a reasoning model (o1, o3, o4-mini, ..., gpt-5 and its variants),
-/// which takes `max_completion_tokens` and refuses `temperature` (other than 1) and `top_p`.
-pub fn is_openai_reasoning_model(model: &str) -> bool {
-    let m = model.to_ascii_lowercase();
-    let m = m.rsplit('/').next().unwrap_or(&m);
-    let o_series = m.strip_prefix('o').is_some_and(|rest| {
-        rest.chars().next().is_some_and(|c| c.is_ascii_digit())
-            && rest
-                .chars()
-                .find(|c| !c.is_ascii_digit())
-                .is_none_or(|c| c == '-')
-    });
-    o_series || m == "gpt-5" || m.starts_with("gpt-5-") || m.starts_with("gpt-5.")
-}
-
 /// The parameter a failed call says the server refuses, when it is one a wire can do without: OpenAI's HTTP
 /// 400 `invalid_request_error` with `param` and code `unsupported_parameter` or `unsupported_value`, or a
 /// message "Unsupported parameter: 'max_tokens' ..." / "Unsupported value: 'temperature' ..." (proxies that
@@ -194,38 +179,6 @@ mod tests {
         }
         let server = CallError::new(ErrorClass::ServerError, "Unsupported parameter: 'top_p'");
         assert_eq!(refused_parameter(&server), None, "only client errors");
-    }
-
-    #[test]
-    fn knows_openais_reasoning_models_by_name() {
-        for m in [
-            "o1",
-            "o1-mini",
-            "o3",
-            "o3-mini",
-            "o3-pro",
-            "o4-mini",
-            "gpt-5",
-            "gpt-5-mini",
-            "gpt-5-nano",
-            "gpt-5.1",
-            "GPT-5",
-            "openai/o3",
-        ] {
-            assert!(is_openai_reasoning_model(m), "{m}");
-        }
-        for m in [
-            "gpt-4o",
-            "gpt-4.1",
-            "gpt-4o-mini",
-            "omni",
-            "o",
-            "gpt-50",
-            "olmo-2",
-            "Qwen/Qwen3-8B",
-        ] {
-            assert!(!is_openai_reasoning_model(m), "{m}");
-        }
     }
 
     #[test]

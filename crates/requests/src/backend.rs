@@ -1,5 +1,5 @@
 //! The backend trait every model implements, the request/answer types it speaks, and the provider batch API a
-//! backend may hand out ([`BatchApi`], implemented in [`crate::batch`]), which speaks the same types.
+//! backend may hand out ([`BatchApi`], implemented by the batch module over HTTP), which speaks the same types.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -247,8 +247,8 @@ pub trait Backend: Send + Sync {
     fn replicas(&self) -> &[String] {
         &[]
     }
-    /// Sends `req` to replica `replica` (an index into [`Backend::replicas`]); the [`crate::Scheduler`] picks
-    /// which. A backend without replicas ignores the index.
+    /// Sends `req` to replica `replica` (an index into [`Backend::replicas`]); the scheduler picks which. A
+    /// backend without replicas ignores the index.
     fn complete_on<'a>(
         &'a self,
         replica: usize,

@@ -40,7 +40,7 @@ pub use nmb_chat::{secrets, spec};
 
 use std::sync::Arc;
 
-pub use adjust::{is_openai_reasoning_model, refused_parameter, Adjustment};
+pub use adjust::{refused_parameter, Adjustment};
 pub use anthropic::{AnthropicOptions, AnthropicWire};
 pub use backend::{
     check_n, Backend, BatchApi, BatchItem, BatchLimits, BatchProtocol, BoxFuture, ChatRequest,
@@ -52,6 +52,7 @@ pub use gemini::GeminiWire;
 pub use http::{Answer, HttpBackend, KeyHeader, Wire};
 pub use openai::{MaxTokensField, OpenAiOptions, OpenAiWire};
 pub use replicas::ReplicaPolicy;
+pub use rules::is_openai_reasoning_model;
 pub use scheduler::{
     AimdConfig, Counters, CountersSnapshot, Fleet, FleetSlot, Lane, Outcome, RetryPolicy,
     Scheduler, SchedulerConfig,

@@ -8,7 +8,7 @@
 //! first: a run never fails for want of a replica, its calls fail or succeed as they would on one server.
 //!
 //! The [`Router`] is the policy alone, clocked by the `now` its callers pass, so it can be tested without
-//! waiting; the [`crate::Scheduler`] holds one per lane and asks it before every attempt.
+//! waiting; the scheduler holds one per lane and asks it before every attempt.
 
 use std::time::{Duration, Instant};
 

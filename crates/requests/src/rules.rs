@@ -1,8 +1,8 @@
 //! The providers' documented request rules, per model family: which sampling parameters may go together, which
 //! thinking levels and budgets each model takes, and how many tokens a model that thinks by default needs. Each
 //! rule quotes its source ([`RULES`], the table `docs/providers.md` prints); the wires apply them when they build a
-//! request and record every change as an [`crate::Adjustment`] with the rule's words, as they do for what a server
-//! refuses ([`crate::adjust`]).
+//! request and record every change as an adjustment (`Adjustment`) with the rule's words, as they do for what a
+//! server refuses.
 //!
 //! Model names are matched as the providers spell them, with any dated or preview suffix and any routing prefix
 //! (`models/`, `anthropic/`, Bedrock's `anthropic.`): `claude-sonnet-4-5-20250929` is Claude Sonnet 4.5.
@@ -230,6 +230,21 @@ pub fn takes_thinking_level(model: &str) -> bool {
     gemini_version(model).is_some_and(|(major, _, _)| major >= 3)
 }
 
+/// Whether OpenAI's own API knows `model` as a reasoning model (o1, o3, o4-mini, ..., gpt-5 and its variants),
+/// which takes `max_completion_tokens` and refuses `temperature` (other than 1) and `top_p`.
+pub fn is_openai_reasoning_model(model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    let m = m.rsplit('/').next().unwrap_or(&m);
+    let o_series = m.strip_prefix('o').is_some_and(|rest| {
+        rest.chars().next().is_some_and(|c| c.is_ascii_digit())
+            && rest
+                .chars()
+                .find(|c| !c.is_ascii_digit())
+                .is_none_or(|c| c == '-')
+    });
+    o_series || m == "gpt-5" || m.starts_with("gpt-5-") || m.starts_with("gpt-5.")
+}
+
 /// Whether a Gemini model thinks unless told not to: 2.5 Pro and Flash (not Flash-Lite), and Gemini 3 on.
 pub fn gemini_thinks_by_default(model: &str) -> bool {
     match gemini_version(model) {
@@ -344,12 +359,10 @@ pub struct ThinkingRoom {
 /// answers at once, whose default stays 1,024.
 pub fn thinking_room(backend: BackendKind, model: &str) -> Option<ThinkingRoom> {
     match backend {
-        BackendKind::OpenAi if crate::adjust::is_openai_reasoning_model(model) => {
-            Some(ThinkingRoom {
-                max_tokens: 25_000,
-                rule: &OPENAI_THINKING_ROOM,
-            })
-        }
+        BackendKind::OpenAi if is_openai_reasoning_model(model) => Some(ThinkingRoom {
+            max_tokens: 25_000,
+            rule: &OPENAI_THINKING_ROOM,
+        }),
         BackendKind::Gemini if gemini_thinks_by_default(model) => Some(ThinkingRoom {
             max_tokens: 65_536,
             rule: &GEMINI_THINKING_ROOM,
@@ -442,6 +455,38 @@ mod tests {
                 && !gemini_thinks_by_default("gemini-2.0-flash")
         );
         assert!(gemini_thinks("gemini-2.5-flash-lite") && !gemini_thinks("test-model"));
+    }
+
+    #[test]
+    fn knows_openais_reasoning_models_by_name() {
+        for m in [
+            "o1",
+            "o1-mini",
+            "o3",
+            "o3-mini",
+            "o3-pro",
+            "o4-mini",
+            "gpt-5",
+            "gpt-5-mini",
+            "gpt-5-nano",
+            "gpt-5.1",
+            "GPT-5",
+            "openai/o3",
+        ] {
+            assert!(is_openai_reasoning_model(m), "{m}");
+        }
+        for m in [
+            "gpt-4o",
+            "gpt-4.1",
+            "gpt-4o-mini",
+            "omni",
+            "o",
+            "gpt-50",
+            "olmo-2",
+            "Qwen/Qwen3-8B",
+        ] {
+            assert!(!is_openai_reasoning_model(m), "{m}");
+        }
     }
 
     #[test]

@@ -22,7 +22,10 @@ use nmb_stats::{
 use nmb_suite::{Family, Level};
 
 use crate::error::ResultsError;
-use crate::report::{Breakdown, Comparison, FieldComparison, GroupComparison, ScoreReport};
+use crate::report::{
+    Breakdown, Comparison, FieldComparison, GroupComparison, ScoreReport, SubgroupComparison,
+    SubgroupFieldComparison,
+};
 use crate::sample::SampleScore;
 use crate::structured::FieldOutcome;
 
@@ -108,6 +111,7 @@ pub fn compare(
         }
     }
     let structured_fields = field_comparisons(a, &b_index, cfg)?;
+    let subgroups = subgroup_comparisons(a, b, &items, cfg, &mut notes)?;
     notes.extend(mcnemar_notes(&groups));
     let (ma, mb) = (a.config.manifest(), b.config.manifest());
     Ok(Comparison {
@@ -122,7 +126,109 @@ pub fn compare(
         bootstrap: *cfg,
         groups,
         structured_fields,
+        subgroups,
         notes,
+    })
+}
+
+/// Per `--by` field both scorings have, the paired tests within each subgroup (tasks placed as run A's scoring
+/// placed them), and the gap between the subgroups' differences. A field only one run was scored with is
+/// named in a note.
+fn subgroup_comparisons(
+    a: &ScoreReport,
+    b: &ScoreReport,
+    items: &[Item],
+    cfg: &BootstrapConfig,
+    notes: &mut Vec<String>,
+) -> Result<Vec<SubgroupFieldComparison>, ResultsError> {
+    let fields = |r: &ScoreReport| -> Vec<crate::subgroup::FieldSubgroups> {
+        r.subgroups.iter().flat_map(|s| s.fields.clone()).collect()
+    };
+    let (fa, fb) = (fields(a), fields(b));
+    let mut out = Vec::new();
+    for (mine, theirs, name) in [(&fa, &fb, "A"), (&fb, &fa, "B")] {
+        for f in mine
+            .iter()
+            .filter(|f| !theirs.iter().any(|t| t.spec == f.spec))
+        {
+            notes.push(format!(
+                "only run {name} was scored with --by {}: score both with it to compare by subgroup",
+                f.spec
+            ));
+        }
+    }
+    for f in &fa {
+        let Some(other) = fb.iter().find(|t| t.spec == f.spec) else {
+            continue;
+        };
+        if other.tasks != f.tasks {
+            notes.push(format!(
+                "the two scorings place some tasks in different subgroups under --by {}; run A's placement is used",
+                f.spec
+            ));
+        }
+        out.push(subgroup_field(f, items, cfg)?);
+    }
+    Ok(out)
+}
+
+fn subgroup_field(
+    f: &crate::subgroup::FieldSubgroups,
+    items: &[Item],
+    cfg: &BootstrapConfig,
+) -> Result<SubgroupFieldComparison, ResultsError> {
+    let placed: Vec<(&Item, usize)> = items
+        .iter()
+        .filter_map(|i| {
+            let label = f.tasks.get(i.task_id)?;
+            Some((i, f.labels.iter().position(|l| l == label)?))
+        })
+        .collect();
+    let mut subgroups = Vec::new();
+    for (index, label) in f.labels.iter().enumerate() {
+        let members: Vec<&Item> = placed
+            .iter()
+            .filter(|(_, g)| *g == index)
+            .map(|(i, _)| *i)
+            .collect();
+        if members.is_empty() {
+            continue;
+        }
+        let cases: BTreeSet<&str> = members.iter().map(|i| i.case_id).collect();
+        let row = group(Breakdown::Overall, None, None, &members, cfg)?;
+        subgroups.push(SubgroupComparison {
+            subgroup: label.clone(),
+            cases: cases.len(),
+            few_cases: cases.len() < nmb_stats::MIN_SUBGROUP_CASES,
+            items: row.items,
+            paired: row.paired,
+            mcnemar: row.mcnemar,
+            p_adjusted: None,
+        });
+    }
+    adjust_subgroups(&mut subgroups)?;
+    let gap = if placed.is_empty() {
+        None
+    } else {
+        let diff: Vec<f64> = placed
+            .iter()
+            .map(|(i, _)| f64::from(u8::from(i.a)) - f64::from(u8::from(i.b)))
+            .collect();
+        let cases: Vec<&str> = placed.iter().map(|(i, _)| i.case_id).collect();
+        let groups: Vec<usize> = placed.iter().map(|(_, g)| *g).collect();
+        nmb_stats::subgroups(&diff, &cases, &groups, nmb_stats::Average::Mean, cfg)?
+            .gap
+            .map(|g| nmb_stats::SubgroupGap {
+                best: f.labels[g.best].clone(),
+                worst: f.labels[g.worst].clone(),
+                gap: g.gap,
+                compared: g.compared,
+            })
+    };
+    Ok(SubgroupFieldComparison {
+        by: f.spec.clone(),
+        subgroups,
+        gap,
     })
 }
 
@@ -261,4 +367,18 @@ fn mcnemar_notes(groups: &[GroupComparison]) -> Vec<String> {
         ));
     }
     notes
+}
+
+/// Holm and BH adjusted values of the subgroups' bootstrap p-values: one field's subgroups are one family (the
+/// reader scans them together for the subgroup where the runs differ).
+fn adjust_subgroups(subgroups: &mut [SubgroupComparison]) -> Result<(), ResultsError> {
+    let p: Vec<f64> = subgroups
+        .iter()
+        .filter_map(|s| s.paired.as_ref().map(|p| p.p_value))
+        .collect();
+    let mut adjusted = nmb_stats::adjust_family(&p)?.into_iter();
+    for s in subgroups.iter_mut().filter(|s| s.paired.is_some()) {
+        s.p_adjusted = adjusted.next();
+    }
+    Ok(())
 }

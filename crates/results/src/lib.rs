@@ -9,7 +9,7 @@
 //!   ([`stability`]), revision across consult turns ([`revision`]), NeuroVLM-Bench's structured numbers with
 //!   their efficiency figures ([`structured`]), criterion rubrics with HealthBench's scoring rule
 //!   ([`criteria`]), label sets ([`label_set`]), the thinking probe ([`thinking_probe`]), costs and prices
-//!   ([`cost`]);
+//!   ([`cost`]), and the breakdown by a field of the cases with its subgroups' intervals ([`subgroup`]);
 //! - the grading rubric as data ([`rubric`]), which review forms show, and model families with the
 //!   self-grading rule ([`family`]);
 //! - score reports in the store ([`stored`]), and judges' pairwise votes as they are stored ([`pairwise`]).
@@ -27,7 +27,9 @@ pub mod criteria;
 mod error;
 pub mod family;
 pub mod label_set;
+pub mod multiplicity;
 pub mod pairwise;
+pub mod power;
 pub mod report;
 pub mod revision;
 pub mod rubric;
@@ -35,6 +37,8 @@ pub mod sample;
 pub mod stability;
 pub mod stored;
 pub mod structured;
+pub mod subgroup;
+pub mod subgroup_breakdown;
 pub mod thinking_probe;
 
 pub use error::ResultsError;

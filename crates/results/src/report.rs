@@ -81,6 +81,9 @@ pub struct ScoreReport {
     /// Criterion-rubric scores (HealthBench's rule) with breakdowns by tag, when scored with `--criteria`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub criteria: Option<crate::criteria::score::CriteriaReport>,
+    /// The headline numbers per subgroup of each `--by` field, when scored (or reported) with `--by`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subgroups: Option<crate::subgroup::SubgroupsReport>,
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -137,6 +140,9 @@ pub struct ScoringConfig {
     /// The criterion rubric the judges decided, when scored with `--criteria`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub criteria: Option<crate::criteria::CriteriaInfo>,
+    /// The subgroup fields (`--by`), as given; empty (and left out) without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by: Vec<String>,
 }
 
 impl ScoringConfig {
@@ -487,8 +493,44 @@ pub struct Comparison {
     /// Structured answers: one row per NeuroVLM-Bench field, on the answers both runs gave for that field.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub structured_fields: Vec<FieldComparison>,
+    /// Per subgroup of each `--by` field both runs were scored with: the same paired tests on the subgroup's
+    /// items.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subgroups: Vec<SubgroupFieldComparison>,
     #[serde(default)]
     pub notes: Vec<String>,
+}
+
+/// Two runs compared within each subgroup of one field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubgroupFieldComparison {
+    /// The `--by` spec both scorings were made with.
+    pub by: String,
+    pub subgroups: Vec<SubgroupComparison>,
+    /// The subgroups with the largest and the smallest difference A − B (of those with at least 10 cases) and
+    /// how far apart those differences are, with a stratified case-clustered interval: how much the difference
+    /// itself varies between subgroups. `None` with fewer than two such subgroups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap: Option<nmb_stats::SubgroupGap<String>>,
+}
+
+/// Two runs on the paired items of one subgroup.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubgroupComparison {
+    pub subgroup: String,
+    /// Cases behind the paired items.
+    pub cases: usize,
+    /// Fewer than 10 cases: shown, with a wide interval, and left out of the gap.
+    pub few_cases: bool,
+    pub items: usize,
+    /// As in [`GroupComparison::paired`].
+    pub paired: Option<nmb_stats::PairedComparison>,
+    /// As in [`GroupComparison::mcnemar`].
+    pub mcnemar: Option<nmb_stats::McNemar>,
+    /// `paired`'s p-value adjusted (Holm, Benjamini–Hochberg) over this field's subgroups, one family: every
+    /// subgroup with paired items. Absent where `paired` is, and in comparisons made before it was computed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_adjusted: Option<nmb_stats::AdjustedP>,
 }
 
 /// Two runs on one field of their structured answers: correct on that field or not.

@@ -1,6 +1,6 @@
-//! Per-sample scores: what `nmb score` writes for each planned sample of a run (`samples[]` of a
-//! [`ScoreReport`](crate::report::ScoreReport)), from its status and parsed answer to every judge's verdict, and
-//! the verdicts' parts (matches, rubric grades, error classes, breadth, consult turns).
+//! Per-sample scores: what `nmb score` writes for each planned sample of a run (a score report's `samples[]`),
+//! from its status and parsed answer to every judge's verdict, and the verdicts' parts (matches, rubric grades,
+//! error classes, breadth, consult turns).
 //!
 //! [`SampleScore::new`] is the one place a sample's score is first built; every verdict starts empty and the
 //! scorer fills in what applies.
@@ -202,8 +202,8 @@ pub enum AnswerFormat {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ParsedAnswer {
     pub format: Option<AnswerFormat>,
-    /// Ranked differential, most likely first. Every entry is kept; matching looks at the first
-    /// [`MatchingConfig::max_rank`](crate::report::MatchingConfig::max_rank). A rationale answer's single diagnosis is a one-entry list.
+    /// Ranked differential, most likely first. Every entry is kept; matching looks at the first `max_rank` (the
+    /// report's matching settings). A rationale answer's single diagnosis is a one-entry list.
     pub differential: Vec<RankedDiagnosis>,
     pub final_diagnosis: Option<String>,
     pub lesion_type: Option<String>,

@@ -29,9 +29,9 @@ pub struct ConnectOptions {
 pub struct ConnectedModel {
     pub spec: ModelSpec,
     pub backend: Arc<dyn nmb_requests::Backend>,
-    /// Goes into [`crate::EvalSettings::model_identity`]: for `local:` the model's content hash
-    /// ([`LocalModel::model_id`]), chat template hash and context window, so a changed file never reuses stored
-    /// answers; empty for API models, whose spec is their identity.
+    /// Goes into the run's model identity (`EvalSettings::model_identity`): for `local:` the model's content
+    /// hash ([`LocalModel::model_id`]), chat template hash and context window, so a changed file never reuses
+    /// stored answers; empty for API models, whose spec is their identity.
     pub identity: Map<String, Value>,
 }
 

@@ -23,8 +23,8 @@ use crate::semantic::BertScoreSetting;
 use crate::{ScoreError, ScoreOptions};
 
 /// Everything that decides how a run is scored: judges, jury aggregation, rubric, error taxonomy, BERTScore,
-/// re-asks, concurrency, prices and the bootstrap, and, for [`crate::score_run`], where the run's suite is when
-/// its manifest is not to be followed. `Default` is what `nmb score` does without options.
+/// re-asks, concurrency, prices and the bootstrap, and, for scoring a stored run (`score_run`), where the run's
+/// suite is when its manifest is not to be followed. `Default` is what `nmb score` does without options.
 ///
 /// Serialised with judges as spec text (`openai:gpt-4o@http://127.0.0.1:8000/v1`); fields left out take their
 /// default.
@@ -80,6 +80,10 @@ pub struct ScoringConfig {
     /// the judge may generate]. How judges are read, not what: it does not enter the scores' hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_response_mib: Option<u64>,
+    /// Subgroup fields (`--by sex`, `--by age:0-40,40-65,65-`): every headline number is also given per
+    /// subgroup. Enters the scores' hash only when given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by: Vec<String>,
 }
 
 /// Serde's default for a count that is 1 unless given.
@@ -115,6 +119,7 @@ impl Default for ScoringConfig {
             judge_repeats: 1,
             criteria: None,
             max_response_mib: None,
+            by: Vec::new(),
         }
     }
 }
@@ -199,6 +204,9 @@ impl ScoringConfig {
         if let Some(path) = &self.criteria {
             CriterionRubric::load(path)?;
         }
+        for spec in &self.by {
+            nmb_results::subgroup::parse(spec)?;
+        }
         crate::semantic::check(&self.bertscore)
     }
 
@@ -239,6 +247,7 @@ impl ScoringConfig {
                 .as_deref()
                 .map(CriterionRubric::load)
                 .transpose()?,
+            by: self.by.clone(),
             ..ScoreOptions::default()
         })
     }
@@ -374,6 +383,7 @@ mod tests {
             judge_batch_poll_secs: Some(0.5),
             criteria: Some(PathBuf::from("criteria.toml")),
             max_response_mib: Some(64),
+            by: vec!["age:0-40,40-".into(), "sex".into()],
             suite: SuiteOverride {
                 spec: Some("sample".into()),
                 answers: Some(PathBuf::from("a.jsonl")),

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-/// Errors a [`crate::ConnectJudges`] gives back, whatever their type.
+/// Errors a judge connector (`ConnectJudges`) gives back, whatever their type.
 pub type ConnectError = Box<dyn std::error::Error + Send + Sync>;
 
 #[derive(Debug, thiserror::Error)]
@@ -12,6 +12,9 @@ pub enum ScoreError {
     Store(#[from] nmb_store::StoreError),
     #[error(transparent)]
     Results(#[from] nmb_results::ResultsError),
+    /// A `--by` field the suite cannot be broken down by (a case lacks it, a band list overlaps or leaves gaps).
+    #[error(transparent)]
+    Subgroup(#[from] nmb_results::subgroup::SubgroupError),
     #[error(transparent)]
     Judge(#[from] nmb_judges::JudgeError),
     #[error("run {run_id} has answers for task {task_id}, which suite {suite_id} does not contain; score it against the suite (and answer key, filters) it was run on")]

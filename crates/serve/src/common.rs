@@ -72,8 +72,8 @@ pub(crate) struct Headline {
     pub(crate) overall: GroupAggregate,
     #[serde(default, deserialize_with = "null_as_empty")]
     pub(crate) by_level_family: Vec<GroupAggregate>,
-    /// The report's stability section and its judges, when they were asked more than once; read apart
-    /// ([`crate::repeats::Repeats::of`]) so that a layout this version cannot read hides only them.
+    /// The report's stability section and its judges, when they were asked more than once; the repeats page reads
+    /// them apart, so that a layout this version cannot read hides only them.
     #[serde(default)]
     pub(crate) stability: Option<serde_json::Value>,
     #[serde(default)]

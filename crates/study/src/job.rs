@@ -124,6 +124,19 @@ impl Watch for Quiet<'_> {
     }
 }
 
+/// The scoring's subgroup fields against the suite, before anything is asked: a field its cases lack stops the
+/// evaluation instead of its scoring.
+fn check_subgroups(config: &EvalConfig, scoring: &ScoringConfig) -> Result<(), ScoreError> {
+    if scoring.by.is_empty() {
+        return Ok(());
+    }
+    let suite = config.suite.load(config.text_only())?.suite;
+    for spec in &scoring.by {
+        nmb_results::subgroup::assign(&suite, spec)?;
+    }
+    Ok(())
+}
+
 /// Runs `job` on its own runtime: asks, then scores (unless it stopped early or was only planned), then writes
 /// its report. `shared` is a scheduler shared with other evaluations (a study's), so that their calls keep one
 /// global limit; without one, the evaluation makes its own.
@@ -137,6 +150,7 @@ pub fn run(
         scoring
             .check()
             .map_err(|e| JobError::Scoring(Box::new(e)))?;
+        check_subgroups(job.config, scoring).map_err(|e| JobError::Scoring(Box::new(e)))?;
     }
     let (config, invocation) = (job.config, job.invocation);
     if config.model.backend == BackendKind::Local {

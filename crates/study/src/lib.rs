@@ -94,6 +94,7 @@ A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--
   [scoring]
   judges = [\"openai:gpt-4o-mini\"]
   bertscore = false               # also rubric = false
+  by = [\"sex\", \"age:0-40,40-65,65-\"]   # headline numbers per subgroup, as --by
 
 Every suite runs with every model (and template), each exactly as the `nmb eval` it stands for, the
 models at once through one scheduler (--concurrency caps the study, each model keeps its own limit);
@@ -248,6 +249,9 @@ pub struct ScoringEntry {
     pub bertscore: Option<bool>,
     /// Rubric grading by the judges (on by default when there are judges).
     pub rubric: Option<bool>,
+    /// Subgroup fields, as `nmb eval --by` takes them (`["sex", "age:0-40,40-65,65-"]`).
+    #[serde(default)]
+    pub by: Vec<String>,
 }
 
 /// A checked run file and where it lives.
@@ -761,6 +765,24 @@ bertscore = false
             scoring.prices.for_model(&cells[1].model),
             flag.for_model("b")
         );
+    }
+
+    #[test]
+    fn scoring_by_is_the_scoring_configs_by_as_the_flag_gives_it() {
+        let text = GOOD.replace(
+            "bertscore = false",
+            "bertscore = false\nby = [\"sex\", \" age:0-40,40- \"]",
+        );
+        let s = parse(Path::new("/studies/s.toml"), &text).unwrap();
+        let scoring = scoring_config(&s, &s.cells()).unwrap();
+        assert_eq!(scoring.by, vec!["sex", "age:0-40,40-"]);
+        scoring.check().unwrap();
+        let bad = text.replace("40-", "50-");
+        let s = parse(Path::new("/studies/s.toml"), &bad).unwrap();
+        let err = scoring_config(&s, &s.cells()).unwrap().check().unwrap_err();
+        assert!(err.to_string().contains("`50-`"), "{err}");
+        let default = scoring_config(&parse(Path::new("/s.toml"), GOOD).unwrap(), &[]).unwrap();
+        assert!(default.by.is_empty());
     }
 
     #[test]

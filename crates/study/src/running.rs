@@ -101,6 +101,7 @@ pub fn scoring_config(study: &Study, cells: &[Cell]) -> Result<ScoringConfig, Ru
     if s.rubric == Some(false) {
         config.rubric = nmb_score::RubricChoice::Off;
     }
+    config.by = s.by.iter().map(|b| b.trim().to_string()).collect();
     for c in cells {
         if let Some(price) = c.price {
             config.prices.0.insert(c.model.clone(), price);

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use nmb_results::multiplicity::{adjust, Multiplicity};
 use nmb_results::stored;
 use nmb_results::Comparison;
 
@@ -25,6 +26,10 @@ overall and per level and family. Each p-value names its test. Runs with structu
 answers are also compared field by field (modality, sequence, plane, class, subtype): correct on that field
 or not, over the answers whose reference has it.
 
+Every p-value of the table gets its Holm and Benjamini-Hochberg (BH) adjusted values beside it: the bootstrap
+p-values of all rows are one family, the McNemar p-values another; the family is stated under the table, and
+`*` marks an adjusted p-value at or below --alpha.
+
 Exit status: 0 when compared, 1 when a run is unknown or not scored, 2 on bad usage.";
 
 #[derive(Args, Debug)]
@@ -37,6 +42,9 @@ pub struct CompareArgs {
     pub run_b: String,
     #[command(flatten)]
     pub bootstrap: BootstrapArgs,
+    /// Level at which adjusted p-values are marked significant (two-sided)
+    #[arg(long, value_name = "ALPHA", default_value_t = nmb_results::multiplicity::DEFAULT_ALPHA, value_parser = super::power::level)]
+    pub alpha: f64,
     /// Print one JSON object instead of a table
     #[arg(long)]
     pub json: bool,
@@ -54,15 +62,18 @@ pub fn run(args: CompareArgs, at: &StoreAt) -> Result<ExitCode> {
     };
     let (a, b) = (load(&args.run_a)?, load(&args.run_b)?);
     let cmp = nmb_results::compare::compare(&a, &b, &args.bootstrap.config())?;
+    let multiplicity = adjust(std::slice::from_ref(&cmp), args.alpha)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&cmp)?);
+        let mut doc = serde_json::to_value(&cmp)?;
+        doc["multiplicity"] = serde_json::to_value(&multiplicity)?;
+        println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        print_table(&cmp);
+        print_table(&cmp, &multiplicity);
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_table(c: &Comparison) {
+fn print_table(c: &Comparison, multiplicity: &Multiplicity) {
     println!("A  {}  {} ({})", c.run_a, c.name_a, c.model_a);
     println!("B  {}  {} ({})", c.run_b, c.name_b, c.model_b);
     println!(
@@ -72,9 +83,71 @@ fn print_table(c: &Comparison) {
     println!();
     print!(
         "{}",
-        nmb_report::paired_table(std::slice::from_ref(c)).text()
+        nmb_report::paired_table(std::slice::from_ref(c), multiplicity).text()
     );
+    print_subgroups(c);
     for n in &c.notes {
         println!("note  {n}");
     }
+}
+
+/// Per subgroup of each `--by` field both runs were scored with: items, cases, A, B and A − B with its CI and
+/// bootstrap p; a subgroup under 10 cases is marked `*`.
+fn print_subgroups(c: &Comparison) {
+    for f in &c.subgroups {
+        println!();
+        println!("by {}", nmb_table::terminal::excerpt_of(&f.by, 80));
+        println!(
+            "{:<16} {:>6} {:>6} {:>7} {:>7}  {:<24} {:>8} {:>8} {:>8}",
+            "subgroup", "cases", "items", "A", "B", "A - B [95% CI]", "p boot", "Holm", "BH"
+        );
+        for s in &f.subgroups {
+            let mark = if s.few_cases { " *" } else { "" };
+            let name = format!("{}{mark}", nmb_table::terminal::excerpt_of(&s.subgroup, 14));
+            match &s.paired {
+                Some(p) => println!(
+                    "{name:<16} {:>6} {:>6} {:>6.1}% {:>6.1}%  {:<24} {:>8.4} {:>8} {:>8}",
+                    s.cases,
+                    s.items,
+                    100.0 * p.mean_a,
+                    100.0 * p.mean_b,
+                    format!(
+                        "{:+.1} [{:+.1}, {:+.1}] pts",
+                        100.0 * p.diff.value,
+                        100.0 * p.diff.ci_low,
+                        100.0 * p.diff.ci_high
+                    ),
+                    p.p_value,
+                    adjusted(s.p_adjusted.map(|a| a.holm)),
+                    adjusted(s.p_adjusted.map(|a| a.bh)),
+                ),
+                None => println!("{name:<16} {:>6} {:>6}", s.cases, s.items),
+            }
+        }
+        if let Some(g) = &f.gap {
+            println!(
+                "gap in A - B between {} and {}: {:+.1} [{:+.1}, {:+.1}] pts ({} subgroups of 10+ cases)",
+                nmb_table::terminal::excerpt_of(&g.best, 40),
+                nmb_table::terminal::excerpt_of(&g.worst, 40),
+                100.0 * g.gap.value,
+                100.0 * g.gap.ci_low,
+                100.0 * g.gap.ci_high,
+                g.compared
+            );
+        }
+        if f.subgroups.iter().any(|s| s.few_cases) {
+            println!("* under 10 cases: a wide interval, left out of the gap");
+        }
+        println!(
+            "Holm and BH adjust the p-values of this field's subgroups as one family ({} p-values)",
+            f.subgroups
+                .iter()
+                .filter(|s| s.p_adjusted.is_some())
+                .count()
+        );
+    }
+}
+
+fn adjusted(p: Option<f64>) -> String {
+    p.map_or_else(|| "-".into(), |p| format!("{p:.4}"))
 }

@@ -7,6 +7,7 @@ pub mod compare;
 pub mod eval;
 pub mod image;
 pub mod import;
+pub mod power;
 pub mod report;
 pub mod review;
 pub mod rubric;

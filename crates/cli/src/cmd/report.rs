@@ -65,9 +65,21 @@ pub struct ReportArgs {
     /// Bootstrap resamples for cross-run numbers
     #[arg(long, default_value_t = nmb_stats::DEFAULT_RESAMPLES)]
     resamples: usize,
+    /// Level at which the paired comparisons' adjusted p-values are marked significant, and of their power
+    /// figures (two-sided)
+    #[arg(long, value_name = "ALPHA", default_value_t = nmb_results::multiplicity::DEFAULT_ALPHA, value_parser = super::power::level)]
+    alpha: f64,
+    /// Break every run's headline numbers down by a field of the cases, as `nmb score --by` does (repeatable;
+    /// `sex`, `age:0-40,40-65,65-`), from its stored scores and its suite, with the scoring's own bootstrap; in
+    /// place of any breakdown the scoring stored
+    #[arg(long = "by", value_name = "FIELD[:BANDS]")]
+    by: Vec<String>,
 }
 
 pub fn run(args: ReportArgs, at: &StoreAt) -> Result<ExitCode> {
+    for spec in &args.by {
+        nmb_results::subgroup::parse(spec)?;
+    }
     let mut opts = ReportOptions::new(&args.out);
     opts.formats = args
         .format
@@ -89,6 +101,7 @@ pub fn run(args: ReportArgs, at: &StoreAt) -> Result<ExitCode> {
     opts.prices = Prices::from_specs(&args.prices).map_err(anyhow::Error::msg)?;
     opts.bootstrap.seed = args.seed;
     opts.bootstrap.resamples = args.resamples;
+    opts.alpha = args.alpha;
     let store = super::score::open_store(at)?;
     let mut from_files = nmb_report::score_files(&args.scores)?;
     let mut runs = Vec::new();
@@ -104,6 +117,10 @@ pub fn run(args: ReportArgs, at: &StoreAt) -> Result<ExitCode> {
         }
         let mut run = nmb_report::load_run(&store, id, scores)
             .with_context(|| format!("reading run {id} from {at}"))?;
+        if !args.by.is_empty() {
+            break_down(&mut run, &args.by)
+                .with_context(|| format!("breaking run {id} down by subgroup"))?;
+        }
         // Reviews measure the judges of the stored report; one already read from the store is not read again.
         let stored_report = run.scores.as_ref().filter(|_| stored);
         run.calibrations =
@@ -138,6 +155,34 @@ pub fn run(args: ReportArgs, at: &StoreAt) -> Result<ExitCode> {
         println!("{}", path.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Replaces a scored run's subgroup breakdown by one over `by`, its tasks placed from the suite its manifest
+/// records; an unscored run is left as it is (it has no numbers to break down).
+fn break_down(run: &mut nmb_report::RunData, by: &[String]) -> Result<()> {
+    let Some(scores) = run.scores.as_mut() else {
+        eprintln!(
+            "note: run {} has no scores to break down by subgroup",
+            run.info.run_id
+        );
+        return Ok(());
+    };
+    let manifest = &run.info.manifest;
+    let source = nmb_score::suite_source(&run.info.run_id, manifest, &Default::default())?;
+    let suite = source
+        .load(manifest.input_mode == nmb_store::InputMode::Text)?
+        .suite;
+    let assignments = by
+        .iter()
+        .map(|spec| nmb_results::subgroup::assign(&suite, spec.trim()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let cfg = scores.config.bootstrap;
+    scores.subgroups = Some(nmb_results::subgroup_breakdown::breakdown(
+        scores,
+        &assignments,
+        &cfg,
+    )?);
+    Ok(())
 }
 
 /// `MODEL=VALUE` flags into a map; the value parsed by `parse`.

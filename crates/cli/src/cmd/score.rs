@@ -176,6 +176,14 @@ pub struct ScoringArgs {
     /// generate, which every honest answer fits]
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub max_response_mib: Option<u64>,
+    /// Also break every headline number down by a field of the cases, repeatable: an EHR field, a case or task
+    /// metadata key (`sex`, `disease_group`), or a number in bands, `age:0-40,40-65,65-` (LOW-HIGH holds LOW up
+    /// to but not HIGH; a last LOW- has no upper limit). Each subgroup gets its cases, estimate and
+    /// case-clustered 95% CI, subgroups under 10 cases are marked, and the gap between the best and the worst
+    /// gets its own CI. Every case must have the field and every value a band, else scoring stops before it
+    /// starts, naming the case
+    #[arg(long = "by", value_name = "FIELD[:BANDS]")]
+    pub by: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -248,7 +256,16 @@ impl ScoringArgs {
             judge_repeats: self.judge_repeats,
             criteria: self.criteria.clone(),
             max_response_mib: self.max_response_mib,
+            by: self.by_specs()?,
         })
+    }
+
+    /// The `--by` specs, each checked (bands that overlap or leave gaps are refused here).
+    fn by_specs(&self) -> Result<Vec<String>> {
+        for spec in &self.by {
+            nmb_results::subgroup::parse(spec)?;
+        }
+        Ok(self.by.iter().map(|s| s.trim().to_string()).collect())
     }
 
     fn paper(&self) -> Result<Option<PaperOptions>> {

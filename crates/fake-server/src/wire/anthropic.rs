@@ -37,8 +37,7 @@ struct AnRequest<'a> {
 }
 
 /// The prefix up to the last block marked `cache_control`, in the cache's order (tools, system, messages): its
-/// SHA-256 and its tokens as [`super::responses`] estimates them (4 characters a token, 85 an image). `None`
-/// without a mark.
+/// SHA-256 and its tokens as usage fields estimate them ([`super::estimated_tokens`]). `None` without a mark.
 fn cache_prefix(r: &AnRequest<'_>) -> Option<(String, u64)> {
     use sha2::Digest;
     let blocks: Vec<Block<'_, '_>> = (r.system.iter())
@@ -62,9 +61,13 @@ fn cache_prefix(r: &AnRequest<'_>) -> Option<(String, u64)> {
             hash.update(part.as_bytes());
             hash.update([0]);
         }
-        chars += if kind == "image" { 340 } else { text.len() };
+        chars += if kind == "image" {
+            super::IMAGE_CHARS
+        } else {
+            text.len()
+        };
     }
-    Some((hex::encode(hash.finalize()), (chars / 4) as u64))
+    Some((hex::encode(hash.finalize()), super::estimated_tokens(chars)))
 }
 
 /// A content block as the prompt cache sees it: a string content is one text block.

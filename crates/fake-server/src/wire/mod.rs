@@ -28,6 +28,15 @@ pub enum Wire {
     Gemini,
 }
 
+/// The characters an image counts as in the rough token estimate ([`estimated_tokens`]): about 85 tokens.
+pub(crate) const IMAGE_CHARS: usize = 340;
+
+/// The rough token count of `chars` characters (4 a token) that usage fields and the prompt cache's sizes give,
+/// so that they are plausible and depend on the input.
+pub(crate) fn estimated_tokens(chars: usize) -> u64 {
+    (chars / 4) as u64
+}
+
 impl Wire {
     /// Which wire a POST path belongs to, and the model named in the path (Gemini only).
     pub fn route(path: &str) -> Option<(Wire, Option<String>)> {

@@ -2,13 +2,11 @@
 
 use serde_json::json;
 
-use super::ReceivedPart;
-use super::ReceivedRequest;
-use super::Wire;
+use super::{estimated_tokens, ReceivedPart, ReceivedRequest, Wire, IMAGE_CHARS};
 use crate::exchange::Response;
 use crate::fault::Fault;
 
-/// Rough token counts, so usage fields are plausible and depend on the input.
+/// Rough token counts ([`estimated_tokens`], one more so that none is 0) of the prompt and the answers.
 fn usage(req: &ReceivedRequest, texts: &[String]) -> (u64, u64) {
     let chars: usize = req
         .messages
@@ -16,11 +14,11 @@ fn usage(req: &ReceivedRequest, texts: &[String]) -> (u64, u64) {
         .flat_map(|m| m.parts.iter())
         .map(|p| match p {
             ReceivedPart::Text { text } => text.len(),
-            _ => 340, // about 85 tokens per image
+            _ => IMAGE_CHARS,
         })
         .sum();
     let out: usize = texts.iter().map(String::len).sum();
-    ((chars / 4 + 1) as u64, (out / 4 + 1) as u64)
+    (estimated_tokens(chars) + 1, estimated_tokens(out) + 1)
 }
 
 /// A forced tool's answer comes back as its input (when the text is a JSON object, as the real API guarantees);
@@ -78,7 +76,7 @@ pub(crate) fn success(req: &ReceivedRequest, texts: &[String]) -> Response {
             let thinking = anthropic_thinking(req);
             let thought = thinking
                 .as_ref()
-                .map_or(0, |t| t.to_string().len() as u64 / 4);
+                .map_or(0, |t| estimated_tokens(t.to_string().len()));
             let block = anthropic_block(req, texts.first().cloned().unwrap_or_default());
             let content: Vec<serde_json::Value> = thinking.into_iter().chain([block]).collect();
             json!({

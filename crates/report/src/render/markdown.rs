@@ -45,6 +45,9 @@ pub(crate) fn render(runs: &[RunData], analysis: &Analysis, tables: &[TableSecti
     two_axis(&mut m, analysis);
     sweep(&mut m, analysis);
     paired(&mut m, analysis);
+    if let Some(t) = crate::sections::worst::table(&analysis.worst_at_k) {
+        section(&mut m, "## Worst-at-k beside pass@k", &t);
+    }
     m.push_str(&calibration(runs));
     m.push_str(&preference(runs));
     manifests(&mut m, runs);
@@ -190,8 +193,11 @@ fn paired(m: &mut String, analysis: &Analysis) {
         return;
     }
     m.push_str("## Paired comparisons\n\n");
-    m.push_str(&crate::paired_table(&analysis.paired).markdown());
+    m.push_str(&crate::paired_table(&analysis.paired, &analysis.multiplicity).markdown());
     m.push('\n');
+    for s in crate::sections::power::sentences(&analysis.power) {
+        let _ = writeln!(m, "{}\n", cell(&s));
+    }
 }
 
 fn manifests(m: &mut String, runs: &[RunData]) {

@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use super::escape;
 
+pub mod curves;
 pub mod thinking;
 
 /// Okabe–Ito colours: distinguishable with the common colour-vision deficiencies.

@@ -75,6 +75,15 @@ pub struct Analysis {
     /// Pairs of runs of different models on the same suite (and, on a suite with a prompt sweep, under the same
     /// template).
     pub paired: Vec<Comparison>,
+    /// Holm and Benjamini–Hochberg adjusted p-values of every row of the paired table, with the family counted.
+    pub multiplicity: nmb_results::multiplicity::Multiplicity,
+    /// Per paired comparison (in `paired`'s order, where it could be computed): the smallest difference in
+    /// accuracy the suite detects with 80% power at α, from the two runs' paired answers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub power: Vec<nmb_results::power::PowerAnalysis>,
+    /// Worst-at-k beside pass@k for k = 1..n, per run and score, where tasks have several samples.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub worst_at_k: Vec<crate::sections::worst::RunWorst>,
     /// Prompt sweeps: per suite and score, models under several template variants (empty without a sweep).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sweep: Vec<crate::sections::sweep::SweepGroup>,
@@ -85,7 +94,9 @@ pub struct Analysis {
     pub notes: Vec<String>,
 }
 
-pub fn build(runs: &[RunData], prices: &Prices, cfg: &BootstrapConfig) -> Analysis {
+/// Everything derived across `runs`; `alpha` is the level at which adjusted p-values are marked and power
+/// figures are computed.
+pub fn build(runs: &[RunData], prices: &Prices, cfg: &BootstrapConfig, alpha: f64) -> Analysis {
     let mut notes = Vec::new();
     for r in runs.iter().filter(|r| r.scores.is_none()) {
         notes.push(format!(
@@ -95,10 +106,15 @@ pub fn build(runs: &[RunData], prices: &Prices, cfg: &BootstrapConfig) -> Analys
     }
     let sweep = crate::sections::sweep::build(runs, cfg, &mut notes);
     let swept: BTreeSet<&str> = sweep.iter().map(|g| g.suite_hash.as_str()).collect();
+    let paired = paired(runs, &swept, cfg, &mut notes);
+    let multiplicity = crate::sections::power::multiplicity(&paired, alpha, &mut notes);
     Analysis {
         costs: runs.iter().map(|r| cost(r, prices)).collect(),
         two_axis: two_axis(runs, cfg),
-        paired: paired(runs, &swept, cfg, &mut notes),
+        power: crate::sections::power::build(runs, &paired, alpha),
+        worst_at_k: crate::sections::worst::build(runs, cfg),
+        paired,
+        multiplicity,
         sweep,
         thinking: crate::sections::thinking::build(runs, cfg),
         bootstrap: *cfg,

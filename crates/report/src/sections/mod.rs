@@ -1,6 +1,6 @@
 //! The report's sections as data: each module builds what its section shows (tables, estimates, chart
 //! points) once from the runs and their score reports, including the cross-run statistics (the two-axis
-//! comparison, sweep spread, thinking bins, paired tests). The renderers (`crate::render`) only lay them out.
+//! comparison, sweep spread, thinking bins, paired tests). The renderers only lay them out.
 
 pub(crate) mod analysis;
 pub(crate) mod calibration;
@@ -9,12 +9,15 @@ pub(crate) mod errored_by_family;
 pub(crate) mod label_set;
 pub(crate) mod neurovlm;
 pub(crate) mod paired;
+pub(crate) mod power;
 pub(crate) mod preference;
 pub(crate) mod revision;
 pub(crate) mod stability;
+pub(crate) mod subgroups;
 pub(crate) mod summary;
 pub mod sweep;
 pub mod thinking;
+pub mod worst;
 
 use crate::input::RunData;
 use crate::table::Table;
@@ -36,7 +39,7 @@ type Builder = fn(&[RunData], &Analysis) -> Option<TableSection>;
 
 /// The table sections under the headline, in the order shown. A new table section is a module here and one
 /// entry in this list.
-const UNDER_HEADLINE: &[Builder] = &[errored_by_family::section];
+const UNDER_HEADLINE: &[Builder] = &[errored_by_family::section, subgroups::section];
 
 /// The table sections shown under the headline, each built once; one that has nothing to show is left out.
 pub(crate) fn under_headline(runs: &[RunData], analysis: &Analysis) -> Vec<TableSection> {

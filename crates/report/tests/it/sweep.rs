@@ -83,7 +83,12 @@ fn a_sweep_over_two_templates_gives_scores_spreads_flips_and_w() {
         }
     }
 
-    let analysis = build(&runs, &Prices::default(), &cfg);
+    let analysis = build(
+        &runs,
+        &Prices::default(),
+        &cfg,
+        nmb_results::multiplicity::DEFAULT_ALPHA,
+    );
     assert_eq!(analysis.sweep.len(), 2, "one sweep per suite");
     for g in &analysis.sweep {
         let labels: Vec<&str> = g.variants.iter().map(|v| v.label.as_str()).collect();

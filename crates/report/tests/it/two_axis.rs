@@ -45,7 +45,12 @@ fn breadth_and_depth_runs_of_three_models_give_the_scatter_and_the_correlation()
         }
     }
 
-    let analysis = build(&runs, &Prices::default(), &cfg);
+    let analysis = build(
+        &runs,
+        &Prices::default(),
+        &cfg,
+        nmb_results::multiplicity::DEFAULT_ALPHA,
+    );
     let two = analysis
         .two_axis
         .as_ref()

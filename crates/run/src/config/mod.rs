@@ -1,5 +1,5 @@
 //! What a run is. [`EvalConfig`] is one evaluation described as data: `nmb eval`, run-file cells, workers, human
-//! imports and the answer pages all build one and hand it to [`crate::evaluate`], with what one invocation adds
+//! imports and the answer pages all build one and hand it to the evaluation loop, with what one invocation adds
 //! ([`Invocation`]: resume, a request budget, claiming, an import's answers), which is never recorded.
 //!
 //! Once its model is connected, a configuration becomes the [`EvalSettings`] the loop runs with, and those the

@@ -1,6 +1,6 @@
 //! Human baselines: `human:NAME`, whose answers are a clinician's, stored in the run store's `human_answers`
-//! table (by `nmb import`, read by [`crate::import::human`], or by the answer pages, [`super::questions`]) rather
-//! than generated, and answered by the [`StoredBackend`] with the newest stored answer to each task and turn.
+//! table (by `nmb import` or by the answer pages) rather than generated, and answered by the [`StoredBackend`]
+//! with the newest stored answer to each task and turn.
 //!
 //! Answers can be changed (the newest row wins), and a run must never keep an old answer under a new one: the
 //! run's model identity records the SHA-256 of the answers it began with ([`connect_human`]). Answers added

@@ -1,10 +1,10 @@
 //! Imported runs: `imported:MODEL`, whose answers another program already got from the model and wrote to a file
-//! (NeuroVLM-Bench's `run_async.py` JSONL, read by [`crate::import::neurovlm_run`] for `nmb import`). The model is
+//! (NeuroVLM-Bench's `run_async.py` JSONL, read by `nmb import`). The model is
 //! never asked: the [`StoredBackend`] answers each task with what the file recorded for it, its tokens included.
 //! A line the other program recorded as an error is an errored sample of class `other` and a task the file has no
 //! line for one of class `no_answer`.
 //!
-//! The answers travel with the invocation ([`crate::Invocation::replay`]), never through the network or a key;
+//! The answers travel with the invocation (`Invocation::replay`), never through the network or a key;
 //! without them `imported:MODEL` cannot be connected (a worker or `nmb eval` refuses it). The run's model
 //! identity records the SHA-256 of the answers ([`ANSWERS_KEY`]) with what the file says of the model, so the
 //! same file imported again is the same configuration and resumes the same run, and a changed file is a new

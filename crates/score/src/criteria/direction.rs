@@ -1,6 +1,6 @@
 //! Asking judges which way a criterion points (`nmb rubric lint --judge`): does an answer that meets it show
-//! behaviour a good answer shows, or a mistake or harm? [`super::lint::judged`] compares their reading with the
-//! sign of the criterion's points.
+//! behaviour a good answer shows, or a mistake or harm? The lint compares their reading with the sign of the
+//! criterion's points.
 //!
 //! Each distinct criterion text is one question holding only that text: never its points or tags, which a judge
 //! would echo back instead of reading. Its id is `direction:` and the first 16 hex digits of the text's SHA-256.

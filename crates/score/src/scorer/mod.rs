@@ -17,15 +17,18 @@ use std::sync::Arc;
 
 use bertscore::bertscore;
 pub(crate) use grade::turn_answers;
-use judging::{Judges, Tally};
+use judging::{Judged, Judges, Tally};
 use nmb_chat::GenParams;
 use nmb_judges::judge::{default_judge_params, JudgeModel};
 use nmb_judges::prompts::Field;
 use nmb_requests::Scheduler;
 use nmb_results::rubric::Rubric;
-use nmb_results::{Aggregation, SampleScore, ScoreReport, TaxonomyConfig};
+use nmb_results::{
+    Aggregation, BertScoreConfig, JudgeInfo, SampleScore, ScoreReport, ScoringConfig,
+    TaxonomyConfig,
+};
 use nmb_stats::BootstrapConfig;
-use nmb_store::{SampleRecord, Store};
+use nmb_store::{RunInfo, SampleRecord, Store};
 use nmb_suite::{Case, Suite, Task};
 use prepare::prepare;
 use report::build_report;
@@ -71,6 +74,8 @@ pub struct ScoreOptions {
     pub judge_repeats: u32,
     /// Judges decide the criteria of the tasks this rubric covers.
     pub criteria: Option<nmb_results::criteria::CriterionRubric>,
+    /// Subgroup fields (`--by`): each headline number is also given per subgroup.
+    pub by: Vec<String>,
 }
 
 impl Default for ScoreOptions {
@@ -95,6 +100,7 @@ impl Default for ScoreOptions {
             judge_batch: None,
             judge_repeats: 1,
             criteria: None,
+            by: Vec::new(),
         }
     }
 }
@@ -124,6 +130,12 @@ pub async fn score_loaded(
     opts: &ScoreOptions,
 ) -> Result<ScoreReport, ScoreError> {
     let run = store.run(run_id)?;
+    // Before anything is asked: a field the cases lack is an error, not a judge bill.
+    let assignments = opts
+        .by
+        .iter()
+        .map(|spec| nmb_results::subgroup::assign(suite, spec))
+        .collect::<Result<Vec<_>, _>>()?;
     let records = store.run_samples(run_id)?;
     let index: TaskIndex = suite
         .tasks()
@@ -131,52 +143,82 @@ pub async fn score_loaded(
         .collect();
     let mut work = prepare_all(run_id, suite, &records, &index)?;
     let judges = Judges::open(store, scheduler, &run, opts)?;
+    let (judged, mut tally, found) = judge_all(&judges, &mut work, opts, run_id).await?;
+    let config = found.config(&run, suite, opts, &judged)?;
+    if !config.suite_matches_run {
+        tally.notes.push(suite_changed(&config));
+    }
+    let samples: Vec<SampleScore> = work.into_iter().map(|w| w.score).collect();
+    let (agreement, notes) = (tally.agreement, tally.notes);
+    let mut report = build_report(run_id, config, samples, agreement, notes, &opts.bootstrap)?;
+    let seeds = judges.repeat_seeds();
+    add_sections(&mut report, &judged, seeds, &records, &index, opts)?;
+    if !assignments.is_empty() {
+        let bootstrap = &opts.bootstrap;
+        let breakdown =
+            nmb_results::subgroup_breakdown::breakdown(&report, &assignments, bootstrap)?;
+        report.subgroups = Some(breakdown);
+    }
+    Ok(report)
+}
+
+/// What the judged steps and BERTScore found that the scoring configuration records.
+struct Found {
+    judges: Vec<JudgeInfo>,
+    bertscore: BertScoreConfig,
+    taxonomy: TaxonomyConfig,
+}
+
+impl Found {
+    /// The scoring configuration of `run` scored against `suite` with `opts`.
+    fn config(
+        self,
+        run: &RunInfo,
+        suite: &Suite,
+        opts: &ScoreOptions,
+        judged: &Judged<'_>,
+    ) -> Result<ScoringConfig, ScoreError> {
+        scoring_config(
+            run,
+            suite,
+            opts,
+            self.judges,
+            judged.rubric,
+            judged.criteria,
+            self.bertscore,
+            self.taxonomy,
+            builtin(),
+        )
+    }
+}
+
+/// Every judged step, then BERTScore, then the judges' tallies closed.
+async fn judge_all<'o>(
+    judges: &Judges,
+    work: &mut [Work<'_>],
+    opts: &'o ScoreOptions,
+    run_id: &str,
+) -> Result<(Judged<'o>, Tally, Found), ScoreError> {
     let bench = judges.bench(opts.aggregation);
     let mut tally = Tally::new(judges.specs.len());
-    let judged = judging::judge(&bench, &mut work, &mut tally, opts, run_id).await?;
-    let bert_config = bertscore(&opts.bertscore, &mut work)?;
-    if let Some(reason) = &bert_config.skipped_reason {
+    let judged = judging::judge(&bench, work, &mut tally, opts, run_id).await?;
+    let bertscore = bertscore(&opts.bertscore, work)?;
+    if let Some(reason) = &bertscore.skipped_reason {
         tally
             .notes
             .push(format!("BERTScore not computed: {reason}"));
     }
-    let infos = judging::finish(&bench, &mut tally)?;
+    let judges = judging::finish(&bench, &mut tally)?;
     let taxonomy = TaxonomyConfig {
         judged: judged.judged_taxonomy,
-        human_labels: judging::labels_info(judged.human.as_ref(), &work),
+        human_labels: judging::labels_info(judged.human.as_ref(), work),
     };
-    let samples: Vec<SampleScore> = work.into_iter().map(|w| w.score).collect();
-    let config = scoring_config(
-        &run,
-        suite,
-        opts,
-        infos,
-        judged.rubric,
-        judged.criteria,
-        bert_config,
+    let found = Found {
+        judges,
+        bertscore,
         taxonomy,
-        builtin(),
-    )?;
-    if !config.suite_matches_run {
-        tally.notes.push(suite_changed(&config));
-    }
-    let mut report = build_report(
-        run_id,
-        config,
-        samples,
-        tally.agreement,
-        tally.notes,
-        &opts.bootstrap,
-    )?;
-    add_sections(
-        &mut report,
-        &judged,
-        judges.repeat_seeds(),
-        &records,
-        &index,
-        opts,
-    )?;
-    Ok(report)
+    };
+    Ok((judged, tally, found))
 }
 
 /// Every sample of the run, parsed and matched by the rules; a sample of a task `suite` lacks is an error.
@@ -204,7 +246,7 @@ fn prepare_all<'a>(
 }
 
 /// The note of a scoring against another suite than the run was made with.
-fn suite_changed(config: &nmb_results::ScoringConfig) -> String {
+fn suite_changed(config: &ScoringConfig) -> String {
     format!(
         "the suite scored against (hash {}) differs from the one the run was made with (hash {}): answer key or \
          content changed since",

@@ -11,7 +11,7 @@ use nmb_results::{
 };
 use nmb_stats::BootstrapConfig;
 use nmb_store::{canonical_json, RunInfo};
-use nmb_suite::Suite;
+use nmb_suite::{Family, Level, Suite};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -66,6 +66,7 @@ pub(super) fn scoring_config(
             opts.judge_repeats.max(1)
         },
         criteria: criteria.map(CriterionRubric::info),
+        by: opts.by.clone(),
     };
     if criteria.is_some() {
         let (id, hash) = nmb_judges::criteria::template_version();
@@ -115,6 +116,10 @@ pub(crate) fn config_hash(c: &ScoringConfig) -> String {
         identity["criteria"] =
             json!({"id": criteria.id, "version": criteria.version, "hash": criteria.hash});
     }
+    // And the subgroup fields, which add the breakdown by subgroup.
+    if !c.by.is_empty() {
+        identity["by"] = json!(c.by);
+    }
     hex::encode(Sha256::digest(canonical_json(&identity).as_bytes()))
 }
 
@@ -145,46 +150,12 @@ pub(super) fn build_report(
         samples: &samples,
         cfg,
     };
-    let overall = groups
-        .group(Breakdown::Overall, GroupKey::default(), &|_| true)?
-        .unwrap_or_else(empty_group);
-    let by_level_family = groups.each(
-        Breakdown::LevelFamily,
-        |t| (t.level, t.family),
-        |&(l, f)| GroupKey {
-            level: Some(l),
-            family: Some(f),
-            ..GroupKey::default()
-        },
-    )?;
-    let by_family = groups.each(
-        Breakdown::Family,
-        |t| t.family,
-        |&f| GroupKey {
-            family: Some(f),
-            ..GroupKey::default()
-        },
-    )?;
-    let by_level = groups.each(
-        Breakdown::Level,
-        |t| t.level,
-        |&l| GroupKey {
-            level: Some(l),
-            ..GroupKey::default()
-        },
-    )?;
-    let by_disease_group = groups.each(Breakdown::DiseaseGroup, disease, |d| GroupKey {
-        disease_group: Some(d.clone()),
-        ..GroupKey::default()
-    })?;
-    let by_modality = groups.each(
-        Breakdown::Modality,
-        |t| t.modality.clone(),
-        |m| GroupKey {
-            modality: Some(m.clone()),
-            ..GroupKey::default()
-        },
-    )?;
+    let overall = groups.overall()?;
+    let by_level_family = groups.by_level_family()?;
+    let by_family = groups.by_family()?;
+    let by_level = groups.by_level()?;
+    let by_disease_group = groups.by_disease_group()?;
+    let by_modality = groups.by_modality()?;
     Ok(ScoreReport {
         schema_version: SCHEMA_VERSION,
         run_id: run_id.to_string(),
@@ -204,6 +175,7 @@ pub(super) fn build_report(
         criteria: None,
         revision: None,
         stability: None,
+        subgroups: None,
     })
 }
 
@@ -237,6 +209,53 @@ impl Groups<'_> {
             ..key
         };
         Ok(Some(aggregate(key, &ts, &ss, self.cfg)?))
+    }
+
+    /// Every task and sample; a run without samples still has one.
+    fn overall(&self) -> Result<GroupAggregate, ScoreError> {
+        let all = self.group(Breakdown::Overall, GroupKey::default(), &|_| true)?;
+        Ok(all.unwrap_or_else(empty_group))
+    }
+
+    fn by_level_family(&self) -> Result<Vec<GroupAggregate>, ScoreError> {
+        let key = |&(l, f): &(Level, Family)| GroupKey {
+            level: Some(l),
+            family: Some(f),
+            ..GroupKey::default()
+        };
+        self.each(Breakdown::LevelFamily, |t| (t.level, t.family), key)
+    }
+
+    fn by_family(&self) -> Result<Vec<GroupAggregate>, ScoreError> {
+        let key = |&f: &Family| GroupKey {
+            family: Some(f),
+            ..GroupKey::default()
+        };
+        self.each(Breakdown::Family, |t| t.family, key)
+    }
+
+    fn by_level(&self) -> Result<Vec<GroupAggregate>, ScoreError> {
+        let key = |&l: &Level| GroupKey {
+            level: Some(l),
+            ..GroupKey::default()
+        };
+        self.each(Breakdown::Level, |t| t.level, key)
+    }
+
+    fn by_disease_group(&self) -> Result<Vec<GroupAggregate>, ScoreError> {
+        let key = |d: &String| GroupKey {
+            disease_group: Some(d.clone()),
+            ..GroupKey::default()
+        };
+        self.each(Breakdown::DiseaseGroup, disease, key)
+    }
+
+    fn by_modality(&self) -> Result<Vec<GroupAggregate>, ScoreError> {
+        let key = |m: &String| GroupKey {
+            modality: Some(m.clone()),
+            ..GroupKey::default()
+        };
+        self.each(Breakdown::Modality, |t| t.modality.clone(), key)
     }
 
     /// One aggregate per value of `of` among the tasks, in the values' order, each under `key` of its value.

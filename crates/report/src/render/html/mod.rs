@@ -17,6 +17,7 @@ mod stability;
 mod summary;
 mod sweep;
 mod thinking;
+mod worst;
 
 use std::fmt::Write;
 
@@ -38,6 +39,7 @@ use summary::headline;
 use summary::level_family;
 use sweep::sweep;
 use thinking::thinking;
+use worst::worst;
 
 /// No scripts, nothing fetched; images only from `data:`; inline styles allowed.
 pub const CSP: &str =
@@ -89,6 +91,7 @@ pub(crate) fn render(
     revision(&mut h, runs);
     h.push_str(&stability::html(runs));
     charts(&mut h, runs);
+    worst(&mut h, analysis);
     neurovlm(&mut h, runs, analysis);
     if let Some(t) = &analysis.two_axis {
         two_axis(&mut h, t);
