@@ -4,10 +4,9 @@ use crate::store_at::StoreAt;
 
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use nmb_results::multiplicity::{adjust, Multiplicity};
-use nmb_results::stored;
 use nmb_results::Comparison;
 
 use super::score::{open_store, BootstrapArgs};
@@ -52,14 +51,7 @@ pub struct CompareArgs {
 
 pub fn run(args: CompareArgs, at: &StoreAt) -> Result<ExitCode> {
     let store = open_store(at)?;
-    let load = |run: &str| -> Result<_> {
-        store.run(run)?;
-        stored::latest(&store, run)?
-            .ok_or_else(|| nmb_results::ResultsError::NotScored {
-                run_id: run.to_string(),
-            })
-            .context("cannot compare")
-    };
+    let load = |run: &str| super::power::latest_scores(&store, run, "cannot compare");
     let (a, b) = (load(&args.run_a)?, load(&args.run_b)?);
     let cmp = nmb_results::compare::compare(&a, &b, &args.bootstrap.config())?;
     let multiplicity = adjust(std::slice::from_ref(&cmp), args.alpha)?;

@@ -8,7 +8,6 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 use nmb_results::power::{one_run_power, paired_power, PowerAnalysis, PowerOptions};
-use nmb_results::stored;
 use nmb_table::{Cell, Table};
 
 use super::score::open_store;
@@ -61,14 +60,7 @@ pub struct PowerArgs {
 
 pub fn run(args: PowerArgs, at: &StoreAt) -> Result<ExitCode> {
     let store = open_store(at)?;
-    let load = |run: &str| -> Result<_> {
-        store.run(run)?;
-        stored::latest(&store, run)?
-            .ok_or_else(|| nmb_results::ResultsError::NotScored {
-                run_id: run.to_string(),
-            })
-            .context("cannot compute power")
-    };
+    let load = |run: &str| latest_scores(&store, run, "cannot compute power");
     let opts = PowerOptions {
         alpha: args.alpha,
         power: args.power,
@@ -173,4 +165,18 @@ fn correlation(s: &str) -> Result<f64, String> {
         .contains(&v)
         .then_some(v)
         .ok_or_else(|| format!("expected a correlation from -1 to 1, got {v}"))
+}
+
+/// The run's latest stored score report; an unknown or unscored run is an error under `doing`'s context.
+pub(super) fn latest_scores(
+    store: &nmb_store::Store,
+    run: &str,
+    doing: &'static str,
+) -> Result<nmb_results::ScoreReport> {
+    store.run(run)?;
+    nmb_results::stored::latest(store, run)?
+        .ok_or_else(|| nmb_results::ResultsError::NotScored {
+            run_id: run.to_string(),
+        })
+        .context(doing)
 }
