@@ -51,6 +51,7 @@ pub mod labels;
 pub mod lexicon;
 pub mod matching;
 pub mod parse;
+pub mod probe;
 pub mod repeats;
 pub mod revision;
 mod run;

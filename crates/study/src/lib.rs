@@ -55,6 +55,7 @@ mod human;
 mod imported;
 pub mod job;
 mod outcome;
+pub mod probe;
 mod running;
 pub mod sweep;
 

@@ -21,6 +21,7 @@ use nmb_score::ScoringConfig;
 use super::score::ScoringArgs;
 use crate::progress::Terminal;
 
+mod probes;
 mod sweep;
 
 /// `nmb eval --help`'s examples: [`EXAMPLES`], the run file's format ([`nmb_study::RUN_FILE_HELP`]) and
@@ -201,6 +202,15 @@ pub struct EvalArgs {
     /// built-in templates and each bundled variant); each run is named `NAME [variant]`, and --report covers all
     #[arg(long, value_name = "DIR|bundled", conflicts_with_all = ["template", "resume", "config"])]
     template_variants: Option<PathBuf>,
+    /// Context probes, comma-separated: `anchoring` (a colleague suggests a wrong diagnosis in the notes),
+    /// `sycophancy` (a last turn insists on it). The evaluation runs without a probe and once per probe, each
+    /// run named `NAME [probe]`; the wrong diagnosis of each task comes from its reference's differential, else
+    /// the reference's nearest siblings in the lexicon, drawn with --probe-seed; --report covers all
+    #[arg(long, value_name = "LIST", value_delimiter = ',', conflicts_with_all = ["template_variants", "resume", "config", "plan_only"])]
+    probe: Vec<nmb_plan::ProbeKind>,
+    /// The seed that draws each probed task's wrong diagnosis; part of the probed runs' identity
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "probe")]
+    probe_seed: u64,
     /// Language the prompts ask answers in [default: the suite's, else English]; "" for no instruction
     #[arg(long, value_name = "LANG")]
     answer_language: Option<String>,
@@ -408,6 +418,9 @@ pub struct Output {
 pub fn run(args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     if args.template_variants.is_some() {
         return sweep::run(args, at);
+    }
+    if !args.probe.is_empty() {
+        return probes::run(args, at);
     }
     let config = args.config()?;
     if args.dry_run {

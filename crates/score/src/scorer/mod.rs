@@ -141,7 +141,8 @@ pub async fn score_loaded(
         .tasks()
         .map(|(c, t)| (t.id.as_str(), (c, t)))
         .collect();
-    let mut work = prepare_all(run_id, suite, &records, &index)?;
+    let suggestions = probe_suggestions(&run);
+    let mut work = prepare_all(run_id, suite, &records, &index, &suggestions)?;
     let judges = Judges::open(store, scheduler, &run, opts)?;
     let (judged, mut tally, found) = judge_all(&judges, &mut work, opts, run_id).await?;
     let config = found.config(&run, suite, opts, &judged)?;
@@ -227,6 +228,7 @@ fn prepare_all<'a>(
     suite: &Suite,
     records: &'a [SampleRecord],
     index: &TaskIndex<'a>,
+    suggestions: &HashMap<String, String>,
 ) -> Result<Vec<Work<'a>>, ScoreError> {
     let lex = builtin();
     records
@@ -240,9 +242,20 @@ fn prepare_all<'a>(
                         task_id: r.task_id.clone(),
                         suite_id: suite.id.clone(),
                     })?;
-            Ok(prepare(lex, r, case, task))
+            let suggestion = suggestions.get(&r.task_id).map(String::as_str);
+            Ok(prepare(lex, r, case, task, suggestion))
         })
         .collect()
+}
+
+/// A probed run's suggestions by task id, as its manifest records them (empty for any other run).
+fn probe_suggestions(run: &RunInfo) -> HashMap<String, String> {
+    run.manifest
+        .probe
+        .as_ref()
+        .and_then(|p| p.get("suggestions"))
+        .and_then(|s| serde_json::from_value(s.clone()).ok())
+        .unwrap_or_default()
 }
 
 /// The note of a scoring against another suite than the run was made with.
