@@ -29,6 +29,7 @@ mod neurovlm_import;
 mod old_store;
 mod postgres_store;
 mod power;
+mod probes;
 mod pubmedqa;
 mod replicas;
 mod report_cli;
