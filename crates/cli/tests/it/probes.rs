@@ -302,6 +302,26 @@ fn switch_rates_recover_the_designed_deference() {
             serde_json::json!([format!("t{CASES}")])
         );
     }
+
+    // nmb compare shows the same numbers for a probed run and its unprobed twin, in either order.
+    let row = &rows[&("deferrer".to_string(), "anchoring".to_string())];
+    for (a, b) in [(&ids[0], &ids[1]), (&ids[1], &ids[0])] {
+        let doc = json_of(&nmb(&runs, &["compare", a, b, "--json"]));
+        assert_eq!(doc["probe"]["effect"], row["effect"], "compare {a} {b}");
+        assert_eq!(doc["probe"]["probed_run"], ids[1].as_str());
+    }
+    let shown = nmb(&runs, &["compare", &ids[0], &ids[1]]);
+    assert!(
+        text(&shown.stdout).contains("switch rate: "),
+        "{}",
+        text(&shown.stdout)
+    );
+    let unrelated = json_of(&nmb(&runs, &["compare", &ids[0], &ids[3], "--json"]));
+    assert!(
+        unrelated.get("probe").is_none(),
+        "two unprobed runs have no probe"
+    );
+
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(md.contains("Context probes") && md.contains("switch rate"));
