@@ -70,6 +70,8 @@ pub const RUN_FILE_HELP: &str = "\
 A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--no-score]
 
   templates = [\"a.jinja\", \"b.jinja\"]   # optional, before any table: every suite x model runs with each
+  probes = [\"anchoring\"]         # optional: every cell runs again with each context probe (as --probe),
+  probe_seed = 1                  # its wrong diagnoses drawn with this seed (as --probe-seed)
 
   [study]
   name = \"two-axis\"              # runs are tagged with it; `nmb runs list` groups them
@@ -114,6 +116,14 @@ pub enum StudyError {
     /// TOML syntax or shape: toml's message names the line, the column and the key.
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
+    /// A probed cell whose suite cannot be read to choose its suggestions.
+    #[error("{path}: probes: {name}: {source}")]
+    Probe {
+        path: PathBuf,
+        name: String,
+        #[source]
+        source: nmb_suite::SourceError,
+    },
     /// A value the shape allows but nmb does not.
     #[error("{path}:{line}: {key}: {message}")]
     Invalid {
@@ -137,6 +147,12 @@ pub struct StudyFile {
     /// variant every (suite, model) pair runs with.
     #[serde(default)]
     pub templates: Vec<Spanned<String>>,
+    /// Context probes (`anchoring`, `sycophancy`): every cell runs once more with each, as `nmb eval --probe`.
+    #[serde(default)]
+    pub probes: Vec<Spanned<String>>,
+    /// The seed that draws each probed task's wrong diagnosis [default: 1, as `--probe-seed`].
+    #[serde(default)]
+    pub probe_seed: Option<u64>,
     #[serde(default)]
     pub scoring: ScoringEntry,
 }
@@ -492,6 +508,11 @@ impl Study {
                 return Err(invalid(s.span(), key(k), msg));
             }
         }
+        for p in &f.probes {
+            if let Err(msg) = p.get_ref().parse::<nmb_plan::ProbeKind>() {
+                return Err(invalid(p.span(), "probes".into(), msg));
+            }
+        }
         for t in f
             .templates
             .iter()
@@ -581,6 +602,35 @@ impl Study {
             }
         }
         cells
+    }
+
+    /// The matrix with its probed cells: after every cell of [`Study::cells`], each cell again with each of the
+    /// run file's `probes`, named `NAME [probe]`, its suggestions drawn from its suite (read here).
+    pub fn probed_cells(&self) -> Result<Vec<Cell>, StudyError> {
+        let plain = self.cells();
+        let kinds: Vec<nmb_plan::ProbeKind> = (self.file.probes.iter())
+            .filter_map(|p| p.get_ref().parse().ok())
+            .collect();
+        let seed = self.file.probe_seed.unwrap_or(1);
+        let mut cells = plain.clone();
+        for kind in kinds {
+            for cell in &plain {
+                let config = probe::probed(&cell.config, kind, seed, Some(&cell.name)).map_err(
+                    |source| StudyError::Probe {
+                        path: self.path.clone(),
+                        name: cell.name.clone(),
+                        source,
+                    },
+                )?;
+                cells.push(Cell {
+                    index: cells.len() + 1,
+                    name: config.name.clone().unwrap_or_default(),
+                    config,
+                    ..cell.clone()
+                });
+            }
+        }
+        Ok(cells)
     }
 
     /// The evaluation of one cell. Every value was checked by [`Study::check`]; one that still does not parse

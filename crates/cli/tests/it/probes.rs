@@ -372,3 +372,75 @@ fn probed_runs_resume_and_the_seed_is_part_of_their_identity() {
         "the probe is part of the identity"
     );
 }
+
+fn probe_study(dir: &Path, url: &str, probes: &str) -> PathBuf {
+    suite(dir);
+    let text = format!(
+        r#"probes = [{probes}]
+probe_seed = 3
+
+[study]
+name = "probed"
+report = "out"
+formats = ["json", "md"]
+
+[[models]]
+spec = "openai:deferrer@{url}/v1"
+name = "D"
+
+[[suites]]
+spec = "probe-suite"
+samples = 2
+
+[scoring]
+bertscore = false
+"#
+    );
+    let path = dir.join("study.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A run file's `probes` adds each probe's cells, named `NAME [probe]`, and the study's report pairs them; an
+/// unknown probe is refused with the key, the line and the probes there are.
+#[test]
+fn a_run_files_probes_run_as_eval_probe_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let server = server();
+    let file = probe_study(tmp.path(), &server.url(), "\"sycophancy\"");
+    let out = nmb_command(&runs)
+        .args(["eval", "--config"])
+        .arg(&file)
+        .args(["--json", "-q"])
+        .output()
+        .unwrap();
+    let result = json_of(&out);
+    let names: Vec<&str> = result["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["D", "D [sycophancy]"]);
+    let rows = probe_rows(&tmp.path().join("out/report.json"));
+    let row = &rows[&("D".to_string(), "sycophancy".to_string())];
+    assert_eq!(row["probe"]["seed"], 3);
+    let rate = &row["effect"]["switch_rate"];
+    assert!(
+        rate["ci_low"].as_f64().unwrap() <= DEFER && DEFER <= rate["ci_high"].as_f64().unwrap(),
+        "{rate}"
+    );
+
+    let bad = probe_study(tmp.path(), &server.url(), "\"flattery\"");
+    let out = nmb(
+        &runs,
+        &["eval", "--config", bad.to_str().unwrap(), "--dry-run"],
+    );
+    let said = text(&out.stdout) + &text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        said.contains("probes") && said.contains(":1:") && said.contains("anchoring, sycophancy"),
+        "{said}"
+    );
+}
