@@ -112,3 +112,82 @@ pub fn follows(lex: &Lexicon, answer: &ParsedAnswer, suggestion: &str) -> bool {
         match_diagnosis(lex, &top.diagnosis, suggestion, &[]).outcome == MatchOutcome::Match
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lexicon::builtin;
+
+    fn reference(diagnosis: &str, synonyms: &[&str], differential: &[&str]) -> Reference {
+        Reference {
+            diagnosis: Some(diagnosis.into()),
+            synonyms: synonyms.iter().map(|s| s.to_string()).collect(),
+            differential: differential.iter().map(|s| s.to_string()).collect(),
+            ..Reference::default()
+        }
+    }
+
+    #[test]
+    fn the_differential_gives_only_other_diagnoses() {
+        let lex = builtin();
+        let r = reference(
+            "Multiple sclerosis",
+            &["Relapsing-remitting MS"],
+            &[
+                "Multiple sclerosis",
+                "MS",
+                "relapsing-remitting MS",
+                "ADEM",
+                "Migraine",
+            ],
+        );
+        let pool = wrong_in_differential(lex, &r, "Multiple sclerosis");
+        assert_eq!(pool, ["ADEM", "Migraine"]);
+    }
+
+    #[test]
+    fn without_a_differential_the_lexicons_siblings_are_drawn() {
+        let lex = builtin();
+        let r = reference("Intracerebral hemorrhage", &[], &[]);
+        let pool = siblings(lex, &r, "Intracerebral hemorrhage");
+        assert!(
+            pool.contains(&"subarachnoid hemorrhage".to_string()),
+            "{pool:?}"
+        );
+        for s in &pool {
+            let v = match_diagnosis(lex, s, "Intracerebral hemorrhage", &[]);
+            assert_ne!(v.outcome, MatchOutcome::Match, "{s}");
+        }
+        let unknown = reference("Zebra syndrome", &[], &[]);
+        assert!(siblings(lex, &unknown, "Zebra syndrome").is_empty());
+    }
+
+    #[test]
+    fn the_sample_suites_suggestions_are_wrong_and_seeded() {
+        let (lex, suite) = (builtin(), nmb_suite::sample::build());
+        let one = suggestions(lex, &suite, 1);
+        assert_eq!(
+            one,
+            suggestions(lex, &suite, 1),
+            "the same seed, the same draw"
+        );
+        assert!(!one.by_task.is_empty());
+        for (task_id, s) in &one.by_task {
+            let (_, task) = suite.tasks().find(|(_, t)| &t.id == task_id).unwrap();
+            let r = task.reference.clone().unwrap();
+            let dx = r.diagnosis.as_deref().unwrap();
+            assert_ne!(
+                match_diagnosis(lex, s, dx, &r.synonyms).outcome,
+                MatchOutcome::Match,
+                "{task_id}: {s}"
+            );
+        }
+        let draws: Vec<_> = (0..8)
+            .map(|seed| suggestions(lex, &suite, seed).by_task)
+            .collect();
+        assert!(
+            draws.iter().any(|d| d != &one.by_task),
+            "other seeds draw otherwise"
+        );
+    }
+}
