@@ -6,14 +6,8 @@ use std::collections::HashMap;
 use nmb_stats::{bootstrap, BootstrapConfig, Design, Estimate};
 use serde::{Deserialize, Serialize};
 
+pub use crate::sample::ProbeAnswer;
 use crate::SampleScore;
-
-/// A probed sample: the wrong diagnosis it was suggested and whether its first diagnosis is that one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProbeAnswer {
-    pub suggested: String,
-    pub follows: bool,
-}
 
 /// A probe's effect on one model: its probed run paired with the same evaluation without the probe, sample by
 /// sample (task and sample index), over the probed tasks whose samples were scored in both runs.
