@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures::stream::{self, StreamExt};
-use nmb_chat::{GenParams, Message, OutputFormat, Role};
+use nmb_chat::{GenParams, ImagePart, Message, OutputFormat, Part, Role};
 use nmb_record::{BatchOptions, Batcher, CallSpec, Recorder, BATCH_IN_FLIGHT};
 use nmb_requests::{Adjustment, Backend, ModelIdentity, ModelSpec, Scheduler, Secrets};
 use nmb_results::family::{model_family, self_grading};
@@ -89,6 +89,34 @@ pub struct Question {
     pub user: String,
     /// JSON schema of the answer (sent to backends that enforce schemas; validated here in any case).
     pub schema: Value,
+    /// Images sent after the text, each after a line with its number and caption (empty: text only).
+    pub images: Vec<JudgeImage>,
+}
+
+/// An image a judge is shown with a question: bytes the graded model received, with their caption.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JudgeImage {
+    pub caption: Option<String>,
+    pub part: ImagePart,
+}
+
+impl Question {
+    /// The question's user message: its text, then each image after a line naming it.
+    fn user_message(&self) -> Message {
+        let mut parts = vec![Part::Text(self.user.clone())];
+        for (n, image) in self.images.iter().enumerate() {
+            let line = match &image.caption {
+                Some(c) => format!("Image {}: {c}", n + 1),
+                None => format!("Image {}", n + 1),
+            };
+            parts.push(Part::Text(line));
+            parts.push(Part::Image(image.part.clone()));
+        }
+        Message {
+            role: Role::User,
+            parts,
+        }
+    }
 }
 
 /// How one judge's repeats of a question become its one answer: the median. With an even number of valid
@@ -374,7 +402,7 @@ impl Panel {
     {
         let mut messages = vec![
             Message::text(Role::System, q.system.clone()),
-            Message::text(Role::User, q.user.clone()),
+            q.user_message(),
         ];
         let mut failure = String::new();
         for attempt in 0..=self.max_reasks {

@@ -51,6 +51,7 @@ fn question(pair: &PairToJudge, x_first: bool) -> Question {
             "required": ["better", "rationale"],
             "additionalProperties": false
         }),
+        images: Vec::new(),
     }
 }
 

@@ -101,6 +101,7 @@ pub fn question(text: &str) -> Question {
             "required": ["direction", "explanation"],
             "additionalProperties": false
         }),
+        images: Vec::new(),
     }
 }
 
