@@ -185,6 +185,9 @@ pub struct Asking {
     pub batch: Option<BatchOptions>,
     /// Times each judge is asked each question, with seeds `seed, seed + 1, ...` (at least 1 is used).
     pub repeats: u32,
+    /// The questions carry the model's images (`--judge-images same`): the judges' runs are others than those
+    /// of text-only questions, and their manifests say the images were sent.
+    pub images: bool,
 }
 
 /// The decoding parameters of repeat `r`: the seed moved on by `r`, so that each repeat is a distinct call with
@@ -242,6 +245,7 @@ impl Panel {
             concurrency,
             batch,
             repeats,
+            images,
         } = asking;
         // A call waiting for its batch puts no load on a server: as many wait as a round of batches holds.
         let concurrency = if batch.is_some() {
@@ -265,7 +269,7 @@ impl Panel {
             let mut runs = Vec::new();
             for r in 0..repeats.max(1) {
                 let params = repeat_params(&params, r);
-                let run_id = judge_run(&store, of, j.spec.as_str(), &identity, &params)?;
+                let run_id = judge_run(&store, of, j.spec.as_str(), &identity, &params, images)?;
                 // A judge run asked again starts with what it recorded, so a server is not refused twice.
                 backend.adopt_adjustments(&recorded_adjustments(&store.run(&run_id)?.manifest));
                 let recorder = Recorder::new(
@@ -587,6 +591,7 @@ fn judge_run(
     judge: &str,
     model_identity: &Value,
     params: &GenParams,
+    images: bool,
 ) -> Result<String, JudgeError> {
     let scored = match of {
         JudgeRunOf::Run(scored) => scored,
@@ -594,13 +599,17 @@ fn judge_run(
             return subject_run(store, subject, judge, model_identity, params)
         }
     };
-    let identity = json!({
+    let mut identity = json!({
         "kind": "judge",
         "scored_run_id": scored.run_id,
         "judge": judge,
         "model_identity": model_identity,
         "params": params,
     });
+    // Only when sent, so that judge runs of text-only questions are found again as before.
+    if images {
+        identity["images"] = json!("same");
+    }
     let config_hash = hex::encode(Sha256::digest(canonical_json(&identity).as_bytes()));
     if let Some(run_id) = store.first_run_with_config(&config_hash)? {
         store.set_status(&run_id, nmb_store::RunStatus::Running)?;
@@ -616,9 +625,15 @@ fn judge_run(
         model: judge.into(),
         model_identity: Some(model_identity.as_object().cloned().unwrap_or_default()),
         params: serde_json::to_value(params).unwrap_or(Value::Null),
-        input_mode: nmb_store::InputMode::Text,
+        input_mode: match images {
+            true => nmb_store::InputMode::Full,
+            false => nmb_store::InputMode::Text,
+        },
         samples: 1,
-        dropped_inputs: vec!["images (judges read text only)".into()],
+        dropped_inputs: match images {
+            true => Vec::new(),
+            false => vec!["images (judges read text only)".into()],
+        },
         ..Manifest::default()
     };
     Ok(store.create_run(&config_hash, &manifest)?.run_id)
