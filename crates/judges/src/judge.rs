@@ -25,7 +25,7 @@
 //! public endpoint. The flag is on the judge ([`JudgeInfo`]) and on each of its verdicts.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures::stream::{self, StreamExt};
@@ -171,6 +171,8 @@ struct Slot {
     self_grading: Option<String>,
     family: String,
     provider: String,
+    /// Its server answered `unsupported_input` to a question with images: no more are sent to it.
+    blind: AtomicBool,
 }
 
 /// How a panel asks its judges.
@@ -270,6 +272,9 @@ impl Panel {
             for r in 0..repeats.max(1) {
                 let params = repeat_params(&params, r);
                 let run_id = judge_run(&store, of, j.spec.as_str(), &identity, &params, images)?;
+                if images {
+                    refuse_if_refused_images(&store, &run_id, j.spec.as_str())?;
+                }
                 // A judge run asked again starts with what it recorded, so a server is not refused twice.
                 backend.adopt_adjustments(&recorded_adjustments(&store.run(&run_id)?.manifest));
                 let recorder = Recorder::new(
@@ -289,6 +294,7 @@ impl Panel {
                 backend,
                 identity,
                 repeats: runs,
+                blind: AtomicBool::new(false),
             });
         }
         Ok(Panel {
@@ -409,9 +415,17 @@ impl Panel {
             q.user_message(),
         ];
         let mut failure = String::new();
+        let images = !q.images.is_empty();
         for attempt in 0..=self.max_reasks {
+            if images && slot.blind.load(Ordering::Relaxed) {
+                return Err(cannot_see(&slot.spec));
+            }
             let text = match self.turn(slot, repeat, q, attempt, &messages).await? {
                 Ok(text) => text,
+                Err(class) if images && class == UNSUPPORTED_INPUT => {
+                    slot.blind.store(true, Ordering::Relaxed);
+                    return Err(cannot_see(&slot.spec));
+                }
                 Err(class) => {
                     return Ok(Answer::single(
                         None,
@@ -574,6 +588,34 @@ fn combine<T: Repeated>(repeats: Vec<Answer<T>>) -> Answer<T> {
         attempts,
         failure,
         repeats: repeats.into_iter().map(|a| a.value).collect(),
+    }
+}
+
+/// The error class of a server refusing an input it cannot take (images sent to a text-only model).
+const UNSUPPORTED_INPUT: &str = "unsupported_input";
+
+fn cannot_see(judge: &str) -> JudgeError {
+    JudgeError::CannotSeeImages {
+        judge: judge.to_string(),
+        why: format!("its server answered {UNSUPPORTED_INPUT} to a question with images"),
+    }
+}
+
+/// Refuses, before anything is sent, a judge whose server already answered `unsupported_input` to a question
+/// with images in this judge run (an earlier scoring stopped on it).
+fn refuse_if_refused_images(store: &Store, run_id: &str, judge: &str) -> Result<(), JudgeError> {
+    let refused = store.run_samples(run_id)?.iter().any(|s| {
+        s.error_class.as_deref() == Some(UNSUPPORTED_INPUT)
+            || s.turns
+                .iter()
+                .any(|t| t.error_class.as_deref() == Some(UNSUPPORTED_INPUT))
+    });
+    match refused {
+        true => Err(JudgeError::CannotSeeImages {
+            judge: judge.to_string(),
+            why: format!("its server answered {UNSUPPORTED_INPUT} to images in an earlier scoring"),
+        }),
+        false => Ok(()),
     }
 }
 

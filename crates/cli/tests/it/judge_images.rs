@@ -414,3 +414,86 @@ fn a_judge_that_cannot_take_images_is_refused_before_anything_is_sent() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_text_only_judge_server_stops_the_scoring_once_and_is_refused_before_sending_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path();
+    let designed = designed_suite(dir.path(), 6);
+    let model = server(Config::default());
+    // As llama.cpp's server without a vision projector answers images.
+    let text_only = server(Config {
+        responder: std::sync::Arc::new(|req: &ReceivedRequest| {
+            if req.image_count() > 0 {
+                return nmb_fake_server::Reply::Raw {
+                    status: 500,
+                    headers: Vec::new(),
+                    body: r#"{"error":{"code":500,"message":"image input is not supported - hint: if this is unexpected, you may need to provide the mmproj","type":"server_error"}}"#.into(),
+                };
+            }
+            nmb_fake_server::judge::SimJudge::default().reply(req)
+        }),
+        ..Config::default()
+    });
+    let run = json_of(&nmb(
+        runs,
+        &[
+            "eval",
+            "--suite",
+            &designed.suite,
+            "--answers",
+            &designed.answers,
+            "--model",
+            &model_spec(Wire::OpenAi, &model),
+            "--samples",
+            "1",
+            "--no-score",
+            "--json",
+            "-q",
+        ],
+    ));
+    let run_id = run["run_id"].as_str().unwrap();
+    let judge = format!("openai:text-judge@{}/v1", text_only.url());
+    let score_with = |extra: &[&str]| {
+        let mut args = vec![
+            "score",
+            run_id,
+            "--judge",
+            &judge,
+            "--judge-concurrency",
+            "1",
+            "--no-bertscore",
+        ];
+        args.extend_from_slice(extra);
+        nmb(runs, &args)
+    };
+    let first = score_with(&["--judge-images", "same"]);
+    let stderr = text(&first.stderr);
+    assert!(!first.status.success());
+    assert!(
+        stderr.contains(&judge) && stderr.contains("unsupported_input"),
+        "{stderr}"
+    );
+    let with_images: usize = text_only
+        .requests()
+        .iter()
+        .filter(|r| r.image_count() > 0)
+        .count();
+    assert_eq!(with_images, 1, "it stops at the first refusal");
+    let seen = text_only.request_count();
+    let again = score_with(&["--judge-images", "same"]);
+    let stderr = text(&again.stderr);
+    assert!(!again.status.success());
+    assert!(
+        stderr.contains(&judge) && stderr.contains("earlier scoring"),
+        "{stderr}"
+    );
+    assert_eq!(
+        text_only.request_count(),
+        seen,
+        "refused before anything was sent"
+    );
+    // Without images the same judge reads the text as before.
+    let plain = score_with(&["--json"]);
+    assert!(plain.status.success(), "{}", text(&plain.stderr));
+}
