@@ -259,6 +259,19 @@ impl ScoringConfig {
         })
     }
 
+    /// The judge questions about one sample that carry its images, over every judge and repeat (at most: the
+    /// taxonomy asks about wrong answers only, criteria about the tasks they cover): 0 unless `--judge-images
+    /// same` with judges.
+    pub fn image_questions_per_sample(&self) -> u64 {
+        if self.judge_images != JudgeImages::Same {
+            return 0;
+        }
+        let kinds = u64::from(self.rubric != RubricChoice::Off)
+            + u64::from(self.taxonomy)
+            + u64::from(self.criteria.is_some());
+        kinds * self.judges.len() as u64 * u64::from(self.judge_repeats.max(1))
+    }
+
     /// With `--judge-images same`, a judge whose backend cannot take images is refused before it is connected.
     fn check_sees_images(&self, spec: &ModelSpec) -> Result<(), ScoreError> {
         if self.judge_images != JudgeImages::Same {

@@ -497,3 +497,107 @@ fn a_text_only_judge_server_stops_the_scoring_once_and_is_refused_before_sending
     let plain = score_with(&["--json"]);
     assert!(plain.status.success(), "{}", text(&plain.stderr));
 }
+
+#[test]
+fn a_dry_run_counts_the_images_judges_would_be_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path();
+    let designed = designed_suite(dir.path(), 5);
+    let model = server(Config::default());
+    let dry = |extra: &[&str]| {
+        let model = model_spec(Wire::OpenAi, &model);
+        let mut args = vec![
+            "eval",
+            "--suite",
+            &designed.suite,
+            "--model",
+            &model,
+            "--samples",
+            "3",
+            "--judge",
+            "openai:j@http://127.0.0.1:9/v1",
+            "--judge",
+            "anthropic:k@http://127.0.0.1:9",
+            "--dry-run",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        json_of(&nmb(runs, &args))
+    };
+    let plain = dry(&[]);
+    assert!(plain.get("judge_images").is_none(), "{plain}");
+    let same = dry(&["--judge-images", "same"]);
+    // One image per sample (single-turn tasks): the model's own count; rubric and taxonomy, two judges.
+    let samples = 5 * 3;
+    assert_eq!(same["images_sent"], samples);
+    let per_sample = same["est_image_tokens"].as_u64().unwrap() / samples;
+    assert!(per_sample > 0);
+    let judged = &same["judge_images"];
+    assert_eq!(judged["questions_per_sample"], 2 * 2, "{judged}");
+    assert_eq!(judged["images_sent"], samples * 4);
+    assert_eq!(judged["est_image_tokens"], samples * 4 * per_sample);
+    let no_rubric = dry(&["--judge-images", "same", "--no-rubric"]);
+    assert_eq!(no_rubric["judge_images"]["images_sent"], samples * 2);
+    assert_eq!(model.request_count(), 0);
+}
+
+#[test]
+fn judges_batched_carry_the_images_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path();
+    let designed = designed_suite(dir.path(), 4);
+    let model = server(Config::default());
+    let images = designed.cases.values().map(|(png, _)| png.as_slice());
+    let judge = server(Config {
+        responder: VisualJudge::reading(images, 7).responder(),
+        batch: nmb_fake_server::batch::BatchConfig {
+            polls: 1,
+            ..Default::default()
+        },
+        ..Config::default()
+    });
+    let run = json_of(&nmb(
+        runs,
+        &[
+            "eval",
+            "--suite",
+            &designed.suite,
+            "--answers",
+            &designed.answers,
+            "--model",
+            &model_spec(Wire::OpenAi, &model),
+            "--samples",
+            "1",
+            "--no-score",
+            "--json",
+            "-q",
+        ],
+    ));
+    let run_id = run["run_id"].as_str().unwrap();
+    let judge_spec = format!("anthropic:visual-judge@{}", judge.url());
+    let report = score(
+        runs,
+        run_id,
+        &[judge_spec],
+        &[
+            "--judge-images",
+            "same",
+            "--judge-batch",
+            "--judge-batch-poll",
+            "0.05",
+        ],
+    );
+    let sent = judge.requests();
+    let taxonomy: Vec<_> = sent.iter().filter(|r| is_taxonomy(r)).collect();
+    assert_eq!(taxonomy.len(), 4);
+    for r in taxonomy {
+        assert!(r.batch.is_some());
+        let case = case_of(r).unwrap();
+        assert_eq!(
+            image_hashes(r),
+            vec![nmb_imaging::content_hash(&designed.cases[&case].0)]
+        );
+    }
+    let (agree, n) = agreement(&report, &designed);
+    assert_eq!((agree, n), (4, 4));
+}
