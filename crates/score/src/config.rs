@@ -419,6 +419,7 @@ mod tests {
             criteria: Some(PathBuf::from("criteria.toml")),
             max_response_mib: Some(64),
             by: vec!["age:0-40,40-".into(), "sex".into()],
+            judge_images: JudgeImages::Same,
             suite: SuiteOverride {
                 spec: Some("sample".into()),
                 answers: Some(PathBuf::from("a.jsonl")),
@@ -447,7 +448,7 @@ mod tests {
         assert_eq!(default, ScoringConfig::default());
         let text = serde_json::to_string(&ScoringConfig::default()).unwrap();
         assert!(
-            !text.contains("suite") && !text.contains("prices"),
+            !text.contains("suite") && !text.contains("prices") && !text.contains("judge_images"),
             "{text}"
         );
         assert_eq!(
