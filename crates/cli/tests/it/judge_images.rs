@@ -200,7 +200,7 @@ fn the_taxonomy_follows_the_images_only_when_the_judge_sees_them() {
     let report_seeing = score(
         runs,
         &run_id,
-        &[judge_spec.clone()],
+        std::slice::from_ref(&judge_spec),
         &["--judge-images", "same", "--no-rubric"],
     );
     assert_eq!(
