@@ -63,6 +63,6 @@ mod thinking;
 pub use config::{ConnectJudges, RubricChoice, ScoringConfig, SuiteOverride};
 pub use error::{ConnectError, ScoreError};
 pub use run::{score_run, score_suite, suite_source};
-pub use scorer::{score_loaded, ScoreOptions, MAX_RANK};
+pub use scorer::{score_loaded, JudgeImages, ScoreOptions, MAX_RANK};
 pub use semantic::BertScoreSetting;
 pub use thinking::stored_probe;

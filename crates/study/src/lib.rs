@@ -98,6 +98,7 @@ A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--
   judges = [\"openai:gpt-4o-mini\"]
   bertscore = false               # also rubric = false
   by = [\"sex\", \"age:0-40,40-65,65-\"]   # headline numbers per subgroup, as --by
+  judge_images = \"same\"          # judges see the images the model saw, as --judge-images
 
 Every suite runs with every model (and template), each exactly as the `nmb eval` it stands for, the
 models at once through one scheduler (--concurrency caps the study, each model keeps its own limit);
@@ -269,6 +270,8 @@ pub struct ScoringEntry {
     /// Subgroup fields, as `nmb eval --by` takes them (`["sex", "age:0-40,40-65,65-"]`).
     #[serde(default)]
     pub by: Vec<String>,
+    /// What judges see of the images the models were shown, as `nmb eval --judge-images` (`"none"`, `"same"`).
+    pub judge_images: Option<nmb_score::JudgeImages>,
 }
 
 /// A checked run file and where it lives.
@@ -834,6 +837,29 @@ bertscore = false
         assert!(err.to_string().contains("`50-`"), "{err}");
         let default = scoring_config(&parse(Path::new("/s.toml"), GOOD).unwrap(), &[]).unwrap();
         assert!(default.by.is_empty());
+    }
+
+    #[test]
+    fn scoring_judge_images_is_the_flags_value_and_a_local_judge_is_refused() {
+        let text = GOOD.replace(
+            "bertscore = false",
+            "bertscore = false\njudge_images = \"same\"",
+        );
+        let s = parse(Path::new("/studies/s.toml"), &text).unwrap();
+        let scoring = scoring_config(&s, &s.cells()).unwrap();
+        assert_eq!(scoring.judge_images, nmb_score::JudgeImages::Same);
+        let default = scoring_config(&parse(Path::new("/s.toml"), GOOD).unwrap(), &[]).unwrap();
+        assert_eq!(default.judge_images, nmb_score::JudgeImages::None);
+        let bad = text.replace("\"same\"", "\"all\"");
+        let err = parse(Path::new("/studies/s.toml"), &bad).unwrap_err();
+        assert!(err.to_string().contains("judge_images"), "{err}");
+        let mut local = scoring;
+        local.judges = vec![ModelSpec::parse("local:judge.gguf").unwrap()];
+        let err = local.check().unwrap_err().to_string();
+        assert!(
+            err.contains("local:judge.gguf") && err.contains("images"),
+            "{err}"
+        );
     }
 
     #[test]

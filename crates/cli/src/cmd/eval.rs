@@ -424,7 +424,8 @@ pub fn run(args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     }
     let config = args.config()?;
     if args.dry_run {
-        return dry_run(&config, args.json);
+        let scoring = args.output()?.scoring;
+        return dry_run_judged(&config, args.json, scoring.as_ref());
     }
     let done = run_one(&config, &args.invocation(at), &args.output()?, at)?;
     Ok(match done.outcome.all_errored() {
@@ -476,6 +477,40 @@ pub fn print_done(
         }
     }
     Ok(())
+}
+
+/// A dry run that also counts what judges that see the images (`--judge-images same`) would be sent.
+fn dry_run_judged(
+    config: &EvalConfig,
+    as_json: bool,
+    scoring: Option<&ScoringConfig>,
+) -> Result<ExitCode> {
+    let questions = scoring.map_or(0, ScoringConfig::image_questions_per_sample);
+    if questions == 0 {
+        return dry_run(config, as_json);
+    }
+    let estimate = nmb_run::estimate(config)?;
+    let images = estimate.conversation_images * questions;
+    let tokens = estimate.conversation_image_tokens * questions;
+    match as_json {
+        true => {
+            let mut out = estimate.json(config);
+            out["judge_images"] = json!({
+                "questions_per_sample": questions,
+                "images_sent": images,
+                "est_image_tokens": tokens,
+            });
+            println!("{out}");
+        }
+        false => {
+            print!("{}", estimate.text(config));
+            println!(
+                "judges (--judge-images same): at most {images} images, ~{tokens} image tokens of input, over \
+                 {questions} questions per sample (rubric, criteria, taxonomy; every judge and repeat)"
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn dry_run(config: &EvalConfig, as_json: bool) -> Result<ExitCode> {

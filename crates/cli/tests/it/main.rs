@@ -18,6 +18,7 @@ mod eval_wire;
 mod hostile;
 mod hostile_corpus;
 mod human;
+mod judge_images;
 mod judge_probes;
 mod judge_repeats;
 mod kill;

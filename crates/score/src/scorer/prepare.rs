@@ -31,6 +31,7 @@ pub(super) fn prepare<'a>(
         score: unscored(record, case, task),
         rules: Vec::new(),
         lesion_rules: Vec::new(),
+        images: Vec::new(),
     };
     let score = &mut w.score;
     match record.status {
