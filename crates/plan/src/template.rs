@@ -230,6 +230,19 @@ impl Template {
     }
 }
 
+const PLAIN_OPEN: &str = "{% block system %}{% raw %}";
+const PLAIN_CLOSE: &str = "{% endraw %}{% endblock %}\n{% block user %}";
+
+impl Template {
+    /// The prompt text of a plain prompt file (one without `{% block %}`, such as NeuroVLM-Bench's
+    /// `prompts/neurorad_prompt*.txt`), trimmed: what its system message says. `None` for any other template.
+    pub fn plain_prompt(&self) -> Option<&str> {
+        let rest = self.source.strip_prefix(PLAIN_OPEN)?;
+        let (text, _) = rest.split_once(PLAIN_CLOSE)?;
+        (*self.source == plain_prompt(text).ok()?).then_some(text)
+    }
+}
+
 /// Whether a template source defines a block (`{% block` or `{%- block`).
 fn has_blocks(source: &str) -> bool {
     source.contains("{% block") || source.contains("{%- block")

@@ -201,6 +201,11 @@ pub struct EvalArgs {
     /// built-in templates and each bundled variant); each run is named `NAME [variant]`, and --report covers all
     #[arg(long, value_name = "DIR|bundled", conflicts_with_all = ["template", "resume", "config"])]
     template_variants: Option<PathBuf>,
+    /// NeuroVLM-Bench few-shot: the authors' examples file (few_shot_examples.csv: file_path, class), its images
+    /// under --images-root; each task is asked as their runner asks it (the prompt file of --template as the
+    /// system message, the examples with their classes, then the image)
+    #[arg(long, value_name = "FILE.csv", requires = "template")]
+    few_shot: Option<PathBuf>,
     /// Language the prompts ask answers in [default: the suite's, else English]; "" for no instruction
     #[arg(long, value_name = "LANG")]
     answer_language: Option<String>,
@@ -336,6 +341,7 @@ impl EvalArgs {
             .as_ref()
             .map(|p| TemplateChoice::parse(&p.to_string_lossy()));
         config.answer_language = self.answer_language.clone();
+        config.few_shot = self.few_shot.clone();
         config.limits = self.limits();
         Ok(config)
     }
