@@ -4,18 +4,18 @@
 //! The runner sends three messages: the system message, its prompt file's text alone; one user message with the
 //! examples (an introduction, then for each example a header `Example N — class: CLASS` and its image, then a
 //! closing line); and the question as a user message of its own (one line of text, then the image). Every
-//! content is a list of parts, and every image is sent as a `data:image/jpeg;base64,` URL of the file's bytes,
-//! whatever their format. [`RunnerShots`] reproduces that, word for word and byte for byte, so that a run made by
-//! nmb and one made by the runner send the same messages.
-
-use std::sync::Arc;
+//! content is a list of parts, and every image is the file's bytes as they are, in a base64 data URL.
+//! [`RunnerShots`] reproduces that word for word, so that a run made by nmb and one made by the runner send the
+//! same messages, with one deliberate difference: the runner labels every image `image/jpeg`, whatever its
+//! format, and nmb labels each with its real type (the same bytes for JPEG files; for a PNG only the data URL's
+//! `data:image/png` differs), because an API that checks the label (Anthropic's) refuses a PNG labelled JPEG.
 
 use nmb_imaging::ImageSource;
 use nmb_suite::formats::few_shot::FewShotExample;
 use nmb_suite::Image;
 use sha2::{Digest, Sha256};
 
-use crate::chat::{ImagePart, Message, Part, Role};
+use crate::chat::{Message, Part, Role};
 use crate::error::PlanError;
 use crate::estimate::{image_tokens, text_tokens};
 use crate::images::ImageCache;
@@ -31,9 +31,6 @@ Now analyze the next image and output ONLY the JSON as per the schema.";
 
 /// The text before the image in the question's message.
 pub const RUNNER_QUERY: &str = "Analyze this image and output ONLY the JSON per the schema.";
-
-/// The MIME type the runner declares for every image.
-pub const RUNNER_MIME: &str = "image/jpeg";
 
 /// The examples of a NeuroVLM-Bench few-shot run, read and ready to send.
 #[derive(Clone)]
@@ -84,7 +81,7 @@ impl RunnerShots {
             tokens += image_tokens(loaded.width, loaded.height);
             let header = format!("Example {} — class: {}", i + 1, example.class);
             parts.push(Part::Text(header));
-            parts.push(Part::Image(as_runner_sends(&loaded.part)));
+            parts.push(Part::Image(loaded.part.clone()));
             recorded.push((example.class.clone(), loaded.part.sha256.clone()));
         }
         parts.push(Part::Text(RUNNER_OUTRO.to_string()));
@@ -128,14 +125,5 @@ impl RunnerShots {
     /// Estimated tokens of the examples' images.
     pub fn image_tokens(&self) -> u64 {
         self.image_tokens
-    }
-}
-
-/// The image as the runner declares it: the same bytes, labelled JPEG.
-pub(crate) fn as_runner_sends(part: &ImagePart) -> ImagePart {
-    ImagePart {
-        sha256: part.sha256.clone(),
-        mime: RUNNER_MIME.to_string(),
-        bytes: Arc::clone(&part.bytes),
     }
 }

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use crate::chat::{ImagePart, Message, OutputFormat, Part, Role};
 use crate::error::PlanError;
 use crate::estimate::{image_tokens, text_tokens, ASSUMED_ANSWER_TOKENS};
-use crate::few_shot::{as_runner_sends, RunnerShots, RUNNER_QUERY};
+use crate::few_shot::{RunnerShots, RUNNER_QUERY};
 use crate::images::ImageCache;
 use crate::jinja::{clean, marker};
 use crate::loaded::LoadedImage;
@@ -866,11 +866,7 @@ fn runner_task(
     let prompt = prompt.replace("\r\n", "\n").replace('\r', "\n");
     let loaded = load_images(cache, case, &case.images, settings.input_mode)?;
     let mut parts = vec![Part::Text(RUNNER_QUERY.to_string())];
-    parts.extend(
-        loaded
-            .iter()
-            .map(|(_, l)| Part::Image(as_runner_sends(&l.part))),
-    );
+    parts.extend(loaded.iter().map(|(_, l)| Part::Image(l.part.clone())));
     let turn = PlannedTurn {
         user: Message {
             role: Role::User,
