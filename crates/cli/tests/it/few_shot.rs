@@ -137,13 +137,14 @@ fn answers(fx: &Fixture) -> BTreeMap<String, Value> {
         .collect()
 }
 
-/// A server that answers each request by its last image (the query), keeping every body.
+/// A server that answers each request by its last image (the query), keeping every body; asked without
+/// examples (one image), it answers "normal".
 fn runner_server(fx: &Fixture) -> nmb_fake_server::FakeServer {
     let answers = answers(fx);
     server(Config {
         keep_bodies: true,
         responder: Arc::new(move |req| {
-            let query = req
+            let images: Vec<String> = req
                 .messages
                 .iter()
                 .flat_map(|m| &m.parts)
@@ -151,11 +152,14 @@ fn runner_server(fx: &Fixture) -> nmb_fake_server::FakeServer {
                     ReceivedPart::Image { sha256, .. } => Some(sha256.clone()),
                     _ => None,
                 })
-                .next_back()
-                .unwrap_or_default();
-            let text = answers
-                .get(&query)
-                .map_or_else(|| "no such image".to_string(), |a| a.to_string());
+                .collect();
+            let query = images.last().cloned().unwrap_or_default();
+            let text = match images.len() {
+                1 => answer("normal").to_string(),
+                _ => answers
+                    .get(&query)
+                    .map_or_else(|| "no such image".to_string(), |a| a.to_string()),
+            };
             Reply::Texts(vec![text; req.samples() as usize])
         }),
         ..Config::default()
@@ -414,6 +418,73 @@ fn requests_are_the_runners_and_its_file_imports_with_the_same_scores() {
         "the examples are part of the run's identity"
     );
     assert_eq!(hash(&same), hash(&result));
+}
+
+#[test]
+fn compare_reads_the_few_shot_gain_against_zero_shot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fx = fixture(tmp.path());
+    let runs = tmp.path().join("runs");
+    let srv = runner_server(&fx);
+    let few = json_of(&few_shot_eval(
+        &fx,
+        &runs,
+        &srv.url(),
+        "few_shot_examples.csv",
+        &[],
+    ));
+    let zero = json_of(
+        &nmb_command(&runs)
+            .args([
+                "eval",
+                "--suite",
+                &format!("neurovlm:{}", fx.at("subset.csv")),
+            ])
+            .args(["--images-root", &fx.dataset.display().to_string()])
+            .args(["--template", &fx.at("prompt.txt")])
+            .args(["--model", &format!("openai:{MODEL}@{}/v1", srv.url())])
+            .args([
+                "--samples",
+                "1",
+                "--temperature",
+                "0",
+                "--seed",
+                "42",
+                "--top-p",
+                "none",
+            ])
+            .args(["--no-bertscore", "--json", "-q"])
+            .output()
+            .unwrap(),
+    );
+    let id = |v: &Value| v["run_id"].as_str().unwrap().to_string();
+    let (few, zero) = (id(&few), id(&zero));
+    let accuracy = |run: &str| {
+        json_of(&nmb(&runs, &["score", run, "--no-bertscore", "--json"]))["overall"]["accuracy"]
+            ["value"]
+            .as_f64()
+            .unwrap()
+    };
+    let expected = accuracy(&few) - accuracy(&zero);
+    assert!(expected.abs() > 0.1, "the fixture makes a gain: {expected}");
+    for (a, b) in [(&few, &zero), (&zero, &few)] {
+        let cmp = json_of(&nmb(&runs, &["compare", a, b, "--json"]));
+        let gain = &cmp["few_shot_gain"];
+        assert_eq!(gain["few_shot_run"], few.as_str(), "{cmp}");
+        assert_eq!(gain["zero_shot_run"], zero.as_str());
+        let (value, low, high) = (
+            gain["gain"]["value"].as_f64().unwrap(),
+            gain["gain"]["ci_low"].as_f64().unwrap(),
+            gain["gain"]["ci_high"].as_f64().unwrap(),
+        );
+        assert!((value - expected).abs() < 1e-12, "{value} != {expected}");
+        assert!(low <= value && value <= high, "{gain}");
+        let text = text(&nmb(&runs, &["compare", a, b]).stdout);
+        assert!(text.contains("few-shot gain ("), "{text}");
+    }
+    // Two zero-shot runs have no few-shot gain.
+    let cmp = json_of(&nmb(&runs, &["compare", &zero, &zero, "--json"]));
+    assert!(cmp.get("few_shot_gain").is_none(), "{cmp}");
 }
 
 #[test]
