@@ -347,6 +347,19 @@ mod tests {
     }
 
     #[test]
+    fn a_plain_prompt_gives_back_its_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("neurorad_prompt.txt");
+        std::fs::write(&file, "\n  Answer {\"a\": 1}.\n\n\nOnly JSON.  \n").unwrap();
+        let t = Template::from_file(&file).unwrap();
+        assert_eq!(t.plain_prompt(), Some("Answer {\"a\": 1}.\n\n\nOnly JSON."));
+        assert_eq!(
+            Template::builtin("neurovlm-v1").unwrap().plain_prompt(),
+            None
+        );
+    }
+
+    #[test]
     fn header_parse() {
         assert_eq!(
             parse_header("{# nmb-template: id=x-1 version=3 #}\nhi"),
