@@ -482,6 +482,26 @@ fn compare_reads_the_few_shot_gain_against_zero_shot() {
         let text = text(&nmb(&runs, &["compare", a, b]).stdout);
         assert!(text.contains("few-shot gain ("), "{text}");
     }
+    // The report shows the pair's gain, in every rendering.
+    let report = tmp.path().join("report");
+    let out = nmb(
+        &runs,
+        &["report", &zero, &few, "--out", report.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("report.json")).unwrap())
+            .unwrap();
+    let rows = doc["sections"]["few-shot-gain"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["few_shot_run"], few.as_str());
+    let value = rows[0]["gain"]["value"].as_f64().unwrap();
+    assert!((value - expected).abs() < 1e-12, "{value} != {expected}");
+    for file in ["report.html", "report.md"] {
+        let page = std::fs::read_to_string(report.join(file)).unwrap();
+        assert!(page.contains("Few-shot gain"), "{file}");
+    }
+
     // Two zero-shot runs have no few-shot gain.
     let cmp = json_of(&nmb(&runs, &["compare", &zero, &zero, "--json"]));
     assert!(cmp.get("few_shot_gain").is_none(), "{cmp}");

@@ -6,6 +6,7 @@ pub(crate) mod analysis;
 pub(crate) mod calibration;
 pub(crate) mod criteria;
 pub(crate) mod errored_by_family;
+pub(crate) mod few_shot;
 pub(crate) mod label_set;
 pub(crate) mod neurovlm;
 pub(crate) mod paired;
@@ -39,7 +40,11 @@ type Builder = fn(&[RunData], &Analysis) -> Option<TableSection>;
 
 /// The table sections under the headline, in the order shown. A new table section is a module here and one
 /// entry in this list.
-const UNDER_HEADLINE: &[Builder] = &[errored_by_family::section, subgroups::section];
+const UNDER_HEADLINE: &[Builder] = &[
+    errored_by_family::section,
+    subgroups::section,
+    few_shot::section,
+];
 
 /// The table sections shown under the headline, each built once; one that has nothing to show is left out.
 pub(crate) fn under_headline(runs: &[RunData], analysis: &Analysis) -> Vec<TableSection> {
