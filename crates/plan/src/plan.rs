@@ -851,7 +851,7 @@ fn runner_task(
     if task.family != Family::Structured || !task.turns.is_empty() {
         return Err(PlanError::FewShotUse(format!(
             "a {} task; an examples file (--few-shot FILE.csv) is for NeuroVLM-Bench's structured tasks, one \
-             image each (use --few-shot K with --few-shot-from for other suites)",
+             image each, asked in one turn",
             task.family
         )));
     }
