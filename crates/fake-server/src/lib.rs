@@ -75,6 +75,9 @@ pub struct Config {
     pub hash_images: bool,
     /// Keep every request in memory for [`FakeServer::requests`].
     pub record: bool,
+    /// With `record`: keep each request's body as sent too ([`ReceivedRequest::body`]), for tests that compare
+    /// bytes. Off by default: bodies carry every image.
+    pub keep_bodies: bool,
     /// Also append every request as a JSON line here (auth values never included).
     pub log_path: Option<PathBuf>,
     /// Fault for every `n`-th request (1-based: requests n, 2n, ...).
@@ -92,6 +95,7 @@ impl Default for Config {
             latency: Duration::ZERO,
             hash_images: true,
             record: true,
+            keep_bodies: false,
             log_path: None,
             fault_every: None,
             responder: Arc::new(default_reply),

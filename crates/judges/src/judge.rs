@@ -115,6 +115,7 @@ impl Question {
         Message {
             role: Role::User,
             parts,
+            as_parts: false,
         }
     }
 }

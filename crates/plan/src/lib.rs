@@ -89,6 +89,7 @@
 pub mod chat;
 mod error;
 pub mod estimate;
+pub mod few_shot;
 mod images;
 mod jinja;
 mod loaded;
@@ -104,6 +105,7 @@ pub use chat::{
     SamplingParam,
 };
 pub use error::PlanError;
+pub use few_shot::RunnerShots;
 pub use images::{ImageCache, DEFAULT_CACHE_BYTES};
 pub use loaded::LoadedImage;
 pub use plan::{

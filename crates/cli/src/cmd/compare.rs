@@ -31,6 +31,10 @@ Every p-value of the table gets its Holm and Benjamini-Hochberg (BH) adjusted va
 p-values of all rows are one family, the McNemar p-values another; the family is stated under the table, and
 `*` marks an adjusted p-value at or below --alpha.
 
+Where one run was asked with few-shot examples (--few-shot) and the other without, of the same model on the
+same suite, the overall difference is also given as the few-shot gain: few-shot minus zero-shot, with its
+paired bootstrap CI and p-value (`few_shot_gain` in --json).
+
 Exit status: 0 when compared, 1 when a run is unknown or not scored, 2 on bad usage.";
 
 #[derive(Args, Debug)]
@@ -58,11 +62,15 @@ pub fn run(args: CompareArgs, at: &StoreAt) -> Result<ExitCode> {
     let cmp = nmb_results::compare::compare(&a, &b, &args.bootstrap.config())?;
     let multiplicity = adjust(std::slice::from_ref(&cmp), args.alpha)?;
     let probe = probe_effect(&store, &cmp, (&a, &b), &args.bootstrap.config())?;
+    let gain = few_shot_gain(&store, &cmp);
     if args.json {
         let mut doc = serde_json::to_value(&cmp)?;
         doc["multiplicity"] = serde_json::to_value(&multiplicity)?;
         if let Some(probe) = &probe {
             doc["probe"] = serde_json::to_value(probe)?;
+        }
+        if let Some(g) = &gain {
+            doc["few_shot_gain"] = serde_json::to_value(g)?;
         }
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
@@ -70,8 +78,57 @@ pub fn run(args: CompareArgs, at: &StoreAt) -> Result<ExitCode> {
         if let Some(probe) = &probe {
             print_probe(probe);
         }
+        if let Some(g) = &gain {
+            print_few_shot_gain(g);
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The overall difference read as few-shot minus zero-shot, where exactly one run had examples.
+#[derive(Debug, serde::Serialize)]
+struct FewShotGain {
+    few_shot_run: String,
+    zero_shot_run: String,
+    /// Few-shot minus zero-shot accuracy, with the paired bootstrap CI of the comparison.
+    gain: nmb_stats::Estimate,
+    p_value: f64,
+}
+
+/// Whether the two runs are the same model on the same suite, one with few-shot examples and one without; then
+/// the comparison's overall difference, oriented few-shot minus zero-shot.
+fn few_shot_gain(store: &nmb_store::Store, c: &Comparison) -> Option<FewShotGain> {
+    let manifest = |id: &str| store.run(id).ok().map(|r| r.manifest);
+    let (a, b) = (manifest(&c.run_a)?, manifest(&c.run_b)?);
+    let few_shot = |m: &nmb_store::Manifest| {
+        m.eval_config
+            .as_ref()
+            .is_some_and(|c| !c["few_shot"].is_null())
+    };
+    if a.model != b.model || a.suite_hash != b.suite_hash || few_shot(&a) == few_shot(&b) {
+        return None;
+    }
+    let paired = c.groups.first()?.paired.as_ref()?;
+    let (few, zero, sign) = match few_shot(&a) {
+        true => (&c.run_a, &c.run_b, 1.0),
+        false => (&c.run_b, &c.run_a, -1.0),
+    };
+    let d = &paired.diff;
+    let (low, high) = match sign > 0.0 {
+        true => (d.ci_low, d.ci_high),
+        false => (-d.ci_high, -d.ci_low),
+    };
+    Some(FewShotGain {
+        few_shot_run: few.clone(),
+        zero_shot_run: zero.clone(),
+        gain: nmb_stats::Estimate {
+            value: sign * d.value,
+            ci_low: low,
+            ci_high: high,
+            ..d.clone()
+        },
+        p_value: paired.p_value,
+    })
 }
 
 fn print_table(c: &Comparison, multiplicity: &Multiplicity) {
@@ -227,4 +284,17 @@ fn print_probe(p: &PairProbe) {
 
 fn adjusted(p: Option<f64>) -> String {
     p.map_or_else(|| "-".into(), |p| format!("{p:.4}"))
+}
+
+fn print_few_shot_gain(g: &FewShotGain) {
+    let pts = |v: f64| 100.0 * v;
+    println!(
+        "few-shot gain ({} few-shot - {} zero-shot): {:+.1} [{:+.1}, {:+.1}] pts, p boot {:.4}",
+        g.few_shot_run,
+        g.zero_shot_run,
+        pts(g.gain.value),
+        pts(g.gain.ci_low),
+        pts(g.gain.ci_high),
+        g.p_value
+    );
 }

@@ -211,6 +211,11 @@ pub struct EvalArgs {
     /// The seed that draws each probed task's wrong diagnosis; part of the probed runs' identity
     #[arg(long, value_name = "N", default_value_t = 1, requires = "probe")]
     probe_seed: u64,
+    /// NeuroVLM-Bench few-shot: the authors' examples file (few_shot_examples.csv: file_path, class), its images
+    /// under --images-root; each task is asked as their runner asks it (the prompt file of --template as the
+    /// system message, the examples with their classes, then the image)
+    #[arg(long, value_name = "FILE.csv", requires = "template")]
+    few_shot: Option<PathBuf>,
     /// Language the prompts ask answers in [default: the suite's, else English]; "" for no instruction
     #[arg(long, value_name = "LANG")]
     answer_language: Option<String>,
@@ -346,6 +351,7 @@ impl EvalArgs {
             .as_ref()
             .map(|p| TemplateChoice::parse(&p.to_string_lossy()));
         config.answer_language = self.answer_language.clone();
+        config.few_shot = self.few_shot.clone();
         config.limits = self.limits();
         Ok(config)
     }

@@ -6,6 +6,7 @@ pub(crate) mod analysis;
 pub(crate) mod calibration;
 pub(crate) mod criteria;
 pub(crate) mod errored_by_family;
+pub(crate) mod few_shot;
 pub(crate) mod label_set;
 pub(crate) mod neurovlm;
 pub(crate) mod paired;
@@ -44,6 +45,7 @@ const UNDER_HEADLINE: &[Builder] = &[
     errored_by_family::section,
     subgroups::section,
     probes::section,
+    few_shot::section,
 ];
 
 /// The table sections shown under the headline, each built once; one that has nothing to show is left out.

@@ -38,6 +38,7 @@
 mod answers;
 mod check;
 mod columns;
+pub mod few_shot;
 mod filter;
 mod json;
 mod mcq;
