@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Prints what llama.cpp's multimodal library (`mtmd`) computes for prompts holding images, bit for bit as its CPU
+build computes it: the chunks a prompt becomes, each image's embeddings, and the logits after the prompt.
+
+Usage: llama-mtmd.py MODEL.gguf MMPROJ.gguf [--threads N]
+Reads requests from stdin, one JSON object a line: {"prompt": TEXT, "images": [[WIDTH, HEIGHT, RGB_FILE], ...]}
+where TEXT holds one `<__media__>` marker per image and each RGB_FILE holds WIDTH × HEIGHT × 3 bytes (RGB, rows
+top to bottom). For each, in a fresh context (4096 positions, batches of 512 as llama.cpp's server reads them), it
+prints one JSON line: {"chunks": [{"text": [ids]} or {"image": N_TOKENS, "embd": HEX}], "logits": HEX}, with
+`embd` each image's embeddings (N_TOKENS rows of the text model's width) and `logits` those after the prompt's
+last position, both as little-endian f32 bytes in hex. The tests compare these with nmb's local engine.
+
+The prompt is tokenised by `mtmd_tokenize` with special tokens parsed and BOS added as the model says; the
+projector's context takes llama.cpp's defaults (flash attention left to its choice, warm-up on) with
+`--threads` threads and no GPU. Like scripts/llama-logits.py it calls the C API in xllamacpp's shared library
+through ctypes (the structs' layouts of xllamacpp 2026.10.11549; the script checks what it can).
+"""
+import argparse
+import ctypes as C
+import importlib.util
+import json
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+spec = importlib.util.spec_from_file_location("llama_logits", os.path.join(HERE, "llama-logits.py"))
+ll = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ll)
+
+
+class MtmdParams(C.Structure):
+    # Larger than mtmd_context_params, returned and passed by value in memory (see llama-logits.py).
+    _fields_ = [("raw", C.c_ubyte * 256)]
+
+
+class InputText(C.Structure):
+    # xllamacpp 2026.10.11549's mtmd_input_text carries the text's length after its pointer.
+    _fields_ = [("text", C.c_char_p), ("len", C.c_size_t), ("add_special", C.c_bool), ("parse_special", C.c_bool)]
+
+
+def mtmd_library(lib):
+    lib.mtmd_context_params_default.restype = MtmdParams
+    lib.mtmd_init_from_file.restype = C.c_void_p
+    lib.mtmd_init_from_file.argtypes = [C.c_char_p, C.c_void_p, MtmdParams]
+    lib.mtmd_log_set.argtypes = [C.c_void_p, C.c_void_p]
+    lib.mtmd_log_set(C.cast(ll.library.keep, C.c_void_p), None)
+    lib.mtmd_helper_log_set.argtypes = [C.c_void_p, C.c_void_p]
+    lib.mtmd_helper_log_set(C.cast(ll.library.keep, C.c_void_p), None)
+    lib.mtmd_bitmap_init.restype = C.c_void_p
+    lib.mtmd_bitmap_init.argtypes = [C.c_uint32, C.c_uint32, C.c_char_p]
+    lib.mtmd_bitmap_free.argtypes = [C.c_void_p]
+    lib.mtmd_input_chunks_init.restype = C.c_void_p
+    lib.mtmd_input_chunks_free.argtypes = [C.c_void_p]
+    lib.mtmd_input_chunks_size.restype = C.c_size_t
+    lib.mtmd_input_chunks_size.argtypes = [C.c_void_p]
+    lib.mtmd_input_chunks_get.restype = C.c_void_p
+    lib.mtmd_input_chunks_get.argtypes = [C.c_void_p, C.c_size_t]
+    lib.mtmd_tokenize.restype = C.c_int32
+    lib.mtmd_tokenize.argtypes = [C.c_void_p, C.c_void_p, C.POINTER(InputText), C.c_void_p, C.c_size_t]
+    lib.mtmd_input_chunk_get_type.restype = C.c_int
+    lib.mtmd_input_chunk_get_type.argtypes = [C.c_void_p]
+    lib.mtmd_input_chunk_get_tokens_text.restype = C.POINTER(C.c_int32)
+    lib.mtmd_input_chunk_get_tokens_text.argtypes = [C.c_void_p, C.POINTER(C.c_size_t)]
+    lib.mtmd_input_chunk_get_n_tokens.restype = C.c_size_t
+    lib.mtmd_input_chunk_get_n_tokens.argtypes = [C.c_void_p]
+    lib.mtmd_encode_chunk.restype = C.c_int32
+    lib.mtmd_encode_chunk.argtypes = [C.c_void_p, C.c_void_p]
+    lib.mtmd_get_output_embd.restype = C.POINTER(C.c_float)
+    lib.mtmd_get_output_embd.argtypes = [C.c_void_p]
+    lib.mtmd_helper_eval_chunks.restype = C.c_int32
+    lib.mtmd_helper_eval_chunks.argtypes = [C.c_void_p, C.c_void_p, C.c_void_p, C.c_int32, C.c_int32, C.c_int32,
+                                            C.c_bool, C.POINTER(C.c_int32)]
+    lib.llama_model_n_embd.restype = C.c_int32
+    lib.llama_model_n_embd.argtypes = [C.c_void_p]
+
+
+def mtmd_params(lib, threads):
+    raw = bytearray(bytes(lib.mtmd_context_params_default().raw))
+    # use_gpu (bool at 0), print_timings (bool at 16), n_threads (i32 at 20), flash_attn_type (i32 at 40, -1:
+    # auto), warmup (bool at 44).
+    found = struct.unpack_from("<BiiB", raw, 16)
+    if found != (1, 4, -1, 1) and struct.unpack_from("<iiB", raw, 20)[:1] != (4,):
+        sys.exit(f"llama-mtmd.py: mtmd_context_params holds {found}: not the layout this script knows")
+    if struct.unpack_from("<i", raw, 40)[0] != -1:
+        sys.exit("llama-mtmd.py: mtmd_context_params' flash_attn_type is not at byte 40")
+    raw[0] = 0
+    raw[16] = 0
+    struct.pack_into("<i", raw, 20, threads)
+    return MtmdParams.from_buffer_copy(bytes(raw))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("mmproj")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    lib = ll.library()
+    mtmd_library(lib)
+    lib.llama_backend_init()
+    model = lib.llama_model_load_from_file(args.model.encode(), lib.llama_model_default_params())
+    if not model:
+        sys.exit(f"llama-mtmd.py: llama.cpp could not load {args.model}")
+    ctx = lib.mtmd_init_from_file(args.mmproj.encode(), model, mtmd_params(lib, args.threads))
+    if not ctx:
+        sys.exit(f"llama-mtmd.py: mtmd could not load {args.mmproj}")
+    vocab = lib.llama_vocab_n_tokens(lib.llama_model_get_vocab(model))
+    n_embd = lib.llama_model_n_embd(model)
+    for line in sys.stdin:
+        req = json.loads(line)
+        bitmaps = []
+        for w, h, path in req["images"]:
+            with open(path, "rb") as f:
+                data = f.read()
+            if len(data) != w * h * 3:
+                sys.exit(f"llama-mtmd.py: {path} holds {len(data)} bytes, not {w}x{h}x3")
+            bitmaps.append(lib.mtmd_bitmap_init(w, h, data))
+        chunks = lib.mtmd_input_chunks_init()
+        prompt = req["prompt"].encode()
+        text = InputText(prompt, len(prompt), True, True)
+        arr = (C.c_void_p * max(1, len(bitmaps)))(*bitmaps)
+        rc = lib.mtmd_tokenize(ctx, chunks, C.byref(text), arr, len(bitmaps))
+        if rc != 0:
+            sys.exit(f"llama-mtmd.py: mtmd_tokenize returned {rc}")
+        out = []
+        for i in range(lib.mtmd_input_chunks_size(chunks)):
+            chunk = lib.mtmd_input_chunks_get(chunks, i)
+            if lib.mtmd_input_chunk_get_type(chunk) == 0:
+                n = C.c_size_t()
+                ids = lib.mtmd_input_chunk_get_tokens_text(chunk, C.byref(n))
+                out.append({"text": [ids[j] for j in range(n.value)]})
+            else:
+                n = lib.mtmd_input_chunk_get_n_tokens(chunk)
+                if lib.mtmd_encode_chunk(ctx, chunk) != 0:
+                    sys.exit("llama-mtmd.py: mtmd_encode_chunk failed")
+                embd = lib.mtmd_get_output_embd(ctx)
+                out.append({"image": n, "embd": C.string_at(embd, 4 * n * n_embd).hex()})
+        lctx = lib.llama_init_from_model(model, ll.context_params(lib, args.threads))
+        if not lctx:
+            sys.exit("llama-mtmd.py: llama.cpp could not create a context")
+        past = C.c_int32(0)
+        rc = lib.mtmd_helper_eval_chunks(ctx, lctx, chunks, 0, 0, 512, True, C.byref(past))
+        if rc != 0:
+            sys.exit(f"llama-mtmd.py: mtmd_helper_eval_chunks returned {rc}")
+        logits = lib.llama_get_logits_ith(lctx, -1)
+        print(json.dumps({"chunks": out, "logits": C.string_at(logits, 4 * vocab).hex()}), flush=True)
+        lib.llama_free(lctx)
+        lib.mtmd_input_chunks_free(chunks)
+        for b in bitmaps:
+            lib.mtmd_bitmap_free(b)
+
+
+if __name__ == "__main__":
+    main()
