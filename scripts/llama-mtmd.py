@@ -75,8 +75,47 @@ def mtmd_library(lib):
     lib.llama_model_n_embd.argtypes = [C.c_void_p]
 
 
+EVAL_CB = C.CFUNCTYPE(C.c_bool, C.c_void_p, C.c_bool, C.c_void_p)
+
+
+def dump_callback(folder):
+    """An eval callback writing each named contiguous F32 tensor the encoder computes to FOLDER/NAME.f32."""
+    def cb(t, ask, _user):
+        if ask:
+            return True
+        raw = C.string_at(t, 320)
+        ttype = struct.unpack_from("<i", raw, 0)[0]
+        ne = struct.unpack_from("<4q", raw, 16)
+        nb = struct.unpack_from("<4Q", raw, 48)
+        data = struct.unpack_from("<Q", raw, 248)[0]
+        name = raw[256:320].split(b"\0")[0].decode()
+        n = ne[0] * ne[1] * ne[2] * ne[3]
+        op = struct.unpack_from("<i", raw, 80)[0]
+        srcs = struct.unpack_from("<10Q", raw, 152)
+        snames = []
+        for sp in srcs:
+            if sp:
+                sr = C.string_at(sp, 320)
+                snames.append(sr[256:320].split(b"\0")[0].decode() + ":" + str(struct.unpack_from("<i", sr, 0)[0]))
+        with open(os.path.join(folder, "graph.txt"), "a") as f:
+            f.write(f"{name} op={op} type={ttype} ne={ne} srcs={snames}\n")
+        if ttype == 0 and name and data and nb[0] == 4 and nb[1] == 4 * ne[0]:
+            with open(os.path.join(folder, f"{name}.f32"), "wb") as f:
+                f.write(C.string_at(data, 4 * n))
+        elif ttype == 1 and name and data and nb[0] == 2 and nb[1] == 2 * ne[0]:
+            halves = struct.unpack(f"<{n}e", C.string_at(data, 2 * n))
+            with open(os.path.join(folder, f"{name}.f32"), "wb") as f:
+                f.write(struct.pack(f"<{n}f", *halves))
+        return True
+    return EVAL_CB(cb)
+
+
 def mtmd_params(lib, threads):
     raw = bytearray(bytes(lib.mtmd_context_params_default().raw))
+    folder = os.environ.get("NMB_MTMD_DUMP")
+    if folder:
+        mtmd_params.cb = dump_callback(folder)
+        struct.pack_into("<Q", raw, 56, C.cast(mtmd_params.cb, C.c_void_p).value)
     # use_gpu (bool at 0), print_timings (bool at 16), n_threads (i32 at 20), flash_attn_type (i32 at 40, -1:
     # auto), warmup (bool at 44).
     found = struct.unpack_from("<BiiB", raw, 16)

@@ -736,22 +736,32 @@ fn thread_pool(path: &Path) -> Result<rayon::ThreadPool, LocalError> {
 }
 
 /// Reads tensors by name, in the formats the kernels take, naming the file and tensor in every error.
-struct Loader<'a> {
+pub(crate) struct Loader<'a> {
     path: &'a Path,
     content: &'a Content,
     file: &'a mut File,
     formats: Vec<String>,
 }
 
-impl Loader<'_> {
-    fn err(&self, name: &str, message: String) -> LocalError {
+impl<'a> Loader<'a> {
+    /// A loader over the tensors of `content`, read from `file` (a vision projector's, see `vision`).
+    pub(crate) fn new(path: &'a Path, content: &'a Content, file: &'a mut File) -> Loader<'a> {
+        Loader {
+            path,
+            content,
+            file,
+            formats: Vec::new(),
+        }
+    }
+
+    pub(crate) fn err(&self, name: &str, message: String) -> LocalError {
         LocalError::Gguf {
             path: self.path.to_path_buf(),
             message: format!("tensor `{name}`: {message}"),
         }
     }
 
-    fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.content.tensor_infos.contains_key(name)
     }
 
@@ -834,7 +844,7 @@ impl Loader<'_> {
     /// The tensor `name`, which must have exactly `shape` (outermost first: `[rows, columns]`). The header
     /// reader has already placed its bytes inside the file; this holds it to what the architecture's
     /// hyperparameters say, before anything is read or allocated for it.
-    fn info(&self, name: &str, shape: &[usize]) -> Result<&TensorInfo, LocalError> {
+    pub(crate) fn info(&self, name: &str, shape: &[usize]) -> Result<&TensorInfo, LocalError> {
         let info = self.content.tensor_infos.get(name).ok_or_else(|| {
             self.err(
                 name,
@@ -854,6 +864,12 @@ impl Loader<'_> {
         Ok(info)
     }
 
+    /// The tensor `name`, whatever its shape (for a reader that reads a dimension from it).
+    pub(crate) fn info_any(&self, name: &str) -> Result<&TensorInfo, LocalError> {
+        (self.content.tensor_infos.get(name))
+            .ok_or_else(|| self.err(name, "missing; expected it in this GGUF".into()))
+    }
+
     /// The rows of a 2-D tensor (the embedding of a file with no vocabulary).
     fn rows(&self, name: &str) -> Result<usize, LocalError> {
         match self.content.tensor_infos.get(name).map(|i| i.shape.dims()) {
@@ -867,7 +883,12 @@ impl Loader<'_> {
     }
 
     /// A 2-D weight of `rows` outputs and `cols` columns (its input width).
-    fn matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<QMatrix, LocalError> {
+    pub(crate) fn matrix(
+        &mut self,
+        name: &str,
+        rows: usize,
+        cols: usize,
+    ) -> Result<QMatrix, LocalError> {
         if !cols.is_multiple_of(BLOCK) {
             return Err(self.err(
                 name,
@@ -912,12 +933,12 @@ impl Loader<'_> {
     }
 
     /// A 1-D f32 weight (a norm) of `len` values.
-    fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, LocalError> {
+    pub(crate) fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, LocalError> {
         self.info(name, &[len])?;
         self.dequantized(name)
     }
 
-    fn dequantized(&mut self, name: &str) -> Result<Vec<f32>, LocalError> {
+    pub(crate) fn dequantized(&mut self, name: &str) -> Result<Vec<f32>, LocalError> {
         self.content
             .tensor(self.file, name, &Device::Cpu)
             .and_then(|q| q.dequantize(&Device::Cpu))
@@ -931,7 +952,12 @@ impl Loader<'_> {
             })
     }
 
-    fn raw(&mut self, name: &str, offset: u64, len: usize) -> Result<Vec<u8>, LocalError> {
+    pub(crate) fn raw(
+        &mut self,
+        name: &str,
+        offset: u64,
+        len: usize,
+    ) -> Result<Vec<u8>, LocalError> {
         let start = self.content.tensor_data_offset + offset;
         let mut bytes = vec![0u8; len];
         self.file

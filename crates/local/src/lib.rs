@@ -88,6 +88,7 @@ mod spec;
 mod spm;
 mod template;
 mod tokenizer;
+mod vision;
 mod weights;
 
 use std::hash::BuildHasher;
@@ -108,6 +109,7 @@ pub use template::{
     IMAGE_OMITTED_MARKER, TEMPLATE_FUEL, TEMPLATE_OUTPUT_CAP,
 };
 pub use tokenizer::{Tokenizer, TokenizerSource};
+pub use vision::{Projector, ProjectorKind, RgbImage, MAX_ACTIVATION_BYTES, PROJECTOR_TYPES};
 pub use weights::LocalWeights;
 
 use batch::{Batch, Constraint, Done, Job};
