@@ -91,3 +91,135 @@ fn gemma3_embeddings_equal_llama_cpp() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+mod hostile {
+    //! Projector files whose headers lie, written from Rust (`Gguf::tiny_projector`): each is refused at load
+    //! with an error naming the file and the key or tensor, never a panic or an allocation sized from the lie.
+    use nmb_local::{Projector, RgbImage};
+    use nmb_test_support::gguf::{Gguf, Value};
+
+    fn load(g: &Gguf) -> Result<Projector, nmb_local::LocalError> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("hostile-mmproj.gguf");
+        g.write(&path);
+        Projector::load(&path)
+    }
+
+    fn refused(change: impl FnOnce(&mut Gguf), says: &[&str]) {
+        let mut g = Gguf::tiny_projector();
+        change(&mut g);
+        let text = load(&g).expect_err("refused").to_string();
+        for word in says.iter().chain(&["hostile-mmproj.gguf"]) {
+            assert!(text.contains(word), "`{word}` missing from: {text}");
+        }
+    }
+
+    #[test]
+    fn the_tiny_projector_loads_and_encodes() {
+        let p = load(&Gguf::tiny_projector()).expect("loads");
+        assert_eq!((p.tokens_per_image(), p.output_width()), (1, 64));
+        let img = RgbImage::new(5, 3, vec![7; 45]).expect("an image");
+        let e = p.encode(&img);
+        assert_eq!(e.len(), 64);
+        assert!(e.iter().all(|v| v.is_finite()), "{e:?}");
+    }
+
+    #[test]
+    fn another_projector_type_is_refused_with_the_types_read() {
+        refused(
+            |g| {
+                g.set("clip.projector_type", Value::Str("qwen2vl".into()));
+            },
+            &["clip.projector_type", "gemma3, idefics3", "qwen2vl"],
+        );
+    }
+
+    #[test]
+    fn hostile_sizes_are_refused_naming_the_key() {
+        let cases: [(&str, Value, &str); 8] = [
+            (
+                "clip.vision.image_size",
+                Value::U32(1 << 30),
+                "clip.vision.image_size",
+            ),
+            (
+                "clip.vision.image_size",
+                Value::U32(30),
+                "multiple of the patch size",
+            ),
+            (
+                "clip.vision.patch_size",
+                Value::U32(0),
+                "clip.vision.patch_size",
+            ),
+            (
+                "clip.vision.embedding_length",
+                Value::U32(u32::MAX),
+                "clip.vision.embedding_length",
+            ),
+            (
+                "clip.vision.attention.head_count",
+                Value::U32(3),
+                "head_count",
+            ),
+            (
+                "clip.vision.block_count",
+                Value::U32(100_000),
+                "clip.vision.block_count",
+            ),
+            (
+                "clip.vision.image_mean",
+                Value::F32s(vec![0.5; 2]),
+                "clip.vision.image_mean",
+            ),
+            (
+                "clip.vision.image_std",
+                Value::F32s(vec![0.0; 3]),
+                "clip.vision.image_std",
+            ),
+        ];
+        for (key, value, says) in cases {
+            refused(
+                |g| {
+                    g.set(key, value);
+                },
+                &[says],
+            );
+        }
+        // Activations past the budget: a grid of 4096 × 4096 patches.
+        refused(
+            |g| {
+                g.set("clip.vision.image_size", Value::U32(4096));
+                g.set("clip.vision.patch_size", Value::U32(1));
+            },
+            &["GiB"],
+        );
+    }
+
+    #[test]
+    fn lying_tensors_and_counts_are_refused() {
+        refused(
+            |g| g.tensor("v.blk.0.attn_q.weight").dims = vec![32, 128],
+            &["v.blk.0.attn_q.weight", "shape"],
+        );
+        refused(
+            |g| g.tensor("v.position_embd.weight").dims = vec![128, 2],
+            &["v.position_embd.weight"],
+        );
+        refused(
+            |g| g.tensor("v.patch_embd.weight").ty = 1,
+            &["v.patch_embd.weight"],
+        );
+        refused(
+            |g| g.tensor("mm.soft_emb_norm.weight").offset = Some(u64::MAX - 8),
+            &["mm.soft_emb_norm.weight"],
+        );
+        refused(
+            |g| {
+                g.tensors.retain(|t| t.name != "v.post_ln.bias");
+            },
+            &["v.post_ln.bias", "missing"],
+        );
+        refused(|g| g.metadata_count = Some(u64::MAX / 2), &["metadata"]);
+    }
+}
