@@ -221,6 +221,15 @@ impl Sequence {
     }
 }
 
+/// What columns of a step take besides their tokens: per column, an embedding to run in place of its token's
+/// (an image's, not scaled as token embeddings are), and the position its attention reaches to (exclusive), for
+/// columns that attend past their own position as llama.cpp's non-causal image batches do. Empty: none.
+#[derive(Debug, Default)]
+pub(crate) struct Inputs<'a> {
+    pub embd: Vec<Option<&'a [f32]>>,
+    pub ends: Vec<Option<usize>>,
+}
+
 /// One token to run: which sequence it extends, and whether its next-token logits are wanted.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Column {
@@ -323,6 +332,60 @@ impl Engine {
         self.step(&mut [&mut seq], &cols).pop().unwrap_or_default()
     }
 
+    /// The logits after a prompt of `parts` (token runs and image embeddings), each part run as llama.cpp's
+    /// `mtmd_helper_eval_chunks` decodes it: in batches of up to 512 columns of its own; an image's batch
+    /// attends within itself both ways where `non_causal` (Gemma 3).
+    pub(crate) fn parts_logits(&self, parts: &[crate::vision::PromptPart]) -> Vec<f32> {
+        use crate::vision::PromptPart;
+        let mut seq = Sequence::new(self.cfg.layers);
+        let mut logits = Vec::new();
+        for (i, part) in parts.iter().enumerate() {
+            let last = i + 1 == parts.len();
+            let (len, embd) = match part {
+                PromptPart::Tokens(ids) => (ids.len(), None),
+                PromptPart::Image { embd, .. } => (embd.len() / self.cfg.dim, Some(embd)),
+            };
+            for start in (0..len).step_by(attention::PROMPT_CHUNK) {
+                let n = attention::PROMPT_CHUNK.min(len - start);
+                let at = seq.len();
+                let cols: Vec<Column> = (start..start + n)
+                    .map(|j| Column {
+                        seq: 0,
+                        token: match part {
+                            PromptPart::Tokens(ids) => ids[j],
+                            PromptPart::Image { .. } => 0,
+                        },
+                        logits: last && j + 1 == len,
+                        chunk: n,
+                    })
+                    .collect();
+                let dim = self.cfg.dim;
+                let inputs = Inputs {
+                    embd: (start..start + n)
+                        .map(|j| embd.map(|e| &e[j * dim..(j + 1) * dim]))
+                        .collect(),
+                    ends: (0..n)
+                        .map(|_| match part {
+                            PromptPart::Image {
+                                non_causal: true, ..
+                            } => Some(at + n),
+                            _ => None,
+                        })
+                        .collect(),
+                };
+                if let Some(l) = self.step_with(&mut [&mut seq], &cols, &inputs).pop() {
+                    logits = l;
+                }
+            }
+        }
+        logits
+    }
+
+    /// The model's width (its embeddings').
+    pub(crate) fn width(&self) -> usize {
+        self.cfg.dim
+    }
+
     /// Token ids the model knows: the embedding's rows.
     pub(crate) fn vocab(&self) -> usize {
         self.embed.rows
@@ -333,15 +396,41 @@ impl Engine {
     }
 
     fn run(&self, seqs: &mut [&mut Sequence], cols: &[Column]) -> Vec<Vec<f32>> {
+        self.run_with(seqs, cols, &Inputs::default())
+    }
+
+    /// As [`Engine::step`], with columns that take an embedding instead of their token's and attend past
+    /// their own position (see [`Inputs`]).
+    pub(crate) fn step_with(
+        &self,
+        seqs: &mut [&mut Sequence],
+        cols: &[Column],
+        inputs: &Inputs<'_>,
+    ) -> Vec<Vec<f32>> {
+        self.pool.install(|| self.run_with(seqs, cols, inputs))
+    }
+
+    fn run_with(
+        &self,
+        seqs: &mut [&mut Sequence],
+        cols: &[Column],
+        inputs: &Inputs<'_>,
+    ) -> Vec<Vec<f32>> {
         let cfg = &self.cfg;
         let positions = positions(seqs, cols);
         let mut x = scratch::zeroed(cols.len() * cfg.dim);
         for (c, col) in cols.iter().enumerate() {
-            self.embed
-                .dequantize_row(col.token as usize, &mut x[c * cfg.dim..(c + 1) * cfg.dim]);
-        }
-        if let Some(s) = cfg.embed_scale {
-            scale(&mut x, s);
+            let dst = &mut x[c * cfg.dim..(c + 1) * cfg.dim];
+            match inputs.embd.get(c).copied().flatten() {
+                // As llama.cpp: an embedding given as input (an image's) is not scaled.
+                Some(e) => dst.copy_from_slice(e),
+                None => {
+                    self.embed.dequantize_row(col.token as usize, dst);
+                    if let Some(s) = cfg.embed_scale {
+                        scale(dst, s);
+                    }
+                }
+            }
         }
         let factors = self.rope_factors.as_deref();
         let rope = Rope::new(cfg, cfg.rope.base, factors, &positions);
@@ -376,7 +465,16 @@ impl Engine {
                 }
             }
             append_kv(seqs, cols, &qkv, l, cfg);
-            let mut attn = attention(seqs, cols, &positions, &qkv, l, cfg, self.context);
+            let mut attn = attention(
+                seqs,
+                cols,
+                &positions,
+                &inputs.ends,
+                &qkv,
+                l,
+                cfg,
+                self.context,
+            );
             if l + 1 == self.layers.len() && wanted.len() < cols.len() {
                 // As llama.cpp: after the last layer's attention only the columns whose logits are wanted
                 // go on; the others' results would never be read. Each keeps its own batch, so its
@@ -591,10 +689,12 @@ fn append_kv(seqs: &mut [&mut Sequence], cols: &[Column], qkv: &[f32], l: usize,
 
 /// Attention of every column and head over its own sequence's positions up to its own (see
 /// [`crate::attention`] for how each is computed, and why).
+#[allow(clippy::too_many_arguments)]
 fn attention(
     seqs: &[&mut Sequence],
     cols: &[Column],
     positions: &[usize],
+    ends: &[Option<usize>],
     qkv: &[f32],
     l: usize,
     cfg: &Config,
@@ -624,9 +724,10 @@ fn attention(
         .collect();
     let mut tiled = vec![false; seqs.len()];
     let mut held = vec![0usize; seqs.len()];
-    for ((c, &p), how) in cols.iter().zip(positions).zip(&paths) {
+    for (i, ((c, &p), how)) in cols.iter().zip(positions).zip(&paths).enumerate() {
         tiled[c.seq] |= *how == attention::Path::Tiled;
-        held[c.seq] = held[c.seq].max(p + 1);
+        let end = ends.get(i).copied().flatten().unwrap_or(p + 1);
+        held[c.seq] = held[c.seq].max(end);
     }
     let keys = |seq: usize, kv_head: usize| {
         let mut runs = seqs[seq].segments(l);
@@ -659,15 +760,8 @@ fn attention(
         let q = &qkv[c * width + head * hd..c * width + (head + 1) * hd];
         let kt = transposed[seq].as_ref().map(|t| &t[kv_head][..]);
         let first = window.map_or(0, |w| (positions[c] + 1).saturating_sub(w));
-        attention::attend(
-            paths[c],
-            q,
-            &keys(seq, kv_head),
-            kt,
-            first..positions[c] + 1,
-            scale,
-            dst,
-        );
+        let end = ends.get(c).copied().flatten().unwrap_or(positions[c] + 1);
+        attention::attend(paths[c], q, &keys(seq, kv_head), kt, first..end, scale, dst);
     });
     out
 }

@@ -109,7 +109,9 @@ pub use template::{
     IMAGE_OMITTED_MARKER, TEMPLATE_FUEL, TEMPLATE_OUTPUT_CAP,
 };
 pub use tokenizer::{Tokenizer, TokenizerSource};
-pub use vision::{Projector, ProjectorKind, RgbImage, MAX_ACTIVATION_BYTES, PROJECTOR_TYPES};
+pub use vision::{
+    Projector, ProjectorKind, PromptPart, RgbImage, MAX_ACTIVATION_BYTES, PROJECTOR_TYPES,
+};
 pub use weights::LocalWeights;
 
 use batch::{Batch, Constraint, Done, Job};

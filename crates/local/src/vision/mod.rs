@@ -42,6 +42,15 @@ const MAX_WIDTH: u64 = 16384;
 const MAX_LAYERS: u64 = 256;
 const MAX_SCALE: u64 = 16;
 
+/// One part of a prompt holding images, as llama.cpp's `mtmd_tokenize` splits it: a run of text tokens, or an
+/// image's embeddings (rows of the text model's width), which Gemma 3 reads with attention both ways within
+/// the image (`non_causal`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptPart {
+    Tokens(Vec<u32>),
+    Image { embd: Vec<f32>, non_causal: bool },
+}
+
 /// Which projector a file holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProjectorKind {
@@ -228,6 +237,14 @@ impl Projector {
             proj,
             hash,
         })
+    }
+
+    /// The prompt part of an image's embeddings, read as this projector's text model reads it.
+    pub fn image_part(&self, embd: Vec<f32>) -> PromptPart {
+        PromptPart::Image {
+            embd,
+            non_causal: self.kind == ProjectorKind::Gemma3,
+        }
     }
 
     pub fn kind(&self) -> ProjectorKind {

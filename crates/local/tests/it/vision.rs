@@ -79,6 +79,79 @@ fn embedding_differences(
     Some(failures)
 }
 
+/// Where the logits after prompts holding one and two images differ from llama.cpp's, one line per prompt. The
+/// text runs are llama.cpp's own tokens (this compares the numbers, not the tokenizer); the images our
+/// embeddings, which the test above holds equal to llama.cpp's.
+fn logits_differences(kind: &str, ty: &str, text_arch: &str) -> Option<Vec<String>> {
+    let mmproj = projector(kind, ty)?;
+    let model = crate::common::tiny("Q8_0", text_arch)?;
+    let p = Projector::load(&mmproj).expect("loads the tiny projector");
+    let weights = nmb_local::LocalWeights::load(&model).expect("loads the tiny model");
+    let (a, b) = (noise(224, 224, 4), noise(180, 260, 5));
+    let requests: Vec<(String, Vec<&RgbImage>)> = vec![
+        (
+            "<start_of_turn>user\nWhat is this? <__media__><end_of_turn>\n<start_of_turn>model\n"
+                .into(),
+            vec![&a],
+        ),
+        (
+            "<start_of_turn>user\n<__media__> and <__media__> differ how?<end_of_turn>\n".into(),
+            vec![&a, &b],
+        ),
+        ("<__media__>".into(), vec![&b]),
+    ];
+    let wire: Vec<(String, Vec<(usize, usize, Vec<u8>)>)> = requests
+        .iter()
+        .map(|(t, imgs)| {
+            (
+                t.clone(),
+                imgs.iter()
+                    .map(|i| (i.width, i.height, i.pixels.clone()))
+                    .collect(),
+            )
+        })
+        .collect();
+    let theirs = mtmd(&model, &mmproj, &tmp(), &wire)?;
+    let mut failures = Vec::new();
+    for ((prompt, imgs), answer) in requests.iter().zip(&theirs) {
+        let mut images = imgs.iter();
+        let parts: Vec<nmb_local::PromptPart> = answer
+            .chunks
+            .iter()
+            .map(|c| match c {
+                MtmdChunk::Text(ids) => nmb_local::PromptPart::Tokens(ids.clone()),
+                MtmdChunk::Image(_) => {
+                    let img = images.next().expect("an image per image chunk");
+                    p.image_part(weights.install(|| p.encode(img)))
+                }
+            })
+            .collect();
+        let ours = weights.parts_logits(&parts).expect("logits");
+        let differ = (0..ours.len())
+            .filter(|&i| ours[i].to_bits() != answer.logits[i].to_bits())
+            .count();
+        if differ > 0 || ours.len() != answer.logits.len() {
+            failures.push(format!(
+                "{kind} {ty} {prompt:?}: {differ} of {} logits differ",
+                ours.len()
+            ));
+        }
+    }
+    Some(failures)
+}
+
+#[test]
+fn gemma3_logits_after_images_equal_llama_cpp() {
+    let mut failures = Vec::new();
+    for ty in ["F16", "Q8_0"] {
+        let Some(f) = logits_differences("gemma3", ty, "gemma3") else {
+            return;
+        };
+        failures.extend(f);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 #[test]
 fn gemma3_embeddings_equal_llama_cpp() {
     let images = [noise(224, 224, 1), noise(300, 200, 2), noise(97, 151, 3)];
