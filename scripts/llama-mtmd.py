@@ -4,7 +4,7 @@ build computes it: the chunks a prompt becomes, each image's embeddings, and the
 
 Usage: llama-mtmd.py MODEL.gguf MMPROJ.gguf [--threads N]
 Reads requests from stdin, one JSON object a line: {"prompt": TEXT, "images": [[WIDTH, HEIGHT, RGB_FILE], ...]}
-where TEXT holds one `<__media__>` marker per image and each RGB_FILE holds WIDTH × HEIGHT × 3 bytes (RGB, rows
+(and optionally "logits": false, to skip the logits) where TEXT holds one `<__media__>` marker per image and each RGB_FILE holds WIDTH × HEIGHT × 3 bytes (RGB, rows
 top to bottom). For each, in a fresh context (4096 positions, batches of 512 as llama.cpp's server reads them), it
 prints one JSON line: {"chunks": [{"text": [ids]} or {"image": N_TOKENS, "embd": HEX}], "logits": HEX}, with
 `embd` each image's embeddings (N_TOKENS rows of the text model's width) and `logits` those after the prompt's
@@ -129,11 +129,41 @@ def mtmd_params(lib, threads):
     return MtmdParams.from_buffer_copy(bytes(raw))
 
 
+def bench(lib, ctx, args):
+    import time
+    side = args.image_size
+    state, data = 1, bytearray(side * side * 3)
+    for i in range(len(data)):
+        state = (state * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+        data[i] = state >> 56
+    bitmap = lib.mtmd_bitmap_init(side, side, bytes(data))
+    chunks = lib.mtmd_input_chunks_init()
+    marker = b"<__media__>"
+    text = InputText(marker, len(marker), True, True)
+    arr = (C.c_void_p * 1)(bitmap)
+    if lib.mtmd_tokenize(ctx, chunks, C.byref(text), arr, 1) != 0:
+        sys.exit("llama-mtmd.py: mtmd_tokenize failed")
+    image = next(lib.mtmd_input_chunks_get(chunks, i) for i in range(lib.mtmd_input_chunks_size(chunks))
+                 if lib.mtmd_input_chunk_get_type(lib.mtmd_input_chunks_get(chunks, i)) != 0)
+    times = []
+    for _ in range(args.bench_runs):
+        t = time.perf_counter()
+        if lib.mtmd_encode_chunk(ctx, image) != 0:
+            sys.exit("llama-mtmd.py: mtmd_encode_chunk failed")
+        times.append(time.perf_counter() - t)
+    times.sort()
+    print(json.dumps({"encode_s": times[len(times) // 2], "runs": args.bench_runs, "threads": args.threads}))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
     ap.add_argument("mmproj")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--bench-runs", type=int, default=0,
+                    help="instead of reading requests, encode one noise image of the projector's size this many "
+                         "times and print {\"encode_s\": MEDIAN SECONDS} (mtmd_encode_chunk alone)")
+    ap.add_argument("--image-size", type=int, default=896, help="the noise image's side for --bench-runs")
     args = ap.parse_args()
     lib = ll.library()
     mtmd_library(lib)
@@ -146,6 +176,9 @@ def main():
         sys.exit(f"llama-mtmd.py: mtmd could not load {args.mmproj}")
     vocab = lib.llama_vocab_n_tokens(lib.llama_model_get_vocab(model))
     n_embd = lib.llama_model_n_embd(model)
+    if args.bench_runs:
+        bench(lib, ctx, args)
+        return
     for line in sys.stdin:
         req = json.loads(line)
         bitmaps = []
@@ -175,6 +208,12 @@ def main():
                     sys.exit("llama-mtmd.py: mtmd_encode_chunk failed")
                 embd = lib.mtmd_get_output_embd(ctx)
                 out.append({"image": n, "embd": C.string_at(embd, 4 * n * n_embd).hex()})
+        if not req.get("logits", True):
+            print(json.dumps({"chunks": out, "logits": ""}), flush=True)
+            lib.mtmd_input_chunks_free(chunks)
+            for b in bitmaps:
+                lib.mtmd_bitmap_free(b)
+            continue
         lctx = lib.llama_init_from_model(model, ll.context_params(lib, args.threads))
         if not lctx:
             sys.exit("llama-mtmd.py: llama.cpp could not create a context")

@@ -190,6 +190,18 @@ pub fn mtmd(
     dir: &Path,
     requests: &[(String, Vec<(usize, usize, Vec<u8>)>)],
 ) -> Option<Vec<MtmdAnswer>> {
+    mtmd_with(model, mmproj, dir, requests, true)
+}
+
+/// [`mtmd`], without the logits when `with_logits` is false (their `logits` then empty): for a text model
+/// whose vocabulary lacks the projector's special tokens, which llama.cpp can tokenise around but not run.
+pub fn mtmd_with(
+    model: &Path,
+    mmproj: &Path,
+    dir: &Path,
+    requests: &[(String, Vec<(usize, usize, Vec<u8>)>)],
+    with_logits: bool,
+) -> Option<Vec<MtmdAnswer>> {
     let mut cmd = xllamacpp_script("llama-mtmd.py", "llama.cpp's multimodal library", model)?;
     let mut input = String::new();
     for (r, (prompt, images)) in requests.iter().enumerate() {
@@ -199,7 +211,8 @@ pub fn mtmd(
             std::fs::write(&file, rgb).expect("writes the image for llama-mtmd.py");
             list.push(serde_json::json!([w, h, file]));
         }
-        input += &serde_json::json!({"prompt": prompt, "images": list}).to_string();
+        input += &serde_json::json!({"prompt": prompt, "images": list, "logits": with_logits})
+            .to_string();
         input.push('\n');
     }
     let mut child = cmd
@@ -236,7 +249,8 @@ pub fn mtmd(
                         ids.as_array()
                             .expect("token ids")
                             .iter()
-                            .map(|t| t.as_u64().expect("a token id") as u32)
+                            // -1 where the vocabulary lacks a special token the projector names.
+                            .map(|t| t.as_i64().expect("a token id") as u32)
                             .collect(),
                     ),
                     None => MtmdChunk::Image(f32s_from_hex(c["embd"].as_str().expect("embd"))),

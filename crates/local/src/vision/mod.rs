@@ -81,8 +81,6 @@ struct Hparams {
     std: [f32; 3],
     /// Pooling (Gemma 3) or pixel-shuffle (Idefics3) factor per side.
     scale: usize,
-    /// Idefics3's longest edge for slicing (`clip.vision.preproc_image_size`).
-    longest_edge: usize,
 }
 
 impl Hparams {
@@ -197,7 +195,7 @@ impl Projector {
             ProjectorKind::Gemma3 => {
                 let soft = l.vector("mm.soft_emb_norm.weight", w)?;
                 let name = "mm.input_projection.weight";
-                let rows = l_rows(&l, name)?;
+                let rows = l_rows(&l, name, 1)?;
                 let info = l.info(name, &[w, rows])?;
                 if info.ggml_dtype != GgmlDType::F16 || !w.is_multiple_of(quant::BLOCK) {
                     return Err(l.err(
@@ -220,7 +218,7 @@ impl Projector {
             ProjectorKind::Idefics3 => {
                 let name = "mm.model.fc.weight";
                 let cols = w * hp.scale * hp.scale;
-                let rows = l_rows(&l, name)?;
+                let rows = l_rows(&l, name, 0)?;
                 (Vec::new(), l.matrix(name, rows, cols)?)
             }
         };
@@ -276,8 +274,11 @@ impl Projector {
         self.hp.image_size
     }
 
-    /// Gemma 3's embeddings of `image`: resized and padded to the projector's size, normalised, encoded;
-    /// `tokens_per_image()` rows of `output_width()` values. Runs on the caller's rayon pool.
+    /// The embeddings of `image`: resized and padded to the projector's size, normalised, encoded;
+    /// `tokens_per_image()` rows of `output_width()` values. Runs on the caller's rayon pool. For Gemma 3 this
+    /// is what llama.cpp computes for the image. For Idefics3 it is the encoding of one tile: llama.cpp also
+    /// slices an image into tiles at `clip.vision.preproc_image_size` and encodes each with an overview, which
+    /// nmb does not (yet) do.
     pub fn encode(&self, image: &RgbImage) -> Vec<f32> {
         let square = preprocess::resize_pad(image, self.hp.image_size);
         self.encode_square(&square)
@@ -397,10 +398,10 @@ fn linear(w: &QMatrix, bias: Option<&[f32]>, x: &[f32]) -> Vec<f32> {
     out
 }
 
-/// The rows (outermost dimension) of a 2-D tensor, for the projection whose output width is the text model's.
-fn l_rows(l: &Loader<'_>, name: &str) -> Result<usize, LocalError> {
+/// Dimension `at` (0: the outermost) of a 2-D tensor: the output width of the projection, the text model's.
+fn l_rows(l: &Loader<'_>, name: &str, at: usize) -> Result<usize, LocalError> {
     match l.info_any(name)?.shape.dims() {
-        [_, rows] if *rows > 0 && (*rows as u64) <= MAX_WIDTH => Ok(*rows),
+        dims @ [_, _] if dims[at] > 0 && (dims[at] as u64) <= MAX_WIDTH => Ok(dims[at]),
         dims => Err(l.err(
             name,
             format!("shape {dims:?}; expected [rows, columns] of at most {MAX_WIDTH}"),
@@ -525,7 +526,6 @@ fn read_hparams(meta: &Meta<'_>, kind: ProjectorKind) -> Result<Hparams, LocalEr
         mean,
         std,
         scale,
-        longest_edge,
     };
     if !image_size.is_multiple_of(patch) || !hp.side().is_multiple_of(scale) {
         return Err(bad(
