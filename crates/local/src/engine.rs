@@ -332,53 +332,9 @@ impl Engine {
         self.step(&mut [&mut seq], &cols).pop().unwrap_or_default()
     }
 
-    /// The logits after a prompt of `parts` (token runs and image embeddings), each part run as llama.cpp's
-    /// `mtmd_helper_eval_chunks` decodes it: in batches of up to 512 columns of its own; an image's batch
-    /// attends within itself both ways where `non_causal` (Gemma 3).
-    pub(crate) fn parts_logits(&self, parts: &[crate::vision::PromptPart]) -> Vec<f32> {
-        use crate::vision::PromptPart;
-        let mut seq = Sequence::new(self.cfg.layers);
-        let mut logits = Vec::new();
-        for (i, part) in parts.iter().enumerate() {
-            let last = i + 1 == parts.len();
-            let (len, embd) = match part {
-                PromptPart::Tokens(ids) => (ids.len(), None),
-                PromptPart::Image { embd, .. } => (embd.len() / self.cfg.dim, Some(embd)),
-            };
-            for start in (0..len).step_by(attention::PROMPT_CHUNK) {
-                let n = attention::PROMPT_CHUNK.min(len - start);
-                let at = seq.len();
-                let cols: Vec<Column> = (start..start + n)
-                    .map(|j| Column {
-                        seq: 0,
-                        token: match part {
-                            PromptPart::Tokens(ids) => ids[j],
-                            PromptPart::Image { .. } => 0,
-                        },
-                        logits: last && j + 1 == len,
-                        chunk: n,
-                    })
-                    .collect();
-                let dim = self.cfg.dim;
-                let inputs = Inputs {
-                    embd: (start..start + n)
-                        .map(|j| embd.map(|e| &e[j * dim..(j + 1) * dim]))
-                        .collect(),
-                    ends: (0..n)
-                        .map(|_| match part {
-                            PromptPart::Image {
-                                non_causal: true, ..
-                            } => Some(at + n),
-                            _ => None,
-                        })
-                        .collect(),
-                };
-                if let Some(l) = self.step_with(&mut [&mut seq], &cols, &inputs).pop() {
-                    logits = l;
-                }
-            }
-        }
-        logits
+    /// An empty sequence of this model's layers.
+    pub(crate) fn sequence(&self) -> Sequence {
+        Sequence::new(self.cfg.layers)
     }
 
     /// The model's width (its embeddings').

@@ -91,7 +91,7 @@ impl LocalWeights {
                 context_length: self.engine.context,
             });
         }
-        Ok(self.engine.parts_logits(parts))
+        Ok(crate::vision::parts_logits(&self.engine, parts))
     }
 
     /// Runs `f` (an image's encoding) on the model's thread pool.

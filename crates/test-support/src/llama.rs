@@ -173,6 +173,12 @@ pub struct MtmdAnswer {
     pub logits: Vec<f32>,
 }
 
+/// An image for [`mtmd`]: width, height and RGB bytes (rows top to bottom).
+pub type RgbImage = (usize, usize, Vec<u8>);
+
+/// A prompt holding `<__media__>` markers, and its images in order.
+pub type MtmdRequest = (String, Vec<RgbImage>);
+
 /// One chunk of a prompt as `mtmd_tokenize` splits it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum MtmdChunk {
@@ -182,13 +188,13 @@ pub enum MtmdChunk {
 
 /// llama.cpp's chunks, image embeddings and logits for each `(prompt, images)`, each image `(width, height,
 /// RGB bytes)` and each prompt holding one `<__media__>` marker per image; on `model` with the projector
-/// `mmproj`, with two threads. The images are written into `dir`. `None` (after [`need()`]) when xllamacpp is
+/// `mmproj`, with two threads. The images are written into a fresh folder inside `dir`. `None` (after [`need()`]) when xllamacpp is
 /// not installed; panics when the script fails.
 pub fn mtmd(
     model: &Path,
     mmproj: &Path,
     dir: &Path,
-    requests: &[(String, Vec<(usize, usize, Vec<u8>)>)],
+    requests: &[MtmdRequest],
 ) -> Option<Vec<MtmdAnswer>> {
     mtmd_with(model, mmproj, dir, requests, true)
 }
@@ -199,10 +205,13 @@ pub fn mtmd_with(
     model: &Path,
     mmproj: &Path,
     dir: &Path,
-    requests: &[(String, Vec<(usize, usize, Vec<u8>)>)],
+    requests: &[MtmdRequest],
     with_logits: bool,
 ) -> Option<Vec<MtmdAnswer>> {
     let mut cmd = xllamacpp_script("llama-mtmd.py", "llama.cpp's multimodal library", model)?;
+    // A folder of its own, so that tests running at once never read each other's images.
+    let scratch = tempfile::tempdir_in(dir).expect("a scratch folder for the images");
+    let dir = scratch.path();
     let mut input = String::new();
     for (r, (prompt, images)) in requests.iter().enumerate() {
         let mut list = Vec::new();

@@ -23,8 +23,9 @@ use rayon::prelude::*;
 
 pub use preprocess::RgbImage;
 
+use crate::attention::PROMPT_CHUNK;
 use crate::attention::{self, Keys};
-use crate::engine::Loader;
+use crate::engine::{Column, Engine, Inputs, Loader};
 use crate::gguf::{self, Meta};
 use crate::quant::{self, round_f16, Acts, Batch, Format, QMatrix};
 use crate::LocalError;
@@ -384,6 +385,54 @@ impl Projector {
     }
 }
 
+/// The logits after a prompt of `parts` (token runs and image embeddings), each part run as llama.cpp's
+/// `mtmd_helper_eval_chunks` decodes it: in batches of up to 512 columns of its own; an image's batch
+/// attends within itself both ways where `non_causal` (Gemma 3).
+pub(crate) fn parts_logits(engine: &Engine, parts: &[PromptPart]) -> Vec<f32> {
+    let mut seq = engine.sequence();
+    let mut logits = Vec::new();
+    for (i, part) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        let (len, embd) = match part {
+            PromptPart::Tokens(ids) => (ids.len(), None),
+            PromptPart::Image { embd, .. } => (embd.len() / engine.width(), Some(embd)),
+        };
+        for start in (0..len).step_by(PROMPT_CHUNK) {
+            let n = PROMPT_CHUNK.min(len - start);
+            let at = seq.len();
+            let cols: Vec<Column> = (start..start + n)
+                .map(|j| Column {
+                    seq: 0,
+                    token: match part {
+                        PromptPart::Tokens(ids) => ids[j],
+                        PromptPart::Image { .. } => 0,
+                    },
+                    logits: last && j + 1 == len,
+                    chunk: n,
+                })
+                .collect();
+            let dim = engine.width();
+            let inputs = Inputs {
+                embd: (start..start + n)
+                    .map(|j| embd.map(|e| &e[j * dim..(j + 1) * dim]))
+                    .collect(),
+                ends: (0..n)
+                    .map(|_| match part {
+                        PromptPart::Image {
+                            non_causal: true, ..
+                        } => Some(at + n),
+                        _ => None,
+                    })
+                    .collect(),
+            };
+            if let Some(l) = engine.step_with(&mut [&mut seq], &cols, &inputs).pop() {
+                logits = l;
+            }
+        }
+    }
+    logits
+}
+
 /// `w · x + bias` for every row of `x` (one column of the product each), all rows in one product as llama.cpp
 /// multiplies a whole image.
 fn linear(w: &QMatrix, bias: Option<&[f32]>, x: &[f32]) -> Vec<f32> {
@@ -509,12 +558,10 @@ fn read_hparams(meta: &Meta<'_>, kind: ProjectorKind) -> Result<Hparams, LocalEr
         None if kind == ProjectorKind::Gemma3 => 4,
         None => return Err(bad(scale_key, "Idefics3's pixel-shuffle factor".into())),
     };
-    let longest_edge = match kind {
-        ProjectorKind::Idefics3 => {
-            bounded("clip.vision.preproc_image_size", 1, 4 * MAX_IMAGE_SIZE)?
-        }
-        ProjectorKind::Gemma3 => 0,
-    };
+    if kind == ProjectorKind::Idefics3 {
+        // The longest edge llama.cpp slices images at; nmb encodes one tile (see `Projector::encode`).
+        bounded("clip.vision.preproc_image_size", 1, 4 * MAX_IMAGE_SIZE)?;
+    }
     let hp = Hparams {
         width,
         heads,

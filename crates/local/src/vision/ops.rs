@@ -96,6 +96,23 @@ pub(crate) fn gelu(x: &mut [f32]) {
 /// otherwise `ggml_vec_dot_f16` (four 8-lane accumulators over each 32 values, folded in f32, then the products
 /// of the tail added one by one in f64).
 pub(crate) fn dot_f16(x: &[f32], y: &[f32], tiny_blas: bool) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if crate::quant::Kernel::detect() == crate::quant::Kernel::Avx2 {
+        // SAFETY: `Kernel::Avx2` is only chosen on CPUs with AVX2 and FMA.
+        return unsafe { dot_f16_fma(x, y, tiny_blas) };
+    }
+    dot_f16_body(x, y, tiny_blas)
+}
+
+/// [`dot_f16_body`] compiled with FMA, so each `mul_add` is one instruction rather than a call into libm.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_f16_fma(x: &[f32], y: &[f32], tiny_blas: bool) -> f32 {
+    dot_f16_body(x, y, tiny_blas)
+}
+
+#[inline(always)]
+fn dot_f16_body(x: &[f32], y: &[f32], tiny_blas: bool) -> f32 {
     let n = x.len();
     if tiny_blas {
         let mut acc = [0f32; 8];

@@ -39,7 +39,7 @@ fn embedding_differences(
     let mmproj = projector(kind, ty)?;
     let model = crate::common::tiny("Q8_0", text_arch)?;
     let p = Projector::load(&mmproj).expect("loads the tiny projector");
-    let requests: Vec<(String, Vec<(usize, usize, Vec<u8>)>)> = images
+    let requests: Vec<nmb_test_support::llama::MtmdRequest> = images
         .iter()
         .map(|img| {
             (
@@ -100,7 +100,7 @@ fn logits_differences(kind: &str, ty: &str, text_arch: &str) -> Option<Vec<Strin
         ),
         ("<__media__>".into(), vec![&b]),
     ];
-    let wire: Vec<(String, Vec<(usize, usize, Vec<u8>)>)> = requests
+    let wire: Vec<nmb_test_support::llama::MtmdRequest> = requests
         .iter()
         .map(|(t, imgs)| {
             (
