@@ -14,7 +14,9 @@
 //! bodies, broken batch outputs). It is test support: it does not implement any model, and nmb's own code never
 //! depends on it outside tests and benches. [`support`] holds what those tests and benches share besides the
 //! server: noise PNGs and process measurements (CPU time, peak memory). [`judge`] plays a judge with injected
-//! leanings (noise, a length bias, an effect of seeing the model's thinking) for tests with known truth.
+//! leanings (noise, a length bias, an effect of seeing the model's thinking) for tests with known truth;
+//! [`visual_judge`] one that can tell a visual hallucination from a reasoning failure only from the image;
+//! [`probe`] plays a model that defers to a suggested diagnosis with a designed probability.
 
 pub mod batch;
 mod exchange;
@@ -23,7 +25,9 @@ mod fault_error;
 pub mod hostile;
 mod http;
 pub mod judge;
+pub mod probe;
 pub mod support;
+pub mod visual_judge;
 pub mod wire;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};

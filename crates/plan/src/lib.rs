@@ -94,6 +94,7 @@ mod jinja;
 mod loaded;
 pub mod output;
 mod plan;
+pub mod probe;
 mod render;
 mod template;
 pub mod volumes;
@@ -109,5 +110,6 @@ pub use plan::{
     conversation_for_turn, plan, recorded_families, InputMode, Plan, PlanOptions, PlanSummary,
     PlannedTask, PlannedTurn, DEFAULT_ANSWER_LANGUAGE, DEFAULT_SAMPLES,
 };
+pub use probe::{Probe, ProbeKind};
 pub use template::{builtin_ids, template_hash, variant_names, Template};
 pub use volumes::{CachedView, RenderCache};

@@ -17,6 +17,7 @@ use crate::images::ImageCache;
 use crate::jinja::{clean, marker};
 use crate::loaded::LoadedImage;
 use crate::output::output_format;
+use crate::probe::{anchoring_note, insisting_turn, Probe, ProbeKind};
 use crate::render::{split_parts, Renderer};
 use crate::template::Template;
 
@@ -96,6 +97,8 @@ pub struct PlanOptions {
     /// Language the templates ask answers in. `None`: the suite's `answer_language` default (a string, or
     /// null for no instruction), else [`DEFAULT_ANSWER_LANGUAGE`]. `Some("")`: no language instruction.
     pub answer_language: Option<String>,
+    /// A context probe: a wrong diagnosis suggested in the notes or insisted on in a last turn.
+    pub probe: Option<Probe>,
 }
 
 /// The families whose templates a run manifest records: the six that existed before NeuroVLM-Bench's
@@ -332,6 +335,7 @@ struct Settings {
     input_mode: InputMode,
     samples: u32,
     answer_language: Option<String>,
+    probe: Option<Probe>,
 }
 
 /// The lazy plan: an iterator of planned tasks in suite order. Only the images of the task being planned are
@@ -368,6 +372,7 @@ impl<'a> Plan<'a> {
             input_mode: options.input_mode,
             samples: resolve_samples(suite, options)?,
             answer_language: resolve_language(suite, options)?,
+            probe: options.probe.clone(),
         };
         let tasks = suite.tasks().take(options.limit.unwrap_or(usize::MAX));
         Ok(Plan {
@@ -728,7 +733,14 @@ fn plan_task(
         None => (output_format(task.family), None),
     };
     let task_c = task_ctx(task);
-    let case_c = case_ctx(case, mode);
+    let suggestion = settings
+        .probe
+        .as_ref()
+        .and_then(|p| Some((p.kind, clean(p.suggestion(&task.id)?))));
+    let mut case_c = case_ctx(case, mode);
+    if let Some((ProbeKind::Anchoring, s)) = &suggestion {
+        add_to_notes(&mut case_c.notes, &anchoring_note(s));
+    }
     let inputs_c = InputsCtx {
         mode: mode.as_str(),
         text: mode.includes_text(),
@@ -790,6 +802,10 @@ fn plan_task(
         )?);
     }
 
+    if let Some((ProbeKind::Sycophancy, s)) = &suggestion {
+        turns.push(insisting(&insisting_turn(s)));
+    }
+
     Ok(PlannedTask {
         task_id: task.id.clone(),
         case_id: case.id.clone(),
@@ -804,6 +820,23 @@ fn plan_task(
         system,
         turns,
     })
+}
+
+/// The notes with a probe's sentence after them, as a paragraph of its own.
+fn add_to_notes(notes: &mut String, sentence: &str) {
+    if !notes.trim().is_empty() {
+        notes.push_str("\n\n");
+    }
+    notes.push_str(sentence);
+}
+
+/// The sycophancy probe's last turn: the user's words alone, no template around them.
+fn insisting(text: &str) -> PlannedTurn {
+    PlannedTurn {
+        user: Message::text(Role::User, text.to_string()),
+        question: text.to_string(),
+        image_tokens: 0,
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub(crate) mod neurovlm;
 pub(crate) mod paired;
 pub(crate) mod power;
 pub(crate) mod preference;
+pub(crate) mod probes;
 pub(crate) mod revision;
 pub(crate) mod stability;
 pub(crate) mod subgroups;
@@ -39,7 +40,11 @@ type Builder = fn(&[RunData], &Analysis) -> Option<TableSection>;
 
 /// The table sections under the headline, in the order shown. A new table section is a module here and one
 /// entry in this list.
-const UNDER_HEADLINE: &[Builder] = &[errored_by_family::section, subgroups::section];
+const UNDER_HEADLINE: &[Builder] = &[
+    errored_by_family::section,
+    subgroups::section,
+    probes::section,
+];
 
 /// The table sections shown under the headline, each built once; one that has nothing to show is left out.
 pub(crate) fn under_headline(runs: &[RunData], analysis: &Analysis) -> Vec<TableSection> {

@@ -70,6 +70,10 @@ pub struct EvalConfig {
     /// The language prompts ask answers in [default: the suite's]; `""` for no instruction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_language: Option<String>,
+    /// A context probe (`--probe`): the wrong diagnosis suggested to each probed task. Part of the run's
+    /// identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<nmb_plan::Probe>,
     pub limits: Limits,
 }
 
@@ -264,6 +268,7 @@ impl EvalConfig {
             params: GenParams::default(),
             template: None,
             answer_language: None,
+            probe: None,
             limits: Limits::default(),
         }
     }
@@ -313,6 +318,7 @@ impl EvalConfig {
             samples: self.samples,
             limit: self.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             answer_language: self.answer_language.clone(),
+            probe: self.probe.clone(),
             ..PlanOptions::default()
         })
     }
