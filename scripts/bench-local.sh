@@ -13,6 +13,12 @@
 # NMB_ASSETS_DIR (as for the tests). Both sides print one JSON object whose "one" has prefill_tok_s, decode_tok_s,
 # wall_s and whose "five" has wall_s and decode_tok_s; the nmb bench's is the last line of its stdout.
 # Cargo's progress and llama.cpp's log go to stderr / target/bench-local/llamacpp.log.
+#
+# The image row: with NMB_BENCH_MMPROJ set to a vision projector (scripts/tiny-gguf.py --projector; NMB_BENCH_GGUF
+# then a text model of its projection width, e.g. a `--arch gemma3` tiny file), it instead times encoding one
+# image of the projector's size (`cargo bench ... --bench image` against scripts/llama-mtmd.py --bench-runs, one
+# after the other, same thread count) and prints {"image": {"nmb_s", "llama_cpp_s", "ratio", "target_met"}}: the
+# target is at most llama.cpp's time.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -40,6 +46,26 @@ export NMB_BENCH_RUNS="${NMB_BENCH_RUNS:-3}"
 
 out="$root/target/bench-local"
 mkdir -p "$out"
+
+if [ -n "${NMB_BENCH_MMPROJ:-}" ]; then
+  [ -f "$NMB_BENCH_MMPROJ" ] || { echo "bench-local: NMB_BENCH_MMPROJ=$NMB_BENCH_MMPROJ is not a file" >&2; exit 1; }
+  size="$(PYTHONPATH="$py" python3 -c 'import sys, gguf; r = gguf.GGUFReader(sys.argv[1]); f = r.fields["clip.vision.image_size"]; print(int(f.parts[f.data[0]][0]))' "$NMB_BENCH_MMPROJ")"
+  echo "bench-local: image row on $NMB_BENCH_MMPROJ ($size px, threads $NMB_THREADS, $NMB_BENCH_RUNS runs)" >&2
+  cargo bench --profile dev -p nmb-local --bench image --no-run >&2
+  cargo bench --profile dev -p nmb-local --bench image | grep -v '^[[:space:]]*$' | tail -n 1 >"$out/image-nmb.json"
+  PYTHONPATH="$py${PYTHONPATH:+:$PYTHONPATH}" python3 scripts/llama-mtmd.py "$gguf" "$NMB_BENCH_MMPROJ" \
+    --threads "$NMB_THREADS" --bench-runs "$NMB_BENCH_RUNS" --image-size "$size" >"$out/image-llamacpp.json"
+  python3 - "$out/image-nmb.json" "$out/image-llamacpp.json" <<'PY'
+import json
+import sys
+
+nmb, llama = (json.load(open(p)) for p in sys.argv[1:3])
+ratio = nmb["encode_s"] / llama["encode_s"]
+print(json.dumps({"image": {"nmb_s": nmb["encode_s"], "llama_cpp_s": llama["encode_s"], "ratio": round(ratio, 3),
+                            "target_met": ratio <= 1.0, "threads": nmb["threads"], "runs": nmb["runs"]}}))
+PY
+  exit 0
+fi
 
 echo "bench-local: building and running nmb's bench on $NMB_BENCH_GGUF (threads $NMB_THREADS, $NMB_BENCH_MAX_TOKENS tokens, $NMB_BENCH_RUNS runs)" >&2
 # The dev profile: it optimises nmb-local (and every dependency) at opt-level 3 and is the build the main job and

@@ -3,6 +3,7 @@
 
 Usage: tiny-gguf.py SMOLLM2.gguf TYPE OUT.gguf [--seed N] [--arch ARCH] [--pre NAME] [--chat-template FILE]
        [--attn-output-bias]
+       tiny-gguf.py SMOLLM2.gguf TYPE OUT.gguf --projector {gemma3,idefics3} [--seed N]
 TYPE is a GGML type name (Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, F16, BF16). Every matrix
 (token_embd, output and each layer's attention and MLP weights) is stored in TYPE; the norms and biases are F32.
 
@@ -28,6 +29,17 @@ types (none of the K-quants), and random quantised blocks are as good a test as 
 values are random; only each block's f16 scale fields are set so that the weights have a standard deviation
 near 0.05 (the `gguf` package dequantises a sample to measure it), which keeps activations in a realistic
 range. The same seed gives the same bytes.
+
+With `--projector`, the file is instead a vision projector (an `mmproj` GGUF) in llama.cpp's key layout
+(`clip.*` keys, `v.*` and `mm.*` tensors, as its converter writes them for the type), a random SigLIP tower
+of 2 layers, width 128, 2 heads of 64, MLP 256, patches of 14 pixels, tanh GELU, LayerNorm eps 1e-6,
+mean and std 0.5, every matrix of the tower in TYPE (F16 or Q8_0; the converter's forced types kept: the
+patch and position embeddings F32, Gemma 3's input projection F16):
+- gemma3 (MedGemma's): 224-pixel images (16×16 patches), average pooling by 4 to 16 tokens, the soft-embedding
+  RMS norm and the input projection to width 256, the width of `--arch gemma3` files.
+- idefics3 (SmolVLM's): 112-pixel tiles (8×8 patches), pixel shuffle by 2 (16 tokens of width 512), the
+  projection `mm.model.fc` to width 256 (`--arch llama` files), images sliced at a longest edge of 224.
+`--projector-width N` and `--projector-layers N` and `--image-size N` make a larger tower (for benchmarks).
 
 Needs PyPI's `gguf` and `numpy` (scripts/assets.sh installs both into .nmb-assets/py).
 """
@@ -131,6 +143,76 @@ def llama3_rope_factors(head_dim, base, factor=8.0, low=1.0, high=4.0, original=
     return np.array(factors, dtype=np.float32)
 
 
+def write_projector(args, qtype):
+    """A random-weight vision projector (see the module doc)."""
+    kind = args.projector
+    width, layers = args.projector_width, args.projector_layers
+    heads = max(1, width // 64)
+    ffn = 2 * width if width == 128 else 4352
+    patch = 14
+    image = args.image_size or (224 if kind == "gemma3" else 112)
+    text = DIM
+    rng = np.random.default_rng(args.seed)
+    writer = gguf.GGUFWriter(args.out, "clip")
+    writer.add_name(f"tiny-mmproj-{kind}-{qtype.name}")
+    writer.add_string(gguf.Keys.Clip.PROJECTOR_TYPE, kind)
+    writer.add_bool(gguf.Keys.Clip.HAS_VISION_ENCODER, True)
+    writer.add_bool(gguf.Keys.ClipVision.USE_GELU, True)
+    writer.add_uint32(gguf.Keys.ClipVision.EMBEDDING_LENGTH, width)
+    writer.add_uint32(gguf.Keys.ClipVision.FEED_FORWARD_LENGTH, ffn)
+    writer.add_uint32(gguf.Keys.ClipVision.BLOCK_COUNT, layers)
+    writer.add_uint32(gguf.Keys.ClipVision.Attention.HEAD_COUNT, heads)
+    writer.add_float32(gguf.Keys.ClipVision.Attention.LAYERNORM_EPS, 1e-6)
+    writer.add_uint32(gguf.Keys.ClipVision.IMAGE_SIZE, image)
+    writer.add_uint32(gguf.Keys.ClipVision.PATCH_SIZE, patch)
+    writer.add_uint32(gguf.Keys.ClipVision.PROJECTION_DIM, text)
+    writer.add_array(gguf.Keys.ClipVision.IMAGE_MEAN, [0.5, 0.5, 0.5])
+    writer.add_array(gguf.Keys.ClipVision.IMAGE_STD, [0.5, 0.5, 0.5])
+    if kind == "idefics3":
+        writer.add_uint32(gguf.Keys.ClipVision.Projector.SCALE_FACTOR, 2)
+        writer.add_uint32(gguf.Keys.ClipVision.PREPROC_IMAGE_SIZE, 2 * image)
+
+    def add(name, rows, cols, qt=qtype):
+        data, raw = matrix(rng, qt, rows, cols)
+        writer.add_tensor(name, data, raw_dtype=raw)
+
+    def vec(name, size, mean, std):
+        writer.add_tensor(name, (mean + rng.normal(0, std, size=size)).astype(np.float32))
+
+    # The patch embedding as a convolution kernel, ggml shape [patch, patch, 3, width].
+    writer.add_tensor("v.patch_embd.weight",
+                      rng.normal(0, 0.05, size=(width, 3, patch, patch)).astype(np.float32))
+    vec("v.patch_embd.bias", width, 0, 0.1)
+    vec_pos = rng.normal(0, 0.1, size=((image // patch) ** 2, width)).astype(np.float32)
+    writer.add_tensor("v.position_embd.weight", vec_pos)
+    for i in range(layers):
+        b = f"v.blk.{i}"
+        vec(f"{b}.ln1.weight", width, 1, 0.1)
+        vec(f"{b}.ln1.bias", width, 0, 0.1)
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            add(f"{b}.{t}.weight", width, width)
+            vec(f"{b}.{t}.bias", width, 0, 0.1)
+        vec(f"{b}.ln2.weight", width, 1, 0.1)
+        vec(f"{b}.ln2.bias", width, 0, 0.1)
+        add(f"{b}.ffn_up.weight", ffn, width)
+        vec(f"{b}.ffn_up.bias", ffn, 0, 0.1)
+        add(f"{b}.ffn_down.weight", width, ffn)
+        vec(f"{b}.ffn_down.bias", width, 0, 0.1)
+    vec("v.post_ln.weight", width, 1, 0.1)
+    vec("v.post_ln.bias", width, 0, 0.1)
+    if kind == "gemma3":
+        vec("mm.soft_emb_norm.weight", width, 1, 0.1)
+        # Stored as the model holds it, [vision width, text width] (ggml: text width fastest).
+        writer.add_tensor("mm.input_projection.weight",
+                          rng.normal(0, TARGET_STD, size=(width, text)).astype(np.float16))
+    else:
+        add("mm.model.fc.weight", text, width * 4)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("smollm2")
@@ -142,6 +224,11 @@ def main():
     ap.add_argument("--chat-template", help="a file whose text becomes tokenizer.chat_template")
     ap.add_argument("--attn-output-bias", action="store_true",
                     help="also write each layer's attn_output.bias (llama.cpp adds it; nmb refuses such files)")
+    ap.add_argument("--projector", choices=("gemma3", "idefics3"),
+                    help="write a vision projector (mmproj) of this type instead of a text model")
+    ap.add_argument("--projector-width", type=int, default=128)
+    ap.add_argument("--projector-layers", type=int, default=2)
+    ap.add_argument("--image-size", type=int, default=0)
     args = ap.parse_args()
     replace = {}
     if args.pre:
@@ -155,6 +242,11 @@ def main():
         sys.exit(f"tiny-gguf.py: unknown type {args.type!r}")
     if qtype not in SCALE_FIELDS and qtype not in (T.F16, T.BF16, T.F32):
         sys.exit(f"tiny-gguf.py: type {args.type} is not one this script writes")
+    if args.projector:
+        if qtype not in (T.F16, T.Q8_0, T.F32):
+            sys.exit("tiny-gguf.py: a projector's type is F16, Q8_0 or F32")
+        write_projector(args, qtype)
+        return
     arch = args.arch
     gguf_arch = "llama" if arch == "llama3" else arch
     head_dim = 128 if arch in ("qwen3", "gemma3") else DIM // HEADS

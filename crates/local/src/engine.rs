@@ -221,6 +221,15 @@ impl Sequence {
     }
 }
 
+/// What columns of a step take besides their tokens: per column, an embedding to run in place of its token's
+/// (an image's, not scaled as token embeddings are), and the position its attention reaches to (exclusive), for
+/// columns that attend past their own position as llama.cpp's non-causal image batches do. Empty: none.
+#[derive(Debug, Default)]
+pub(crate) struct Inputs<'a> {
+    pub embd: Vec<Option<&'a [f32]>>,
+    pub ends: Vec<Option<usize>>,
+}
+
 /// One token to run: which sequence it extends, and whether its next-token logits are wanted.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Column {
@@ -323,6 +332,16 @@ impl Engine {
         self.step(&mut [&mut seq], &cols).pop().unwrap_or_default()
     }
 
+    /// An empty sequence of this model's layers.
+    pub(crate) fn sequence(&self) -> Sequence {
+        Sequence::new(self.cfg.layers)
+    }
+
+    /// The model's width (its embeddings').
+    pub(crate) fn width(&self) -> usize {
+        self.cfg.dim
+    }
+
     /// Token ids the model knows: the embedding's rows.
     pub(crate) fn vocab(&self) -> usize {
         self.embed.rows
@@ -333,15 +352,41 @@ impl Engine {
     }
 
     fn run(&self, seqs: &mut [&mut Sequence], cols: &[Column]) -> Vec<Vec<f32>> {
+        self.run_with(seqs, cols, &Inputs::default())
+    }
+
+    /// As [`Engine::step`], with columns that take an embedding instead of their token's and attend past
+    /// their own position (see [`Inputs`]).
+    pub(crate) fn step_with(
+        &self,
+        seqs: &mut [&mut Sequence],
+        cols: &[Column],
+        inputs: &Inputs<'_>,
+    ) -> Vec<Vec<f32>> {
+        self.pool.install(|| self.run_with(seqs, cols, inputs))
+    }
+
+    fn run_with(
+        &self,
+        seqs: &mut [&mut Sequence],
+        cols: &[Column],
+        inputs: &Inputs<'_>,
+    ) -> Vec<Vec<f32>> {
         let cfg = &self.cfg;
         let positions = positions(seqs, cols);
         let mut x = scratch::zeroed(cols.len() * cfg.dim);
         for (c, col) in cols.iter().enumerate() {
-            self.embed
-                .dequantize_row(col.token as usize, &mut x[c * cfg.dim..(c + 1) * cfg.dim]);
-        }
-        if let Some(s) = cfg.embed_scale {
-            scale(&mut x, s);
+            let dst = &mut x[c * cfg.dim..(c + 1) * cfg.dim];
+            match inputs.embd.get(c).copied().flatten() {
+                // As llama.cpp: an embedding given as input (an image's) is not scaled.
+                Some(e) => dst.copy_from_slice(e),
+                None => {
+                    self.embed.dequantize_row(col.token as usize, dst);
+                    if let Some(s) = cfg.embed_scale {
+                        scale(dst, s);
+                    }
+                }
+            }
         }
         let factors = self.rope_factors.as_deref();
         let rope = Rope::new(cfg, cfg.rope.base, factors, &positions);
@@ -376,7 +421,16 @@ impl Engine {
                 }
             }
             append_kv(seqs, cols, &qkv, l, cfg);
-            let mut attn = attention(seqs, cols, &positions, &qkv, l, cfg, self.context);
+            let mut attn = attention(
+                seqs,
+                cols,
+                &positions,
+                &inputs.ends,
+                &qkv,
+                l,
+                cfg,
+                self.context,
+            );
             if l + 1 == self.layers.len() && wanted.len() < cols.len() {
                 // As llama.cpp: after the last layer's attention only the columns whose logits are wanted
                 // go on; the others' results would never be read. Each keeps its own batch, so its
@@ -591,10 +645,12 @@ fn append_kv(seqs: &mut [&mut Sequence], cols: &[Column], qkv: &[f32], l: usize,
 
 /// Attention of every column and head over its own sequence's positions up to its own (see
 /// [`crate::attention`] for how each is computed, and why).
+#[allow(clippy::too_many_arguments)]
 fn attention(
     seqs: &[&mut Sequence],
     cols: &[Column],
     positions: &[usize],
+    ends: &[Option<usize>],
     qkv: &[f32],
     l: usize,
     cfg: &Config,
@@ -624,9 +680,10 @@ fn attention(
         .collect();
     let mut tiled = vec![false; seqs.len()];
     let mut held = vec![0usize; seqs.len()];
-    for ((c, &p), how) in cols.iter().zip(positions).zip(&paths) {
+    for (i, ((c, &p), how)) in cols.iter().zip(positions).zip(&paths).enumerate() {
         tiled[c.seq] |= *how == attention::Path::Tiled;
-        held[c.seq] = held[c.seq].max(p + 1);
+        let end = ends.get(i).copied().flatten().unwrap_or(p + 1);
+        held[c.seq] = held[c.seq].max(end);
     }
     let keys = |seq: usize, kv_head: usize| {
         let mut runs = seqs[seq].segments(l);
@@ -659,15 +716,8 @@ fn attention(
         let q = &qkv[c * width + head * hd..c * width + (head + 1) * hd];
         let kt = transposed[seq].as_ref().map(|t| &t[kv_head][..]);
         let first = window.map_or(0, |w| (positions[c] + 1).saturating_sub(w));
-        attention::attend(
-            paths[c],
-            q,
-            &keys(seq, kv_head),
-            kt,
-            first..positions[c] + 1,
-            scale,
-            dst,
-        );
+        let end = ends.get(c).copied().flatten().unwrap_or(positions[c] + 1);
+        attention::attend(paths[c], q, &keys(seq, kv_head), kt, first..end, scale, dst);
     });
     out
 }
@@ -736,22 +786,32 @@ fn thread_pool(path: &Path) -> Result<rayon::ThreadPool, LocalError> {
 }
 
 /// Reads tensors by name, in the formats the kernels take, naming the file and tensor in every error.
-struct Loader<'a> {
+pub(crate) struct Loader<'a> {
     path: &'a Path,
     content: &'a Content,
     file: &'a mut File,
     formats: Vec<String>,
 }
 
-impl Loader<'_> {
-    fn err(&self, name: &str, message: String) -> LocalError {
+impl<'a> Loader<'a> {
+    /// A loader over the tensors of `content`, read from `file` (a vision projector's, see `vision`).
+    pub(crate) fn new(path: &'a Path, content: &'a Content, file: &'a mut File) -> Loader<'a> {
+        Loader {
+            path,
+            content,
+            file,
+            formats: Vec::new(),
+        }
+    }
+
+    pub(crate) fn err(&self, name: &str, message: String) -> LocalError {
         LocalError::Gguf {
             path: self.path.to_path_buf(),
             message: format!("tensor `{name}`: {message}"),
         }
     }
 
-    fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.content.tensor_infos.contains_key(name)
     }
 
@@ -834,7 +894,7 @@ impl Loader<'_> {
     /// The tensor `name`, which must have exactly `shape` (outermost first: `[rows, columns]`). The header
     /// reader has already placed its bytes inside the file; this holds it to what the architecture's
     /// hyperparameters say, before anything is read or allocated for it.
-    fn info(&self, name: &str, shape: &[usize]) -> Result<&TensorInfo, LocalError> {
+    pub(crate) fn info(&self, name: &str, shape: &[usize]) -> Result<&TensorInfo, LocalError> {
         let info = self.content.tensor_infos.get(name).ok_or_else(|| {
             self.err(
                 name,
@@ -854,6 +914,12 @@ impl Loader<'_> {
         Ok(info)
     }
 
+    /// The tensor `name`, whatever its shape (for a reader that reads a dimension from it).
+    pub(crate) fn info_any(&self, name: &str) -> Result<&TensorInfo, LocalError> {
+        (self.content.tensor_infos.get(name))
+            .ok_or_else(|| self.err(name, "missing; expected it in this GGUF".into()))
+    }
+
     /// The rows of a 2-D tensor (the embedding of a file with no vocabulary).
     fn rows(&self, name: &str) -> Result<usize, LocalError> {
         match self.content.tensor_infos.get(name).map(|i| i.shape.dims()) {
@@ -867,7 +933,12 @@ impl Loader<'_> {
     }
 
     /// A 2-D weight of `rows` outputs and `cols` columns (its input width).
-    fn matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<QMatrix, LocalError> {
+    pub(crate) fn matrix(
+        &mut self,
+        name: &str,
+        rows: usize,
+        cols: usize,
+    ) -> Result<QMatrix, LocalError> {
         if !cols.is_multiple_of(BLOCK) {
             return Err(self.err(
                 name,
@@ -912,12 +983,12 @@ impl Loader<'_> {
     }
 
     /// A 1-D f32 weight (a norm) of `len` values.
-    fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, LocalError> {
+    pub(crate) fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, LocalError> {
         self.info(name, &[len])?;
         self.dequantized(name)
     }
 
-    fn dequantized(&mut self, name: &str) -> Result<Vec<f32>, LocalError> {
+    pub(crate) fn dequantized(&mut self, name: &str) -> Result<Vec<f32>, LocalError> {
         self.content
             .tensor(self.file, name, &Device::Cpu)
             .and_then(|q| q.dequantize(&Device::Cpu))
@@ -931,7 +1002,12 @@ impl Loader<'_> {
             })
     }
 
-    fn raw(&mut self, name: &str, offset: u64, len: usize) -> Result<Vec<u8>, LocalError> {
+    pub(crate) fn raw(
+        &mut self,
+        name: &str,
+        offset: u64,
+        len: usize,
+    ) -> Result<Vec<u8>, LocalError> {
         let start = self.content.tensor_data_offset + offset;
         let mut bytes = vec![0u8; len];
         self.file

@@ -32,8 +32,14 @@
 //!   key or tensor. The chat template renders under minijinja's fuel and an output cap ([`TEMPLATE_FUEL`],
 //!   [`TEMPLATE_OUTPUT_CAP`], both growing with the conversation) and is rendered once at load, so a hostile one
 //!   is refused before any request. No error text carries a backtrace, whatever `RUST_BACKTRACE` says.
-//! - **Images.** Models here are text-only. Each image part is replaced by [`IMAGE_OMITTED_MARKER`] where it
-//!   stood, and [`LocalCompletion::images_dropped`] counts them so the run manifest can record it.
+//! - **Images.** A chat's image parts are replaced by [`IMAGE_OMITTED_MARKER`] where they stood, and
+//!   [`LocalCompletion::images_dropped`] counts them so the run manifest can record it: generation is text-only.
+//!   Vision projectors (`mmproj` GGUFs, module `vision`) load as [`Projector`] (types `gemma3` and `idefics3`,
+//!   any other refused with the list; hostile files refused at load under the model files' header checks and
+//!   bounds of their own) and encode an image as llama.cpp's `mtmd` does on the engine's kernels and thread
+//!   pool ([`LocalWeights::install`]); [`LocalWeights::parts_logits`] reads a prompt of token runs and image
+//!   embeddings ([`PromptPart`]) as `mtmd` decodes it. Gemma 3's embeddings and the logits after prompts with
+//!   images equal llama.cpp's to the bit; Idefics3 encodes one tile (llama.cpp's slicing is not done).
 //! - **JSON output.** An [`OutputFormat::Json`] request is decoded under its schema's grammar (any JSON object
 //!   without a schema), as llama.cpp's server decodes a `response_format`: the schema becomes a GBNF grammar by
 //!   the rules of llama.cpp's `json-schema-to-grammar` ([`LocalModel::schema_grammar`]), every sample keeps
@@ -88,6 +94,7 @@ mod spec;
 mod spm;
 mod template;
 mod tokenizer;
+mod vision;
 mod weights;
 
 use std::hash::BuildHasher;
@@ -108,6 +115,9 @@ pub use template::{
     IMAGE_OMITTED_MARKER, TEMPLATE_FUEL, TEMPLATE_OUTPUT_CAP,
 };
 pub use tokenizer::{Tokenizer, TokenizerSource};
+pub use vision::{
+    Projector, ProjectorKind, PromptPart, RgbImage, MAX_ACTIVATION_BYTES, PROJECTOR_TYPES,
+};
 pub use weights::LocalWeights;
 
 use batch::{Batch, Constraint, Done, Job};

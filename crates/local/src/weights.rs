@@ -42,6 +42,63 @@ impl LocalWeights {
         self.engine.vocab()
     }
 
+    /// The next-token logits after a prompt of text and image parts (see [`crate::PromptPart`]), each part read
+    /// as llama.cpp's `mtmd` decodes it; image embeddings must be rows of the model's width.
+    pub fn parts_logits(&self, parts: &[crate::PromptPart]) -> Result<Vec<f32>, LocalError> {
+        let dim = self.engine.width();
+        for part in parts {
+            match part {
+                crate::PromptPart::Tokens(ids) => {
+                    if let Some(&bad) = ids.iter().find(|&&t| t as usize >= self.vocab()) {
+                        return Err(LocalError::InvalidParams {
+                            field: "prompt",
+                            message: format!(
+                                "token id {bad} is outside the vocabulary of {}",
+                                self.vocab()
+                            ),
+                        });
+                    }
+                }
+                crate::PromptPart::Image { embd, .. } => {
+                    if embd.is_empty() || !embd.len().is_multiple_of(dim) {
+                        return Err(LocalError::InvalidParams {
+                            field: "prompt",
+                            message: format!(
+                                "an image of {} values is not rows of the model's width {dim}",
+                                embd.len()
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+        let total: usize = parts
+            .iter()
+            .map(|p| match p {
+                crate::PromptPart::Tokens(ids) => ids.len(),
+                crate::PromptPart::Image { embd, .. } => embd.len() / dim,
+            })
+            .sum();
+        if total == 0 {
+            return Err(LocalError::InvalidParams {
+                field: "prompt",
+                message: "expected at least one token".into(),
+            });
+        }
+        if total >= self.engine.context {
+            return Err(LocalError::ContextTooLong {
+                prompt_tokens: total,
+                context_length: self.engine.context,
+            });
+        }
+        Ok(crate::vision::parts_logits(&self.engine, parts))
+    }
+
+    /// Runs `f` (an image's encoding) on the model's thread pool.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.engine.install(f)
+    }
+
     /// The next-token logits after `prompt`, one per vocabulary entry.
     pub fn prompt_logits(&self, prompt: &[u32]) -> Result<Vec<f32>, LocalError> {
         if prompt.is_empty() {

@@ -133,6 +133,77 @@ impl Gguf {
         }
     }
 
+    /// A tiny `gemma3` vision projector (llama.cpp's `mmproj` layout): one SigLIP layer of width 64 with one
+    /// head and an MLP of 128, 28-pixel images in patches of 14 (a 2 × 2 grid pooled by 2 to one token), F16
+    /// matrices, the F32 patch and position embeddings and an F16 input projection to width [`DIM`].
+    pub fn tiny_projector() -> Gguf {
+        let mut rng = SplitMix(0x6d6d_7072);
+        let m = |k: &str, v: Value| (k.to_string(), v);
+        let metadata = vec![
+            m("general.architecture", Value::Str("clip".into())),
+            m("clip.projector_type", Value::Str("gemma3".into())),
+            m("clip.has_vision_encoder", Value::Bool(true)),
+            m("clip.use_gelu", Value::Bool(true)),
+            m("clip.vision.embedding_length", Value::U32(64)),
+            m("clip.vision.feed_forward_length", Value::U32(128)),
+            m("clip.vision.block_count", Value::U32(1)),
+            m("clip.vision.attention.head_count", Value::U32(1)),
+            m("clip.vision.attention.layer_norm_epsilon", Value::F32(1e-6)),
+            m("clip.vision.image_size", Value::U32(28)),
+            m("clip.vision.patch_size", Value::U32(14)),
+            m("clip.vision.projection_dim", Value::U32(DIM as u32)),
+            m("clip.vision.image_mean", Value::F32s(vec![0.5; 3])),
+            m("clip.vision.image_std", Value::F32s(vec![0.5; 3])),
+            m("clip.vision.projector.scale_factor", Value::U32(2)),
+        ];
+        let f32s = |name: &str, dims: Vec<u64>| {
+            let n: u64 = dims.iter().product();
+            Tensor {
+                name: name.into(),
+                dims,
+                ty: tensor_type::F32,
+                data: (0..n)
+                    .flat_map(|i| ((i % 7) as f32 * 0.01).to_le_bytes())
+                    .collect(),
+                offset: None,
+            }
+        };
+        let mut tensors = vec![
+            f32s("v.patch_embd.weight", vec![14, 14, 3, 64]),
+            norm("v.patch_embd.bias", 64),
+            f32s("v.position_embd.weight", vec![64, 4]),
+        ];
+        let n = |t: &str| format!("v.blk.0.{t}");
+        for (t, rows, cols) in [
+            ("attn_q", 64, 64),
+            ("attn_k", 64, 64),
+            ("attn_v", 64, 64),
+            ("attn_out", 64, 64),
+            ("ffn_up", 128, 64),
+            ("ffn_down", 64, 128),
+        ] {
+            tensors.push(matrix(&mut rng, &n(&format!("{t}.weight")), rows, cols));
+            tensors.push(norm(&n(&format!("{t}.bias")), rows));
+        }
+        for t in ["ln1", "ln2"] {
+            tensors.push(norm(&n(&format!("{t}.weight")), 64));
+            tensors.push(norm(&n(&format!("{t}.bias")), 64));
+        }
+        tensors.extend([
+            norm("v.post_ln.weight", 64),
+            norm("v.post_ln.bias", 64),
+            norm("mm.soft_emb_norm.weight", 64),
+            matrix(&mut rng, "mm.input_projection.weight", 64, DIM),
+        ]);
+        Gguf {
+            version: 3,
+            metadata,
+            tensors,
+            tensor_count: None,
+            metadata_count: None,
+        }
+    }
+
     /// Sets `key` to `value`, in its place when the key is there, at the end otherwise.
     pub fn set(&mut self, key: &str, value: Value) -> &mut Gguf {
         match self.metadata.iter_mut().find(|(k, _)| k == key) {

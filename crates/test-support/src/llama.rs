@@ -163,3 +163,114 @@ pub fn ggml_gelu_table() -> Option<Vec<u16>> {
             .collect(),
     )
 }
+
+/// What llama.cpp's `mtmd` computes for one prompt holding images (`scripts/llama-mtmd.py`).
+#[derive(Debug, Clone)]
+pub struct MtmdAnswer {
+    /// The prompt's chunks in order: text token ids, or an image's embeddings (rows of the text model's width).
+    pub chunks: Vec<MtmdChunk>,
+    /// The logits after the prompt's last position.
+    pub logits: Vec<f32>,
+}
+
+/// An image for [`mtmd`]: width, height and RGB bytes (rows top to bottom).
+pub type RgbImage = (usize, usize, Vec<u8>);
+
+/// A prompt holding `<__media__>` markers, and its images in order.
+pub type MtmdRequest = (String, Vec<RgbImage>);
+
+/// One chunk of a prompt as `mtmd_tokenize` splits it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MtmdChunk {
+    Text(Vec<u32>),
+    Image(Vec<f32>),
+}
+
+/// llama.cpp's chunks, image embeddings and logits for each `(prompt, images)`, each image `(width, height,
+/// RGB bytes)` and each prompt holding one `<__media__>` marker per image; on `model` with the projector
+/// `mmproj`, with two threads. The images are written into a fresh folder inside `dir`. `None` (after [`need()`]) when xllamacpp is
+/// not installed; panics when the script fails.
+pub fn mtmd(
+    model: &Path,
+    mmproj: &Path,
+    dir: &Path,
+    requests: &[MtmdRequest],
+) -> Option<Vec<MtmdAnswer>> {
+    mtmd_with(model, mmproj, dir, requests, true)
+}
+
+/// [`mtmd`], without the logits when `with_logits` is false (their `logits` then empty): for a text model
+/// whose vocabulary lacks the projector's special tokens, which llama.cpp can tokenise around but not run.
+pub fn mtmd_with(
+    model: &Path,
+    mmproj: &Path,
+    dir: &Path,
+    requests: &[MtmdRequest],
+    with_logits: bool,
+) -> Option<Vec<MtmdAnswer>> {
+    let mut cmd = xllamacpp_script("llama-mtmd.py", "llama.cpp's multimodal library", model)?;
+    // A folder of its own, so that tests running at once never read each other's images.
+    let scratch = tempfile::tempdir_in(dir).expect("a scratch folder for the images");
+    let dir = scratch.path();
+    let mut input = String::new();
+    for (r, (prompt, images)) in requests.iter().enumerate() {
+        let mut list = Vec::new();
+        for (i, (w, h, rgb)) in images.iter().enumerate() {
+            let file = dir.join(format!("mtmd-{r}-{i}.rgb"));
+            std::fs::write(&file, rgb).expect("writes the image for llama-mtmd.py");
+            list.push(serde_json::json!([w, h, file]));
+        }
+        input += &serde_json::json!({"prompt": prompt, "images": list, "logits": with_logits})
+            .to_string();
+        input.push('\n');
+    }
+    let mut child = cmd
+        .arg(mmproj)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting python3 scripts/llama-mtmd.py");
+    let mut stdin = child.stdin.take().expect("the script's stdin");
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child.wait_with_output().expect("running llama-mtmd.py");
+    writer
+        .join()
+        .expect("the writer thread")
+        .expect("writing the requests to llama-mtmd.py");
+    assert!(
+        out.status.success(),
+        "llama-mtmd.py failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("llama-mtmd.py prints JSON");
+    let answers: Vec<MtmdAnswer> = text
+        .lines()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            let chunks = v["chunks"]
+                .as_array()
+                .expect("chunks")
+                .iter()
+                .map(|c| match c.get("text") {
+                    Some(ids) => MtmdChunk::Text(
+                        ids.as_array()
+                            .expect("token ids")
+                            .iter()
+                            // -1 where the vocabulary lacks a special token the projector names.
+                            .map(|t| t.as_i64().expect("a token id") as u32)
+                            .collect(),
+                    ),
+                    None => MtmdChunk::Image(f32s_from_hex(c["embd"].as_str().expect("embd"))),
+                })
+                .collect();
+            MtmdAnswer {
+                chunks,
+                logits: f32s_from_hex(v["logits"].as_str().expect("logits")),
+            }
+        })
+        .collect();
+    assert_eq!(answers.len(), requests.len(), "one answer per request");
+    Some(answers)
+}

@@ -12,3 +12,4 @@ mod logits;
 mod quant_types;
 mod qwen_style;
 mod smollm2;
+mod vision;
