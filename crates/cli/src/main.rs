@@ -138,6 +138,9 @@ enum Command {
     /// NeuroVLM-Bench's runner made (--format neurovlm-run) as runs of imported:MODEL
     #[command(after_help = cmd::import::EXAMPLES)]
     Import(cmd::import::ImportArgs),
+    /// Write scored runs where other tools look: an Inspect AI eval log, an MLflow tracking server
+    #[command(after_help = cmd::export::EXAMPLES)]
+    Export(cmd::export::ExportCommand),
     /// Print this command line's reference as Markdown (docs/cli.md is its output)
     #[command(hide = true)]
     MarkdownHelp,
@@ -234,6 +237,7 @@ fn main() -> ExitCode {
         Command::Review(c) => cmd::review::run(c, &at),
         Command::Rubric(c) => cmd::rubric::run(c, &at),
         Command::Import(a) => cmd::import::run(a, &at),
+        Command::Export(c) => cmd::export::run(c, &at),
         Command::MarkdownHelp => {
             print!("{}", markdown_help());
             Ok(ExitCode::SUCCESS)

@@ -15,6 +15,7 @@ mod eval_reasoning;
 mod eval_scores;
 mod eval_thinking;
 mod eval_wire;
+mod export_inspect;
 mod hostile;
 mod hostile_corpus;
 mod human;
