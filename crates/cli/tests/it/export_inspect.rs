@@ -74,7 +74,7 @@ fn server() -> FakeServer {
 }
 
 /// A scored run of the suite (two samples a task): the runs folder and its id.
-fn scored_run(dir: &Path) -> (PathBuf, String, FakeServer) {
+pub(crate) fn scored_run(dir: &Path) -> (PathBuf, String, FakeServer) {
     let runs = dir.join("runs");
     let suite = suite(dir);
     let server = server();

@@ -16,6 +16,7 @@ mod eval_scores;
 mod eval_thinking;
 mod eval_wire;
 mod export_inspect;
+mod export_mlflow;
 mod hf_disk;
 mod hostile;
 mod hostile_corpus;
