@@ -244,6 +244,7 @@ mod tests {
             level: Some(Level::Complex),
             map: vec![("diagnosis_name".into(), "label".into())],
             images_root: Some(PathBuf::from("/data/neurovlm")),
+            split: Some("test".into()),
         };
         let text = serde_json::to_string(&source).unwrap();
         assert!(

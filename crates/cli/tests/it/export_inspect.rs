@@ -59,7 +59,7 @@ fn server() -> FakeServer {
         responder: Arc::new(|req| {
             let texts = (0..req.samples() as usize)
                 .map(|i| {
-                    let top = if draw(req, i) % 2 == 0 {
+                    let top = if draw(req, i).is_multiple_of(2) {
                         REFERENCE
                     } else {
                         "Migraine"
