@@ -9,7 +9,7 @@
 //! lesion type; empty where it recorded none), and `scores.nmb` the verdict: `value` 1 when correct and 0 when
 //! wrong, for the samples that count towards accuracy only. Errored, pending and reference-less samples have no
 //! score (they are not wrong answers) and errored ones carry their error. The results hold nmb's headline
-//! numbers ([`super::headline`]) as the `nmb` scorer's metrics, with `accuracy` as the headline metric; the
+//! numbers ([`super::headline()`]) as the `nmb` scorer's metrics, with `accuracy` as the headline metric; the
 //! full score report stays in nmb.
 
 use std::collections::BTreeMap;

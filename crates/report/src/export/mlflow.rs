@@ -3,7 +3,7 @@
 //! One MLflow run per nmb run, in the experiment named (created when missing). The run is found again by its
 //! `nmb_run_id` tag, so exporting again updates the same MLflow run and never makes a second. The run's
 //! configuration (model, suite, template, decoding parameters, samples, input mode, nmb version) is logged as
-//! params, which never change for a stored run; every headline number ([`super::headline`]) as a metric (CI bounds
+//! params, which never change for a stored run; every headline number ([`super::headline()`]) as a metric (CI bounds
 //! as `*_ci_low` / `*_ci_high`), logged again at each export; the suite, template, configuration and scoring
 //! hashes and the model's identity as tags; and the files of a report folder as artifacts, uploaded through the
 //! server's artifact proxy (`mlflow server --serve-artifacts`, runs whose artifact URI is `mlflow-artifacts:`).
