@@ -78,6 +78,10 @@ pub enum Part {
 pub struct Message {
     pub role: Role,
     pub parts: Vec<Part>,
+    /// Send the content as a list of parts even when it is a single text, as NeuroVLM-Bench's runner does
+    /// (OpenAI's wire otherwise sends a lone text as a plain string; the API reads both alike). Not part of
+    /// [`messages_hash`] or the stored conversation: the model is asked the same either way.
+    pub as_parts: bool,
 }
 
 impl Message {
@@ -85,6 +89,7 @@ impl Message {
         Message {
             role,
             parts: vec![Part::Text(text.into())],
+            as_parts: false,
         }
     }
 

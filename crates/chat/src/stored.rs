@@ -108,6 +108,7 @@ mod tests {
             Message::text(Role::System, "You are an experienced neurology expert."),
             Message {
                 role: Role::User,
+                as_parts: false,
                 parts: vec![
                     Part::Text("Case: \"quoted\" <b>".into()),
                     Part::Image(ImagePart {

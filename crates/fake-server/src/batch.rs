@@ -537,6 +537,9 @@ fn answer(
         match wire::parse_request(wire, path_model, head, &bytes, state.config.hash_images) {
             Ok(mut r) => {
                 r.batch = Some(id.to_string());
+                if state.config.keep_bodies {
+                    r.body = Some(body.to_string().into());
+                }
                 r
             }
             Err(msg) => return failed(wire::error(wire, 400, &msg)),

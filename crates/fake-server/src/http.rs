@@ -118,7 +118,12 @@ async fn handle(req: Request, state: &State) -> Action {
     };
     let received =
         match wire::parse_request(wire, path_model, head, &req.body, state.config.hash_images) {
-            Ok(r) => r,
+            Ok(mut r) => {
+                if state.config.keep_bodies {
+                    r.body = Some(String::from_utf8_lossy(&req.body).into());
+                }
+                r
+            }
             Err(msg) => {
                 state.count_bad();
                 return Action::Respond(wire::error(wire, 400, &msg));

@@ -14,7 +14,9 @@
 //! bodies, broken batch outputs). It is test support: it does not implement any model, and nmb's own code never
 //! depends on it outside tests and benches. [`support`] holds what those tests and benches share besides the
 //! server: noise PNGs and process measurements (CPU time, peak memory). [`judge`] plays a judge with injected
-//! leanings (noise, a length bias, an effect of seeing the model's thinking) for tests with known truth.
+//! leanings (noise, a length bias, an effect of seeing the model's thinking) for tests with known truth;
+//! [`visual_judge`] one that can tell a visual hallucination from a reasoning failure only from the image;
+//! [`probe`] plays a model that defers to a suggested diagnosis with a designed probability.
 
 pub mod batch;
 mod exchange;
@@ -23,7 +25,9 @@ mod fault_error;
 pub mod hostile;
 mod http;
 pub mod judge;
+pub mod probe;
 pub mod support;
+pub mod visual_judge;
 pub mod wire;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -71,6 +75,9 @@ pub struct Config {
     pub hash_images: bool,
     /// Keep every request in memory for [`FakeServer::requests`].
     pub record: bool,
+    /// With `record`: keep each request's body as sent too ([`ReceivedRequest::body`]), for tests that compare
+    /// bytes. Off by default: bodies carry every image.
+    pub keep_bodies: bool,
     /// Also append every request as a JSON line here (auth values never included).
     pub log_path: Option<PathBuf>,
     /// Fault for every `n`-th request (1-based: requests n, 2n, ...).
@@ -88,6 +95,7 @@ impl Default for Config {
             latency: Duration::ZERO,
             hash_images: true,
             record: true,
+            keep_bodies: false,
             log_path: None,
             fault_every: None,
             responder: Arc::new(default_reply),

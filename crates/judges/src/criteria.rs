@@ -11,7 +11,7 @@ use nmb_results::criteria::Criterion;
 use serde_json::{json, Map, Value};
 
 use crate::judge::Question;
-use crate::prompts::{render_context, template_hash, Context, SYSTEM};
+use crate::prompts::{hash_with_images, render_context, Context, SYSTEM};
 use crate::rubric::{check_keys, strict_json_object};
 
 pub const CRITERIA_ID: &str = "judge-criteria-v1";
@@ -22,9 +22,12 @@ example\" or \"including\", the answer need not give every example. Some criteri
 (they have negative points): say whether the answer does that thing, not whether the answer is good, so a good \
 answer does NOT meet them. Judge only what the answer says; the reference tells you what is true of the case.";
 
-/// The template's id and hash, for the scoring configuration.
-pub fn template_version() -> (String, String) {
-    (CRITERIA_ID.to_string(), template_hash(&[SYSTEM, RULES]))
+/// The template's id and hash, for the scoring configuration; `images`: its questions carry the model's images.
+pub fn template_version(images: bool) -> (String, String) {
+    (
+        CRITERIA_ID.to_string(),
+        hash_with_images(&[SYSTEM, RULES], images),
+    )
 }
 
 /// The criteria as the judge reads them.
@@ -74,7 +77,7 @@ pub fn question(criteria: &[Criterion], ctx: &Context, sample: u32) -> Question 
     Question {
         item_id: format!("criteria:{}#{sample}", ctx.task.id),
         template_id: CRITERIA_ID,
-        template_hash: template_hash(&[SYSTEM, RULES]),
+        template_hash: hash_with_images(&[SYSTEM, RULES], !ctx.images.is_empty()),
         system: SYSTEM.to_string(),
         user,
         schema: json!({
@@ -88,6 +91,7 @@ pub fn question(criteria: &[Criterion], ctx: &Context, sample: u32) -> Question 
             "required": ["criteria"],
             "additionalProperties": false
         }),
+        images: ctx.images.to_vec(),
     }
 }
 

@@ -25,11 +25,11 @@
 //! public endpoint. The flag is on the judge ([`JudgeInfo`]) and on each of its verdicts.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures::stream::{self, StreamExt};
-use nmb_chat::{GenParams, Message, OutputFormat, Role};
+use nmb_chat::{GenParams, ImagePart, Message, OutputFormat, Part, Role};
 use nmb_record::{BatchOptions, Batcher, CallSpec, Recorder, BATCH_IN_FLIGHT};
 use nmb_requests::{Adjustment, Backend, ModelIdentity, ModelSpec, Scheduler, Secrets};
 use nmb_results::family::{model_family, self_grading};
@@ -89,6 +89,35 @@ pub struct Question {
     pub user: String,
     /// JSON schema of the answer (sent to backends that enforce schemas; validated here in any case).
     pub schema: Value,
+    /// Images sent after the text, each after a line with its number and caption (empty: text only).
+    pub images: Vec<JudgeImage>,
+}
+
+/// An image a judge is shown with a question: bytes the graded model received, with their caption.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JudgeImage {
+    pub caption: Option<String>,
+    pub part: ImagePart,
+}
+
+impl Question {
+    /// The question's user message: its text, then each image after a line naming it.
+    fn user_message(&self) -> Message {
+        let mut parts = vec![Part::Text(self.user.clone())];
+        for (n, image) in self.images.iter().enumerate() {
+            let line = match &image.caption {
+                Some(c) => format!("Image {}: {c}", n + 1),
+                None => format!("Image {}", n + 1),
+            };
+            parts.push(Part::Text(line));
+            parts.push(Part::Image(image.part.clone()));
+        }
+        Message {
+            role: Role::User,
+            parts,
+            as_parts: false,
+        }
+    }
 }
 
 /// How one judge's repeats of a question become its one answer: the median. With an even number of valid
@@ -143,6 +172,8 @@ struct Slot {
     self_grading: Option<String>,
     family: String,
     provider: String,
+    /// Its server answered `unsupported_input` to a question with images: no more are sent to it.
+    blind: AtomicBool,
 }
 
 /// How a panel asks its judges.
@@ -157,6 +188,9 @@ pub struct Asking {
     pub batch: Option<BatchOptions>,
     /// Times each judge is asked each question, with seeds `seed, seed + 1, ...` (at least 1 is used).
     pub repeats: u32,
+    /// The questions carry the model's images (`--judge-images same`): the judges' runs are others than those
+    /// of text-only questions, and their manifests say the images were sent.
+    pub images: bool,
 }
 
 /// The decoding parameters of repeat `r`: the seed moved on by `r`, so that each repeat is a distinct call with
@@ -214,6 +248,7 @@ impl Panel {
             concurrency,
             batch,
             repeats,
+            images,
         } = asking;
         // A call waiting for its batch puts no load on a server: as many wait as a round of batches holds.
         let concurrency = if batch.is_some() {
@@ -237,7 +272,10 @@ impl Panel {
             let mut runs = Vec::new();
             for r in 0..repeats.max(1) {
                 let params = repeat_params(&params, r);
-                let run_id = judge_run(&store, of, j.spec.as_str(), &identity, &params)?;
+                let run_id = judge_run(&store, of, j.spec.as_str(), &identity, &params, images)?;
+                if images {
+                    refuse_if_refused_images(&store, &run_id, j.spec.as_str())?;
+                }
                 // A judge run asked again starts with what it recorded, so a server is not refused twice.
                 backend.adopt_adjustments(&recorded_adjustments(&store.run(&run_id)?.manifest));
                 let recorder = Recorder::new(
@@ -257,6 +295,7 @@ impl Panel {
                 backend,
                 identity,
                 repeats: runs,
+                blind: AtomicBool::new(false),
             });
         }
         Ok(Panel {
@@ -374,12 +413,20 @@ impl Panel {
     {
         let mut messages = vec![
             Message::text(Role::System, q.system.clone()),
-            Message::text(Role::User, q.user.clone()),
+            q.user_message(),
         ];
         let mut failure = String::new();
+        let images = !q.images.is_empty();
         for attempt in 0..=self.max_reasks {
+            if images && slot.blind.load(Ordering::Relaxed) {
+                return Err(cannot_see(&slot.spec));
+            }
             let text = match self.turn(slot, repeat, q, attempt, &messages).await? {
                 Ok(text) => text,
+                Err(class) if images && class == UNSUPPORTED_INPUT => {
+                    slot.blind.store(true, Ordering::Relaxed);
+                    return Err(cannot_see(&slot.spec));
+                }
                 Err(class) => {
                     return Ok(Answer::single(
                         None,
@@ -545,6 +592,34 @@ fn combine<T: Repeated>(repeats: Vec<Answer<T>>) -> Answer<T> {
     }
 }
 
+/// The error class of a server refusing an input it cannot take (images sent to a text-only model).
+const UNSUPPORTED_INPUT: &str = "unsupported_input";
+
+fn cannot_see(judge: &str) -> JudgeError {
+    JudgeError::CannotSeeImages {
+        judge: judge.to_string(),
+        why: format!("its server answered {UNSUPPORTED_INPUT} to a question with images"),
+    }
+}
+
+/// Refuses, before anything is sent, a judge whose server already answered `unsupported_input` to a question
+/// with images in this judge run (an earlier scoring stopped on it).
+fn refuse_if_refused_images(store: &Store, run_id: &str, judge: &str) -> Result<(), JudgeError> {
+    let refused = store.run_samples(run_id)?.iter().any(|s| {
+        s.error_class.as_deref() == Some(UNSUPPORTED_INPUT)
+            || s.turns
+                .iter()
+                .any(|t| t.error_class.as_deref() == Some(UNSUPPORTED_INPUT))
+    });
+    match refused {
+        true => Err(JudgeError::CannotSeeImages {
+            judge: judge.to_string(),
+            why: format!("its server answered {UNSUPPORTED_INPUT} to images in an earlier scoring"),
+        }),
+        false => Ok(()),
+    }
+}
+
 fn reask(why: &str) -> String {
     format!(
         "Your answer could not be used: {why}. Reply again with only the JSON object described above: no \
@@ -559,6 +634,7 @@ fn judge_run(
     judge: &str,
     model_identity: &Value,
     params: &GenParams,
+    images: bool,
 ) -> Result<String, JudgeError> {
     let scored = match of {
         JudgeRunOf::Run(scored) => scored,
@@ -566,13 +642,17 @@ fn judge_run(
             return subject_run(store, subject, judge, model_identity, params)
         }
     };
-    let identity = json!({
+    let mut identity = json!({
         "kind": "judge",
         "scored_run_id": scored.run_id,
         "judge": judge,
         "model_identity": model_identity,
         "params": params,
     });
+    // Only when sent, so that judge runs of text-only questions are found again as before.
+    if images {
+        identity["images"] = json!("same");
+    }
     let config_hash = hex::encode(Sha256::digest(canonical_json(&identity).as_bytes()));
     if let Some(run_id) = store.first_run_with_config(&config_hash)? {
         store.set_status(&run_id, nmb_store::RunStatus::Running)?;
@@ -588,9 +668,15 @@ fn judge_run(
         model: judge.into(),
         model_identity: Some(model_identity.as_object().cloned().unwrap_or_default()),
         params: serde_json::to_value(params).unwrap_or(Value::Null),
-        input_mode: nmb_store::InputMode::Text,
+        input_mode: match images {
+            true => nmb_store::InputMode::Full,
+            false => nmb_store::InputMode::Text,
+        },
         samples: 1,
-        dropped_inputs: vec!["images (judges read text only)".into()],
+        dropped_inputs: match images {
+            true => Vec::new(),
+            false => vec!["images (judges read text only)".into()],
+        },
         ..Manifest::default()
     };
     Ok(store.create_run(&config_hash, &manifest)?.run_id)

@@ -51,6 +51,7 @@ fn question(pair: &PairToJudge, x_first: bool) -> Question {
             "required": ["better", "rationale"],
             "additionalProperties": false
         }),
+        images: Vec::new(),
     }
 }
 
@@ -70,6 +71,7 @@ pub async fn judge_pairs(
         batch: None,
         // Each pair is asked once in each order; position bias, not repeat stability, is what pairs measure.
         repeats: 1,
+        images: false,
     };
     let panel = Panel::open(store.clone(), scheduler, judges, scored, asking)?;
     let questions: Vec<Question> = pairs

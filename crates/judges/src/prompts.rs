@@ -13,7 +13,7 @@ use nmb_suite::{Case, Reference, Task};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::judge::Question;
+use crate::judge::{JudgeImage, Question};
 use crate::rubric::{
     answer_example, check_keys, render, schema, strict_json_object, validate, Grade,
 };
@@ -43,6 +43,21 @@ of these classes:\n\
 Reply with only this JSON object and nothing else: {\"category\": \"<one of the five ids>\", \"justification\": \
 \"<one line>\"}";
 
+/// What a question with the model's images attached says about them; it enters the template hash of such
+/// questions only, so questions without images keep their versions.
+pub(crate) const IMAGES_ATTACHED: &str = "The images attached after this text are the exact images the model \
+was shown, in the order it saw them. Check every claim the answer makes about the imaging against them: a finding \
+the answer describes that the images do not show is a visual hallucination, a finding they show that the answer \
+missed or misread is a perceptual failure.";
+
+/// The hash of a template whose fixed parts are `parts`, with [`IMAGES_ATTACHED`] when images are sent.
+pub(crate) fn hash_with_images(parts: &[&str], images: bool) -> String {
+    match images {
+        true => template_hash(&[parts, &[IMAGES_ATTACHED]].concat()),
+        false => template_hash(parts),
+    }
+}
+
 /// Hash of a template's fixed parts.
 pub fn template_hash(parts: &[&str]) -> String {
     let mut h = Sha256::new();
@@ -53,19 +68,21 @@ pub fn template_hash(parts: &[&str]) -> String {
     hex::encode(h.finalize())
 }
 
-/// Template ids and hashes, for the scoring config.
-pub fn template_versions(rubric: Option<&Rubric>) -> BTreeMap<String, String> {
+/// Template ids and hashes, for the scoring config; `images`: the rubric and taxonomy questions carry the
+/// model's images (`--judge-images same`).
+pub fn template_versions(rubric: Option<&Rubric>, images: bool) -> BTreeMap<String, String> {
     let mut m = BTreeMap::new();
     m.insert(
         EQUIVALENCE_ID.to_string(),
         template_hash(&[SYSTEM, EQUIVALENCE_RULES]),
     );
     if let Some(r) = rubric {
-        m.insert(RUBRIC_ID.to_string(), template_hash(&[SYSTEM, &r.hash]));
+        let hash = hash_with_images(&[SYSTEM, &r.hash], images);
+        m.insert(RUBRIC_ID.to_string(), hash);
     }
     m.insert(
         TAXONOMY_ID.to_string(),
-        template_hash(&[SYSTEM, TAXONOMY_RULES]),
+        hash_with_images(&[SYSTEM, TAXONOMY_RULES], images),
     );
     m
 }
@@ -124,6 +141,7 @@ pub fn equivalence(
             "required": ["equivalent", "rationale"],
             "additionalProperties": false
         }),
+        images: Vec::new(),
     }
 }
 
@@ -153,6 +171,9 @@ pub struct Context<'a> {
     pub task: &'a Task,
     /// The model's answer at each turn (one for single-turn tasks).
     pub answers: &'a [String],
+    /// The images the model was shown, sent with the question (`--judge-images same`); empty: the judge reads
+    /// their captions only.
+    pub images: &'a [JudgeImage],
 }
 
 pub(crate) fn render_context(ctx: &Context) -> String {
@@ -173,7 +194,12 @@ pub(crate) fn render_context(ctx: &Context) -> String {
         .chain(task.turns.iter().flat_map(|t| t.images.iter()))
         .map(|i| i.label().unwrap_or_else(|| i.id.clone()))
         .collect();
-    if !captions.is_empty() {
+    if !ctx.images.is_empty() {
+        s.push_str(&format!(
+            "Images shown to the model: {} attached below, numbered in the order it saw them. {IMAGES_ATTACHED}\n",
+            ctx.images.len()
+        ));
+    } else if !captions.is_empty() {
         s.push_str(&format!(
             "Images shown to the model ({}; you do not see them, rely on the reference for what they show):\n",
             captions.len()
@@ -247,10 +273,11 @@ pub fn rubric(rubric: &Rubric, ctx: &Context, sample: u32) -> Question {
     Question {
         item_id: format!("rubric:{}#{sample}", ctx.task.id),
         template_id: RUBRIC_ID,
-        template_hash: template_hash(&[SYSTEM, &rubric.hash]),
+        template_hash: hash_with_images(&[SYSTEM, &rubric.hash], !ctx.images.is_empty()),
         system: SYSTEM.to_string(),
         user,
         schema: schema(rubric),
+        images: ctx.images.to_vec(),
     }
 }
 
@@ -268,7 +295,7 @@ pub fn taxonomy(ctx: &Context, sample: u32, why_wrong: &str) -> Question {
     Question {
         item_id: format!("taxonomy:{}#{sample}", ctx.task.id),
         template_id: TAXONOMY_ID,
-        template_hash: template_hash(&[SYSTEM, TAXONOMY_RULES]),
+        template_hash: hash_with_images(&[SYSTEM, TAXONOMY_RULES], !ctx.images.is_empty()),
         system: SYSTEM.to_string(),
         user,
         schema: json!({
@@ -280,6 +307,7 @@ pub fn taxonomy(ctx: &Context, sample: u32, why_wrong: &str) -> Question {
             "required": ["category", "justification"],
             "additionalProperties": false
         }),
+        images: ctx.images.to_vec(),
     }
 }
 

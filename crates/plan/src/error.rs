@@ -67,6 +67,12 @@ pub enum PlanError {
         #[source]
         source: Box<PlanError>,
     },
+    /// A few-shot example that cannot be shown (its image unreadable).
+    #[error("few-shot example {at}: {message}")]
+    FewShot { at: String, message: String },
+    /// Few-shot examples given where a task or template cannot take them.
+    #[error("few-shot examples: {0}")]
+    FewShotUse(String),
     #[error("suite default {key}: {message}")]
     SuiteDefault { key: String, message: String },
 }

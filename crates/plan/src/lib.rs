@@ -89,11 +89,13 @@
 pub mod chat;
 mod error;
 pub mod estimate;
+pub mod few_shot;
 mod images;
 mod jinja;
 mod loaded;
 pub mod output;
 mod plan;
+pub mod probe;
 mod render;
 mod template;
 pub mod volumes;
@@ -103,11 +105,13 @@ pub use chat::{
     SamplingParam,
 };
 pub use error::PlanError;
+pub use few_shot::RunnerShots;
 pub use images::{ImageCache, DEFAULT_CACHE_BYTES};
 pub use loaded::LoadedImage;
 pub use plan::{
     conversation_for_turn, plan, recorded_families, InputMode, Plan, PlanOptions, PlanSummary,
     PlannedTask, PlannedTurn, DEFAULT_ANSWER_LANGUAGE, DEFAULT_SAMPLES,
 };
+pub use probe::{Probe, ProbeKind};
 pub use template::{builtin_ids, template_hash, variant_names, Template};
 pub use volumes::{CachedView, RenderCache};

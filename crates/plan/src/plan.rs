@@ -13,10 +13,12 @@ use sha2::{Digest, Sha256};
 use crate::chat::{ImagePart, Message, OutputFormat, Part, Role};
 use crate::error::PlanError;
 use crate::estimate::{image_tokens, text_tokens, ASSUMED_ANSWER_TOKENS};
+use crate::few_shot::{RunnerShots, RUNNER_QUERY};
 use crate::images::ImageCache;
 use crate::jinja::{clean, marker};
 use crate::loaded::LoadedImage;
 use crate::output::output_format;
+use crate::probe::{anchoring_note, insisting_turn, Probe, ProbeKind};
 use crate::render::{split_parts, Renderer};
 use crate::template::Template;
 
@@ -96,6 +98,11 @@ pub struct PlanOptions {
     /// Language the templates ask answers in. `None`: the suite's `answer_language` default (a string, or
     /// null for no instruction), else [`DEFAULT_ANSWER_LANGUAGE`]. `Some("")`: no language instruction.
     pub answer_language: Option<String>,
+    /// A context probe: a wrong diagnosis suggested in the notes or insisted on in a last turn.
+    pub probe: Option<Probe>,
+    /// NeuroVLM-Bench's few-shot examples (`--few-shot FILE.csv`): every task is asked as the authors' runner
+    /// asks it, the examples' message between the system message and the question (see [`crate::few_shot`]).
+    pub few_shot: Option<Arc<RunnerShots>>,
 }
 
 /// The families whose templates a run manifest records: the six that existed before NeuroVLM-Bench's
@@ -126,6 +133,10 @@ impl PlanOptions {
         for f in &recorded_families(structured) {
             let t = self.template_for(*f);
             h.update(format!("{}\0{}\0{}\n", f.as_str(), t.id(), t.hash()).as_bytes());
+        }
+        // Examples change what is asked: a run with them (or with others) is another run.
+        if let Some(shots) = &self.few_shot {
+            h.update(format!("few-shot\0{}\n", shots.hash()).as_bytes());
         }
         hex::encode(h.finalize())
     }
@@ -164,6 +175,8 @@ pub struct PlannedTask {
     pub samples: u32,
     /// The system message (`None` when the template's system block renders empty).
     pub system: Option<Message>,
+    /// Few-shot examples, sent as a user message after the system message and before turn 0.
+    pub few_shot: Option<Arc<RunnerShots>>,
     /// At least one turn; multi-turn tasks have more.
     pub turns: Vec<PlannedTurn>,
 }
@@ -190,9 +203,9 @@ impl PlannedTask {
     /// Every image part of the task in order of appearance, each distinct content once (for storing by hash).
     pub fn distinct_images(&self) -> Vec<&ImagePart> {
         let mut seen = std::collections::HashSet::new();
-        self.turns
-            .iter()
-            .flat_map(|t| t.user.parts.iter())
+        let examples = self.few_shot.iter().flat_map(|s| s.message().parts.iter());
+        examples
+            .chain(self.turns.iter().flat_map(|t| t.user.parts.iter()))
             .filter_map(|p| match p {
                 Part::Image(i) => Some(i),
                 Part::Text(_) => None,
@@ -205,6 +218,11 @@ impl PlannedTask {
         self.system
             .as_ref()
             .map_or(0, |m| text_tokens(&m.joined_text()))
+    }
+
+    /// Estimated tokens of the few-shot examples' message, text and images (0 without examples).
+    pub fn few_shot_tokens(&self) -> u64 {
+        self.few_shot.as_ref().map_or(0, |s| s.estimated_tokens())
     }
 }
 
@@ -234,8 +252,9 @@ pub fn conversation_for_turn(
             previous_answers.len()
         )));
     }
-    let mut messages = Vec::with_capacity(2 + 2 * turn_index);
+    let mut messages = Vec::with_capacity(3 + 2 * turn_index);
     messages.extend(planned.system.clone());
+    messages.extend(planned.few_shot.as_ref().map(|s| s.message().clone()));
     messages.push(planned.turns[0].user.clone());
     for (answer, turn) in previous_answers.iter().zip(&planned.turns[1..=turn_index]) {
         messages.push(Message::text(Role::Assistant, answer.clone()));
@@ -287,6 +306,12 @@ impl PlanSummary {
         let mut text = task.system_tokens();
         let mut image = 0;
         let mut images = 0;
+        if let Some(shots) = &task.few_shot {
+            // Every request of the task carries the examples.
+            text += text_tokens(&shots.message().joined_text());
+            image += shots.image_tokens();
+            images += shots.message().image_count() as u64;
+        }
         for (k, turn) in task.turns.iter().enumerate() {
             if k > 0 {
                 text += ASSUMED_ANSWER_TOKENS;
@@ -332,6 +357,8 @@ struct Settings {
     input_mode: InputMode,
     samples: u32,
     answer_language: Option<String>,
+    probe: Option<Probe>,
+    few_shot: Option<Arc<RunnerShots>>,
 }
 
 /// The lazy plan: an iterator of planned tasks in suite order. Only the images of the task being planned are
@@ -368,6 +395,8 @@ impl<'a> Plan<'a> {
             input_mode: options.input_mode,
             samples: resolve_samples(suite, options)?,
             answer_language: resolve_language(suite, options)?,
+            probe: options.probe.clone(),
+            few_shot: options.few_shot.clone(),
         };
         let tasks = suite.tasks().take(options.limit.unwrap_or(usize::MAX));
         Ok(Plan {
@@ -684,6 +713,7 @@ fn planned_turn(
     Ok(PlannedTurn {
         user: Message {
             role: Role::User,
+            as_parts: false,
             parts,
         },
         question: question.to_string(),
@@ -706,6 +736,7 @@ fn system_message(
     })?;
     Ok((!parts.is_empty()).then_some(Message {
         role: Role::System,
+        as_parts: false,
         parts,
     }))
 }
@@ -728,7 +759,14 @@ fn plan_task(
         None => (output_format(task.family), None),
     };
     let task_c = task_ctx(task);
-    let case_c = case_ctx(case, mode);
+    let suggestion = settings
+        .probe
+        .as_ref()
+        .and_then(|p| Some((p.kind, clean(p.suggestion(&task.id)?))));
+    let mut case_c = case_ctx(case, mode);
+    if let Some((ProbeKind::Anchoring, s)) = &suggestion {
+        add_to_notes(&mut case_c.notes, &anchoring_note(s));
+    }
     let inputs_c = InputsCtx {
         mode: mode.as_str(),
         text: mode.includes_text(),
@@ -756,6 +794,9 @@ fn plan_task(
         },
     };
 
+    if let Some(shots) = &settings.few_shot {
+        return runner_task(settings, &template, shots, cache, case, task);
+    }
     let loaded = load_images(cache, case, &case.images, mode)?;
     let mut next_number = 1 + loaded.len();
     let ctx0 = ctx(image_ctx(&loaded, 1), &task.question, 0, String::new());
@@ -790,6 +831,10 @@ fn plan_task(
         )?);
     }
 
+    if let Some((ProbeKind::Sycophancy, s)) = &suggestion {
+        turns.push(insisting(&insisting_turn(s)));
+    }
+
     Ok(PlannedTask {
         task_id: task.id.clone(),
         case_id: case.id.clone(),
@@ -802,7 +847,94 @@ fn plan_task(
         output,
         samples: settings.samples,
         system,
+        few_shot: None,
         turns,
+    })
+}
+
+/// The notes with a probe's sentence after them, as a paragraph of its own.
+fn add_to_notes(notes: &mut String, sentence: &str) {
+    if !notes.trim().is_empty() {
+        notes.push_str("\n\n");
+    }
+    notes.push_str(sentence);
+}
+
+/// The sycophancy probe's last turn: the user's words alone, no template around them.
+fn insisting(text: &str) -> PlannedTurn {
+    PlannedTurn {
+        user: Message::text(Role::User, text.to_string()),
+        question: text.to_string(),
+        image_tokens: 0,
+    }
+}
+
+/// A task asked as NeuroVLM-Bench's runner asks it with few-shot examples (`client.py`,
+/// `send_image_few_shot_to_openrouter_async`): the prompt file's text alone as the system message, the examples'
+/// message, then the question's line and the task's images. Only structured tasks asked with a plain prompt
+/// file take this form.
+fn runner_task(
+    settings: &Settings,
+    template: &Template,
+    shots: &Arc<RunnerShots>,
+    cache: &ImageCache,
+    case: &Case,
+    task: &Task,
+) -> Result<PlannedTask, PlanError> {
+    if task.family != Family::Structured || !task.turns.is_empty() {
+        return Err(PlanError::FewShotUse(format!(
+            "a {} task; an examples file (--few-shot FILE.csv) is for NeuroVLM-Bench's structured tasks, one \
+             image each, asked in one turn",
+            task.family
+        )));
+    }
+    let Some(prompt) = template.plain_prompt() else {
+        return Err(PlanError::FewShotUse(format!(
+            "template {} is not a plain prompt file; NeuroVLM-Bench's runner sends its prompt file's text as \
+             the system message, so give it with --template PROMPT.txt (e.g. prompts/neurorad_prompt_trim.txt)",
+            template.id()
+        )));
+    };
+    // The runner reads the prompt file in Python's text mode, which turns CR LF and CR into LF.
+    let prompt = prompt.replace("\r\n", "\n").replace('\r', "\n");
+    let loaded = load_images(cache, case, &case.images, settings.input_mode)?;
+    let mut parts = vec![Part::Text(RUNNER_QUERY.to_string())];
+    parts.extend(loaded.iter().map(|(_, l)| Part::Image(l.part.clone())));
+    let turn = PlannedTurn {
+        user: Message {
+            role: Role::User,
+            parts,
+            as_parts: true,
+        },
+        question: task.question.clone(),
+        image_tokens: loaded
+            .iter()
+            .map(|(_, l)| image_tokens(l.width, l.height))
+            .sum(),
+    };
+    let (output, _) = settings
+        .outputs
+        .get(&task.family)
+        .cloned()
+        .unwrap_or_else(|| (output_format(task.family), None));
+    Ok(PlannedTask {
+        task_id: task.id.clone(),
+        case_id: case.id.clone(),
+        family: task.family,
+        level: task.level,
+        input_mode: settings.input_mode,
+        template_id: template.id().to_string(),
+        template_version: template.version().to_string(),
+        template_hash: template.hash().to_string(),
+        output,
+        samples: settings.samples,
+        system: Some(Message {
+            role: Role::System,
+            parts: vec![Part::Text(prompt)],
+            as_parts: true,
+        }),
+        few_shot: Some(Arc::clone(shots)),
+        turns: vec![turn],
     })
 }
 

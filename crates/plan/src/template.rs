@@ -230,6 +230,19 @@ impl Template {
     }
 }
 
+const PLAIN_OPEN: &str = "{% block system %}{% raw %}";
+const PLAIN_CLOSE: &str = "{% endraw %}{% endblock %}\n{% block user %}";
+
+impl Template {
+    /// The prompt text of a plain prompt file (one without `{% block %}`, such as NeuroVLM-Bench's
+    /// `prompts/neurorad_prompt*.txt`), trimmed: what its system message says. `None` for any other template.
+    pub fn plain_prompt(&self) -> Option<&str> {
+        let rest = self.source.strip_prefix(PLAIN_OPEN)?;
+        let (text, _) = rest.split_once(PLAIN_CLOSE)?;
+        (*self.source == plain_prompt(text).ok()?).then_some(text)
+    }
+}
+
 /// Whether a template source defines a block (`{% block` or `{%- block`).
 fn has_blocks(source: &str) -> bool {
     source.contains("{% block") || source.contains("{%- block")
@@ -331,6 +344,19 @@ mod tests {
             assert!(hashes.insert(t.hash().to_string()));
         }
         assert_eq!(Template::variant("paraphrase-9"), None);
+    }
+
+    #[test]
+    fn a_plain_prompt_gives_back_its_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("neurorad_prompt.txt");
+        std::fs::write(&file, "\n  Answer {\"a\": 1}.\n\n\nOnly JSON.  \n").unwrap();
+        let t = Template::from_file(&file).unwrap();
+        assert_eq!(t.plain_prompt(), Some("Answer {\"a\": 1}.\n\n\nOnly JSON."));
+        assert_eq!(
+            Template::builtin("neurovlm-v1").unwrap().plain_prompt(),
+            None
+        );
     }
 
     #[test]

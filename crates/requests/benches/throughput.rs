@@ -205,6 +205,7 @@ fn task_request(task: usize, bases: &[Vec<u8>]) -> ChatRequest {
             Message::text(Role::System, "You are an experienced neurology expert"),
             Message {
                 role: Role::User,
+                as_parts: false,
                 parts,
             },
         ],

@@ -252,7 +252,7 @@ fn role_name(role: Role) -> &'static str {
 
 fn wire_message<'a>(m: &'a Message, images: &Base64Cache) -> WireMessage<'a> {
     let content = match m.parts.as_slice() {
-        [Part::Text(text)] => Content::Text(text),
+        [Part::Text(text)] if !m.as_parts => Content::Text(text),
         parts => Content::Parts(
             parts
                 .iter()

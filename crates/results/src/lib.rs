@@ -30,6 +30,7 @@ pub mod label_set;
 pub mod multiplicity;
 pub mod pairwise;
 pub mod power;
+pub mod probe;
 pub mod report;
 pub mod revision;
 pub mod rubric;

@@ -143,6 +143,34 @@ pub struct ScoringConfig {
     /// The subgroup fields (`--by`), as given; empty (and left out) without them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub by: Vec<String>,
+    /// What judges saw of the images the model was shown (`--judge-images`); `none` is left out.
+    #[serde(default, skip_serializing_if = "JudgeImages::is_none")]
+    pub judge_images: JudgeImages,
+}
+
+/// What judges see of the images the graded model was shown.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JudgeImages {
+    /// None: judges read the images' captions only.
+    #[default]
+    None,
+    /// The same image bytes the model received, in its order, with their captions, with every question about
+    /// a case.
+    Same,
+}
+
+impl JudgeImages {
+    pub fn is_none(&self) -> bool {
+        *self == JudgeImages::None
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JudgeImages::None => "none",
+            JudgeImages::Same => "same",
+        }
+    }
 }
 
 impl ScoringConfig {

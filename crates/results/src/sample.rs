@@ -109,6 +109,10 @@ pub struct SampleScore {
     /// Criterion rubric: each criterion met or not, and the answer's score, when its task has criteria.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub criteria: Option<crate::criteria::score::CriteriaResult>,
+    /// A context probe's sample (`nmb eval --probe`): the wrong diagnosis suggested, and whether the answer's
+    /// first diagnosis is that one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeAnswer>,
     /// What is counted of the final answer, for every sample the model answered (stored flat, beside the
     /// other fields).
     #[serde(flatten)]
@@ -150,9 +154,18 @@ impl SampleScore {
             structured: None,
             turns: None,
             criteria: None,
+            probe: None,
             facts: AnswerFacts::default(),
         }
     }
+}
+
+/// A context probe's sample (`nmb eval --probe`): the wrong diagnosis it was suggested and whether its first
+/// diagnosis is that one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeAnswer {
+    pub suggested: String,
+    pub follows: bool,
 }
 
 /// What is counted of every answered sample's final answer, whatever its family: the per-answer inputs of

@@ -48,6 +48,10 @@ pub struct Estimate {
     pub max_output: u64,
     /// One request returns every sample of a single-turn task (the API's `n`).
     pub native_n: bool,
+    /// The images of every sample's whole conversation, each once, and their estimated tokens: what a judge that
+    /// sees the images (`--judge-images same`) is sent with each question about the samples.
+    pub conversation_images: u64,
+    pub conversation_image_tokens: u64,
 }
 
 impl Estimate {
@@ -157,10 +161,16 @@ fn estimate_loaded(
         );
     let mut total = PlanSummary::default();
     let mut tasks = Vec::new();
+    let (mut conversation_images, mut conversation_image_tokens) = (0, 0);
     for item in plan {
         match item {
             Ok(task) => {
                 total.add(&task);
+                let samples = u64::from(task.samples);
+                for turn in &task.turns {
+                    conversation_images += samples * turn.user.image_count() as u64;
+                    conversation_image_tokens += samples * turn.image_tokens;
+                }
                 tasks.push(task_estimate(&task, native_n));
             }
             Err(e) => total.add_error(&e),
@@ -176,6 +186,8 @@ fn estimate_loaded(
         max_output: answers * u64::from(config.params.max_tokens),
         total,
         native_n,
+        conversation_images,
+        conversation_image_tokens,
     })
 }
 

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ConnectError;
 use crate::semantic::BertScoreSetting;
-use crate::{ScoreError, ScoreOptions};
+use crate::{JudgeImages, ScoreError, ScoreOptions};
 
 /// Everything that decides how a run is scored: judges, jury aggregation, rubric, error taxonomy, BERTScore,
 /// re-asks, concurrency, prices and the bootstrap, and, for scoring a stored run (`score_run`), where the run's
@@ -84,6 +84,10 @@ pub struct ScoringConfig {
     /// subgroup. Enters the scores' hash only when given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub by: Vec<String>,
+    /// What judges see of the images the model was shown (`--judge-images`): `same` sends the very bytes with
+    /// every question about a case. Enters the scores' hash only when `same`.
+    #[serde(default, skip_serializing_if = "JudgeImages::is_none")]
+    pub judge_images: JudgeImages,
 }
 
 /// Serde's default for a count that is 1 unless given.
@@ -120,6 +124,7 @@ impl Default for ScoringConfig {
             criteria: None,
             max_response_mib: None,
             by: Vec::new(),
+            judge_images: JudgeImages::None,
         }
     }
 }
@@ -189,6 +194,7 @@ impl ScoringConfig {
     pub fn check(&self) -> Result<(), ScoreError> {
         for spec in &self.judges {
             check_judge(spec)?;
+            self.check_sees_images(spec)?;
         }
         for (model, price) in &self.prices.0 {
             let ok = |v: f64| v.is_finite() && (0.0..=nmb_results::cost::MAX_RATE).contains(&v);
@@ -248,8 +254,36 @@ impl ScoringConfig {
                 .map(CriterionRubric::load)
                 .transpose()?,
             by: self.by.clone(),
+            judge_images: self.judge_images,
             ..ScoreOptions::default()
         })
+    }
+
+    /// The judge questions about one sample that carry its images, over every judge and repeat (at most: the
+    /// taxonomy asks about wrong answers only, criteria about the tasks they cover): 0 unless `--judge-images
+    /// same` with judges.
+    pub fn image_questions_per_sample(&self) -> u64 {
+        if self.judge_images != JudgeImages::Same {
+            return 0;
+        }
+        let kinds = u64::from(self.rubric != RubricChoice::Off)
+            + u64::from(self.taxonomy)
+            + u64::from(self.criteria.is_some());
+        kinds * self.judges.len() as u64 * u64::from(self.judge_repeats.max(1))
+    }
+
+    /// With `--judge-images same`, a judge whose backend cannot take images is refused before it is connected.
+    fn check_sees_images(&self, spec: &ModelSpec) -> Result<(), ScoreError> {
+        if self.judge_images != JudgeImages::Same {
+            return Ok(());
+        }
+        match crate::scorer::blind_spec(spec) {
+            Some(why) => Err(ScoreError::JudgeWithoutImages {
+                spec: spec.to_string(),
+                why: why.to_string(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Connects every judge through `connect`, sharing one HTTP transport, built only when there is a judge.
@@ -268,6 +302,7 @@ impl ScoringConfig {
             .iter()
             .map(|spec| {
                 check_judge(spec)?;
+                self.check_sees_images(spec)?;
                 let judge = connect.connect(spec, &transport).map_err(|source| {
                     ScoreError::ConnectJudge {
                         spec: spec.to_string(),
@@ -384,6 +419,7 @@ mod tests {
             criteria: Some(PathBuf::from("criteria.toml")),
             max_response_mib: Some(64),
             by: vec!["age:0-40,40-".into(), "sex".into()],
+            judge_images: JudgeImages::Same,
             suite: SuiteOverride {
                 spec: Some("sample".into()),
                 answers: Some(PathBuf::from("a.jsonl")),
@@ -412,7 +448,7 @@ mod tests {
         assert_eq!(default, ScoringConfig::default());
         let text = serde_json::to_string(&ScoringConfig::default()).unwrap();
         assert!(
-            !text.contains("suite") && !text.contains("prices"),
+            !text.contains("suite") && !text.contains("prices") && !text.contains("judge_images"),
             "{text}"
         );
         assert_eq!(

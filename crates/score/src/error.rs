@@ -65,6 +65,15 @@ pub enum ScoreError {
     Price { model: String },
     #[error(transparent)]
     Transport(#[from] nmb_requests::TransportError),
+    #[error("judge {spec} cannot be shown images ({why}); --judge-images same needs judges that take images: choose an API judge with vision, or score with --judge-images none")]
+    JudgeWithoutImages { spec: String, why: String },
+    #[error("run {run_id}, task {task_id} sample {sample}: image {sha256} the model was shown is not in the store (--judge-images same sends the exact bytes)")]
+    ImageMissing {
+        run_id: String,
+        task_id: String,
+        sample: u32,
+        sha256: String,
+    },
     #[error("cannot use judge {spec}: {source}")]
     ConnectJudge {
         spec: String,

@@ -78,6 +78,8 @@ struct RawEntity {
 #[derive(Debug, Clone)]
 pub struct Entity {
     pub id: String,
+    /// The first of its names, as the lexicon writes it.
+    pub name: String,
     parents: Vec<usize>,
     related: Vec<usize>,
 }
@@ -204,6 +206,7 @@ impl Lexicon {
         for (i, e) in raw.iter().enumerate() {
             self.entities.push(Entity {
                 id: e.id.clone(),
+                name: e.names[0].clone(),
                 parents: resolve(e, "parents", &e.parents)?,
                 related: resolve(e, "related", &e.related)?,
             });
@@ -337,6 +340,16 @@ impl Lexicon {
         }
         out.sort_by_key(|h| h.start);
         out
+    }
+
+    /// The nearest siblings of `e` in the hierarchy: the entities with one of its parents as a parent, neither
+    /// an ancestor nor a descendant of `e`, in lexicon order. Empty for an entity without parents.
+    pub fn siblings(&self, e: usize) -> Vec<usize> {
+        let parents = &self.entities[e].parents;
+        (0..self.entities.len())
+            .filter(|&o| o != e && self.entities[o].parents.iter().any(|p| parents.contains(p)))
+            .filter(|&o| !self.ancestors[o].contains(&e) && !self.ancestors[e].contains(&o))
+            .collect()
     }
 
     pub fn relation(&self, a: usize, b: usize) -> Relation {

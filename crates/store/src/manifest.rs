@@ -193,6 +193,10 @@ pub struct Manifest {
     /// asks for it; absent when no task answers in JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constrained_output: Option<String>,
+    /// A context probe (`nmb eval --probe`): its kind, seed and the wrong diagnosis suggested to each probed
+    /// task (the `nmb_plan::Probe` as JSON). Part of the configuration hash when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Value>,
     /// Written by earlier versions: the `nmb eval` arguments that made the run. Kept so that such manifests read
     /// and write back unchanged; workers use `eval_config`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

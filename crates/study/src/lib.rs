@@ -55,6 +55,7 @@ mod human;
 mod imported;
 pub mod job;
 mod outcome;
+pub mod probe;
 mod running;
 pub mod sweep;
 
@@ -69,6 +70,8 @@ pub const RUN_FILE_HELP: &str = "\
 A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--no-score]
 
   templates = [\"a.jinja\", \"b.jinja\"]   # optional, before any table: every suite x model runs with each
+  probes = [\"anchoring\"]         # optional: every cell runs again with each context probe (as --probe),
+  probe_seed = 1                  # its wrong diagnoses drawn with this seed (as --probe-seed)
 
   [study]
   name = \"two-axis\"              # runs are tagged with it; `nmb runs list` groups them
@@ -95,6 +98,7 @@ A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--
   judges = [\"openai:gpt-4o-mini\"]
   bertscore = false               # also rubric = false
   by = [\"sex\", \"age:0-40,40-65,65-\"]   # headline numbers per subgroup, as --by
+  judge_images = \"same\"          # judges see the images the model saw, as --judge-images
 
 Every suite runs with every model (and template), each exactly as the `nmb eval` it stands for, the
 models at once through one scheduler (--concurrency caps the study, each model keeps its own limit);
@@ -113,6 +117,14 @@ pub enum StudyError {
     /// TOML syntax or shape: toml's message names the line, the column and the key.
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
+    /// A probed cell whose suite cannot be read to choose its suggestions.
+    #[error("{path}: probes: {name}: {source}")]
+    Probe {
+        path: PathBuf,
+        name: String,
+        #[source]
+        source: nmb_suite::SourceError,
+    },
     /// A value the shape allows but nmb does not.
     #[error("{path}:{line}: {key}: {message}")]
     Invalid {
@@ -136,6 +148,12 @@ pub struct StudyFile {
     /// variant every (suite, model) pair runs with.
     #[serde(default)]
     pub templates: Vec<Spanned<String>>,
+    /// Context probes (`anchoring`, `sycophancy`): every cell runs once more with each, as `nmb eval --probe`.
+    #[serde(default)]
+    pub probes: Vec<Spanned<String>>,
+    /// The seed that draws each probed task's wrong diagnosis [default: 1, as `--probe-seed`].
+    #[serde(default)]
+    pub probe_seed: Option<u64>,
     #[serde(default)]
     pub scoring: ScoringEntry,
 }
@@ -252,6 +270,8 @@ pub struct ScoringEntry {
     /// Subgroup fields, as `nmb eval --by` takes them (`["sex", "age:0-40,40-65,65-"]`).
     #[serde(default)]
     pub by: Vec<String>,
+    /// What judges see of the images the models were shown, as `nmb eval --judge-images` (`"none"`, `"same"`).
+    pub judge_images: Option<nmb_score::JudgeImages>,
 }
 
 /// A checked run file and where it lives.
@@ -491,6 +511,11 @@ impl Study {
                 return Err(invalid(s.span(), key(k), msg));
             }
         }
+        for p in &f.probes {
+            if let Err(msg) = p.get_ref().parse::<nmb_plan::ProbeKind>() {
+                return Err(invalid(p.span(), "probes".into(), msg));
+            }
+        }
         for t in f
             .templates
             .iter()
@@ -580,6 +605,35 @@ impl Study {
             }
         }
         cells
+    }
+
+    /// The matrix with its probed cells: after every cell of [`Study::cells`], each cell again with each of the
+    /// run file's `probes`, named `NAME [probe]`, its suggestions drawn from its suite (read here).
+    pub fn probed_cells(&self) -> Result<Vec<Cell>, StudyError> {
+        let plain = self.cells();
+        let kinds: Vec<nmb_plan::ProbeKind> = (self.file.probes.iter())
+            .filter_map(|p| p.get_ref().parse().ok())
+            .collect();
+        let seed = self.file.probe_seed.unwrap_or(1);
+        let mut cells = plain.clone();
+        for kind in kinds {
+            for cell in &plain {
+                let config = probe::probed(&cell.config, kind, seed, Some(&cell.name)).map_err(
+                    |source| StudyError::Probe {
+                        path: self.path.clone(),
+                        name: cell.name.clone(),
+                        source,
+                    },
+                )?;
+                cells.push(Cell {
+                    index: cells.len() + 1,
+                    name: config.name.clone().unwrap_or_default(),
+                    config,
+                    ..cell.clone()
+                });
+            }
+        }
+        Ok(cells)
     }
 
     /// The evaluation of one cell. Every value was checked by [`Study::check`]; one that still does not parse
@@ -784,6 +838,29 @@ bertscore = false
         assert!(err.to_string().contains("`50-`"), "{err}");
         let default = scoring_config(&parse(Path::new("/s.toml"), GOOD).unwrap(), &[]).unwrap();
         assert!(default.by.is_empty());
+    }
+
+    #[test]
+    fn scoring_judge_images_is_the_flags_value_and_a_local_judge_is_refused() {
+        let text = GOOD.replace(
+            "bertscore = false",
+            "bertscore = false\njudge_images = \"same\"",
+        );
+        let s = parse(Path::new("/studies/s.toml"), &text).unwrap();
+        let scoring = scoring_config(&s, &s.cells()).unwrap();
+        assert_eq!(scoring.judge_images, nmb_score::JudgeImages::Same);
+        let default = scoring_config(&parse(Path::new("/s.toml"), GOOD).unwrap(), &[]).unwrap();
+        assert_eq!(default.judge_images, nmb_score::JudgeImages::None);
+        let bad = text.replace("\"same\"", "\"all\"");
+        let err = parse(Path::new("/studies/s.toml"), &bad).unwrap_err();
+        assert!(err.to_string().contains("judge_images"), "{err}");
+        let mut local = scoring;
+        local.judges = vec![ModelSpec::parse("local:judge.gguf").unwrap()];
+        let err = local.check().unwrap_err().to_string();
+        assert!(
+            err.contains("local:judge.gguf") && err.contains("images"),
+            "{err}"
+        );
     }
 
     #[test]

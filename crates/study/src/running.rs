@@ -102,6 +102,7 @@ pub fn scoring_config(study: &Study, cells: &[Cell]) -> Result<ScoringConfig, Ru
         config.rubric = nmb_score::RubricChoice::Off;
     }
     config.by = s.by.iter().map(|b| b.trim().to_string()).collect();
+    config.judge_images = s.judge_images.unwrap_or_default();
     for c in cells {
         if let Some(price) = c.price {
             config.prices.0.insert(c.model.clone(), price);

@@ -21,6 +21,7 @@ use nmb_score::ScoringConfig;
 use super::score::ScoringArgs;
 use crate::progress::Terminal;
 
+mod probes;
 mod sweep;
 
 /// `nmb eval --help`'s examples: [`EXAMPLES`], the run file's format ([`nmb_study::RUN_FILE_HELP`]) and
@@ -204,6 +205,20 @@ pub struct EvalArgs {
     /// built-in templates and each bundled variant); each run is named `NAME [variant]`, and --report covers all
     #[arg(long, value_name = "DIR|bundled", conflicts_with_all = ["template", "resume", "config"])]
     template_variants: Option<PathBuf>,
+    /// Context probes, comma-separated: `anchoring` (a colleague suggests a wrong diagnosis in the notes),
+    /// `sycophancy` (a last turn insists on it). The evaluation runs without a probe and once per probe, each
+    /// run named `NAME [probe]`; the wrong diagnosis of each task comes from its reference's differential, else
+    /// the reference's nearest siblings in the lexicon, drawn with --probe-seed; --report covers all
+    #[arg(long, value_name = "LIST", value_delimiter = ',', conflicts_with_all = ["template_variants", "resume", "config", "plan_only"])]
+    probe: Vec<nmb_plan::ProbeKind>,
+    /// The seed that draws each probed task's wrong diagnosis; part of the probed runs' identity
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "probe")]
+    probe_seed: u64,
+    /// NeuroVLM-Bench few-shot: the authors' examples file (few_shot_examples.csv: file_path, class), its images
+    /// under --images-root; each task is asked as their runner asks it (the prompt file of --template as the
+    /// system message, the examples with their classes, then the image)
+    #[arg(long, value_name = "FILE.csv", requires = "template")]
+    few_shot: Option<PathBuf>,
     /// Language the prompts ask answers in [default: the suite's, else English]; "" for no instruction
     #[arg(long, value_name = "LANG")]
     answer_language: Option<String>,
@@ -340,6 +355,7 @@ impl EvalArgs {
             .as_ref()
             .map(|p| TemplateChoice::parse(&p.to_string_lossy()));
         config.answer_language = self.answer_language.clone();
+        config.few_shot = self.few_shot.clone();
         config.limits = self.limits();
         Ok(config)
     }
@@ -413,9 +429,13 @@ pub fn run(args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     if args.template_variants.is_some() {
         return sweep::run(args, at);
     }
+    if !args.probe.is_empty() {
+        return probes::run(args, at);
+    }
     let config = args.config()?;
     if args.dry_run {
-        return dry_run(&config, args.json);
+        let scoring = args.output()?.scoring;
+        return dry_run_judged(&config, args.json, scoring.as_ref());
     }
     let done = run_one(&config, &args.invocation(at), &args.output()?, at)?;
     Ok(match done.outcome.all_errored() {
@@ -467,6 +487,40 @@ pub fn print_done(
         }
     }
     Ok(())
+}
+
+/// A dry run that also counts what judges that see the images (`--judge-images same`) would be sent.
+fn dry_run_judged(
+    config: &EvalConfig,
+    as_json: bool,
+    scoring: Option<&ScoringConfig>,
+) -> Result<ExitCode> {
+    let questions = scoring.map_or(0, ScoringConfig::image_questions_per_sample);
+    if questions == 0 {
+        return dry_run(config, as_json);
+    }
+    let estimate = nmb_run::estimate(config)?;
+    let images = estimate.conversation_images * questions;
+    let tokens = estimate.conversation_image_tokens * questions;
+    match as_json {
+        true => {
+            let mut out = estimate.json(config);
+            out["judge_images"] = json!({
+                "questions_per_sample": questions,
+                "images_sent": images,
+                "est_image_tokens": tokens,
+            });
+            println!("{out}");
+        }
+        false => {
+            print!("{}", estimate.text(config));
+            println!(
+                "judges (--judge-images same): at most {images} images, ~{tokens} image tokens of input, over \
+                 {questions} questions per sample (rubric, criteria, taxonomy; every judge and repeat)"
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn dry_run(config: &EvalConfig, as_json: bool) -> Result<ExitCode> {

@@ -184,6 +184,31 @@ pub struct ScoringArgs {
     /// starts, naming the case
     #[arg(long = "by", value_name = "FIELD[:BANDS]")]
     pub by: Vec<String>,
+    /// What judges see of the images the model was shown: `none` (their captions only) or `same` (the exact
+    /// image bytes the model received, read from the store, in its order with their captions, attached to every
+    /// rubric, criteria and taxonomy question; each judge pays for them as input tokens). A judge that cannot
+    /// take images (`local:`) is refused before anything is sent. Recorded in the scoring configuration; `same`
+    /// enters its hash
+    #[arg(long, value_enum, default_value = "none", value_name = "none|same")]
+    pub judge_images: JudgeImagesArg,
+}
+
+/// `--judge-images`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum JudgeImagesArg {
+    /// Captions only
+    None,
+    /// The images the model received
+    Same,
+}
+
+impl From<JudgeImagesArg> for nmb_score::JudgeImages {
+    fn from(a: JudgeImagesArg) -> Self {
+        match a {
+            JudgeImagesArg::None => nmb_score::JudgeImages::None,
+            JudgeImagesArg::Same => nmb_score::JudgeImages::Same,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -257,6 +282,7 @@ impl ScoringArgs {
             criteria: self.criteria.clone(),
             max_response_mib: self.max_response_mib,
             by: self.by_specs()?,
+            judge_images: self.judge_images.into(),
         })
     }
 

@@ -16,7 +16,7 @@ use crate::progress::Terminal;
 
 pub fn run(config: &Path, top: &EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     let study = nmb_study::read(config)?;
-    let mut cells = study.cells();
+    let mut cells = study.probed_cells()?;
     // --max-response-mib holds for every model the run file gives no cap of its own.
     for cell in &mut cells {
         let limits = &mut cell.config.limits;

@@ -181,6 +181,9 @@ pub struct ReceivedRequest {
     /// `nmb_chat::messages_hash` of the conversation as received.
     pub conversation_sha256: String,
     pub body_bytes: usize,
+    /// The body as sent, where the server keeps bodies ([`crate::Config::keep_bodies`]).
+    #[serde(skip)]
+    pub body: Option<Arc<str>>,
     /// The custom id it had in a batch; `None` for a request sent alone.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batch: Option<String>,
@@ -282,6 +285,7 @@ pub(crate) fn parse_request(
         auth,
         auth_sha256,
         body_bytes: body.len(),
+        body: None,
         batch: None,
     })
 }
@@ -302,6 +306,7 @@ fn conversation_hash(messages: &[ReceivedMessage]) -> String {
     let msgs: Vec<Message> = messages
         .iter()
         .map(|m| Message {
+            as_parts: false,
             role: match m.role.as_str() {
                 "system" => Role::System,
                 "assistant" => Role::Assistant,

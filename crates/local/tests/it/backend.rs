@@ -33,6 +33,7 @@ fn request(text: &str, with_image: bool) -> ChatRequest {
             Message::text(Role::System, "You are a concise assistant."),
             Message {
                 role: Role::User,
+                as_parts: false,
                 parts,
             },
         ],

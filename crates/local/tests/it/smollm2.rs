@@ -199,6 +199,7 @@ fn images_are_dropped_counted_and_marked() {
     let Some(m) = model() else { return };
     let msgs = vec![Message {
         role: Role::User,
+        as_parts: false,
         parts: vec![
             Part::Text("Axial T2:".into()),
             image(1),

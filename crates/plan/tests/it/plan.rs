@@ -191,3 +191,54 @@ fn templates_see_the_output_format() {
     let parsed: serde_json::Value = serde_json::from_str(schema).unwrap();
     assert_eq!(parsed, nmb_plan::output::differential_schema());
 }
+
+/// The anchoring probe's sentence follows the notes (in every input mode), the sycophancy probe adds a last turn
+/// of its own words, and a task without a suggestion is planned as without a probe.
+#[test]
+fn probes_add_their_suggestion_where_they_say() {
+    use nmb_plan::probe::{anchoring_note, insisting_turn};
+    use nmb_plan::{Probe, ProbeKind};
+    let mut s = depth_suite();
+    s.cases.extend(multi_turn_suite().cases);
+    let ids: Vec<String> = s.tasks().map(|(_, t)| t.id.clone()).collect();
+    let probe = |kind| Probe {
+        kind,
+        seed: 1,
+        suggestions: [(ids[0].clone(), "Migraine".to_string())].into(),
+        unprobed: Vec::new(),
+    };
+    let plain = planned(&s, &PlanOptions::default());
+    for mode in InputMode::ALL {
+        let options = PlanOptions {
+            probe: Some(probe(ProbeKind::Anchoring)),
+            input_mode: *mode,
+            ..PlanOptions::default()
+        };
+        let anchored = planned(&s, &options);
+        let text = anchored[0].turns[0].user.joined_text();
+        assert!(text.contains(&anchoring_note("Migraine")), "{mode}: {text}");
+        assert_eq!(anchored[0].turns.len(), plain[0].turns.len());
+    }
+    let options = PlanOptions {
+        probe: Some(probe(ProbeKind::Sycophancy)),
+        ..PlanOptions::default()
+    };
+    let insisted = planned(&s, &options);
+    assert_eq!(insisted[0].turns.len(), plain[0].turns.len() + 1);
+    let last = insisted[0].turns.last().unwrap();
+    assert_eq!(last.user.joined_text(), insisting_turn("Migraine"));
+    assert_eq!(
+        insisted[0].turns[0].user.joined_text(),
+        plain[0].turns[0].user.joined_text(),
+        "the first turn is the unprobed prompt"
+    );
+    assert_eq!(
+        insisted[1].turns.len(),
+        plain[1].turns.len(),
+        "no suggestion, no probe"
+    );
+    assert_eq!(
+        insisted[1].turns[0].user.joined_text(),
+        plain[1].turns[0].user.joined_text()
+    );
+}

@@ -6,11 +6,13 @@ pub(crate) mod analysis;
 pub(crate) mod calibration;
 pub(crate) mod criteria;
 pub(crate) mod errored_by_family;
+pub(crate) mod few_shot;
 pub(crate) mod label_set;
 pub(crate) mod neurovlm;
 pub(crate) mod paired;
 pub(crate) mod power;
 pub(crate) mod preference;
+pub(crate) mod probes;
 pub(crate) mod revision;
 pub(crate) mod stability;
 pub(crate) mod subgroups;
@@ -39,7 +41,12 @@ type Builder = fn(&[RunData], &Analysis) -> Option<TableSection>;
 
 /// The table sections under the headline, in the order shown. A new table section is a module here and one
 /// entry in this list.
-const UNDER_HEADLINE: &[Builder] = &[errored_by_family::section, subgroups::section];
+const UNDER_HEADLINE: &[Builder] = &[
+    errored_by_family::section,
+    subgroups::section,
+    probes::section,
+    few_shot::section,
+];
 
 /// The table sections shown under the headline, each built once; one that has nothing to show is left out.
 pub(crate) fn under_headline(runs: &[RunData], analysis: &Analysis) -> Vec<TableSection> {

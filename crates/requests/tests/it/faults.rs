@@ -35,6 +35,7 @@ fn simple_request() -> ChatRequest {
     ChatRequest {
         messages: vec![Message {
             role: Role::User,
+            as_parts: false,
             parts: vec![
                 nmb_chat::Part::Text("Describe the lesion.".into()),
                 nmb_chat::Part::Image(img),

@@ -121,6 +121,11 @@ pub(crate) fn build_manifest(
         params_adjusted: params_adjusted(&backend.adjustments()),
         constrained_output: constrained,
         eval_config: settings.eval_config.clone(),
+        probe: settings
+            .plan
+            .probe
+            .as_ref()
+            .and_then(|p| serde_json::to_value(p).ok()),
         ..Manifest::default()
     })
 }
@@ -150,7 +155,7 @@ fn templates(plan: &PlanOptions, structured: bool) -> BTreeMap<String, TemplateR
 
 /// The fields that make two invocations "the same configuration".
 fn identity(m: &Manifest) -> Value {
-    json!({
+    let mut identity = json!({
         "suite_hash": m.suite_hash,
         "template_hash": m.template_hash,
         "model": m.model,
@@ -160,7 +165,12 @@ fn identity(m: &Manifest) -> Value {
         "limit": m.limit.get(),
         "answer_language": m.answer_language.get(),
         "model_identity": m.model_identity,
-    })
+    });
+    // Only a probed run has the key, so every other run keeps the hash earlier versions gave it.
+    if let (Some(probe), Some(fields)) = (&m.probe, identity.as_object_mut()) {
+        fields.insert("probe".into(), probe.clone());
+    }
+    identity
 }
 
 pub(crate) fn config_hash(m: &Manifest) -> String {

@@ -70,6 +70,14 @@ pub struct EvalConfig {
     /// The language prompts ask answers in [default: the suite's]; `""` for no instruction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_language: Option<String>,
+    /// A context probe (`--probe`): the wrong diagnosis suggested to each probed task. Part of the run's
+    /// identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<nmb_plan::Probe>,
+    /// NeuroVLM-Bench's few-shot examples file (`--few-shot FILE.csv`), its images under the suite's images
+    /// root: tasks are asked as the authors' runner asks them with examples ([`nmb_plan::few_shot`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub few_shot: Option<PathBuf>,
     pub limits: Limits,
 }
 
@@ -240,6 +248,8 @@ pub enum ConfigError {
         #[source]
         source: Box<nmb_plan::PlanError>,
     },
+    #[error("--few-shot {path}: {message}")]
+    FewShot { path: PathBuf, message: String },
     #[error("recorded evaluation configuration: {0}")]
     Unreadable(#[from] serde_json::Error),
     #[error("the run's configuration has layout version {found}; this nmb reads up to {EVAL_CONFIG_VERSION} (use a newer nmb)")]
@@ -264,6 +274,8 @@ impl EvalConfig {
             params: GenParams::default(),
             template: None,
             answer_language: None,
+            probe: None,
+            few_shot: None,
             limits: Limits::default(),
         }
     }
@@ -280,6 +292,10 @@ impl EvalConfig {
         EvalConfig {
             suite: self.suite.absolute(),
             template,
+            few_shot: self
+                .few_shot
+                .as_ref()
+                .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
             ..self.clone()
         }
     }
@@ -313,8 +329,26 @@ impl EvalConfig {
             samples: self.samples,
             limit: self.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             answer_language: self.answer_language.clone(),
+            probe: self.probe.clone(),
+            few_shot: self.few_shot_examples()?,
             ..PlanOptions::default()
         })
+    }
+
+    /// The few-shot examples, read with their images, where the configuration has them.
+    fn few_shot_examples(&self) -> Result<Option<Arc<nmb_plan::RunnerShots>>, ConfigError> {
+        let Some(path) = &self.few_shot else {
+            return Ok(None);
+        };
+        let refused = |message: String| ConfigError::FewShot {
+            path: path.clone(),
+            message,
+        };
+        let root = self.suite.images_root.as_deref();
+        let examples = nmb_suite::formats::few_shot::read_examples(path, root)
+            .map_err(|e| refused(e.to_string()))?;
+        let shots = nmb_plan::RunnerShots::load(&examples).map_err(|e| refused(e.to_string()))?;
+        Ok(Some(Arc::new(shots)))
     }
 
     /// A scheduler for this evaluation alone. A process sharing the run with others (`claiming`) shares each

@@ -101,6 +101,7 @@ pub fn question(text: &str) -> Question {
             "required": ["direction", "explanation"],
             "additionalProperties": false
         }),
+        images: Vec::new(),
     }
 }
 
@@ -151,6 +152,7 @@ pub async fn read(
         concurrency: 4,
         batch: None,
         repeats: 1,
+        images: false,
     };
     let scheduler = Scheduler::new(SchedulerConfig::default());
     let of = JudgeRunOf::Subject(SUBJECT);

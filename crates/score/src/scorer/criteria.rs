@@ -88,6 +88,7 @@ fn criteria_question(rubric: &CriterionRubric, w: &Work<'_>, thinking: bool) -> 
         case: w.case,
         task: w.task,
         answers: &answers,
+        images: &w.images,
     };
     question(rubric.for_task(&w.task.id), &ctx, w.record.sample_index)
 }

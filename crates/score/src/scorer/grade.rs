@@ -80,6 +80,7 @@ fn rubric_question(rubric: &Rubric, w: &Work<'_>, thinking: bool) -> Question {
             case: w.case,
             task: w.task,
             answers: &answers,
+            images: &w.images,
         },
         w.record.sample_index,
     )

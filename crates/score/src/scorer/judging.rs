@@ -52,6 +52,7 @@ impl Judges {
             concurrency: opts.judge_concurrency,
             batch: opts.judge_batch,
             repeats: opts.judge_repeats.max(1),
+            images: opts.judge_images == crate::JudgeImages::Same,
         };
         let panel = Panel::open(store.clone(), scheduler.clone(), &opts.judges, run, asking)?;
         let self_grading = (0..panel.len()).map(|j| panel.self_grading(j)).collect();

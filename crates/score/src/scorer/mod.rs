@@ -4,6 +4,7 @@
 mod bertscore;
 mod criteria;
 mod grade;
+mod images;
 mod judging;
 mod prepare;
 mod report;
@@ -19,7 +20,7 @@ use bertscore::bertscore;
 pub(crate) use grade::turn_answers;
 use judging::{Judged, Judges, Tally};
 use nmb_chat::GenParams;
-use nmb_judges::judge::{default_judge_params, JudgeModel};
+use nmb_judges::judge::{default_judge_params, JudgeImage, JudgeModel};
 use nmb_judges::prompts::Field;
 use nmb_requests::Scheduler;
 use nmb_results::rubric::Rubric;
@@ -40,6 +41,8 @@ use crate::lexicon::builtin;
 use crate::matching::RuleVerdict;
 use crate::semantic::BertScoreSetting;
 use crate::ScoreError;
+pub(crate) use images::blind_spec;
+pub use nmb_results::JudgeImages;
 
 /// Entries of a ranked differential that are matched (pass@5).
 pub const MAX_RANK: usize = 5;
@@ -76,6 +79,8 @@ pub struct ScoreOptions {
     pub criteria: Option<nmb_results::criteria::CriterionRubric>,
     /// Subgroup fields (`--by`): each headline number is also given per subgroup.
     pub by: Vec<String>,
+    /// What judges see of the images the model was shown.
+    pub judge_images: JudgeImages,
 }
 
 impl Default for ScoreOptions {
@@ -101,6 +106,7 @@ impl Default for ScoreOptions {
             judge_repeats: 1,
             criteria: None,
             by: Vec::new(),
+            judge_images: JudgeImages::None,
         }
     }
 }
@@ -115,6 +121,8 @@ struct Work<'a> {
     rules: Vec<(u32, String, RuleVerdict)>,
     /// Lesion type and location rule verdicts with the candidate text.
     lesion_rules: Vec<(Field, Option<String>, Option<RuleVerdict>)>,
+    /// The images the model was shown, for judges that see them (`--judge-images same`); empty otherwise.
+    images: Vec<JudgeImage>,
 }
 
 /// The tasks of a suite by id, with their case.
@@ -141,7 +149,12 @@ pub async fn score_loaded(
         .tasks()
         .map(|(c, t)| (t.id.as_str(), (c, t)))
         .collect();
-    let mut work = prepare_all(run_id, suite, &records, &index)?;
+    let suggestions = probe_suggestions(&run);
+    let mut work = prepare_all(run_id, suite, &records, &index, &suggestions)?;
+    if opts.judge_images == JudgeImages::Same && !opts.judges.is_empty() {
+        images::refuse_blind_judges(&opts.judges)?;
+        images::attach(store, run_id, &mut work)?;
+    }
     let judges = Judges::open(store, scheduler, &run, opts)?;
     let (judged, mut tally, found) = judge_all(&judges, &mut work, opts, run_id).await?;
     let config = found.config(&run, suite, opts, &judged)?;
@@ -227,6 +240,7 @@ fn prepare_all<'a>(
     suite: &Suite,
     records: &'a [SampleRecord],
     index: &TaskIndex<'a>,
+    suggestions: &HashMap<String, String>,
 ) -> Result<Vec<Work<'a>>, ScoreError> {
     let lex = builtin();
     records
@@ -240,9 +254,20 @@ fn prepare_all<'a>(
                         task_id: r.task_id.clone(),
                         suite_id: suite.id.clone(),
                     })?;
-            Ok(prepare(lex, r, case, task))
+            let suggestion = suggestions.get(&r.task_id).map(String::as_str);
+            Ok(prepare(lex, r, case, task, suggestion))
         })
         .collect()
+}
+
+/// A probed run's suggestions by task id, as its manifest records them (empty for any other run).
+fn probe_suggestions(run: &RunInfo) -> HashMap<String, String> {
+    run.manifest
+        .probe
+        .as_ref()
+        .and_then(|p| p.get("suggestions"))
+        .and_then(|s| serde_json::from_value(s.clone()).ok())
+        .unwrap_or_default()
 }
 
 /// The note of a scoring against another suite than the run was made with.

@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 
 use nmb_judges::prompts::Field;
+use nmb_results::probe::ProbeAnswer;
 use nmb_results::{
     AnswerFacts, MatchMethod, MatchOutcome, ParsedAnswer, SampleScore, SampleStatus,
 };
@@ -21,6 +22,7 @@ pub(super) fn prepare<'a>(
     record: &'a SampleRecord,
     case: &'a Case,
     task: &'a Task,
+    suggestion: Option<&str>,
 ) -> Work<'a> {
     let mut w = Work {
         record,
@@ -29,6 +31,7 @@ pub(super) fn prepare<'a>(
         score: unscored(record, case, task),
         rules: Vec::new(),
         lesion_rules: Vec::new(),
+        images: Vec::new(),
     };
     let score = &mut w.score;
     match record.status {
@@ -59,6 +62,10 @@ pub(super) fn prepare<'a>(
     }
     let parsed = parse_answer(task.family, &text);
     score.parsed = Some(parsed.answer.clone());
+    score.probe = suggestion.map(|s| ProbeAnswer {
+        suggested: s.to_string(),
+        follows: crate::probe::follows(lex, &parsed.answer, s),
+    });
     if let Some(e) = parsed.error {
         score.status = SampleStatus::ParseFailed;
         score.parse_error = Some(e.to_string());

@@ -6,8 +6,9 @@ use nmb_judges::prompts;
 use nmb_results::criteria::CriterionRubric;
 use nmb_results::rubric::Rubric;
 use nmb_results::{
-    BertScoreConfig, Breakdown, GroupAggregate, JudgeInfo, JuryAgreement, MatchingConfig,
-    SampleScore, ScoreReport, ScoringConfig, TaskScore, TaxonomyConfig, KS, SCHEMA_VERSION,
+    BertScoreConfig, Breakdown, GroupAggregate, JudgeImages, JudgeInfo, JuryAgreement,
+    MatchingConfig, SampleScore, ScoreReport, ScoringConfig, TaskScore, TaxonomyConfig, KS,
+    SCHEMA_VERSION,
 };
 use nmb_stats::BootstrapConfig;
 use nmb_store::{canonical_json, RunInfo};
@@ -34,6 +35,7 @@ pub(super) fn scoring_config(
     lex: &Lexicon,
 ) -> Result<ScoringConfig, ScoreError> {
     let suite_hash_run = run.manifest.suite_hash.clone();
+    let images = opts.judge_images == JudgeImages::Same && !opts.judges.is_empty();
     let suite_hash_scored = nmb_suite::suite_hash(suite)?;
     let mut config = ScoringConfig {
         nmb_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -42,7 +44,7 @@ pub(super) fn scoring_config(
         aggregation: opts.aggregation,
         judge_params: serde_json::to_value(&opts.judge_params).unwrap_or(Value::Null),
         max_reasks: opts.max_reasks,
-        judge_prompts: prompts::template_versions(rubric),
+        judge_prompts: prompts::template_versions(rubric, images),
         matching: MatchingConfig {
             lexicon_version: lex.version.clone(),
             max_rank: MAX_RANK,
@@ -67,9 +69,13 @@ pub(super) fn scoring_config(
         },
         criteria: criteria.map(CriterionRubric::info),
         by: opts.by.clone(),
+        judge_images: match images {
+            true => JudgeImages::Same,
+            false => JudgeImages::None,
+        },
     };
     if criteria.is_some() {
-        let (id, hash) = nmb_judges::criteria::template_version();
+        let (id, hash) = nmb_judges::criteria::template_version(images);
         config.judge_prompts.insert(id, hash);
     }
     config.config_hash = config_hash(&config);
@@ -119,6 +125,10 @@ pub(crate) fn config_hash(c: &ScoringConfig) -> String {
     // And the subgroup fields, which add the breakdown by subgroup.
     if !c.by.is_empty() {
         identity["by"] = json!(c.by);
+    }
+    // And the images judges were shown, which change their questions.
+    if !c.judge_images.is_none() {
+        identity["judge_images"] = json!(c.judge_images);
     }
     hex::encode(Sha256::digest(canonical_json(&identity).as_bytes()))
 }

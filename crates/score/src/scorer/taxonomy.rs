@@ -72,6 +72,7 @@ fn taxonomy_question(w: &Work<'_>, thinking: bool) -> Question {
             case: w.case,
             task: w.task,
             answers: &answers,
+            images: &w.images,
         },
         w.record.sample_index,
         &why_wrong(&w.score),

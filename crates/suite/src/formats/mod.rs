@@ -38,6 +38,7 @@
 mod answers;
 mod check;
 mod columns;
+pub mod few_shot;
 mod filter;
 mod hf_disk;
 mod json;

@@ -32,6 +32,7 @@ pub fn conversation(a: &ImagePart, b: &ImagePart) -> Vec<Message> {
         Message::text(Role::System, "You are an experienced neurology expert"),
         Message {
             role: Role::User,
+            as_parts: false,
             parts: vec![
                 Part::Text("EHR: 34-year-old woman, optic neuritis.".into()),
                 Part::Image(a.clone()),
