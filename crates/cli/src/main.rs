@@ -35,9 +35,12 @@ Examples:
   nmb import run.jsonl --format neurovlm-run --suite neurovlm:image_mapping.csv --images-root DATASET
   nmb bertscore --model-dir DIR --layer 6 --cands answers.txt --refs references.txt --json
   nmb report RUN_ID [RUN_ID...] --out nmb-report --format html,md,csv,json
+  nmb export inspect RUN_ID --out run.json
+  nmb export mlflow RUN_ID --tracking-uri http://127.0.0.1:5000
 
 A SUITE is `sample` or `sample-structured` (bundled), a path whose format is detected, or FORMAT:PATH
-with FORMAT one of site, native, vqa-rad, mcq, neurovlm, pubmedqa, slake, table, pmc-vqa, omnimedvqa, pathvqa.
+with FORMAT one of site, native, vqa-rad, mcq, neurovlm, pubmedqa, slake, table, pmc-vqa, omnimedvqa, pathvqa,
+or a Hugging Face dataset: hf-disk:[PRESET:]DIR (save_to_disk) or hf-cache:[PRESET:]NAME[:CONFIG] (--split).
 
 Exit status: 0 success; 1 failure (the suite has errors or cannot be loaded, a run cannot be scored); 2 bad usage.
 Logging goes to stderr; set NMB_LOG (e.g. NMB_LOG=debug) to see more.";
@@ -138,6 +141,9 @@ enum Command {
     /// NeuroVLM-Bench's runner made (--format neurovlm-run) as runs of imported:MODEL
     #[command(after_help = cmd::import::EXAMPLES)]
     Import(cmd::import::ImportArgs),
+    /// Write scored runs where other tools look: an Inspect AI eval log, an MLflow tracking server
+    #[command(after_help = cmd::export::EXAMPLES)]
+    Export(cmd::export::ExportCommand),
     /// Print this command line's reference as Markdown (docs/cli.md is its output)
     #[command(hide = true)]
     MarkdownHelp,
@@ -234,6 +240,7 @@ fn main() -> ExitCode {
         Command::Review(c) => cmd::review::run(c, &at),
         Command::Rubric(c) => cmd::rubric::run(c, &at),
         Command::Import(a) => cmd::import::run(a, &at),
+        Command::Export(c) => cmd::export::run(c, &at),
         Command::MarkdownHelp => {
             print!("{}", markdown_help());
             Ok(ExitCode::SUCCESS)

@@ -36,6 +36,7 @@
 //! Cross-run numbers it derives itself — the breadth-versus-depth rank correlation and paired comparisons between
 //! models — come from `nmb-stats` with a recorded seed.
 
+pub mod export;
 mod input;
 pub mod leaderboard;
 mod render;

@@ -127,6 +127,7 @@ pub fn suite_source(
         level,
         map,
         images_root: recorded.images_root.as_ref().map(PathBuf::from),
+        split: recorded.split.clone(),
     })
 }
 

@@ -80,6 +80,9 @@ pub struct SuiteSource {
     /// `--images-root`, absolute (NeuroVLM-Bench manifests whose image paths are under another folder).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub images_root: Option<String>,
+    /// `--split` (Hugging Face `datasets` folders and cached datasets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<String>,
 }
 
 /// One family's prompt template.

@@ -661,6 +661,7 @@ impl Study {
                 .map(|(f, c)| (f.clone(), c.clone()))
                 .collect(),
             images_root: suite.images_root.as_ref().map(|r| self.dir().join(r)),
+            split: None,
         };
         let spec = ModelSpec::parse(&model.spec).unwrap_or_else(|_| ModelSpec {
             backend: nmb_requests::BackendKind::OpenAi,

@@ -37,6 +37,10 @@ pub struct Source {
     /// The folder a `neurovlm:` manifest's image paths are relative to, where it is not the manifest's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images_root: Option<PathBuf>,
+    /// The split of a Hugging Face `datasets` folder or cached dataset (`hf-disk:`, `hf-cache:`), where it has
+    /// several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<String>,
 }
 
 /// Why a suite cannot be evaluated: it could not be read, it has errors, or nothing is left to ask.
@@ -113,6 +117,7 @@ impl Source {
             map: self.map.clone(),
             images_root: self.images_root.clone(),
             text_only,
+            split: self.split.clone(),
         }
     }
 
@@ -239,6 +244,7 @@ mod tests {
             level: Some(Level::Complex),
             map: vec![("diagnosis_name".into(), "label".into())],
             images_root: Some(PathBuf::from("/data/neurovlm")),
+            split: Some("test".into()),
         };
         let text = serde_json::to_string(&source).unwrap();
         assert!(

@@ -109,3 +109,27 @@ pub fn mricron_templates() -> Option<PathBuf> {
         existing(dir).filter(|d| d.join("ch2.nii.gz").exists()),
     )
 }
+
+/// The Python of the virtual environment `scripts/assets.sh` makes for the tools nmb exports to and reads from
+/// (PyPI `inspect-ai`, `datasets`, `mlflow`): `<assets>/venv/bin/python`, when it can import `module`.
+pub fn tools_python(module: &str) -> Option<PathBuf> {
+    let root = std::env::var_os("NMB_ASSETS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".nmb-assets"));
+    let root = if root.ends_with("py") {
+        root.parent().map(Path::to_path_buf).unwrap_or(root)
+    } else {
+        root
+    };
+    let python = root.join("venv/bin/python");
+    let imports = python.exists()
+        && std::process::Command::new(&python)
+            .args(["-c", &format!("import {module}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+    need(
+        &format!("Python package {module} (in the tools' virtual environment)"),
+        "scripts/assets.sh installs inspect-ai, datasets and mlflow into .nmb-assets/venv",
+        imports.then_some(python),
+    )
+}

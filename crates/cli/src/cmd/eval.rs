@@ -107,6 +107,9 @@ pub struct EvalArgs {
     /// folder]; the authors' image_mapping.csv names images under their dataset folder
     #[arg(long, value_name = "DIR")]
     images_root: Option<PathBuf>,
+    /// For Hugging Face datasets (hf-disk:, hf-cache:): the split to read, where the folder has several
+    #[arg(long, value_name = "SPLIT")]
+    split: Option<String>,
     /// The model, BACKEND:MODEL[@BASE_URL] (see below)
     #[arg(
         long,
@@ -317,6 +320,7 @@ impl EvalArgs {
             level: self.level,
             map: self.map.clone(),
             images_root: self.images_root.clone(),
+            split: self.split.clone(),
         };
         let mut config = EvalConfig::new(suite, model);
         config.name = self.name.clone();

@@ -5,6 +5,7 @@ pub mod answer;
 pub mod bertscore;
 pub mod compare;
 pub mod eval;
+pub mod export;
 pub mod image;
 pub mod import;
 pub mod power;

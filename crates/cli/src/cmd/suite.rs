@@ -97,6 +97,9 @@ pub struct SuiteSource {
     /// folder]; the authors' image_mapping.csv names images under their dataset folder
     #[arg(long, value_name = "DIR")]
     pub images_root: Option<PathBuf>,
+    /// For Hugging Face datasets (hf-disk:, hf-cache:): the split to read, where the folder has several
+    #[arg(long, value_name = "SPLIT")]
+    pub split: Option<String>,
     /// Set by `nmb eval --inputs text`: questions whose image is missing are kept (SLAKE).
     #[arg(skip)]
     pub text_only: bool,
@@ -113,6 +116,7 @@ impl SuiteSource {
             level: self.level,
             map: self.map.clone(),
             images_root: self.images_root.clone(),
+            split: self.split.clone(),
         }
     }
 

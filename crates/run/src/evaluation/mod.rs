@@ -223,6 +223,7 @@ fn suite_record(source: &nmb_suite::Source) -> nmb_store::SuiteSource {
         map: (!source.map.is_empty())
             .then(|| source.map.iter().map(|(f, c)| format!("{f}={c}")).collect()),
         images_root: source.images_root.as_ref().map(|p| p.display().to_string()),
+        split: source.split.clone(),
     }
 }
 

@@ -40,6 +40,7 @@ mod check;
 mod columns;
 pub mod few_shot;
 mod filter;
+mod hf_disk;
 mod json;
 mod mcq;
 mod native;
@@ -155,6 +156,8 @@ pub struct LoadOptions {
     pub images_root: Option<PathBuf>,
     /// The suite will be asked as text only (`--inputs text`): SLAKE keeps the questions of a missing image.
     pub text_only: bool,
+    /// The split of a Hugging Face `datasets` folder or cached dataset (`hf-disk:`, `hf-cache:`).
+    pub split: Option<String>,
 }
 
 /// A loaded suite and every problem found on the way.
@@ -204,6 +207,12 @@ fn load_unfiltered(spec: &str, opts: &LoadOptions) -> Result<Loaded, SuiteError>
     }
     if spec == crate::sample::structured::SUITE_ID {
         return Ok(Loaded::new(crate::sample::structured::build()));
+    }
+    if let Some(rest) = spec.strip_prefix("hf-disk:") {
+        return hf_disk::load(rest, opts);
+    }
+    if let Some(rest) = spec.strip_prefix("hf-cache:") {
+        return hf_disk::load_cache(rest, opts);
     }
     let (format, path) = parse_spec(spec)?;
     match format {

@@ -89,10 +89,25 @@ pub(super) fn load(
     map: &[(String, String)],
     text_only: bool,
 ) -> Result<Loaded, SuiteError> {
+    let file = file_name(path);
+    let mut problems = Vec::new();
+    let rows = read_rows(path, &file, &mut problems)?;
+    let mut loaded = load_rows(preset, path, rows, map, text_only)?;
+    loaded.problems.splice(0..0, problems);
+    Ok(loaded)
+}
+
+/// Rows read elsewhere (a Hugging Face `datasets` folder), named after `path`.
+pub(super) fn load_rows(
+    preset: Preset,
+    path: &Path,
+    rows: Vec<Row>,
+    map: &[(String, String)],
+    text_only: bool,
+) -> Result<Loaded, SuiteError> {
     let columns = Columns::new(FIELDS, preset.columns(), map)?;
     let file = file_name(path);
-    let mut loaded = Loaded::new(suite(preset, path));
-    let rows = read_rows(path, &file, &mut loaded.problems)?;
+    let loaded = Loaded::new(suite(preset, path));
     let mut builder = Builder {
         preset,
         columns,

@@ -13,6 +13,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use nmb_imaging::ImageSource;
 use serde_json::{Map, Value};
@@ -76,12 +77,25 @@ pub(super) fn looks_like_slake(value: &Value) -> bool {
 }
 
 pub(super) fn load(path: &Path, value: Value) -> Result<Loaded, SuiteError> {
-    load_with(&VQA_RAD, path, value, false)
+    load_with(&VQA_RAD, path, value, false, None)
 }
 
 /// SLAKE; `text_only` keeps the questions of a missing image, without it.
 pub(super) fn load_slake(path: &Path, value: Value, text_only: bool) -> Result<Loaded, SuiteError> {
-    load_with(&SLAKE, path, value, text_only)
+    load_with(&SLAKE, path, value, text_only, None)
+}
+
+/// Rows read elsewhere (a Hugging Face `datasets` folder) with their images' bytes by image name, named after
+/// `path`: VQA-RAD, or SLAKE when `slake`.
+pub(super) fn load_rows(
+    slake: bool,
+    path: &Path,
+    rows: Vec<Value>,
+    images: HashMap<String, Arc<[u8]>>,
+    text_only: bool,
+) -> Result<Loaded, SuiteError> {
+    let layout = if slake { &SLAKE } else { &VQA_RAD };
+    load_with(layout, path, Value::Array(rows), text_only, Some(images))
 }
 
 fn load_with(
@@ -89,6 +103,7 @@ fn load_with(
     path: &Path,
     value: Value,
     text_only: bool,
+    embedded: Option<HashMap<String, Arc<[u8]>>>,
 ) -> Result<Loaded, SuiteError> {
     let Value::Array(rows) = value else {
         let msg = format!(
@@ -97,6 +112,7 @@ fn load_with(
         );
         return Err(json::fatal(path, msg));
     };
+    let from_dataset = embedded.is_some();
     let mut builder = Builder {
         layout,
         text_only,
@@ -106,8 +122,12 @@ fn load_with(
         qids: HashSet::new(),
         skipped: 0,
         loaded: Loaded::new(empty_suite(layout, path)),
+        from_dataset,
+        embedded: embedded.unwrap_or_default(),
     };
-    builder.find_images(path);
+    if !from_dataset {
+        builder.find_images(path);
+    }
     for (i, row) in rows.iter().enumerate() {
         builder.row(i, row);
     }
@@ -147,6 +167,9 @@ struct Builder {
     /// Questions skipped because their image is missing.
     skipped: usize,
     loaded: Loaded,
+    /// The rows came from a Hugging Face `datasets` folder: images are the bytes in `embedded`, by image name.
+    from_dataset: bool,
+    embedded: HashMap<String, Arc<[u8]>>,
 }
 
 struct Row<'a> {
@@ -281,9 +304,19 @@ impl Builder {
     }
 
     fn image(&mut self, image_name: &str) -> Option<Image> {
-        let root = self.root.as_ref()?;
-        match paths::resolve(root, image_name) {
-            Ok(path) => Some(Image::new(image_name, ImageSource::File(path))),
+        let found = if self.from_dataset {
+            match self.embedded.get(image_name) {
+                Some(bytes) => Ok(ImageSource::Bytes(bytes.clone())),
+                None => Err(format!(
+                    "no image bytes for {image_name:?} in the dataset's rows (an Image column of {{bytes, path}})"
+                )),
+            }
+        } else {
+            let root = self.root.as_ref()?;
+            paths::resolve(root, image_name).map(ImageSource::File)
+        };
+        match found {
+            Ok(source) => Some(Image::new(image_name, source)),
             Err(msg) if self.layout.missing_image_skips => {
                 let what = if self.text_only {
                     "its questions are asked without it"
