@@ -67,6 +67,9 @@ pub enum PlanError {
         #[source]
         source: Box<PlanError>,
     },
+    /// A perturbation that cannot be carried out on this suite (`PlanOptions::perturbation`).
+    #[error("--perturb {message}")]
+    Perturbation { message: String },
     #[error("suite default {key}: {message}")]
     SuiteDefault { key: String, message: String },
 }

@@ -93,6 +93,7 @@ mod images;
 mod jinja;
 mod loaded;
 pub mod output;
+mod perturb;
 mod plan;
 mod render;
 mod template;

@@ -17,6 +17,7 @@ use crate::images::ImageCache;
 use crate::jinja::{clean, marker};
 use crate::loaded::LoadedImage;
 use crate::output::output_format;
+use crate::perturb::Resolved;
 use crate::render::{split_parts, Renderer};
 use crate::template::Template;
 
@@ -96,6 +97,10 @@ pub struct PlanOptions {
     /// Language the templates ask answers in. `None`: the suite's `answer_language` default (a string, or
     /// null for no instruction), else [`DEFAULT_ANSWER_LANGUAGE`]. `Some("")`: no language instruction.
     pub answer_language: Option<String>,
+    /// Change what the model sees (`nmb eval --perturb`): see the `perturb` module's rules.
+    pub perturbation: Option<nmb_imaging::Perturbation>,
+    /// The seed of the perturbation's choices and noise.
+    pub perturb_seed: u64,
 }
 
 /// The families whose templates a run manifest records: the six that existed before NeuroVLM-Bench's
@@ -339,6 +344,7 @@ struct Settings {
 pub struct Plan<'a> {
     tasks: Box<dyn Iterator<Item = (&'a Case, &'a Task)> + 'a>,
     settings: Settings,
+    perturb: Option<Resolved<'a>>,
     renderer: Renderer,
     cache: Arc<ImageCache>,
 }
@@ -369,10 +375,15 @@ impl<'a> Plan<'a> {
             samples: resolve_samples(suite, options)?,
             answer_language: resolve_language(suite, options)?,
         };
+        let perturb = match (&options.perturbation, options.input_mode.includes_images()) {
+            (Some(p), true) => Some(Resolved::new(suite, p, options.perturb_seed)?),
+            _ => None,
+        };
         let tasks = suite.tasks().take(options.limit.unwrap_or(usize::MAX));
         Ok(Plan {
             tasks: Box::new(tasks),
             settings,
+            perturb,
             renderer: Renderer::new(),
             cache,
         })
@@ -404,11 +415,16 @@ impl Iterator for Plan<'_> {
     fn next(&mut self) -> Option<Self::Item> {
         let (case, task) = self.tasks.next()?;
         Some(
-            plan_task(&self.settings, &mut self.renderer, &self.cache, case, task).map_err(|e| {
-                PlanError::InTask {
-                    task: task.id.clone(),
-                    source: Box::new(e),
-                }
+            plan_task(
+                &self.settings,
+                &mut self.renderer,
+                (&self.cache, self.perturb.as_ref()),
+                case,
+                task,
+            )
+            .map_err(|e| PlanError::InTask {
+                task: task.id.clone(),
+                source: Box::new(e),
             }),
         )
     }
@@ -651,18 +667,31 @@ fn view_label(image: &Image, loaded: &LoadedImage) -> Option<String> {
     })
 }
 
+/// Where a plan's images come from: the cache, and the perturbation, if any.
+type Images<'c, 'a> = (&'c ImageCache, Option<&'c Resolved<'a>>);
+
 fn load_images<'i>(
-    cache: &ImageCache,
-    case: &Case,
+    (cache, perturb): Images<'_, 'i>,
+    case: &'i Case,
     images: &'i [Image],
     mode: InputMode,
+    first: bool,
 ) -> Result<Vec<(&'i Image, LoadedImage)>, PlanError> {
     if !mode.includes_images() {
         return Ok(Vec::new());
     }
+    let Some(perturb) = perturb else {
+        let mut out = Vec::new();
+        for image in images {
+            out.extend(cache.load(&case.id, image)?.into_iter().map(|l| (image, l)));
+        }
+        return Ok(out);
+    };
     let mut out = Vec::new();
-    for image in images {
-        out.extend(cache.load(&case.id, image)?.into_iter().map(|l| (image, l)));
+    for image in perturb.images(case, images, first) {
+        for loaded in cache.load(&case.id, image)? {
+            out.push((image, perturb.pixels(cache, &case.id, image, loaded)?));
+        }
     }
     Ok(out)
 }
@@ -713,7 +742,7 @@ fn system_message(
 fn plan_task(
     settings: &Settings,
     renderer: &mut Renderer,
-    cache: &ImageCache,
+    cache: Images<'_, '_>,
     case: &Case,
     task: &Task,
 ) -> Result<PlannedTask, PlanError> {
@@ -756,7 +785,7 @@ fn plan_task(
         },
     };
 
-    let loaded = load_images(cache, case, &case.images, mode)?;
+    let loaded = load_images(cache, case, &case.images, mode, true)?;
     let mut next_number = 1 + loaded.len();
     let ctx0 = ctx(image_ctx(&loaded, 1), &task.question, 0, String::new());
     let blocks =
@@ -772,7 +801,7 @@ fn plan_task(
     drop(loaded);
 
     for (k, turn) in task.turns.iter().enumerate() {
-        let loaded = load_images(cache, case, &turn.images, mode)?;
+        let loaded = load_images(cache, case, &turn.images, mode, false)?;
         let text = if mode.includes_text() {
             clean(&turn.text)
         } else {

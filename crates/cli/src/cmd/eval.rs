@@ -21,6 +21,7 @@ use nmb_score::ScoringConfig;
 use super::score::ScoringArgs;
 use crate::progress::Terminal;
 
+mod perturb;
 mod sweep;
 
 /// `nmb eval --help`'s examples: [`EXAMPLES`], the run file's format ([`nmb_study::RUN_FILE_HELP`]) and
@@ -201,6 +202,12 @@ pub struct EvalArgs {
     /// built-in templates and each bundled variant); each run is named `NAME [variant]`, and --report covers all
     #[arg(long, value_name = "DIR|bundled", conflicts_with_all = ["template", "resume", "config"])]
     template_variants: Option<PathBuf>,
+    /// Image reliance and robustness: run once unperturbed (named NAME) and once per perturbation (named
+    /// `NAME [perturbation]`), the images changed after rendering, seeded by --seed: blank, mismatch (another
+    /// case's images, same modality), drop:SEQUENCE, noise:SIGMA, blur:SIGMA, contrast:GAMMA, jpeg:QUALITY,
+    /// downsample:FACTOR, rotate:DEGREES, flip:h|v, crop:FRACTION; comma-separated. --report covers all
+    #[arg(long, value_name = "LIST", value_parser = perturb_list, conflicts_with_all = ["template_variants", "resume", "config"])]
+    pub perturb: Option<Vec<nmb_imaging::Perturbation>>,
     /// Language the prompts ask answers in [default: the suite's, else English]; "" for no instruction
     #[arg(long, value_name = "LANG")]
     answer_language: Option<String>,
@@ -270,6 +277,10 @@ fn top_p_arg(s: &str) -> Result<Sampled, String> {
         return Ok(Sampled(None));
     }
     probability(s).map(|v| Sampled(Some(v)))
+}
+
+fn perturb_list(s: &str) -> Result<Vec<nmb_imaging::Perturbation>, String> {
+    nmb_imaging::perturb::parse_list(s).map_err(|e| e.to_string())
 }
 
 fn json_object(s: &str) -> Result<BTreeMap<String, serde_json::Value>, String> {
@@ -408,6 +419,9 @@ pub struct Output {
 pub fn run(args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     if args.template_variants.is_some() {
         return sweep::run(args, at);
+    }
+    if args.perturb.is_some() {
+        return perturb::run(args, at);
     }
     let config = args.config()?;
     if args.dry_run {

@@ -97,7 +97,12 @@ pub(crate) fn build_manifest(
     });
     let constrained =
         json_tasks.then(|| backend.constrained_output().unwrap_or("none").to_string());
+    let mut extra = Map::new();
+    if let Some(p) = &settings.plan.perturbation {
+        extra.insert(PERTURBATION.into(), p.to_string().into());
+    }
     Ok(Manifest {
+        extra,
         nmb_version: env!("CARGO_PKG_VERSION").to_string(),
         suite_id: suite.id.clone(),
         suite_hash: nmb_suite::suite_hash(suite)?,
@@ -148,8 +153,20 @@ fn templates(plan: &PlanOptions, structured: bool) -> BTreeMap<String, TemplateR
         .collect()
 }
 
-/// The fields that make two invocations "the same configuration".
+/// The manifest field naming a run's perturbation (`nmb eval --perturb`); absent on unperturbed runs.
+pub const PERTURBATION: &str = "perturbation";
+
+/// The fields that make two invocations "the same configuration". A perturbation enters only when there is
+/// one, so unperturbed runs keep the hashes they always had.
 fn identity(m: &Manifest) -> Value {
+    let mut v = identity_fields(m);
+    if let (Some(p), Some(obj)) = (m.extra.get(PERTURBATION), v.as_object_mut()) {
+        obj.insert(PERTURBATION.into(), p.clone());
+    }
+    v
+}
+
+fn identity_fields(m: &Manifest) -> Value {
     json!({
         "suite_hash": m.suite_hash,
         "template_hash": m.template_hash,

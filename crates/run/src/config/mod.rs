@@ -22,10 +22,10 @@ use crate::fleet::StoreFleet;
 use crate::stored::Replay;
 
 pub use manifest::EvalSettings;
-pub use manifest::FORCED;
 pub(crate) use manifest::{
     build_manifest, config_hash, describe_difference, params_adjusted, params_json,
 };
+pub use manifest::{FORCED, PERTURBATION};
 
 /// The layout version of a recorded [`EvalConfig`]; a reader refuses a newer one instead of misreading it.
 pub const EVAL_CONFIG_VERSION: u32 = 1;
@@ -70,6 +70,15 @@ pub struct EvalConfig {
     /// The language prompts ask answers in [default: the suite's]; `""` for no instruction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_language: Option<String>,
+    /// Change the images the model sees (`--perturb`): one perturbation per run, seeded by the sampling seed
+    /// (0 without one). Recorded in the manifest and its configuration hash only when given.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "perturbation_text",
+        deserialize_with = "parse_perturbation"
+    )]
+    pub perturb: Option<nmb_imaging::Perturbation>,
     pub limits: Limits,
 }
 
@@ -264,6 +273,7 @@ impl EvalConfig {
             params: GenParams::default(),
             template: None,
             answer_language: None,
+            perturb: None,
             limits: Limits::default(),
         }
     }
@@ -313,6 +323,8 @@ impl EvalConfig {
             samples: self.samples,
             limit: self.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             answer_language: self.answer_language.clone(),
+            perturbation: self.perturb.clone(),
+            perturb_seed: self.params.seed.unwrap_or(0),
             ..PlanOptions::default()
         })
     }
@@ -379,6 +391,24 @@ impl<'de> Deserialize<'de> for TemplateChoice {
             None => TemplateChoice::File(PathBuf::from(text)),
         })
     }
+}
+
+fn perturbation_text<S: Serializer>(
+    p: &Option<nmb_imaging::Perturbation>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match p {
+        Some(p) => s.collect_str(p),
+        None => s.serialize_none(),
+    }
+}
+
+fn parse_perturbation<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<nmb_imaging::Perturbation>, D::Error> {
+    let text = Option::<String>::deserialize(d)?;
+    text.map(|t| t.parse().map_err(serde::de::Error::custom))
+        .transpose()
 }
 
 fn spec_text<S: Serializer>(spec: &ModelSpec, s: S) -> Result<S::Ok, S::Error> {
