@@ -14,7 +14,8 @@
 //! bodies, broken batch outputs). It is test support: it does not implement any model, and nmb's own code never
 //! depends on it outside tests and benches. [`support`] holds what those tests and benches share besides the
 //! server: noise PNGs and process measurements (CPU time, peak memory). [`judge`] plays a judge with injected
-//! leanings (noise, a length bias, an effect of seeing the model's thinking) for tests with known truth.
+//! leanings (noise, a length bias, an effect of seeing the model's thinking) for tests with known truth;
+//! [`vision`] plays a model that reads a diagnosis marked in the pixels and one that ignores images.
 
 pub mod batch;
 mod exchange;
@@ -24,6 +25,7 @@ pub mod hostile;
 mod http;
 pub mod judge;
 pub mod support;
+pub mod vision;
 pub mod wire;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};

@@ -207,7 +207,7 @@ pub struct EvalArgs {
     /// case's images, same modality), drop:SEQUENCE, noise:SIGMA, blur:SIGMA, contrast:GAMMA, jpeg:QUALITY,
     /// downsample:FACTOR, rotate:DEGREES, flip:h|v, crop:FRACTION; comma-separated. --report covers all
     #[arg(long, value_name = "LIST", value_parser = perturb_list, conflicts_with_all = ["template_variants", "resume", "config"])]
-    pub perturb: Option<Vec<nmb_imaging::Perturbation>>,
+    pub perturb: Option<PerturbList>,
     /// Language the prompts ask answers in [default: the suite's, else English]; "" for no instruction
     #[arg(long, value_name = "LANG")]
     answer_language: Option<String>,
@@ -279,8 +279,14 @@ fn top_p_arg(s: &str) -> Result<Sampled, String> {
     probability(s).map(|v| Sampled(Some(v)))
 }
 
-fn perturb_list(s: &str) -> Result<Vec<nmb_imaging::Perturbation>, String> {
-    nmb_imaging::perturb::parse_list(s).map_err(|e| e.to_string())
+/// `--perturb`'s list, parsed whole (one clap value).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PerturbList(pub Vec<nmb_imaging::Perturbation>);
+
+fn perturb_list(s: &str) -> Result<PerturbList, String> {
+    nmb_imaging::perturb::parse_list(s)
+        .map(PerturbList)
+        .map_err(|e| e.to_string())
 }
 
 fn json_object(s: &str) -> Result<BTreeMap<String, serde_json::Value>, String> {

@@ -22,7 +22,8 @@ pub(super) fn run(mut args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     let list = args
         .perturb
         .take()
-        .context("a perturbation sweep needs --perturb")?;
+        .context("a perturbation sweep needs --perturb")?
+        .0;
     if !args.inputs.includes_images() {
         bail!(
             "--perturb changes images, but --inputs {} sends none; use --inputs full or images",
