@@ -16,6 +16,7 @@ use nmb_fake_server::vision::{
 };
 use nmb_fake_server::{Config, FakeServer, ReceivedPart};
 use nmb_stats::{paired_bootstrap, BootstrapConfig, Design};
+use nmb_test_support::browser;
 use serde_json::Value;
 
 const CASES: usize = 16;
@@ -242,6 +243,8 @@ fn reliance_is_recovered_for_the_vision_model_and_zero_for_the_text_only_one() {
         "text-only reliance {t:?}"
     );
 
+    report_shows_reliance(&runs, &vision, &text_only, r.value, t.value);
+
     // Again: every run resumes or reuses its stored answers.
     let again = runs_of(&eval(&runs, &suite, &srv, "vision", list));
     assert_eq!(again.len(), 4);
@@ -276,4 +279,82 @@ fn bad_lists_are_refused_before_anything_is_sent() {
         text(&out.stderr)
     );
     assert_eq!(srv.request_count(), 0, "nothing was sent");
+}
+
+/// `nmb report` over both models' runs: the image-reliance section in report.json, Markdown and HTML (rendered
+/// by Chromium), with the reliance the test computed and each model's sentence.
+fn report_shows_reliance(
+    runs: &Path,
+    vision: &BTreeMap<String, String>,
+    text_only: &BTreeMap<String, String>,
+    vision_reliance: f64,
+    text_reliance: f64,
+) {
+    let out_dir = runs.parent().unwrap().join("report");
+    let mut args = vec!["report".to_string()];
+    args.extend(vision.values().cloned());
+    args.extend(text_only.values().cloned());
+    args.extend(["--format", "html,md,json", "--out"].map(String::from));
+    args.push(out_dir.display().to_string());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = nmb(runs, &args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
+            .unwrap();
+    let models = doc["analysis"]["reliance"].as_array().unwrap();
+    assert_eq!(models.len(), 2, "one entry per model");
+    for m in models {
+        let (want, apart, base) = match m["name"].as_str().unwrap() {
+            "vision" => (vision_reliance, true, &vision["none"]),
+            _ => (text_reliance, false, &text_only["none"]),
+        };
+        assert_eq!(&m["baseline_run"], base);
+        let got = m["reliance_mismatch"]["value"].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+        assert_eq!(m["distinguishable"], apart);
+        let rows = m["rows"].as_array().unwrap();
+        let labels: Vec<&str> = rows
+            .iter()
+            .filter(|r| r["group"] == "overall")
+            .map(|r| r["perturbation"].as_str().unwrap())
+            .collect();
+        assert_eq!(labels.len(), 3, "{labels:?}");
+        assert!(m["reliance_blank"]["value"].is_number());
+    }
+    let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(md.contains("## Image reliance and robustness"), "{md}");
+    assert!(md.contains(
+        "vision: accuracy with the true images minus with another case's images (mismatch) is"
+    ));
+    assert!(md.contains("distinguishable from zero: its answers depend on the images"));
+    assert!(md.contains(
+        "text-only: accuracy with the true images minus with another case's images (mismatch) is"
+    ));
+    assert!(md.contains("not distinguishable from zero"));
+    let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    assert!(html.contains("id=\"image-reliance\""));
+    assert!(html.contains(
+        "aria-label=\"Accuracy under each perturbation minus unperturbed, with 95% CI\""
+    ));
+
+    let Some(chromium) = browser::chromium() else {
+        return;
+    };
+    let page = out_dir.join("report.html");
+    let (dom, log) = browser::dump_dom(&chromium, &page);
+    assert!(
+        dom.contains("id=\"image-reliance\""),
+        "rendered; log:\n{log}"
+    );
+    assert_eq!(
+        dom.matches("class=\"reliance-verdict\"").count(),
+        2,
+        "one sentence per model"
+    );
+    assert!(dom.contains(
+        "aria-label=\"Accuracy under each perturbation minus unperturbed, with 95% CI\""
+    ));
+    let png = browser::screenshot_dir().join("report-image-reliance.png");
+    browser::screenshot(&chromium, &page, &png, 1280, 2600);
 }

@@ -11,6 +11,7 @@ pub(crate) mod neurovlm;
 pub(crate) mod paired;
 pub(crate) mod power;
 pub(crate) mod preference;
+pub mod reliance;
 pub(crate) mod revision;
 pub(crate) mod stability;
 pub(crate) mod subgroups;
