@@ -69,6 +69,8 @@ pub const RUN_FILE_HELP: &str = "\
 A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--no-score]
 
   templates = [\"a.jinja\", \"b.jinja\"]   # optional, before any table: every suite x model runs with each
+  perturb = [\"mismatch\", \"blank\"]   # optional, before any table: every cell also runs once per
+                                  # perturbation, named NAME [perturbation] (see --perturb)
 
   [study]
   name = \"two-axis\"              # runs are tagged with it; `nmb runs list` groups them
@@ -136,6 +138,9 @@ pub struct StudyFile {
     /// variant every (suite, model) pair runs with.
     #[serde(default)]
     pub templates: Vec<Spanned<String>>,
+    /// Image perturbations (`mismatch`, `noise:0.2`, ...): every cell runs unperturbed and once with each.
+    #[serde(default)]
+    pub perturb: Vec<Spanned<String>>,
     #[serde(default)]
     pub scoring: ScoringEntry,
 }
@@ -491,6 +496,11 @@ impl Study {
                 return Err(invalid(s.span(), key(k), msg));
             }
         }
+        for p in &f.perturb {
+            if let Err(e) = p.get_ref().parse::<nmb_imaging::Perturbation>() {
+                return Err(invalid(p.span(), "perturb".into(), e.to_string()));
+            }
+        }
         for t in f
             .templates
             .iter()
@@ -541,7 +551,8 @@ impl Study {
         }
     }
 
-    /// The matrix: every suite with every model, and with every template when the study names templates.
+    /// The matrix: every suite with every model, with every template when the study names templates, and
+    /// unperturbed and with each perturbation when it names perturbations.
     pub fn cells(&self) -> Vec<Cell> {
         let f = &self.file;
         let templates: Vec<Option<PathBuf>> = if f.templates.is_empty() {
@@ -552,10 +563,21 @@ impl Study {
                 .map(|t| Some(self.template(t.get_ref())))
                 .collect()
         };
+        let perturbs: Vec<Option<nmb_imaging::Perturbation>> = std::iter::once(None)
+            .chain(
+                f.perturb
+                    .iter()
+                    .filter_map(|p| p.get_ref().parse().ok())
+                    .map(Some),
+            )
+            .collect();
         let mut cells = Vec::new();
         for suite in f.suites.iter().map(Spanned::get_ref) {
             for model in f.models.iter().map(Spanned::get_ref) {
-                for template in &templates {
+                for (template, perturb) in templates
+                    .iter()
+                    .flat_map(|t| perturbs.iter().map(move |p| (t, p)))
+                {
                     let name = match template {
                         Some(t) => format!(
                             "{} [{}]",
@@ -566,11 +588,18 @@ impl Study {
                         ),
                         None => self.model_name(model),
                     };
+                    let name = match perturb {
+                        Some(p) => format!("{name} [{p}]"),
+                        None => name,
+                    };
                     let suite_spec = self.suite_spec(&suite.spec);
+                    let mut config =
+                        self.config(&suite_spec, suite, model, &name, template.as_deref());
+                    config.perturb = perturb.clone();
                     cells.push(Cell {
                         index: cells.len() + 1,
                         model: model.spec.clone(),
-                        config: self.config(&suite_spec, suite, model, &name, template.as_deref()),
+                        config,
                         name,
                         suite: suite_spec,
                         template: template.clone(),
