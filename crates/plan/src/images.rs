@@ -51,6 +51,8 @@ struct Inner {
 /// A bounded, thread-safe cache of images ready for messages. Share it with `Arc` across plans if wanted.
 pub struct ImageCache {
     inner: Mutex<Inner>,
+    /// Images changed by a perturbation so far (each is made once while the cache keeps it).
+    perturbed: std::sync::atomic::AtomicU64,
     cap_bytes: usize,
     renders: Option<Arc<dyn RenderCache>>,
     max_side: Option<u32>,
@@ -85,6 +87,7 @@ impl ImageCache {
     pub fn new(cap_bytes: usize) -> Self {
         ImageCache {
             inner: Mutex::new(Inner::default()),
+            perturbed: Default::default(),
             cap_bytes,
             renders: None,
             max_side: None,
@@ -107,6 +110,11 @@ impl ImageCache {
         // A panic elsewhere while holding the lock leaves the maps consistent (each update is one insert), so
         // a poisoned lock is still usable.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many images a perturbation has changed through this cache.
+    pub fn perturbed_count(&self) -> u64 {
+        self.perturbed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Bytes the cache itself currently keeps alive.
@@ -148,6 +156,8 @@ impl ImageCache {
             return Ok(hit.remove(0));
         }
         let png = perturbation.apply(&loaded.part.bytes, seed)?;
+        self.perturbed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let info = nmb_imaging::inspect(&png)?;
         let changed = LoadedImage {
             part: ImagePart {
