@@ -283,11 +283,15 @@ fn encode_error(format: crate::ImageFormat, e: impl fmt::Display) -> ImageError 
     }
 }
 
+/// PNG at the encoder's fast setting: a perturbed image is made once per run and its size matters less than the
+/// time planning takes.
 fn png(img: &DynamicImage) -> Result<Vec<u8>, ImageError> {
-    let mut out = std::io::Cursor::new(Vec::new());
-    img.write_to(&mut out, image::ImageFormat::Png)
+    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
+    let mut out = Vec::new();
+    let encoder = PngEncoder::new_with_quality(&mut out, CompressionType::Fast, FilterType::Sub);
+    img.write_with_encoder(encoder)
         .map_err(|e| encode_error(crate::ImageFormat::Png, e))?;
-    Ok(out.into_inner())
+    Ok(out)
 }
 
 fn jpeg(img: &DynamicImage, quality: u8) -> Result<Vec<u8>, ImageError> {
@@ -374,18 +378,25 @@ fn blur<P: Pixel<Subpixel = u8>>(
     let c = P::CHANNEL_COUNT as usize;
     let kernel = gaussian_kernel(sigma);
     let r = (kernel.len() / 2) as i64;
+    // Each output position's mirrored source positions, looked up once.
+    let taps = |n: usize| -> Vec<usize> {
+        (0..n as i64)
+            .flat_map(|i| (0..kernel.len() as i64).map(move |k| mirror(i + k - r, n as i64)))
+            .collect()
+    };
+    let (xs, ys) = (taps(w), taps(h));
     let src: Vec<f64> = img.iter().map(|v| f64::from(*v)).collect();
     // Rows first, then columns, in f64; rounded once at the end.
     let mut rows = vec![0.0; src.len()];
     for y in 0..h {
+        let line = &src[y * w * c..(y + 1) * w * c];
         for x in 0..w {
+            let at = &xs[x * kernel.len()..(x + 1) * kernel.len()];
             for ch in 0..c {
                 rows[(y * w + x) * c + ch] = kernel
                     .iter()
-                    .enumerate()
-                    .map(|(k, wt)| {
-                        wt * src[(y * w + mirror(x as i64 + k as i64 - r, w as i64)) * c + ch]
-                    })
+                    .zip(at)
+                    .map(|(wt, &sx)| wt * line[sx * c + ch])
                     .sum();
             }
         }
@@ -394,10 +405,11 @@ fn blur<P: Pixel<Subpixel = u8>>(
     for (i, v) in out.iter_mut().enumerate() {
         let (p, ch) = (i / c, i % c);
         let (y, x) = (p / w, p % w);
+        let at = &ys[y * kernel.len()..(y + 1) * kernel.len()];
         let sum: f64 = kernel
             .iter()
-            .enumerate()
-            .map(|(k, wt)| wt * rows[(mirror(y as i64 + k as i64 - r, h as i64) * w + x) * c + ch])
+            .zip(at)
+            .map(|(wt, &sy)| wt * rows[(sy * w + x) * c + ch])
             .sum();
         *v = to_u8(sum);
     }

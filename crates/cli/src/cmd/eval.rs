@@ -37,6 +37,7 @@ Examples:
   nmb eval --suite sample --model openai:gpt-4o --samples 5 --concurrency 32 --report out
   nmb eval --suite sample --model openai:gpt-4o --judge anthropic:claude-sonnet-4-5
   nmb eval --suite sample --model openai:gpt-4o --template-variants bundled --report sweep
+  nmb eval --suite sample --model openai:gpt-4o --perturb mismatch,blank,noise:0.2 --report reliance
   nmb eval --suite sample --model anthropic:claude-sonnet-4-5 --inputs text --limit 10
   nmb eval --suite sample --model gemini:gemini-2.5-pro --max-requests 100
   nmb eval --suite sample --model openai:Qwen/Qwen2-VL-7B-Instruct@http://127.0.0.1:8000/v1
