@@ -31,7 +31,7 @@ fn suite(dir: &Path) -> PathBuf {
     )
     .unwrap();
     let mut lines = Vec::new();
-    for i in 0..CASES {
+    for (i, diagnosis) in DIAGNOSES.iter().enumerate().take(CASES) {
         let name = format!("images/case{i}.png");
         std::fs::write(root.join(&name), marker_png(i, 32, i as u64)).unwrap();
         let case = serde_json::json!({
@@ -40,7 +40,7 @@ fn suite(dir: &Path) -> PathBuf {
             "notes": format!("Patient {i}: progressive neurological symptoms."),
             "tasks": [{"id": format!("c{i}"), "family": "differential",
                 "question": "What is the most likely diagnosis?",
-                "reference": {"diagnosis": DIAGNOSES[i]}}],
+                "reference": {"diagnosis": diagnosis}}],
         });
         lines.push(case.to_string());
     }

@@ -69,8 +69,8 @@ pub enum ReceivedPart {
         /// Dimensions of the decoded image (`None` when image hashing is off).
         width: Option<u32>,
         height: Option<u32>,
-        /// The image's bytes, for responders that look at the pixels ([`crate::vision`]); `None` when image
-        /// hashing is off. Never logged.
+        /// The image's bytes, for responders that look at the pixels (the simulated vision model); `None`
+        /// when image hashing is off. Never logged.
         #[serde(skip)]
         data: Option<Arc<[u8]>>,
     },

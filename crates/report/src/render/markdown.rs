@@ -53,7 +53,7 @@ pub(crate) fn render(runs: &[RunData], analysis: &Analysis, tables: &[TableSecti
         for r in &analysis.reliance {
             let _ = writeln!(m, "{}\n", r.sentence);
         }
-        let _ = write!(m, "{}\n", t.markdown());
+        let _ = writeln!(m, "{}", t.markdown());
     }
     m.push_str(&calibration(runs));
     m.push_str(&preference(runs));

@@ -291,12 +291,22 @@ mod tests {
             build_manifest(&suite, &settings, 1, &backend).unwrap()
         };
         let plain = manifest_of(None);
-        assert!(!identity(&plain).as_object().unwrap().contains_key(PERTURBATION));
-        assert_eq!(identity(&plain), identity_fields(&plain), "unperturbed runs keep their hashes");
+        assert!(!identity(&plain)
+            .as_object()
+            .unwrap()
+            .contains_key(PERTURBATION));
+        assert_eq!(
+            identity(&plain),
+            identity_fields(&plain),
+            "unperturbed runs keep their hashes"
+        );
         let blank = manifest_of(Some("blank"));
         assert_eq!(blank.extra[PERTURBATION], "blank");
         assert_ne!(config_hash(&blank), config_hash(&plain));
-        assert_ne!(config_hash(&blank), config_hash(&manifest_of(Some("noise:0.2"))));
+        assert_ne!(
+            config_hash(&blank),
+            config_hash(&manifest_of(Some("noise:0.2")))
+        );
         assert_eq!(describe_difference(&plain, &blank), PERTURBATION);
     }
 
