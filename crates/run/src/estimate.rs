@@ -147,6 +147,21 @@ pub fn estimate(config: &EvalConfig) -> Result<Estimate, EvalError> {
     estimate_loaded(config, &suite, &options)
 }
 
+/// Checks each perturbation against the suite without reading an image (a sequence no image has, a case with
+/// no other case of its modality to take images from), so that a list is refused before any run sends anything.
+pub fn check_perturbations(
+    config: &EvalConfig,
+    perturbations: &[nmb_imaging::Perturbation],
+) -> Result<(), EvalError> {
+    let suite = config.suite.load_checked(config.text_only())?.suite;
+    for p in perturbations {
+        let mut options = config.plan_options()?;
+        options.perturbation = Some(p.clone());
+        Plan::new(&suite, &options, Arc::default())?;
+    }
+    Ok(())
+}
+
 fn estimate_loaded(
     config: &EvalConfig,
     suite: &Suite,

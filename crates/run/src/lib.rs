@@ -45,10 +45,10 @@ mod work;
 
 pub use config::{
     Claiming, ConfigError, EvalConfig, EvalSettings, Invocation, Limits, Resume, TemplateChoice,
-    EVAL_CONFIG_VERSION, FORCED as NO_N,
+    EVAL_CONFIG_VERSION, FORCED as NO_N, PERTURBATION,
 };
 pub use connect::{connect_model, ConnectError, ConnectOptions, ConnectedModel};
-pub use estimate::{estimate, Estimate, TaskEstimate};
+pub use estimate::{check_perturbations, estimate, Estimate, TaskEstimate};
 pub use evaluation::{evaluate, evaluate_loaded, EvalError, Evaluated, RunError, RunOutcome};
 pub use fleet::StoreFleet;
 pub use nmb_record::{CallResult, CallSpec, Prompt, Recorder};

@@ -72,6 +72,8 @@ A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--
   templates = [\"a.jinja\", \"b.jinja\"]   # optional, before any table: every suite x model runs with each
   probes = [\"anchoring\"]         # optional: every cell runs again with each context probe (as --probe),
   probe_seed = 1                  # its wrong diagnoses drawn with this seed (as --probe-seed)
+  perturb = [\"mismatch\", \"blank\"]   # optional, before any table: every cell also runs once per
+                                  # perturbation, named NAME [perturbation] (see --perturb)
 
   [study]
   name = \"two-axis\"              # runs are tagged with it; `nmb runs list` groups them
@@ -154,6 +156,9 @@ pub struct StudyFile {
     /// The seed that draws each probed task's wrong diagnosis [default: 1, as `--probe-seed`].
     #[serde(default)]
     pub probe_seed: Option<u64>,
+    /// Image perturbations (`mismatch`, `noise:0.2`, ...): every cell runs unperturbed and once with each.
+    #[serde(default)]
+    pub perturb: Vec<Spanned<String>>,
     #[serde(default)]
     pub scoring: ScoringEntry,
 }
@@ -516,6 +521,11 @@ impl Study {
                 return Err(invalid(p.span(), "probes".into(), msg));
             }
         }
+        for p in &f.perturb {
+            if let Err(e) = p.get_ref().parse::<nmb_imaging::Perturbation>() {
+                return Err(invalid(p.span(), "perturb".into(), e.to_string()));
+            }
+        }
         for t in f
             .templates
             .iter()
@@ -566,7 +576,8 @@ impl Study {
         }
     }
 
-    /// The matrix: every suite with every model, and with every template when the study names templates.
+    /// The matrix: every suite with every model, with every template when the study names templates, and
+    /// unperturbed and with each perturbation when it names perturbations.
     pub fn cells(&self) -> Vec<Cell> {
         let f = &self.file;
         let templates: Vec<Option<PathBuf>> = if f.templates.is_empty() {
@@ -577,10 +588,21 @@ impl Study {
                 .map(|t| Some(self.template(t.get_ref())))
                 .collect()
         };
+        let perturbs: Vec<Option<nmb_imaging::Perturbation>> = std::iter::once(None)
+            .chain(
+                f.perturb
+                    .iter()
+                    .filter_map(|p| p.get_ref().parse().ok())
+                    .map(Some),
+            )
+            .collect();
         let mut cells = Vec::new();
         for suite in f.suites.iter().map(Spanned::get_ref) {
             for model in f.models.iter().map(Spanned::get_ref) {
-                for template in &templates {
+                for (template, perturb) in templates
+                    .iter()
+                    .flat_map(|t| perturbs.iter().map(move |p| (t, p)))
+                {
                     let name = match template {
                         Some(t) => format!(
                             "{} [{}]",
@@ -591,11 +613,18 @@ impl Study {
                         ),
                         None => self.model_name(model),
                     };
+                    let name = match perturb {
+                        Some(p) => format!("{name} [{p}]"),
+                        None => name,
+                    };
                     let suite_spec = self.suite_spec(&suite.spec);
+                    let mut config =
+                        self.config(&suite_spec, suite, model, &name, template.as_deref());
+                    config.perturb = perturb.clone();
                     cells.push(Cell {
                         index: cells.len() + 1,
                         model: model.spec.clone(),
-                        config: self.config(&suite_spec, suite, model, &name, template.as_deref()),
+                        config,
                         name,
                         suite: suite_spec,
                         template: template.clone(),

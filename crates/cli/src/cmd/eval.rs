@@ -22,6 +22,7 @@ use super::score::ScoringArgs;
 use crate::progress::Terminal;
 
 mod probes;
+mod perturb;
 mod sweep;
 
 /// `nmb eval --help`'s examples: [`EXAMPLES`], the run file's format ([`nmb_study::RUN_FILE_HELP`]) and
@@ -37,6 +38,7 @@ Examples:
   nmb eval --suite sample --model openai:gpt-4o --samples 5 --concurrency 32 --report out
   nmb eval --suite sample --model openai:gpt-4o --judge anthropic:claude-sonnet-4-5
   nmb eval --suite sample --model openai:gpt-4o --template-variants bundled --report sweep
+  nmb eval --suite sample --model openai:gpt-4o --perturb mismatch,blank,noise:0.2 --report reliance
   nmb eval --suite sample --model anthropic:claude-sonnet-4-5 --inputs text --limit 10
   nmb eval --suite sample --model gemini:gemini-2.5-pro --max-requests 100
   nmb eval --suite sample --model openai:Qwen/Qwen2-VL-7B-Instruct@http://127.0.0.1:8000/v1
@@ -219,6 +221,12 @@ pub struct EvalArgs {
     /// system message, the examples with their classes, then the image)
     #[arg(long, value_name = "FILE.csv", requires = "template")]
     few_shot: Option<PathBuf>,
+    /// Image reliance and robustness: run once unperturbed (named NAME) and once per perturbation (named
+    /// `NAME [perturbation]`), the images changed after rendering, seeded by --seed: blank, mismatch (another
+    /// case's images, same modality), drop:SEQUENCE, noise:SIGMA, blur:SIGMA, contrast:GAMMA, jpeg:QUALITY,
+    /// downsample:FACTOR, rotate:DEGREES, flip:h|v, crop:FRACTION; comma-separated. --report covers all
+    #[arg(long, value_name = "LIST", value_parser = perturb_list, conflicts_with_all = ["template_variants", "resume", "config", "probe", "few_shot"])]
+    pub perturb: Option<PerturbList>,
     /// Language the prompts ask answers in [default: the suite's, else English]; "" for no instruction
     #[arg(long, value_name = "LANG")]
     answer_language: Option<String>,
@@ -288,6 +296,16 @@ fn top_p_arg(s: &str) -> Result<Sampled, String> {
         return Ok(Sampled(None));
     }
     probability(s).map(|v| Sampled(Some(v)))
+}
+
+/// `--perturb`'s list, parsed whole (one clap value).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PerturbList(pub Vec<nmb_imaging::Perturbation>);
+
+fn perturb_list(s: &str) -> Result<PerturbList, String> {
+    nmb_imaging::perturb::parse_list(s)
+        .map(PerturbList)
+        .map_err(|e| e.to_string())
 }
 
 fn json_object(s: &str) -> Result<BTreeMap<String, serde_json::Value>, String> {
@@ -431,6 +449,9 @@ pub fn run(args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     }
     if !args.probe.is_empty() {
         return probes::run(args, at);
+    }
+    if args.perturb.is_some() {
+        return perturb::run(args, at);
     }
     let config = args.config()?;
     if args.dry_run {

@@ -32,6 +32,7 @@ mod llama_cpp_server;
 mod local_model;
 mod neurovlm_import;
 mod old_store;
+mod perturb;
 mod postgres_store;
 mod power;
 mod probes;

@@ -69,6 +69,10 @@ pub enum ReceivedPart {
         /// Dimensions of the decoded image (`None` when image hashing is off).
         width: Option<u32>,
         height: Option<u32>,
+        /// The image's bytes, for responders that look at the pixels (the simulated vision model); `None`
+        /// when image hashing is off. Never logged.
+        #[serde(skip)]
+        data: Option<Arc<[u8]>>,
     },
     /// An image given by URL rather than inline data.
     ImageUrl {
@@ -338,6 +342,7 @@ fn image_part(mime: &str, data: &str, hash_images: bool) -> Result<ReceivedPart,
             bytes: data.len() / 4 * 3,
             width: None,
             height: None,
+            data: None,
         });
     }
     let bytes = base64::engine::general_purpose::STANDARD
@@ -358,6 +363,7 @@ fn image_part(mime: &str, data: &str, hash_images: bool) -> Result<ReceivedPart,
         bytes: bytes.len(),
         width: info.width,
         height: info.height,
+        data: Some(bytes.into()),
     })
 }
 

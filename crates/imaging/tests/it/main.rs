@@ -6,3 +6,4 @@ mod common;
 mod dicom;
 mod hostile;
 mod nifti;
+mod perturb;

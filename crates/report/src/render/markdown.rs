@@ -48,6 +48,13 @@ pub(crate) fn render(runs: &[RunData], analysis: &Analysis, tables: &[TableSecti
     if let Some(t) = crate::sections::worst::table(&analysis.worst_at_k) {
         section(&mut m, "## Worst-at-k beside pass@k", &t);
     }
+    if let Some(t) = crate::sections::reliance::table(&analysis.reliance) {
+        m.push_str("## Image reliance and robustness\n\n");
+        for r in &analysis.reliance {
+            let _ = writeln!(m, "{}\n", r.sentence);
+        }
+        let _ = writeln!(m, "{}", t.markdown());
+    }
     m.push_str(&calibration(runs));
     m.push_str(&preference(runs));
     manifests(&mut m, runs);

@@ -84,6 +84,10 @@ pub struct Analysis {
     /// Worst-at-k beside pass@k for k = 1..n, per run and score, where tasks have several samples.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub worst_at_k: Vec<crate::sections::worst::RunWorst>,
+    /// Image reliance and robustness: per model, its perturbed runs against its unperturbed one (empty
+    /// without `--perturb` runs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reliance: Vec<crate::sections::reliance::ModelReliance>,
     /// Prompt sweeps: per suite and score, models under several template variants (empty without a sweep).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sweep: Vec<crate::sections::sweep::SweepGroup>,
@@ -113,6 +117,7 @@ pub fn build(runs: &[RunData], prices: &Prices, cfg: &BootstrapConfig, alpha: f6
         two_axis: two_axis(runs, cfg),
         power: crate::sections::power::build(runs, &paired, alpha),
         worst_at_k: crate::sections::worst::build(runs, cfg),
+        reliance: crate::sections::reliance::build(runs, cfg),
         paired,
         multiplicity,
         sweep,

@@ -13,6 +13,7 @@ pub(crate) mod paired;
 pub(crate) mod power;
 pub(crate) mod preference;
 pub(crate) mod probes;
+pub mod reliance;
 pub(crate) mod revision;
 pub(crate) mod stability;
 pub(crate) mod subgroups;

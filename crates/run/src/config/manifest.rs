@@ -97,7 +97,12 @@ pub(crate) fn build_manifest(
     });
     let constrained =
         json_tasks.then(|| backend.constrained_output().unwrap_or("none").to_string());
+    let mut extra = Map::new();
+    if let Some(p) = &settings.plan.perturbation {
+        extra.insert(PERTURBATION.into(), p.to_string().into());
+    }
     Ok(Manifest {
+        extra,
         nmb_version: env!("CARGO_PKG_VERSION").to_string(),
         suite_id: suite.id.clone(),
         suite_hash: nmb_suite::suite_hash(suite)?,
@@ -153,7 +158,11 @@ fn templates(plan: &PlanOptions, structured: bool) -> BTreeMap<String, TemplateR
         .collect()
 }
 
-/// The fields that make two invocations "the same configuration".
+/// The manifest field naming a run's perturbation (`nmb eval --perturb`); absent on unperturbed runs.
+pub const PERTURBATION: &str = "perturbation";
+
+/// The fields that make two invocations "the same configuration". A perturbation enters only when there is
+/// one, so unperturbed runs keep the hashes they always had.
 fn identity(m: &Manifest) -> Value {
     let mut identity = json!({
         "suite_hash": m.suite_hash,
@@ -170,6 +179,9 @@ fn identity(m: &Manifest) -> Value {
     if let (Some(probe), Some(fields)) = (&m.probe, identity.as_object_mut()) {
         fields.insert("probe".into(), probe.clone());
     }
+    if let (Some(p), Some(fields)) = (m.extra.get(PERTURBATION), identity.as_object_mut()) {
+        fields.insert(PERTURBATION.into(), p.clone());
+    }
     identity
 }
 
@@ -184,10 +196,12 @@ pub(crate) fn describe_difference(old: &Manifest, new: &Manifest) -> String {
     let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
         return "unknown".into();
     };
-    let differs: Vec<&str> = a
-        .iter()
-        .filter(|(k, v)| b.get(*k) != Some(*v))
-        .map(|(k, _)| k.as_str())
+    // Both ways round: a field only one side has (a perturbation) differs too.
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let differs: Vec<&str> = keys
+        .into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(String::as_str)
         .collect();
     if differs.is_empty() {
         "unknown".into()
@@ -270,6 +284,35 @@ mod tests {
         // a spec with one URL enters exactly as written, as it always did
         let written = manifest_of("OpenAI:m@http://a:1/v1/");
         assert_eq!(written.model, "OpenAI:m@http://a:1/v1/");
+    }
+
+    #[test]
+    fn a_perturbation_enters_the_configuration_hash_only_when_given() {
+        let suite = nmb_suite::sample::build();
+        let backend = Named(ModelSpec::parse("openai:m@http://a:1/v1").unwrap());
+        let manifest_of = |p: Option<&str>| {
+            let mut settings = EvalSettings::new(ModelIdentity::of_text("openai:m@http://a:1/v1"));
+            settings.plan.perturbation = p.map(|p| p.parse().unwrap());
+            build_manifest(&suite, &settings, 1, &backend).unwrap()
+        };
+        let plain = manifest_of(None);
+        assert!(!identity(&plain)
+            .as_object()
+            .unwrap()
+            .contains_key(PERTURBATION));
+        assert_eq!(
+            identity(&plain),
+            identity_fields(&plain),
+            "unperturbed runs keep their hashes"
+        );
+        let blank = manifest_of(Some("blank"));
+        assert_eq!(blank.extra[PERTURBATION], "blank");
+        assert_ne!(config_hash(&blank), config_hash(&plain));
+        assert_ne!(
+            config_hash(&blank),
+            config_hash(&manifest_of(Some("noise:0.2")))
+        );
+        assert_eq!(describe_difference(&plain, &blank), PERTURBATION);
     }
 
     /// nmb-store strips credentials from the URLs of manifests it reads (those an older nmb stored) by its own

@@ -22,10 +22,10 @@ use crate::fleet::StoreFleet;
 use crate::stored::Replay;
 
 pub use manifest::EvalSettings;
-pub use manifest::FORCED;
 pub(crate) use manifest::{
     build_manifest, config_hash, describe_difference, params_adjusted, params_json,
 };
+pub use manifest::{FORCED, PERTURBATION};
 
 /// The layout version of a recorded [`EvalConfig`]; a reader refuses a newer one instead of misreading it.
 pub const EVAL_CONFIG_VERSION: u32 = 1;
@@ -78,6 +78,15 @@ pub struct EvalConfig {
     /// root: tasks are asked as the authors' runner asks them with examples ([`nmb_plan::few_shot`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub few_shot: Option<PathBuf>,
+    /// Change the images the model sees (`--perturb`): one perturbation per run, seeded by the sampling seed
+    /// (0 without one). Recorded in the manifest and its configuration hash only when given.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "perturbation_text",
+        deserialize_with = "parse_perturbation"
+    )]
+    pub perturb: Option<nmb_imaging::Perturbation>,
     pub limits: Limits,
 }
 
@@ -276,6 +285,7 @@ impl EvalConfig {
             answer_language: None,
             probe: None,
             few_shot: None,
+            perturb: None,
             limits: Limits::default(),
         }
     }
@@ -331,6 +341,8 @@ impl EvalConfig {
             answer_language: self.answer_language.clone(),
             probe: self.probe.clone(),
             few_shot: self.few_shot_examples()?,
+            perturbation: self.perturb.clone(),
+            perturb_seed: self.params.seed.unwrap_or(0),
             ..PlanOptions::default()
         })
     }
@@ -413,6 +425,24 @@ impl<'de> Deserialize<'de> for TemplateChoice {
             None => TemplateChoice::File(PathBuf::from(text)),
         })
     }
+}
+
+fn perturbation_text<S: Serializer>(
+    p: &Option<nmb_imaging::Perturbation>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match p {
+        Some(p) => s.collect_str(p),
+        None => s.serialize_none(),
+    }
+}
+
+fn parse_perturbation<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<nmb_imaging::Perturbation>, D::Error> {
+    let text = Option::<String>::deserialize(d)?;
+    text.map(|t| t.parse().map_err(serde::de::Error::custom))
+        .transpose()
 }
 
 fn spec_text<S: Serializer>(spec: &ModelSpec, s: S) -> Result<S::Ok, S::Error> {

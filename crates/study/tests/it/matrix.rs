@@ -8,6 +8,31 @@ use nmb_study::{
 use crate::common::{text, write};
 
 #[test]
+fn every_cell_runs_unperturbed_and_once_per_perturbation() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_perturb = format!(
+        "perturb = [\"mismatch\", \"noise:0.2\"]\n{}",
+        text("http://127.0.0.1:9", "")
+    );
+    let study = read(&write(dir.path(), &with_perturb)).unwrap();
+    let cells = study.cells();
+    assert_eq!(cells.len(), 2 * 2 * 3);
+    let names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names[..3], ["A", "A [mismatch]", "A [noise:0.2]"]);
+    let perturbs: Vec<Option<String>> = cells[..3]
+        .iter()
+        .map(|c| c.config.perturb.as_ref().map(ToString::to_string))
+        .collect();
+    assert_eq!(
+        perturbs,
+        [None, Some("mismatch".into()), Some("noise:0.2".into())]
+    );
+    for c in &cells {
+        assert_eq!(c.config.name.as_deref(), Some(c.name.as_str()));
+    }
+}
+
+#[test]
 fn every_suite_runs_with_every_model_and_every_template() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("terse.jinja"), "{{ question }}").unwrap();

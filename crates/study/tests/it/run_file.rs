@@ -117,6 +117,16 @@ fn values_nmb_refuses_name_their_key_and_line() {
         "{e}"
     );
     assert!(e.to_string().contains("no-such.jinja is not a file"), "{e}");
+    // A perturbation that does not parse is named with what is accepted.
+    let (e, _) = refused(format!(
+        "perturb = [\"mismatch\", \"sharpen\"]\n{}",
+        text("http://127.0.0.1:9", "")
+    ));
+    assert!(
+        matches!(&e, StudyError::Invalid { key, line: 1, .. } if key == "perturb"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("accepted: blank, mismatch"), "{e}");
 }
 
 #[test]

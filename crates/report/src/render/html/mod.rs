@@ -12,6 +12,7 @@ mod manifests;
 mod neurovlm;
 mod paired;
 mod preference;
+mod reliance;
 mod revision;
 mod stability;
 mod summary;
@@ -32,6 +33,7 @@ use charts::two_axis;
 use manifests::manifests;
 use neurovlm::neurovlm;
 use paired::paired;
+use reliance::reliance;
 use revision::revision;
 use summary::breadth_tables;
 use summary::criteria;
@@ -92,6 +94,7 @@ pub(crate) fn render(
     h.push_str(&stability::html(runs));
     charts(&mut h, runs);
     worst(&mut h, analysis);
+    reliance(&mut h, analysis);
     neurovlm(&mut h, runs, analysis);
     if let Some(t) = &analysis.two_axis {
         two_axis(&mut h, t);

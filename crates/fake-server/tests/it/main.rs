@@ -1,0 +1,3 @@
+//! The fake server's simulated models, at the library level.
+
+mod vision;
