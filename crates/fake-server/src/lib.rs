@@ -28,8 +28,8 @@ mod http;
 pub mod judge;
 pub mod probe;
 pub mod support;
-pub mod visual_judge;
 pub mod vision;
+pub mod visual_judge;
 pub mod wire;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};

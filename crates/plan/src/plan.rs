@@ -18,8 +18,8 @@ use crate::images::ImageCache;
 use crate::jinja::{clean, marker};
 use crate::loaded::LoadedImage;
 use crate::output::output_format;
-use crate::probe::{anchoring_note, insisting_turn, Probe, ProbeKind};
 use crate::perturb::Resolved;
+use crate::probe::{anchoring_note, insisting_turn, Probe, ProbeKind};
 use crate::render::{split_parts, Renderer};
 use crate::template::Template;
 

@@ -21,8 +21,8 @@ use nmb_score::ScoringConfig;
 use super::score::ScoringArgs;
 use crate::progress::Terminal;
 
-mod probes;
 mod perturb;
+mod probes;
 mod sweep;
 
 /// `nmb eval --help`'s examples: [`EXAMPLES`], the run file's format ([`nmb_study::RUN_FILE_HELP`]) and
