@@ -146,6 +146,7 @@ fn builder(human: HumanRun, at: StoreAt, store: Arc<Store>, suite_hash: String) 
             quiet: true,
             report: None,
             scoring: human.scoring.clone(),
+            mlflow: None,
         };
         std::thread::scope(|s| {
             s.spawn(|| build(&human, &at, &store, &suite_hash, &out))

@@ -261,6 +261,10 @@ pub struct EvalArgs {
     pub no_score: bool,
     #[command(flatten)]
     scoring: ScoringArgs,
+    /// After the run is scored, log it to an MLflow tracking server as `nmb export mlflow RUN_ID
+    /// --tracking-uri URI` does (experiment `nmb`; exporting again updates the same MLflow run)
+    #[arg(long, value_name = "mlflow=URI", value_parser = export_target, conflicts_with_all = ["no_score", "config"])]
+    export: Option<String>,
     /// Also write the run's report (HTML, Markdown, CSV, JSON) into DIR and print the HTML file's path
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
@@ -422,6 +426,7 @@ impl EvalArgs {
             quiet: self.quiet,
             report: self.report.clone(),
             scoring,
+            mlflow: self.export.clone(),
         })
     }
 }
@@ -441,6 +446,8 @@ pub struct Output {
     pub report: Option<PathBuf>,
     /// Score the run at the end with these options; `None` leaves it unscored.
     pub scoring: Option<ScoringConfig>,
+    /// Log the scored run to this MLflow tracking server (`--export mlflow=URI`).
+    pub mlflow: Option<String>,
 }
 
 pub fn run(args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
@@ -484,7 +491,29 @@ pub fn run_one(
         true => print_planned(&done.outcome, at, out.json),
         false => print_done(&config.model, &done, out, invocation.max_requests)?,
     }
+    if let (Some(uri), Some(_), false) = (&out.mlflow, &done.scores, invocation.plan_only) {
+        let target = super::export::Mlflow {
+            tracking_uri: uri,
+            experiment: super::export::DEFAULT_EXPERIMENT,
+            artifacts: true,
+        };
+        // Under --json stdout holds one object, so the export's line goes to stderr.
+        super::export::to_mlflow(
+            std::slice::from_ref(&done.outcome.run_id),
+            &target,
+            at,
+            out.json,
+        )?;
+    }
     Ok(done)
+}
+
+/// `--export mlflow=URI`: the tracking server's URI.
+fn export_target(text: &str) -> Result<String, String> {
+    match text.strip_prefix("mlflow=") {
+        Some(uri) if !uri.is_empty() => Ok(uri.to_string()),
+        _ => Err("expected mlflow=URI (an MLflow tracking server, http(s)://HOST:PORT)".into()),
+    }
 }
 
 /// Prints what an evaluation of `model` did: its summary with its scores, and where its report went.

@@ -80,7 +80,7 @@ struct MlflowArgs {
     )]
     tracking_uri: String,
     /// The MLflow experiment (created when missing)
-    #[arg(long, value_name = "NAME", default_value = "nmb")]
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_EXPERIMENT)]
     experiment: String,
     /// Log params, metrics and tags only, not the report files
     #[arg(long)]
@@ -120,34 +120,57 @@ fn inspect(a: InspectArgs, at: &StoreAt) -> Result<ExitCode> {
 }
 
 fn mlflow(a: MlflowArgs, at: &StoreAt) -> Result<ExitCode> {
+    let target = Mlflow {
+        tracking_uri: &a.tracking_uri,
+        experiment: &a.experiment,
+        artifacts: !a.no_artifacts,
+    };
+    to_mlflow(&a.runs, &target, at, false)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The experiment runs are logged under when none is named.
+pub const DEFAULT_EXPERIMENT: &str = "nmb";
+
+/// Where and what [`to_mlflow`] logs.
+pub struct Mlflow<'a> {
+    pub tracking_uri: &'a str,
+    pub experiment: &'a str,
+    /// Upload the run's report folder as artifacts.
+    pub artifacts: bool,
+}
+
+/// Logs each scored run to MLflow (one MLflow run per nmb run, found again by tag), printing a line per run on
+/// stdout, or on stderr with `to_stderr`.
+pub fn to_mlflow(runs: &[String], target: &Mlflow, at: &StoreAt, to_stderr: bool) -> Result<()> {
     let token = std::env::var("MLFLOW_TRACKING_TOKEN")
         .ok()
         .filter(|t| !t.is_empty());
-    let tracking = nmb_report::export::mlflow::Tracking::new(&a.tracking_uri, token)?;
+    let tracking = nmb_report::export::mlflow::Tracking::new(target.tracking_uri, token)?;
     let store = super::score::open_store(at)?;
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    for id in &a.runs {
+    for id in runs {
         let report = super::power::latest_scores(&store, id, "cannot export the run")?;
         let run = store.run(id)?;
         let folder =
             tempfile::tempdir().context("cannot make a temporary folder for the report")?;
-        if !a.no_artifacts {
+        if target.artifacts {
             let data = nmb_report::load_run(&store, id, Some(report.clone()))
                 .with_context(|| format!("reading run {id}"))?;
             nmb_report::write_report(&[data], &nmb_report::ReportOptions::new(folder.path()))
                 .with_context(|| format!("writing the report of run {id}"))?;
         }
-        let artifacts = (!a.no_artifacts).then(|| folder.path());
+        let artifacts = target.artifacts.then(|| folder.path());
         let done = runtime
             .block_on(nmb_report::export::mlflow::export(
                 &tracking,
-                &a.experiment,
+                target.experiment,
                 &run,
                 &report,
                 artifacts,
             ))
             .with_context(|| format!("cannot export run {id} to MLflow"))?;
-        println!(
+        let line = format!(
             "{id} -> MLflow run {} in experiment {} at {} ({}; {} metrics, {} artifacts)",
             done.mlflow_run_id,
             done.experiment_id,
@@ -156,8 +179,12 @@ fn mlflow(a: MlflowArgs, at: &StoreAt) -> Result<ExitCode> {
             done.metrics,
             done.artifacts
         );
+        match to_stderr {
+            true => eprintln!("{line}"),
+            false => println!("{line}"),
+        }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// Written beside its final name and renamed, so a reader never sees half a file.

@@ -168,6 +168,7 @@ pub fn run(args: ImportArgs, at: &StoreAt) -> Result<ExitCode> {
         quiet: args.quiet,
         report: None,
         scoring: human.scoring.clone(),
+        mlflow: None,
     };
     build(&human, at, &store, &suite_hash, &out)?;
     Ok(ExitCode::SUCCESS)

@@ -69,6 +69,7 @@ pub fn run(args: WorkerArgs, at: &StoreAt) -> Result<ExitCode> {
         quiet: args.quiet,
         report: None,
         scoring: None,
+        mlflow: None,
     };
     for (run_id, recorded) in runs {
         let config = this_worker(&args, recorded).with_context(|| format!("run {run_id}"))?;

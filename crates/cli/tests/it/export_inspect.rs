@@ -75,6 +75,12 @@ fn server() -> FakeServer {
 
 /// A scored run of the suite (two samples a task): the runs folder and its id.
 pub(crate) fn scored_run(dir: &Path) -> (PathBuf, String, FakeServer) {
+    let (runs, run, server, _) = scored_run_with(dir, &[]);
+    (runs, run, server)
+}
+
+/// As [`scored_run`], with more `nmb eval` arguments; also gives what the evaluation wrote on stderr.
+pub(crate) fn scored_run_with(dir: &Path, more: &[&str]) -> (PathBuf, String, FakeServer, String) {
     let runs = dir.join("runs");
     let suite = suite(dir);
     let server = server();
@@ -91,6 +97,7 @@ pub(crate) fn scored_run(dir: &Path) -> (PathBuf, String, FakeServer) {
             "--json",
             "-q",
         ])
+        .args(more)
         .output()
         .unwrap();
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
@@ -101,7 +108,7 @@ pub(crate) fn scored_run(dir: &Path) -> (PathBuf, String, FakeServer) {
         text(&out.stdout),
         text(&out.stderr)
     );
-    (runs, run, server)
+    (runs, run, server, text(&out.stderr))
 }
 
 #[test]

@@ -32,10 +32,17 @@ fn start(python: &Path) -> Server {
         .local_addr()
         .unwrap()
         .port();
-    let mlflow = python.with_file_name("mlflow");
     let db = format!("sqlite:///{}", dir.path().join("mlflow.db").display());
-    let child = Command::new(mlflow)
-        .args(["server", "--backend-store-uri", &db, "--serve-artifacts"])
+    // `python -m mlflow`, not the venv's `mlflow` script, whose first line names the path the venv was made at.
+    let child = Command::new(python)
+        .args([
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            &db,
+            "--serve-artifacts",
+        ])
         .arg("--artifacts-destination")
         .arg(dir.path().join("artifacts"))
         .args([
@@ -68,11 +75,11 @@ fn start(python: &Path) -> Server {
     panic!("the MLflow server did not answer /health within 120 s");
 }
 
-fn read_back(python: &Path, uri: &str, run: &str) -> Vec<Value> {
+fn read_back(python: &Path, uri: &str, experiment: &str, run: &str) -> Vec<Value> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/export/read_mlflow.py");
     let out = Command::new(python)
         .arg(script)
-        .args([uri, "neuro", run])
+        .args([uri, experiment, run])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -113,9 +120,9 @@ fn mlflow_holds_one_run_per_nmb_run_with_nmbs_numbers() {
         text(&out.stdout)
     };
     assert!(export().contains("created"));
-    let first = read_back(&python, &server.uri, &run);
+    let first = read_back(&python, &server.uri, "neuro", &run);
     assert!(export().contains("updated"));
-    let got = read_back(&python, &server.uri, &run);
+    let got = read_back(&python, &server.uri, "neuro", &run);
     assert_eq!(
         got.len(),
         1,
@@ -183,4 +190,51 @@ fn a_password_in_the_tracking_uri_is_never_shown() {
     let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert!(said.contains("cannot reach the MLflow server"), "{said}");
     assert!(!said.contains("s3cret-pass"), "{said}");
+}
+
+#[test]
+fn eval_export_logs_the_scored_run_when_it_ends() {
+    let Some(python) = nmb_test_support::assets::tools_python("mlflow") else {
+        return;
+    };
+    let server = start(&python);
+    let dir = tempfile::tempdir().unwrap();
+    let target = format!("mlflow={}", server.uri);
+    // scored_run_with runs `nmb eval --json`: its stdout must stay one JSON object.
+    let (runs, run, _fake, stderr) =
+        crate::export_inspect::scored_run_with(dir.path(), &["--export", &target]);
+    assert!(
+        stderr.contains(&format!("{run} -> MLflow run")) && stderr.contains("created"),
+        "{stderr}"
+    );
+    let got = read_back(&python, &server.uri, "nmb", &run);
+    assert_eq!(got.len(), 1, "{got:?}");
+    let report = nmb_results::stored::latest(&store(&runs), &run)
+        .unwrap()
+        .unwrap();
+    let acc = report.overall.accuracy.as_ref().unwrap();
+    assert_eq!(got[0]["metrics"]["accuracy"].as_f64(), Some(acc.value));
+}
+
+#[test]
+fn eval_export_takes_only_mlflow() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = nmb(
+        &dir.path().join("runs"),
+        &[
+            "eval",
+            "--suite",
+            "sample",
+            "--model",
+            "openai:m@http://127.0.0.1:9/v1",
+            "--export",
+            "wandb=x",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("expected mlflow=URI"),
+        "{}",
+        text(&out.stderr)
+    );
 }
