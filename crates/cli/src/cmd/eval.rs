@@ -2,7 +2,7 @@
 
 use crate::store_at::StoreAt;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -506,6 +506,15 @@ pub fn run_one(
         )?;
     }
     Ok(done)
+}
+
+/// The one report over a set of runs (a template sweep, perturbations, probes) when `--report DIR` was given:
+/// the path of its HTML page.
+fn set_report(at: &StoreAt, ids: &[&str], report: Option<&Path>) -> Result<Option<PathBuf>> {
+    let Some(dir) = report else {
+        return Ok(None);
+    };
+    Ok(Some(nmb_study::sweep::report(&at.open()?, ids, dir)?))
 }
 
 /// `--export mlflow=URI`: the tracking server's URI.

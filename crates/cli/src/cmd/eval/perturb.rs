@@ -68,13 +68,8 @@ pub(super) fn run(mut args: EvalArgs, at: &StoreAt) -> Result<ExitCode> {
     if args.dry_run {
         return Ok(ExitCode::SUCCESS);
     }
-    let html = match &report {
-        Some(dir) => {
-            let ids: Vec<&str> = runs.iter().map(|(_, _, id)| id.as_str()).collect();
-            Some(nmb_study::sweep::report(&at.open()?, &ids, dir)?)
-        }
-        None => None,
-    };
+    let ids: Vec<&str> = runs.iter().map(|(_, _, id)| id.as_str()).collect();
+    let html = super::set_report(at, &ids, report.as_deref())?;
     if args.json {
         let list: Vec<_> = runs
             .iter()
