@@ -336,8 +336,15 @@ impl ExamplePool {
         })
     }
 
+    /// The pool as a user names it: `SUITE`, or `SUITE:FILTER`.
     fn from_text(&self) -> String {
-        self.from["spec"].as_str().unwrap_or("?").to_string()
+        let spec = self.from["spec"].as_str().unwrap_or("?");
+        let filters = self.from["filters"].as_array().into_iter().flatten();
+        let filters: Vec<&str> = filters.filter_map(|f| f.as_str()).collect();
+        match filters.as_slice() {
+            [] => spec.to_string(),
+            some => format!("{spec}:{}", some.join(",")),
+        }
     }
 }
 

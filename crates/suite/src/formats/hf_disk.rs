@@ -255,8 +255,10 @@ fn cache_folder(
         (None, [only]) => only.clone(),
         (None, []) => {
             return Err(SuiteError::Spec(format!(
-                "dataset {name} is not in the Hub cache at {} (set HF_DATASETS_CACHE or HF_HOME)",
-                root.display()
+                "dataset {name} is neither in the datasets cache at {} nor in the Hub cache at {} (set \
+                 HF_DATASETS_CACHE, HF_HUB_CACHE or HF_HOME)",
+                root.display(),
+                hub_root().display()
             )))
         }
         (None, many) => {
