@@ -246,7 +246,7 @@ impl ExamplePool {
                 self.k,
                 self.k,
                 task.family,
-                self.from_text(),
+                self.pool_text(),
                 candidates.len(),
                 task.family,
                 case.id
@@ -276,14 +276,14 @@ impl ExamplePool {
             let text = format!("nmb-few-shot\0{}\0{task_id}\0{what}\0{x}", self.seed);
             Sha256::digest(text.as_bytes()).to_vec()
         };
-        let mut classes: BTreeMap<String, Vec<(&Case, &Task)>> = BTreeMap::new();
+        let mut classes: BTreeMap<String, Vec<Candidate<'p>>> = BTreeMap::new();
         for (c, t) in pool {
             classes
                 .entry(class_of(t).unwrap_or_default())
                 .or_default()
                 .push((c, t));
         }
-        let mut groups: Vec<(Vec<u8>, Vec<(&Case, &Task)>)> = classes
+        let mut groups: Vec<(Vec<u8>, Vec<Candidate<'p>>)> = classes
             .into_iter()
             .map(|(class, mut members)| {
                 members.sort_by_cached_key(|(_, t)| key("task", &t.id));
@@ -337,7 +337,7 @@ impl ExamplePool {
     }
 
     /// The pool as a user names it: `SUITE`, or `SUITE:FILTER`.
-    fn from_text(&self) -> String {
+    fn pool_text(&self) -> String {
         let spec = self.from["spec"].as_str().unwrap_or("?");
         let filters = self.from["filters"].as_array().into_iter().flatten();
         let filters: Vec<&str> = filters.filter_map(|f| f.as_str()).collect();
@@ -347,6 +347,9 @@ impl ExamplePool {
         }
     }
 }
+
+/// An example task of the pool, with its case.
+type Candidate<'p> = (&'p Case, &'p Task);
 
 /// The class a task's examples are spread over: the reference's diagnosis (differential, rationale,
 /// structured), lesion type, answer (VQA) or choice (multiple choice), without case or surrounding space.
