@@ -45,6 +45,7 @@ mod review_browser;
 mod review_cli;
 mod review_criteria_browser;
 mod review_done;
+mod review_judge_images;
 mod review_pairwise;
 mod revision;
 mod runnable_docs;
