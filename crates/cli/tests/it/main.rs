@@ -33,6 +33,7 @@ mod local_model;
 mod neurovlm_import;
 mod old_store;
 mod perturb;
+mod perturb_taxonomy;
 mod postgres_store;
 mod power;
 mod probes;
