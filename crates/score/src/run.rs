@@ -5,13 +5,12 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use nmb_judges::judge::JudgeImage;
 use nmb_requests::{Scheduler, SchedulerConfig};
 use nmb_results::stored;
 use nmb_results::ScoreReport;
 use nmb_store::{Manifest, Store};
 use nmb_suite::{Filter, Level, Source, Suite};
-
-use nmb_judges::judge::JudgeImage;
 
 use crate::config::{ConnectJudges, ScoringConfig, SuiteOverride};
 use crate::scorer::ShownImages;
