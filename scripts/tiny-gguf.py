@@ -41,7 +41,8 @@ patch and position embeddings F32, Gemma 3's input projection F16):
 - gemma3 (MedGemma's): 224-pixel images (16×16 patches), average pooling by 4 to 16 tokens, the soft-embedding
   RMS norm and the input projection to width 256, the width of `--arch gemma3` files.
 - idefics3 (SmolVLM's): 112-pixel tiles (8×8 patches), pixel shuffle by 2 (16 tokens of width 512), the
-  projection `mm.model.fc` to width 256 (`--arch llama` files), images sliced at a longest edge of 224.
+  projection `mm.model.fc` to width 256 (`--arch smolvlm` files, whose vocabulary has the tokens mtmd places
+  around its tiles), images sliced at a longest edge of 224.
 `--projector-width N` and `--projector-layers N` and `--image-size N` make a larger tower (for benchmarks);
 `--preproc-image-size N` sets Idefics3's longest edge (N = the image size gives images of one tile).
 

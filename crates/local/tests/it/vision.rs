@@ -284,7 +284,34 @@ fn idefics3_images() -> Vec<RgbImage> {
         noise(97, 151, 12),
         noise(300, 100, 13),
         noise(60, 170, 14),
+        // Already at the size the longest edge gives (224 × int(149.3) made even): that resize is skipped.
+        noise(224, 150, 15),
     ]
+}
+
+#[test]
+fn idefics3_parts_refuse_a_text_model_without_its_tokens_and_other_projectors() {
+    let (Some(mmproj), Some(gemma3), Some(model)) = (
+        idefics3_projector("F16", false),
+        projector("gemma3", "F16"),
+        crate::common::tiny("Q8_0", "llama"),
+    ) else {
+        return;
+    };
+    let tok = nmb_local::Tokenizer::open(&model).expect("the tiny model's tokenizer");
+    let img = noise(40, 30, 1);
+    let text = Projector::load(&mmproj)
+        .expect("loads")
+        .idefics3_parts(&img, &|t| tok.encode(t))
+        .expect_err("SmolLM2's vocabulary has no <fake_token_around_image>")
+        .to_string();
+    assert!(text.contains("<fake_token_around_image>"), "{text}");
+    let text = Projector::load(&gemma3)
+        .expect("loads")
+        .idefics3_parts(&img, &|t| tok.encode(t))
+        .expect_err("a gemma3 projector")
+        .to_string();
+    assert!(text.contains("gemma3"), "{text}");
 }
 
 #[test]
