@@ -151,6 +151,8 @@ pub struct ExamplePool {
     suite_hash: String,
     /// [`nmb_suite::task_hash`] of every pool task, by task id.
     hashes: HashMap<String, String>,
+    /// The ids of the pool tasks that can be examples: single-turn, with the reference their answer needs.
+    usable: std::collections::HashSet<String>,
 }
 
 impl std::fmt::Debug for ExamplePool {
@@ -206,6 +208,11 @@ impl ExamplePool {
         };
         let suite_hash = nmb_suite::suite_hash(&suite).map_err(hashing)?;
         let mut hashes = HashMap::new();
+        let usable = suite
+            .tasks()
+            .filter(|(_, t)| t.turns.is_empty() && reference_answer(t).is_some())
+            .map(|(_, t)| t.id.clone())
+            .collect();
         for (case, task) in suite.tasks() {
             let hash = nmb_suite::task_hash(case, task).map_err(hashing)?;
             hashes.insert(task.id.clone(), hash);
@@ -217,6 +224,7 @@ impl ExamplePool {
             from,
             suite_hash,
             hashes,
+            usable,
         })
     }
 
@@ -231,10 +239,7 @@ impl ExamplePool {
             .suite
             .tasks()
             .filter(|(c, t)| {
-                c.id != case.id
-                    && t.family == task.family
-                    && t.turns.is_empty()
-                    && reference_answer(t).is_some()
+                c.id != case.id && t.family == task.family && self.usable.contains(&t.id)
             })
             .collect();
         if candidates.len() < self.k {
