@@ -106,7 +106,7 @@ pub use chat::{
     SamplingParam,
 };
 pub use error::PlanError;
-pub use few_shot::RunnerShots;
+pub use few_shot::{ExamplePool, RunnerShots, TaskExamples};
 pub use images::{ImageCache, DEFAULT_CACHE_BYTES};
 pub use loaded::LoadedImage;
 pub use plan::{

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use crate::chat::{ImagePart, Message, OutputFormat, Part, Role};
 use crate::error::PlanError;
 use crate::estimate::{image_tokens, text_tokens, ASSUMED_ANSWER_TOKENS};
-use crate::few_shot::{RunnerShots, RUNNER_QUERY};
+use crate::few_shot::{reference_answer, ExamplePool, RunnerShots, TaskExamples, RUNNER_QUERY};
 use crate::images::ImageCache;
 use crate::jinja::{clean, marker};
 use crate::loaded::LoadedImage;
@@ -104,6 +104,9 @@ pub struct PlanOptions {
     /// NeuroVLM-Bench's few-shot examples (`--few-shot FILE.csv`): every task is asked as the authors' runner
     /// asks it, the examples' message between the system message and the question (see [`crate::few_shot`]).
     pub few_shot: Option<Arc<RunnerShots>>,
+    /// Examples from a suite's tasks (`--few-shot K --few-shot-from SUITE`): each task is asked after K example
+    /// tasks of its family with their reference answers (see [`ExamplePool`]).
+    pub examples: Option<Arc<ExamplePool>>,
     /// Change what the model sees (`nmb eval --perturb`): see the `perturb` module's rules.
     pub perturbation: Option<nmb_imaging::Perturbation>,
     /// The seed of the perturbation's choices and noise.
@@ -182,6 +185,8 @@ pub struct PlannedTask {
     pub system: Option<Message>,
     /// Few-shot examples, sent as a user message after the system message and before turn 0.
     pub few_shot: Option<Arc<RunnerShots>>,
+    /// Example tasks with their reference answers, sent after the system message and before turn 0.
+    pub examples: TaskExamples,
     /// At least one turn; multi-turn tasks have more.
     pub turns: Vec<PlannedTurn>,
 }
@@ -208,8 +213,10 @@ impl PlannedTask {
     /// Every image part of the task in order of appearance, each distinct content once (for storing by hash).
     pub fn distinct_images(&self) -> Vec<&ImagePart> {
         let mut seen = std::collections::HashSet::new();
-        let examples = self.few_shot.iter().flat_map(|s| s.message().parts.iter());
-        examples
+        let runner = self.few_shot.iter().flat_map(|s| s.message().parts.iter());
+        let examples = self.examples.messages.iter().flat_map(|m| m.parts.iter());
+        runner
+            .chain(examples)
             .chain(self.turns.iter().flat_map(|t| t.user.parts.iter()))
             .filter_map(|p| match p {
                 Part::Image(i) => Some(i),
@@ -228,6 +235,7 @@ impl PlannedTask {
     /// Estimated tokens of the few-shot examples' message, text and images (0 without examples).
     pub fn few_shot_tokens(&self) -> u64 {
         self.few_shot.as_ref().map_or(0, |s| s.estimated_tokens())
+            + self.examples.estimated_tokens()
     }
 }
 
@@ -257,9 +265,10 @@ pub fn conversation_for_turn(
             previous_answers.len()
         )));
     }
-    let mut messages = Vec::with_capacity(3 + 2 * turn_index);
+    let mut messages = Vec::with_capacity(3 + 2 * turn_index + planned.examples.messages.len());
     messages.extend(planned.system.clone());
     messages.extend(planned.few_shot.as_ref().map(|s| s.message().clone()));
+    messages.extend(planned.examples.messages.iter().cloned());
     messages.push(planned.turns[0].user.clone());
     for (answer, turn) in previous_answers.iter().zip(&planned.turns[1..=turn_index]) {
         messages.push(Message::text(Role::Assistant, answer.clone()));
@@ -317,6 +326,11 @@ impl PlanSummary {
             image += shots.image_tokens();
             images += shots.message().image_count() as u64;
         }
+        for m in &task.examples.messages {
+            text += text_tokens(&m.joined_text());
+        }
+        image += task.examples.image_tokens;
+        images += task.examples.image_count() as u64;
         for (k, turn) in task.turns.iter().enumerate() {
             if k > 0 {
                 text += ASSUMED_ANSWER_TOKENS;
@@ -355,6 +369,7 @@ pub fn plan<'a>(
 }
 
 /// Settings resolved from the options and the suite's defaults.
+#[derive(Clone)]
 struct Settings {
     templates: BTreeMap<Family, Template>,
     /// Per family: the output format and its schema rendered once as a string for templates.
@@ -372,6 +387,8 @@ pub struct Plan<'a> {
     tasks: Box<dyn Iterator<Item = (&'a Case, &'a Task)> + 'a>,
     settings: Settings,
     perturb: Option<Resolved<'a>>,
+    /// The examples' pool and the settings their prompts are rendered with (no probe, no examples of their own).
+    examples: Option<(Arc<ExamplePool>, Settings)>,
     renderer: Renderer,
     cache: Arc<ImageCache>,
 }
@@ -409,10 +426,26 @@ impl<'a> Plan<'a> {
             _ => None,
         };
         let tasks = suite.tasks().take(options.limit.unwrap_or(usize::MAX));
+        let examples = match &options.examples {
+            Some(pool) => {
+                // A pool too small for any task is refused before anything is asked.
+                for (case, task) in suite.tasks().take(options.limit.unwrap_or(usize::MAX)) {
+                    pool.choose(case, task)?;
+                }
+                let bare = Settings {
+                    probe: None,
+                    few_shot: None,
+                    ..settings.clone()
+                };
+                Some((Arc::clone(pool), bare))
+            }
+            None => None,
+        };
         Ok(Plan {
             tasks: Box::new(tasks),
             settings,
             perturb,
+            examples,
             renderer: Renderer::new(),
             cache,
         })
@@ -443,18 +476,27 @@ impl Iterator for Plan<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let (case, task) = self.tasks.next()?;
+        let planned = plan_task(
+            &self.settings,
+            &mut self.renderer,
+            (&self.cache, self.perturb.as_ref()),
+            case,
+            task,
+        );
         Some(
-            plan_task(
-                &self.settings,
-                &mut self.renderer,
-                (&self.cache, self.perturb.as_ref()),
-                case,
-                task,
-            )
-            .map_err(|e| PlanError::InTask {
-                task: task.id.clone(),
-                source: Box::new(e),
-            }),
+            planned
+                .and_then(|mut planned| {
+                    if let Some((pool, settings)) = &self.examples {
+                        let images = (self.cache.as_ref(), None);
+                        let renderer = &mut self.renderer;
+                        planned.examples = examples(pool, settings, renderer, images, case, task)?;
+                    }
+                    Ok(planned)
+                })
+                .map_err(|e| PlanError::InTask {
+                    task: task.id.clone(),
+                    source: Box::new(e),
+                }),
         )
     }
 }
@@ -877,8 +919,36 @@ fn plan_task(
         samples: settings.samples,
         system,
         few_shot: None,
+        examples: TaskExamples::default(),
         turns,
     })
+}
+
+/// The examples of one task: each example task planned with the same settings (its own images, unperturbed),
+/// its opening user message followed by its reference answer as the assistant's.
+fn examples(
+    pool: &ExamplePool,
+    settings: &Settings,
+    renderer: &mut Renderer,
+    images: Images<'_, '_>,
+    case: &Case,
+    task: &Task,
+) -> Result<TaskExamples, PlanError> {
+    let mut out = TaskExamples::default();
+    for (example_case, example) in pool.choose(case, task)? {
+        let planned = plan_task(settings, renderer, images, example_case, example)?;
+        let (Some(answer), [turn]) = (reference_answer(example), planned.turns.as_slice()) else {
+            return Err(PlanError::FewShotUse(format!(
+                "example {} is not a single-turn task with a reference answer",
+                example.id
+            )));
+        };
+        out.messages.push(turn.user.clone());
+        out.messages.push(Message::text(Role::Assistant, answer));
+        out.image_tokens += turn.image_tokens;
+        out.task_ids.push(example.id.clone());
+    }
+    Ok(out)
 }
 
 /// The notes with a probe's sentence after them, as a paragraph of its own.
@@ -963,6 +1033,7 @@ fn runner_task(
             as_parts: true,
         }),
         few_shot: Some(Arc::clone(shots)),
+        examples: TaskExamples::default(),
         turns: vec![turn],
     })
 }

@@ -44,8 +44,8 @@ pub mod summary;
 mod work;
 
 pub use config::{
-    Claiming, ConfigError, EvalConfig, EvalSettings, Invocation, Limits, Resume, TemplateChoice,
-    EVAL_CONFIG_VERSION, FORCED as NO_N, PERTURBATION,
+    Claiming, ConfigError, EvalConfig, EvalSettings, FewShot, Invocation, Limits, Resume,
+    TemplateChoice, EVAL_CONFIG_VERSION, FEW_SHOT, FORCED as NO_N, PERTURBATION,
 };
 pub use connect::{connect_model, ConnectError, ConnectOptions, ConnectedModel};
 pub use estimate::{check_perturbations, estimate, Estimate, TaskEstimate};

@@ -21,6 +21,17 @@ pub fn suite_hash(suite: &Suite) -> Result<String, SuiteError> {
     Ok(hex::encode(h.finalize()))
 }
 
+/// Hash of what one task is asked from and scored by: its case's text and images (not the case's other tasks)
+/// and the task itself, reference included. A few-shot run records it for each example it shows.
+pub fn task_hash(case: &Case, task: &Task) -> Result<String, SuiteError> {
+    let mut value = case_value(&Case {
+        tasks: Vec::new(),
+        ..case.clone()
+    })?;
+    value["tasks"] = Value::Array(vec![task_value(task)?]);
+    Ok(hex::encode(Sha256::digest(canonical(&value).as_bytes())))
+}
+
 /// Hash of one image's bytes (cached value if the loader already computed it).
 pub fn image_hash(image: &Image) -> Result<String, SuiteError> {
     if let Some(h) = &image.sha256 {

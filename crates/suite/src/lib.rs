@@ -24,7 +24,7 @@ mod source;
 pub use formats::{
     check_images, load, stats, Filter, Format, ImageReport, LoadOptions, Loaded, SuiteStats,
 };
-pub use hash::{image_hash, suite_hash};
+pub use hash::{image_hash, suite_hash, task_hash};
 pub use model::*;
 pub use problem::{group_problems, Problem, ProblemGroup, Severity};
 pub use source::{absolute_spec, parse_map, Source, SourceError};

@@ -10,7 +10,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 use nmb_plan::{GenParams, InputMode, ReasoningEffort, SamplingParam};
 use nmb_requests::ModelSpec;
-use nmb_run::{Claiming, EvalConfig, Invocation, Limits, Resume, RunOutcome, TemplateChoice};
+use nmb_run::{
+    Claiming, EvalConfig, FewShot, Invocation, Limits, Resume, RunOutcome, TemplateChoice,
+};
 use nmb_stats::BootstrapConfig;
 use nmb_study::job::{Done, Job};
 use nmb_suite::{Filter, Level};
@@ -216,11 +218,20 @@ pub struct EvalArgs {
     /// The seed that draws each probed task's wrong diagnosis; part of the probed runs' identity
     #[arg(long, value_name = "N", default_value_t = 1, requires = "probe")]
     probe_seed: u64,
-    /// NeuroVLM-Bench few-shot: the authors' examples file (few_shot_examples.csv: file_path, class), its images
-    /// under --images-root; each task is asked as their runner asks it (the prompt file of --template as the
+    /// Few-shot examples before each question. A count K, with --few-shot-from: K example tasks of the task's
+    /// family (its level where the pool has K), each its prompt and images followed by its reference answer,
+    /// spread over the reference classes, chosen per task with --seed, never from the task's case. Or
+    /// NeuroVLM-Bench's examples file (few_shot_examples.csv: file_path, class; needs --template), its images
+    /// under --images-root: each task is asked as their runner asks it (the prompt file of --template as the
     /// system message, the examples with their classes, then the image)
-    #[arg(long, value_name = "FILE.csv", requires = "template")]
-    few_shot: Option<PathBuf>,
+    #[arg(long, value_name = "K|FILE.csv", value_parser = few_shot_arg)]
+    few_shot: Option<FewShotArg>,
+    /// Where --few-shot K takes its examples: a suite as --suite names it, and optionally one filter as --filter
+    /// writes it (SUITE:KEY=VALUE, e.g. sample:level!=multi_turn). The evaluated suite itself leaves each task's
+    /// own case out; given as the same spec as --suite, it is read with --answers, --level, --map,
+    /// --images-root and --split, without --filter
+    #[arg(long, value_name = "SUITE[:FILTER]")]
+    few_shot_from: Option<String>,
     /// Image reliance and robustness: run once unperturbed (named NAME) and once per perturbation (named
     /// `NAME [perturbation]`), the images changed after rendering, seeded by --seed: blank, mismatch (another
     /// case's images, same modality), drop:SEQUENCE, noise:SIGMA, blur:SIGMA, contrast:GAMMA, jpeg:QUALITY,
@@ -302,6 +313,36 @@ fn top_p_arg(s: &str) -> Result<Sampled, String> {
     probability(s).map(|v| Sampled(Some(v)))
 }
 
+/// `--few-shot`'s value: a count of examples, or NeuroVLM-Bench's examples file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FewShotArg {
+    Count(u32),
+    File(PathBuf),
+}
+
+fn few_shot_arg(s: &str) -> Result<FewShotArg, String> {
+    match s.trim().parse::<u32>() {
+        Ok(0) => Err("expected at least 1 example, or an examples file (FILE.csv)".into()),
+        Ok(k) => Ok(FewShotArg::Count(k)),
+        Err(_) => Ok(FewShotArg::File(PathBuf::from(s))),
+    }
+}
+
+/// `SUITE[:FILTER]`: the suite, and a filter where the text after the last `:` is one (it has `=`).
+fn few_shot_from(text: &str) -> Result<nmb_suite::Source> {
+    if let Some((spec, filter)) = text.rsplit_once(':') {
+        if filter.contains('=') {
+            let filter: Filter = filter
+                .parse()
+                .map_err(|e: String| anyhow::anyhow!("--few-shot-from {text}: {e}"))?;
+            let mut source = nmb_suite::Source::new(spec);
+            source.filters = vec![filter];
+            return Ok(source);
+        }
+    }
+    Ok(nmb_suite::Source::new(text))
+}
+
 /// `--perturb`'s list, parsed whole (one clap value).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PerturbList(pub Vec<nmb_imaging::Perturbation>);
@@ -377,9 +418,48 @@ impl EvalArgs {
             .as_ref()
             .map(|p| TemplateChoice::parse(&p.to_string_lossy()));
         config.answer_language = self.answer_language.clone();
-        config.few_shot = self.few_shot.clone();
+        config.few_shot = self.few_shot_config(&config.suite)?;
         config.limits = self.limits();
         Ok(config)
+    }
+
+    /// The few-shot configuration: an examples file (with --template), or K examples from --few-shot-from.
+    fn few_shot_config(&self, suite: &nmb_suite::Source) -> Result<Option<FewShot>> {
+        match (&self.few_shot, &self.few_shot_from) {
+            (None, None) => Ok(None),
+            (Some(FewShotArg::File(path)), None) => {
+                anyhow::ensure!(
+                    self.template.is_some(),
+                    "--few-shot {} (NeuroVLM-Bench's examples file) needs --template PROMPT.txt, the runner's \
+                     prompt file",
+                    path.display()
+                );
+                Ok(Some(FewShot::File(path.clone())))
+            }
+            (Some(FewShotArg::File(path)), Some(_)) => anyhow::bail!(
+                "--few-shot-from takes a count of examples (--few-shot K); {} is an examples file, which brings \
+                 its own examples",
+                path.display()
+            ),
+            (Some(FewShotArg::Count(k)), None) => anyhow::bail!(
+                "--few-shot {k} needs --few-shot-from SUITE[:FILTER], the suite its examples come from (e.g. \
+                 --few-shot-from {}, each task's own case left out)",
+                if suite.spec.is_empty() { "sample" } else { &suite.spec }
+            ),
+            (None, Some(from)) => anyhow::bail!(
+                "--few-shot-from {from} needs --few-shot K, the number of examples before each question"
+            ),
+            (Some(FewShotArg::Count(k)), Some(from)) => {
+                let mut from = few_shot_from(from)?;
+                if from.spec == suite.spec {
+                    from = nmb_suite::Source {
+                        filters: from.filters,
+                        ..suite.clone()
+                    };
+                }
+                Ok(Some(FewShot::Examples { k: *k, from }))
+            }
+        }
     }
 
     pub fn limits(&self) -> Limits {

@@ -601,3 +601,342 @@ fn a_bad_examples_file_is_refused_with_file_line_and_column() {
         text(&out.stderr)
     );
 }
+
+// ---- `--few-shot K --few-shot-from SUITE[:FILTER]`: examples drawn from a suite's own tasks ----
+
+/// `nmb eval` on a bundled suite with K examples from `from`, one sample, seeded; `extra` adds to it.
+fn k_eval(runs: &Path, suite: &str, url: &str, k: u32, from: &str, extra: &[&str]) -> Value {
+    let out = nmb_command(runs)
+        .args(["eval", "--suite", suite])
+        .args(["--model", &format!("openai:m@{url}/v1"), "--samples", "1"])
+        .args(["--few-shot", &k.to_string(), "--few-shot-from", from])
+        .args(["--no-bertscore", "--json", "-q"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    json_of(&out)
+}
+
+/// The manifest's record of a run's examples: task id -> the example task ids, in the order shown.
+fn recorded_examples(runs: &Path, run_id: &str) -> BTreeMap<String, Vec<String>> {
+    let manifest = store(runs).run(run_id).unwrap().manifest;
+    let record = &manifest.extra["few_shot"];
+    record["examples"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(task, shown)| {
+            let ids = shown.as_array().unwrap().iter();
+            let ids = ids.map(|e| e["task"].as_str().unwrap().to_string());
+            (task.clone(), ids.collect())
+        })
+        .collect()
+}
+
+/// Each task of a loaded bundled suite, by id: (case id, task).
+fn tasks_of(spec: &str) -> BTreeMap<String, (String, nmb_suite::Task)> {
+    let suite = nmb_suite::Source::new(spec).load(false).unwrap().suite;
+    suite
+        .tasks()
+        .map(|(c, t)| (t.id.clone(), (c.id.clone(), t.clone())))
+        .collect()
+}
+
+#[test]
+fn k_examples_come_before_the_question_with_their_reference_answers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let srv = server(Config::default());
+    let k = 2;
+    let run = k_eval(&runs, "sample", &srv.url(), k, "sample", &["--seed", "7"]);
+    let run_id = run["run_id"].as_str().unwrap();
+    let tasks = tasks_of("sample");
+    let chosen = recorded_examples(&runs, run_id);
+    assert_eq!(chosen.len(), tasks.len(), "every task has its examples");
+
+    let requests = srv.requests();
+    let by_hash: BTreeMap<&str, _> = requests
+        .iter()
+        .map(|r| (r.conversation_sha256.as_str(), r))
+        .collect();
+    let calls = store(&runs).run_calls(run_id).unwrap();
+    assert_eq!(calls.len(), requests.len());
+    // The question message of each task (its last message at turn 0), to compare the examples' prompts with.
+    let question = |task: &str| {
+        let call = calls
+            .iter()
+            .find(|c| c.task_id == task && c.turn_index == 0)
+            .unwrap();
+        by_hash[call.prompt_hash.as_str()]
+            .messages
+            .last()
+            .unwrap()
+            .clone()
+    };
+    for call in &calls {
+        let (case_id, task) = &tasks[&call.task_id];
+        let examples = &chosen[&call.task_id];
+        assert_eq!(examples.len(), k as usize, "{}", call.task_id);
+        let messages = &by_hash[call.prompt_hash.as_str()].messages;
+        assert_eq!(messages[0].role, "system");
+        for (j, example_id) in examples.iter().enumerate() {
+            let (example_case, example) = &tasks[example_id];
+            assert_ne!(
+                example_case, case_id,
+                "{example_id} shares {}'s case",
+                task.id
+            );
+            assert_eq!(example.family, task.family);
+            assert!(example.turns.is_empty(), "{example_id} is single-turn");
+            let (user, assistant) = (&messages[1 + 2 * j], &messages[2 + 2 * j]);
+            assert_eq!(user.role, "user");
+            assert_eq!(assistant.role, "assistant");
+            // The example's prompt, images included, is the one its own task is asked with.
+            let own = question(example_id);
+            assert_eq!(user.text(), own.text(), "{example_id}");
+            assert_eq!(user.parts.len(), own.parts.len(), "{example_id}");
+            assert!(
+                user.parts
+                    .iter()
+                    .any(|p| matches!(p, ReceivedPart::Image { .. })),
+                "{example_id} shows its images"
+            );
+            let reference = example.reference.as_ref().unwrap();
+            let answer = assistant.text();
+            match task.family {
+                nmb_suite::Family::Differential => {
+                    let v: Value = serde_json::from_str(&answer).unwrap();
+                    assert_eq!(
+                        v["final_diagnosis"],
+                        reference.diagnosis.as_deref().unwrap()
+                    );
+                    assert_eq!(v["differential"][0]["diagnosis"], v["final_diagnosis"]);
+                }
+                nmb_suite::Family::Lesion => {
+                    let v: Value = serde_json::from_str(&answer).unwrap();
+                    assert_eq!(v["lesion_type"], reference.lesion_type.as_deref().unwrap());
+                }
+                nmb_suite::Family::Rationale => {
+                    let rationale = reference.rationale.as_deref().unwrap();
+                    assert!(answer.contains(rationale.trim()), "{answer}");
+                }
+                other => panic!("the sample suite has no {other} task"),
+            }
+        }
+        // Then the question itself, after the examples.
+        assert_eq!(messages[1 + 2 * k as usize].role, "user");
+        if call.turn_index == 0 {
+            assert_eq!(messages.len(), 2 + 2 * k as usize);
+        }
+    }
+}
+
+#[test]
+fn the_seed_chooses_the_examples_spread_over_classes_and_the_run_records_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let url = "http://127.0.0.1:9";
+    let suite = "sample-structured";
+    let tasks = tasks_of(suite);
+    let planned = |seed: &str| {
+        let run = k_eval(
+            &runs,
+            suite,
+            url,
+            5,
+            suite,
+            &["--plan-only", "--seed", seed],
+        );
+        let id = run["run_id"].as_str().unwrap().to_string();
+        (recorded_examples(&runs, &id), id)
+    };
+    let (one, one_id) = planned("1");
+    let (again, again_id) = planned("1");
+    let (two, two_id) = planned("2");
+    assert_eq!(one, again, "one seed, one choice");
+    assert_eq!(one_id, again_id, "the same examples are the same run");
+    assert_ne!(one, two, "another seed, other examples");
+    assert_ne!(one_id, two_id);
+    for chosen in [&one, &two] {
+        for (task_id, examples) in chosen {
+            let (case_id, _) = &tasks[task_id];
+            let classes: std::collections::BTreeSet<String> = examples
+                .iter()
+                .map(|e| {
+                    let (example_case, example) = &tasks[e];
+                    assert_ne!(example_case, case_id, "{task_id}: {e}");
+                    example
+                        .reference
+                        .as_ref()
+                        .unwrap()
+                        .diagnosis
+                        .clone()
+                        .unwrap()
+                })
+                .collect();
+            assert_eq!(
+                classes.len(),
+                5,
+                "{task_id}: {examples:?} spread over the five classes"
+            );
+        }
+    }
+    // The record holds what the examples are: K, the seed, the pool suite's hash and each example's hash.
+    let manifest = store(&runs).run(&one_id).unwrap().manifest;
+    let record = &manifest.extra["few_shot"];
+    assert_eq!(record["k"], 5);
+    assert_eq!(record["seed"], 1);
+    assert_eq!(record["suite_hash"].as_str().unwrap(), manifest.suite_hash);
+    let first = record["examples"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap();
+    assert_eq!(first[0]["hash"].as_str().unwrap().len(), 64, "{first}");
+    // The recorded configuration says few-shot, as `nmb compare` and the report read it.
+    let config = manifest.eval_config.unwrap();
+    assert_eq!(config["few_shot"]["k"], 5, "{config}");
+}
+
+#[test]
+fn the_dry_run_counts_k_examples() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let url = "http://127.0.0.1:9";
+    let zero = json_of(&nmb(
+        &runs,
+        &[
+            "eval",
+            "--suite",
+            "sample",
+            "--model",
+            &format!("openai:m@{url}/v1"),
+            "--samples",
+            "1",
+            "--dry-run",
+            "--json",
+        ],
+    ));
+    let counts: Vec<(u64, u64)> = std::iter::once(&zero)
+        .chain(&[1, 2, 3].map(|k| k_eval(&runs, "sample", url, k, "sample", &["--dry-run"])))
+        .map(|v| {
+            (
+                v["est_input_tokens"].as_u64().unwrap(),
+                v["images_sent"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    for pair in counts.windows(2) {
+        assert!(pair[1].0 > pair[0].0, "tokens grow with K: {counts:?}");
+        assert!(pair[1].1 > pair[0].1, "images grow with K: {counts:?}");
+    }
+}
+
+#[test]
+fn a_k_run_resumes_without_asking_again_and_pairs_with_zero_shot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let srv = server(Config::default());
+    let url = srv.url();
+    let args = ["--seed", "3", "--max-requests", "5"];
+    let first = k_eval(&runs, "sample", &url, 2, "sample", &args);
+    let few = first["run_id"].as_str().unwrap().to_string();
+    assert_eq!(srv.request_count(), 5);
+    let rest = k_eval(&runs, "sample", &url, 2, "sample", &["--seed", "3"]);
+    assert_eq!(
+        rest["run_id"],
+        few.as_str(),
+        "the same command resumes the run"
+    );
+    let calls = store(&runs).run_calls(&few).unwrap();
+    assert_eq!(
+        srv.request_count(),
+        calls.len() as u64,
+        "nothing asked twice"
+    );
+
+    let out = nmb_command(&runs)
+        .args([
+            "eval",
+            "--suite",
+            "sample",
+            "--model",
+            &format!("openai:m@{url}/v1"),
+        ])
+        .args([
+            "--samples",
+            "1",
+            "--seed",
+            "3",
+            "--no-bertscore",
+            "--json",
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    let zero = json_of(&out)["run_id"].as_str().unwrap().to_string();
+    let cmp = json_of(&nmb(&runs, &["compare", &zero, &few, "--json"]));
+    let gain = &cmp["few_shot_gain"];
+    assert_eq!(gain["few_shot_run"], few.as_str(), "{cmp}");
+    assert_eq!(gain["zero_shot_run"], zero.as_str());
+    let report = tmp.path().join("report");
+    let out = nmb(
+        &runs,
+        &["report", &zero, &few, "--out", report.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("report.json")).unwrap())
+            .unwrap();
+    let rows = doc["sections"]["few-shot-gain"].as_array().unwrap();
+    assert_eq!(rows[0]["few_shot_run"], few.as_str(), "{rows:?}");
+}
+
+#[test]
+fn k_without_its_suite_or_too_few_examples_is_refused_before_anything_is_sent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let srv = server(Config::default());
+    let model = format!("openai:m@{}/v1", srv.url());
+    let refused = |args: &[&str], words: &[&str]| {
+        let out = nmb_command(&runs)
+            .args([
+                "eval",
+                "--suite",
+                "sample",
+                "--model",
+                &model,
+                "--samples",
+                "1",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {err}");
+        for w in words {
+            assert!(err.contains(w), "{args:?}: expected {w:?} in {err}");
+        }
+    };
+    refused(
+        &["--few-shot", "2"],
+        &["--few-shot 2 needs --few-shot-from"],
+    );
+    refused(&["--few-shot-from", "sample"], &["needs --few-shot K"]);
+    refused(
+        &["--few-shot", "0", "--few-shot-from", "sample"],
+        &["at least 1"],
+    );
+    // Five direct-level differential tasks: each has four others to learn from.
+    refused(
+        &["--few-shot", "5", "--few-shot-from", "sample:level=direct"],
+        &["task ", "--few-shot 5", "4 candidate(s)", "differential"],
+    );
+    refused(
+        &["--few-shot", "1", "--few-shot-from", "sample:level"],
+        &["--few-shot-from"],
+    );
+    assert_eq!(srv.request_count(), 0);
+}

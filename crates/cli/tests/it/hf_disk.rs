@@ -1,6 +1,7 @@
 //! Hugging Face `datasets` folders (`hf-disk:`): folders written by PyPI `datasets` itself (save_to_disk, offline)
 //! from the shared VQA-RAD and SLAKE files load with the same tasks as the JSON loaders (counts and ids equal,
-//! VQA-RAD's images from the Arrow data), and so does SLAKE from the Hub cache (`hf-cache:`); a DatasetDict needs --split where it has several splits; a folder
+//! VQA-RAD's images from the Arrow data), and so do SLAKE from the Hub cache (`hf-cache:`) and VQA-RAD from a
+//! downloaded Hub snapshot's Parquet; a DatasetDict needs --split where it has several splits; a folder
 //! without state.json, an Arrow file whose columns differ from the features, a truncated Arrow file and image
 //! bytes that are no image are clear errors naming what is wrong.
 
@@ -158,4 +159,79 @@ fn bad_folders_get_clear_errors() {
     std::fs::remove_file(bad.join("state.json")).unwrap();
     let err = error_of(&format!("hf-disk:{}", bad.display()), &o);
     assert!(err.contains("no state.json"), "{err}");
+}
+
+/// The Hub cache as huggingface_hub lays it out (`HF_HOME/hub/datasets--OWNER--NAME/snapshots/REV/…` with
+/// `refs/main`), its Parquet written by PyPI `datasets` from the shared VQA-RAD rows: `hf-cache:OWNER/NAME`
+/// reads the snapshot's Parquet (offline, `datasets` itself will not prepare a Hub name's Arrow cache from it,
+/// which the script reports) and has the JSON loader's tasks; the Arrow cache `load_dataset("parquet", …)`
+/// writes from the same file (`HF_HOME/datasets/parquet/…`) has them too.
+#[test]
+fn the_hub_cache_of_a_downloaded_dataset_loads_the_same_tasks_as_the_json_file() {
+    let Some(python) = nmb_test_support::assets::tools_python("datasets") else {
+        return;
+    };
+    let Some(shared) = nmb_test_support::assets::shared_dir() else {
+        return;
+    };
+    let data = shared.join("data");
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("hf-home");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf/make_hub_cache.py");
+    let made = std::process::Command::new(python)
+        .arg(script)
+        .arg(&data)
+        .arg(&home)
+        .arg("nmb-test/vqa-rad")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&made.stdout);
+    assert!(
+        made.status.success() && said.contains("parquet: ok"),
+        "{said}\n{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let json = load(
+        &format!("vqa-rad:{}", data.join("vqa-rad/trainset.json").display()),
+        &opts(false, None),
+    )
+    .unwrap();
+    let planned = |spec: &str| {
+        let out = crate::common::nmb_command(&tmp.path().join("runs"))
+            .env("HF_HOME", &home)
+            .env("NMB_MAX_FILE_MIB", "512")
+            .env_remove("HF_DATASETS_CACHE")
+            .env_remove("HF_HUB_CACHE")
+            .args([
+                "eval",
+                "--suite",
+                spec,
+                "--model",
+                "openai:m@http://127.0.0.1:9/v1",
+            ])
+            .args(["--samples", "1", "--dry-run", "--json"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{spec}: {stderr}");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["tasks_failed"], 0, "{spec}: {doc}");
+        let mut ids: Vec<String> = doc["per_task"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                assert_eq!(
+                    t["images_sent"], 1,
+                    "{spec}: {t}: its image from the Parquet data"
+                );
+                t["task_id"].as_str().unwrap().to_string()
+            })
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert!(!task_ids(&json).is_empty());
+    assert_eq!(planned("hf-cache:nmb-test/vqa-rad"), task_ids(&json));
+    assert_eq!(planned("hf-cache:parquet"), task_ids(&json));
 }

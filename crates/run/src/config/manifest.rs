@@ -101,6 +101,9 @@ pub(crate) fn build_manifest(
     if let Some(p) = &settings.plan.perturbation {
         extra.insert(PERTURBATION.into(), p.to_string().into());
     }
+    if let Some(pool) = &settings.plan.examples {
+        extra.insert(FEW_SHOT.into(), pool.record(suite, settings.plan.limit));
+    }
     Ok(Manifest {
         extra,
         nmb_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -161,6 +164,10 @@ fn templates(plan: &PlanOptions, structured: bool) -> BTreeMap<String, TemplateR
 /// The manifest field naming a run's perturbation (`nmb eval --perturb`); absent on unperturbed runs.
 pub const PERTURBATION: &str = "perturbation";
 
+/// The manifest field recording a run's few-shot examples drawn from a suite (`nmb eval --few-shot K`): K, the
+/// seed, the pool suite as named and its hash, and each task's example ids and hashes; absent otherwise.
+pub const FEW_SHOT: &str = "few_shot";
+
 /// The fields that make two invocations "the same configuration". A perturbation enters only when there is
 /// one, so unperturbed runs keep the hashes they always had.
 fn identity(m: &Manifest) -> Value {
@@ -181,6 +188,9 @@ fn identity(m: &Manifest) -> Value {
     }
     if let (Some(p), Some(fields)) = (m.extra.get(PERTURBATION), identity.as_object_mut()) {
         fields.insert(PERTURBATION.into(), p.clone());
+    }
+    if let (Some(f), Some(fields)) = (m.extra.get(FEW_SHOT), identity.as_object_mut()) {
+        fields.insert(FEW_SHOT.into(), f.clone());
     }
     identity
 }
@@ -325,6 +335,36 @@ mod tests {
             config_hash(&manifest_of(Some("noise:0.2")))
         );
         assert_eq!(describe_difference(&plain, &blank), PERTURBATION);
+    }
+
+    #[test]
+    fn few_shot_examples_enter_the_configuration_hash_only_when_given() {
+        let suite = nmb_suite::sample::build();
+        let backend = Named(ModelSpec::parse("openai:m@http://a:1/v1").unwrap());
+        let manifest_of = |k: Option<usize>| {
+            let mut settings = EvalSettings::new(ModelIdentity::of_text("openai:m@http://a:1/v1"));
+            settings.plan.examples = k.map(|k| {
+                let from = json!({"spec": "sample"});
+                let pool = nmb_plan::ExamplePool::new(nmb_suite::sample::build(), k, 0, from);
+                std::sync::Arc::new(pool.unwrap())
+            });
+            build_manifest(&suite, &settings, 1, &backend).unwrap()
+        };
+        let plain = manifest_of(None);
+        assert!(!plain.extra.contains_key(FEW_SHOT));
+        assert!(!identity(&plain).as_object().unwrap().contains_key(FEW_SHOT));
+        let (one, two) = (manifest_of(Some(1)), manifest_of(Some(2)));
+        let record = &one.extra[FEW_SHOT];
+        assert_eq!(record["k"], 1);
+        assert_eq!(
+            record["examples"].as_object().unwrap().len(),
+            suite.task_count()
+        );
+        assert_ne!(config_hash(&one), config_hash(&plain));
+        assert_ne!(config_hash(&one), config_hash(&two));
+        assert_eq!(config_hash(&one), config_hash(&manifest_of(Some(1))));
+        assert_eq!(describe_difference(&one, &two), FEW_SHOT);
+        assert_eq!(describe_difference(&plain, &one), FEW_SHOT);
     }
 
     /// nmb-store strips credentials from the URLs of manifests it reads (those an older nmb stored) by its own

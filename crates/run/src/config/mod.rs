@@ -25,7 +25,7 @@ pub use manifest::EvalSettings;
 pub(crate) use manifest::{
     build_manifest, config_hash, describe_difference, params_adjusted, params_json,
 };
-pub use manifest::{FORCED, PERTURBATION};
+pub use manifest::{FEW_SHOT, FORCED, PERTURBATION};
 
 /// The layout version of a recorded [`EvalConfig`]; a reader refuses a newer one instead of misreading it.
 pub const EVAL_CONFIG_VERSION: u32 = 1;
@@ -74,10 +74,9 @@ pub struct EvalConfig {
     /// identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<nmb_plan::Probe>,
-    /// NeuroVLM-Bench's few-shot examples file (`--few-shot FILE.csv`), its images under the suite's images
-    /// root: tasks are asked as the authors' runner asks them with examples ([`nmb_plan::few_shot`]).
+    /// Few-shot examples before each question ([`FewShot`]). Part of the run's identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub few_shot: Option<PathBuf>,
+    pub few_shot: Option<FewShot>,
     /// Change the images the model sees (`--perturb`): one perturbation per run, seeded by the sampling seed
     /// (0 without one). Recorded in the manifest and its configuration hash only when given.
     #[serde(
@@ -88,6 +87,18 @@ pub struct EvalConfig {
     )]
     pub perturb: Option<nmb_imaging::Perturbation>,
     pub limits: Limits,
+}
+
+/// Where a run's few-shot examples come from. Recorded as a path (an examples file) or as `{"k", "from"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum FewShot {
+    /// NeuroVLM-Bench's examples file (`--few-shot FILE.csv`), its images under the suite's images root: tasks
+    /// are asked as the authors' runner asks them with examples ([`nmb_plan::few_shot`]).
+    File(PathBuf),
+    /// `k` example tasks of each task's family from the suite `from` (`--few-shot K --few-shot-from
+    /// SUITE[:FILTER]`), chosen with the sampling seed (0 without one): see [`nmb_plan::ExamplePool`].
+    Examples { k: u32, from: nmb_suite::Source },
 }
 
 /// The prompt template for every family instead of the built-in ones. Recorded as the text a user types:
@@ -259,6 +270,8 @@ pub enum ConfigError {
     },
     #[error("--few-shot {path}: {message}")]
     FewShot { path: PathBuf, message: String },
+    #[error("--few-shot-from {spec}: {message}")]
+    FewShotFrom { spec: String, message: String },
     #[error("recorded evaluation configuration: {0}")]
     Unreadable(#[from] serde_json::Error),
     #[error("the run's configuration has layout version {found}; this nmb reads up to {EVAL_CONFIG_VERSION} (use a newer nmb)")]
@@ -302,10 +315,15 @@ impl EvalConfig {
         EvalConfig {
             suite: self.suite.absolute(),
             template,
-            few_shot: self
-                .few_shot
-                .as_ref()
-                .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
+            few_shot: self.few_shot.as_ref().map(|f| match f {
+                FewShot::File(p) => {
+                    FewShot::File(std::path::absolute(p).unwrap_or_else(|_| p.clone()))
+                }
+                FewShot::Examples { k, from } => FewShot::Examples {
+                    k: *k,
+                    from: from.absolute(),
+                },
+            }),
             ..self.clone()
         }
     }
@@ -341,6 +359,7 @@ impl EvalConfig {
             answer_language: self.answer_language.clone(),
             probe: self.probe.clone(),
             few_shot: self.few_shot_examples()?,
+            examples: self.example_pool()?,
             perturbation: self.perturb.clone(),
             perturb_seed: self.params.seed.unwrap_or(0),
             ..PlanOptions::default()
@@ -349,7 +368,7 @@ impl EvalConfig {
 
     /// The few-shot examples, read with their images, where the configuration has them.
     fn few_shot_examples(&self) -> Result<Option<Arc<nmb_plan::RunnerShots>>, ConfigError> {
-        let Some(path) = &self.few_shot else {
+        let Some(FewShot::File(path)) = &self.few_shot else {
             return Ok(None);
         };
         let refused = |message: String| ConfigError::FewShot {
@@ -361,6 +380,26 @@ impl EvalConfig {
             .map_err(|e| refused(e.to_string()))?;
         let shots = nmb_plan::RunnerShots::load(&examples).map_err(|e| refused(e.to_string()))?;
         Ok(Some(Arc::new(shots)))
+    }
+
+    /// The suite the examples are drawn from, loaded and hashed, where the configuration asks for examples.
+    fn example_pool(&self) -> Result<Option<Arc<nmb_plan::ExamplePool>>, ConfigError> {
+        let Some(FewShot::Examples { k, from }) = &self.few_shot else {
+            return Ok(None);
+        };
+        let refused = |message: String| ConfigError::FewShotFrom {
+            spec: from.spec.clone(),
+            message,
+        };
+        let suite = from
+            .load_checked(self.text_only())
+            .map_err(|e| refused(e.to_string()))?
+            .suite;
+        let named = serde_json::to_value(from)?;
+        let seed = self.params.seed.unwrap_or(0);
+        let pool = nmb_plan::ExamplePool::new(suite, *k as usize, seed, named)
+            .map_err(|e| refused(e.to_string()))?;
+        Ok(Some(Arc::new(pool)))
     }
 
     /// A scheduler for this evaluation alone. A process sharing the run with others (`claiming`) shares each

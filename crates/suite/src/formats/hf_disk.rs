@@ -2,7 +2,10 @@
 //! files, `dataset_info.json` with the features, the `data-NNNNN-of-NNNNN.arrow` files) and what
 //! `DatasetDict.save_to_disk` writes (`dataset_dict.json` listing the splits, one such folder per split). The
 //! local Hub cache (`hf-cache:NAME[:CONFIG]`) is read through the same code: the cached dataset's Arrow files are
-//! found under `HF_DATASETS_CACHE` (else `HF_HOME/datasets`, else `~/.cache/huggingface/datasets`), offline.
+//! found under `HF_DATASETS_CACHE` (else `HF_HOME/datasets`, else `~/.cache/huggingface/datasets`), offline, as
+//! `load_dataset` wrote them (`OWNER___NAME/CONFIG/VERSION/HASH/`). A dataset `load_dataset` never prepared but
+//! the Hub cache holds (`huggingface-cli download`, `snapshot_download`: `HF_HUB_CACHE`, else `HF_HOME/hub`,
+//! `datasets--OWNER--NAME/snapshots/REVISION/` with `refs/main`) is read from the snapshot's Parquet files.
 //!
 //! The rows go to the loader their columns are for: `PRESET:PATH` names it (`vqa-rad`, `slake`, `table`,
 //! `pmc-vqa`, `omnimedvqa`, `pathvqa`); without one, VQA-RAD (`qid`, `image_name`) and SLAKE (`img_name`,
@@ -52,8 +55,117 @@ pub(super) fn load_cache(rest: &str, opts: &LoadOptions) -> Result<Loaded, Suite
         None => (spec, None),
     };
     let root = cache_root();
+    let arrow_cached = root.join(name.replace('/', "___")).is_dir();
+    if !arrow_cached {
+        if let Some(snapshot) = hub_snapshot(name)? {
+            return load_snapshot(preset, &snapshot, config, opts);
+        }
+    }
     let (dir, files) = cache_folder(&root, name, config, opts.split.as_deref())?;
     load_files(preset, &dir, &files, opts)
+}
+
+/// The Hub cache's folder (`HF_HUB_CACHE`, else `HF_HOME/hub`, else `~/.cache/huggingface/hub`), where
+/// `huggingface_hub` downloads repositories.
+fn hub_root() -> PathBuf {
+    if let Some(d) = std::env::var_os("HF_HUB_CACHE") {
+        return PathBuf::from(d);
+    }
+    if let Some(h) = std::env::var_os("HF_HOME") {
+        return PathBuf::from(h).join("hub");
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    home.join(".cache/huggingface/hub")
+}
+
+/// The snapshot `refs/main` names of the dataset repository `OWNER/NAME` in the Hub cache
+/// (`datasets--OWNER--NAME/snapshots/REVISION/`, huggingface_hub's documented layout); `None` when the cache
+/// has no such repository.
+fn hub_snapshot(name: &str) -> Result<Option<PathBuf>, SuiteError> {
+    let repo = hub_root().join(format!("datasets--{}", name.replace('/', "--")));
+    if !repo.is_dir() {
+        return Ok(None);
+    }
+    let main = repo.join("refs/main");
+    let revision = std::fs::read_to_string(&main)
+        .map_err(|source| SuiteError::Read {
+            path: main.display().to_string(),
+            source,
+        })?
+        .trim()
+        .to_string();
+    let valid = !revision.is_empty() && revision.chars().all(|c| c.is_ascii_alphanumeric());
+    let snapshot = repo.join("snapshots").join(&revision);
+    if !valid || !snapshot.is_dir() {
+        return Err(fatal(
+            &main,
+            format!("names revision {revision:?}, which has no folder under snapshots/"),
+        ));
+    }
+    Ok(Some(snapshot))
+}
+
+/// A dataset as the Hub stores it, read from its snapshot's Parquet files: those of the split (a file named
+/// `SPLIT-…parquet` or `SPLIT.parquet`, or any Parquet file in a folder named `SPLIT`), under `CONFIG/` when a
+/// configuration is named, in name order.
+fn load_snapshot(
+    preset: Option<&str>,
+    snapshot: &Path,
+    config: Option<&str>,
+    opts: &LoadOptions,
+) -> Result<Loaded, SuiteError> {
+    let base = match config {
+        Some(c) => snapshot.join(c),
+        None => snapshot.to_path_buf(),
+    };
+    let split = opts.split.as_deref().unwrap_or("test");
+    let mut files = Vec::new();
+    parquet_files(&base, 0, &mut files);
+    let mut files: Vec<PathBuf> = files
+        .into_iter()
+        .filter(|f| {
+            let stem = f
+                .file_stem()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default();
+            let parent = f
+                .parent()
+                .and_then(Path::file_name)
+                .map(|n| n.to_string_lossy());
+            stem == split
+                || stem.starts_with(&format!("{split}-"))
+                || parent.is_some_and(|p| p == split)
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(SuiteError::Spec(format!(
+            "no Parquet file of split {split} under {} (choose the split with --split)",
+            base.display()
+        )));
+    }
+    let mut rows = Vec::new();
+    for file in &files {
+        rows.extend(table::parquet_rows(file)?);
+    }
+    rows_loaded(preset, &files[0], rows, Vec::new(), opts)
+}
+
+/// The Parquet files under `dir`, a few folders deep (a snapshot holds `data/` or `CONFIG/SPLIT/`).
+fn parquet_files(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    if depth > 3 {
+        return;
+    }
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            parquet_files(&path, depth + 1, out);
+        } else if path.extension().is_some_and(|e| e == "parquet") {
+            out.push(path);
+        }
+    }
 }
 
 fn split_preset(rest: &str) -> (Option<&str>, &str) {
@@ -143,8 +255,10 @@ fn cache_folder(
         (None, [only]) => only.clone(),
         (None, []) => {
             return Err(SuiteError::Spec(format!(
-                "dataset {name} is not in the Hub cache at {} (set HF_DATASETS_CACHE or HF_HOME)",
-                root.display()
+                "dataset {name} is neither in the datasets cache at {} nor in the Hub cache at {} (set \
+                 HF_DATASETS_CACHE, HF_HUB_CACHE or HF_HOME)",
+                root.display(),
+                hub_root().display()
             )))
         }
         (None, many) => {
@@ -260,12 +374,23 @@ fn load_files(
         let path = paths::resolve(&root, file).map_err(|msg| fatal(dir, msg))?;
         read_arrow(&path, &declared, &mut rows, &mut problems)?;
     }
-    let preset = preset.unwrap_or_else(|| detect(&rows));
     let name = dir.join(files.first().map(String::as_str).unwrap_or(""));
+    rows_loaded(preset, &name, rows, problems, opts)
+}
+
+/// Rows handed to the loader their columns are for, `problems` found reading them first.
+fn rows_loaded(
+    preset: Option<&str>,
+    name: &Path,
+    rows: Vec<Row>,
+    mut problems: Vec<Problem>,
+    opts: &LoadOptions,
+) -> Result<Loaded, SuiteError> {
+    let preset = preset.unwrap_or_else(|| detect(&rows));
     let mut loaded = match preset {
         "vqa-rad" | "slake" => {
             let (values, images) = json_rows(&rows, image_key(preset), &mut problems);
-            vqa_rad::load_rows(preset == "slake", &name, values, images, opts.text_only)?
+            vqa_rad::load_rows(preset == "slake", name, values, images, opts.text_only)?
         }
         other => {
             let preset = match other {
@@ -274,7 +399,7 @@ fn load_files(
                 "pathvqa" => table::Preset::PathVqa,
                 _ => table::Preset::Table,
             };
-            table::load_rows(preset, &name, rows, &opts.map, opts.text_only)?
+            table::load_rows(preset, name, rows, &opts.map, opts.text_only)?
         }
     };
     loaded.problems.splice(0..0, problems);

@@ -197,7 +197,7 @@ fn json_rows(path: &Path) -> Result<Vec<Row>, SuiteError> {
 /// Rows of a Parquet file whose footer was checked first ([`parquet_footer::check`]); the cells read may add up
 /// to [`limits::parquet_budget`] bytes (each row counted as [`ROW_OVERHEAD`] bytes more), and no more rows than
 /// the footer claims are read.
-fn parquet_rows(path: &Path) -> Result<Vec<Row>, SuiteError> {
+pub(super) fn parquet_rows(path: &Path) -> Result<Vec<Row>, SuiteError> {
     let footer = parquet_footer::check(path)
         .map_err(|e| json::fatal(path, format!("not a Parquet file nmb can read safely: {e}")))?;
     parquet_footer::guard(|| read_parquet(path, footer)).unwrap_or_else(|e| {
