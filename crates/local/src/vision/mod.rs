@@ -37,6 +37,10 @@ pub const PROJECTOR_TYPES: [&str; 2] = ["gemma3", "idefics3"];
 /// attention included); a projector that would need more is refused at load.
 pub const MAX_ACTIVATION_BYTES: u64 = 8 << 30;
 
+/// Queries of one head that attend together (see `Projector::attention`): each tile of 64 keys and values
+/// (16 KiB each for heads of 64) is used this many times while it is in the cache.
+const QUERY_GROUP: usize = 32;
+
 /// Upper bounds on a projector's hyperparameters, far above any released model's.
 const MAX_IMAGE_SIZE: u64 = 4096;
 const MAX_WIDTH: u64 = 16384;
@@ -376,6 +380,34 @@ impl Projector {
             .collect();
         let scale = 1.0 / (hd as f32).sqrt();
         let mut out = vec![0f32; n * w];
+        if let Some(kt) = kt
+            .iter()
+            .map(Option::as_deref)
+            .collect::<Option<Vec<&[f32]>>>()
+        {
+            // Groups of queries of one head walk the keys together (`attention::tiled_group`): the same
+            // arithmetic per query, each tile of keys and values read once per group.
+            let groups: Vec<(usize, usize)> = (0..heads)
+                .flat_map(|h| (0..n).step_by(QUERY_GROUP).map(move |c| (h, c)))
+                .collect();
+            let results: Vec<Vec<f32>> = groups
+                .par_iter()
+                .map(|&(head, c0)| {
+                    let c1 = (c0 + QUERY_GROUP).min(n);
+                    let queries: Vec<&[f32]> = (c0..c1).map(|c| &q[c * w + head * hd..]).collect();
+                    let mut res = vec![0f32; (c1 - c0) * hd];
+                    let mut dsts: Vec<&mut [f32]> = res.chunks_mut(hd).collect();
+                    attention::tiled_group(&queries, &keys(head), kt[head], 0..n, scale, &mut dsts);
+                    res
+                })
+                .collect();
+            for (&(head, c0), res) in groups.iter().zip(&results) {
+                for (i, r) in res.chunks_exact(hd).enumerate() {
+                    out[(c0 + i) * w + head * hd..][..hd].copy_from_slice(r);
+                }
+            }
+            return out;
+        }
         out.par_chunks_mut(hd).enumerate().for_each(|(i, dst)| {
             let (c, head) = (i / heads, i % heads);
             let qh = &q[c * w + head * hd..c * w + (head + 1) * hd];
