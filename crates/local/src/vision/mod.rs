@@ -385,6 +385,23 @@ impl Projector {
             .map(Option::as_deref)
             .collect::<Option<Vec<&[f32]>>>()
         {
+            // Each head's values one row after another, so that a tile's rows are one run of memory.
+            let vh: Vec<Vec<f32>> = (0..heads)
+                .into_par_iter()
+                .map(|h| {
+                    v16.chunks_exact(w)
+                        .flat_map(|row| &row[h * hd..(h + 1) * hd])
+                        .copied()
+                        .collect()
+                })
+                .collect();
+            let keys = |head: usize| Keys {
+                // The keys are read from `kt` only; the values' rows stand in for them.
+                runs: [(&vh[head][..], &vh[head][..]), (&[], &[])],
+                stride: hd,
+                offset: 0,
+                dim: hd,
+            };
             // Groups of queries of one head walk the keys together (`attention::tiled_group`): the same
             // arithmetic per query, each tile of keys and values read once per group.
             let groups: Vec<(usize, usize)> = (0..heads)
