@@ -293,6 +293,37 @@ pub(crate) fn matmul_many(jobs: &[(&QMatrix, &Acts, usize)], out: &mut [f32], st
     });
 }
 
+/// `out[i * n + j]` = row `i` of `a` · row `j` of `b` (`n` rows of `k` values each), every sum as tinyBLAS
+/// adds it up (one 8-lane chain of fused multiply-adds, then `hsum`), block by block over the rayon pool as
+/// [`matmul_many`] multiplies F16 weights. `a` must hold a multiple of four rows and `k` be a multiple of 8 (pad
+/// both with zeros: a zero lane leaves a sum that starts at +0 unchanged). `None` on CPUs without AVX2.
+pub(crate) fn tinyblas_f32(a: &[f32], b: &[f32], k: usize) -> Option<Vec<f32>> {
+    assert!(k.is_multiple_of(8) && a.len().is_multiple_of(4 * k) && b.len().is_multiple_of(k));
+    #[cfg(target_arch = "x86_64")]
+    if Kernel::detect() == Kernel::Avx2 {
+        let (m, n) = (a.len() / k, b.len() / k);
+        let mut out = vec![0f32; m * n];
+        let tasks: Vec<(usize, usize)> = (0..m)
+            .step_by(float::GEMM_ROWS)
+            .flat_map(|i| (0..n).step_by(float::GEMM_COLS).map(move |j| (i, j)))
+            .collect();
+        let shared = SharedOut(out.as_mut_ptr());
+        tasks.into_par_iter().for_each(|(i, j)| {
+            let shared = &shared;
+            let (i1, j1) = ((i + float::GEMM_ROWS).min(m), (j + float::GEMM_COLS).min(n));
+            let mut write = |r: usize, c: usize, v: f32| {
+                // SAFETY: each task writes only its own block of `out`, which outlives the loop.
+                unsafe { *shared.0.add((i + r) * n + j + c) = v };
+            };
+            // SAFETY: `Kernel::Avx2` is only chosen on CPUs with AVX2, FMA and F16C; blocks of `a` start at
+            // multiples of 64 rows, so each holds a multiple of four rows.
+            unsafe { float::gemm_f32(&a[i * k..i1 * k], &b[j * k..j1 * k], k, &mut write) };
+        });
+        return Some(out);
+    }
+    None
+}
+
 /// The output pointer shared by the row tasks of one product; they write disjoint cells.
 struct SharedOut(*mut f32);
 // SAFETY: see the write in `QMatrix::matmul`: tasks write disjoint cells of a buffer that outlives them.

@@ -119,8 +119,7 @@ pub(super) unsafe fn gemm_block(
     assert!(
         k.is_multiple_of(8) && rows.len().is_multiple_of(8 * k) && cols.len().is_multiple_of(k)
     );
-    let (m, n) = (rows.len() / (2 * k), cols.len() / k);
-    let mut a = vec![0f32; m * k];
+    let mut a = vec![0f32; rows.len() / 2];
     if format == Format::F16 {
         use std::arch::x86_64::*;
         for (src, dst) in rows.chunks_exact(16).zip(a.chunks_exact_mut(8)) {
@@ -135,6 +134,24 @@ pub(super) unsafe fn gemm_block(
             *v = value(format, rows, i);
         }
     }
+    // SAFETY: the caller's contract.
+    unsafe { gemm_f32(&a, cols, k, out) };
+}
+
+/// [`gemm_block`] on rows already in f32: `a` holds a multiple of four rows of `k` values, `cols` whole columns.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA; `k` is a multiple of 8.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn gemm_f32(
+    a: &[f32],
+    cols: &[f32],
+    k: usize,
+    out: &mut impl FnMut(usize, usize, f32),
+) {
+    assert!(k.is_multiple_of(8) && a.len().is_multiple_of(4 * k) && cols.len().is_multiple_of(k));
+    let (m, n) = (a.len() / k, cols.len() / k);
     let mut j = 0;
     while j < n {
         let rn = (n - j).min(3);

@@ -329,14 +329,26 @@ impl Projector {
         });
         // llama.cpp multiplies the patches by tinyBLAS (which takes a width that is no multiple of eight too).
         let tiny_blas = n.is_multiple_of(4) && n >= 2;
-        let mut x = vec![0f32; n * w];
-        x.par_chunks_mut(w)
-            .zip(cols.par_chunks(k))
-            .for_each(|(dst, patch)| {
-                for (o, d) in dst.iter_mut().enumerate() {
-                    *d = ops::dot_f16(patch, &self.patch_w[o * k..(o + 1) * k], tiny_blas);
-                }
-            });
+        // Blocked as the tower's F16 products are, each patch and kernel padded with zeros to a multiple of eight
+        // values: that leaves tinyBLAS's sums (a last partial group takes only its lanes) as they are.
+        let blocked = match tiny_blas {
+            true => {
+                let (a, b) = (pad8(&cols, k), pad8(&self.patch_w, k));
+                quant::tinyblas_f32(&a, &b, k.next_multiple_of(8))
+            }
+            false => None,
+        };
+        let mut x = blocked.unwrap_or_else(|| {
+            let mut x = vec![0f32; n * w];
+            x.par_chunks_mut(w)
+                .zip(cols.par_chunks(k))
+                .for_each(|(dst, patch)| {
+                    for (o, d) in dst.iter_mut().enumerate() {
+                        *d = ops::dot_f16(patch, &self.patch_w[o * k..(o + 1) * k], tiny_blas);
+                    }
+                });
+            x
+        });
         ops::add_rows(&mut x, &self.patch_b);
         ops::add(&mut x, &self.pos);
         for layer in &self.layers {
@@ -493,6 +505,19 @@ fn linear(w: &QMatrix, bias: Option<&[f32]>, x: &[f32]) -> Vec<f32> {
     if let Some(b) = bias {
         ops::add_rows(&mut out, b);
     }
+    out
+}
+
+/// Rows of `k` values, each padded with zeros to a multiple of eight.
+fn pad8(rows: &[f32], k: usize) -> Vec<f32> {
+    let kp = k.next_multiple_of(8);
+    if kp == k {
+        return rows.to_vec();
+    }
+    let mut out = vec![0f32; rows.len() / k * kp];
+    out.par_chunks_mut(kp)
+        .zip(rows.par_chunks(k))
+        .for_each(|(dst, src)| dst[..k].copy_from_slice(src));
     out
 }
 
