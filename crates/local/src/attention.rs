@@ -6,7 +6,8 @@
 //! - **Tiled**, for a prompt chunk of at least 64 tokens of one sequence: f32 throughout (the query is not
 //!   rounded), keys in tiles of 64 at absolute positions, each score a sequential chain of fused multiply-adds,
 //!   the tile's softmax with ggml's vectorised exp ([`ggml_v_expf`]) summed in f64, values added with fused
-//!   multiply-adds in key order.
+//!   multiply-adds in key order. Queries that share keys (an image's patches) can walk the tiles together
+//!   ([`tiled_group`]), each with the same arithmetic as alone.
 //! - **One pass**, for fewer tokens: the query rounded to f16, one key at a time with a running maximum, the
 //!   weighted sum of values kept in f16 and rounded after every update, the softmax sum updated as `S*ms + vs`
 //!   with two roundings, not fused: compared tensor by tensor with llama.cpp's own (see `engine`), the fused
@@ -323,26 +324,105 @@ fn tiled_body(
     scale: f32,
     dst: &mut [f32],
 ) {
-    let dim = keys.dim;
-    let (first, len) = (range.start, range.end);
-    let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
-    let mut acc = vec![0f32; dim];
-    for (t, start) in (0..len).step_by(TILE).enumerate() {
-        if start + TILE <= first {
-            continue;
+    let mut state = TiledQuery::new(keys.dim);
+    for start in (0..range.end).step_by(TILE) {
+        state.tile(q, keys, kt, start, range.clone(), scale);
+    }
+    state.finish(dst);
+}
+
+/// Several queries of one head over the same keys by the tiled path, each computed exactly as [`tiled`] computes
+/// it, but tile by tile for all of them: each tile of keys and values is read once for the whole group rather
+/// than once per query. `queries` are the queries' rows (each `dim` values from its start), `dsts` their results.
+pub(crate) fn tiled_group(
+    queries: &[&[f32]],
+    keys: &Keys<'_>,
+    kt: &[f32],
+    range: std::ops::Range<usize>,
+    scale: f32,
+    dsts: &mut [&mut [f32]],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::quant::Kernel::detect() == crate::quant::Kernel::Avx2 {
+        // SAFETY: `Kernel::Avx2` is only chosen on CPUs with AVX2 and FMA.
+        return unsafe { tiled_group_avx2(queries, keys, kt, range, scale, dsts) };
+    }
+    tiled_group_body(queries, keys, kt, range, scale, dsts);
+}
+
+/// [`tiled_group_body`] compiled for AVX2 and FMA, as [`tiled_avx2`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tiled_group_avx2(
+    queries: &[&[f32]],
+    keys: &Keys<'_>,
+    kt: &[f32],
+    range: std::ops::Range<usize>,
+    scale: f32,
+    dsts: &mut [&mut [f32]],
+) {
+    tiled_group_body(queries, keys, kt, range, scale, dsts);
+}
+
+#[inline(always)]
+fn tiled_group_body(
+    queries: &[&[f32]],
+    keys: &Keys<'_>,
+    kt: &[f32],
+    range: std::ops::Range<usize>,
+    scale: f32,
+    dsts: &mut [&mut [f32]],
+) {
+    let mut states: Vec<TiledQuery> = queries.iter().map(|_| TiledQuery::new(keys.dim)).collect();
+    for start in (0..range.end).step_by(TILE) {
+        for (state, q) in states.iter_mut().zip(queries) {
+            state.tile(&q[..keys.dim], keys, kt, start, range.clone(), scale);
         }
+    }
+    for (state, dst) in states.iter().zip(dsts.iter_mut()) {
+        state.finish(dst);
+    }
+}
+
+/// One query's running state in the tiled path: maximum, softmax sum and the weighted values.
+struct TiledQuery {
+    max: f32,
+    sum: f32,
+    acc: Vec<f32>,
+}
+
+impl TiledQuery {
+    fn new(dim: usize) -> TiledQuery {
+        TiledQuery {
+            max: f32::NEG_INFINITY,
+            sum: 0.0,
+            acc: vec![0f32; dim],
+        }
+    }
+
+    /// The tile of keys from `start` (a multiple of [`TILE`]) for query `q` over the keys in `range`.
+    #[inline(always)]
+    fn tile(
+        &mut self,
+        q: &[f32],
+        keys: &Keys<'_>,
+        kt: &[f32],
+        start: usize,
+        range: std::ops::Range<usize>,
+        scale: f32,
+    ) {
+        let dim = keys.dim;
+        let (first, len) = (range.start, range.end);
+        if start + TILE <= first {
+            return;
+        }
+        let t = start / TILE;
         let n = TILE.min(len - start);
         // Keys before this one in the tile are masked.
         let from = first.saturating_sub(start);
         // One sequential chain of fused multiply-adds per score, over the head's dimensions in order, as
         // ggml's f32 GEMM computes it; the eight keys of a lane group run side by side.
-        let mut scores = [0f32; TILE];
-        for (d, &qd) in q.iter().enumerate() {
-            let row = &kt[(t * dim + d) * TILE..(t * dim + d + 1) * TILE];
-            for (s, &k) in scores.iter_mut().zip(row) {
-                *s = qd.mul_add(k, *s);
-            }
-        }
+        let mut scores = tile_scores(q, &kt[t * dim * TILE..(t + 1) * dim * TILE]);
         for (j, s) in scores.iter_mut().enumerate() {
             *s = if (from..n).contains(&j) {
                 *s * scale
@@ -351,28 +431,31 @@ fn tiled_body(
             };
         }
         let tile_max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-        let new_max = max.max(tile_max);
-        if new_max > max {
-            let ms = (max - new_max).exp();
-            for a in acc.iter_mut() {
+        let new_max = self.max.max(tile_max);
+        if new_max > self.max {
+            let ms = (self.max - new_max).exp();
+            for a in self.acc.iter_mut() {
                 *a *= ms;
             }
-            sum *= ms;
+            self.sum *= ms;
         }
-        max = new_max;
+        self.max = new_max;
         for s in scores.iter_mut() {
-            *s = ggml_v_expf(*s - max);
+            *s = ggml_v_expf(*s - self.max);
         }
         let mut total = 0f64;
         for c in scores.chunks_exact(8) {
             total += f64::from(((c[0] + c[4]) + (c[2] + c[6])) + ((c[1] + c[5]) + (c[3] + c[7])));
         }
-        sum = (f64::from(sum) + total) as f32;
-        add_values(&mut acc, keys, start, &scores[from..n], from);
+        self.sum = (f64::from(self.sum) + total) as f32;
+        add_values(&mut self.acc, keys, start, &scores[from..n], from);
     }
-    let inv = 1.0 / sum;
-    for (d, &a) in dst.iter_mut().zip(&acc) {
-        *d = a * inv;
+
+    fn finish(&self, dst: &mut [f32]) {
+        let inv = 1.0 / self.sum;
+        for (d, &a) in dst.iter_mut().zip(&self.acc) {
+            *d = a * inv;
+        }
     }
 }
 
@@ -382,25 +465,174 @@ fn tiled_body(
 /// stored once per key.
 #[inline(always)]
 fn add_values(acc: &mut [f32], keys: &Keys<'_>, start: usize, weights: &[f32], skip: usize) {
+    // The rows of each run walked by index, not looked up one by one (`Keys::row` divides, and an iterator
+    // chained over both runs kept the accumulators in memory).
+    let from = start + skip;
+    let first = keys.rows_in(0);
+    let split = first.saturating_sub(from).min(weights.len());
+    let (v0, v1) = (keys.runs[0].1, keys.runs[1].1);
+    add_run(acc, v0, from, &weights[..split], keys);
+    add_run(
+        acc,
+        v1,
+        (from + split).saturating_sub(first),
+        &weights[split..],
+        keys,
+    );
+}
+
+/// The scores of query `q` against one tile of transposed keys (`kt`: `q.len()` rows of [`TILE`] keys): for each
+/// key one chain of fused multiply-adds over the dimensions in order.
+#[inline(always)]
+fn tile_scores(q: &[f32], kt: &[f32]) -> [f32; TILE] {
+    assert_eq!(kt.len(), q.len() * TILE);
+    #[cfg(target_arch = "x86_64")]
+    if crate::quant::Kernel::detect() == crate::quant::Kernel::Avx2 {
+        // SAFETY: `Kernel::Avx2` is only chosen on CPUs with AVX2 and FMA; `kt` holds `q.len()` rows of `TILE`.
+        return unsafe { tile_scores_avx2(q, kt) };
+    }
+    let mut scores = [0f32; TILE];
+    for (&qd, row) in q.iter().zip(kt.chunks_exact(TILE)) {
+        for (s, &k) in scores.iter_mut().zip(row) {
+            *s = qd.mul_add(k, *s);
+        }
+    }
+    scores
+}
+
+/// [`tile_scores`] with the 64 scores in eight AVX2 registers (a loop over an array of them stored the array
+/// after every dimension).
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA; `kt` holds `q.len()` rows of [`TILE`] values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tile_scores_avx2(q: &[f32], kt: &[f32]) -> [f32; TILE] {
+    use std::arch::x86_64::*;
+    const _: () = assert!(TILE == 64);
+    let z = _mm256_setzero_ps();
+    let (mut s0, mut s1, mut s2, mut s3, mut s4, mut s5, mut s6, mut s7) = (z, z, z, z, z, z, z, z);
+    for (&qd, row) in q.iter().zip(kt.chunks_exact(TILE)) {
+        let (w, r) = (_mm256_set1_ps(qd), row.as_ptr());
+        // SAFETY: `row` holds `TILE` (64) values.
+        unsafe {
+            s0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r), s0);
+            s1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r.add(8)), s1);
+            s2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r.add(16)), s2);
+            s3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r.add(24)), s3);
+            s4 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r.add(32)), s4);
+            s5 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r.add(40)), s5);
+            s6 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r.add(48)), s6);
+            s7 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r.add(56)), s7);
+        }
+    }
+    let mut scores = [0f32; TILE];
+    for (i, v) in [s0, s1, s2, s3, s4, s5, s6, s7].into_iter().enumerate() {
+        // SAFETY: `scores` holds 64 values.
+        unsafe { _mm256_storeu_ps(scores.as_mut_ptr().add(8 * i), v) };
+    }
+    scores
+}
+
+/// [`add_values`] over rows `row..row + weights.len()` of one run's values `v`.
+#[inline(always)]
+fn add_run(acc: &mut [f32], v: &[f32], row: usize, weights: &[f32], keys: &Keys<'_>) {
+    if weights.is_empty() {
+        return;
+    }
+    let (stride, offset) = (keys.stride, keys.offset);
+    let rows = &v[row * stride..(row + weights.len()) * stride];
+    #[cfg(target_arch = "x86_64")]
+    if acc.len().is_multiple_of(8) && crate::quant::Kernel::detect() == crate::quant::Kernel::Avx2 {
+        // SAFETY: `Kernel::Avx2` is only chosen on CPUs with AVX2 and FMA; `rows` holds `weights.len()` rows of
+        // `stride` values, each with `acc.len()` values from `offset`.
+        return unsafe { add_run_avx2(acc, rows, weights, stride, offset) };
+    }
     let runs = acc.len() / VALUE_RUN;
     for r in 0..runs {
-        let span = r * VALUE_RUN..(r + 1) * VALUE_RUN;
-        let mut a: [f32; VALUE_RUN] = acc[span.clone()].try_into().expect("a run");
-        for (j, &p) in weights.iter().enumerate() {
-            let v: &[f32; VALUE_RUN] = keys.row(start + skip + j).1[span.clone()]
-                .try_into()
-                .expect("a run");
-            for (a, &x) in a.iter_mut().zip(v) {
+        let at = offset + r * VALUE_RUN;
+        let mut a: [f32; VALUE_RUN] = acc[r * VALUE_RUN..(r + 1) * VALUE_RUN]
+            .try_into()
+            .expect("a run");
+        for (&p, x) in weights.iter().zip(rows.chunks_exact(stride)) {
+            let x: &[f32; VALUE_RUN] = x[at..at + VALUE_RUN].try_into().expect("a run");
+            for (a, &x) in a.iter_mut().zip(x) {
                 *a = p.mul_add(x, *a);
             }
         }
-        acc[span].copy_from_slice(&a);
+        acc[r * VALUE_RUN..(r + 1) * VALUE_RUN].copy_from_slice(&a);
     }
     let tail = runs * VALUE_RUN;
-    for (j, &p) in weights.iter().enumerate() {
-        let v = &keys.row(start + skip + j).1[tail..];
-        for (a, &x) in acc[tail..].iter_mut().zip(v) {
+    for (&p, x) in weights.iter().zip(rows.chunks_exact(stride)) {
+        let x = &x[offset + tail..offset + keys.dim];
+        for (a, &x) in acc[tail..].iter_mut().zip(x) {
             *a = p.mul_add(x, *a);
+        }
+    }
+}
+
+/// [`add_run`] with the accumulators in AVX2 registers, eight of them at a time (a loop over an array of them
+/// kept the array in memory, a load and a store per key): for each dimension the same fused multiply-adds in the
+/// same key order.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA; `acc.len()` is a multiple of 8, `rows` holds `weights.len()` rows of `stride`
+/// values with `acc.len()` values from `offset` in each.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn add_run_avx2(
+    acc: &mut [f32],
+    rows: &[f32],
+    weights: &[f32],
+    stride: usize,
+    offset: usize,
+) {
+    use std::arch::x86_64::*;
+    assert!(rows.len() >= weights.len() * stride && offset + acc.len() <= stride);
+    // SAFETY: every load and store below lies inside `acc` and inside each row (dimensions `d..d + 8 * k`).
+    unsafe {
+        let (dim, a, x) = (acc.len(), acc.as_mut_ptr(), rows.as_ptr().add(offset));
+        let mut d = 0;
+        while d + 64 <= dim {
+            let (mut a0, mut a1, mut a2, mut a3) = (
+                _mm256_loadu_ps(a.add(d)),
+                _mm256_loadu_ps(a.add(d + 8)),
+                _mm256_loadu_ps(a.add(d + 16)),
+                _mm256_loadu_ps(a.add(d + 24)),
+            );
+            let (mut a4, mut a5, mut a6, mut a7) = (
+                _mm256_loadu_ps(a.add(d + 32)),
+                _mm256_loadu_ps(a.add(d + 40)),
+                _mm256_loadu_ps(a.add(d + 48)),
+                _mm256_loadu_ps(a.add(d + 56)),
+            );
+            for (j, &p) in weights.iter().enumerate() {
+                let (w, r) = (_mm256_set1_ps(p), x.add(j * stride + d));
+                a0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r), a0);
+                a1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r.add(8)), a1);
+                a2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r.add(16)), a2);
+                a3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r.add(24)), a3);
+                a4 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r.add(32)), a4);
+                a5 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r.add(40)), a5);
+                a6 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r.add(48)), a6);
+                a7 = _mm256_fmadd_ps(w, _mm256_loadu_ps(r.add(56)), a7);
+            }
+            for (i, v) in [a0, a1, a2, a3, a4, a5, a6, a7].into_iter().enumerate() {
+                _mm256_storeu_ps(a.add(d + 8 * i), v);
+            }
+            d += 64;
+        }
+        while d < dim {
+            let mut a0 = _mm256_loadu_ps(a.add(d));
+            for (j, &p) in weights.iter().enumerate() {
+                a0 = _mm256_fmadd_ps(
+                    _mm256_set1_ps(p),
+                    _mm256_loadu_ps(x.add(j * stride + d)),
+                    a0,
+                );
+            }
+            _mm256_storeu_ps(a.add(d), a0);
+            d += 8;
         }
     }
 }
@@ -731,6 +963,103 @@ mod tests {
             unsafe { staged::exp_all(&mut xs) };
             let got: Vec<u32> = xs.iter().map(|x| x.to_bits()).collect();
             assert_eq!(got, want);
+        }
+    }
+
+    /// The tiled path as first written (one query at a time, a plain loop per score and per value, every key
+    /// row looked up by position): the statement the vectorised and grouped forms are held to.
+    fn tiled_reference(
+        q: &[f32],
+        keys: &Keys<'_>,
+        kt: &[f32],
+        range: std::ops::Range<usize>,
+    ) -> Vec<f32> {
+        let (dim, scale) = (keys.dim, 0.125);
+        let (first, len) = (range.start, range.end);
+        let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+        let mut acc = vec![0f32; dim];
+        for (t, start) in (0..len).step_by(TILE).enumerate() {
+            if start + TILE <= first {
+                continue;
+            }
+            let n = TILE.min(len - start);
+            let from = first.saturating_sub(start);
+            let mut scores = [0f32; TILE];
+            for (d, &qd) in q.iter().enumerate() {
+                for (j, s) in scores.iter_mut().enumerate() {
+                    *s = qd.mul_add(kt[(t * dim + d) * TILE + j], *s);
+                }
+            }
+            for (j, s) in scores.iter_mut().enumerate() {
+                *s = if (from..n).contains(&j) {
+                    *s * scale
+                } else {
+                    f32::NEG_INFINITY
+                };
+            }
+            let new_max = scores.iter().fold(max, |m, &s| m.max(s));
+            if new_max > max {
+                let ms = (max - new_max).exp();
+                acc.iter_mut().for_each(|a| *a *= ms);
+                sum *= ms;
+            }
+            max = new_max;
+            scores.iter_mut().for_each(|s| *s = ggml_v_expf(*s - max));
+            let mut total = 0f64;
+            for c in scores.chunks_exact(8) {
+                total +=
+                    f64::from(((c[0] + c[4]) + (c[2] + c[6])) + ((c[1] + c[5]) + (c[3] + c[7])));
+            }
+            sum = (f64::from(sum) + total) as f32;
+            for (j, &p) in scores[from..n].iter().enumerate() {
+                for (a, &x) in acc.iter_mut().zip(keys.row(start + from + j).1) {
+                    *a = p.mul_add(x, *a);
+                }
+            }
+        }
+        acc.iter().map(|a| a * (1.0 / sum)).collect()
+    }
+
+    /// The tiled path, one query at a time and in groups walking the tiles together, equals its plain statement
+    /// bit for bit: heads of several sizes (a multiple of 64 and not), a head's slice inside wider rows, keys in
+    /// two runs, and ranges starting mid-tile and past the first tile.
+    #[test]
+    fn the_tiled_path_alone_and_in_groups_equals_its_plain_statement() {
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+        for (dim, len) in [(64, 300), (72, 200), (32, 130), (128, 64)] {
+            let (stride, offset) = (3 * dim, dim);
+            let val = |i: usize| round_f16(((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 0.5);
+            let k: Vec<f32> = (0..len * stride).map(val).collect();
+            let v: Vec<f32> = (0..len * stride).map(|i| val(i + 13)).collect();
+            let split = 37 * stride;
+            let keys = Keys {
+                runs: [(&k[..split], &v[..split]), (&k[split..], &v[split..])],
+                stride,
+                offset,
+                dim,
+            };
+            let kt = transpose_keys(&keys, len);
+            let qs: Vec<Vec<f32>> = (0..5)
+                .map(|c| (0..dim).map(|i| val(i * 3 + c * 101 + 5) * 3.0).collect())
+                .collect();
+            for range in [0..len, 70..len, 10..len - 1] {
+                let want: Vec<Vec<u32>> = qs
+                    .iter()
+                    .map(|q| bits(&tiled_reference(q, &keys, &kt, range.clone())))
+                    .collect();
+                for (q, want) in qs.iter().zip(&want) {
+                    let mut out = vec![0f32; dim];
+                    tiled(q, &keys, &kt, range.clone(), 0.125, &mut out);
+                    assert_eq!(&bits(&out), want, "dim {dim}, {range:?}: one query");
+                }
+                let queries: Vec<&[f32]> = qs.iter().map(|q| &q[..]).collect();
+                let mut res = vec![0f32; qs.len() * dim];
+                let mut dsts: Vec<&mut [f32]> = res.chunks_mut(dim).collect();
+                tiled_group(&queries, &keys, &kt, range.clone(), 0.125, &mut dsts);
+                for (out, want) in res.chunks(dim).zip(&want) {
+                    assert_eq!(&bits(out), want, "dim {dim}, {range:?}: a group");
+                }
+            }
         }
     }
 

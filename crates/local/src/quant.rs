@@ -18,7 +18,10 @@
 //!   every CPU), which their AVX2 kernels equal bit for bit (tested on random blocks). F16 and BF16 take the
 //!   portable kernel, compiled once more with AVX2 and FMA. A product takes up to eight activation columns per
 //!   pass over a weight row, so a batch of sequences (or a prompt) reads each weight once per eight columns;
-//!   rows are spread over the rayon pool the caller installs. Activations and products live in buffers the
+//!   rows are spread over the rayon pool the caller installs. F16 and BF16 products whose every column llama.cpp
+//!   multiplies with tinyBLAS (a prompt, an image's patches) go block by block instead: blocks of rows by blocks
+//!   of columns spread over the pool, four rows by three columns at a time within a block (see
+//!   `float::gemm_block`), each output's arithmetic unchanged. Activations and products live in buffers the
 //!   forward pass reuses (see [`crate::scratch`]).
 
 use half::f16;
@@ -233,17 +236,52 @@ pub(crate) fn matmul_many(jobs: &[(&QMatrix, &Acts, usize)], out: &mut [f32], st
     for (j, (w, x, _)) in jobs.iter().enumerate() {
         assert_eq!(x.cols, w.cols, "activation width must match the weights");
         assert!(out.len() >= x.n * stride);
+        if kernel.gemm(w, x) {
+            // Blocks of rows by blocks of columns, each multiplied as a whole (see `float::gemm_block`).
+            for start in (0..w.rows).step_by(float::GEMM_ROWS) {
+                for from in (0..x.n).step_by(float::GEMM_COLS) {
+                    let rows = start..(start + float::GEMM_ROWS).min(w.rows);
+                    tasks.push((j, rows, Some(from..(from + float::GEMM_COLS).min(x.n))));
+                }
+            }
+            continue;
+        }
         // Enough chunks to keep every thread busy and even out finishing times, few enough that the
         // per-task cost stays small next to the work.
         let chunk = w.rows.div_ceil(threads * 4).max(16);
         for start in (0..w.rows).step_by(chunk) {
-            tasks.push((j, start..(start + chunk).min(w.rows)));
+            tasks.push((j, start..(start + chunk).min(w.rows), None));
         }
     }
     let out = SharedOut(out.as_mut_ptr());
-    tasks.into_par_iter().for_each(|(j, rows)| {
+    tasks.into_par_iter().for_each(|(j, rows, cols)| {
         let (w, x, offset) = jobs[j];
         let out = &out;
+        if let Some(cols) = cols {
+            let mut write = |r: usize, c: usize, v: f32| {
+                // SAFETY: as below: each task writes only its own block of its own product.
+                unsafe {
+                    *out.0
+                        .add((cols.start + c) * stride + offset + rows.start + r) = v
+                };
+            };
+            let k = w.cols;
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Kernel::gemm` holds only for `Kernel::Avx2` (AVX2, FMA and F16C) and F16 or BF16 weights,
+            // whose width is a multiple of the block (32) and row count a multiple of four, as each block's is.
+            unsafe {
+                float::gemm_block(
+                    w.format,
+                    &w.bytes[rows.start * w.row_bytes()..rows.end * w.row_bytes()],
+                    &x.f[cols.start * k..cols.end * k],
+                    k,
+                    &mut write,
+                )
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = (k, &mut write);
+            return;
+        }
         for t in 0..x.n.div_ceil(TILE) {
             let mut write = |r: usize, k: usize, v: f32| {
                 // SAFETY: each task writes only its own rows of its own product, so no two tasks touch one
@@ -253,6 +291,37 @@ pub(crate) fn matmul_many(jobs: &[(&QMatrix, &Acts, usize)], out: &mut [f32], st
             kernel.dot_rows(w, rows.clone(), &x.tile(t), &mut write);
         }
     });
+}
+
+/// `out[i * n + j]` = row `i` of `a` · row `j` of `b` (`n` rows of `k` values each), every sum as tinyBLAS
+/// adds it up (one 8-lane chain of fused multiply-adds, then `hsum`), block by block over the rayon pool as
+/// [`matmul_many`] multiplies F16 weights. `a` must hold a multiple of four rows and `k` be a multiple of 8 (pad
+/// both with zeros: a zero lane leaves a sum that starts at +0 unchanged). `None` on CPUs without AVX2.
+pub(crate) fn tinyblas_f32(a: &[f32], b: &[f32], k: usize) -> Option<Vec<f32>> {
+    assert!(k.is_multiple_of(8) && a.len().is_multiple_of(4 * k) && b.len().is_multiple_of(k));
+    #[cfg(target_arch = "x86_64")]
+    if Kernel::detect() == Kernel::Avx2 {
+        let (m, n) = (a.len() / k, b.len() / k);
+        let mut out = vec![0f32; m * n];
+        let tasks: Vec<(usize, usize)> = (0..m)
+            .step_by(float::GEMM_ROWS)
+            .flat_map(|i| (0..n).step_by(float::GEMM_COLS).map(move |j| (i, j)))
+            .collect();
+        let shared = SharedOut(out.as_mut_ptr());
+        tasks.into_par_iter().for_each(|(i, j)| {
+            let shared = &shared;
+            let (i1, j1) = ((i + float::GEMM_ROWS).min(m), (j + float::GEMM_COLS).min(n));
+            let mut write = |r: usize, c: usize, v: f32| {
+                // SAFETY: each task writes only its own block of `out`, which outlives the loop.
+                unsafe { *shared.0.add((i + r) * n + j + c) = v };
+            };
+            // SAFETY: `Kernel::Avx2` is only chosen on CPUs with AVX2, FMA and F16C; blocks of `a` start at
+            // multiples of 64 rows, so each holds a multiple of four rows.
+            unsafe { float::gemm_f32(&a[i * k..i1 * k], &b[j * k..j1 * k], k, &mut write) };
+        });
+        return Some(out);
+    }
+    None
 }
 
 /// The output pointer shared by the row tasks of one product; they write disjoint cells.
@@ -513,6 +582,20 @@ impl Kernel {
             // SAFETY: `Kernel::Avx2` is only chosen after `avx2::available()` confirmed AVX2, FMA and F16C.
             Kernel::Avx2 => unsafe { avx2::quantize_q8_k(src, qs, bsums) },
         }
+    }
+
+    /// Whether `w · x` is multiplied block by block ([`float::gemm_block`]): F16 or BF16 weights whose every
+    /// column llama.cpp multiplies with tinyBLAS (a row count that is a multiple of four, each column in a
+    /// product of two or more), on a CPU with AVX2.
+    fn gemm(self, w: &QMatrix, x: &Acts) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self == Kernel::Avx2 {
+            return w.format.is_float()
+                && w.rows.is_multiple_of(4)
+                && x.batch.iter().all(|b| b.size >= 2);
+        }
+        let _ = (w, x);
+        false
     }
 
     /// `out(r, k)` = row `r` of `w` · column `k` of tile `x`, for each row in `rows`.
@@ -1029,6 +1112,49 @@ mod tests {
                             (e - p).abs() <= 0.02 * (1.0 + e.abs()),
                             "{format:?}: f32 {e} vs {p}"
                         );
+                    }
+                }
+            }
+        }
+    }
+
+    /// F16 and BF16 products whose every column is tinyBLAS's, which `matmul_many` multiplies block by block
+    /// (`float::gemm_block`), equal the column-by-column portable kernel bit for bit: row counts within one block
+    /// and across several, column counts that leave one or two columns of a block of three, and products
+    /// sharing one output.
+    #[test]
+    fn blocked_float_products_equal_the_column_by_column_kernel() {
+        let cols = 96;
+        for format in [Format::F16, Format::BF16] {
+            for rows in [4, 12, 132] {
+                let bytes: Vec<u8> = values(9 + rows as u64, rows * cols, 2.0)
+                    .into_iter()
+                    .flat_map(|v| match format {
+                        Format::F16 => f16::from_f32(v).to_bits().to_le_bytes(),
+                        _ => half::bf16::from_f32(v).to_bits().to_le_bytes(),
+                    })
+                    .collect();
+                let w = QMatrix::new(format, rows, cols, bytes);
+                for n in [2, 5, 49, 100] {
+                    let x = values(6 + n as u64, n * cols, 4.0);
+                    let prompt: Vec<Batch> = (0..n).map(|index| Batch { size: n, index }).collect();
+                    let acts = Acts::quantize_in(&x, cols, format, &prompt);
+                    let want = bits(&k_products(&w, &acts, Kernel::Scalar));
+                    let mut got = vec![0f32; n * rows];
+                    w.matmul(&acts, &mut got);
+                    assert_eq!(bits(&got), want, "{format:?} {rows}x{cols}, {n} columns");
+                    // Two products into one output, each at its row offset.
+                    let mut both = vec![0f32; n * 2 * rows];
+                    matmul_many(&[(&w, &acts, 0), (&w, &acts, rows)], &mut both, 2 * rows);
+                    for c in 0..n {
+                        for half in 0..2 {
+                            let at = c * 2 * rows + half * rows;
+                            assert_eq!(
+                                bits(&both[at..at + rows]),
+                                want[c * rows..(c + 1) * rows],
+                                "{format:?} {rows} rows, {n} columns: product {half} of two"
+                            );
+                        }
                     }
                 }
             }

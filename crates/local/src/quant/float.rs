@@ -92,3 +92,141 @@ fn dot(format: Format, w: &[f32], y: &[f32], sgemm: bool) -> f32 {
         (g[0] + g[2]) + (g[1] + g[3])
     }
 }
+
+/// Rows of weights converted to f32 once per block of [`gemm_block`], and multiplied with every column of it.
+pub(super) const GEMM_ROWS: usize = 64;
+/// Columns per block of [`gemm_block`]: with [`GEMM_ROWS`] rows, the block's weights and columns stay in a
+/// core's L2 cache while every pair of them is multiplied.
+pub(super) const GEMM_COLS: usize = 48;
+
+/// tinyBLAS's product of a block of weight rows (`rows`: whole rows of `k` values, as stored; a multiple of four
+/// rows) with a block of columns (`cols`: whole columns of `k` f32 values, already rounded to the weights' type),
+/// `out(r, c, value)` for each pair, blocked over both: four rows by three columns at a time, twelve 8-lane
+/// accumulators side by side. Each output's arithmetic is tinyBLAS's (one 8-lane chain of fused multiply-adds
+/// over its `k` values, then `hsum`), the same as [`dot`] with `sgemm`, whichever block it falls in.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C; `k` is a multiple of 8.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn gemm_block(
+    format: Format,
+    rows: &[u8],
+    cols: &[f32],
+    k: usize,
+    out: &mut impl FnMut(usize, usize, f32),
+) {
+    assert!(
+        k.is_multiple_of(8) && rows.len().is_multiple_of(8 * k) && cols.len().is_multiple_of(k)
+    );
+    let mut a = vec![0f32; rows.len() / 2];
+    if format == Format::F16 {
+        use std::arch::x86_64::*;
+        for (src, dst) in rows.chunks_exact(16).zip(a.chunks_exact_mut(8)) {
+            // SAFETY: 16 bytes are read from `src` and 8 f32s written to `dst`.
+            unsafe {
+                let h = _mm_loadu_si128(src.as_ptr().cast());
+                _mm256_storeu_ps(dst.as_mut_ptr(), _mm256_cvtph_ps(h));
+            }
+        }
+    } else {
+        for (i, v) in a.iter_mut().enumerate() {
+            *v = value(format, rows, i);
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { gemm_f32(&a, cols, k, out) };
+}
+
+/// [`gemm_block`] on rows already in f32: `a` holds a multiple of four rows of `k` values, `cols` whole columns.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA; `k` is a multiple of 8.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn gemm_f32(
+    a: &[f32],
+    cols: &[f32],
+    k: usize,
+    out: &mut impl FnMut(usize, usize, f32),
+) {
+    assert!(k.is_multiple_of(8) && a.len().is_multiple_of(4 * k) && cols.len().is_multiple_of(k));
+    let (m, n) = (a.len() / k, cols.len() / k);
+    let mut j = 0;
+    while j < n {
+        let rn = (n - j).min(3);
+        for i in (0..m).step_by(4) {
+            // SAFETY: rows `i..i + 4` of `a` and columns `j..j + rn` of `cols` hold `k` values each.
+            let b = unsafe { cols.as_ptr().add(j * k) };
+            let a = unsafe { a.as_ptr().add(i * k) };
+            match rn {
+                3 => emit(unsafe { tile::<3>(a, b, k) }, i, j, out),
+                2 => emit(unsafe { tile::<2>(a, b, k) }, i, j, out),
+                _ => emit(unsafe { tile::<1>(a, b, k) }, i, j, out),
+            }
+        }
+        j += rn;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn emit<const RN: usize>(
+    sums: [[f32; RN]; 4],
+    i: usize,
+    j: usize,
+    out: &mut impl FnMut(usize, usize, f32),
+) {
+    for (di, row) in sums.iter().enumerate() {
+        for (dj, &v) in row.iter().enumerate() {
+            out(i + di, j + dj, v);
+        }
+    }
+}
+
+/// Four rows at `a` times `RN` columns at `b` (each `k` f32 values), tinyBLAS's way.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA; `a` holds four rows and `b` `RN` columns of `k` values, `k` a multiple of 8.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tile<const RN: usize>(a: *const f32, b: *const f32, k: usize) -> [[f32; RN]; 4] {
+    use std::arch::x86_64::*;
+    let z = _mm256_setzero_ps();
+    let (mut c0, mut c1, mut c2, mut c3) = ([z; RN], [z; RN], [z; RN], [z; RN]);
+    let mut l = 0;
+    while l < k {
+        // SAFETY: `l + 8 <= k` for each row and column (the caller's contract).
+        unsafe {
+            let bv: [__m256; RN] = std::array::from_fn(|j| _mm256_loadu_ps(b.add(j * k + l)));
+            let a0 = _mm256_loadu_ps(a.add(l));
+            for j in 0..RN {
+                c0[j] = _mm256_fmadd_ps(a0, bv[j], c0[j]);
+            }
+            let a1 = _mm256_loadu_ps(a.add(k + l));
+            for j in 0..RN {
+                c1[j] = _mm256_fmadd_ps(a1, bv[j], c1[j]);
+            }
+            let a2 = _mm256_loadu_ps(a.add(2 * k + l));
+            for j in 0..RN {
+                c2[j] = _mm256_fmadd_ps(a2, bv[j], c2[j]);
+            }
+            let a3 = _mm256_loadu_ps(a.add(3 * k + l));
+            for j in 0..RN {
+                c3[j] = _mm256_fmadd_ps(a3, bv[j], c3[j]);
+            }
+        }
+        l += 8;
+    }
+    [c0, c1, c2, c3].map(|c| c.map(|v| hsum(v)))
+}
+
+/// tinyBLAS's `hsum`: the halves added, then lanes 0 + 2 and 1 + 3, then those two.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn hsum(v: std::arch::x86_64::__m256) -> f32 {
+    use std::arch::x86_64::*;
+    let x = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    let x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)))
+}

@@ -38,6 +38,10 @@ pub const PROJECTOR_TYPES: [&str; 2] = ["gemma3", "idefics3"];
 /// attention included); a projector that would need more is refused at load.
 pub const MAX_ACTIVATION_BYTES: u64 = 8 << 30;
 
+/// Queries of one head that attend together (see `Projector::attention`): each tile of 64 keys and values
+/// (16 KiB each for heads of 64) is used this many times while it is in the cache.
+const QUERY_GROUP: usize = 32;
+
 /// Upper bounds on a projector's hyperparameters, far above any released model's.
 const MAX_IMAGE_SIZE: u64 = 4096;
 const MAX_WIDTH: u64 = 16384;
@@ -328,14 +332,26 @@ impl Projector {
         });
         // llama.cpp multiplies the patches by tinyBLAS (which takes a width that is no multiple of eight too).
         let tiny_blas = n.is_multiple_of(4) && n >= 2;
-        let mut x = vec![0f32; n * w];
-        x.par_chunks_mut(w)
-            .zip(cols.par_chunks(k))
-            .for_each(|(dst, patch)| {
-                for (o, d) in dst.iter_mut().enumerate() {
-                    *d = ops::dot_f16(patch, &self.patch_w[o * k..(o + 1) * k], tiny_blas);
-                }
-            });
+        // Blocked as the tower's F16 products are, each patch and kernel padded with zeros to a multiple of eight
+        // values: that leaves tinyBLAS's sums (a last partial group takes only its lanes) as they are.
+        let blocked = match tiny_blas {
+            true => {
+                let (a, b) = (pad8(&cols, k), pad8(&self.patch_w, k));
+                quant::tinyblas_f32(&a, &b, k.next_multiple_of(8))
+            }
+            false => None,
+        };
+        let mut x = blocked.unwrap_or_else(|| {
+            let mut x = vec![0f32; n * w];
+            x.par_chunks_mut(w)
+                .zip(cols.par_chunks(k))
+                .for_each(|(dst, patch)| {
+                    for (o, d) in dst.iter_mut().enumerate() {
+                        *d = ops::dot_f16(patch, &self.patch_w[o * k..(o + 1) * k], tiny_blas);
+                    }
+                });
+            x
+        });
         ops::add_rows(&mut x, &self.patch_b);
         ops::add(&mut x, &self.pos);
         for layer in &self.layers {
@@ -379,6 +395,51 @@ impl Projector {
             .collect();
         let scale = 1.0 / (hd as f32).sqrt();
         let mut out = vec![0f32; n * w];
+        if let Some(kt) = kt
+            .iter()
+            .map(Option::as_deref)
+            .collect::<Option<Vec<&[f32]>>>()
+        {
+            // Each head's values one row after another, so that a tile's rows are one run of memory.
+            let vh: Vec<Vec<f32>> = (0..heads)
+                .into_par_iter()
+                .map(|h| {
+                    v16.chunks_exact(w)
+                        .flat_map(|row| &row[h * hd..(h + 1) * hd])
+                        .copied()
+                        .collect()
+                })
+                .collect();
+            let keys = |head: usize| Keys {
+                // The keys are read from `kt` only; the values' rows stand in for them.
+                runs: [(&vh[head][..], &vh[head][..]), (&[], &[])],
+                stride: hd,
+                offset: 0,
+                dim: hd,
+            };
+            // Groups of queries of one head walk the keys together (`attention::tiled_group`): the same
+            // arithmetic per query, each tile of keys and values read once per group.
+            let groups: Vec<(usize, usize)> = (0..heads)
+                .flat_map(|h| (0..n).step_by(QUERY_GROUP).map(move |c| (h, c)))
+                .collect();
+            let results: Vec<Vec<f32>> = groups
+                .par_iter()
+                .map(|&(head, c0)| {
+                    let c1 = (c0 + QUERY_GROUP).min(n);
+                    let queries: Vec<&[f32]> = (c0..c1).map(|c| &q[c * w + head * hd..]).collect();
+                    let mut res = vec![0f32; (c1 - c0) * hd];
+                    let mut dsts: Vec<&mut [f32]> = res.chunks_mut(hd).collect();
+                    attention::tiled_group(&queries, &keys(head), kt[head], 0..n, scale, &mut dsts);
+                    res
+                })
+                .collect();
+            for (&(head, c0), res) in groups.iter().zip(&results) {
+                for (i, r) in res.chunks_exact(hd).enumerate() {
+                    out[(c0 + i) * w + head * hd..][..hd].copy_from_slice(r);
+                }
+            }
+            return out;
+        }
         out.par_chunks_mut(hd).enumerate().for_each(|(i, dst)| {
             let (c, head) = (i / heads, i % heads);
             let qh = &q[c * w + head * hd..c * w + (head + 1) * hd];
@@ -447,6 +508,19 @@ fn linear(w: &QMatrix, bias: Option<&[f32]>, x: &[f32]) -> Vec<f32> {
     if let Some(b) = bias {
         ops::add_rows(&mut out, b);
     }
+    out
+}
+
+/// Rows of `k` values, each padded with zeros to a multiple of eight.
+fn pad8(rows: &[f32], k: usize) -> Vec<f32> {
+    let kp = k.next_multiple_of(8);
+    if kp == k {
+        return rows.to_vec();
+    }
+    let mut out = vec![0f32; rows.len() / k * kp];
+    out.par_chunks_mut(kp)
+        .zip(rows.par_chunks(k))
+        .for_each(|(dst, src)| dst[..k].copy_from_slice(src));
     out
 }
 
