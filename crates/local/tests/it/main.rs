@@ -12,4 +12,5 @@ mod logits;
 mod quant_types;
 mod qwen_style;
 mod smollm2;
+mod seeing;
 mod vision;
