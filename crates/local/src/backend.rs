@@ -154,10 +154,15 @@ impl LocalBackend {
     /// thread rather than on the caller's async one.
     async fn request(&self, req: &ChatRequest) -> Result<Request, LocalError> {
         let n = req.n as usize;
-        let seeing = self.model.projector().is_some()
-            && req.messages.iter().any(|m| m.image_count() > 0);
-        let Some(runtime) = tokio::runtime::Handle::try_current().ok().filter(|_| seeing) else {
-            return self.model.request(&req.messages, &req.params, &req.output, n);
+        let seeing =
+            self.model.projector().is_some() && req.messages.iter().any(|m| m.image_count() > 0);
+        let Some(runtime) = tokio::runtime::Handle::try_current()
+            .ok()
+            .filter(|_| seeing)
+        else {
+            return self
+                .model
+                .request(&req.messages, &req.params, &req.output, n);
         };
         let (model, messages) = (self.model.clone(), req.messages.clone());
         let (params, output) = (req.params.clone(), req.output.clone());

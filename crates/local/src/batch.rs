@@ -273,7 +273,12 @@ pub(crate) fn reusable(cached: &[u32], next: &[u32], context: usize, kernels: KP
 /// prompts (it would round differently; a position's chunk follows its own text run or image), never ending
 /// inside an image (whose positions are read together), and never `next`'s last position unless the prompts are
 /// equal (its logits are needed).
-pub(crate) fn reusable_in(cached: View<'_>, next: View<'_>, context: usize, kernels: KPaths) -> usize {
+pub(crate) fn reusable_in(
+    cached: View<'_>,
+    next: View<'_>,
+    context: usize,
+    kernels: KPaths,
+) -> usize {
     let shorter = cached.len().min(next.len());
     let common = (0..shorter)
         .take_while(|&p| cached.key(p) == next.key(p))
@@ -388,8 +393,7 @@ impl<'e, T> Batch<'e, T> {
                 tokens: &p.job.prompt,
                 images: &p.job.images,
             };
-            let Some((entry, n)) = self.prompts.best(view, context, self.engine.kpaths)
-            else {
+            let Some((entry, n)) = self.prompts.best(view, context, self.engine.kpaths) else {
                 break;
             };
             let (cache, logits) = (entry.cache.clone(), entry.logits.clone());
@@ -591,7 +595,9 @@ fn image_inputs(job: &Job, done: usize, decoding: usize, total: usize) -> Inputs
             Some(image) => {
                 let dim = image.embd.len() / image.len;
                 let row = p - image.start;
-                inputs.embd.push(Some(&image.embd[row * dim..(row + 1) * dim]));
+                inputs
+                    .embd
+                    .push(Some(&image.embd[row * dim..(row + 1) * dim]));
                 inputs
                     .ends
                     .push(image.non_causal.then(|| view.chunk(p).end));

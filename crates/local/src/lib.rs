@@ -116,7 +116,8 @@ pub use template::{
 };
 pub use tokenizer::{Tokenizer, TokenizerSource};
 pub use vision::{
-    GEMMA3_IMAGE_END, GEMMA3_IMAGE_START, Projector, ProjectorKind, PromptPart, RgbImage, MAX_ACTIVATION_BYTES, PROJECTOR_TYPES,
+    Projector, ProjectorKind, PromptPart, RgbImage, GEMMA3_IMAGE_END, GEMMA3_IMAGE_START,
+    MAX_ACTIVATION_BYTES, PROJECTOR_TYPES,
 };
 pub use weights::LocalWeights;
 

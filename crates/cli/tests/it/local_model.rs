@@ -217,8 +217,21 @@ fn a_local_model_with_a_projector_sees_the_images() {
     let mmproj = mmproj.display().to_string();
     let eval = |extra: &[&str]| {
         let mut args = vec![
-            "eval", "--suite", "sample", "--model", &model, "--samples", "1", "--limit", "1",
-            "--max-tokens", "4", "--seed", "7", "--json", "-q",
+            "eval",
+            "--suite",
+            "sample",
+            "--model",
+            &model,
+            "--samples",
+            "1",
+            "--limit",
+            "1",
+            "--max-tokens",
+            "4",
+            "--seed",
+            "7",
+            "--json",
+            "-q",
         ];
         args.extend(extra);
         json_of(&nmb(dir.path(), &args))
@@ -235,7 +248,10 @@ fn a_local_model_with_a_projector_sees_the_images() {
     let store = store(dir.path());
     let raw = |run_id: &str| -> serde_json::Value {
         let s = store.run_samples(run_id).expect("samples").remove(0);
-        let raw = store.raw_response(s.turns[0].call.call_id).unwrap().unwrap();
+        let raw = store
+            .raw_response(s.turns[0].call.call_id)
+            .unwrap()
+            .unwrap();
         serde_json::from_str(&raw).unwrap()
     };
     let (seen, dropped) = (raw(&run), raw(&blind_run));
@@ -246,12 +262,17 @@ fn a_local_model_with_a_projector_sees_the_images() {
     let (shown, blind_shown) = (show(&run), show(&blind_run));
     let identity = &shown["manifest"]["model_identity"];
     assert!(
-        identity["mmproj_id"].as_str().unwrap().starts_with("mmproj.gguf@"),
+        identity["mmproj_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("mmproj.gguf@"),
         "{identity}"
     );
     assert_eq!(identity["mmproj_type"], "gemma3");
     assert!(
-        blind_shown["manifest"]["model_identity"].get("mmproj_id").is_none(),
+        blind_shown["manifest"]["model_identity"]
+            .get("mmproj_id")
+            .is_none(),
         "{blind_shown}"
     );
     let dropped_inputs = shown["manifest"]["dropped_inputs"].to_string();
@@ -259,7 +280,15 @@ fn a_local_model_with_a_projector_sees_the_images() {
 
     let api = nmb(
         dir.path(),
-        &["eval", "--suite", "sample", "--model", "openai:m@http://127.0.0.1:9/v1", "--mmproj", &mmproj],
+        &[
+            "eval",
+            "--suite",
+            "sample",
+            "--model",
+            "openai:m@http://127.0.0.1:9/v1",
+            "--mmproj",
+            &mmproj,
+        ],
     );
     let said = text(&api.stderr);
     assert!(!api.status.success(), "{said}");

@@ -108,7 +108,8 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<RgbImage, String> {
     if w == 0 || h == 0 {
         return Err("the image has no pixels".into());
     }
-    RgbImage::new(w, h, rgb.into_raw()).ok_or_else(|| "the decoded pixels do not fill the image".into())
+    RgbImage::new(w, h, rgb.into_raw())
+        .ok_or_else(|| "the decoded pixels do not fill the image".into())
 }
 
 #[cfg(test)]

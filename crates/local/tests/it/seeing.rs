@@ -157,7 +157,10 @@ fn the_prompt_cache_tells_images_apart() {
     let with = |seed: u64| {
         vec![user(vec![
             text("A long history of headaches, now worse, with nausea in the mornings. What is this?"),
-            image(nmb_test_support::images::noise_png(40, seed)),
+            image(match seed {
+                1 => nmb_test_support::images::noise_png(40, 1),
+                _ => nmb_test_support::images::png(90, seed),
+            }),
         ])]
     };
     let cached = local_backend(seeing(&model, &mmproj));
@@ -180,11 +183,20 @@ fn the_prompt_cache_tells_images_apart() {
         "the text before the image is taken from the cache, nothing from the image on"
     );
     let fresh = local_backend(seeing(&model, &mmproj)).with_prompt_cache(0);
-    assert_eq!(second.choices[0].text, ask(&fresh, &with(2), &params).choices[0].text);
-    assert_ne!(first.choices[0].text, second.choices[0].text, "the images matter");
+    assert_eq!(
+        second.choices[0].text,
+        ask(&fresh, &with(2), &params).choices[0].text
+    );
+    assert_ne!(
+        first.choices[0].text, second.choices[0].text,
+        "the images matter"
+    );
     ask(&cached, &with(2), &params);
     let again = cached.stats().prompt_tokens_reused - reused;
-    assert_eq!(again, second.usage.input_tokens, "the same prompt is taken whole");
+    assert_eq!(
+        again, second.usage.input_tokens,
+        "the same prompt is taken whole"
+    );
 }
 
 /// Images count against the context: a prompt that fits as text but not with its image's tokens is refused as
@@ -221,10 +233,7 @@ fn images_count_against_the_context_and_bad_bytes_fail_the_request() {
     assert_eq!(err.class, ErrorClass::ClientError, "{err}");
     assert!(err.to_string().contains("image 1"), "{err}");
     // The backend still answers after a bad request.
-    let good = ChatRequest::new(
-        vec![user(vec![text("Hello")])],
-        greedy(1),
-    );
+    let good = ChatRequest::new(vec![user(vec![text("Hello")])], greedy(1));
     rt.block_on(ours.complete(&good)).expect("answers");
 }
 
@@ -234,11 +243,9 @@ fn an_idefics3_image_is_refused_until_its_layout_is_wired() {
     let Some(model) = crate::common::tiny("Q8_0", "llama") else {
         return;
     };
-    let Some(mmproj) = crate::common::tiny_gguf(
-        "F16",
-        "mmproj-idefics3-F16",
-        &["--projector", "idefics3"],
-    ) else {
+    let Some(mmproj) =
+        crate::common::tiny_gguf("F16", "mmproj-idefics3-F16", &["--projector", "idefics3"])
+    else {
         return;
     };
     let ours = local_backend(seeing(&model, &mmproj));
@@ -251,7 +258,11 @@ fn an_idefics3_image_is_refused_until_its_layout_is_wired() {
         greedy(1),
     );
     let err = rt.block_on(ours.complete(&req)).expect_err("refused");
-    assert!(err.to_string().contains("idefics3 prompts are not wired yet"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("idefics3 prompts are not wired yet"),
+        "{err}"
+    );
     let _ = OutputFormat::Text;
 }
 

@@ -148,7 +148,10 @@ fn a_projector_is_recorded_in_the_identity_and_without_one_nothing_changes() {
     };
     let seeing = connect_model(&spec, &options).expect("loads with its projector");
     assert!(seeing.backend.supports_images());
-    let hash = nmb_local::Projector::load(&mmproj).expect("loads").hash().to_string();
+    let hash = nmb_local::Projector::load(&mmproj)
+        .expect("loads")
+        .hash()
+        .to_string();
     assert_eq!(seeing.identity["mmproj_id"], format!("mmproj.gguf@{hash}"));
     assert_eq!(seeing.identity["mmproj_type"], "gemma3");
     let mut rest = seeing.identity.clone();
