@@ -32,8 +32,14 @@
 //!   key or tensor. The chat template renders under minijinja's fuel and an output cap ([`TEMPLATE_FUEL`],
 //!   [`TEMPLATE_OUTPUT_CAP`], both growing with the conversation) and is rendered once at load, so a hostile one
 //!   is refused before any request. No error text carries a backtrace, whatever `RUST_BACKTRACE` says.
-//! - **Images.** A chat's image parts are replaced by [`IMAGE_OMITTED_MARKER`] where they stood, and
-//!   [`LocalCompletion::images_dropped`] counts them so the run manifest can record it: generation is text-only.
+//! - **Images.** Without a projector, a chat's image parts are replaced by [`IMAGE_OMITTED_MARKER`] where they
+//!   stood, and [`LocalCompletion::images_dropped`] counts them so the run manifest can record it. With one
+//!   ([`LocalModel::with_projector`], refused when its output width is not the model's), the model sees them as
+//!   llama.cpp's server with `mtmd` does: parts joined as the server joins them, a random marker per image in
+//!   the rendered prompt, the text split there and each piece tokenised on its own, each image decoded (bad
+//!   bytes fail that request, [`LocalError::Image`]), encoded on the engine's pool and laid out per projector
+//!   type ([`Projector::image_parts`]: Gemma 3's `<start_of_image>`, embeddings, `<end_of_image>`); image
+//!   positions count against the context, and the prompt cache compares them by the image's hash.
 //!   Vision projectors (`mmproj` GGUFs, module `vision`) load as [`Projector`] (types `gemma3` and `idefics3`,
 //!   any other refused with the list; hostile files refused at load under the model files' header checks and
 //!   bounds of their own) and encode an image as llama.cpp's `mtmd` does on the engine's kernels and thread

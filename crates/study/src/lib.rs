@@ -921,6 +921,22 @@ bertscore = false
         assert!(parse(Path::new("s.toml"), &bad).is_err());
     }
 
+    /// `mmproj` gives a `local:` model its projector, relative to the run file; a model without one has none.
+    #[test]
+    fn a_models_projector_is_relative_to_the_run_file() {
+        let text = GOOD.replace(
+            "spec = \"openai:b@http://127.0.0.1:1/v1\"",
+            "spec = \"local:models/m.gguf\"\nmmproj = \"models/mmproj.gguf\"",
+        );
+        let s = parse(Path::new("/studies/s.toml"), &text).unwrap();
+        let cells = s.cells();
+        assert_eq!(cells[0].config.mmproj, None);
+        assert_eq!(
+            cells[1].config.mmproj.as_deref(),
+            Some(Path::new("/studies/models/mmproj.gguf"))
+        );
+    }
+
     #[test]
     fn a_bad_price_is_refused_with_its_key_and_line() {
         for (price, why) in [
