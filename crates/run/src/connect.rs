@@ -72,7 +72,7 @@ pub enum ConnectError {
         spec: String,
         path: PathBuf,
         #[source]
-        source: LocalError,
+        source: Box<LocalError>,
     },
     #[error("connecting stopped unexpectedly: {0}")]
     Stopped(String),
@@ -129,7 +129,7 @@ fn connect_local(
         let failed = |source| ConnectError::Projector {
             spec: spec.to_string(),
             path: path.to_path_buf(),
-            source,
+            source: Box::new(source),
         };
         let projector = Projector::load(path).map_err(failed)?;
         model = model.with_projector(projector).map_err(failed)?;

@@ -160,13 +160,13 @@ fn a_projector_is_recorded_in_the_identity_and_without_one_nothing_changes() {
     assert_eq!(rest, plain.identity, "nothing else differs");
 
     let api = parse("openai:m@http://127.0.0.1:9/v1");
-    let err = connect_model(&api, &options).err().expect("refused");
+    let err = connect_model(&api, &options).expect_err("refused");
     assert!(matches!(err, ConnectError::MmprojNotLocal { .. }), "{err}");
     assert!(err.to_string().contains("--mmproj"), "{err}");
     let missing = ConnectOptions {
         mmproj: Some(dir.path().join("none.gguf")),
         ..ConnectOptions::default()
     };
-    let err = connect_model(&spec, &missing).err().expect("refused");
+    let err = connect_model(&spec, &missing).expect_err("refused");
     assert!(err.to_string().contains("none.gguf"), "{err}");
 }
