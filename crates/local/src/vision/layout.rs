@@ -16,7 +16,7 @@ impl Projector {
     /// the model's thread pool); `tokenize` turns text into token ids as the prompt's other text is tokenised
     /// (special-token strings become their tokens, no BOS).
     /// - `gemma3`: the text `<start_of_image>`, the image's embeddings (read non-causally), `<end_of_image>`.
-    /// - `idefics3`: not wired yet (see [`idefics3_parts`]).
+    /// - `idefics3`: not wired yet (a request with an image is refused with a clear error).
     pub fn image_parts(
         &self,
         image: &RgbImage,
