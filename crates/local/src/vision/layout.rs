@@ -16,7 +16,8 @@ impl Projector {
     /// the model's thread pool); `tokenize` turns text into token ids as the prompt's other text is tokenised
     /// (special-token strings become their tokens, no BOS).
     /// - `gemma3`: the text `<start_of_image>`, the image's embeddings (read non-causally), `<end_of_image>`.
-    /// - `idefics3`: not wired yet (a request with an image is refused with a clear error).
+    /// - `idefics3`: each tile after `<fake_token_around_image><row_R_col_C>`, rows split by newlines, then the
+    ///   global image between `\n\n<fake_token_around_image><global-img>` and `<fake_token_around_image>`.
     pub fn image_parts(
         &self,
         image: &RgbImage,
@@ -28,24 +29,9 @@ impl Projector {
                 self.image_part(self.encode(image)),
                 PromptPart::Tokens(tokenize(GEMMA3_IMAGE_END)?),
             ]),
-            ProjectorKind::Idefics3 => idefics3_parts(self, image, tokenize),
+            ProjectorKind::Idefics3 => super::idefics3::idefics3_parts(self, image, tokenize),
         }
     }
-}
-
-/// Idefics3's layout (the overview and the tiles with their row and column tokens) is not wired into prompts
-/// yet: a request with an image is refused with a clear error.
-pub(crate) fn idefics3_parts(
-    _projector: &Projector,
-    _image: &RgbImage,
-    _tokenize: &dyn Fn(&str) -> Result<Vec<u32>, LocalError>,
-) -> Result<Vec<PromptPart>, LocalError> {
-    Err(LocalError::Image {
-        index: 0,
-        message: "idefics3 prompts are not wired yet: the local engine cannot place an idefics3 projector's \
-                  image in a prompt (gemma3 projectors can)"
-            .into(),
-    })
 }
 
 /// A rendered prompt holding one `marker` per image, as `mtmd_tokenize` splits it: each piece of text between
