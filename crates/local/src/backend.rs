@@ -30,8 +30,10 @@ const DEFAULT_KV_LIMIT: usize = 2 << 30;
 /// - Prompts read stay in the batch's prompt cache ([`LocalBackend::with_prompt_cache`]): a request skips the
 ///   start it shares with one read before, where that is exact (see `batch`).
 /// - A request whose caller gave up (timed out, dropped) leaves the batch at the next step.
-/// - Images are dropped ([`Backend::supports_images`] is false); the run manifest records that, and each raw
-///   record says how many were left out.
+/// - Without a projector images are dropped ([`Backend::supports_images`] is false); the run manifest records
+///   that, and each raw record says how many were left out. With one ([`LocalModel::with_projector`]) they are
+///   seen: decoded and encoded on a blocking thread before the request joins the batch, and counted in its
+///   prompt tokens.
 /// - The raw record stored for each call is a small JSON object (`object: "nmb.local.completion"`, the texts,
 ///   finish reasons, usage, seeds, images dropped, timings).
 pub struct LocalBackend {
@@ -129,10 +131,7 @@ impl LocalBackend {
     async fn call(&self, req: &ChatRequest) -> Result<Completion, CallError> {
         check_n(self, req)?;
         let started = Instant::now();
-        let request = self
-            .model
-            .request(&req.messages, &req.params, &req.output, req.n as usize)
-            .map_err(|e| call_error(&e))?;
+        let request = self.request(req).await.map_err(|e| call_error(&e))?;
         let (reply, answer) = oneshot::channel();
         let gone = || CallError::new(ErrorClass::Other, "the local model's thread stopped");
         self.queue()?
@@ -147,6 +146,35 @@ impl LocalBackend {
             Ok(Err(e)) => Err(call_error(&e)),
             Err(_) => Err(gone()),
         }
+    }
+}
+
+impl LocalBackend {
+    /// The checked request. Encoding images takes a while, so a request with images is built on a blocking
+    /// thread rather than on the caller's async one.
+    async fn request(&self, req: &ChatRequest) -> Result<Request, LocalError> {
+        let n = req.n as usize;
+        let seeing =
+            self.model.projector().is_some() && req.messages.iter().any(|m| m.image_count() > 0);
+        let Some(runtime) = tokio::runtime::Handle::try_current()
+            .ok()
+            .filter(|_| seeing)
+        else {
+            return self
+                .model
+                .request(&req.messages, &req.params, &req.output, n);
+        };
+        let (model, messages) = (self.model.clone(), req.messages.clone());
+        let (params, output) = (req.params.clone(), req.output.clone());
+        runtime
+            .spawn_blocking(move || model.request(&messages, &params, &output, n))
+            .await
+            .unwrap_or_else(|e| {
+                Err(LocalError::Image {
+                    index: 0,
+                    message: format!("encoding the request's images stopped: {e}"),
+                })
+            })
     }
 }
 
@@ -215,7 +243,7 @@ impl Backend for LocalBackend {
         true
     }
     fn supports_images(&self) -> bool {
-        false
+        self.model.projector().is_some()
     }
     fn max_in_flight(&self) -> Option<usize> {
         Some(MAX_IN_FLIGHT)
@@ -277,7 +305,7 @@ fn choice(c: LocalCompletion) -> Choice {
 fn call_error(e: &LocalError) -> CallError {
     let class = match e {
         LocalError::ContextTooLong { .. } => ErrorClass::ContextLength,
-        LocalError::InvalidParams { .. } => ErrorClass::ClientError,
+        LocalError::InvalidParams { .. } | LocalError::Image { .. } => ErrorClass::ClientError,
         _ => ErrorClass::Other,
     };
     CallError::new(class, e.to_string())

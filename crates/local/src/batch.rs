@@ -12,7 +12,13 @@
 //! before it, and the same prompt asked again (the n one-sample conversations of a consult's first turn) is
 //! not read again at all. Reuse is exact: a cached position is taken only where the engine would compute it
 //! the same way for the new prompt (same tokens before it, and the same attention path, which follows from
-//! the prompt's length; see [`reusable`]), so an answer never depends on what happened to be cached.
+//! the prompt's length; see [`reusable_in`]), so an answer never depends on what happened to be cached.
+//!
+//! **Images.** A prompt may hold images ([`ImageRun`]): their positions take the image's embeddings instead of
+//! token embeddings, and are read as llama.cpp's server reads them, each text run and each image in chunks of
+//! its own from its start (an image's chunk attending both ways where it is non-causal). The prompt cache
+//! compares an image's positions by its content hash, so prompts that differ in an image share nothing from
+//! that image on, and a reused start never ends inside an image.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -21,7 +27,7 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 
 use crate::attention::{self, PROMPT_CHUNK};
-use crate::engine::{Cache, Column, Engine, Sequence};
+use crate::engine::{Cache, Column, Engine, Inputs, Sequence};
 use crate::grammar::{self, Grammar, Vocab};
 use crate::quant::KPaths;
 use crate::sample::{Sampler, Sampling};
@@ -32,7 +38,10 @@ pub(crate) const PROMPT_CACHE_BYTES: usize = 1 << 30;
 
 /// What one request asks for.
 pub(crate) struct Job {
+    /// Token ids, with a placeholder at each position an image fills.
     pub prompt: Vec<u32>,
+    /// The images in the prompt, in order (none for a text prompt).
+    pub images: Vec<ImageRun>,
     pub n: usize,
     pub sampling: Sampling,
     pub seed: u64,
@@ -40,6 +49,89 @@ pub(crate) struct Job {
     pub budget: usize,
     /// The grammar every sample keeps to, if any.
     pub constraint: Option<Constraint>,
+}
+
+/// An image in a prompt: positions `start..start + len` take these rows of embeddings (the text model's width)
+/// instead of token embeddings.
+#[derive(Clone)]
+pub(crate) struct ImageRun {
+    pub start: usize,
+    pub len: usize,
+    pub embd: Arc<[f32]>,
+    /// Whether the image's positions attend to each other both ways (Gemma 3), as llama.cpp's `mtmd` decodes.
+    pub non_causal: bool,
+    /// The image's content hash: what the prompt cache compares at its positions.
+    pub hash: Arc<str>,
+}
+
+/// A prompt as the prompt cache and the prefill see it: its tokens and where its images stand.
+#[derive(Clone, Copy)]
+pub(crate) struct View<'a> {
+    pub tokens: &'a [u32],
+    pub images: &'a [ImageRun],
+}
+
+/// What one position of a prompt holds, for comparing prompts.
+#[derive(PartialEq, Eq)]
+enum Key<'a> {
+    Token(u32),
+    /// An image by content hash, and the offset in it.
+    Image(&'a str, usize),
+}
+
+impl<'a> View<'a> {
+    #[cfg(test)]
+    pub(crate) fn text(tokens: &'a [u32]) -> View<'a> {
+        View {
+            tokens,
+            images: &[],
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// The image holding position `p`, if any.
+    fn image_at(&self, p: usize) -> Option<&'a ImageRun> {
+        self.images
+            .iter()
+            .find(|i| (i.start..i.start + i.len).contains(&p))
+    }
+
+    fn key(&self, p: usize) -> Key<'a> {
+        match self.image_at(p) {
+            Some(i) => Key::Image(&i.hash, p - i.start),
+            None => Key::Token(self.tokens[p]),
+        }
+    }
+
+    /// The chunk llama.cpp reads position `p` in: each text run and each image is read in chunks of
+    /// [`PROMPT_CHUNK`] from its own start (for a text prompt, the whole prompt is one run).
+    fn chunk(&self, p: usize) -> std::ops::Range<usize> {
+        let (start, end) = match self.image_at(p) {
+            Some(i) => (i.start, i.start + i.len),
+            None => {
+                let start = self
+                    .images
+                    .iter()
+                    .map(|i| i.start + i.len)
+                    .filter(|&e| e <= p)
+                    .max()
+                    .unwrap_or(0);
+                let end = self
+                    .images
+                    .iter()
+                    .map(|i| i.start)
+                    .filter(|&s| s > p)
+                    .min()
+                    .unwrap_or(self.len());
+                (start, end)
+            }
+        };
+        let from = p - (p - start) % PROMPT_CHUNK;
+        from..(from + PROMPT_CHUNK).min(end)
+    }
 }
 
 /// A grammar and the tokens as it reads them.
@@ -122,6 +214,7 @@ struct Prefilling<T> {
 /// A read prompt: its tokens, its KV cache and the logits after its last token.
 struct Cached {
     tokens: Vec<u32>,
+    images: Vec<ImageRun>,
     cache: Arc<Cache>,
     logits: Arc<[f32]>,
 }
@@ -133,16 +226,25 @@ struct PromptCache {
     limit: usize,
 }
 
+impl Cached {
+    fn view(&self) -> View<'_> {
+        View {
+            tokens: &self.tokens,
+            images: &self.images,
+        }
+    }
+}
+
 impl PromptCache {
     fn bytes(&self) -> usize {
         self.entries.iter().map(|e| e.tokens.len()).sum::<usize>() * self.bytes_per_token
     }
 
     /// The entry `prompt` can take the most positions from, and how many.
-    fn best(&self, prompt: &[u32], context: usize, kernels: KPaths) -> Option<(&Cached, usize)> {
+    fn best(&self, prompt: View<'_>, context: usize, kernels: KPaths) -> Option<(&Cached, usize)> {
         self.entries
             .iter()
-            .map(|e| (e, reusable(&e.tokens, prompt, context, kernels)))
+            .map(|e| (e, reusable_in(e.view(), prompt, context, kernels)))
             .filter(|(_, n)| *n > 0)
             .max_by_key(|(_, n)| *n)
     }
@@ -151,7 +253,7 @@ impl PromptCache {
     /// the cache fits its limit.
     fn insert(&mut self, entry: Cached, context: usize, kernels: KPaths) {
         self.entries
-            .retain(|e| reusable(&e.tokens, &entry.tokens, context, kernels) < e.tokens.len());
+            .retain(|e| reusable_in(e.view(), entry.view(), context, kernels) < e.tokens.len());
         self.entries.push_back(entry);
         while self.bytes() > self.limit && !self.entries.is_empty() {
             self.entries.pop_front();
@@ -159,26 +261,48 @@ impl PromptCache {
     }
 }
 
-/// How many leading positions of `cached` (a read prompt) prompt `next` can take as they are: the tokens they
-/// share, up to the first position whose attention path or (with K-quant weights, see [`KPaths`]) matrix
-/// product kernel differs between the two prompts (it would round differently), and never `next`'s last
-/// position unless the prompts are equal (its logits are needed).
+/// [`reusable_in`] for two text prompts.
+#[cfg(test)]
 pub(crate) fn reusable(cached: &[u32], next: &[u32], context: usize, kernels: KPaths) -> usize {
-    let common = cached.iter().zip(next).take_while(|(a, b)| a == b).count();
+    reusable_in(View::text(cached), View::text(next), context, kernels)
+}
+
+/// How many leading positions of `cached` (a read prompt) prompt `next` can take as they are: the positions
+/// they share (the same token, or the same image by content hash at the same place), up to the first position
+/// whose attention path or (with K-quant weights, see [`KPaths`]) matrix product kernel differs between the two
+/// prompts (it would round differently; a position's chunk follows its own text run or image), never ending
+/// inside an image (whose positions are read together), and never `next`'s last position unless the prompts are
+/// equal (its logits are needed).
+pub(crate) fn reusable_in(
+    cached: View<'_>,
+    next: View<'_>,
+    context: usize,
+    kernels: KPaths,
+) -> usize {
+    let shorter = cached.len().min(next.len());
+    let common = (0..shorter)
+        .take_while(|&p| cached.key(p) == next.key(p))
+        .count();
     if common == cached.len() && common == next.len() {
         return common;
     }
     let limit = common.min(next.len().saturating_sub(1));
-    let path = |len: usize, p: usize| {
-        let chunk = attention::prompt_chunk(len, p);
+    let path = |v: &View<'_>, p: usize| {
+        let chunk = v.chunk(p);
+        let size = chunk.len();
         (
-            attention::path(chunk, p, context),
-            kernels.key(crate::engine::batch(chunk, p)),
+            attention::path(size, p, context),
+            kernels.key(crate::engine::batch(size, p)),
+            v.image_at(p).map(|i| (i.non_causal, chunk.end)),
         )
     };
-    (0..limit)
-        .find(|&p| path(cached.len(), p) != path(next.len(), p))
-        .unwrap_or(limit)
+    let n = (0..limit)
+        .find(|&p| path(&cached, p) != path(&next, p))
+        .unwrap_or(limit);
+    match next.image_at(n) {
+        Some(image) if image.start < n => image.start,
+        _ => n,
+    }
 }
 
 /// The requests being decoded. `T` tags each request so its owner can route the result.
@@ -265,10 +389,11 @@ impl<'e, T> Batch<'e, T> {
                 break;
             }
             p.looked_up = true;
-            let Some((entry, n)) = self
-                .prompts
-                .best(&p.job.prompt, context, self.engine.kpaths)
-            else {
+            let view = View {
+                tokens: &p.job.prompt,
+                images: &p.job.images,
+            };
+            let Some((entry, n)) = self.prompts.best(view, context, self.engine.kpaths) else {
                 break;
             };
             let (cache, logits) = (entry.cache.clone(), entry.logits.clone());
@@ -309,17 +434,26 @@ impl<'e, T> Batch<'e, T> {
             }
         }
         let reading = self.prefilling.front_mut();
+        let decoding = cols.len();
         let chunk_end = reading.as_ref().map(|p| {
-            let (chunk, end) = prompt_columns(&p.job.prompt, p.done, live.len());
+            let (chunk, end) = prompt_columns(&p.job, p.done, live.len());
             cols.extend(chunk);
             end
         });
         let mut logits = {
             let mut seqs: Vec<&mut Sequence> = live.iter_mut().map(|s| &mut s.seq).collect();
-            if let Some(p) = reading {
-                seqs.push(&mut p.seq);
+            match reading {
+                Some(Prefilling { seq, job, done, .. }) => {
+                    seqs.push(seq);
+                    if job.images.is_empty() {
+                        self.engine.step(&mut seqs, &cols)
+                    } else {
+                        let inputs = image_inputs(job, *done, decoding, cols.len());
+                        self.engine.step_with(&mut seqs, &cols, &inputs)
+                    }
+                }
+                None => self.engine.step(&mut seqs, &cols),
             }
-            self.engine.step(&mut seqs, &cols)
         };
         let prompt_logits = match (&self.prefilling.front(), chunk_end) {
             (Some(p), Some(end)) if end == p.job.prompt.len() => logits.pop(),
@@ -373,6 +507,7 @@ impl<'e, T> Batch<'e, T> {
         if self.prompts.limit > 0 {
             let entry = Cached {
                 tokens: p.job.prompt.clone(),
+                images: p.job.images.clone(),
                 cache: cache.clone(),
                 logits: logits.clone(),
             };
@@ -422,20 +557,58 @@ impl<'e, T> Batch<'e, T> {
     }
 }
 
-/// The columns of the next piece of `prompt` to read from position `done`, as sequence `seq`, and where that
-/// piece ends: the end of llama.cpp's chunk, so a prefill resumed mid-chunk realigns with it.
-fn prompt_columns(prompt: &[u32], done: usize, seq: usize) -> (Vec<Column>, usize) {
-    let start = done - done % PROMPT_CHUNK;
-    let end = (start + PROMPT_CHUNK).min(prompt.len());
-    let cols = (done..end)
+/// The columns of the next piece of `job`'s prompt to read from position `done`, as sequence `seq`, and where
+/// that piece ends: the end of llama.cpp's chunk, so a prefill resumed mid-chunk realigns with it.
+fn prompt_columns(job: &Job, done: usize, seq: usize) -> (Vec<Column>, usize) {
+    let prompt = &job.prompt;
+    let view = View {
+        tokens: prompt,
+        images: &job.images,
+    };
+    let chunk = view.chunk(done);
+    let cols = (done..chunk.end)
         .map(|i| Column {
             seq,
             token: prompt[i],
             logits: i + 1 == prompt.len(),
-            chunk: attention::prompt_chunk(prompt.len(), i),
+            chunk: chunk.len(),
         })
         .collect();
-    (cols, end)
+    (cols, chunk.end)
+}
+
+/// What the columns of a step take besides their tokens when the prompt being read holds images: the first
+/// `decoding` columns are sequences decoding (none), the rest the piece of `job`'s prompt from `done`: an
+/// image's rows in place of token embeddings, and for a non-causal image the end of its chunk as the end of
+/// each column's attention.
+fn image_inputs(job: &Job, done: usize, decoding: usize, total: usize) -> Inputs<'_> {
+    let view = View {
+        tokens: &job.prompt,
+        images: &job.images,
+    };
+    let mut inputs = Inputs {
+        embd: vec![None; decoding],
+        ends: vec![None; decoding],
+    };
+    for p in done..done + (total - decoding) {
+        match view.image_at(p) {
+            Some(image) => {
+                let dim = image.embd.len() / image.len;
+                let row = p - image.start;
+                inputs
+                    .embd
+                    .push(Some(&image.embd[row * dim..(row + 1) * dim]));
+                inputs
+                    .ends
+                    .push(image.non_causal.then(|| view.chunk(p).end));
+            }
+            None => {
+                inputs.embd.push(None);
+                inputs.ends.push(None);
+            }
+        }
+    }
+    inputs
 }
 
 /// Samples the next token of `s` from `logits` and records whether the sequence is done.
@@ -561,7 +734,16 @@ mod tests {
     fn read(engine: &Engine, seq: &mut Sequence, prompt: &[u32], mut done: usize) -> Vec<f32> {
         let mut logits = Vec::new();
         while done < prompt.len() {
-            let (cols, end) = prompt_columns(prompt, done, 0);
+            let job = Job {
+                prompt: prompt.to_vec(),
+                images: Vec::new(),
+                n: 1,
+                sampling: Sampling::Greedy,
+                seed: 0,
+                budget: 1,
+                constraint: None,
+            };
+            let (cols, end) = prompt_columns(&job, done, 0);
             logits = engine
                 .step(&mut [&mut *seq], &cols)
                 .pop()

@@ -57,6 +57,17 @@ pub enum LocalError {
         field: &'static str,
         message: String,
     },
+    /// An image of a request the model cannot take (bytes that do not decode, a layout not wired). Maps to the
+    /// `client_error` class: asking again would fail the same way.
+    #[error("image {index} of the request: {message}")]
+    Image { index: usize, message: String },
+    /// A vision projector that does not fit the text model it is given to.
+    #[error("projector {projector} cannot be used with {model}: {message}")]
+    Projector {
+        model: PathBuf,
+        projector: PathBuf,
+        message: String,
+    },
     #[error("inference failed in {path}: {message}")]
     Inference { path: PathBuf, message: String },
     #[error("invalid local model spec `{spec}`: {message}")]

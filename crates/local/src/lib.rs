@@ -32,8 +32,14 @@
 //!   key or tensor. The chat template renders under minijinja's fuel and an output cap ([`TEMPLATE_FUEL`],
 //!   [`TEMPLATE_OUTPUT_CAP`], both growing with the conversation) and is rendered once at load, so a hostile one
 //!   is refused before any request. No error text carries a backtrace, whatever `RUST_BACKTRACE` says.
-//! - **Images.** A chat's image parts are replaced by [`IMAGE_OMITTED_MARKER`] where they stood, and
-//!   [`LocalCompletion::images_dropped`] counts them so the run manifest can record it: generation is text-only.
+//! - **Images.** Without a projector, a chat's image parts are replaced by [`IMAGE_OMITTED_MARKER`] where they
+//!   stood, and [`LocalCompletion::images_dropped`] counts them so the run manifest can record it. With one
+//!   ([`LocalModel::with_projector`], refused when its output width is not the model's), the model sees them as
+//!   llama.cpp's server with `mtmd` does: parts joined as the server joins them, a random marker per image in
+//!   the rendered prompt, the text split there and each piece tokenised on its own, each image decoded (bad
+//!   bytes fail that request, [`LocalError::Image`]), encoded on the engine's pool and laid out per projector
+//!   type ([`Projector::image_parts`]: Gemma 3's `<start_of_image>`, embeddings, `<end_of_image>`); image
+//!   positions count against the context, and the prompt cache compares them by the image's hash.
 //!   Vision projectors (`mmproj` GGUFs, module `vision`) load as [`Projector`] (types `gemma3` and `idefics3`,
 //!   any other refused with the list; hostile files refused at load under the model files' header checks and
 //!   bounds of their own) and encode an image as llama.cpp's `mtmd` does on the engine's kernels and thread
@@ -117,11 +123,12 @@ pub use template::{
 };
 pub use tokenizer::{Tokenizer, TokenizerSource};
 pub use vision::{
-    Projector, ProjectorKind, PromptPart, RgbImage, MAX_ACTIVATION_BYTES, PROJECTOR_TYPES,
+    Projector, ProjectorKind, PromptPart, RgbImage, GEMMA3_IMAGE_END, GEMMA3_IMAGE_START,
+    MAX_ACTIVATION_BYTES, PROJECTOR_TYPES,
 };
 pub use weights::LocalWeights;
 
-use batch::{Batch, Constraint, Done, Job};
+use batch::{Batch, Constraint, Done, ImageRun, Job};
 use engine::Engine;
 use gguf::Meta;
 use sample::Sampling;
@@ -219,6 +226,9 @@ pub struct LocalModel {
     grammar: bool,
     /// The tokens as the grammar reads them, built on the first constrained request.
     grammar_vocab: OnceLock<Arc<grammar::Vocab>>,
+    /// The vision projector its requests' images go through ([`LocalModel::with_projector`]); without one,
+    /// images are dropped.
+    projector: Option<Arc<Projector>>,
 }
 
 impl std::fmt::Debug for LocalModel {
@@ -281,6 +291,7 @@ impl LocalModel {
             load_time: started.elapsed(),
             grammar: true,
             grammar_vocab: OnceLock::new(),
+            projector: None,
         })
     }
 
@@ -424,7 +435,7 @@ impl LocalModel {
         n: usize,
         output: &OutputFormat,
     ) -> Result<(Vec<TokenRun>, Timings), LocalError> {
-        let job = self.job(prompt.to_vec(), params, n, output)?;
+        let job = self.job(prompt.to_vec(), Vec::new(), params, n, output)?;
         let done = self.run_alone(job, ());
         let timings = Timings {
             prefill: done.prefill,
@@ -442,6 +453,9 @@ impl LocalModel {
         output: &OutputFormat,
         n: usize,
     ) -> Result<Request, LocalError> {
+        if let Some(projector) = &self.projector {
+            return self.request_seeing(projector, messages, params, output, n);
+        }
         let rendered = self.render_prompt_with(messages, &template_kwargs(params)?)?;
         let prompt = self.prompt_tokens(&rendered.text)?;
         Ok(Request {
@@ -449,13 +463,74 @@ impl LocalModel {
                 tokens_in: prompt.len(),
                 images_dropped: rendered.images_dropped,
             },
-            job: self.job(prompt, params, n, output)?,
+            job: self.job(prompt, Vec::new(), params, n, output)?,
+        })
+    }
+
+    /// [`LocalModel::request`] with a projector: the conversation rendered with a marker for each image, split
+    /// there, each image decoded and encoded into the parts its projector type places (see `vision::layout`).
+    fn request_seeing(
+        &self,
+        projector: &Projector,
+        messages: &[Message],
+        params: &GenParams,
+        output: &OutputFormat,
+        n: usize,
+    ) -> Result<Request, LocalError> {
+        let marker = media_marker();
+        let rendered = self
+            .template
+            .render_media(messages, &template_kwargs(params)?, marker)?;
+        let images: Vec<&nmb_chat::ImagePart> = messages
+            .iter()
+            .flat_map(|m| &m.parts)
+            .filter_map(|p| match p {
+                nmb_chat::Part::Image(i) => Some(i),
+                nmb_chat::Part::Text(_) => None,
+            })
+            .collect();
+        let tokenize = |text: &str| self.tokenizer.encode(text);
+        // Per image part of the prompt, the key the prompt cache compares it by.
+        let mut hashes = Vec::new();
+        let parts = vision::split_prompt(
+            &rendered.text,
+            marker,
+            images.len(),
+            self.tokenizer.bos(),
+            &tokenize,
+            |i| {
+                let index = i + 1;
+                let rgb = vision::decode_image(&images[i].bytes)
+                    .map_err(|message| LocalError::Image { index, message })?;
+                let parts = self
+                    .engine
+                    .install(|| projector.image_parts(&rgb, &tokenize))
+                    .map_err(|e| match e {
+                        LocalError::Image { message, .. } => LocalError::Image { index, message },
+                        other => other,
+                    })?;
+                let tiles = parts
+                    .iter()
+                    .filter(|p| matches!(p, PromptPart::Image { .. }))
+                    .count();
+                hashes.extend((0..tiles).map(|t| format!("{}#{t}", images[i].sha256)));
+                Ok(parts)
+            },
+        )?;
+        let (prompt, runs) = flatten(parts, hashes, self.engine.width());
+        Ok(Request {
+            shape: PromptShape {
+                tokens_in: prompt.len(),
+                images_dropped: 0,
+            },
+            job: self.job(prompt, runs, params, n, output)?,
         })
     }
 
     fn job(
         &self,
         prompt: Vec<u32>,
+        images: Vec<ImageRun>,
         params: &GenParams,
         n: usize,
         output: &OutputFormat,
@@ -479,6 +554,7 @@ impl LocalModel {
         let budget = (params.max_tokens as usize).min(self.context_length - prompt.len());
         Ok(Job {
             prompt,
+            images,
             n,
             sampling,
             seed: params.seed.unwrap_or_else(random_seed),
@@ -515,6 +591,30 @@ impl LocalModel {
             grammar: Arc::new(grammar),
             vocab: vocab.clone(),
         }))
+    }
+
+    /// Sees images through `projector` (an `mmproj` GGUF, see [`Projector`]): a request's images are decoded,
+    /// encoded and placed in its prompt as llama.cpp's server with `mtmd` places them, instead of being dropped.
+    /// Refused when the projector's output width is not the model's embedding width.
+    pub fn with_projector(mut self, projector: Projector) -> Result<LocalModel, LocalError> {
+        let (theirs, ours) = (projector.output_width(), self.engine.width());
+        if theirs != ours {
+            return Err(LocalError::Projector {
+                model: self.path.clone(),
+                projector: projector.path().to_path_buf(),
+                message: format!(
+                    "the projector's output width is {theirs}, the model's embedding width {ours}; a projector \
+                     made for this model has its width"
+                ),
+            });
+        }
+        self.projector = Some(Arc::new(projector));
+        Ok(self)
+    }
+
+    /// The vision projector, when one is loaded.
+    pub fn projector(&self) -> Option<&Projector> {
+        self.projector.as_deref()
     }
 
     /// Decodes every request without grammar, whatever output format it asks for (`--no-grammar`).
@@ -623,6 +723,38 @@ impl LocalModel {
             message,
         }
     }
+}
+
+/// The text that stands for an image in a rendered prompt until it is split there: random per process, as
+/// llama.cpp's server makes its own, so text in a conversation cannot pass for an image.
+fn media_marker() -> &'static str {
+    static MARKER: OnceLock<String> = OnceLock::new();
+    MARKER.get_or_init(|| format!("<__media_{:016x}__>", random_seed()))
+}
+
+/// Prompt parts as one run of token ids, a placeholder (token 0) at each image position, and the images with
+/// where they stand; `hashes` name the image parts in order.
+fn flatten(parts: Vec<PromptPart>, hashes: Vec<String>, width: usize) -> (Vec<u32>, Vec<ImageRun>) {
+    let mut prompt = Vec::new();
+    let mut images = Vec::new();
+    let mut hashes = hashes.into_iter();
+    for part in parts {
+        match part {
+            PromptPart::Tokens(ids) => prompt.extend(ids),
+            PromptPart::Image { embd, non_causal } => {
+                let len = embd.len() / width;
+                images.push(ImageRun {
+                    start: prompt.len(),
+                    len,
+                    embd: embd.into(),
+                    non_causal,
+                    hash: hashes.next().unwrap_or_default().into(),
+                });
+                prompt.extend(std::iter::repeat_n(0, len));
+            }
+        }
+    }
+    (prompt, images)
 }
 
 /// Refuses a prompt of no tokens as what it is, not as a prompt too long for the window.

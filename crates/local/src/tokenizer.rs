@@ -116,6 +116,11 @@ impl Tokenizer {
         }
     }
 
+    /// The BOS token put in front of a prompt, when the GGUF asks for one.
+    pub(crate) fn bos(&self) -> Option<u32> {
+        self.bos
+    }
+
     /// A whole prompt's token ids: [`Tokenizer::encode`], with BOS in front when the GGUF asks for it and the
     /// text did not start with it already (a template that writes `bos_token` itself).
     pub fn encode_prompt(&self, text: &str) -> Result<Vec<u32>, LocalError> {

@@ -2,9 +2,10 @@
 //! `human:NAME` and `imported:MODEL` answer with stored answers, which need the store and the suite (and an
 //! import's answers): the evaluation connects them through [`crate::stored`], and [`connect_model`] refuses them.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use nmb_local::{LocalBackend, LocalError, LocalModel};
+use nmb_local::{LocalBackend, LocalError, LocalModel, Projector};
 use nmb_requests::{
     BackendKind, BackendOptions, HttpOptions, ModelSpec, Transport, TransportError,
 };
@@ -23,6 +24,10 @@ pub struct ConnectOptions {
     /// and without it never mix; without, the identity is what nmb recorded before it had grammar, so runs made
     /// then resume only with `--no-grammar`.
     pub no_grammar: bool,
+    /// A vision projector (`mmproj` GGUF) for a `local:` model: its requests' images are seen rather than
+    /// dropped, and the identity records the projector (`mmproj_id`, `mmproj_type`), so runs with another
+    /// projector or none never mix. Refused for any other backend.
+    pub mmproj: Option<PathBuf>,
 }
 
 /// A model ready to be asked, and what identifies it beyond its spec.
@@ -60,6 +65,15 @@ pub enum ConnectError {
     NeedsStore { spec: String },
     #[error("{spec}: an imported model's answers come from the file it was imported from (nmb import FILE); it cannot be asked, so this run cannot be resumed or worked on here")]
     NoAnswers { spec: String },
+    #[error("{spec}: --mmproj (a vision projector) is for `local:` models; an API model sees images itself")]
+    MmprojNotLocal { spec: String },
+    #[error("cannot load projector {path} for local model {spec}: {source}")]
+    Projector {
+        spec: String,
+        path: PathBuf,
+        #[source]
+        source: Box<LocalError>,
+    },
     #[error("connecting stopped unexpectedly: {0}")]
     Stopped(String),
 }
@@ -73,7 +87,11 @@ pub fn connect_model(
 ) -> Result<ConnectedModel, ConnectError> {
     let spec = spec.clone();
     if spec.backend == BackendKind::Local {
-        return connect_local(spec, options.no_grammar);
+        return connect_local(spec, options.no_grammar, options.mmproj.as_deref());
+    }
+    if options.mmproj.is_some() {
+        let spec = spec.to_string();
+        return Err(ConnectError::MmprojNotLocal { spec });
     }
     if spec.backend == BackendKind::Human {
         let spec = spec.to_string();
@@ -95,13 +113,26 @@ pub fn connect_model(
     })
 }
 
-fn connect_local(spec: ModelSpec, no_grammar: bool) -> Result<ConnectedModel, ConnectError> {
+fn connect_local(
+    spec: ModelSpec,
+    no_grammar: bool,
+    mmproj: Option<&std::path::Path>,
+) -> Result<ConnectedModel, ConnectError> {
     let mut model = LocalModel::open(&spec.model).map_err(|source| ConnectError::Local {
         spec: spec.to_string(),
         source,
     })?;
     if no_grammar {
         model = model.without_grammar();
+    }
+    if let Some(path) = mmproj {
+        let failed = |source| ConnectError::Projector {
+            spec: spec.to_string(),
+            path: path.to_path_buf(),
+            source: Box::new(source),
+        };
+        let projector = Projector::load(path).map_err(failed)?;
+        model = model.with_projector(projector).map_err(failed)?;
     }
     let info = model.info();
     tracing::info!(model = %info.model_id, load_ms = model.load_time().as_millis() as u64, "local model loaded");
@@ -118,6 +149,11 @@ fn connect_local(spec: ModelSpec, no_grammar: bool) -> Result<ConnectedModel, Co
     };
     if model.grammar() {
         identity.insert("grammar".into(), json!(nmb_local::GRAMMAR_IDENTITY));
+    }
+    if let Some(p) = model.projector() {
+        let file = p.path().file_name().unwrap_or_default().to_string_lossy();
+        identity.insert("mmproj_id".into(), json!(format!("{file}@{}", p.hash())));
+        identity.insert("mmproj_type".into(), json!(p.kind().name()));
     }
     let backend = Arc::new(LocalBackend::new(spec.clone(), Arc::new(model)));
     Ok(ConnectedModel {

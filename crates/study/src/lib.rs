@@ -89,6 +89,7 @@ A whole study from a run file: nmb eval --config study.toml [--dry-run] [-q] [--
   concurrency = 8                 # also temperature, top_p, max_tokens, seed,
                                   # reasoning_effort = \"high\", reasoning_model = true,
                                   # thinking_budget = 4096, batch = true, no_grammar = true,
+                                  # mmproj = \"mmproj.gguf\" (a local: model's projector),
                                   # max_response_mib = 64,
                                   # extra_body = { top_k = 20 }, temperature = \"none\"
 
@@ -204,6 +205,8 @@ pub struct ModelEntry {
     /// As `--no-grammar`: a `local:` model decodes JSON tasks without their schema's grammar.
     #[serde(default)]
     pub no_grammar: bool,
+    /// As `--mmproj`: a vision projector for a `local:` model; a relative path is relative to the run file.
+    pub mmproj: Option<String>,
     /// As `--batch`: through the provider's batch API.
     #[serde(default)]
     pub batch: bool,
@@ -734,6 +737,7 @@ impl Study {
         p.thinking_budget = model.thinking_budget;
         c.reasoning_model = model.reasoning_model;
         c.no_grammar = model.no_grammar;
+        c.mmproj = model.mmproj.as_ref().map(|p| self.dir().join(p));
         c.limits.batch = model.batch;
         c.limits.max_response_mib = model.max_response_mib;
         c.template = template.map(|t| TemplateChoice::parse(&t.to_string_lossy()));
@@ -915,6 +919,22 @@ bertscore = false
             "spec = \"openai:b@http://127.0.0.1:1/v1\"\ntemperature = \"off\"",
         );
         assert!(parse(Path::new("s.toml"), &bad).is_err());
+    }
+
+    /// `mmproj` gives a `local:` model its projector, relative to the run file; a model without one has none.
+    #[test]
+    fn a_models_projector_is_relative_to_the_run_file() {
+        let text = GOOD.replace(
+            "spec = \"openai:b@http://127.0.0.1:1/v1\"",
+            "spec = \"local:models/m.gguf\"\nmmproj = \"models/mmproj.gguf\"",
+        );
+        let s = parse(Path::new("/studies/s.toml"), &text).unwrap();
+        let cells = s.cells();
+        assert_eq!(cells[0].config.mmproj, None);
+        assert_eq!(
+            cells[1].config.mmproj.as_deref(),
+            Some(Path::new("/studies/models/mmproj.gguf"))
+        );
     }
 
     #[test]

@@ -22,7 +22,18 @@ impl LlamaServer {
     /// Starts the server on `gguf`, or returns `None` (after [`need()`]) when Python's `xllamacpp` is not
     /// installed. Panics when it is installed but does not start.
     pub fn start(gguf: &Path) -> Option<LlamaServer> {
+        LlamaServer::start_with(gguf, &[])
+    }
+
+    /// [`LlamaServer::start`] with a vision projector: image parts of chat requests go through llama.cpp's
+    /// `mtmd` with `mmproj`.
+    pub fn start_with_mmproj(gguf: &Path, mmproj: &Path) -> Option<LlamaServer> {
+        LlamaServer::start_with(gguf, &["--mmproj".as_ref(), mmproj.as_os_str()])
+    }
+
+    fn start_with(gguf: &Path, args: &[&std::ffi::OsStr]) -> Option<LlamaServer> {
         let mut child = xllamacpp_script("llama-server.py", "llama.cpp's server", gguf)?
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

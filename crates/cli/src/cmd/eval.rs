@@ -140,6 +140,12 @@ pub struct EvalArgs {
     /// and without grammar are kept apart, and runs from before nmb had grammar resume only with this flag
     #[arg(long)]
     no_grammar: bool,
+    /// For `local:` models: a vision projector (an `mmproj` GGUF, as llama.cpp's `--mmproj` takes it, types
+    /// `gemma3`) through which the model sees the task's images, placed in the prompt as llama.cpp's server
+    /// places them; without it a local model is text-only and images are dropped. The projector's hash is part
+    /// of the model's identity, so runs with another projector or none are kept apart
+    #[arg(long, value_name = "FILE.gguf")]
+    mmproj: Option<PathBuf>,
     /// What the model sees: `full` (EHR, notes and images), `text` (no images), `images` (images and question)
     #[arg(long, value_name = "MODE", default_value = "full")]
     inputs: InputMode,
@@ -392,6 +398,13 @@ impl EvalArgs {
         config.no_n = self.no_n;
         config.reasoning_model = self.reasoning_model;
         config.no_grammar = self.no_grammar;
+        if self.mmproj.is_some() && config.model.backend != nmb_requests::BackendKind::Local {
+            anyhow::bail!(
+                "--mmproj is for `local:` models (a GGUF run in-process); {} sees images through its own API",
+                self.model
+            );
+        }
+        config.mmproj = self.mmproj.clone();
         config.limit = self.limit;
         let defaults = GenParams::default();
         let mut unsent = BTreeSet::new();

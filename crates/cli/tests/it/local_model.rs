@@ -202,3 +202,95 @@ fn json_answers_cut_at_the_token_limit_are_counted_apart() {
         "{line}"
     );
 }
+
+/// `--mmproj`: a `local:` model with a vision projector sees the sample task's images (none dropped, each
+/// image's tokens counted in its prompt) and records the projector in its identity; a model without it keeps the
+/// identity it had; `--mmproj` with an API model is refused before anything runs.
+#[test]
+fn a_local_model_with_a_projector_sees_the_images() {
+    use nmb_test_support::gguf::Gguf;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (gguf, mmproj) = (dir.path().join("tiny.gguf"), dir.path().join("mmproj.gguf"));
+    Gguf::tiny().write(&gguf);
+    Gguf::tiny_projector().write(&mmproj);
+    let model = format!("local:{}", gguf.display());
+    let mmproj = mmproj.display().to_string();
+    let eval = |extra: &[&str]| {
+        let mut args = vec![
+            "eval",
+            "--suite",
+            "sample",
+            "--model",
+            &model,
+            "--samples",
+            "1",
+            "--limit",
+            "1",
+            "--max-tokens",
+            "4",
+            "--seed",
+            "7",
+            "--json",
+            "-q",
+        ];
+        args.extend(extra);
+        json_of(&nmb(dir.path(), &args))
+    };
+    let seeing = eval(&["--mmproj", &mmproj]);
+    assert_eq!(seeing["summary"]["samples_ok"], 1, "{seeing}");
+    let blind = eval(&[]);
+    assert_eq!(blind["summary"]["samples_ok"], 1, "{blind}");
+    let (run, blind_run) = (
+        seeing["run_id"].as_str().unwrap().to_string(),
+        blind["run_id"].as_str().unwrap().to_string(),
+    );
+    assert_ne!(run, blind_run, "a projector makes another run");
+    let store = store(dir.path());
+    let raw = |run_id: &str| -> serde_json::Value {
+        let s = store.run_samples(run_id).expect("samples").remove(0);
+        let raw = store
+            .raw_response(s.turns[0].call.call_id)
+            .unwrap()
+            .unwrap();
+        serde_json::from_str(&raw).unwrap()
+    };
+    let (seen, dropped) = (raw(&run), raw(&blind_run));
+    assert_eq!(seen["images_dropped"], 0, "{seen}");
+    assert_eq!(dropped["images_dropped"], 3, "{dropped}");
+    drop(store);
+    let show = |run_id: &str| json_of(&nmb(dir.path(), &["runs", "show", run_id, "--json"]));
+    let (shown, blind_shown) = (show(&run), show(&blind_run));
+    let identity = &shown["manifest"]["model_identity"];
+    assert!(
+        identity["mmproj_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("mmproj.gguf@"),
+        "{identity}"
+    );
+    assert_eq!(identity["mmproj_type"], "gemma3");
+    assert!(
+        blind_shown["manifest"]["model_identity"]
+            .get("mmproj_id")
+            .is_none(),
+        "{blind_shown}"
+    );
+    let dropped_inputs = shown["manifest"]["dropped_inputs"].to_string();
+    assert!(!dropped_inputs.contains("images"), "{dropped_inputs}");
+
+    let api = nmb(
+        dir.path(),
+        &[
+            "eval",
+            "--suite",
+            "sample",
+            "--model",
+            "openai:m@http://127.0.0.1:9/v1",
+            "--mmproj",
+            &mmproj,
+        ],
+    );
+    let said = text(&api.stderr);
+    assert!(!api.status.success(), "{said}");
+    assert!(said.contains("--mmproj is for `local:` models"), "{said}");
+}

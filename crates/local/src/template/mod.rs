@@ -168,7 +168,21 @@ impl ChatTemplate {
         messages: &[Message],
         kwargs: &TemplateKwargs,
     ) -> Result<RenderedPrompt, LocalError> {
-        self.render_within(messages, kwargs)
+        self.render_within(messages, kwargs, None)
+            .map_err(|failure| self.error(failure.message(self)))
+    }
+
+    /// [`ChatTemplate::render`] for a model that sees images: each image part becomes `marker`, and a
+    /// message's parts are joined as llama.cpp's server joins them (`common_chat_msg::to_json_oaicompat`): a
+    /// text part after another text part on a new line, nothing between a marker and what is next to it.
+    /// Nothing is dropped.
+    pub fn render_media(
+        &self,
+        messages: &[Message],
+        kwargs: &TemplateKwargs,
+        marker: &str,
+    ) -> Result<RenderedPrompt, LocalError> {
+        self.render_within(messages, kwargs, Some(marker))
             .map_err(|failure| self.error(failure.message(self)))
     }
 
@@ -176,12 +190,17 @@ impl ChatTemplate {
         &self,
         messages: &[Message],
         kwargs: &TemplateKwargs,
+        media: Option<&str>,
     ) -> Result<RenderedPrompt, Failure> {
-        let images_dropped = messages.iter().map(Message::image_count).sum();
+        let images_dropped = match media {
+            Some(_) => 0,
+            None => messages.iter().map(Message::image_count).sum(),
+        };
         let input = input_bytes(messages, kwargs);
         let budget = Budget::for_input(input);
-        let rendered = budget::on_big_stack(|| Ok(self.render_bytes(messages, kwargs, budget)))
-            .map_err(Failure::Error)?;
+        let rendered =
+            budget::on_big_stack(|| Ok(self.render_bytes(messages, kwargs, media, budget)))
+                .map_err(Failure::Error)?;
         match rendered {
             Err(RenderError::OverCap) => Err(Failure::TooLong { input, budget }),
             Err(RenderError::Engine(e)) if e.kind() == ErrorKind::OutOfFuel => {
@@ -200,9 +219,10 @@ impl ChatTemplate {
         &self,
         messages: &[Message],
         kwargs: &TemplateKwargs,
+        media: Option<&str>,
         budget: Budget,
     ) -> Result<Vec<u8>, RenderError> {
-        let msgs: Vec<Value> = messages.iter().map(message_value).collect();
+        let msgs: Vec<Value> = messages.iter().map(|m| message_value(m, media)).collect();
         let ctx = minijinja::context! {
             messages => msgs,
             add_generation_prompt => true,
@@ -230,7 +250,7 @@ impl ChatTemplate {
         let mut first_error = None;
         let mut rendered = false;
         for probe in probes() {
-            match self.render_within(&probe, &TemplateKwargs::new()) {
+            match self.render_within(&probe, &TemplateKwargs::new(), None) {
                 Ok(_) => rendered = true,
                 Err(Failure::Error(e)) => {
                     first_error.get_or_insert(e);
@@ -319,17 +339,21 @@ fn input_bytes(messages: &[Message], kwargs: &TemplateKwargs) -> usize {
     text + serde_json::Value::Object(kwargs.clone()).to_string().len()
 }
 
-/// `{"role": ..., "content": ...}` with text parts joined by blank lines and images replaced by the marker.
-fn message_value(m: &Message) -> Value {
-    let content = m
-        .parts
-        .iter()
-        .map(|p| match p {
-            Part::Text(t) => t.as_str(),
-            Part::Image(_) => IMAGE_OMITTED_MARKER,
-        })
-        .collect::<Vec<_>>()
-        .join("\n\n");
+/// `{"role": ..., "content": ...}`: for a text-only model, text parts joined by blank lines and images replaced
+/// by [`IMAGE_OMITTED_MARKER`]; with a `media` marker, as [`ChatTemplate::render_media`] joins them.
+fn message_value(m: &Message, media: Option<&str>) -> Value {
+    let content = match media {
+        None => m
+            .parts
+            .iter()
+            .map(|p| match p {
+                Part::Text(t) => t.as_str(),
+                Part::Image(_) => IMAGE_OMITTED_MARKER,
+            })
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        Some(marker) => media_content(m, marker),
+    };
     let role = match m.role {
         Role::System => "system",
         Role::User => "user",
@@ -341,6 +365,29 @@ fn message_value(m: &Message) -> Value {
     ]
     .into();
     Value::from(map)
+}
+
+/// A message's parts joined as llama.cpp's server joins them when a message holds media: a newline before a text
+/// part that follows text, none before or after a marker.
+fn media_content(m: &Message, marker: &str) -> String {
+    let mut text = String::new();
+    let mut after_marker = false;
+    for part in &m.parts {
+        match part {
+            Part::Text(t) => {
+                if !after_marker && !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(t);
+                after_marker = false;
+            }
+            Part::Image(_) => {
+                text.push_str(marker);
+                after_marker = true;
+            }
+        }
+    }
+    text
 }
 
 /// A JSON value as a template value (minijinja is built without serde here).

@@ -14,6 +14,7 @@
 //!   llama.cpp casts them); the other operations are `ops`, each as ggml's CPU build computes it.
 
 mod idefics3;
+mod layout;
 mod ops;
 mod preprocess;
 
@@ -22,6 +23,8 @@ use std::path::{Path, PathBuf};
 use candle_core::quantized::GgmlDType;
 use rayon::prelude::*;
 
+pub(crate) use layout::{decode as decode_image, split_prompt};
+pub use layout::{GEMMA3_IMAGE_END, GEMMA3_IMAGE_START};
 pub use preprocess::RgbImage;
 
 use crate::attention::PROMPT_CHUNK;

@@ -11,5 +11,6 @@ mod load_errors;
 mod logits;
 mod quant_types;
 mod qwen_style;
+mod seeing;
 mod smollm2;
 mod vision;

@@ -61,6 +61,10 @@ pub struct EvalConfig {
     /// in the model identity either way (see [`crate::ConnectOptions::no_grammar`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_grammar: bool,
+    /// A vision projector (`mmproj` GGUF) a `local:` model sees images through (`--mmproj`). Recorded in the
+    /// model identity with its hash (see [`crate::ConnectOptions::mmproj`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mmproj: Option<PathBuf>,
     /// Only the first N tasks, in suite order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
@@ -292,6 +296,7 @@ impl EvalConfig {
             no_n: false,
             reasoning_model: false,
             no_grammar: false,
+            mmproj: None,
             limit: None,
             params: GenParams::default(),
             template: None,

@@ -175,6 +175,7 @@ async fn connect(
     let owned = spec.clone();
     let mut options = ConnectOptions {
         no_grammar: config.no_grammar,
+        mmproj: config.mmproj.clone(),
         http: config.limits.http_options(),
         ..ConnectOptions::default()
     };

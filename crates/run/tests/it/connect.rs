@@ -115,3 +115,58 @@ fn a_local_models_identity_says_whether_it_decodes_under_grammar() {
     rest.remove("grammar");
     assert_eq!(rest, without.identity, "nothing else differs");
 }
+
+/// A projector (`--mmproj`) is recorded in a `local:` model's identity by file and hash, so runs with another
+/// projector or none never share a configuration hash or a cached answer; without one the identity holds the
+/// fields it always had. A projector with an API model is refused.
+#[test]
+fn a_projector_is_recorded_in_the_identity_and_without_one_nothing_changes() {
+    use nmb_test_support::gguf::Gguf;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (model, mmproj) = (dir.path().join("tiny.gguf"), dir.path().join("mmproj.gguf"));
+    Gguf::tiny().write(&model);
+    Gguf::tiny_projector().write(&mmproj);
+    let spec = parse(&format!("local:{}", model.display()));
+    let plain = connect_model(&spec, &ConnectOptions::default()).expect("loads");
+    let keys: Vec<&String> = plain.identity.keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "architecture",
+            "chat_template_sha256",
+            "context_length",
+            "grammar",
+            "local_model_id",
+            "weights"
+        ],
+        "a model without a projector keeps the identity, so the hashes, it always had"
+    );
+    assert!(!plain.backend.supports_images());
+    let options = ConnectOptions {
+        mmproj: Some(mmproj.clone()),
+        ..ConnectOptions::default()
+    };
+    let seeing = connect_model(&spec, &options).expect("loads with its projector");
+    assert!(seeing.backend.supports_images());
+    let hash = nmb_local::Projector::load(&mmproj)
+        .expect("loads")
+        .hash()
+        .to_string();
+    assert_eq!(seeing.identity["mmproj_id"], format!("mmproj.gguf@{hash}"));
+    assert_eq!(seeing.identity["mmproj_type"], "gemma3");
+    let mut rest = seeing.identity.clone();
+    rest.remove("mmproj_id");
+    rest.remove("mmproj_type");
+    assert_eq!(rest, plain.identity, "nothing else differs");
+
+    let api = parse("openai:m@http://127.0.0.1:9/v1");
+    let err = connect_model(&api, &options).expect_err("refused");
+    assert!(matches!(err, ConnectError::MmprojNotLocal { .. }), "{err}");
+    assert!(err.to_string().contains("--mmproj"), "{err}");
+    let missing = ConnectOptions {
+        mmproj: Some(dir.path().join("none.gguf")),
+        ..ConnectOptions::default()
+    };
+    let err = connect_model(&spec, &missing).expect_err("refused");
+    assert!(err.to_string().contains("none.gguf"), "{err}");
+}
