@@ -14,7 +14,8 @@
 //! - `noise:SIGMA`: adds Gaussian noise of standard deviation SIGMA x 255 to every channel, 0 < SIGMA <= 1.
 //! - `blur:SIGMA`: a Gaussian blur of SIGMA pixels (kernel radius ceil(3 SIGMA), edges mirrored), 0 < SIGMA <= 20.
 //! - `contrast:GAMMA`: 255 x (v / 255)^GAMMA, 0.1 <= GAMMA <= 10.
-//! - `jpeg:QUALITY`: JPEG-encoded at QUALITY (1..=100) and decoded again.
+//! - `jpeg:QUALITY`: JPEG-encoded at QUALITY (1..=100) and decoded again, as Pillow does with libjpeg-turbo
+//!   (baseline, standard tables scaled by quality, 4:2:0 chroma for RGB, grey as one component; see `jpeg.rs`).
 //! - `downsample:FACTOR`: each FACTOR x FACTOR block averaged into one pixel (edge blocks over the pixels they
 //!   have), 2 <= FACTOR <= 16; the image gets smaller.
 //! - `rotate:DEGREES`: turned counter-clockwise about its centre, same size, bilinear, black outside,
@@ -30,7 +31,7 @@ use image::{DynamicImage, GrayImage, ImageBuffer, Luma, Pixel, Rgb, RgbImage};
 use crate::{content_hash, decode, ImageError};
 
 /// Bumped whenever the same perturbation could give different bytes.
-pub const PERTURB_VERSION: u32 = 1;
+pub const PERTURB_VERSION: u32 = 2;
 
 /// What is accepted, for error messages and help texts.
 pub const ACCEPTED: &str = "blank, mismatch, drop:SEQUENCE, noise:SIGMA (0 < SIGMA <= 1), \
@@ -263,7 +264,7 @@ impl Encodable for Luma<u8> {
         Luma([v])
     }
     fn jpeg(img: &GrayImage, quality: u8) -> Result<GrayImage, ImageError> {
-        Ok(decode(&jpeg(&DynamicImage::ImageLuma8(img.clone()), quality)?)?.to_luma8())
+        jpeg_round_trip(img, quality)
     }
 }
 
@@ -272,7 +273,7 @@ impl Encodable for Rgb<u8> {
         Rgb([v, v, v])
     }
     fn jpeg(img: &RgbImage, quality: u8) -> Result<RgbImage, ImageError> {
-        Ok(decode(&jpeg(&DynamicImage::ImageRgb8(img.clone()), quality)?)?.to_rgb8())
+        jpeg_round_trip(img, quality)
     }
 }
 
@@ -294,12 +295,20 @@ fn png(img: &DynamicImage) -> Result<Vec<u8>, ImageError> {
     Ok(out)
 }
 
-fn jpeg(img: &DynamicImage, quality: u8) -> Result<Vec<u8>, ImageError> {
-    let mut out = Vec::new();
-    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, quality)
-        .encode_image(img)
+/// Encoded and decoded again by libjpeg-turbo's codec as Pillow calls it ([`crate::jpeg`]).
+fn jpeg_round_trip<P: Pixel<Subpixel = u8>>(
+    img: &ImageBuffer<P, Vec<u8>>,
+    quality: u8,
+) -> Result<ImageBuffer<P, Vec<u8>>, ImageError> {
+    let (w, h) = img.dimensions();
+    let back = crate::jpeg::round_trip(img.as_raw(), w, h, P::CHANNEL_COUNT as usize, quality)
         .map_err(|e| encode_error(crate::ImageFormat::Jpeg, e))?;
-    Ok(out)
+    ImageBuffer::from_raw(w, h, back).ok_or_else(|| {
+        encode_error(
+            crate::ImageFormat::Jpeg,
+            "the decoded JPEG has another size",
+        )
+    })
 }
 
 /// The first 8 bytes of the content hash, so every image draws its own noise.
