@@ -219,9 +219,9 @@ impl Perturbation {
         let img = decode(bytes)?;
         let noise_seed = seed ^ hash_seed(bytes);
         let out = if img.color().has_color() {
-            DynamicImage::ImageRgb8(self.pixels(img.to_rgb8(), noise_seed)?)
+            DynamicImage::ImageRgb8(self.pixels(img.into_rgb8(), noise_seed)?)
         } else {
-            DynamicImage::ImageLuma8(self.pixels(img.to_luma8(), noise_seed)?)
+            DynamicImage::ImageLuma8(self.pixels(img.into_luma8(), noise_seed)?)
         };
         png(&out)
     }
@@ -320,22 +320,33 @@ fn to_u8(v: f64) -> u8 {
     (v + 0.5).floor().clamp(0.0, 255.0) as u8
 }
 
+/// Applies `f` to every sample through a table of its 256 values (the same bytes as calling it each time).
 fn map<P: Pixel<Subpixel = u8>>(
     mut img: ImageBuffer<P, Vec<u8>>,
     f: impl Fn(f64) -> f64,
 ) -> ImageBuffer<P, Vec<u8>> {
+    let table: Vec<u8> = (0..=255u8).map(|v| to_u8(f(f64::from(v)))).collect();
     for v in img.iter_mut() {
-        *v = to_u8(f(f64::from(*v)));
+        *v = table[usize::from(*v)];
     }
     img
 }
 
-/// SplitMix64 (Steele, Lea and Flood 2014), the generator NumPy's reference re-implements.
+/// SplitMix64 (Steele, Lea and Flood 2014), the generator NumPy's reference re-implements. Its state after `k`
+/// draws is `seed + k x GAMMA`, so any draw is computed directly ([`SplitMix::at`]) and rows of noise are drawn
+/// in parallel with the same values as one sequential stream.
 struct SplitMix(u64);
 
 impl SplitMix {
+    const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
+    /// The stream positioned after `draws` draws.
+    fn at(seed: u64, draws: u64) -> SplitMix {
+        SplitMix(seed.wrapping_add(draws.wrapping_mul(Self::GAMMA)))
+    }
+
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        self.0 = self.0.wrapping_add(Self::GAMMA);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -351,15 +362,23 @@ impl SplitMix {
     }
 }
 
+/// Rows of samples handed to one rayon job: enough work to be worth a thread.
+const ROWS_PER_JOB: usize = 16;
+
 fn noise<P: Pixel<Subpixel = u8>>(
     mut img: ImageBuffer<P, Vec<u8>>,
     sd: f64,
     seed: u64,
 ) -> ImageBuffer<P, Vec<u8>> {
-    let mut rng = SplitMix(seed);
-    for v in img.iter_mut() {
-        *v = to_u8(f64::from(*v) + sd * rng.normal());
-    }
+    use rayon::prelude::*;
+    let chunk = (img.width() as usize * P::CHANNEL_COUNT as usize * ROWS_PER_JOB).max(1);
+    img.par_chunks_mut(chunk).enumerate().for_each(|(i, part)| {
+        // Two draws per sample, in sample order.
+        let mut rng = SplitMix::at(seed, 2 * (i * chunk) as u64);
+        for v in part {
+            *v = to_u8(f64::from(*v) + sd * rng.normal());
+        }
+    });
     img
 }
 
@@ -383,6 +402,7 @@ fn blur<P: Pixel<Subpixel = u8>>(
     img: &ImageBuffer<P, Vec<u8>>,
     sigma: f64,
 ) -> ImageBuffer<P, Vec<u8>> {
+    use rayon::prelude::*;
     let (w, h) = (img.width() as usize, img.height() as usize);
     let c = P::CHANNEL_COUNT as usize;
     let kernel = gaussian_kernel(sigma);
@@ -395,33 +415,35 @@ fn blur<P: Pixel<Subpixel = u8>>(
     };
     let (xs, ys) = (taps(w), taps(h));
     let src: Vec<f64> = img.iter().map(|v| f64::from(*v)).collect();
-    // Rows first, then columns, in f64; rounded once at the end.
+    // Rows first, then columns, in f64; rounded once at the end. Each output row is one job's work.
+    let row = (w * c).max(1);
     let mut rows = vec![0.0; src.len()];
-    for y in 0..h {
-        let line = &src[y * w * c..(y + 1) * w * c];
-        for x in 0..w {
-            let at = &xs[x * kernel.len()..(x + 1) * kernel.len()];
-            for ch in 0..c {
-                rows[(y * w + x) * c + ch] = kernel
-                    .iter()
-                    .zip(at)
-                    .map(|(wt, &sx)| wt * line[sx * c + ch])
-                    .sum();
+    rows.par_chunks_mut(row)
+        .zip(src.par_chunks(row))
+        .for_each(|(out, line)| {
+            for x in 0..w {
+                let at = &xs[x * kernel.len()..(x + 1) * kernel.len()];
+                for ch in 0..c {
+                    out[x * c + ch] = kernel
+                        .iter()
+                        .zip(at)
+                        .map(|(wt, &sx)| wt * line[sx * c + ch])
+                        .sum();
+                }
             }
-        }
-    }
+        });
     let mut out = img.clone();
-    for (i, v) in out.iter_mut().enumerate() {
-        let (p, ch) = (i / c, i % c);
-        let (y, x) = (p / w, p % w);
+    out.par_chunks_mut(row).enumerate().for_each(|(y, line)| {
         let at = &ys[y * kernel.len()..(y + 1) * kernel.len()];
-        let sum: f64 = kernel
-            .iter()
-            .zip(at)
-            .map(|(wt, &sy)| wt * rows[(sy * w + x) * c + ch])
-            .sum();
-        *v = to_u8(sum);
-    }
+        for (i, v) in line.iter_mut().enumerate() {
+            let sum: f64 = kernel
+                .iter()
+                .zip(at)
+                .map(|(wt, &sy)| wt * rows[sy * row + i])
+                .sum();
+            *v = to_u8(sum);
+        }
+    });
     out
 }
 
