@@ -216,8 +216,15 @@ impl Perturbation {
 
     /// The perturbed image as PNG bytes. `seed` only matters for noise.
     pub fn apply(&self, bytes: &[u8], seed: u64) -> Result<Vec<u8>, ImageError> {
+        if *self == Perturbation::Blank {
+            return blank(bytes);
+        }
         let img = decode(bytes)?;
-        let noise_seed = seed ^ hash_seed(bytes);
+        // Only noise reads the seed; hashing the bytes is skipped for the others.
+        let noise_seed = match self {
+            Perturbation::Noise(_) => seed ^ hash_seed(bytes),
+            _ => seed,
+        };
         let out = if img.color().has_color() {
             DynamicImage::ImageRgb8(self.pixels(img.into_rgb8(), noise_seed)?)
         } else {
@@ -308,6 +315,34 @@ fn jpeg_round_trip<P: Pixel<Subpixel = u8>>(
             crate::ImageFormat::Jpeg,
             "the decoded JPEG has another size",
         )
+    })
+}
+
+/// Mid-grey at the image's size and colour, read from its header: no pixel is decoded.
+fn blank(bytes: &[u8]) -> Result<Vec<u8>, ImageError> {
+    use image::ImageDecoder;
+    let format = crate::sniff(bytes);
+    let header = image::ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(image::ImageError::IoError)
+        .and_then(|r| r.into_decoder())
+        .map(|d| (d.dimensions(), d.color_type().has_color()));
+    let ((w, h), colour) = header.map_err(|e| ImageError::Decode {
+        format: format.unwrap_or(crate::ImageFormat::Png),
+        message: e.to_string(),
+    })?;
+    // The header's size is checked against the limit decoding has before anything that size is allocated.
+    let samples = u64::from(w) * u64::from(h) * if colour { 3 } else { 1 };
+    if samples > crate::limits::max_raster_bytes() {
+        return Err(ImageError::Decode {
+            format: format.unwrap_or(crate::ImageFormat::Png),
+            message: format!("{w} x {h} pixels exceed the raster limit"),
+        });
+    }
+    png(&if colour {
+        DynamicImage::ImageRgb8(RgbImage::from_pixel(w, h, Rgb([128; 3])))
+    } else {
+        DynamicImage::ImageLuma8(GrayImage::from_pixel(w, h, Luma([128])))
     })
 }
 
