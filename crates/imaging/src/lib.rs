@@ -15,6 +15,7 @@
 
 pub mod describe;
 mod dicom;
+mod jpeg;
 pub mod limits;
 pub mod meta;
 mod nifti;

@@ -14,7 +14,8 @@
 //! - `noise:SIGMA`: adds Gaussian noise of standard deviation SIGMA x 255 to every channel, 0 < SIGMA <= 1.
 //! - `blur:SIGMA`: a Gaussian blur of SIGMA pixels (kernel radius ceil(3 SIGMA), edges mirrored), 0 < SIGMA <= 20.
 //! - `contrast:GAMMA`: 255 x (v / 255)^GAMMA, 0.1 <= GAMMA <= 10.
-//! - `jpeg:QUALITY`: JPEG-encoded at QUALITY (1..=100) and decoded again.
+//! - `jpeg:QUALITY`: JPEG-encoded at QUALITY (1..=100) and decoded again, as Pillow does with libjpeg-turbo
+//!   (baseline, standard tables scaled by quality, 4:2:0 chroma for RGB, grey as one component; see `jpeg.rs`).
 //! - `downsample:FACTOR`: each FACTOR x FACTOR block averaged into one pixel (edge blocks over the pixels they
 //!   have), 2 <= FACTOR <= 16; the image gets smaller.
 //! - `rotate:DEGREES`: turned counter-clockwise about its centre, same size, bilinear, black outside,
@@ -30,7 +31,7 @@ use image::{DynamicImage, GrayImage, ImageBuffer, Luma, Pixel, Rgb, RgbImage};
 use crate::{content_hash, decode, ImageError};
 
 /// Bumped whenever the same perturbation could give different bytes.
-pub const PERTURB_VERSION: u32 = 1;
+pub const PERTURB_VERSION: u32 = 2;
 
 /// What is accepted, for error messages and help texts.
 pub const ACCEPTED: &str = "blank, mismatch, drop:SEQUENCE, noise:SIGMA (0 < SIGMA <= 1), \
@@ -215,12 +216,19 @@ impl Perturbation {
 
     /// The perturbed image as PNG bytes. `seed` only matters for noise.
     pub fn apply(&self, bytes: &[u8], seed: u64) -> Result<Vec<u8>, ImageError> {
+        if *self == Perturbation::Blank {
+            return blank(bytes);
+        }
         let img = decode(bytes)?;
-        let noise_seed = seed ^ hash_seed(bytes);
+        // Only noise reads the seed; hashing the bytes is skipped for the others.
+        let noise_seed = match self {
+            Perturbation::Noise(_) => seed ^ hash_seed(bytes),
+            _ => seed,
+        };
         let out = if img.color().has_color() {
-            DynamicImage::ImageRgb8(self.pixels(img.to_rgb8(), noise_seed)?)
+            DynamicImage::ImageRgb8(self.pixels(img.into_rgb8(), noise_seed)?)
         } else {
-            DynamicImage::ImageLuma8(self.pixels(img.to_luma8(), noise_seed)?)
+            DynamicImage::ImageLuma8(self.pixels(img.into_luma8(), noise_seed)?)
         };
         png(&out)
     }
@@ -263,7 +271,7 @@ impl Encodable for Luma<u8> {
         Luma([v])
     }
     fn jpeg(img: &GrayImage, quality: u8) -> Result<GrayImage, ImageError> {
-        Ok(decode(&jpeg(&DynamicImage::ImageLuma8(img.clone()), quality)?)?.to_luma8())
+        jpeg_round_trip(img, quality)
     }
 }
 
@@ -272,7 +280,7 @@ impl Encodable for Rgb<u8> {
         Rgb([v, v, v])
     }
     fn jpeg(img: &RgbImage, quality: u8) -> Result<RgbImage, ImageError> {
-        Ok(decode(&jpeg(&DynamicImage::ImageRgb8(img.clone()), quality)?)?.to_rgb8())
+        jpeg_round_trip(img, quality)
     }
 }
 
@@ -294,12 +302,48 @@ fn png(img: &DynamicImage) -> Result<Vec<u8>, ImageError> {
     Ok(out)
 }
 
-fn jpeg(img: &DynamicImage, quality: u8) -> Result<Vec<u8>, ImageError> {
-    let mut out = Vec::new();
-    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, quality)
-        .encode_image(img)
+/// Encoded and decoded again by libjpeg-turbo's codec as Pillow calls it ([`crate::jpeg`]).
+fn jpeg_round_trip<P: Pixel<Subpixel = u8>>(
+    img: &ImageBuffer<P, Vec<u8>>,
+    quality: u8,
+) -> Result<ImageBuffer<P, Vec<u8>>, ImageError> {
+    let (w, h) = img.dimensions();
+    let back = crate::jpeg::round_trip(img.as_raw(), w, h, P::CHANNEL_COUNT as usize, quality)
         .map_err(|e| encode_error(crate::ImageFormat::Jpeg, e))?;
-    Ok(out)
+    ImageBuffer::from_raw(w, h, back).ok_or_else(|| {
+        encode_error(
+            crate::ImageFormat::Jpeg,
+            "the decoded JPEG has another size",
+        )
+    })
+}
+
+/// Mid-grey at the image's size and colour, read from its header: no pixel is decoded.
+fn blank(bytes: &[u8]) -> Result<Vec<u8>, ImageError> {
+    use image::ImageDecoder;
+    let format = crate::sniff(bytes);
+    let header = image::ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(image::ImageError::IoError)
+        .and_then(|r| r.into_decoder())
+        .map(|d| (d.dimensions(), d.color_type().has_color()));
+    let ((w, h), colour) = header.map_err(|e| ImageError::Decode {
+        format: format.unwrap_or(crate::ImageFormat::Png),
+        message: e.to_string(),
+    })?;
+    // The header's size is checked against the limit decoding has before anything that size is allocated.
+    let samples = u64::from(w) * u64::from(h) * if colour { 3 } else { 1 };
+    if samples > crate::limits::max_raster_bytes() {
+        return Err(ImageError::Decode {
+            format: format.unwrap_or(crate::ImageFormat::Png),
+            message: format!("{w} x {h} pixels exceed the raster limit"),
+        });
+    }
+    png(&if colour {
+        DynamicImage::ImageRgb8(RgbImage::from_pixel(w, h, Rgb([128; 3])))
+    } else {
+        DynamicImage::ImageLuma8(GrayImage::from_pixel(w, h, Luma([128])))
+    })
 }
 
 /// The first 8 bytes of the content hash, so every image draws its own noise.
@@ -311,22 +355,33 @@ fn to_u8(v: f64) -> u8 {
     (v + 0.5).floor().clamp(0.0, 255.0) as u8
 }
 
+/// Applies `f` to every sample through a table of its 256 values (the same bytes as calling it each time).
 fn map<P: Pixel<Subpixel = u8>>(
     mut img: ImageBuffer<P, Vec<u8>>,
     f: impl Fn(f64) -> f64,
 ) -> ImageBuffer<P, Vec<u8>> {
+    let table: Vec<u8> = (0..=255u8).map(|v| to_u8(f(f64::from(v)))).collect();
     for v in img.iter_mut() {
-        *v = to_u8(f(f64::from(*v)));
+        *v = table[usize::from(*v)];
     }
     img
 }
 
-/// SplitMix64 (Steele, Lea and Flood 2014), the generator NumPy's reference re-implements.
+/// SplitMix64 (Steele, Lea and Flood 2014), the generator NumPy's reference re-implements. Its state after `k`
+/// draws is `seed + k x GAMMA`, so any draw is computed directly ([`SplitMix::at`]) and rows of noise are drawn
+/// in parallel with the same values as one sequential stream.
 struct SplitMix(u64);
 
 impl SplitMix {
+    const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
+    /// The stream positioned after `draws` draws.
+    fn at(seed: u64, draws: u64) -> SplitMix {
+        SplitMix(seed.wrapping_add(draws.wrapping_mul(Self::GAMMA)))
+    }
+
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        self.0 = self.0.wrapping_add(Self::GAMMA);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -342,15 +397,23 @@ impl SplitMix {
     }
 }
 
+/// Rows of samples handed to one rayon job: enough work to be worth a thread.
+const ROWS_PER_JOB: usize = 16;
+
 fn noise<P: Pixel<Subpixel = u8>>(
     mut img: ImageBuffer<P, Vec<u8>>,
     sd: f64,
     seed: u64,
 ) -> ImageBuffer<P, Vec<u8>> {
-    let mut rng = SplitMix(seed);
-    for v in img.iter_mut() {
-        *v = to_u8(f64::from(*v) + sd * rng.normal());
-    }
+    use rayon::prelude::*;
+    let chunk = (img.width() as usize * P::CHANNEL_COUNT as usize * ROWS_PER_JOB).max(1);
+    img.par_chunks_mut(chunk).enumerate().for_each(|(i, part)| {
+        // Two draws per sample, in sample order.
+        let mut rng = SplitMix::at(seed, 2 * (i * chunk) as u64);
+        for v in part {
+            *v = to_u8(f64::from(*v) + sd * rng.normal());
+        }
+    });
     img
 }
 
@@ -374,6 +437,7 @@ fn blur<P: Pixel<Subpixel = u8>>(
     img: &ImageBuffer<P, Vec<u8>>,
     sigma: f64,
 ) -> ImageBuffer<P, Vec<u8>> {
+    use rayon::prelude::*;
     let (w, h) = (img.width() as usize, img.height() as usize);
     let c = P::CHANNEL_COUNT as usize;
     let kernel = gaussian_kernel(sigma);
@@ -386,33 +450,35 @@ fn blur<P: Pixel<Subpixel = u8>>(
     };
     let (xs, ys) = (taps(w), taps(h));
     let src: Vec<f64> = img.iter().map(|v| f64::from(*v)).collect();
-    // Rows first, then columns, in f64; rounded once at the end.
+    // Rows first, then columns, in f64; rounded once at the end. Each output row is one job's work.
+    let row = (w * c).max(1);
     let mut rows = vec![0.0; src.len()];
-    for y in 0..h {
-        let line = &src[y * w * c..(y + 1) * w * c];
-        for x in 0..w {
-            let at = &xs[x * kernel.len()..(x + 1) * kernel.len()];
-            for ch in 0..c {
-                rows[(y * w + x) * c + ch] = kernel
-                    .iter()
-                    .zip(at)
-                    .map(|(wt, &sx)| wt * line[sx * c + ch])
-                    .sum();
+    rows.par_chunks_mut(row)
+        .zip(src.par_chunks(row))
+        .for_each(|(out, line)| {
+            for x in 0..w {
+                let at = &xs[x * kernel.len()..(x + 1) * kernel.len()];
+                for ch in 0..c {
+                    out[x * c + ch] = kernel
+                        .iter()
+                        .zip(at)
+                        .map(|(wt, &sx)| wt * line[sx * c + ch])
+                        .sum();
+                }
             }
-        }
-    }
+        });
     let mut out = img.clone();
-    for (i, v) in out.iter_mut().enumerate() {
-        let (p, ch) = (i / c, i % c);
-        let (y, x) = (p / w, p % w);
+    out.par_chunks_mut(row).enumerate().for_each(|(y, line)| {
         let at = &ys[y * kernel.len()..(y + 1) * kernel.len()];
-        let sum: f64 = kernel
-            .iter()
-            .zip(at)
-            .map(|(wt, &sy)| wt * rows[(sy * w + x) * c + ch])
-            .sum();
-        *v = to_u8(sum);
-    }
+        for (i, v) in line.iter_mut().enumerate() {
+            let sum: f64 = kernel
+                .iter()
+                .zip(at)
+                .map(|(wt, &sy)| wt * rows[sy * row + i])
+                .sum();
+            *v = to_u8(sum);
+        }
+    });
     out
 }
 

@@ -49,6 +49,7 @@ mod hosts;
 mod html;
 mod listen;
 mod pages;
+mod perturbed;
 mod repeats;
 mod review;
 mod review_html;

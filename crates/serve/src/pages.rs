@@ -677,6 +677,7 @@ pub(crate) fn sample(
     let _ = write!(body, "<dt>turns done</dt><dd>{}</dd></dl>", s.turns_done);
     score_block(&mut body, score.as_ref());
     crate::repeats::sample_block(&mut body, store, run_id, &task_id, sample_index)?;
+    crate::perturbed::block(&mut body, store, &run, &task_id, sample_index)?;
 
     body.push_str("<h2>Turns</h2>");
     if s.turns.is_empty() {

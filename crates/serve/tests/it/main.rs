@@ -4,4 +4,5 @@
 mod cases;
 mod connections;
 mod pages;
+mod perturbed;
 mod review;
