@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
-use crate::attention::{self, PROMPT_CHUNK};
+use crate::attention;
 use crate::engine::{Cache, Column, Engine, Sequence};
 use crate::grammar::{self, Grammar, Vocab};
 use crate::quant::KPaths;
@@ -139,22 +139,41 @@ impl PromptCache {
     }
 
     /// The entry `prompt` can take the most positions from, and how many.
-    fn best(&self, prompt: &[u32], context: usize, kernels: KPaths) -> Option<(&Cached, usize)> {
+    fn best(&self, prompt: &[u32], engine: &Engine) -> Option<(&Cached, usize)> {
         self.entries
             .iter()
-            .map(|e| (e, reusable(&e.tokens, prompt, context, kernels)))
+            .map(|e| (e, reusable(&e.tokens, prompt, Reading::of(engine))))
             .filter(|(_, n)| *n > 0)
             .max_by_key(|(_, n)| *n)
     }
 
     /// Keeps `entry`, dropping the entries it makes redundant (prompts it extends) and then the oldest until
     /// the cache fits its limit.
-    fn insert(&mut self, entry: Cached, context: usize, kernels: KPaths) {
+    fn insert(&mut self, entry: Cached, engine: &Engine) {
         self.entries
-            .retain(|e| reusable(&e.tokens, &entry.tokens, context, kernels) < e.tokens.len());
+            .retain(|e| reusable(&e.tokens, &entry.tokens, Reading::of(engine)) < e.tokens.len());
         self.entries.push_back(entry);
         while self.bytes() > self.limit && !self.entries.is_empty() {
             self.entries.pop_front();
+        }
+    }
+}
+
+/// What decides how an engine computes a prompt position: its context window, its kernels, and whether it
+/// reads the end of a prompt in chunks of its own ([`attention::prompt_chunk`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reading {
+    pub context: usize,
+    pub kernels: KPaths,
+    pub checkpoints: bool,
+}
+
+impl Reading {
+    fn of(engine: &Engine) -> Reading {
+        Reading {
+            context: engine.context,
+            kernels: engine.kpaths,
+            checkpoints: engine.cfg.swa.is_some(),
         }
     }
 }
@@ -163,17 +182,22 @@ impl PromptCache {
 /// share, up to the first position whose attention path or (with K-quant weights, see [`KPaths`]) matrix
 /// product kernel differs between the two prompts (it would round differently), and never `next`'s last
 /// position unless the prompts are equal (its logits are needed).
-pub(crate) fn reusable(cached: &[u32], next: &[u32], context: usize, kernels: KPaths) -> usize {
+pub(crate) fn reusable(cached: &[u32], next: &[u32], engine: Reading) -> usize {
+    let Reading {
+        context,
+        kernels,
+        checkpoints,
+    } = engine;
     let common = cached.iter().zip(next).take_while(|(a, b)| a == b).count();
     if common == cached.len() && common == next.len() {
         return common;
     }
     let limit = common.min(next.len().saturating_sub(1));
     let path = |len: usize, p: usize| {
-        let chunk = attention::prompt_chunk(len, p);
+        let chunk = attention::prompt_chunk(len, p, checkpoints);
         (
-            attention::path(chunk, p, context),
-            kernels.key(crate::engine::batch(chunk, p)),
+            attention::path(chunk.size, p, context),
+            kernels.key(crate::engine::batch(chunk.size, p - chunk.start)),
         )
     };
     (0..limit)
@@ -259,16 +283,12 @@ impl<'e, T> Batch<'e, T> {
     /// the start it shares with a cached prompt. Returns requests this finished.
     fn take_cached(&mut self) -> Vec<Done<T>> {
         let mut finished = Vec::new();
-        let context = self.engine.context;
         while let Some(p) = self.prefilling.front_mut() {
             if p.looked_up {
                 break;
             }
             p.looked_up = true;
-            let Some((entry, n)) = self
-                .prompts
-                .best(&p.job.prompt, context, self.engine.kpaths)
-            else {
+            let Some((entry, n)) = self.prompts.best(&p.job.prompt, self.engine) else {
                 break;
             };
             let (cache, logits) = (entry.cache.clone(), entry.logits.clone());
@@ -304,13 +324,14 @@ impl<'e, T> Batch<'e, T> {
                     token,
                     logits: true,
                     chunk: 1,
+                    index: 0,
                 });
                 live.push(s);
             }
         }
         let reading = self.prefilling.front_mut();
         let chunk_end = reading.as_ref().map(|p| {
-            let (chunk, end) = prompt_columns(&p.job.prompt, p.done, live.len());
+            let (chunk, end) = prompt_columns(self.engine, &p.job.prompt, p.done, live.len());
             cols.extend(chunk);
             end
         });
@@ -376,8 +397,7 @@ impl<'e, T> Batch<'e, T> {
                 cache: cache.clone(),
                 logits: logits.clone(),
             };
-            self.prompts
-                .insert(entry, self.engine.context, self.engine.kpaths);
+            self.prompts.insert(entry, self.engine);
         }
         self.start(p, cache, &logits)
     }
@@ -424,18 +444,23 @@ impl<'e, T> Batch<'e, T> {
 
 /// The columns of the next piece of `prompt` to read from position `done`, as sequence `seq`, and where that
 /// piece ends: the end of llama.cpp's chunk, so a prefill resumed mid-chunk realigns with it.
-fn prompt_columns(prompt: &[u32], done: usize, seq: usize) -> (Vec<Column>, usize) {
-    let start = done - done % PROMPT_CHUNK;
-    let end = (start + PROMPT_CHUNK).min(prompt.len());
-    let cols = (done..end)
+fn prompt_columns(
+    engine: &Engine,
+    prompt: &[u32],
+    done: usize,
+    seq: usize,
+) -> (Vec<Column>, usize) {
+    let chunk = engine.prompt_chunk(prompt.len(), done);
+    let cols = (done..chunk.end())
         .map(|i| Column {
             seq,
             token: prompt[i],
             logits: i + 1 == prompt.len(),
-            chunk: attention::prompt_chunk(prompt.len(), i),
+            chunk: chunk.size,
+            index: i - chunk.start,
         })
         .collect();
-    (cols, end)
+    (cols, chunk.end())
 }
 
 /// Samples the next token of `s` from `logits` and records whether the sequence is done.
@@ -503,26 +528,34 @@ fn done<T>(a: Active<T>) -> Done<T> {
 mod tests {
     use super::*;
 
+    fn reading(context: usize, kernels: KPaths) -> Reading {
+        Reading {
+            context,
+            kernels,
+            checkpoints: false,
+        }
+    }
+
     #[test]
     fn reuse_stops_where_the_attention_path_would_change() {
         let (ctx, none) = (usize::MAX, KPaths::default());
         let p: Vec<u32> = (0..700).collect();
         // The same prompt: all of it (its logits are cached too).
-        assert_eq!(reusable(&p[..100], &p[..100], ctx, none), 100);
+        assert_eq!(reusable(&p[..100], &p[..100], reading(ctx, none)), 100);
         // A prompt that extends a cached one within its first chunk: every cached position (tiled either way).
-        assert_eq!(reusable(&p[..200], &p[..500], ctx, none), 200);
+        assert_eq!(reusable(&p[..200], &p[..500], reading(ctx, none)), 200);
         // Across the chunk boundary: the cached prompt's second chunk (88 tokens) is tiled, as in the longer one.
-        assert_eq!(reusable(&p[..600], &p[..700], ctx, none), 600);
+        assert_eq!(reusable(&p[..600], &p[..700], reading(ctx, none)), 600);
         // A cached second chunk of 18 tokens took the one-pass path; the longer prompt tiles those positions.
-        assert_eq!(reusable(&p[..530], &p[..700], ctx, none), 512);
+        assert_eq!(reusable(&p[..530], &p[..700], reading(ctx, none)), 512);
         // A short prompt (one pass) and a long one (tiled) share nothing computed alike.
-        assert_eq!(reusable(&p[..30], &p[..100], ctx, none), 0);
+        assert_eq!(reusable(&p[..30], &p[..100], reading(ctx, none)), 0);
         // A prompt that is a start of the cached one: all but its last position, whose logits are needed.
-        assert_eq!(reusable(&p[..500], &p[..300], ctx, none), 299);
+        assert_eq!(reusable(&p[..500], &p[..300], reading(ctx, none)), 299);
         // Different tokens part them.
         let mut q = p[..300].to_vec();
         q[150] = 9999;
-        assert_eq!(reusable(&p[..200], &q, ctx, none), 150);
+        assert_eq!(reusable(&p[..200], &q, reading(ctx, none)), 150);
     }
 
     /// With K-quant or 16-bit float weights reuse also stops where llama.cpp would multiply a position with
@@ -544,24 +577,33 @@ mod tests {
             ..KPaths::default()
         };
         // A 5-token prompt is multiplied column by column, a 40-token one with the tiled kernel.
-        assert_eq!(reusable(&p[..5], &p[..40], ctx, KPaths::default()), 5);
-        assert_eq!(reusable(&p[..5], &p[..40], ctx, tiled), 0);
+        assert_eq!(
+            reusable(&p[..5], &p[..40], reading(ctx, KPaths::default())),
+            5
+        );
+        assert_eq!(reusable(&p[..5], &p[..40], reading(ctx, tiled)), 0);
         // Both at least eight tokens long: the tiled kernel either way.
-        assert_eq!(reusable(&p[..20], &p[..40], ctx, tiled), 20);
+        assert_eq!(reusable(&p[..20], &p[..40], reading(ctx, tiled)), 20);
         // Q4_K's repacked kernels take 66 tokens as sixteen fours and two singles, 100 tokens all in fours.
-        assert_eq!(reusable(&p[..66], &p[..100], ctx, KPaths::default()), 66);
-        assert_eq!(reusable(&p[..66], &p[..100], ctx, repacked), 64);
-        assert_eq!(reusable(&p[..530], &p[..700], ctx, repacked), 512);
+        assert_eq!(
+            reusable(&p[..66], &p[..100], reading(ctx, KPaths::default())),
+            66
+        );
+        assert_eq!(reusable(&p[..66], &p[..100], reading(ctx, repacked)), 64);
+        assert_eq!(reusable(&p[..530], &p[..700], reading(ctx, repacked)), 512);
         // A one-token prompt is multiplied alone, a longer one by tinyBLAS.
-        assert_eq!(reusable(&p[..1], &p[..5], ctx, KPaths::default()), 1);
-        assert_eq!(reusable(&p[..1], &p[..5], ctx, sgemm), 0);
+        assert_eq!(
+            reusable(&p[..1], &p[..5], reading(ctx, KPaths::default())),
+            1
+        );
+        assert_eq!(reusable(&p[..1], &p[..5], reading(ctx, sgemm)), 0);
     }
 
     /// Reads `prompt` into `seq` from position `done` as the batch does; the logits after its last token.
     fn read(engine: &Engine, seq: &mut Sequence, prompt: &[u32], mut done: usize) -> Vec<f32> {
         let mut logits = Vec::new();
         while done < prompt.len() {
-            let (cols, end) = prompt_columns(prompt, done, 0);
+            let (cols, end) = prompt_columns(engine, prompt, done, 0);
             logits = engine
                 .step(&mut [&mut *seq], &cols)
                 .pop()
@@ -595,7 +637,7 @@ mod tests {
         for (cached, next) in pairs {
             let mut seq = Sequence::new(engine.cfg.layers);
             read(engine, &mut seq, &cached, 0);
-            let n = reusable(&cached, &next, engine.context, engine.kpaths);
+            let n = reusable(&cached, &next, Reading::of(engine));
             assert!(
                 n > 0,
                 "{} then {} tokens reuse nothing",
