@@ -618,7 +618,31 @@ mod tests {
         let Some(path) = nmb_test_support::assets::smollm2_gguf() else {
             return;
         };
-        let model = crate::LocalModel::load(&path).expect("SmolLM2 loads");
+        resumed_prompts_read_as_whole(
+            &crate::LocalModel::load(&path).expect("SmolLM2 loads"),
+            true,
+        );
+    }
+
+    /// Gemma 3 reads the last 4 (and 516) prompt tokens in chunks of their own, which a longer prompt reads
+    /// inside a larger one: reuse stops before them. (530 tokens start with a 14-token chunk, 700 with a
+    /// 184-token one: they share no position computed alike.)
+    #[test]
+    fn a_prompt_read_after_a_cached_start_has_the_logits_of_one_read_whole_with_gemma3() {
+        let Some(path) = nmb_test_support::assets::gemma3_gguf() else {
+            return;
+        };
+        let model = crate::LocalModel::load(&path).expect("Gemma 3 loads");
+        let p: Vec<u32> = (0..700).collect();
+        let reading = Reading::of(&model.engine);
+        assert_eq!(reusable(&p[..530], &p, reading), 0);
+        assert!(reusable(&p[..451], &p[..466], reading) <= 447);
+        resumed_prompts_read_as_whole(&model, false);
+    }
+
+    /// Prompts read after a cached start of theirs have the logits of the prompt read whole (with `short_tail`,
+    /// also after a cached prompt whose second chunk is too short to be tiled).
+    fn resumed_prompts_read_as_whole(model: &crate::LocalModel, short_tail: bool) {
         let engine = &model.engine;
         let case = model
             .prompt_tokens(include_str!("../benches/prompt.txt"))
@@ -627,13 +651,16 @@ mod tests {
             .prompt_tokens("The patient's daughter adds that she had a similar episode last month.")
             .expect("tokens");
         let long: Vec<u32> = case.iter().chain(&more).chain(&case).copied().collect();
+        assert!(long.len() > 700, "{} tokens", long.len());
         // (cached, next): within a chunk, across the 512-token boundary, and a cached second chunk too short to
         // be tiled.
-        let pairs = [
+        let mut pairs = vec![
             (case.clone(), long[..case.len() + more.len()].to_vec()),
             (long[..600].to_vec(), long.clone()),
-            (long[..530].to_vec(), long[..700].to_vec()),
         ];
+        if short_tail {
+            pairs.push((long[..530].to_vec(), long[..700].to_vec()));
+        }
         for (cached, next) in pairs {
             let mut seq = Sequence::new(engine.cfg.layers);
             read(engine, &mut seq, &cached, 0);
