@@ -18,6 +18,9 @@ ARCH (default llama) picks the layout, with what each family adds as llama.cpp's
 - gemma3: per-head Q and K norms, post-attention and post-MLP norms, heads of 128, one key/value head per two
   query heads, 6 layers with a sliding window of 32 positions (layers 0-4 slide, layer 5 is global), and the
   output tied to the embedding (no `output.weight`).
+- smolvlm: Llama (SmolVLM's text model) whose vocabulary also holds SmolVLM's added control tokens, the ones
+  llama.cpp's mtmd places around Idefics3 tiles (`<global-img>`, `<row_R_col_C>` for R and C from 1 to 6,
+  `<fake_token_around_image>`, `<image>`, `<end_of_utterance>`): the text model `--projector idefics3` pairs with.
 
 The tokenizer (vocabulary, merges, special tokens, chat template) is copied from SmolLM2's GGUF, so both
 engines tokenise as they do for SmolLM2 and the vocabulary is real (`--pre` replaces its pre-tokenizer name,
@@ -38,8 +41,10 @@ patch and position embeddings F32, Gemma 3's input projection F16):
 - gemma3 (MedGemma's): 224-pixel images (16×16 patches), average pooling by 4 to 16 tokens, the soft-embedding
   RMS norm and the input projection to width 256, the width of `--arch gemma3` files.
 - idefics3 (SmolVLM's): 112-pixel tiles (8×8 patches), pixel shuffle by 2 (16 tokens of width 512), the
-  projection `mm.model.fc` to width 256 (`--arch llama` files), images sliced at a longest edge of 224.
-`--projector-width N` and `--projector-layers N` and `--image-size N` make a larger tower (for benchmarks).
+  projection `mm.model.fc` to width 256 (`--arch smolvlm` files, whose vocabulary has the tokens mtmd places
+  around its tiles), images sliced at a longest edge of 224.
+`--projector-width N` and `--projector-layers N` and `--image-size N` make a larger tower (for benchmarks);
+`--preproc-image-size N` sets Idefics3's longest edge (N = the image size gives images of one tile).
 
 Needs PyPI's `gguf` and `numpy` (scripts/assets.sh installs both into .nmb-assets/py).
 """
@@ -52,7 +57,11 @@ from gguf import GGMLQuantizationType as T
 
 DIM, FFN, HEADS, KV_HEADS, LAYERS = 256, 512, 4, 2, 2
 TARGET_STD = 0.05
-ARCHS = ("llama", "llama3", "mistral3", "qwen2", "qwen3", "gemma3")
+ARCHS = ("llama", "llama3", "mistral3", "qwen2", "qwen3", "gemma3", "smolvlm")
+
+# SmolVLM's added tokens (after SmolLM2's 49152), which llama.cpp's mtmd places around Idefics3 image tiles.
+SMOLVLM_TOKENS = (["<global-img>"] + [f"<row_{r}_col_{c}>" for r in range(1, 7) for c in range(1, 7)]
+                  + ["<fake_token_around_image>", "<image>", "<end_of_utterance>"])
 
 # Byte offsets of each block's f16 scale fields (d, and dmin or m where the type has one), and the block size.
 SCALE_FIELDS = {
@@ -104,7 +113,8 @@ def matrix(rng, qtype, rows, cols):
     return random_blocks(rng, qtype, rows, cols), qtype
 
 
-def copy_tokenizer(reader, writer, replace):
+def copy_tokenizer(reader, writer, replace, extra=()):
+    """Copies the tokenizer; `extra` are control tokens appended to the vocabulary."""
     for name, value in replace.items():
         writer.add_string(name, value)
     for name, field in reader.fields.items():
@@ -117,12 +127,16 @@ def copy_tokenizer(reader, writer, replace):
                 value = [bytes(field.parts[i]).decode("utf-8", "surrogateescape") for i in field.data]
             else:
                 value = [field.parts[i][0].item() for i in field.data]
+            if name == "tokenizer.ggml.tokens":
+                value += list(extra)
+            elif name == "tokenizer.ggml.token_type":
+                value += [gguf.TokenType.CONTROL.value] * len(extra)
             writer.add_array(name, value)
         elif vtype == gguf.GGUFValueType.STRING:
             writer.add_string(name, bytes(field.parts[field.data[0]]).decode("utf-8"))
         else:
             writer.add_key_value(name, field.parts[field.data[0]][0].item(), vtype)
-    vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    vocab = len(reader.fields["tokenizer.ggml.tokens"].data) + len(extra)
     return vocab
 
 
@@ -170,7 +184,7 @@ def write_projector(args, qtype):
     writer.add_array(gguf.Keys.ClipVision.IMAGE_STD, [0.5, 0.5, 0.5])
     if kind == "idefics3":
         writer.add_uint32(gguf.Keys.ClipVision.Projector.SCALE_FACTOR, 2)
-        writer.add_uint32(gguf.Keys.ClipVision.PREPROC_IMAGE_SIZE, 2 * image)
+        writer.add_uint32(gguf.Keys.ClipVision.PREPROC_IMAGE_SIZE, args.preproc_image_size or 2 * image)
 
     def add(name, rows, cols, qt=qtype):
         data, raw = matrix(rng, qt, rows, cols)
@@ -229,6 +243,8 @@ def main():
     ap.add_argument("--projector-width", type=int, default=128)
     ap.add_argument("--projector-layers", type=int, default=2)
     ap.add_argument("--image-size", type=int, default=0)
+    ap.add_argument("--preproc-image-size", type=int, default=0,
+                    help="Idefics3's longest edge (clip.vision.preproc_image_size; default twice the image size)")
     args = ap.parse_args()
     replace = {}
     if args.pre:
@@ -248,7 +264,7 @@ def main():
         write_projector(args, qtype)
         return
     arch = args.arch
-    gguf_arch = "llama" if arch == "llama3" else arch
+    gguf_arch = "llama" if arch in ("llama3", "smolvlm") else arch
     head_dim = 128 if arch in ("qwen3", "gemma3") else DIM // HEADS
     layers = 6 if arch == "gemma3" else LAYERS
     rope_base = {"llama3": 500000.0, "gemma3": 1000000.0, "mistral3": 1000000.0}.get(arch, 100000.0)
@@ -256,7 +272,7 @@ def main():
     reader = gguf.GGUFReader(args.smollm2)
     writer = gguf.GGUFWriter(args.out, gguf_arch)
     writer.add_name(f"tiny-{arch}-{qtype.name}")
-    vocab = copy_tokenizer(reader, writer, replace)
+    vocab = copy_tokenizer(reader, writer, replace, SMOLVLM_TOKENS if arch == "smolvlm" else ())
     writer.add_block_count(layers)
     writer.add_context_length(2048)
     writer.add_embedding_length(DIM)

@@ -38,8 +38,9 @@
 //!   any other refused with the list; hostile files refused at load under the model files' header checks and
 //!   bounds of their own) and encode an image as llama.cpp's `mtmd` does on the engine's kernels and thread
 //!   pool ([`LocalWeights::install`]); [`LocalWeights::parts_logits`] reads a prompt of token runs and image
-//!   embeddings ([`PromptPart`]) as `mtmd` decodes it. Gemma 3's embeddings and the logits after prompts with
-//!   images equal llama.cpp's to the bit; Idefics3 encodes one tile (llama.cpp's slicing is not done).
+//!   embeddings ([`PromptPart`]) as `mtmd` decodes it. Idefics3 images are sliced into tiles and a global image
+//!   and laid out with their row and column tokens as `mtmd` does ([`Projector::idefics3_parts`]). For both
+//!   types the embeddings and the logits after prompts with images equal llama.cpp's to the bit.
 //! - **JSON output.** An [`OutputFormat::Json`] request is decoded under its schema's grammar (any JSON object
 //!   without a schema), as llama.cpp's server decodes a `response_format`: the schema becomes a GBNF grammar by
 //!   the rules of llama.cpp's `json-schema-to-grammar` ([`LocalModel::schema_grammar`]), every sample keeps

@@ -75,9 +75,21 @@ pub fn stored_verdicts(
                 y_first: read(k, "yx", false),
             })
             .collect();
-        out.push((run.manifest.model.clone(), verdicts));
+        // A judge run that was sent images says so by its input mode (text-only judge runs record `text`).
+        let images = run.manifest.input_mode != nmb_store::InputMode::Text;
+        out.push((judge_name(&run.manifest.model, images), verdicts));
     }
     Ok(out)
+}
+
+/// How a judge is named beside its pairwise verdicts: its spec, and `(with images)` when its questions carried the
+/// images the models were shown (`nmb review judge --judge-images same`), so that the two askings of one judge
+/// stay apart.
+pub fn judge_name(spec: &str, images: bool) -> String {
+    match images {
+        true => format!("{spec} (with images)"),
+        false => spec.to_string(),
+    }
 }
 
 pub fn as_x_against_y(better: &str, x_first: bool) -> Preference {

@@ -34,8 +34,8 @@ pub struct JudgePairwise {
     pub sentence: String,
 }
 
-/// The question of a stored sample: the text of its first turn's user messages (images are not sent to the
-/// judge, which compares the two answers' text).
+/// The question of a stored sample: the text of its first turn's user messages (its images, when a judge sees
+/// them, are attached apart: `SetPairs::answers` says where they are).
 fn question_of(store: &Store, run: &str, task: &str, sample: u32) -> Result<String, ReviewError> {
     let record = store.sample_record(run, task, sample)?;
     let Some(first) = record.as_ref().and_then(|r| r.turns.first()) else {
@@ -74,6 +74,17 @@ pub struct SetPairs {
     pub pairs: Vec<PairToJudge>,
     /// Each pair's item number and task, in the same order.
     tasks: Vec<(u32, String)>,
+    /// Each pair's two stored answers, X then Y, in the same order (where a judge that sees the images finds
+    /// what the models were shown).
+    pub answers: Vec<[AnswerRef; 2]>,
+}
+
+/// A stored answer: run, task and sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerRef {
+    pub run_id: String,
+    pub task_id: String,
+    pub sample_index: u32,
 }
 
 /// The pairs of pairwise set `set_id`, each with its question and its two answers, for judges to vote on.
@@ -93,6 +104,7 @@ pub fn pairs_to_judge(store: &Store, set_id: &str) -> Result<SetPairs, ReviewErr
     let items = store.review_items(set_id)?;
     let mut asked = Vec::new();
     let mut tasks = Vec::new();
+    let mut answers = Vec::new();
     for i in &items {
         let Some(p) = pairs.get(&i.item_no) else {
             continue;
@@ -104,12 +116,22 @@ pub fn pairs_to_judge(store: &Store, set_id: &str) -> Result<SetPairs, ReviewErr
             y: answer_of(store, &p.run_id, &i.task_id, p.sample_index)?,
         });
         tasks.push((i.item_no, i.task_id.clone()));
+        let answer = |run_id: &str, sample_index: u32| AnswerRef {
+            run_id: run_id.to_string(),
+            task_id: i.task_id.clone(),
+            sample_index,
+        };
+        answers.push([
+            answer(&i.run_id, i.sample_index),
+            answer(&p.run_id, p.sample_index),
+        ]);
     }
     Ok(SetPairs {
         set_id: set_id.to_string(),
         scored: store.run(&set.runs[0])?,
         pairs: asked,
         tasks,
+        answers,
     })
 }
 

@@ -39,7 +39,8 @@ pub use create::{create_set, CreatedSet, NewSet};
 pub use grade::{check_grade, GradeForm, COMMENT_LIMIT, TAXONOMY, VERDICTS};
 pub use inputs::{candidates, load_criteria, load_rubric, set_criteria};
 pub use judge_votes::{
-    judges_beside_clinicians, pairs_to_judge, stored_judge_pairwise, JudgePairwise, SetPairs,
+    judges_beside_clinicians, pairs_to_judge, stored_judge_pairwise, AnswerRef, JudgePairwise,
+    SetPairs,
 };
 pub use pairwise::{
     assign_pairs, check_vote, pair_candidates, PairAssignment, PairCandidate, VoteForm,

@@ -62,7 +62,7 @@ mod thinking;
 
 pub use config::{ConnectJudges, RubricChoice, ScoringConfig, SuiteOverride};
 pub use error::{ConnectError, ScoreError};
-pub use run::{score_run, score_suite, suite_source};
-pub use scorer::{score_loaded, JudgeImages, ScoreOptions, MAX_RANK};
+pub use run::{score_run, score_suite, shown_images, suite_source};
+pub use scorer::{refuse_blind_judges, score_loaded, JudgeImages, ScoreOptions, MAX_RANK};
 pub use semantic::BertScoreSetting;
 pub use thinking::stored_probe;

@@ -1,9 +1,11 @@
 //! Scoring a stored run from its id alone: find the suite it was made on, connect the judges, score, store the
 //! report.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use nmb_judges::judge::JudgeImage;
 use nmb_requests::{Scheduler, SchedulerConfig};
 use nmb_results::stored;
 use nmb_results::ScoreReport;
@@ -11,6 +13,7 @@ use nmb_store::{Manifest, Store};
 use nmb_suite::{Filter, Level, Source, Suite};
 
 use crate::config::{ConnectJudges, ScoringConfig, SuiteOverride};
+use crate::scorer::ShownImages;
 use crate::{score_loaded, ScoreError};
 
 /// Scores `run_id` as `config` says and stores the report (replacing one with the same configuration hash).
@@ -57,6 +60,37 @@ pub async fn score_suite(
     let report = score_loaded(store, &scheduler, run_id, suite, &opts).await?;
     stored::save(store, &report)?;
     Ok(report)
+}
+
+/// What a judge that sees the model's images (`--judge-images same`) is shown with each stored sample
+/// `(run_id, task_id, sample_index)` of `samples`: the exact bytes its model received, in order, captioned from
+/// the case of the suite its run's manifest records (each run's suite loaded once). A sample that is not stored,
+/// or was never answered, shows nothing.
+pub fn shown_images(
+    store: &Store,
+    samples: &[(&str, &str, u32)],
+) -> Result<Vec<Vec<JudgeImage>>, ScoreError> {
+    let mut suites: HashMap<String, Suite> = HashMap::new();
+    let mut reader = ShownImages::new(store);
+    let mut out = Vec::with_capacity(samples.len());
+    for &(run_id, task_id, sample) in samples {
+        let Some(record) = store.sample_record(run_id, task_id, sample)? else {
+            out.push(Vec::new());
+            continue;
+        };
+        if !suites.contains_key(run_id) {
+            let manifest = store.run(run_id)?.manifest;
+            let source = suite_source(run_id, &manifest, &SuiteOverride::default())?;
+            let text_only = manifest.input_mode == nmb_store::InputMode::Text;
+            suites.insert(run_id.to_string(), source.load(text_only)?.suite);
+        }
+        let case = suites[run_id]
+            .tasks()
+            .find(|(_, t)| t.id == task_id)
+            .map(|(c, _)| c);
+        out.push(reader.of(run_id, &record, case)?);
+    }
+    Ok(out)
 }
 
 /// Where the suite of a run is and how it was loaded: the manifest's record, each field replaced where `over`

@@ -68,6 +68,13 @@ pub struct JudgeArgs {
     /// Most MiB one judge response may take [default: 1 MiB plus 64 bytes per token the judge may generate]
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     max_response_mib: Option<u64>,
+    /// What judges see of the images the models were shown: `none` (the question's text only) or `same` (the
+    /// exact image bytes the model of the pair's first answer received for the task, read from the store, in
+    /// its order with their captions, attached once to every pairwise question). A judge that cannot take images
+    /// (`local:`) is refused before anything is sent, and one whose server answers `unsupported_input` stops the
+    /// asking. The judges' runs with images are others than those without, and their manifests record it
+    #[arg(long, value_enum, default_value = "none", value_name = "none|same")]
+    judge_images: super::score::JudgeImagesArg,
     /// Print one JSON object
     #[arg(long)]
     json: bool,
@@ -292,14 +299,19 @@ fn judge(args: JudgeArgs, at: &StoreAt) -> Result<ExitCode> {
     let specs = (args.judges.iter())
         .map(|j| nmb_requests::ModelSpec::parse(j).with_context(|| format!("--judge {j}")))
         .collect::<Result<Vec<_>>>()?;
+    let images = nmb_score::JudgeImages::from(args.judge_images);
     let config = nmb_score::ScoringConfig {
         judges: specs,
         max_response_mib: args.max_response_mib,
+        judge_images: images,
         ..nmb_score::ScoringConfig::default()
     };
     let judges = config
         .connect_judges(&nmb_study::job::connect_judge)
         .context("cannot connect the judges")?;
+    if images == nmb_score::JudgeImages::Same {
+        nmb_score::refuse_blind_judges(&judges).context("cannot connect the judges")?;
+    }
     let cfg = nmb_stats::BootstrapConfig {
         resamples: args.resamples.max(1),
         ..nmb_stats::BootstrapConfig::default()
@@ -307,18 +319,26 @@ fn judge(args: JudgeArgs, at: &StoreAt) -> Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let cannot = || format!("cannot judge the pairs of review set {}", args.set);
     let pairs = nmb_review::pairs_to_judge(&store, &args.set).with_context(cannot)?;
+    let shown = match images {
+        nmb_score::JudgeImages::Same => Some(pair_images(&store, &pairs).with_context(cannot)?),
+        nmb_score::JudgeImages::None => None,
+    };
     let (specs, verdicts) = runtime
         .block_on(nmb_judges::pairwise::judge_pairs(
             &store,
             &judges,
             &pairs.scored,
             &pairs.pairs,
+            shown.as_deref(),
         ))
         .with_context(cannot)?;
     let results = nmb_review::judges_beside_clinicians(&store, &pairs, &specs, &verdicts, &cfg)
         .with_context(cannot)?;
     if args.json {
-        let doc = serde_json::json!({"set_id": args.set, "judges": results});
+        let mut doc = serde_json::json!({"set_id": args.set, "judges": results});
+        if images == nmb_score::JudgeImages::Same {
+            doc["judge_images"] = serde_json::json!(images.as_str());
+        }
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         for r in &results {
@@ -329,4 +349,24 @@ fn judge(args: JudgeArgs, at: &StoreAt) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The images each pair's judges are shown: those the model of its first answer was shown for the task, or the
+/// second's when the first was shown none.
+fn pair_images(
+    store: &Store,
+    pairs: &nmb_review::SetPairs,
+) -> Result<Vec<Vec<nmb_judges::judge::JudgeImage>>> {
+    let samples: Vec<(&str, &str, u32)> = (pairs.answers.iter())
+        .flatten()
+        .map(|a| (a.run_id.as_str(), a.task_id.as_str(), a.sample_index))
+        .collect();
+    let shown = nmb_score::shown_images(store, &samples)?;
+    Ok(shown
+        .chunks(2)
+        .map(|both| match both[0].is_empty() {
+            true => both.get(1).cloned().unwrap_or_default(),
+            false => both[0].clone(),
+        })
+        .collect())
 }

@@ -19,10 +19,10 @@ use nmb_stats::{paired_bootstrap, BootstrapConfig, Design};
 use nmb_test_support::browser;
 use serde_json::Value;
 
-const CASES: usize = 16;
+pub(crate) const CASES: usize = 16;
 
 /// A native suite of 16 MRI cases, case i's image marked with diagnosis i, which is its reference.
-fn suite(dir: &Path) -> PathBuf {
+pub(crate) fn suite(dir: &Path) -> PathBuf {
     let root = dir.join("marked");
     std::fs::create_dir_all(root.join("images")).unwrap();
     std::fs::write(

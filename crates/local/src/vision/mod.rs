@@ -13,6 +13,7 @@
 //!   pool; attention through its flash-attention paths (`attention`, keys and values rounded to f16 as
 //!   llama.cpp casts them); the other operations are `ops`, each as ggml's CPU build computes it.
 
+mod idefics3;
 mod ops;
 mod preprocess;
 
@@ -82,6 +83,9 @@ struct Hparams {
     std: [f32; 3],
     /// Pooling (Gemma 3) or pixel-shuffle (Idefics3) factor per side.
     scale: usize,
+    /// The longer side Idefics3 resizes an image to before slicing it (`clip.vision.preproc_image_size`); 0
+    /// for Gemma 3.
+    longest_edge: usize,
 }
 
 impl Hparams {
@@ -277,9 +281,8 @@ impl Projector {
 
     /// The embeddings of `image`: resized and padded to the projector's size, normalised, encoded;
     /// `tokens_per_image()` rows of `output_width()` values. Runs on the caller's rayon pool. For Gemma 3 this
-    /// is what llama.cpp computes for the image. For Idefics3 it is the encoding of one tile: llama.cpp also
-    /// slices an image into tiles at `clip.vision.preproc_image_size` and encodes each with an overview, which
-    /// nmb does not (yet) do.
+    /// is what llama.cpp computes for the image. For Idefics3 llama.cpp slices an image into tiles and a global
+    /// image instead ([`Projector::idefics3_parts`]).
     pub fn encode(&self, image: &RgbImage) -> Vec<f32> {
         let square = preprocess::resize_pad(image, self.hp.image_size);
         self.encode_square(&square)
@@ -548,6 +551,11 @@ fn read_hparams(meta: &Meta<'_>, kind: ProjectorKind) -> Result<Hparams, LocalEr
         return Err(bad("clip.vision.image_std", "three non-zero values".into()));
     }
     let scale_key = "clip.vision.projector.scale_factor";
+    let longest_edge = match kind {
+        // The longest edge llama.cpp slices images at (module `idefics3`).
+        ProjectorKind::Idefics3 => bounded("clip.vision.preproc_image_size", 1, MAX_IMAGE_SIZE)?,
+        ProjectorKind::Gemma3 => 0,
+    };
     let scale = match meta.opt_uint(scale_key)? {
         Some(v) if (1..=MAX_SCALE).contains(&v) => v as usize,
         Some(v) => {
@@ -559,10 +567,6 @@ fn read_hparams(meta: &Meta<'_>, kind: ProjectorKind) -> Result<Hparams, LocalEr
         None if kind == ProjectorKind::Gemma3 => 4,
         None => return Err(bad(scale_key, "Idefics3's pixel-shuffle factor".into())),
     };
-    if kind == ProjectorKind::Idefics3 {
-        // The longest edge llama.cpp slices images at; nmb encodes one tile (see `Projector::encode`).
-        bounded("clip.vision.preproc_image_size", 1, 4 * MAX_IMAGE_SIZE)?;
-    }
     let hp = Hparams {
         width,
         heads,
@@ -574,6 +578,7 @@ fn read_hparams(meta: &Meta<'_>, kind: ProjectorKind) -> Result<Hparams, LocalEr
         mean,
         std,
         scale,
+        longest_edge,
     };
     if !image_size.is_multiple_of(patch) || !hp.side().is_multiple_of(scale) {
         return Err(bad(

@@ -1,6 +1,6 @@
 //! llama.cpp's image preprocessing (`mtmd-image.cpp`): the resize to the projector's size (bilinear as Pillow
-//! resamples, keeping the aspect ratio and padding with black, centred) and the normalisation to
-//! `(v / 255 - mean) / std`.
+//! resamples, keeping the aspect ratio and padding with black, centred), Pillow's Lanczos resampling (which
+//! Idefics3's slicing uses, module `idefics3`) and the normalisation to `(v / 255 - mean) / std`.
 
 /// An 8-bit RGB image, rows top to bottom, three bytes a pixel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +30,7 @@ pub(crate) fn resize_pad(img: &RgbImage, side: usize) -> RgbImage {
     let scale = (side as f32 / img.width as f32).min(side as f32 / img.height as f32);
     let w = ((img.width as f32 * scale).ceil() as usize).min(side);
     let h = ((img.height as f32 * scale).ceil() as usize).min(side);
-    let resized = bilinear(img, w, h);
+    let resized = resample(img, w, h, Filter::Bilinear);
     let mut out = vec![0u8; side * side * 3];
     let (ox, oy) = ((side - w) / 2, (side - h) / 2);
     for y in 0..h {
@@ -47,25 +47,66 @@ pub(crate) fn resize_pad(img: &RgbImage, side: usize) -> RgbImage {
 /// Bits of the fixed-point filter weights, as Pillow's `ImagingResample` (which llama.cpp's resize follows).
 const PRECISION_BITS: u32 = 22;
 
-/// Bilinear resampling as Pillow computes it and llama.cpp's resize reproduces it: a triangle filter widened
+/// A resampling filter of Pillow's `ImagingResample`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Filter {
+    /// The triangle filter (support 1).
+    Bilinear,
+    /// Lanczos-3: `sinc(x) · sinc(x / 3)` over `[-3, 3)`.
+    Lanczos,
+}
+
+impl Filter {
+    fn support(self) -> f64 {
+        match self {
+            Filter::Bilinear => 1.0,
+            Filter::Lanczos => 3.0,
+        }
+    }
+
+    fn weight(self, x: f64) -> f64 {
+        match self {
+            Filter::Bilinear if x.abs() < 1.0 => 1.0 - x.abs(),
+            Filter::Bilinear => 0.0,
+            Filter::Lanczos if (-3.0..3.0).contains(&x) => sinc(x) * sinc(x / 3.0),
+            Filter::Lanczos => 0.0,
+        }
+    }
+}
+
+fn sinc(x: f64) -> f64 {
+    if x == 0.0 {
+        return 1.0;
+    }
+    let v = x * std::f64::consts::PI;
+    v.sin() / v
+}
+
+/// `img` resized to `tw × th` as Pillow computes it and llama.cpp's resize reproduces it: the filter widened
 /// by the scale when shrinking, weights normalised in f64 then fixed to 22 bits, a horizontal pass into bytes
-/// (rounded, clamped) and then a vertical one.
-fn bilinear(img: &RgbImage, tw: usize, th: usize) -> Vec<u8> {
+/// (rounded, clamped) and then a vertical one, each pass only where that side changes.
+pub(crate) fn resample(img: &RgbImage, tw: usize, th: usize, filter: Filter) -> Vec<u8> {
     let (sw, sh) = (img.width, img.height);
-    let horizontal = coefficients(sw, tw);
-    let mut tmp = vec![0u8; th.max(sh) * tw * 3];
-    for y in 0..sh {
-        for (x, (start, weights)) in horizontal.iter().enumerate() {
-            for c in 0..3 {
-                let taps = weights.iter().enumerate();
-                let sum = taps.fold(1i64 << (PRECISION_BITS - 1), |acc, (i, &w)| {
-                    acc + i64::from(img.pixels[(y * sw + start + i) * 3 + c]) * w
-                });
-                tmp[(y * tw + x) * 3 + c] = clip8(sum);
+    let mut tmp = img.pixels.clone();
+    if tw != sw {
+        let horizontal = coefficients(sw, tw, filter);
+        tmp = vec![0u8; sh * tw * 3];
+        for y in 0..sh {
+            for (x, (start, weights)) in horizontal.iter().enumerate() {
+                for c in 0..3 {
+                    let taps = weights.iter().enumerate();
+                    let sum = taps.fold(1i64 << (PRECISION_BITS - 1), |acc, (i, &w)| {
+                        acc + i64::from(img.pixels[(y * sw + start + i) * 3 + c]) * w
+                    });
+                    tmp[(y * tw + x) * 3 + c] = clip8(sum);
+                }
             }
         }
     }
-    let vertical = coefficients(sh, th);
+    if th == sh {
+        return tmp;
+    }
+    let vertical = coefficients(sh, th, filter);
     let mut out = vec![0u8; tw * th * 3];
     for (y, (start, weights)) in vertical.iter().enumerate() {
         for x in 0..tw {
@@ -81,26 +122,20 @@ fn bilinear(img: &RgbImage, tw: usize, th: usize) -> Vec<u8> {
     out
 }
 
-/// Pillow's `precompute_coeffs` for the bilinear filter: per output position, the first input position and the
-/// fixed-point weights of the inputs from there.
-fn coefficients(in_size: usize, out_size: usize) -> Vec<(usize, Vec<i64>)> {
+/// Pillow's `precompute_coeffs`: per output position, the first input position and the fixed-point weights of
+/// the inputs from there.
+fn coefficients(in_size: usize, out_size: usize, filter: Filter) -> Vec<(usize, Vec<i64>)> {
     let scale = in_size as f64 / out_size as f64;
     let filterscale = scale.max(1.0);
-    let support = filterscale;
+    let support = filter.support() * filterscale;
+    let ss = 1.0 / filterscale;
     (0..out_size)
         .map(|xx| {
             let center = (xx as f64 + 0.5) * scale;
             let xmin = ((center - support + 0.5) as i64).max(0) as usize;
             let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize;
             let raw: Vec<f64> = (xmin..xmax)
-                .map(|x| {
-                    let v = ((x as f64 - center + 0.5) / filterscale).abs();
-                    if v < 1.0 {
-                        1.0 - v
-                    } else {
-                        0.0
-                    }
-                })
+                .map(|x| filter.weight((x as f64 - center + 0.5) * ss))
                 .collect();
             let total: f64 = raw.iter().sum();
             let fixed = raw

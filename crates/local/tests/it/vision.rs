@@ -1,10 +1,12 @@
 //! Vision projectors against llama.cpp's `mtmd` (PyPI xllamacpp, `scripts/llama-mtmd.py`) on the tiny random
-//! projectors `scripts/tiny-gguf.py --projector` writes: the image embeddings equal llama.cpp's to the bit.
+//! projectors `scripts/tiny-gguf.py --projector` writes: the image embeddings, the chunks a prompt becomes and
+//! the logits after prompts with images equal llama.cpp's to the bit. Idefics3 runs with the tiny SmolVLM-like
+//! text model (`--arch smolvlm`), whose vocabulary holds the tokens mtmd places around its tiles.
 
 use std::path::PathBuf;
 
-use nmb_local::{Projector, RgbImage};
-use nmb_test_support::llama::{mtmd, MtmdChunk};
+use nmb_local::{Projector, PromptPart, RgbImage};
+use nmb_test_support::llama::{mtmd, mtmd_with, MtmdAnswer, MtmdChunk, MtmdRequest};
 
 /// The tiny projector of `kind` with its tower's matrices in `ty`.
 fn projector(kind: &str, ty: &str) -> Option<PathBuf> {
@@ -39,7 +41,7 @@ fn embedding_differences(
     let mmproj = projector(kind, ty)?;
     let model = crate::common::tiny("Q8_0", text_arch)?;
     let p = Projector::load(&mmproj).expect("loads the tiny projector");
-    let requests: Vec<nmb_test_support::llama::MtmdRequest> = images
+    let requests: Vec<MtmdRequest> = images
         .iter()
         .map(|img| {
             (
@@ -100,7 +102,7 @@ fn logits_differences(kind: &str, ty: &str, text_arch: &str) -> Option<Vec<Strin
         ),
         ("<__media__>".into(), vec![&b]),
     ];
-    let wire: Vec<nmb_test_support::llama::MtmdRequest> = requests
+    let wire: Vec<MtmdRequest> = requests
         .iter()
         .map(|(t, imgs)| {
             (
@@ -115,11 +117,11 @@ fn logits_differences(kind: &str, ty: &str, text_arch: &str) -> Option<Vec<Strin
     let mut failures = Vec::new();
     for ((prompt, imgs), answer) in requests.iter().zip(&theirs) {
         let mut images = imgs.iter();
-        let parts: Vec<nmb_local::PromptPart> = answer
+        let parts: Vec<PromptPart> = answer
             .chunks
             .iter()
             .map(|c| match c {
-                MtmdChunk::Text(ids) => nmb_local::PromptPart::Tokens(ids.clone()),
+                MtmdChunk::Text(ids) => PromptPart::Tokens(ids.clone()),
                 MtmdChunk::Image(_) => {
                     let img = images.next().expect("an image per image chunk");
                     p.image_part(weights.install(|| p.encode(img)))
@@ -161,6 +163,272 @@ fn gemma3_embeddings_equal_llama_cpp() {
             return;
         };
         failures.extend(f);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The tiny Idefics3 projector with its tower in `ty`, slicing images at a longest edge of 224 (2 × 2 tiles of
+/// 112 at most), or of 112 where `one_tile` (one tile and the global image).
+fn idefics3_projector(ty: &str, one_tile: bool) -> Option<PathBuf> {
+    if one_tile {
+        crate::common::tiny_gguf(
+            ty,
+            &format!("mmproj-idefics3-one-{ty}"),
+            &["--projector", "idefics3", "--preproc-image-size", "112"],
+        )
+    } else {
+        projector("idefics3", ty)
+    }
+}
+
+/// Our parts for `prompt`, whose `<__media__>` markers stand for `images` in order: the text between markers
+/// tokenized as `mtmd_tokenize` does (the first piece with BOS as the model asks), each marker replaced by the
+/// image's parts, consecutive text joined into one run.
+fn idefics3_prompt(
+    p: &Projector,
+    tok: &nmb_local::Tokenizer,
+    prompt: &str,
+    images: &[&RgbImage],
+) -> Vec<PromptPart> {
+    let tokenize = |t: &str| tok.encode(t);
+    let mut parts: Vec<PromptPart> = Vec::new();
+    let mut push = |part: PromptPart| match (parts.last_mut(), part) {
+        (Some(PromptPart::Tokens(run)), PromptPart::Tokens(ids)) => run.extend(ids),
+        (_, PromptPart::Tokens(ids)) if ids.is_empty() => {}
+        (_, part) => parts.push(part),
+    };
+    for (i, piece) in prompt.split("<__media__>").enumerate() {
+        if i > 0 {
+            let img = images[i - 1];
+            for part in p.idefics3_parts(img, &tokenize).expect("the image's parts") {
+                push(part);
+            }
+        }
+        let ids = if i == 0 {
+            tok.encode_prompt(piece)
+        } else {
+            tok.encode(piece)
+        };
+        push(PromptPart::Tokens(ids.expect("tokenizes")));
+    }
+    parts
+}
+
+/// The chunks of `parts` as llama-mtmd.py reports them.
+fn as_chunks(parts: &[PromptPart]) -> Vec<MtmdChunk> {
+    parts
+        .iter()
+        .map(|part| match part {
+            PromptPart::Tokens(ids) => MtmdChunk::Text(ids.clone()),
+            PromptPart::Image { embd, .. } => MtmdChunk::Image(embd.clone()),
+        })
+        .collect()
+}
+
+/// A chunk's shape: its tokens, or how many values an image chunk holds.
+fn shape(c: &MtmdChunk) -> String {
+    match c {
+        MtmdChunk::Text(ids) => format!("{ids:?}"),
+        MtmdChunk::Image(e) => format!("image of {} values", e.len()),
+    }
+}
+
+/// llama.cpp's answers and ours for each `(prompt, images)` on the tiny SmolVLM-like text model and the tiny
+/// Idefics3 projector in `ty`: `(label, theirs, ours)`.
+#[allow(clippy::type_complexity)]
+fn idefics3_runs(
+    ty: &str,
+    one_tile: bool,
+    requests: &[(&str, Vec<&RgbImage>)],
+    with_logits: bool,
+) -> Option<Vec<(String, MtmdAnswer, Vec<PromptPart>)>> {
+    let mmproj = idefics3_projector(ty, one_tile)?;
+    let model = crate::common::tiny("Q8_0", "smolvlm")?;
+    let p = Projector::load(&mmproj).expect("loads the tiny projector");
+    let tok = nmb_local::Tokenizer::open(&model).expect("the tiny model's tokenizer");
+    let wire: Vec<MtmdRequest> = requests
+        .iter()
+        .map(|(t, imgs)| {
+            (
+                t.to_string(),
+                imgs.iter()
+                    .map(|i| (i.width, i.height, i.pixels.clone()))
+                    .collect(),
+            )
+        })
+        .collect();
+    let theirs = mtmd_with(&model, &mmproj, &tmp(), &wire, with_logits)?;
+    Some(
+        requests
+            .iter()
+            .zip(theirs)
+            .map(|((prompt, imgs), answer)| {
+                let sizes: Vec<String> = imgs
+                    .iter()
+                    .map(|i| format!("{}x{}", i.width, i.height))
+                    .collect();
+                let label = format!(
+                    "idefics3 {ty}{} {prompt:?} {sizes:?}",
+                    if one_tile { " (one tile)" } else { "" }
+                );
+                (label, answer, idefics3_prompt(&p, &tok, prompt, imgs))
+            })
+            .collect(),
+    )
+}
+
+/// Images that slice into 2 × 2 (landscape, and portrait enlarged from a small image), 2 × 1 and 1 × 2 tiles.
+fn idefics3_images() -> Vec<RgbImage> {
+    vec![
+        noise(300, 200, 11),
+        noise(97, 151, 12),
+        noise(300, 100, 13),
+        noise(60, 170, 14),
+        // Already at the size the longest edge gives (224 × int(149.3) made even): that resize is skipped.
+        noise(224, 150, 15),
+    ]
+}
+
+#[test]
+fn idefics3_parts_refuse_a_text_model_without_its_tokens_and_other_projectors() {
+    let (Some(mmproj), Some(gemma3), Some(model)) = (
+        idefics3_projector("F16", false),
+        projector("gemma3", "F16"),
+        crate::common::tiny("Q8_0", "llama"),
+    ) else {
+        return;
+    };
+    let tok = nmb_local::Tokenizer::open(&model).expect("the tiny model's tokenizer");
+    let img = noise(40, 30, 1);
+    let text = Projector::load(&mmproj)
+        .expect("loads")
+        .idefics3_parts(&img, &|t| tok.encode(t))
+        .expect_err("SmolLM2's vocabulary has no <fake_token_around_image>")
+        .to_string();
+    assert!(text.contains("<fake_token_around_image>"), "{text}");
+    let text = Projector::load(&gemma3)
+        .expect("loads")
+        .idefics3_parts(&img, &|t| tok.encode(t))
+        .expect_err("a gemma3 projector")
+        .to_string();
+    assert!(text.contains("gemma3"), "{text}");
+}
+
+#[test]
+fn idefics3_chunks_equal_mtmd_tokenize() {
+    let images = idefics3_images();
+    let mut failures = Vec::new();
+    for one_tile in [false, true] {
+        let requests: Vec<(&str, Vec<&RgbImage>)> = images
+            .iter()
+            .map(|img| ("User: Look <__media__> what?", vec![img]))
+            .chain([
+                ("<__media__>", vec![&images[2]]),
+                (
+                    "<|im_start|>User:<__media__>\n<__media__>Same?<end_of_utterance>\nAssistant:",
+                    vec![&images[0], &images[3]],
+                ),
+            ])
+            .collect();
+        let Some(runs) = idefics3_runs("F16", one_tile, &requests, false) else {
+            return;
+        };
+        for (label, theirs, ours) in runs {
+            let theirs: Vec<String> = theirs.chunks.iter().map(shape).collect();
+            let ours: Vec<String> = as_chunks(&ours).iter().map(shape).collect();
+            if theirs != ours {
+                failures.push(format!(
+                    "{label}:\n  llama.cpp {theirs:?}\n  nmb       {ours:?}"
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn idefics3_embeddings_equal_llama_cpp() {
+    let images = idefics3_images();
+    let mut failures = Vec::new();
+    for ty in ["F16", "Q8_0"] {
+        for one_tile in [false, true] {
+            let requests: Vec<(&str, Vec<&RgbImage>)> = images
+                .iter()
+                .map(|img| ("<__media__>", vec![img]))
+                .collect();
+            let Some(runs) = idefics3_runs(ty, one_tile, &requests, false) else {
+                return;
+            };
+            for (label, theirs, ours) in runs {
+                let image_chunks = |chunks: &[MtmdChunk]| -> Vec<Vec<f32>> {
+                    chunks
+                        .iter()
+                        .filter_map(|c| match c {
+                            MtmdChunk::Image(e) => Some(e.clone()),
+                            MtmdChunk::Text(_) => None,
+                        })
+                        .collect()
+                };
+                let (theirs, ours) = (
+                    image_chunks(&theirs.chunks),
+                    image_chunks(&as_chunks(&ours)),
+                );
+                if theirs.len() != ours.len() {
+                    failures.push(format!(
+                        "{label}: llama.cpp has {} image chunks, nmb {}",
+                        theirs.len(),
+                        ours.len()
+                    ));
+                    continue;
+                }
+                for (n, (t, o)) in theirs.iter().zip(&ours).enumerate() {
+                    let differ = (0..o.len().min(t.len()))
+                        .filter(|&i| o[i].to_bits() != t[i].to_bits())
+                        .count();
+                    if differ > 0 || o.len() != t.len() {
+                        failures.push(format!(
+                            "{label}: image chunk {n} ({} of {} values): {differ} differ",
+                            o.len(),
+                            t.len()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn idefics3_logits_after_images_equal_llama_cpp() {
+    let (a, b) = (noise(300, 200, 21), noise(90, 140, 22));
+    let mut failures = Vec::new();
+    for ty in ["F16", "Q8_0"] {
+        let requests: Vec<(&str, Vec<&RgbImage>)> = vec![
+            (
+                "<|im_start|>User:<__media__>What is this?<end_of_utterance>\nAssistant:",
+                vec![&a],
+            ),
+            (
+                "<|im_start|>User: <__media__> and <__media__> differ how?<end_of_utterance>\nAssistant:",
+                vec![&a, &b],
+            ),
+            ("<__media__>", vec![&b]),
+        ];
+        let Some(runs) = idefics3_runs(ty, false, &requests, true) else {
+            return;
+        };
+        let model = crate::common::tiny("Q8_0", "smolvlm").expect("written above");
+        let weights = nmb_local::LocalWeights::load(&model).expect("loads the tiny model");
+        for (label, theirs, ours) in runs {
+            let ours = weights.parts_logits(&ours).expect("logits");
+            let differ = (0..ours.len().min(theirs.logits.len()))
+                .filter(|&i| ours[i].to_bits() != theirs.logits[i].to_bits())
+                .count();
+            if differ > 0 || ours.len() != theirs.logits.len() {
+                failures.push(format!("{label}: {differ} of {} logits differ", ours.len()));
+            }
+        }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

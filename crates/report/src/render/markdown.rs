@@ -54,6 +54,12 @@ pub(crate) fn render(runs: &[RunData], analysis: &Analysis, tables: &[TableSecti
             let _ = writeln!(m, "{}\n", r.sentence);
         }
         let _ = writeln!(m, "{}", t.markdown());
+        if let Some(t) = crate::sections::reliance::taxonomy_table(&analysis.reliance) {
+            let _ = writeln!(m, "### Visual errors per perturbation\n\n{}", t.markdown());
+        }
+        for note in (analysis.reliance.iter()).filter_map(|r| r.taxonomy_note.as_ref()) {
+            let _ = writeln!(m, "{note}\n");
+        }
     }
     m.push_str(&calibration(runs));
     m.push_str(&preference(runs));

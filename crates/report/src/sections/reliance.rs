@@ -8,9 +8,16 @@
 //! mid-grey images (`blank`); a model whose reliance interval lies above zero is shown to use its images. A run's
 //! perturbation is the manifest's `perturbation` field; the unperturbed run has none and its name is the
 //! perturbed run's without the bracketed label.
+//!
+//! When the runs were scored with the error taxonomy, each run's share of wrong answers labelled
+//! `perceptual_failure` and `visual_hallucination` (the score report's overall taxonomy: shares of the labelled
+//! wrong answers with case-clustered bootstrap intervals) is shown per perturbation, the unperturbed run
+//! included, but only when no label came from a judge that did not see the images (`--judge-images same`, or
+//! human labels alone): a blind judge's labels of visual errors are guesses, and a sentence says so instead.
 
 use std::collections::BTreeMap;
 
+use nmb_results::{ErrorCategory, JudgeImages, ScoreReport};
 use nmb_stats::{paired_bootstrap, BootstrapConfig, Design, Estimate};
 use serde::Serialize;
 
@@ -50,6 +57,92 @@ pub struct ModelReliance {
     /// Whether the interval of the reliance (mismatch, else blank) excludes zero.
     pub distinguishable: Option<bool>,
     pub sentence: String,
+    /// The taxonomy's visual error shares per perturbation (`none` first), when every run's wrong answers were
+    /// labelled by judges that saw the images or by people; empty otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub taxonomy: Vec<TaxonomyShares>,
+    /// Why the shares are not shown when the runs were labelled by a judge that did not see the images.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub taxonomy_note: Option<String>,
+}
+
+/// One run's error taxonomy, as far as it concerns the images: of its wrong answers with a label, the share
+/// labelled each visual error class.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaxonomyShares {
+    /// `none` for the unperturbed run.
+    pub perturbation: String,
+    pub run_id: String,
+    /// Wrong answers with a label (the shares' denominator).
+    pub labelled: usize,
+    pub perceptual_failure: Option<Estimate>,
+    pub visual_hallucination: Option<Estimate>,
+}
+
+/// What the sentence says in place of the shares when a judge labelled without the images.
+const BLIND_TAXONOMY: &str = "the shares of perceptual failures and visual hallucinations per perturbation \
+need the taxonomy scored with --judge-images same; a judge that does not see the images can only guess which \
+errors are visual.";
+
+/// How a run's wrong answers were labelled, as far as the shares can trust it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Labels {
+    /// No taxonomy.
+    None,
+    /// Some labels came from a judge that did not see the images.
+    Blind,
+    /// By judges that saw the images, or by people.
+    Sighted,
+}
+
+fn labels(scores: &ScoreReport) -> Labels {
+    let t = &scores.config.taxonomy;
+    if !t.judged && t.human_labels.is_none() {
+        return Labels::None;
+    }
+    match t.judged && scores.config.judge_images == JudgeImages::None {
+        true => Labels::Blind,
+        false => Labels::Sighted,
+    }
+}
+
+fn shares(label: &str, r: &RunData) -> Option<TaxonomyShares> {
+    let t = r.scores.as_ref()?.overall.taxonomy.as_ref()?;
+    let share = |c: ErrorCategory| {
+        let found = t.classes.iter().find(|s| s.category == c);
+        found.and_then(|s| s.share.clone())
+    };
+    Some(TaxonomyShares {
+        perturbation: label.to_string(),
+        run_id: r.info.run_id.clone(),
+        labelled: t.labelled,
+        perceptual_failure: share(ErrorCategory::PerceptualFailure),
+        visual_hallucination: share(ErrorCategory::VisualHallucination),
+    })
+}
+
+/// The taxonomy's shares of the unperturbed run and each perturbed one, or the sentence saying why not.
+fn taxonomy(
+    base: &RunData,
+    perturbed: &[(&str, &RunData)],
+) -> (Vec<TaxonomyShares>, Option<String>) {
+    let all = std::iter::once(("none", base)).chain(perturbed.iter().copied());
+    let kinds: Vec<Labels> = (all.clone())
+        .map(|(_, r)| r.scores.as_ref().map_or(Labels::None, labels))
+        .collect();
+    if kinds.contains(&Labels::Blind) {
+        return (
+            Vec::new(),
+            Some(format!("{}: {BLIND_TAXONOMY}", base.name())),
+        );
+    }
+    if kinds.iter().all(|k| *k == Labels::None) {
+        return (Vec::new(), None);
+    }
+    (
+        all.filter_map(|(label, r)| shares(label, r)).collect(),
+        None,
+    )
 }
 
 fn perturbation(r: &RunData) -> Option<&str> {
@@ -228,6 +321,7 @@ pub fn build(runs: &[RunData], cfg: &BootstrapConfig) -> Vec<ModelReliance> {
             let (mismatch, blank) = (reliance("mismatch"), reliance("blank"));
             let (distinguishable, sentence) =
                 sentence(&base.name(), mismatch.as_ref(), blank.as_ref());
+            let (taxonomy, taxonomy_note) = taxonomy(base, &perturbed);
             ModelReliance {
                 name: base.name(),
                 baseline_run: base.info.run_id.clone(),
@@ -236,6 +330,8 @@ pub fn build(runs: &[RunData], cfg: &BootstrapConfig) -> Vec<ModelReliance> {
                 reliance_blank: blank,
                 distinguishable,
                 sentence,
+                taxonomy,
+                taxonomy_note,
             }
         })
         .collect()
@@ -278,6 +374,41 @@ pub fn table(models: &[ModelReliance]) -> Option<Table> {
                 percent(r.difference.as_ref()),
                 r.right_turned_wrong
                     .map_or(Cell::muted("–"), |v| Cell::new(pct(v))),
+            ]);
+        }
+    }
+    Some(t)
+}
+
+/// The taxonomy's table: one row per model and run (the unperturbed one first) whose shares are shown.
+pub fn taxonomy_table(models: &[ModelReliance]) -> Option<Table> {
+    if models.iter().all(|m| m.taxonomy.is_empty()) {
+        return None;
+    }
+    let mut t = Table::new(
+        "",
+        &[
+            ("model", false),
+            ("perturbation", false),
+            ("wrong answers labelled", true),
+            ("perceptual failure", true),
+            ("visual hallucination", true),
+        ],
+    );
+    t.footnote = "Of each run's wrong answers with an error-taxonomy label (judges that saw the images the model \
+                  was shown, --judge-images same, or people), the share labelled perceptual failure (missed or \
+                  misread a finding the images show) and visual hallucination (described a finding they do not \
+                  show), with 95% bootstrap intervals that resample whole cases. Perturbation none is the \
+                  unperturbed run."
+        .into();
+    for m in models {
+        for r in &m.taxonomy {
+            t.push(vec![
+                Cell::new(&m.name),
+                Cell::new(&r.perturbation),
+                Cell::new(r.labelled.to_string()),
+                percent(r.perceptual_failure.as_ref()),
+                percent(r.visual_hallucination.as_ref()),
             ]);
         }
     }

@@ -20,7 +20,7 @@ pub(crate) fn blind_spec(spec: &ModelSpec) -> Option<&'static str> {
 }
 
 /// Refuses, before anything is sent, a judge whose backend drops images.
-pub(super) fn refuse_blind_judges(judges: &[JudgeModel]) -> Result<(), ScoreError> {
+pub fn refuse_blind_judges(judges: &[JudgeModel]) -> Result<(), ScoreError> {
     match judges.iter().find(|j| !j.backend.supports_images()) {
         Some(j) => Err(ScoreError::JudgeWithoutImages {
             spec: j.spec.to_string(),
@@ -32,42 +32,68 @@ pub(super) fn refuse_blind_judges(judges: &[JudgeModel]) -> Result<(), ScoreErro
 
 /// Gives every answered sample the images its model was shown.
 pub(super) fn attach(store: &Store, run_id: &str, work: &mut [Work<'_>]) -> Result<(), ScoreError> {
-    let mut parts: HashMap<String, ImagePart> = HashMap::new();
-    let mut prompts: HashMap<String, Vec<String>> = HashMap::new();
+    let mut reader = ShownImages::new(store);
     for w in work.iter_mut() {
         if !w.score.status.is_scored() {
             continue;
         }
-        let hashes = shown(store, w.record, &mut prompts)?;
+        w.images = reader.of(run_id, w.record, Some(w.case))?;
+    }
+    Ok(())
+}
+
+/// Reads what a judge is shown of stored samples: each image once from the store, each prompt parsed once.
+pub(crate) struct ShownImages<'s> {
+    store: &'s Store,
+    parts: HashMap<String, ImagePart>,
+    prompts: HashMap<String, Vec<String>>,
+}
+
+impl<'s> ShownImages<'s> {
+    pub fn new(store: &'s Store) -> Self {
+        ShownImages {
+            store,
+            parts: HashMap::new(),
+            prompts: HashMap::new(),
+        }
+    }
+
+    /// The images the model of `run_id` was shown for `record`, in its order, captioned from `case` when given.
+    pub fn of(
+        &mut self,
+        run_id: &str,
+        record: &SampleRecord,
+        case: Option<&Case>,
+    ) -> Result<Vec<JudgeImage>, ScoreError> {
+        let hashes = shown(self.store, record, &mut self.prompts)?;
         let mut images = Vec::with_capacity(hashes.len());
         for (n, sha256) in hashes.iter().enumerate() {
-            let part = match parts.get(sha256) {
+            let part = match self.parts.get(sha256) {
                 Some(p) => p.clone(),
                 None => {
                     let missing = || ScoreError::ImageMissing {
                         run_id: run_id.to_string(),
-                        task_id: w.record.task_id.clone(),
-                        sample: w.record.sample_index,
+                        task_id: record.task_id.clone(),
+                        sample: record.sample_index,
                         sha256: sha256.clone(),
                     };
-                    let stored = store.image(sha256)?.ok_or_else(missing)?;
+                    let stored = self.store.image(sha256)?.ok_or_else(missing)?;
                     let part = ImagePart {
                         sha256: stored.sha256,
                         mime: stored.mime,
                         bytes: Arc::from(stored.bytes),
                     };
-                    parts.insert(sha256.clone(), part.clone());
+                    self.parts.insert(sha256.clone(), part.clone());
                     part
                 }
             };
             images.push(JudgeImage {
-                caption: caption(w.case, &hashes, n),
+                caption: case.and_then(|c| caption(c, &hashes, n)),
                 part,
             });
         }
-        w.images = images;
+        Ok(images)
     }
-    Ok(())
 }
 
 /// The hashes of the images of the conversation the sample's last answered turn was asked with (every earlier

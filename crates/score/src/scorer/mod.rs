@@ -41,7 +41,8 @@ use crate::lexicon::builtin;
 use crate::matching::RuleVerdict;
 use crate::semantic::BertScoreSetting;
 use crate::ScoreError;
-pub(crate) use images::blind_spec;
+pub use images::refuse_blind_judges;
+pub(crate) use images::{blind_spec, ShownImages};
 pub use nmb_results::JudgeImages;
 
 /// Entries of a ranked differential that are matched (pass@5).
@@ -152,7 +153,7 @@ pub async fn score_loaded(
     let suggestions = probe_suggestions(&run);
     let mut work = prepare_all(run_id, suite, &records, &index, &suggestions)?;
     if opts.judge_images == JudgeImages::Same && !opts.judges.is_empty() {
-        images::refuse_blind_judges(&opts.judges)?;
+        refuse_blind_judges(&opts.judges)?;
         images::attach(store, run_id, &mut work)?;
     }
     let judges = Judges::open(store, scheduler, &run, opts)?;

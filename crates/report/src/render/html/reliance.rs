@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::escape;
 use crate::render::svg::{self, Value};
 use crate::sections::analysis::Analysis;
-use crate::sections::reliance::table;
+use crate::sections::reliance::{table, taxonomy_table};
 
 pub(super) fn reliance(h: &mut String, analysis: &Analysis) {
     let Some(t) = table(&analysis.reliance) else {
@@ -21,6 +21,17 @@ pub(super) fn reliance(h: &mut String, analysis: &Analysis) {
         );
     }
     h.push_str(&t.html());
+    if let Some(t) = taxonomy_table(&analysis.reliance) {
+        h.push_str("<h3 id=\"image-reliance-taxonomy\">Visual errors per perturbation</h3>");
+        h.push_str(&t.html());
+    }
+    for note in (analysis.reliance.iter()).filter_map(|m| m.taxonomy_note.as_ref()) {
+        let _ = write!(
+            h,
+            "<p class=\"reliance-taxonomy-note\">{}</p>",
+            escape(note)
+        );
+    }
     let mut rows = Vec::new();
     let mut colours = Vec::new();
     for (i, m) in analysis.reliance.iter().enumerate() {
