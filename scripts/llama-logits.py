@@ -3,9 +3,12 @@
 
 Usage: llama-logits.py MODEL.gguf [--threads N]
 Reads prompts from stdin, one per line as comma-separated token ids. For each prompt, in a fresh context
-(4096 positions, prompt read in chunks of 512 as llama.cpp's server reads it, flash attention left to
-llama.cpp's choice), prints one line: the logits after the prompt's last token as little-endian f32 bytes in
-hex. The tests compare these bit for bit with nmb's local engine.
+(4096 positions, prompt read in batches and chunks of 512 as llama.cpp's server reads it, flash attention
+left to llama.cpp's choice), prints one line: the logits after the prompt's last token as little-endian f32 bytes in
+hex. The tests compare these bit for bit with nmb's local engine. For a model with sliding-window attention
+(Gemma 3) the server ends a batch where 516 and where 4 prompt tokens are left, to save a context checkpoint
+there (`checkpoint_offsets` in its `server-context.cpp`), and so does this script: those last tokens round
+differently from a prompt read in one batch.
 
 It calls llama.cpp's C API in the shared library of PyPI's `xllamacpp` (which exports it) through ctypes;
 `scripts/assets.sh` installs the pinned version into .nmb-assets/py, so put that folder on PYTHONPATH. The
@@ -68,6 +71,7 @@ def library():
     lib.llama_model_get_vocab.restype = C.c_void_p
     lib.llama_model_get_vocab.argtypes = [C.c_void_p]
     lib.llama_vocab_n_tokens.argtypes = [C.c_void_p]
+    lib.llama_model_n_swa.argtypes = [C.c_void_p]
     lib.llama_free.argtypes = [C.c_void_p]
     return lib
 
@@ -86,6 +90,27 @@ def context_params(lib, threads):
     return Params.from_buffer_copy(bytes(raw))
 
 
+# llama.cpp's server: `n_batch` tokens at most per batch, and for a model with sliding-window attention a
+# batch ends once `min(n_batch, offset)` prompt tokens are left, for each of these offsets (4 + n_ubatch, 4).
+SERVER_BATCH = 2048
+CHECKPOINT_OFFSETS = (4 + 512, 4)
+
+
+def server_batches(n, checkpoints):
+    """The [start, end) batches llama.cpp's server reads an n-token prompt in."""
+    batches, start = [], 0
+    while start < n:
+        end = min(start + SERVER_BATCH, n)
+        if checkpoints:
+            for offset in CHECKPOINT_OFFSETS:
+                cut = n - min(SERVER_BATCH, offset)
+                if cut > start:
+                    end = min(end, cut)
+        batches.append((start, end))
+        start = end
+    return batches
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
@@ -97,6 +122,7 @@ def main():
     if not model:
         sys.exit(f"llama-logits.py: llama.cpp could not load {args.model}")
     vocab = lib.llama_vocab_n_tokens(lib.llama_model_get_vocab(model))
+    checkpoints = lib.llama_model_n_swa(model) > 0
     for line in sys.stdin:
         ids = [int(t) for t in line.split(",") if t.strip()]
         if not ids:
@@ -105,9 +131,11 @@ def main():
         if not ctx:
             sys.exit("llama-logits.py: llama.cpp could not create a context")
         tokens = (C.c_int32 * len(ids))(*ids)
-        rc = lib.llama_decode(ctx, lib.llama_batch_get_one(tokens, len(ids)))
-        if rc != 0:
-            sys.exit(f"llama-logits.py: llama_decode returned {rc}")
+        for start, end in server_batches(len(ids), checkpoints):
+            part = (C.c_int32 * (end - start)).from_buffer(tokens, 4 * start)
+            rc = lib.llama_decode(ctx, lib.llama_batch_get_one(part, end - start))
+            if rc != 0:
+                sys.exit(f"llama-logits.py: llama_decode returned {rc}")
         logits = lib.llama_get_logits_ith(ctx, -1)
         print(C.string_at(logits, 4 * vocab).hex(), flush=True)
         lib.llama_free(ctx)

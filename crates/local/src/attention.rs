@@ -37,11 +37,76 @@ const SPLIT_FROM: usize = 512;
 /// llama.cpp reads a prompt in chunks (ubatches) of this many tokens.
 pub(crate) const PROMPT_CHUNK: usize = 512;
 
-/// The size of the chunk llama.cpp reads prompt position `pos` in, for a prompt of `len` tokens: the path of
-/// that position's query follows from it, wherever this engine's own steps happen to break the prompt.
-pub(crate) fn prompt_chunk(len: usize, pos: usize) -> usize {
-    let start = pos - pos % PROMPT_CHUNK;
-    (start + PROMPT_CHUNK).min(len) - start
+/// The most tokens llama.cpp's server puts in one batch (`n_batch`); `llama_decode` cuts a batch into chunks of
+/// [`PROMPT_CHUNK`] from its start.
+const SERVER_BATCH: usize = 2048;
+
+/// For a model with sliding-window attention, llama.cpp's server ends a prompt batch where this many tokens are
+/// left (each capped at [`SERVER_BATCH`]), to save a context checkpoint there (`tools/server/server-context.cpp`,
+/// `update_slots`, after each prompt token is added to the batch):
+///
+/// ```text
+/// // - the model uses SWA and we are not using `swa_full`
+/// do_checkpoint = do_checkpoint && (... || (llama_model_n_swa(model) > 0 && !params_base.swa_full));
+/// ...
+/// // process the last few tokens of the prompt separately in order to allow for a checkpoint to be created.
+/// static const int checkpoint_offsets[] = {4 + n_ubatch, 4};
+/// for (int offset : checkpoint_offsets) {
+///     const int n_last = std::min(n_batch, offset);
+///     if (slot.task->n_tokens() == slot.prompt.n_tokens() + n_last) { should_break = true; break; }
+/// }
+/// ```
+///
+/// The last tokens of such a prompt are thus read in chunks of their own, and round differently from a prompt
+/// read in one batch (on Gemma 3 270M, enough to change which of two close tokens a greedy answer takes).
+const CHECKPOINT_OFFSETS: [usize; 2] = [4 + PROMPT_CHUNK, 4];
+
+/// A chunk (ubatch) of a prompt as llama.cpp's server reads it: its first position and its length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Chunk {
+    pub start: usize,
+    pub size: usize,
+}
+
+impl Chunk {
+    pub(crate) fn end(self) -> usize {
+        self.start + self.size
+    }
+}
+
+/// The chunk llama.cpp's server reads prompt position `pos` in, for a prompt of `len` tokens (`checkpoints`:
+/// the model has sliding-window layers, see [`CHECKPOINT_OFFSETS`]): the path of that position's query and its
+/// products follow from it, wherever this engine's own steps happen to break the prompt.
+pub(crate) fn prompt_chunk(len: usize, pos: usize, checkpoints: bool) -> Chunk {
+    let mut start = 0;
+    let end = loop {
+        let end = batch_end(len, start, checkpoints);
+        if pos < end || end >= len {
+            break end;
+        }
+        start = end;
+    };
+    let first = start + (pos - start) / PROMPT_CHUNK * PROMPT_CHUNK;
+    Chunk {
+        start: first,
+        size: (first + PROMPT_CHUNK).min(end) - first,
+    }
+}
+
+/// Where the server's batch that starts at `start` ends: after [`SERVER_BATCH`] tokens, at the end of the
+/// prompt, or (with `checkpoints`) once a checkpoint offset's tokens are left, if at least one token is in.
+fn batch_end(len: usize, start: usize, checkpoints: bool) -> usize {
+    let mut end = (start + SERVER_BATCH).min(len);
+    if checkpoints {
+        for offset in CHECKPOINT_OFFSETS {
+            if let Some(cut) = len.checked_sub(offset.min(SERVER_BATCH)) {
+                if cut > start {
+                    end = end.min(cut);
+                }
+            }
+        }
+    }
+    end
 }
 
 /// How one query is computed.
@@ -884,6 +949,48 @@ mod tests {
         assert_eq!(ggml_v_expf(f32::NEG_INFINITY), 0.0);
         assert_eq!(ggml_v_expf(0.0), 1.0);
         assert!(ggml_v_expf(-100.0) > 0.0 && ggml_v_expf(-100.0) < 1e-40);
+    }
+
+    /// Every chunk of an `len`-token prompt, in order.
+    fn chunks(len: usize, checkpoints: bool) -> Vec<(usize, usize)> {
+        let mut out: Vec<(usize, usize)> = Vec::new();
+        for pos in 0..len {
+            let c = prompt_chunk(len, pos, checkpoints);
+            assert!(c.start <= pos && pos < c.end(), "{pos} outside {c:?}");
+            if out.last() != Some(&(c.start, c.end())) {
+                out.push((c.start, c.end()));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_prompt_is_read_in_the_chunks_of_llama_cpps_server() {
+        // Without sliding-window layers: chunks of 512 from the start, within batches of 2048.
+        assert_eq!(chunks(451, false), [(0, 451)]);
+        assert_eq!(chunks(1300, false), [(0, 512), (512, 1024), (1024, 1300)]);
+        // With them, a batch also ends where 516 and where 4 tokens are left (once it holds a token).
+        assert_eq!(chunks(4, true), [(0, 4)]);
+        assert_eq!(chunks(5, true), [(0, 1), (1, 5)]);
+        assert_eq!(chunks(451, true), [(0, 447), (447, 451)]);
+        assert_eq!(chunks(516, true), [(0, 512), (512, 516)]);
+        assert_eq!(chunks(517, true), [(0, 1), (1, 513), (513, 517)]);
+        assert_eq!(
+            chunks(1300, true),
+            [(0, 512), (512, 784), (784, 1296), (1296, 1300)]
+        );
+        assert_eq!(
+            chunks(3000, true),
+            [
+                (0, 512),
+                (512, 1024),
+                (1024, 1536),
+                (1536, 2048),
+                (2048, 2484),
+                (2484, 2996),
+                (2996, 3000)
+            ]
+        );
     }
 
     #[test]

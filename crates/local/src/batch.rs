@@ -107,8 +107,14 @@ impl<'a> View<'a> {
     }
 
     /// The chunk llama.cpp reads position `p` in: each text run and each image is read in chunks of
-    /// [`PROMPT_CHUNK`] from its own start (for a text prompt, the whole prompt is one run).
-    fn chunk(&self, p: usize) -> std::ops::Range<usize> {
+    /// [`PROMPT_CHUNK`] from its own start. A prompt without images is read as [`attention::prompt_chunk`] says,
+    /// its end in chunks of its own for a model with sliding-window layers; whether the server also cuts the
+    /// last text run of a prompt with images at those checkpoints is not modelled.
+    fn chunk(&self, p: usize, checkpoints: bool) -> std::ops::Range<usize> {
+        if self.images.is_empty() {
+            let chunk = attention::prompt_chunk(self.len(), p, checkpoints);
+            return chunk.start..chunk.end();
+        }
         let (start, end) = match self.image_at(p) {
             Some(i) => (i.start, i.start + i.len),
             None => {
@@ -241,19 +247,19 @@ impl PromptCache {
     }
 
     /// The entry `prompt` can take the most positions from, and how many.
-    fn best(&self, prompt: View<'_>, context: usize, kernels: KPaths) -> Option<(&Cached, usize)> {
+    fn best(&self, prompt: View<'_>, engine: &Engine) -> Option<(&Cached, usize)> {
         self.entries
             .iter()
-            .map(|e| (e, reusable_in(e.view(), prompt, context, kernels)))
+            .map(|e| (e, reusable_in(e.view(), prompt, Reading::of(engine))))
             .filter(|(_, n)| *n > 0)
             .max_by_key(|(_, n)| *n)
     }
 
     /// Keeps `entry`, dropping the entries it makes redundant (prompts it extends) and then the oldest until
     /// the cache fits its limit.
-    fn insert(&mut self, entry: Cached, context: usize, kernels: KPaths) {
+    fn insert(&mut self, entry: Cached, engine: &Engine) {
         self.entries
-            .retain(|e| reusable_in(e.view(), entry.view(), context, kernels) < e.tokens.len());
+            .retain(|e| reusable_in(e.view(), entry.view(), Reading::of(engine)) < e.tokens.len());
         self.entries.push_back(entry);
         while self.bytes() > self.limit && !self.entries.is_empty() {
             self.entries.pop_front();
@@ -261,24 +267,43 @@ impl PromptCache {
     }
 }
 
+/// What decides how an engine computes a prompt position: its context window, its kernels, and whether it
+/// reads the end of a prompt in chunks of its own ([`attention::prompt_chunk`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reading {
+    pub context: usize,
+    pub kernels: KPaths,
+    pub checkpoints: bool,
+}
+
+impl Reading {
+    fn of(engine: &Engine) -> Reading {
+        Reading {
+            context: engine.context,
+            kernels: engine.kpaths,
+            checkpoints: engine.cfg.swa.is_some(),
+        }
+    }
+}
+
 /// [`reusable_in`] for two text prompts.
 #[cfg(test)]
-pub(crate) fn reusable(cached: &[u32], next: &[u32], context: usize, kernels: KPaths) -> usize {
-    reusable_in(View::text(cached), View::text(next), context, kernels)
+pub(crate) fn reusable(cached: &[u32], next: &[u32], reading: Reading) -> usize {
+    reusable_in(View::text(cached), View::text(next), reading)
 }
 
 /// How many leading positions of `cached` (a read prompt) prompt `next` can take as they are: the positions
 /// they share (the same token, or the same image by content hash at the same place), up to the first position
 /// whose attention path or (with K-quant weights, see [`KPaths`]) matrix product kernel differs between the two
-/// prompts (it would round differently; a position's chunk follows its own text run or image), never ending
-/// inside an image (whose positions are read together), and never `next`'s last position unless the prompts are
-/// equal (its logits are needed).
-pub(crate) fn reusable_in(
-    cached: View<'_>,
-    next: View<'_>,
-    context: usize,
-    kernels: KPaths,
-) -> usize {
+/// prompts (it would round differently; a position's chunk follows its own text run or image, and the end of a
+/// text prompt its checkpoints), never ending inside an image (whose positions are read together), and never
+/// `next`'s last position unless the prompts are equal (its logits are needed).
+pub(crate) fn reusable_in(cached: View<'_>, next: View<'_>, reading: Reading) -> usize {
+    let Reading {
+        context,
+        kernels,
+        checkpoints,
+    } = reading;
     let shorter = cached.len().min(next.len());
     let common = (0..shorter)
         .take_while(|&p| cached.key(p) == next.key(p))
@@ -288,11 +313,11 @@ pub(crate) fn reusable_in(
     }
     let limit = common.min(next.len().saturating_sub(1));
     let path = |v: &View<'_>, p: usize| {
-        let chunk = v.chunk(p);
+        let chunk = v.chunk(p, checkpoints);
         let size = chunk.len();
         (
             attention::path(size, p, context),
-            kernels.key(crate::engine::batch(size, p)),
+            kernels.key(crate::engine::batch(size, p - chunk.start)),
             v.image_at(p).map(|i| (i.non_causal, chunk.end)),
         )
     };
@@ -383,7 +408,6 @@ impl<'e, T> Batch<'e, T> {
     /// the start it shares with a cached prompt. Returns requests this finished.
     fn take_cached(&mut self) -> Vec<Done<T>> {
         let mut finished = Vec::new();
-        let context = self.engine.context;
         while let Some(p) = self.prefilling.front_mut() {
             if p.looked_up {
                 break;
@@ -393,7 +417,7 @@ impl<'e, T> Batch<'e, T> {
                 tokens: &p.job.prompt,
                 images: &p.job.images,
             };
-            let Some((entry, n)) = self.prompts.best(view, context, self.engine.kpaths) else {
+            let Some((entry, n)) = self.prompts.best(view, self.engine) else {
                 break;
             };
             let (cache, logits) = (entry.cache.clone(), entry.logits.clone());
@@ -429,6 +453,7 @@ impl<'e, T> Batch<'e, T> {
                     token,
                     logits: true,
                     chunk: 1,
+                    index: 0,
                 });
                 live.push(s);
             }
@@ -436,7 +461,7 @@ impl<'e, T> Batch<'e, T> {
         let reading = self.prefilling.front_mut();
         let decoding = cols.len();
         let chunk_end = reading.as_ref().map(|p| {
-            let (chunk, end) = prompt_columns(&p.job, p.done, live.len());
+            let (chunk, end) = prompt_columns(self.engine, &p.job, p.done, live.len());
             cols.extend(chunk);
             end
         });
@@ -448,7 +473,13 @@ impl<'e, T> Batch<'e, T> {
                     if job.images.is_empty() {
                         self.engine.step(&mut seqs, &cols)
                     } else {
-                        let inputs = image_inputs(job, *done, decoding, cols.len());
+                        let inputs = image_inputs(
+                            job,
+                            *done,
+                            decoding,
+                            cols.len(),
+                            self.engine.cfg.swa.is_some(),
+                        );
                         self.engine.step_with(&mut seqs, &cols, &inputs)
                     }
                 }
@@ -511,8 +542,7 @@ impl<'e, T> Batch<'e, T> {
                 cache: cache.clone(),
                 logits: logits.clone(),
             };
-            self.prompts
-                .insert(entry, self.engine.context, self.engine.kpaths);
+            self.prompts.insert(entry, self.engine);
         }
         self.start(p, cache, &logits)
     }
@@ -559,19 +589,20 @@ impl<'e, T> Batch<'e, T> {
 
 /// The columns of the next piece of `job`'s prompt to read from position `done`, as sequence `seq`, and where
 /// that piece ends: the end of llama.cpp's chunk, so a prefill resumed mid-chunk realigns with it.
-fn prompt_columns(job: &Job, done: usize, seq: usize) -> (Vec<Column>, usize) {
+fn prompt_columns(engine: &Engine, job: &Job, done: usize, seq: usize) -> (Vec<Column>, usize) {
     let prompt = &job.prompt;
     let view = View {
         tokens: prompt,
         images: &job.images,
     };
-    let chunk = view.chunk(done);
+    let chunk = view.chunk(done, engine.cfg.swa.is_some());
     let cols = (done..chunk.end)
         .map(|i| Column {
             seq,
             token: prompt[i],
             logits: i + 1 == prompt.len(),
             chunk: chunk.len(),
+            index: i - chunk.start,
         })
         .collect();
     (cols, chunk.end)
@@ -581,7 +612,13 @@ fn prompt_columns(job: &Job, done: usize, seq: usize) -> (Vec<Column>, usize) {
 /// `decoding` columns are sequences decoding (none), the rest the piece of `job`'s prompt from `done`: an
 /// image's rows in place of token embeddings, and for a non-causal image the end of its chunk as the end of
 /// each column's attention.
-fn image_inputs(job: &Job, done: usize, decoding: usize, total: usize) -> Inputs<'_> {
+fn image_inputs(
+    job: &Job,
+    done: usize,
+    decoding: usize,
+    total: usize,
+    checkpoints: bool,
+) -> Inputs<'_> {
     let view = View {
         tokens: &job.prompt,
         images: &job.images,
@@ -600,7 +637,7 @@ fn image_inputs(job: &Job, done: usize, decoding: usize, total: usize) -> Inputs
                     .push(Some(&image.embd[row * dim..(row + 1) * dim]));
                 inputs
                     .ends
-                    .push(image.non_causal.then(|| view.chunk(p).end));
+                    .push(image.non_causal.then(|| view.chunk(p, checkpoints).end));
             }
             None => {
                 inputs.embd.push(None);
@@ -676,26 +713,34 @@ fn done<T>(a: Active<T>) -> Done<T> {
 mod tests {
     use super::*;
 
+    fn reading(context: usize, kernels: KPaths) -> Reading {
+        Reading {
+            context,
+            kernels,
+            checkpoints: false,
+        }
+    }
+
     #[test]
     fn reuse_stops_where_the_attention_path_would_change() {
         let (ctx, none) = (usize::MAX, KPaths::default());
         let p: Vec<u32> = (0..700).collect();
         // The same prompt: all of it (its logits are cached too).
-        assert_eq!(reusable(&p[..100], &p[..100], ctx, none), 100);
+        assert_eq!(reusable(&p[..100], &p[..100], reading(ctx, none)), 100);
         // A prompt that extends a cached one within its first chunk: every cached position (tiled either way).
-        assert_eq!(reusable(&p[..200], &p[..500], ctx, none), 200);
+        assert_eq!(reusable(&p[..200], &p[..500], reading(ctx, none)), 200);
         // Across the chunk boundary: the cached prompt's second chunk (88 tokens) is tiled, as in the longer one.
-        assert_eq!(reusable(&p[..600], &p[..700], ctx, none), 600);
+        assert_eq!(reusable(&p[..600], &p[..700], reading(ctx, none)), 600);
         // A cached second chunk of 18 tokens took the one-pass path; the longer prompt tiles those positions.
-        assert_eq!(reusable(&p[..530], &p[..700], ctx, none), 512);
+        assert_eq!(reusable(&p[..530], &p[..700], reading(ctx, none)), 512);
         // A short prompt (one pass) and a long one (tiled) share nothing computed alike.
-        assert_eq!(reusable(&p[..30], &p[..100], ctx, none), 0);
+        assert_eq!(reusable(&p[..30], &p[..100], reading(ctx, none)), 0);
         // A prompt that is a start of the cached one: all but its last position, whose logits are needed.
-        assert_eq!(reusable(&p[..500], &p[..300], ctx, none), 299);
+        assert_eq!(reusable(&p[..500], &p[..300], reading(ctx, none)), 299);
         // Different tokens part them.
         let mut q = p[..300].to_vec();
         q[150] = 9999;
-        assert_eq!(reusable(&p[..200], &q, ctx, none), 150);
+        assert_eq!(reusable(&p[..200], &q, reading(ctx, none)), 150);
     }
 
     /// With K-quant or 16-bit float weights reuse also stops where llama.cpp would multiply a position with
@@ -717,17 +762,26 @@ mod tests {
             ..KPaths::default()
         };
         // A 5-token prompt is multiplied column by column, a 40-token one with the tiled kernel.
-        assert_eq!(reusable(&p[..5], &p[..40], ctx, KPaths::default()), 5);
-        assert_eq!(reusable(&p[..5], &p[..40], ctx, tiled), 0);
+        assert_eq!(
+            reusable(&p[..5], &p[..40], reading(ctx, KPaths::default())),
+            5
+        );
+        assert_eq!(reusable(&p[..5], &p[..40], reading(ctx, tiled)), 0);
         // Both at least eight tokens long: the tiled kernel either way.
-        assert_eq!(reusable(&p[..20], &p[..40], ctx, tiled), 20);
+        assert_eq!(reusable(&p[..20], &p[..40], reading(ctx, tiled)), 20);
         // Q4_K's repacked kernels take 66 tokens as sixteen fours and two singles, 100 tokens all in fours.
-        assert_eq!(reusable(&p[..66], &p[..100], ctx, KPaths::default()), 66);
-        assert_eq!(reusable(&p[..66], &p[..100], ctx, repacked), 64);
-        assert_eq!(reusable(&p[..530], &p[..700], ctx, repacked), 512);
+        assert_eq!(
+            reusable(&p[..66], &p[..100], reading(ctx, KPaths::default())),
+            66
+        );
+        assert_eq!(reusable(&p[..66], &p[..100], reading(ctx, repacked)), 64);
+        assert_eq!(reusable(&p[..530], &p[..700], reading(ctx, repacked)), 512);
         // A one-token prompt is multiplied alone, a longer one by tinyBLAS.
-        assert_eq!(reusable(&p[..1], &p[..5], ctx, KPaths::default()), 1);
-        assert_eq!(reusable(&p[..1], &p[..5], ctx, sgemm), 0);
+        assert_eq!(
+            reusable(&p[..1], &p[..5], reading(ctx, KPaths::default())),
+            1
+        );
+        assert_eq!(reusable(&p[..1], &p[..5], reading(ctx, sgemm)), 0);
     }
 
     /// Reads `prompt` into `seq` from position `done` as the batch does; the logits after its last token.
@@ -743,7 +797,7 @@ mod tests {
                 budget: 1,
                 constraint: None,
             };
-            let (cols, end) = prompt_columns(&job, done, 0);
+            let (cols, end) = prompt_columns(engine, &job, done, 0);
             logits = engine
                 .step(&mut [&mut *seq], &cols)
                 .pop()
@@ -758,7 +812,31 @@ mod tests {
         let Some(path) = nmb_test_support::assets::smollm2_gguf() else {
             return;
         };
-        let model = crate::LocalModel::load(&path).expect("SmolLM2 loads");
+        resumed_prompts_read_as_whole(
+            &crate::LocalModel::load(&path).expect("SmolLM2 loads"),
+            true,
+        );
+    }
+
+    /// Gemma 3 reads the last 4 (and 516) prompt tokens in chunks of their own, which a longer prompt reads
+    /// inside a larger one: reuse stops before them. (530 tokens start with a 14-token chunk, 700 with a
+    /// 184-token one: they share no position computed alike.)
+    #[test]
+    fn a_prompt_read_after_a_cached_start_has_the_logits_of_one_read_whole_with_gemma3() {
+        let Some(path) = nmb_test_support::assets::gemma3_gguf() else {
+            return;
+        };
+        let model = crate::LocalModel::load(&path).expect("Gemma 3 loads");
+        let p: Vec<u32> = (0..700).collect();
+        let reading = Reading::of(&model.engine);
+        assert_eq!(reusable(&p[..530], &p, reading), 0);
+        assert!(reusable(&p[..451], &p[..466], reading) <= 447);
+        resumed_prompts_read_as_whole(&model, false);
+    }
+
+    /// Prompts read after a cached start of theirs have the logits of the prompt read whole (with `short_tail`,
+    /// also after a cached prompt whose second chunk is too short to be tiled).
+    fn resumed_prompts_read_as_whole(model: &crate::LocalModel, short_tail: bool) {
         let engine = &model.engine;
         let case = model
             .prompt_tokens(include_str!("../benches/prompt.txt"))
@@ -767,17 +845,20 @@ mod tests {
             .prompt_tokens("The patient's daughter adds that she had a similar episode last month.")
             .expect("tokens");
         let long: Vec<u32> = case.iter().chain(&more).chain(&case).copied().collect();
+        assert!(long.len() > 700, "{} tokens", long.len());
         // (cached, next): within a chunk, across the 512-token boundary, and a cached second chunk too short to
         // be tiled.
-        let pairs = [
+        let mut pairs = vec![
             (case.clone(), long[..case.len() + more.len()].to_vec()),
             (long[..600].to_vec(), long.clone()),
-            (long[..530].to_vec(), long[..700].to_vec()),
         ];
+        if short_tail {
+            pairs.push((long[..530].to_vec(), long[..700].to_vec()));
+        }
         for (cached, next) in pairs {
             let mut seq = Sequence::new(engine.cfg.layers);
             read(engine, &mut seq, &cached, 0);
-            let n = reusable(&cached, &next, engine.context, engine.kpaths);
+            let n = reusable(&cached, &next, Reading::of(engine));
             assert!(
                 n > 0,
                 "{} then {} tokens reuse nothing",

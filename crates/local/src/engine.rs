@@ -237,9 +237,11 @@ pub(crate) struct Column {
     pub token: u32,
     pub logits: bool,
     /// The tokens llama.cpp would run for this sequence in this column's step: 1 for a decoded token, the
-    /// size of its 512-token chunk for a prompt token ([`attention::prompt_chunk`]). It picks the attention
+    /// size of its chunk for a prompt token ([`attention::prompt_chunk`]). It picks the attention
     /// path, so a column computes the same whatever shares its step and wherever a prefill resumed.
     pub chunk: usize,
+    /// The column's place in that chunk (0 for a decoded token), which picks its products' kernel.
+    pub index: usize,
 }
 
 impl Engine {
@@ -322,14 +324,24 @@ impl Engine {
         let cols: Vec<Column> = prompt
             .iter()
             .enumerate()
-            .map(|(i, &token)| Column {
-                seq: 0,
-                token,
-                logits: i + 1 == prompt.len(),
-                chunk: attention::prompt_chunk(prompt.len(), i),
+            .map(|(i, &token)| {
+                let chunk = self.prompt_chunk(prompt.len(), i);
+                Column {
+                    seq: 0,
+                    token,
+                    logits: i + 1 == prompt.len(),
+                    chunk: chunk.size,
+                    index: i - chunk.start,
+                }
             })
             .collect();
         self.step(&mut [&mut seq], &cols).pop().unwrap_or_default()
+    }
+
+    /// The chunk llama.cpp's server reads position `pos` of a `len`-token prompt in: it ends batches early
+    /// before the end of a prompt for a model with sliding-window layers ([`attention::prompt_chunk`]).
+    pub(crate) fn prompt_chunk(&self, len: usize, pos: usize) -> attention::Chunk {
+        attention::prompt_chunk(len, pos, self.cfg.swa.is_some())
     }
 
     /// An empty sequence of this model's layers.
@@ -394,7 +406,7 @@ impl Engine {
             .swa
             .as_ref()
             .map(|s| Rope::new(cfg, s.rope_base, factors, &positions));
-        let mut batch = batches(cols, &positions);
+        let mut batch = batches(cols);
         let wanted: Vec<usize> = (0..cols.len()).filter(|&c| cols[c].logits).collect();
         for (l, layer) in self.layers.iter().enumerate() {
             let h = rms_norm(&x, &layer.attn_norm, cfg.eps);
@@ -491,23 +503,18 @@ impl Engine {
 }
 
 /// Per column, the product llama.cpp computes it in when it runs this column's sequence alone (see [`batch`]).
-fn batches(cols: &[Column], positions: &[usize]) -> Vec<Batch> {
-    cols.iter()
-        .zip(positions)
-        .map(|(c, &p)| batch(c.chunk, p))
-        .collect()
+fn batches(cols: &[Column]) -> Vec<Batch> {
+    cols.iter().map(|c| batch(c.chunk, c.index)).collect()
 }
 
-/// The product llama.cpp computes position `p` in, for a column of `chunk` tokens ([`Column::chunk`]): its
-/// prompt chunk, this position at its place in it, or for a decoded token one column. Where a prefill resumes
-/// mid-chunk the chunk still decides, so a column computes the same whatever shares its step.
-pub(crate) fn batch(chunk: usize, p: usize) -> Batch {
+/// The product llama.cpp computes a column in, for a column at `index` in a chunk of `chunk` tokens
+/// ([`Column::chunk`]): its prompt chunk, the column at its place in it, or for a decoded token one column.
+/// Where a prefill resumes mid-chunk the chunk still decides, so a column computes the same whatever shares
+/// its step.
+pub(crate) fn batch(chunk: usize, index: usize) -> Batch {
     match chunk {
         1 => Batch::ALONE,
-        size => Batch {
-            size,
-            index: p % attention::PROMPT_CHUNK,
-        },
+        size => Batch { size, index },
     }
 }
 

@@ -70,7 +70,10 @@
 //!   `NMB_LOCAL_SCALAR=1` forces the scalar fallback), and matrix products are spread over a rayon pool of
 //!   `NMB_THREADS` threads (default: every core). On AVX2 CPUs every tensor is llama.cpp's AVX2 build's to the
 //!   bit (attention follows its CPU flash attention step for step), so the logits after a prompt and the
-//!   greedy answers equal llama.cpp's on the same GGUF (tested against its library and its server). The scalar
+//!   greedy answers equal llama.cpp's on the same GGUF (tested against its library and its server). A prompt is
+//!   read in the chunks llama.cpp's server reads it in: 512 tokens from the start of each batch of 2048, and for
+//!   a model with sliding-window layers (Gemma 3) a batch ends where 516 and where 4 prompt tokens are left (the
+//!   server's context checkpoints), which rounds differently from one batch (module `attention`). The scalar
 //!   fallback follows ggml's generic code and may round differently, except for the formats other than Q4_1 and
 //!   Q8_0, whose one kernel gives llama.cpp's AVX2 results on every CPU.
 //! - **n samples and batching.** [`LocalModel::generate_n`] prefills a prompt once and decodes its n samples

@@ -476,6 +476,7 @@ pub(crate) fn parts_logits(engine: &Engine, parts: &[PromptPart]) -> Vec<f32> {
                     },
                     logits: last && j + 1 == len,
                     chunk: n,
+                    index: (at + j - start) % PROMPT_CHUNK,
                 })
                 .collect();
             let dim = engine.width();
