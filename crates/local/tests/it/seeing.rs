@@ -170,10 +170,6 @@ fn greedy_answers_with_images_equal_llama_cpp_server() {
 /// The same for SmolVLM's layout: every image here is sliced into 2 × 2 tiles and a global image, each laid out
 /// with its row and column tokens, under SmolVLM's own chat template.
 #[test]
-#[ignore = "nmb renders a message's content as one string, so SmolVLM's published template (which loops over \
-            message['content'] as typed parts) writes no `<__media__>` marker and nmb refuses the request as \
-            client_error (`the chat template wrote 0 image markers for the request's 1 images`); llama.cpp's \
-            server detects the template's need for typed content and renders the parts"]
 fn idefics3_greedy_answers_with_images_equal_llama_cpp_server() {
     let mut failures = Vec::new();
     for ty in ["F16", "Q8_0"] {
