@@ -374,10 +374,10 @@ fn message_value(m: &Message, media: Option<&str>) -> Value {
     Value::from(map)
 }
 
-/// Whether the template shows a message's content only when it is a list of typed parts, as llama.cpp's minja
-/// tells (`requires_typed_content`): a probe string given as the content is not in the output, and given as one
-/// `{"type": "text"}` part it is.
 impl ChatTemplate {
+    /// Whether the template shows a message's content only when it is a list of typed parts, as llama.cpp's minja
+    /// tells (`requires_typed_content`): a probe string given as the content is not in the output, and given as one
+    /// `{"type": "text"}` part it is.
     fn requires_typed_content(&self) -> bool {
         const PROBE: &str = "<__content_probe__>";
         let shows = |content: Value| {
