@@ -222,7 +222,14 @@ impl ChatTemplate {
         media: Option<&str>,
         budget: Budget,
     ) -> Result<Vec<u8>, RenderError> {
-        let msgs: Vec<Value> = messages.iter().map(|m| message_value(m, media)).collect();
+        let typed = media.is_some() && self.requires_typed_content();
+        let msgs: Vec<Value> = messages
+            .iter()
+            .map(|m| match media {
+                Some(marker) if typed => typed_message_value(m, marker),
+                _ => message_value(m, media),
+            })
+            .collect();
         let ctx = minijinja::context! {
             messages => msgs,
             add_generation_prompt => true,
@@ -365,6 +372,61 @@ fn message_value(m: &Message, media: Option<&str>) -> Value {
     ]
     .into();
     Value::from(map)
+}
+
+impl ChatTemplate {
+    /// Whether the template shows a message's content only when it is a list of typed parts, as llama.cpp's minja
+    /// tells (`requires_typed_content`): a probe string given as the content is not in the output, and given as one
+    /// `{"type": "text"}` part it is.
+    fn requires_typed_content(&self) -> bool {
+        const PROBE: &str = "<__content_probe__>";
+        let shows = |content: Value| {
+            let user: BTreeMap<&str, Value> =
+                [("role", Value::from("user")), ("content", content)].into();
+            let ctx = minijinja::context! {
+                messages => vec![Value::from(user)],
+                add_generation_prompt => false,
+                bos_token => self.bos_token.as_str(),
+                eos_token => self.eos_token.as_str(),
+            };
+            let mut env = self.env.clone();
+            env.set_fuel(Some(100_000));
+            env.get_template(NAME)
+                .and_then(|t| t.render(ctx))
+                .is_ok_and(|out| out.contains(PROBE))
+        };
+        !shows(Value::from(PROBE)) && shows(Value::from(vec![text_part(PROBE)]))
+    }
+}
+
+/// `{"type": "text", "text": text}`.
+fn text_part(text: &str) -> Value {
+    let map: BTreeMap<&str, Value> =
+        [("type", Value::from("text")), ("text", Value::from(text))].into();
+    Value::from(map)
+}
+
+/// A message for a template that requires typed content, as llama.cpp's server gives it: the parts joined as
+/// [`media_content`] joins them, in one `{"type": "text"}` part (so an image first is no image part to the
+/// template).
+fn typed_message_value(m: &Message, marker: &str) -> Value {
+    let map: BTreeMap<&str, Value> = [
+        ("role", Value::from(role_name(m.role))),
+        (
+            "content",
+            Value::from(vec![text_part(&media_content(m, marker))]),
+        ),
+    ]
+    .into();
+    Value::from(map)
+}
+
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    }
 }
 
 /// A message's parts joined as llama.cpp's server joins them when a message holds media: a newline before a text

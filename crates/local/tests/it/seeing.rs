@@ -96,9 +96,30 @@ fn local_backend(model: LocalModel) -> LocalBackend {
     LocalBackend::new(spec, Arc::new(model))
 }
 
-/// Where nmb's answers differ from llama.cpp's server's, one line per conversation; `None` without xllamacpp.
-fn answer_differences(ty: &str) -> Option<Vec<String>> {
-    let (model, mmproj) = files(ty)?;
+/// The tiny SmolVLM-like text model, with SmolVLM's published chat template, and the tiny `idefics3` projector
+/// with its tower in `ty` (images sliced at a longest edge of 224 into tiles of 112).
+fn idefics3_files(ty: &str) -> Option<(PathBuf, PathBuf)> {
+    let template = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/smolvlm_chat_template.jinja"
+    );
+    let model = crate::common::tiny_gguf(
+        "Q8_0",
+        "tiny-smolvlm-templated-Q8_0",
+        &["--arch", "smolvlm", "--chat-template", template],
+    )?;
+    let mmproj = crate::common::tiny_gguf(
+        ty,
+        &format!("mmproj-idefics3-{ty}"),
+        &["--projector", "idefics3"],
+    )?;
+    Some((model, mmproj))
+}
+
+/// Where nmb's answers differ from llama.cpp's server's on `files`, one line per conversation; `None` without
+/// xllamacpp.
+fn answer_differences(ty: &str, files: Option<(PathBuf, PathBuf)>) -> Option<Vec<String>> {
+    let (model, mmproj) = files?;
     let server = LlamaServer::start_with_mmproj(&model, &mmproj)?;
     let transport =
         nmb_requests::Transport::new(&nmb_requests::HttpOptions::default()).expect("a transport");
@@ -138,7 +159,21 @@ fn answer_differences(ty: &str) -> Option<Vec<String>> {
 fn greedy_answers_with_images_equal_llama_cpp_server() {
     let mut failures = Vec::new();
     for ty in ["F16", "Q8_0"] {
-        let Some(f) = answer_differences(ty) else {
+        let Some(f) = answer_differences(ty, files(ty)) else {
+            return;
+        };
+        failures.extend(f);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The same for SmolVLM's layout: every image here is sliced into 2 × 2 tiles and a global image, each laid out
+/// with its row and column tokens, under SmolVLM's own chat template.
+#[test]
+fn idefics3_greedy_answers_with_images_equal_llama_cpp_server() {
+    let mut failures = Vec::new();
+    for ty in ["F16", "Q8_0"] {
+        let Some(f) = answer_differences(&format!("idefics3 {ty}"), idefics3_files(ty)) else {
             return;
         };
         failures.extend(f);
