@@ -105,6 +105,8 @@ pub(crate) struct ChatTemplate {
     pub kind: TemplateSource,
     bos_token: String,
     eos_token: String,
+    /// Whether the template shows a message's content only as typed parts ([`ChatTemplate::requires_typed_content`]).
+    typed: bool,
 }
 
 /// Variables a request adds to the template's context.
@@ -149,14 +151,17 @@ impl ChatTemplate {
                 path: path.to_path_buf(),
                 message: format!("cannot compile tokenizer.chat_template: {e}"),
             })?;
-        Ok(ChatTemplate {
+        let mut template = ChatTemplate {
             env,
             path: path.to_path_buf(),
             source,
             kind,
             bos_token,
             eos_token,
-        })
+            typed: false,
+        };
+        template.typed = template.requires_typed_content();
+        Ok(template)
     }
 
     /// Renders a conversation, ending with the assistant's generation prompt. `kwargs` are further template
@@ -222,13 +227,9 @@ impl ChatTemplate {
         media: Option<&str>,
         budget: Budget,
     ) -> Result<Vec<u8>, RenderError> {
-        let typed = media.is_some() && self.requires_typed_content();
         let msgs: Vec<Value> = messages
             .iter()
-            .map(|m| match media {
-                Some(marker) if typed => typed_message_value(m, marker),
-                _ => message_value(m, media),
-            })
+            .map(|m| message_value(m, media, self.typed))
             .collect();
         let ctx = minijinja::context! {
             messages => msgs,
@@ -347,8 +348,10 @@ fn input_bytes(messages: &[Message], kwargs: &TemplateKwargs) -> usize {
 }
 
 /// `{"role": ..., "content": ...}`: for a text-only model, text parts joined by blank lines and images replaced
-/// by [`IMAGE_OMITTED_MARKER`]; with a `media` marker, as [`ChatTemplate::render_media`] joins them.
-fn message_value(m: &Message, media: Option<&str>) -> Value {
+/// by [`IMAGE_OMITTED_MARKER`]; with a `media` marker, as [`ChatTemplate::render_media`] joins them. For a
+/// template that shows only typed content (`typed`), the joined content is one `{"type": "text"}` part, as
+/// llama.cpp's server gives it (so an image first is no image part to the template).
+fn message_value(m: &Message, media: Option<&str>, typed: bool) -> Value {
     let content = match media {
         None => m
             .parts
@@ -361,14 +364,14 @@ fn message_value(m: &Message, media: Option<&str>) -> Value {
             .join("\n\n"),
         Some(marker) => media_content(m, marker),
     };
-    let role = match m.role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
+    let content = if typed {
+        Value::from(vec![text_part(&content)])
+    } else {
+        Value::from(content)
     };
     let map: BTreeMap<&str, Value> = [
-        ("role", Value::from(role)),
-        ("content", Value::from(content)),
+        ("role", Value::from(role_name(m.role))),
+        ("content", content),
     ]
     .into();
     Value::from(map)
@@ -403,21 +406,6 @@ impl ChatTemplate {
 fn text_part(text: &str) -> Value {
     let map: BTreeMap<&str, Value> =
         [("type", Value::from("text")), ("text", Value::from(text))].into();
-    Value::from(map)
-}
-
-/// A message for a template that requires typed content, as llama.cpp's server gives it: the parts joined as
-/// [`media_content`] joins them, in one `{"type": "text"}` part (so an image first is no image part to the
-/// template).
-fn typed_message_value(m: &Message, marker: &str) -> Value {
-    let map: BTreeMap<&str, Value> = [
-        ("role", Value::from(role_name(m.role))),
-        (
-            "content",
-            Value::from(vec![text_part(&media_content(m, marker))]),
-        ),
-    ]
-    .into();
     Value::from(map)
 }
 
@@ -794,5 +782,20 @@ mod tests {
             with(serde_json::json!({"add_generation_prompt": false, "messages": []})),
             open
         );
+    }
+
+    /// A template that loops over typed parts (as SmolVLM's does) shows a text-only conversation too: the
+    /// content goes in as one text part, as llama.cpp's server gives it; a template reading strings is unchanged.
+    #[test]
+    fn a_template_reading_only_typed_parts_gets_text_as_one_part() {
+        let typed =
+            "{% for m in messages %}{{ m.role }}:{% for p in m.content %}{% if p.type == 'text' %}\
+                     {{ p.text }}{% endif %}{% endfor %};{% endfor %}";
+        let t = tpl(Some(typed));
+        assert!(t.typed);
+        assert_eq!(render(&t, &conv()), "user:  Hi  ;assistant:Hello;user:Bye;");
+        let plain = tpl(Some("{% for m in messages %}{{ m.content }};{% endfor %}"));
+        assert!(!plain.typed);
+        assert_eq!(render(&plain, &conv()), "  Hi  ;Hello;Bye;");
     }
 }
