@@ -1093,11 +1093,15 @@ mod tests {
     }
 
     /// F16 and BF16 weights, one column at a time and in a prompt (tinyBLAS), near the f32 product and the same
-    /// from the portable kernel and its AVX2 build.
+    /// from the portable kernel and its AVX2 build, at widths of whole 32s, of 8s (tinyBLAS) and of neither
+    /// (`ggml_vec_dot`'s leftovers: under 32 values, the whole sum is f32 products added in f64).
     #[test]
     fn float_weights_agree_with_f32_on_both_paths_and_with_their_avx2_build() {
-        let (rows, cols) = (12, 96);
-        for format in [Format::F16, Format::BF16] {
+        let rows = 12;
+        for (format, cols) in [Format::F16, Format::BF16]
+            .into_iter()
+            .flat_map(|f| [96, 136, 140, 12].map(|c| (f, c)))
+        {
             let bytes: Vec<u8> = values(5, rows * cols, 2.0)
                 .into_iter()
                 .flat_map(|v| match format {
@@ -1120,6 +1124,20 @@ mod tests {
                             bits(&k_products(&w, &acts, Kernel::Avx2)),
                             "{format:?}, {n} columns: portable vs avx2"
                         );
+                    }
+                    if cols < 32 {
+                        let mut row = vec![0f32; cols];
+                        for (c, col) in acts.f.chunks_exact(cols).enumerate() {
+                            for r in 0..rows {
+                                w.dequantize_row(r, &mut row);
+                                let sum: f64 =
+                                    row.iter().zip(col).map(|(a, b)| f64::from(a * b)).sum();
+                                assert_eq!(
+                                    portable[c * rows + r].to_bits(),
+                                    (sum as f32).to_bits()
+                                );
+                            }
+                        }
                     }
                     for (e, p) in exact.iter().zip(&portable) {
                         // Rounding the activations to BF16 keeps 8 bits of each.
