@@ -44,6 +44,8 @@ patch and position embeddings F32, Gemma 3's input projection F16):
   projection `mm.model.fc` to width 256 (`--arch smolvlm` files, whose vocabulary has the tokens mtmd places
   around its tiles), images sliced at a longest edge of 224.
 `--projector-width N` and `--projector-layers N` and `--image-size N` make a larger tower (for benchmarks);
+`--projector-heads N` and `--projector-ffn N` set the head count and MLP width (MedGemma's ratios: width 144, 2
+heads of 72, MLP 136, widths that are no multiple of 32);
 `--preproc-image-size N` sets Idefics3's longest edge (N = the image size gives images of one tile).
 
 Needs PyPI's `gguf` and `numpy` (scripts/assets.sh installs both into .nmb-assets/py).
@@ -161,8 +163,8 @@ def write_projector(args, qtype):
     """A random-weight vision projector (see the module doc)."""
     kind = args.projector
     width, layers = args.projector_width, args.projector_layers
-    heads = max(1, width // 64)
-    ffn = 2 * width if width == 128 else 4352
+    heads = args.projector_heads or max(1, width // 64)
+    ffn = args.projector_ffn or (2 * width if width == 128 else 4352)
     patch = 14
     image = args.image_size or (224 if kind == "gemma3" else 112)
     text = DIM
@@ -242,6 +244,8 @@ def main():
                     help="write a vision projector (mmproj) of this type instead of a text model")
     ap.add_argument("--projector-width", type=int, default=128)
     ap.add_argument("--projector-layers", type=int, default=2)
+    ap.add_argument("--projector-heads", type=int, default=0)
+    ap.add_argument("--projector-ffn", type=int, default=0)
     ap.add_argument("--image-size", type=int, default=0)
     ap.add_argument("--preproc-image-size", type=int, default=0,
                     help="Idefics3's longest edge (clip.vision.preproc_image_size; default twice the image size)")

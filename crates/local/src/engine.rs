@@ -946,12 +946,6 @@ impl<'a> Loader<'a> {
         rows: usize,
         cols: usize,
     ) -> Result<QMatrix, LocalError> {
-        if !cols.is_multiple_of(BLOCK) {
-            return Err(self.err(
-                name,
-                format!("{cols} columns; the engine takes widths that are a multiple of {BLOCK}"),
-            ));
-        }
         let info = self.info(name, &[rows, cols])?;
         let dims = info.shape.dims().to_vec();
         let format = match info.ggml_dtype {
@@ -970,7 +964,8 @@ impl<'a> Loader<'a> {
         let (dtype, offset) = (info.ggml_dtype, info.offset);
         if let Some(format) = format {
             let block = format.block_values();
-            if !cols.is_multiple_of(block) {
+            // F16 and BF16 rows take any width, as ggml's do; the block formats hold whole blocks.
+            if !cols.is_multiple_of(block) && !matches!(format, Format::F16 | Format::BF16) {
                 return Err(self.err(
                     name,
                     format!(
@@ -980,9 +975,18 @@ impl<'a> Loader<'a> {
                 ));
             }
             // The header reader checked these bytes lie inside the file, so the product cannot overflow.
-            let bytes = self.raw(name, offset, rows * (cols / block) * format.block_bytes())?;
+            let bytes = self.raw(name, offset, rows * format.row_bytes(cols))?;
             self.formats.push(format.name().to_string());
             return Ok(QMatrix::new(format, rows, cols, bytes));
+        }
+        if !cols.is_multiple_of(BLOCK) {
+            return Err(self.err(
+                name,
+                format!(
+                    "type {dtype:?} over {cols} columns; the engine requantises it to Q8_0, which takes widths \
+                     that are a multiple of {BLOCK} (F16 and BF16 take any width)"
+                ),
+            ));
         }
         let values = self.dequantized(name)?;
         self.formats.push(format!("Q8_0 (from {dtype:?})"));

@@ -92,6 +92,16 @@ impl Format {
         }
     }
 
+    /// Bytes of a row of `cols` weights. F16 and BF16 rows take any width, as ggml's do; the block formats'
+    /// rows hold whole blocks.
+    pub(crate) fn row_bytes(self, cols: usize) -> usize {
+        if self.is_float() {
+            2 * cols
+        } else {
+            cols / self.block_values() * self.block_bytes()
+        }
+    }
+
     /// Whether the weights multiply with Q8_K activations (blocks of 256 with sums by sixteen).
     fn is_k(self) -> bool {
         matches!(self, Format::Q4K | Format::Q5K | Format::Q6K)
@@ -147,14 +157,11 @@ pub(crate) struct QMatrix {
 }
 
 impl QMatrix {
-    /// `bytes` must hold `rows * cols / format.block_values()` blocks; `cols` must be a multiple of the block
-    /// (the loader checks both).
+    /// `bytes` must hold `rows` rows of [`Format::row_bytes`]; `cols` must be a multiple of the block but for
+    /// F16 and BF16 (the loader checks both).
     pub(crate) fn new(format: Format, rows: usize, cols: usize, bytes: Vec<u8>) -> QMatrix {
-        debug_assert_eq!(cols % format.block_values(), 0);
-        debug_assert_eq!(
-            bytes.len(),
-            rows * cols / format.block_values() * format.block_bytes()
-        );
+        debug_assert!(format.is_float() || cols.is_multiple_of(format.block_values()));
+        debug_assert_eq!(bytes.len(), rows * format.row_bytes(cols));
         QMatrix {
             format,
             rows,
@@ -164,7 +171,7 @@ impl QMatrix {
     }
 
     fn row_bytes(&self) -> usize {
-        self.cols / self.format.block_values() * self.format.block_bytes()
+        self.format.row_bytes(self.cols)
     }
 
     fn row(&self, r: usize) -> &[u8] {
@@ -174,6 +181,10 @@ impl QMatrix {
 
     /// Row `r` as f32 (an embedding lookup), computed as llama.cpp's `dequantize_row_*` computes it.
     pub(crate) fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        if self.format.is_float() {
+            float::dequantize(self.format, self.row(r), &mut out[..self.cols]);
+            return;
+        }
         let bb = self.format.block_bytes();
         for (block, dst) in self
             .row(r)
@@ -268,7 +279,7 @@ pub(crate) fn matmul_many(jobs: &[(&QMatrix, &Acts, usize)], out: &mut [f32], st
             let k = w.cols;
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Kernel::gemm` holds only for `Kernel::Avx2` (AVX2, FMA and F16C) and F16 or BF16 weights,
-            // whose width is a multiple of the block (32) and row count a multiple of four, as each block's is.
+            // whose width is a multiple of 8 and row count a multiple of four, as each block's is.
             unsafe {
                 float::gemm_block(
                     w.format,
@@ -384,7 +395,7 @@ impl KPaths {
             match w.format {
                 Format::Q4K if w.rows.is_multiple_of(8) => paths.repacked_q4_k = true,
                 Format::Q4K | Format::Q5K | Format::Q6K => paths.tiled = true,
-                Format::F16 | Format::BF16 if w.rows.is_multiple_of(4) => paths.sgemm = true,
+                Format::F16 | Format::BF16 if sgemm_shape(w) => paths.sgemm = true,
                 _ => {}
             }
         }
@@ -590,9 +601,7 @@ impl Kernel {
     fn gemm(self, w: &QMatrix, x: &Acts) -> bool {
         #[cfg(target_arch = "x86_64")]
         if self == Kernel::Avx2 {
-            return w.format.is_float()
-                && w.rows.is_multiple_of(4)
-                && x.batch.iter().all(|b| b.size >= 2);
+            return w.format.is_float() && sgemm_shape(w) && x.batch.iter().all(|b| b.size >= 2);
         }
         let _ = (w, x);
         false
@@ -643,6 +652,13 @@ impl Kernel {
     }
 }
 
+/// Whether llamafile's tinyBLAS takes F16 or BF16 weights of this shape (on AVX2): a row count that is a
+/// multiple of four and a width that is a multiple of 8 (`llamafile_sgemm` returns false on `k % 8`, and
+/// ggml falls back to `ggml_vec_dot_f16` / `ggml_vec_dot_bf16`).
+fn sgemm_shape(w: &QMatrix) -> bool {
+    w.rows.is_multiple_of(4) && w.cols.is_multiple_of(8)
+}
+
 /// Activation columns multiplied per pass over a weight row.
 pub(crate) const TILE: usize = 8;
 
@@ -673,9 +689,8 @@ fn portable_dot_rows(
     // llama.cpp repacks Q4_K and Q4_0 matrices whose row count is a multiple of eight (on CPUs with AVX2,
     // where the results are compared) and multiplies them with kernels of their own.
     let repacked = matches!(w.format, Format::Q4K | Format::Q4_0) && w.rows.is_multiple_of(8);
-    // tinyBLAS takes only row counts that are a multiple of four.
-    let sgemm_rows = w.rows.is_multiple_of(4);
-    let sgemm: Vec<bool> = x.batch.iter().map(|b| sgemm_rows && b.size >= 2).collect();
+    let shape = sgemm_shape(w);
+    let sgemm: Vec<bool> = x.batch.iter().map(|b| shape && b.size >= 2).collect();
     let mut sums = [0f32; TILE];
     for r in rows {
         let row = w.row(r);
@@ -1078,11 +1093,15 @@ mod tests {
     }
 
     /// F16 and BF16 weights, one column at a time and in a prompt (tinyBLAS), near the f32 product and the same
-    /// from the portable kernel and its AVX2 build.
+    /// from the portable kernel and its AVX2 build, at widths of whole 32s, of 8s (tinyBLAS) and of neither
+    /// (`ggml_vec_dot`'s leftovers: under 32 values, the whole sum is f32 products added in f64).
     #[test]
     fn float_weights_agree_with_f32_on_both_paths_and_with_their_avx2_build() {
-        let (rows, cols) = (12, 96);
-        for format in [Format::F16, Format::BF16] {
+        let rows = 12;
+        for (format, cols) in [Format::F16, Format::BF16]
+            .into_iter()
+            .flat_map(|f| [96, 136, 140, 12].map(|c| (f, c)))
+        {
             let bytes: Vec<u8> = values(5, rows * cols, 2.0)
                 .into_iter()
                 .flat_map(|v| match format {
@@ -1105,6 +1124,20 @@ mod tests {
                             bits(&k_products(&w, &acts, Kernel::Avx2)),
                             "{format:?}, {n} columns: portable vs avx2"
                         );
+                    }
+                    if cols < 32 {
+                        let mut row = vec![0f32; cols];
+                        for (c, col) in acts.f.chunks_exact(cols).enumerate() {
+                            for r in 0..rows {
+                                w.dequantize_row(r, &mut row);
+                                let sum: f64 =
+                                    row.iter().zip(col).map(|(a, b)| f64::from(a * b)).sum();
+                                assert_eq!(
+                                    portable[c * rows + r].to_bits(),
+                                    (sum as f32).to_bits()
+                                );
+                            }
+                        }
                     }
                     for (e, p) in exact.iter().zip(&portable) {
                         // Rounding the activations to BF16 keeps 8 bits of each.

@@ -1,9 +1,10 @@
 //! F16 and BF16 weights. llama.cpp rounds the activations to the weights' type and multiplies with one of two
 //! kernels, which add up their products in different orders:
 //! - a product of one column takes `ggml_vec_dot_f16` / `ggml_vec_dot_bf16`: four 8-lane accumulators, one
-//!   per 8 values of each 32, folded together at the end (each type folds them its own way);
+//!   per 8 values of each 32, folded together at the end (each type folds them its own way), then the values
+//!   past the last whole 32 (a width that is no multiple of 32), each product rounded to f32 and added in f64;
 //! - a product of two columns or more (a prompt) takes llamafile's `tinyBLAS` when the row count is a multiple of
-//!   four: one 8-lane accumulator per output, summed across its lanes at the end.
+//!   four and the width a multiple of 8: one 8-lane accumulator per output, summed across its lanes at the end.
 //!
 //! The multiply-adds are fused in all of them (GCC contracts the BF16 kernel's multiply and add).
 
@@ -82,7 +83,7 @@ fn dot(format: Format, w: &[f32], y: &[f32], sgemm: bool) -> f32 {
     }
     let lanes = |a: [f32; 8], b: [f32; 8]| -> [f32; 8] { std::array::from_fn(|i| a[i] + b[i]) };
     let s = lanes(lanes(acc[0], acc[2]), lanes(acc[1], acc[3]));
-    if format == Format::F16 {
+    let whole = if format == Format::F16 {
         // GGML_F16_VEC_REDUCE: 0+2 and 1+3, then those; halves added; then two horizontal adds.
         let t: [f32; 4] = std::array::from_fn(|i| s[i] + s[i + 4]);
         (t[0] + t[1]) + (t[2] + t[3])
@@ -90,7 +91,17 @@ fn dot(format: Format, w: &[f32], y: &[f32], sgemm: bool) -> f32 {
         // `ggml_vec_dot_bf16`: (0+2) + (1+3); halves added; then lanes 0+2 and 1+3, then those.
         let g: [f32; 4] = std::array::from_fn(|i| s[i + 4] + s[i]);
         (g[0] + g[2]) + (g[1] + g[3])
+    };
+    let tail = w.len() / 32 * 32;
+    if tail == w.len() {
+        return whole;
     }
+    // The leftovers: `sumf` is a `ggml_float` (f64), each product an f32 (not fused), the sum rounded at the end.
+    let sum = w[tail..]
+        .iter()
+        .zip(&y[tail..])
+        .fold(f64::from(whole), |sum, (a, b)| sum + f64::from(a * b));
+    sum as f32
 }
 
 /// Rows of weights converted to f32 once per block of [`gemm_block`], and multiplied with every column of it.

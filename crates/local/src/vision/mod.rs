@@ -209,14 +209,12 @@ impl Projector {
                 let name = "mm.input_projection.weight";
                 let rows = l_rows(&l, name, 1)?;
                 let info = l.info(name, &[w, rows])?;
-                if info.ggml_dtype != GgmlDType::F16 || !w.is_multiple_of(quant::BLOCK) {
+                if info.ggml_dtype != GgmlDType::F16 {
                     return Err(l.err(
                         name,
                         format!(
-                            "type {:?} over {w} columns; the local engine takes it in F16 (as llama.cpp's converter \
-                             writes it) over a multiple of {} columns",
+                            "type {:?}; the local engine takes it in F16 (as llama.cpp's converter writes it)",
                             info.ggml_dtype,
-                            quant::BLOCK
                         ),
                     ));
                 }

@@ -38,7 +38,15 @@ fn embedding_differences(
     text_arch: &str,
     images: &[RgbImage],
 ) -> Option<Vec<String>> {
-    let mmproj = projector(kind, ty)?;
+    embedding_differences_of(projector(kind, ty)?, text_arch, images)
+}
+
+/// As [`embedding_differences`], for the projector at `mmproj`.
+fn embedding_differences_of(
+    mmproj: PathBuf,
+    text_arch: &str,
+    images: &[RgbImage],
+) -> Option<Vec<String>> {
     let model = crate::common::tiny("Q8_0", text_arch)?;
     let p = Projector::load(&mmproj).expect("loads the tiny projector");
     let requests: Vec<MtmdRequest> = images
@@ -63,7 +71,7 @@ fn embedding_differences(
             .collect();
         assert_eq!(theirs.len(), 1, "one image chunk");
         let ours = p.encode(img);
-        let label = format!("{kind} {ty} {}x{}", img.width, img.height);
+        let label = format!("{} {}x{}", mmproj.display(), img.width, img.height);
         assert_eq!(ours.len(), theirs[0].len(), "{label}: embedding sizes");
         let differ: Vec<usize> = (0..ours.len())
             .filter(|&i| ours[i].to_bits() != theirs[0][i].to_bits())
@@ -164,6 +172,31 @@ fn gemma3_embeddings_equal_llama_cpp() {
         };
         failures.extend(f);
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// MedGemma's projector shapes (width 1152, 16 heads of 72, MLP 4304) in small: width 144, 2 heads of 72, MLP
+/// 136, so the tower's matrices are 144 and 136 wide, multiples of 8 but not of 32 (llama.cpp multiplies
+/// the patches with tinyBLAS, and the pooled tokens' input projection too).
+#[test]
+fn gemma3_embeddings_of_widths_off_32_equal_llama_cpp() {
+    let args = [
+        "--projector",
+        "gemma3",
+        "--projector-width",
+        "144",
+        "--projector-heads",
+        "2",
+        "--projector-ffn",
+        "136",
+    ];
+    let Some(mmproj) = crate::common::tiny_gguf("F16", "mmproj-gemma3-w144-F16", &args) else {
+        return;
+    };
+    let images = [noise(224, 224, 1), noise(97, 151, 3)];
+    let Some(failures) = embedding_differences_of(mmproj, "gemma3", &images) else {
+        return;
+    };
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
