@@ -358,42 +358,7 @@ pub(crate) fn tiled(
     scale: f32,
     dst: &mut [f32],
 ) {
-    #[cfg(target_arch = "x86_64")]
-    if crate::quant::Kernel::detect() == crate::quant::Kernel::Avx2 {
-        // SAFETY: `Kernel::Avx2` is only chosen on CPUs with AVX2 and FMA.
-        return unsafe { tiled_avx2(q, keys, kt, range, scale, dst) };
-    }
-    tiled_body(q, keys, kt, range, scale, dst);
-}
-
-/// [`tiled_body`] compiled for AVX2 and FMA: the same operations, eight keys or values per instruction.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn tiled_avx2(
-    q: &[f32],
-    keys: &Keys<'_>,
-    kt: &[f32],
-    range: std::ops::Range<usize>,
-    scale: f32,
-    dst: &mut [f32],
-) {
-    tiled_body(q, keys, kt, range, scale, dst);
-}
-
-#[inline(always)]
-fn tiled_body(
-    q: &[f32],
-    keys: &Keys<'_>,
-    kt: &[f32],
-    range: std::ops::Range<usize>,
-    scale: f32,
-    dst: &mut [f32],
-) {
-    let mut state = TiledQuery::new(keys.dim);
-    for start in (0..range.end).step_by(TILE) {
-        state.tile(q, keys, kt, start, range.clone(), scale);
-    }
-    state.finish(dst);
+    tiled_group(&[q], keys, kt, range, scale, &mut [dst]);
 }
 
 /// Several queries of one head over the same keys by the tiled path, each computed exactly as [`tiled`] computes
@@ -415,7 +380,7 @@ pub(crate) fn tiled_group(
     tiled_group_body(queries, keys, kt, range, scale, dsts);
 }
 
-/// [`tiled_group_body`] compiled for AVX2 and FMA, as [`tiled_avx2`].
+/// [`tiled_group_body`] compiled for AVX2 and FMA: the same operations, eight keys or values per instruction.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn tiled_group_avx2(
