@@ -216,11 +216,11 @@ pub(crate) fn attend(
             tiled(q, keys, kt, range, scale, dst)
         }
         Path::OnePass => {
-            let q16: Vec<f32> = q.iter().map(|&v| round_f16(v)).collect();
+            let q16 = crate::quant::round_f16_all(q);
             normalize(&one_pass(&q16, keys, range, scale), dst);
         }
         Path::Split { at } => {
-            let q16: Vec<f32> = q.iter().map(|&v| round_f16(v)).collect();
+            let q16 = crate::quant::round_f16_all(q);
             let at = at.clamp(first, len);
             let first = one_pass(&q16, keys, first..at, scale);
             let second = one_pass(&q16, keys, at..len, scale);

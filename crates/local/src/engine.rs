@@ -35,7 +35,7 @@ use crate::activation;
 use crate::arch::{self, Arch, Config};
 use crate::attention::{self, Keys};
 use crate::gguf::{self, Meta};
-use crate::quant::{round_f16, Acts, Batch, Format, KPaths, Kernel, QMatrix, BLOCK};
+use crate::quant::{round_f16_in_place, Acts, Batch, Format, KPaths, Kernel, QMatrix, BLOCK};
 use crate::scratch::{self, Buf};
 use crate::LocalError;
 
@@ -638,12 +638,14 @@ fn append_kv(seqs: &mut [&mut Sequence], cols: &[Column], qkv: &[f32], l: usize,
         let row = &qkv[c * width..(c + 1) * width];
         let seq = &mut *seqs[col.seq];
         let cache = &mut seq.own.layers[l];
-        cache
-            .k
-            .extend(row[q_dim..q_dim + kv_dim].iter().map(|&v| round_f16(v)));
-        cache
-            .v
-            .extend(row[q_dim + kv_dim..].iter().map(|&v| round_f16(v)));
+        for (cached, values) in [
+            (&mut cache.k, &row[q_dim..q_dim + kv_dim]),
+            (&mut cache.v, &row[q_dim + kv_dim..]),
+        ] {
+            let at = cached.len();
+            cached.extend_from_slice(values);
+            round_f16_in_place(&mut cached[at..]);
+        }
         if l + 1 == cfg.layers {
             seq.own.len += 1;
         }

@@ -650,3 +650,23 @@ pub(super) unsafe fn quantize_block(src: &[f32], qs: &mut [i8]) -> (f32, i32) {
 pub(super) unsafe fn quantize_q8_k(src: &[f32], qs: &mut [i8], bsums: &mut [i16]) -> f32 {
     super::kquant::quantize_q8_k(src, qs, bsums)
 }
+
+/// Each value rounded to the nearest f16 (ties to even: F16C's rounding mode 0, which `half` uses for one
+/// value too) and back to f32, eight at a time.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C ([`available`]).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn round_f16(x: &mut [f32]) {
+    let mut parts = x.chunks_exact_mut(8);
+    for part in &mut parts {
+        // SAFETY: 8 f32s are read from and written to `part`.
+        unsafe {
+            let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(part.as_ptr()));
+            _mm256_storeu_ps(part.as_mut_ptr(), _mm256_cvtph_ps(h));
+        }
+    }
+    for v in parts.into_remainder() {
+        *v = super::round_f16(*v);
+    }
+}

@@ -32,6 +32,14 @@ pub(crate) fn round_to(format: Format, x: f32) -> f32 {
     }
 }
 
+/// Every value of `x` rounded as [`round_to`] rounds it (F16 vectorised, [`super::round_f16_all`]).
+pub(crate) fn round_all(format: Format, x: &[f32]) -> Vec<f32> {
+    match format {
+        Format::F16 => super::round_f16_all(x),
+        _ => x.iter().map(|&v| round_to(format, v)).collect(),
+    }
+}
+
 pub(crate) fn dequantize(format: Format, block: &[u8], out: &mut [f32]) {
     for (i, o) in out.iter_mut().enumerate() {
         *o = value(format, block, i);

@@ -31,7 +31,7 @@ use crate::attention::PROMPT_CHUNK;
 use crate::attention::{self, Keys};
 use crate::engine::{Column, Engine, Inputs, Loader};
 use crate::gguf::{self, Meta};
-use crate::quant::{self, round_f16, Acts, Batch, Format, QMatrix};
+use crate::quant::{self, Acts, Batch, Format, QMatrix};
 use crate::LocalError;
 
 /// The projector types this crate runs, as `clip.projector_type` names them.
@@ -117,7 +117,8 @@ pub struct Projector {
     path: PathBuf,
     kind: ProjectorKind,
     hp: Hparams,
-    /// The patch embedding as `width` rows of `3 · patch²` f32 values (channel, then row, then column).
+    /// The patch embedding as `width` rows of `3 · patch²` f32 values (channel, then row, then column), each
+    /// row padded with zeros to a multiple of eight values (as the patches are, see [`Projector::tower`]).
     patch_w: Vec<f32>,
     patch_b: Vec<f32>,
     pos: Vec<f32>,
@@ -164,10 +165,10 @@ impl Projector {
             ));
         }
         // llama.cpp's patch convolution multiplies in f16 (`ggml_conv_2d`'s im2col is F16).
-        let patch_w: Vec<f32> = (l.dequantized("v.patch_embd.weight")?)
-            .into_iter()
-            .map(round_f16)
-            .collect();
+        let patch_w = pad8(
+            &quant::round_f16_all(&l.dequantized("v.patch_embd.weight")?),
+            3 * hp.patch * hp.patch,
+        );
         let patch_b = l.vector("v.patch_embd.bias", w)?;
         l.info("v.position_embd.weight", &[side * side, w])?;
         let pos = l.dequantized("v.position_embd.weight")?;
@@ -315,40 +316,35 @@ impl Projector {
         let (p, side, w) = (hp.patch, size / hp.patch, hp.width);
         let n = side * side;
         let k = 3 * p * p;
+        // Each patch and kernel row padded with zeros to a multiple of eight values: that leaves tinyBLAS's sums
+        // (a last partial group takes only its lanes) and the other product's (the first `k` values) as they are.
+        let kp = k.next_multiple_of(8);
         // im2col: each patch's values in the kernel's order (channel, row, column).
-        let mut cols = vec![0f32; n * k];
-        cols.par_chunks_mut(k).enumerate().for_each(|(i, dst)| {
+        let mut cols = vec![0f32; n * kp];
+        cols.par_chunks_mut(kp).enumerate().for_each(|(i, dst)| {
             let (py, px) = (i / side, i % side);
             for c in 0..3 {
                 for ky in 0..p {
                     let src = c * size * size + (py * p + ky) * size + px * p;
-                    for (d, &v) in dst[(c * p + ky) * p..][..p]
-                        .iter_mut()
-                        .zip(&planes[src..src + p])
-                    {
-                        *d = round_f16(v);
-                    }
+                    dst[(c * p + ky) * p..][..p].copy_from_slice(&planes[src..src + p]);
                 }
             }
+            quant::round_f16_in_place(&mut dst[..k]);
         });
         // llama.cpp multiplies the patches by tinyBLAS (which takes a width that is no multiple of eight too).
         let tiny_blas = n.is_multiple_of(4) && n >= 2;
-        // Blocked as the tower's F16 products are, each patch and kernel padded with zeros to a multiple of eight
-        // values: that leaves tinyBLAS's sums (a last partial group takes only its lanes) as they are.
         let blocked = match tiny_blas {
-            true => {
-                let (a, b) = (pad8(&cols, k), pad8(&self.patch_w, k));
-                quant::tinyblas_f32(&a, &b, k.next_multiple_of(8))
-            }
+            true => quant::tinyblas_f32(&cols, &self.patch_w, kp),
             false => None,
         };
         let mut x = blocked.unwrap_or_else(|| {
             let mut x = vec![0f32; n * w];
             x.par_chunks_mut(w)
-                .zip(cols.par_chunks(k))
+                .zip(cols.par_chunks(kp))
                 .for_each(|(dst, patch)| {
                     for (o, d) in dst.iter_mut().enumerate() {
-                        *d = ops::dot_f16(patch, &self.patch_w[o * k..(o + 1) * k], tiny_blas);
+                        let row = &self.patch_w[o * kp..][..k];
+                        *d = ops::dot_f16(&patch[..k], row, tiny_blas);
                     }
                 });
             x
@@ -379,8 +375,7 @@ impl Projector {
     fn attention(&self, q: &[f32], k: &[f32], v: &[f32], n: usize) -> Vec<f32> {
         let (w, heads) = (self.hp.width, self.hp.heads);
         let hd = w / heads;
-        let k16: Vec<f32> = k.iter().map(|&x| round_f16(x)).collect();
-        let v16: Vec<f32> = v.iter().map(|&x| round_f16(x)).collect();
+        let (k16, v16) = (quant::round_f16_all(k), quant::round_f16_all(v));
         let keys = |head: usize| Keys {
             runs: [(&k16[..], &v16[..]), (&[], &[])],
             stride: w,

@@ -60,34 +60,55 @@ pub(crate) fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     out
 }
 
+/// Values per rayon job in the elementwise ops below: enough work to be worth a thread.
+const PART: usize = 1 << 14;
+
 /// `x += bias` for each row of `x` (rows as wide as `bias`).
 pub(crate) fn add_rows(x: &mut [f32], bias: &[f32]) {
-    for row in x.chunks_exact_mut(bias.len()) {
-        for (v, &b) in row.iter_mut().zip(bias) {
-            *v += b;
+    let rows = (PART / bias.len()).max(1) * bias.len();
+    x.par_chunks_mut(rows).for_each(|part| {
+        for row in part.chunks_exact_mut(bias.len()) {
+            for (v, &b) in row.iter_mut().zip(bias) {
+                *v += b;
+            }
         }
-    }
+    });
 }
 
 /// `x += y`, elementwise.
 pub(crate) fn add(x: &mut [f32], y: &[f32]) {
-    for (a, &b) in x.iter_mut().zip(y) {
-        *a += b;
-    }
+    x.par_chunks_mut(PART)
+        .zip(y.par_chunks(PART))
+        .for_each(|(x, y)| {
+            for (a, &b) in x.iter_mut().zip(y) {
+                *a += b;
+            }
+        });
 }
 
 /// `ggml_gelu` with ggml's f16 table (`GGML_GELU_FP16`): 0 at or below -10, `x` at or above 10.
 pub(crate) fn gelu(x: &mut [f32]) {
+    use half::slice::HalfFloatSliceExt;
     let table = gelu_table();
-    for v in x {
-        *v = if *v <= -10.0 {
-            0.0
-        } else if *v >= 10.0 {
-            *v
-        } else {
-            f16::from_bits(table[usize::from(f16::from_f32(*v).to_bits())]).to_f32()
-        };
-    }
+    x.par_chunks_mut(PART).for_each(|part| {
+        // The slice conversions use F16C where the CPU has it; one value at a time does not.
+        let mut halves = vec![f16::ZERO; part.len()];
+        halves.convert_from_f32_slice(part);
+        for h in &mut halves {
+            *h = f16::from_bits(table[usize::from(h.to_bits())]);
+        }
+        let mut looked_up = vec![0f32; part.len()];
+        halves.convert_to_f32_slice(&mut looked_up);
+        for (v, g) in part.iter_mut().zip(looked_up) {
+            *v = if *v <= -10.0 {
+                0.0
+            } else if *v >= 10.0 {
+                *v
+            } else {
+                g
+            };
+        }
+    });
 }
 
 /// The dot product of two rows of f16 values (held as f32) as ggml multiplies F16 matrices: llamafile's
