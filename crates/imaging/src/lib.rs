@@ -19,6 +19,7 @@ mod jpeg;
 pub mod limits;
 pub mod meta;
 mod nifti;
+mod normal;
 pub mod options;
 pub mod perturb;
 pub mod render;

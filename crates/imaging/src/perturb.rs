@@ -6,7 +6,8 @@
 //! out). The others change pixels ([`Perturbation::apply`]): they decode the image, change it as 8-bit grey or
 //! RGB, and encode the result as PNG. Every one is deterministic: the same bytes, seed and perturbation give the
 //! same output bytes, so the same hash. Noise is drawn from a SplitMix64 stream seeded by the seed and the
-//! image's content hash, through Box–Muller, so each image gets its own noise.
+//! image's content hash, through Box–Muller, so each image gets its own noise (see `normal.rs`). `blank` reads
+//! only the image's header.
 //!
 //! Pixel rules (every value rounded half up and clipped to 0..=255; `tests/fixtures/make_perturb_reference.py`
 //! computes the same with NumPy and Pillow):
@@ -28,10 +29,11 @@ use std::str::FromStr;
 
 use image::{DynamicImage, GrayImage, ImageBuffer, Luma, Pixel, Rgb, RgbImage};
 
+use crate::normal::SplitMix;
 use crate::{content_hash, decode, ImageError};
 
 /// Bumped whenever the same perturbation could give different bytes.
-pub const PERTURB_VERSION: u32 = 2;
+pub const PERTURB_VERSION: u32 = 3;
 
 /// What is accepted, for error messages and help texts.
 pub const ACCEPTED: &str = "blank, mismatch, drop:SEQUENCE, noise:SIGMA (0 < SIGMA <= 1), \
@@ -216,13 +218,22 @@ impl Perturbation {
 
     /// The perturbed image as PNG bytes. `seed` only matters for noise.
     pub fn apply(&self, bytes: &[u8], seed: u64) -> Result<Vec<u8>, ImageError> {
+        // Only noise reads the content hash; hashing the bytes is skipped for the others.
+        let hash = match self {
+            Perturbation::Noise(_) => content_hash(bytes),
+            _ => String::new(),
+        };
+        self.apply_hashed(bytes, &hash, seed)
+    }
+
+    /// [`Perturbation::apply`] to bytes whose [`content_hash`] the caller has already computed.
+    pub fn apply_hashed(&self, bytes: &[u8], hash: &str, seed: u64) -> Result<Vec<u8>, ImageError> {
         if *self == Perturbation::Blank {
             return blank(bytes);
         }
         let img = decode(bytes)?;
-        // Only noise reads the seed; hashing the bytes is skipped for the others.
         let noise_seed = match self {
-            Perturbation::Noise(_) => seed ^ hash_seed(bytes),
+            Perturbation::Noise(_) => seed ^ hash_seed(hash),
             _ => seed,
         };
         let out = if img.color().has_color() {
@@ -230,7 +241,7 @@ impl Perturbation {
         } else {
             DynamicImage::ImageLuma8(self.pixels(img.into_luma8(), noise_seed)?)
         };
-        png(&out)
+        png(&out, matches!(self, Perturbation::Noise(_)))
     }
 
     fn pixels<P>(
@@ -291,12 +302,21 @@ fn encode_error(format: crate::ImageFormat, e: impl fmt::Display) -> ImageError 
     }
 }
 
-/// PNG at the encoder's fast setting: a perturbed image is made once per run and its size matters less than the
-/// time planning takes.
-fn png(img: &DynamicImage) -> Result<Vec<u8>, ImageError> {
+/// PNG at the encoder's fast setting (each row filtered against the one above): a perturbed image is made once
+/// per run and its size matters less than the time planning takes. `stored`: deflate's stored blocks, no
+/// compression, for pixels that do not compress (noise: the fast setting gave the same size at five times the
+/// time).
+fn png(img: &DynamicImage, stored: bool) -> Result<Vec<u8>, ImageError> {
     use image::codecs::png::{CompressionType, FilterType, PngEncoder};
     let mut out = Vec::new();
-    let encoder = PngEncoder::new_with_quality(&mut out, CompressionType::Fast, FilterType::Sub);
+    let encoder = match stored {
+        true => PngEncoder::new_with_quality(
+            &mut out,
+            CompressionType::Uncompressed,
+            FilterType::NoFilter,
+        ),
+        false => PngEncoder::new_with_quality(&mut out, CompressionType::Fast, FilterType::Up),
+    };
     img.write_with_encoder(encoder)
         .map_err(|e| encode_error(crate::ImageFormat::Png, e))?;
     Ok(out)
@@ -339,20 +359,24 @@ fn blank(bytes: &[u8]) -> Result<Vec<u8>, ImageError> {
             message: format!("{w} x {h} pixels exceed the raster limit"),
         });
     }
-    png(&if colour {
-        DynamicImage::ImageRgb8(RgbImage::from_pixel(w, h, Rgb([128; 3])))
-    } else {
-        DynamicImage::ImageLuma8(GrayImage::from_pixel(w, h, Luma([128])))
-    })
+    let grey = match colour {
+        true => DynamicImage::ImageRgb8(RgbImage::from_pixel(w, h, Rgb([128; 3]))),
+        false => DynamicImage::ImageLuma8(GrayImage::from_pixel(w, h, Luma([128]))),
+    };
+    png(&grey, false)
 }
 
-/// The first 8 bytes of the content hash, so every image draws its own noise.
-fn hash_seed(bytes: &[u8]) -> u64 {
-    u64::from_str_radix(&content_hash(bytes)[..16], 16).unwrap_or(0)
+/// The first 8 bytes of the content hash (hex), so every image draws its own noise.
+fn hash_seed(hash: &str) -> u64 {
+    hash.get(..16)
+        .and_then(|h| u64::from_str_radix(h, 16).ok())
+        .unwrap_or(0)
 }
 
 fn to_u8(v: f64) -> u8 {
-    (v + 0.5).floor().clamp(0.0, 255.0) as u8
+    // `as` truncates, which is the floor on 0..=255; below that the clamp gives 0 either way (NaN too). Not
+    // `floor()`, which is a library call on CPUs targeted without SSE4.1.
+    (v + 0.5).clamp(0.0, 255.0) as u8
 }
 
 /// Applies `f` to every sample through a table of its 256 values (the same bytes as calling it each time).
@@ -365,36 +389,6 @@ fn map<P: Pixel<Subpixel = u8>>(
         *v = table[usize::from(*v)];
     }
     img
-}
-
-/// SplitMix64 (Steele, Lea and Flood 2014), the generator NumPy's reference re-implements. Its state after `k`
-/// draws is `seed + k x GAMMA`, so any draw is computed directly ([`SplitMix::at`]) and rows of noise are drawn
-/// in parallel with the same values as one sequential stream.
-struct SplitMix(u64);
-
-impl SplitMix {
-    const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
-
-    /// The stream positioned after `draws` draws.
-    fn at(seed: u64, draws: u64) -> SplitMix {
-        SplitMix(seed.wrapping_add(draws.wrapping_mul(Self::GAMMA)))
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(Self::GAMMA);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// One standard normal draw (Box–Muller, the cosine branch).
-    fn normal(&mut self) -> f64 {
-        let scale = 1.0 / (1u64 << 53) as f64;
-        let u1 = ((self.next() >> 11) + 1) as f64 * scale;
-        let u2 = (self.next() >> 11) as f64 * scale;
-        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-    }
 }
 
 /// Rows of samples handed to one rayon job: enough work to be worth a thread.
@@ -410,8 +404,10 @@ fn noise<P: Pixel<Subpixel = u8>>(
     img.par_chunks_mut(chunk).enumerate().for_each(|(i, part)| {
         // Two draws per sample, in sample order.
         let mut rng = SplitMix::at(seed, 2 * (i * chunk) as u64);
-        for v in part {
-            *v = to_u8(f64::from(*v) + sd * rng.normal());
+        let mut z = vec![0.0; part.len()];
+        rng.fill_normals(&mut z);
+        for (v, z) in part.iter_mut().zip(&z) {
+            *v = to_u8(f64::from(*v) + sd * z);
         }
     });
     img
@@ -442,44 +438,69 @@ fn blur<P: Pixel<Subpixel = u8>>(
     let c = P::CHANNEL_COUNT as usize;
     let kernel = gaussian_kernel(sigma);
     let r = (kernel.len() / 2) as i64;
-    // Each output position's mirrored source positions, looked up once.
-    let taps = |n: usize| -> Vec<usize> {
-        (0..n as i64)
-            .flat_map(|i| (0..kernel.len() as i64).map(move |k| mirror(i + k - r, n as i64)))
-            .collect()
-    };
-    let (xs, ys) = (taps(w), taps(h));
-    let src: Vec<f64> = img.iter().map(|v| f64::from(*v)).collect();
-    // Rows first, then columns, in f64; rounded once at the end. Each output row is one job's work.
     let row = (w * c).max(1);
-    let mut rows = vec![0.0; src.len()];
-    rows.par_chunks_mut(row)
-        .zip(src.par_chunks(row))
-        .for_each(|(out, line)| {
-            for x in 0..w {
-                let at = &xs[x * kernel.len()..(x + 1) * kernel.len()];
-                for ch in 0..c {
-                    out[x * c + ch] = kernel
-                        .iter()
-                        .zip(at)
-                        .map(|(wt, &sx)| wt * line[sx * c + ch])
-                        .sum();
+    // Rows first, then columns, in f64; rounded once at the end. Each output value is the sum of its taps in
+    // kernel order, added one after another; the loops run over whole rows so that they vectorise (across
+    // outputs, never within one sum).
+    let mut rows = vec![0.0; w * h * c];
+    rows.par_chunks_mut(row * ROWS_PER_JOB)
+        .zip(img.par_chunks(row * ROWS_PER_JOB))
+        .for_each(|(out, lines)| {
+            let mut padded = vec![0.0; (w + kernel.len() - 1) * c];
+            for (out, line) in out.chunks_exact_mut(row).zip(lines.chunks_exact(row)) {
+                // The row with its mirrored edges: tap `k` of output `x` is `padded[x + k]`.
+                for (p, px) in padded.chunks_exact_mut(c).enumerate() {
+                    let sx = mirror(p as i64 - r, w as i64);
+                    for (v, s) in px.iter_mut().zip(&line[sx * c..(sx + 1) * c]) {
+                        *v = f64::from(*s);
+                    }
+                }
+                for (k, wt) in kernel.iter().enumerate() {
+                    add_scaled(out, *wt, &padded[k * c..k * c + row]);
                 }
             }
         });
     let mut out = img.clone();
-    out.par_chunks_mut(row).enumerate().for_each(|(y, line)| {
-        let at = &ys[y * kernel.len()..(y + 1) * kernel.len()];
-        for (i, v) in line.iter_mut().enumerate() {
-            let sum: f64 = kernel
-                .iter()
-                .zip(at)
-                .map(|(wt, &sy)| wt * rows[sy * row + i])
-                .sum();
-            *v = to_u8(sum);
-        }
-    });
+    out.par_chunks_mut(row * ROWS_PER_JOB)
+        .enumerate()
+        .for_each(|(job, lines)| {
+            let mut sum = vec![0.0; row];
+            for (i, line) in lines.chunks_exact_mut(row).enumerate() {
+                let y = (job * ROWS_PER_JOB + i) as i64;
+                sum.fill(0.0);
+                for (k, wt) in kernel.iter().enumerate() {
+                    let sy = mirror(y + k as i64 - r, h as i64);
+                    add_scaled(&mut sum, *wt, &rows[sy * row..(sy + 1) * row]);
+                }
+                for (o, s) in line.iter_mut().zip(&sum) {
+                    *o = to_u8(*s);
+                }
+            }
+        });
     out
+}
+
+/// `acc += weight x values`, elementwise (a multiplication, then an addition: never fused, so every CPU gives
+/// the same sums), four lanes at a time where the CPU has AVX2.
+fn add_scaled(acc: &mut [f64], weight: f64, values: &[f64]) {
+    #[inline(always)]
+    fn body(acc: &mut [f64], weight: f64, values: &[f64]) {
+        for (a, v) in acc.iter_mut().zip(values) {
+            *a += weight * v;
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn avx2(acc: &mut [f64], weight: f64, values: &[f64]) {
+        body(acc, weight, values)
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        unsafe { avx2(acc, weight, values) };
+        return;
+    }
+    body(acc, weight, values)
 }
 
 fn downsample<P: Pixel<Subpixel = u8>>(

@@ -31,6 +31,8 @@ enum SourceKey {
     Volume(PathBuf, String),
     /// An image's content hash, a perturbation and its seed.
     Perturbed(String, String, u64),
+    /// A source read and hashed but not yet decoded ([`ImageCache::load_to_perturb`]).
+    Unverified(Box<SourceKey>),
 }
 
 struct Entry {
@@ -138,7 +140,30 @@ impl ImageCache {
         if let Some(hit) = self.get(&key) {
             return check_expected(case_id, image, hit);
         }
-        let loaded = read_image(case_id, image)?;
+        let loaded = read_image(case_id, image, true)?;
+        let loaded = self.insert(key, image, vec![loaded]);
+        check_expected(case_id, image, loaded)
+    }
+
+    /// As [`ImageCache::load`], for an image a pixel perturbation then changes: a web image is read and hashed
+    /// but not decoded here, because the perturbation decodes it in full (and refuses it as `load` would).
+    pub(crate) fn load_to_perturb(
+        &self,
+        case_id: &str,
+        image: &Image,
+    ) -> Result<Vec<LoadedImage>, PlanError> {
+        if image.render.is_some() {
+            return self.load(case_id, image);
+        }
+        let source = key_of(&image.source);
+        if let Some(hit) = self.get(&source) {
+            return check_expected(case_id, image, hit);
+        }
+        let key = SourceKey::Unverified(Box::new(source));
+        if let Some(hit) = self.get(&key) {
+            return check_expected(case_id, image, hit);
+        }
+        let loaded = read_image(case_id, image, false)?;
         let loaded = self.insert(key, image, vec![loaded]);
         check_expected(case_id, image, loaded)
     }
@@ -155,7 +180,7 @@ impl ImageCache {
         if let Some(mut hit) = self.get(&key) {
             return Ok(hit.remove(0));
         }
-        let png = perturbation.apply(&loaded.part.bytes, seed)?;
+        let png = perturbation.apply_hashed(&loaded.part.bytes, &loaded.part.sha256, seed)?;
         self.perturbed
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let info = nmb_imaging::inspect(&png)?;
@@ -249,7 +274,8 @@ fn evict(inner: &mut Inner, cap: usize) {
     }
 }
 
-fn read_image(case_id: &str, image: &Image) -> Result<LoadedImage, PlanError> {
+/// Reads and hashes an image; `verify`: decodes it in full too (a caller that decodes it anyway passes false).
+fn read_image(case_id: &str, image: &Image, verify: bool) -> Result<LoadedImage, PlanError> {
     let source_desc = || image.source.describe();
     let bytes = image.source.read().map_err(|source| PlanError::Image {
         case: case_id.to_string(),
@@ -264,7 +290,9 @@ fn read_image(case_id: &str, image: &Image) -> Result<LoadedImage, PlanError> {
         source,
     };
     // A truncated or corrupt image is refused here, before a model is paid to look at it.
-    nmb_imaging::verify(&bytes).map_err(image_error)?;
+    if verify {
+        nmb_imaging::verify(&bytes).map_err(image_error)?;
+    }
     let info = nmb_imaging::inspect(&bytes).map_err(image_error)?;
     if !info.format.is_web_image() {
         return Err(PlanError::UnsupportedImageFormat {

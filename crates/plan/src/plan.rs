@@ -751,18 +751,42 @@ fn load_images<'i>(
     if !mode.includes_images() {
         return Ok(Vec::new());
     }
-    let Some(perturb) = perturb else {
+    let shown = match perturb {
+        Some(p) => p.images(case, images, first),
+        None => images.iter().collect(),
+    };
+    let Some(perturb) = perturb.filter(|p| p.perturbation.is_pixelwise()) else {
         let mut out = Vec::new();
-        for image in images {
+        for image in shown {
             out.extend(cache.load(&case.id, image)?.into_iter().map(|l| (image, l)));
         }
         return Ok(out);
     };
-    let mut out = Vec::new();
-    for image in perturb.images(case, images, first) {
-        for loaded in cache.load(&case.id, image)? {
-            out.push((image, perturb.pixels(cache, &case.id, image, loaded)?));
+    let mut loaded = Vec::new();
+    for image in shown {
+        for one in cache.load_to_perturb(&case.id, image)? {
+            loaded.push((image, one));
         }
+    }
+    // A message's distinct images are changed side by side (decoding and encoding one image are not split
+    // across threads, so one after another they would leave all but one core idle); each once, into the cache.
+    use rayon::prelude::*;
+    let mut seen = std::collections::HashSet::new();
+    let distinct: Vec<&(&Image, LoadedImage)> = loaded
+        .iter()
+        .filter(|(_, l)| seen.insert(l.part.sha256.as_str()))
+        .collect();
+    let changed: Vec<Result<LoadedImage, PlanError>> = distinct
+        .par_iter()
+        .map(|(image, l)| perturb.pixels(cache, &case.id, image, l.clone()))
+        .collect();
+    // The first image's error in message order, whichever thread failed first.
+    for one in changed {
+        one?;
+    }
+    let mut out = Vec::new();
+    for (image, l) in loaded {
+        out.push((image, perturb.pixels(cache, &case.id, image, l)?));
     }
     Ok(out)
 }

@@ -100,6 +100,10 @@ pub(crate) fn build_manifest(
     let mut extra = Map::new();
     if let Some(p) = &settings.plan.perturbation {
         extra.insert(PERTURBATION.into(), p.to_string().into());
+        extra.insert(
+            PERTURBATION_VERSION.into(),
+            nmb_imaging::perturb::PERTURB_VERSION.into(),
+        );
     }
     if let Some(pool) = &settings.plan.examples {
         extra.insert(FEW_SHOT.into(), pool.record(suite, settings.plan.limit));
@@ -164,6 +168,11 @@ fn templates(plan: &PlanOptions, structured: bool) -> BTreeMap<String, TemplateR
 /// The manifest field naming a run's perturbation (`nmb eval --perturb`); absent on unperturbed runs.
 pub const PERTURBATION: &str = "perturbation";
 
+/// The manifest field recording the version of the perturbation rules a perturbed run's images were made by
+/// ([`nmb_imaging::perturb::PERTURB_VERSION`]): another version may make other bytes, so it is another
+/// configuration.
+pub const PERTURBATION_VERSION: &str = "perturbation_version";
+
 /// The manifest field recording a run's few-shot examples drawn from a suite (`nmb eval --few-shot K`): K, the
 /// seed, the pool suite as named and its hash, and each task's example ids and hashes; absent otherwise.
 pub const FEW_SHOT: &str = "few_shot";
@@ -188,6 +197,10 @@ fn identity(m: &Manifest) -> Value {
     }
     if let (Some(p), Some(fields)) = (m.extra.get(PERTURBATION), identity.as_object_mut()) {
         fields.insert(PERTURBATION.into(), p.clone());
+        // Runs recorded before the version was (version 2 rules) have no field and keep their hash.
+        if let Some(v) = m.extra.get(PERTURBATION_VERSION) {
+            fields.insert(PERTURBATION_VERSION.into(), v.clone());
+        }
     }
     if let (Some(f), Some(fields)) = (m.extra.get(FEW_SHOT), identity.as_object_mut()) {
         fields.insert(FEW_SHOT.into(), f.clone());
@@ -329,12 +342,19 @@ mod tests {
         );
         let blank = manifest_of(Some("blank"));
         assert_eq!(blank.extra[PERTURBATION], "blank");
+        assert_eq!(
+            identity(&blank)[PERTURBATION_VERSION],
+            nmb_imaging::perturb::PERTURB_VERSION
+        );
         assert_ne!(config_hash(&blank), config_hash(&plain));
         assert_ne!(
             config_hash(&blank),
             config_hash(&manifest_of(Some("noise:0.2")))
         );
-        assert_eq!(describe_difference(&plain, &blank), PERTURBATION);
+        assert_eq!(
+            describe_difference(&plain, &blank),
+            format!("{PERTURBATION}, {PERTURBATION_VERSION}")
+        );
     }
 
     #[test]
