@@ -353,10 +353,10 @@ impl Projector {
         ops::add(&mut x, &self.pos);
         for layer in &self.layers {
             let h = ops::layer_norm(&x, &layer.ln1.0, &layer.ln1.1, hp.eps);
-            let q = linear(&layer.q.0, Some(&layer.q.1), &h);
-            let kk = linear(&layer.k.0, Some(&layer.k.1), &h);
-            let v = linear(&layer.v.0, Some(&layer.v.1), &h);
-            let att = self.attention(&q, &kk, &v, n);
+            let qkv = linear_many(&[&layer.q, &layer.k, &layer.v], &h);
+            let (q, kv) = qkv.split_at(n * w);
+            let (kk, v) = kv.split_at(n * w);
+            let att = self.attention(q, kk, v, n);
             let mut cur = linear(&layer.o.0, Some(&layer.o.1), &att);
             ops::add(&mut cur, &x);
             x = cur;
@@ -504,6 +504,39 @@ fn linear(w: &QMatrix, bias: Option<&[f32]>, x: &[f32]) -> Vec<f32> {
     quant::matmul_many(&[(w, &acts, 0)], &mut out, w.rows);
     if let Some(b) = bias {
         ops::add_rows(&mut out, b);
+    }
+    out
+}
+
+/// [`linear`] of each `(w, bias)` in `ws` on the same `x`, one product after another in the result. Weights of
+/// one type share one rounding of `x` and one hand-off to the thread pool.
+fn linear_many(ws: &[&(QMatrix, Vec<f32>)], x: &[f32]) -> Vec<f32> {
+    let Some((first, _)) = ws.first() else {
+        return Vec::new();
+    };
+    // The products share the output stride, so one shape as well as one type.
+    let alike = |w: &QMatrix| (w.format, w.rows, w.cols) == (first.format, first.rows, first.cols);
+    if !ws.iter().all(|(w, _)| alike(w)) {
+        return ws.iter().flat_map(|(w, b)| linear(w, Some(b), x)).collect();
+    }
+    let n = x.len() / first.cols;
+    let batch: Vec<Batch> = (0..n).map(|index| Batch { size: n, index }).collect();
+    let acts = Acts::quantize_in(x, first.cols, first.format, &batch);
+    let mut offset = 0;
+    let jobs: Vec<(&QMatrix, &Acts, usize)> = ws
+        .iter()
+        .map(|(w, _)| {
+            let job = (w, &acts, offset);
+            offset += n * w.rows;
+            job
+        })
+        .collect();
+    // Column `c` of product `j` at `offset_j + c * rows`: each product laid out as `linear` gives it.
+    let rows = first.rows;
+    let mut out = vec![0f32; offset];
+    quant::matmul_many(&jobs, &mut out, rows);
+    for (part, (_, b)) in out.chunks_exact_mut(n * rows).zip(ws) {
+        ops::add_rows(part, b);
     }
     out
 }
