@@ -9,6 +9,9 @@
 //! C libraries descend from), each within an ulp or two of the library's; multiplications and additions are
 //! never fused, so every CPU gives the same bytes.
 
+// The polynomial and ln 2 constants are written digit for digit as fdlibm publishes them.
+#![allow(clippy::excessive_precision)]
+
 /// SplitMix64 (Steele, Lea and Flood 2014), the generator NumPy's reference re-implements. Its state after `k`
 /// draws is `seed + k x GAMMA`, so any draw is computed directly ([`SplitMix::at`]) and rows of noise are drawn
 /// in parallel with the same values as one sequential stream.

@@ -362,6 +362,15 @@ pub(crate) struct Acts {
     batch: Vec<Batch>,
 }
 
+/// `v` as `parts` runs of `size` values, or `parts` empty runs where `v` is empty (an array the format does not
+/// use).
+fn split_or_empty<T>(v: &mut [T], size: usize, parts: usize) -> Vec<&mut [T]> {
+    if v.is_empty() {
+        return (0..parts).map(|_| <&mut [T]>::default()).collect();
+    }
+    v.chunks_mut(size).collect()
+}
+
 /// Where llama.cpp, running one sequence alone, multiplies an activation column: as column `index` of a
 /// product of `size` columns (a prompt's chunk; 1 for a decoded token). Q8_0 and Q4_1 products are the same
 /// whatever it is; the K-quants' are not, as llama.cpp picks its kernel by the column count.
@@ -450,24 +459,44 @@ impl Acts {
             return acts;
         }
         let kernel = Kernel::detect();
-        for (i, src) in x.chunks_exact(block).enumerate() {
-            let (c, b) = (i / nb, i % nb);
-            let (t, k) = (c / TILE, c % TILE);
+        // Each tile of columns owns a run of every array: its quantised values, then its slots.
+        let tile = |t: usize, qs: &mut [i8], d: &mut [f32], s: &mut [f32], bsums: &mut [i16]| {
             let width = TILE.min(n - t * TILE);
-            let at = t * TILE * cols + (b * width + k) * block;
-            let slot = (t * nb + b) * TILE + k;
-            if format.is_k() {
-                acts.d[slot] = kernel.quantize_q8_k(
-                    src,
-                    &mut acts.qs[at..at + block],
-                    &mut acts.bsums[slot * 16..slot * 16 + 16],
-                );
-                continue;
+            for k in 0..width {
+                let column = &x[(t * TILE + k) * cols..][..cols];
+                for (b, src) in column.chunks_exact(block).enumerate() {
+                    let (at, slot) = ((b * width + k) * block, b * TILE + k);
+                    if format.is_k() {
+                        let sums = &mut bsums[slot * 16..slot * 16 + 16];
+                        d[slot] = kernel.quantize_q8_k(src, &mut qs[at..at + block], sums);
+                        continue;
+                    }
+                    let (scale, sum) = kernel.quantize_block(src, &mut qs[at..at + BLOCK]);
+                    d[slot] = round_f16(scale);
+                    if format.has_min() {
+                        s[slot] = round_f16(scale * sum as f32);
+                    }
+                }
             }
-            let (d, sum) = kernel.quantize_block(src, &mut acts.qs[at..at + BLOCK]);
-            acts.d[slot] = round_f16(d);
-            if format.has_min() {
-                acts.s[slot] = round_f16(d * sum as f32);
+        };
+        let tiles = n.div_ceil(TILE);
+        let slots_per_tile = nb * TILE;
+        let parts: Vec<_> = acts
+            .qs
+            .chunks_mut(TILE * cols)
+            .zip(acts.d.chunks_mut(slots_per_tile))
+            .zip(split_or_empty(&mut acts.s, slots_per_tile, tiles))
+            .zip(split_or_empty(&mut acts.bsums, 16 * slots_per_tile, tiles))
+            .enumerate()
+            .collect();
+        // A prompt's or an image's activations are quantised across the pool; one token's alone.
+        if x.len() >= 1 << 16 {
+            parts
+                .into_par_iter()
+                .for_each(|(t, (((qs, d), s), bsums))| tile(t, qs, d, s, bsums));
+        } else {
+            for (t, (((qs, d), s), bsums)) in parts {
+                tile(t, qs, d, s, bsums);
             }
         }
         acts
