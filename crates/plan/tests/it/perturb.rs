@@ -1,7 +1,8 @@
 //! Perturbations while planning (`PlanOptions::perturbation`) on the bundled sample suite: pixel perturbations
 //! change every image sent, once per distinct image, the same way for the same seed; `mismatch` never sends a case
 //! its own images and takes another case's of the same modality; `drop:SEQUENCE` leaves that sequence out and
-//! refuses a sequence no image has; text mode sends no images to perturb.
+//! refuses a sequence no image has; text mode sends no images to perturb; a damaged image is refused by a
+//! perturbation that decodes it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -197,4 +198,42 @@ fn text_mode_sends_nothing_to_perturb() {
     let (tasks, changed) = planned(&suite, &o);
     assert_eq!(changed, 0);
     assert!(sent(&tasks).values().all(Vec::is_empty));
+}
+
+#[test]
+fn a_damaged_image_is_refused_by_the_perturbation_that_decodes_it_and_the_same_image_twice_is_changed_once(
+) {
+    let mut suite = nmb_suite::sample::build();
+    let case = &mut suite.cases[0];
+    let whole = case.images[0].source.read().unwrap();
+    // The header and the start of the pixels, the rest cut off.
+    let cut: Arc<[u8]> = Arc::from(&whole[..whole.len() / 2]);
+    case.images[0].source = nmb_imaging::ImageSource::Bytes(cut);
+    // As a suite loaded from damaged files would have it: no hash recorded from the whole bytes.
+    case.images[0].sha256 = None;
+    let (case_id, image_id) = (case.id.clone(), case.images[0].id.clone());
+    let plan = |p: Option<&str>| -> Result<Vec<PlannedTask>, PlanError> {
+        Plan::new(&suite, &options(p, 0), Arc::default())?.collect()
+    };
+    for p in ["noise:0.2", "blur:1.5", "jpeg:50", "contrast:0.5"] {
+        let err = plan(Some(p)).expect_err(p);
+        let text = err.to_string();
+        assert!(
+            text.contains(&case_id)
+                && text.contains(&image_id)
+                && text.contains(&format!("under {p}"))
+                && text.contains("cannot decode png image"),
+            "{p}: {text}"
+        );
+    }
+    plan(None).expect_err("an unperturbed image is verified by a full decode");
+    // Only the size is read for a grey image; the unperturbed run of a sweep refuses the original.
+    plan(Some("blank")).expect("blank reads the header only");
+
+    let mut twice = nmb_suite::sample::build();
+    let first = twice.cases[0].images[0].clone();
+    twice.cases[0].images.push(first);
+    let (_, changed) = planned(&twice, &options(Some("noise:0.2"), 1));
+    let (_, once) = planned(&nmb_suite::sample::build(), &options(Some("noise:0.2"), 1));
+    assert_eq!(changed, once, "a repeated image is changed once");
 }
