@@ -353,7 +353,10 @@ impl Projector {
         ops::add(&mut x, &self.pos);
         for layer in &self.layers {
             let h = ops::layer_norm(&x, &layer.ln1.0, &layer.ln1.1, hp.eps);
-            let qkv = linear_many(&[&layer.q, &layer.k, &layer.v], &h);
+            let qkv = linear_many(
+                &[&layer.q, &layer.k, &layer.v].map(|(w, b)| (w, Some(b.as_slice()))),
+                &h,
+            );
             let (q, kv) = qkv.split_at(n * w);
             let (kk, v) = kv.split_at(n * w);
             let att = self.attention(q, kk, v, n);
@@ -497,46 +500,35 @@ pub(crate) fn parts_logits(engine: &Engine, parts: &[PromptPart]) -> Vec<f32> {
 /// `w · x + bias` for every row of `x` (one column of the product each), all rows in one product as llama.cpp
 /// multiplies a whole image.
 fn linear(w: &QMatrix, bias: Option<&[f32]>, x: &[f32]) -> Vec<f32> {
-    let n = x.len() / w.cols;
-    let batch: Vec<Batch> = (0..n).map(|index| Batch { size: n, index }).collect();
-    let acts = Acts::quantize_in(x, w.cols, w.format, &batch);
-    let mut out = vec![0f32; n * w.rows];
-    quant::matmul_many(&[(w, &acts, 0)], &mut out, w.rows);
-    if let Some(b) = bias {
-        ops::add_rows(&mut out, b);
-    }
-    out
+    linear_many(&[(w, bias)], x)
 }
 
 /// [`linear`] of each `(w, bias)` in `ws` on the same `x`, one product after another in the result. Weights of
-/// one type share one rounding of `x` and one hand-off to the thread pool.
-fn linear_many(ws: &[&(QMatrix, Vec<f32>)], x: &[f32]) -> Vec<f32> {
+/// one type and shape share one rounding of `x` and one hand-off to the thread pool.
+fn linear_many(ws: &[(&QMatrix, Option<&[f32]>)], x: &[f32]) -> Vec<f32> {
     let Some((first, _)) = ws.first() else {
         return Vec::new();
     };
     // The products share the output stride, so one shape as well as one type.
     let alike = |w: &QMatrix| (w.format, w.rows, w.cols) == (first.format, first.rows, first.cols);
     if !ws.iter().all(|(w, _)| alike(w)) {
-        return ws.iter().flat_map(|(w, b)| linear(w, Some(b), x)).collect();
+        return ws.iter().flat_map(|&one| linear_many(&[one], x)).collect();
     }
-    let n = x.len() / first.cols;
+    let (n, rows) = (x.len() / first.cols, first.rows);
     let batch: Vec<Batch> = (0..n).map(|index| Batch { size: n, index }).collect();
     let acts = Acts::quantize_in(x, first.cols, first.format, &batch);
-    let mut offset = 0;
+    // Column `c` of product `j` at `j * n * rows + c * rows`: each product laid out as one alone would be.
     let jobs: Vec<(&QMatrix, &Acts, usize)> = ws
         .iter()
-        .map(|(w, _)| {
-            let job = (w, &acts, offset);
-            offset += n * w.rows;
-            job
-        })
+        .enumerate()
+        .map(|(j, (w, _))| (*w, &acts, j * n * rows))
         .collect();
-    // Column `c` of product `j` at `offset_j + c * rows`: each product laid out as `linear` gives it.
-    let rows = first.rows;
-    let mut out = vec![0f32; offset];
+    let mut out = vec![0f32; ws.len() * n * rows];
     quant::matmul_many(&jobs, &mut out, rows);
-    for (part, (_, b)) in out.chunks_exact_mut(n * rows).zip(ws) {
-        ops::add_rows(part, b);
+    for (part, (_, bias)) in out.chunks_exact_mut((n * rows).max(1)).zip(ws) {
+        if let Some(b) = bias {
+            ops::add_rows(part, b);
+        }
     }
     out
 }
