@@ -809,6 +809,18 @@ mod tests {
     use super::*;
 
     /// A deterministic pseudo-random stream, so the tests need no extra crate.
+    /// An F16 or BF16 matrix of `values(seed, ..)` within ±1.
+    fn float_matrix(format: Format, rows: usize, cols: usize, seed: u64) -> QMatrix {
+        let bytes: Vec<u8> = values(seed, rows * cols, 2.0)
+            .into_iter()
+            .flat_map(|v| match format {
+                Format::F16 => f16::from_f32(v).to_bits().to_le_bytes(),
+                _ => half::bf16::from_f32(v).to_bits().to_le_bytes(),
+            })
+            .collect();
+        QMatrix::new(format, rows, cols, bytes)
+    }
+
     fn values(seed: u64, n: usize, scale: f32) -> Vec<f32> {
         let mut s = seed;
         (0..n)
@@ -1162,14 +1174,7 @@ mod tests {
             .into_iter()
             .flat_map(|f| [96, 136, 140, 12].map(|c| (f, c)))
         {
-            let bytes: Vec<u8> = values(5, rows * cols, 2.0)
-                .into_iter()
-                .flat_map(|v| match format {
-                    Format::F16 => f16::from_f32(v).to_bits().to_le_bytes(),
-                    _ => half::bf16::from_f32(v).to_bits().to_le_bytes(),
-                })
-                .collect();
-            let w = QMatrix::new(format, rows, cols, bytes);
+            let w = float_matrix(format, rows, cols, 5);
             for n in [1, 2, 9] {
                 let x = values(6, n * cols, 4.0);
                 let exact = reference(&w, &x);
@@ -1220,14 +1225,7 @@ mod tests {
         let cols = 96;
         for format in [Format::F16, Format::BF16] {
             for rows in [4, 12, 132] {
-                let bytes: Vec<u8> = values(9 + rows as u64, rows * cols, 2.0)
-                    .into_iter()
-                    .flat_map(|v| match format {
-                        Format::F16 => f16::from_f32(v).to_bits().to_le_bytes(),
-                        _ => half::bf16::from_f32(v).to_bits().to_le_bytes(),
-                    })
-                    .collect();
-                let w = QMatrix::new(format, rows, cols, bytes);
+                let w = float_matrix(format, rows, cols, 9 + rows as u64);
                 for n in [2, 5, 49, 100] {
                     let x = values(6 + n as u64, n * cols, 4.0);
                     let prompt: Vec<Batch> = (0..n).map(|index| Batch { size: n, index }).collect();

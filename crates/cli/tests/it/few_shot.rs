@@ -420,6 +420,19 @@ fn requests_are_the_runners_and_its_file_imports_with_the_same_scores() {
     assert_eq!(hash(&same), hash(&result));
 }
 
+/// Writes the report of the two runs into `report` and returns its few-shot gain rows (report.json).
+fn few_shot_gain_rows(runs: &Path, report: &Path, zero: &str, few: &str) -> Vec<Value> {
+    let out = nmb(
+        runs,
+        &["report", zero, few, "--out", report.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("report.json")).unwrap())
+            .unwrap();
+    doc["sections"]["few-shot-gain"].as_array().unwrap().clone()
+}
+
 #[test]
 fn compare_reads_the_few_shot_gain_against_zero_shot() {
     let tmp = tempfile::tempdir().unwrap();
@@ -484,15 +497,7 @@ fn compare_reads_the_few_shot_gain_against_zero_shot() {
     }
     // The report shows the pair's gain, in every rendering.
     let report = tmp.path().join("report");
-    let out = nmb(
-        &runs,
-        &["report", &zero, &few, "--out", report.to_str().unwrap()],
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let doc: Value =
-        serde_json::from_str(&std::fs::read_to_string(report.join("report.json")).unwrap())
-            .unwrap();
-    let rows = doc["sections"]["few-shot-gain"].as_array().unwrap();
+    let rows = few_shot_gain_rows(&runs, &report, &zero, &few);
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0]["few_shot_run"], few.as_str());
     let value = rows[0]["gain"]["value"].as_f64().unwrap();
@@ -882,15 +887,7 @@ fn a_k_run_resumes_without_asking_again_and_pairs_with_zero_shot() {
     assert_eq!(gain["few_shot_run"], few.as_str(), "{cmp}");
     assert_eq!(gain["zero_shot_run"], zero.as_str());
     let report = tmp.path().join("report");
-    let out = nmb(
-        &runs,
-        &["report", &zero, &few, "--out", report.to_str().unwrap()],
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let doc: Value =
-        serde_json::from_str(&std::fs::read_to_string(report.join("report.json")).unwrap())
-            .unwrap();
-    let rows = doc["sections"]["few-shot-gain"].as_array().unwrap();
+    let rows = few_shot_gain_rows(&runs, &report, &zero, &few);
     assert_eq!(rows[0]["few_shot_run"], few.as_str(), "{rows:?}");
 }
 
